@@ -1,0 +1,288 @@
+// Package presets holds the data cgtune works from: built-in model presets,
+// team presets shared as YAML files, and the recipe overrides cgtune emits.
+package presets
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Model is one built-in or inline model preset: an architecture plus the
+// default parallel layouts Megatron-Bridge's perf recipes use per GPU.
+type Model struct {
+	Name    string            `yaml:"name" json:"name"`
+	Display string            `yaml:"display" json:"display"`
+	Family  string            `yaml:"family" json:"family"`
+	Arch    Arch              `yaml:"arch" json:"arch"`
+	Layouts map[string]Layout `yaml:"layouts" json:"layouts"` // key: GPU name (h100, b200, gb200, ...)
+	Source  string            `yaml:"source,omitempty" json:"source,omitempty"`
+}
+
+// Arch is the shape of the network, enough to build the op trace of one
+// training step and to evaluate the rules that depend on the model.
+type Arch struct {
+	Layers        int    `yaml:"layers" json:"layers"`
+	Hidden        int    `yaml:"hidden" json:"hidden"`
+	FFNHidden     int    `yaml:"ffn_hidden" json:"ffn_hidden"`
+	Heads         int    `yaml:"heads" json:"heads"`
+	KVGroups      int    `yaml:"kv_groups" json:"kv_groups"` // 0 when attention is MLA
+	HeadDim       int    `yaml:"head_dim" json:"head_dim"`
+	Vocab         int    `yaml:"vocab" json:"vocab"`
+	AddBiasLinear bool   `yaml:"add_bias_linear,omitempty" json:"add_bias_linear,omitempty"`
+	AddQKVBias    bool   `yaml:"add_qkv_bias,omitempty" json:"add_qkv_bias,omitempty"`
+	Activation    string `yaml:"activation,omitempty" json:"activation,omitempty"` // swiglu (default), squared_relu, ...
+	MoE           *MoE   `yaml:"moe,omitempty" json:"moe,omitempty"`
+	MLA           *MLA   `yaml:"mla,omitempty" json:"mla,omitempty"`
+	Mamba         *Mamba `yaml:"mamba,omitempty" json:"mamba,omitempty"`
+	// HybridPattern is Megatron's hybrid_override_pattern, one character per
+	// layer: M Mamba, * attention, - dense MLP, E MoE. Empty for a plain
+	// transformer, where every layer is attention followed by MLP or MoE.
+	HybridPattern string `yaml:"hybrid_pattern,omitempty" json:"hybrid_pattern,omitempty"`
+}
+
+// MoE describes the mixture-of-experts part of a model.
+type MoE struct {
+	Experts         int `yaml:"experts" json:"experts"`
+	TopK            int `yaml:"top_k" json:"top_k"`
+	FFNHidden       int `yaml:"ffn_hidden" json:"ffn_hidden"`
+	SharedExpertFFN int `yaml:"shared_expert_ffn,omitempty" json:"shared_expert_ffn,omitempty"`
+	// FirstDenseLayers is the number of leading dense layers
+	// (moe_layer_freq = [0]*n + [1]*rest); 0 means every layer is MoE.
+	FirstDenseLayers int    `yaml:"first_dense_layers,omitempty" json:"first_dense_layers,omitempty"`
+	Router           string `yaml:"router,omitempty" json:"router,omitempty"` // softmax (default) or sigmoid
+}
+
+// MLA is DeepSeek's multi-latent attention.
+type MLA struct {
+	QLoraRank  int `yaml:"q_lora_rank" json:"q_lora_rank"`
+	KVLoraRank int `yaml:"kv_lora_rank" json:"kv_lora_rank"`
+	QKHeadDim  int `yaml:"qk_head_dim" json:"qk_head_dim"`
+	QKRopeDim  int `yaml:"qk_rope_dim" json:"qk_rope_dim"`
+	VHeadDim   int `yaml:"v_head_dim" json:"v_head_dim"`
+}
+
+// Mamba describes the Mamba-2 mixer of a hybrid model.
+type Mamba struct {
+	StateDim int `yaml:"state_dim" json:"state_dim"`
+	Heads    int `yaml:"heads" json:"heads"`
+	HeadDim  int `yaml:"head_dim" json:"head_dim"`
+	Groups   int `yaml:"groups" json:"groups"`
+}
+
+// Layout is a parallel layout: how the job is split over GPUs and how big a
+// step is. Zero TP/PP/CP/EP/ETP/VP mean "not set" and read as 1 (VP: none).
+type Layout struct {
+	GPU              string   `yaml:"gpu,omitempty" json:"gpu,omitempty"`
+	NumGPUs          int      `yaml:"num_gpus" json:"num_gpus"`
+	Precision        string   `yaml:"precision" json:"precision"` // bf16, fp8cs, fp8mx, nvfp4, ...
+	TP               int      `yaml:"tp" json:"tp"`
+	PP               int      `yaml:"pp" json:"pp"`
+	VP               int      `yaml:"vp,omitempty" json:"vp,omitempty"`
+	CP               int      `yaml:"cp" json:"cp"`
+	EP               int      `yaml:"ep" json:"ep"`
+	ETP              int      `yaml:"etp,omitempty" json:"etp,omitempty"`
+	GBS              int      `yaml:"gbs" json:"gbs"`
+	MBS              int      `yaml:"mbs" json:"mbs"`
+	Seq              int      `yaml:"seq" json:"seq"`
+	Dispatcher       string   `yaml:"dispatcher,omitempty" json:"dispatcher,omitempty"` // alltoall, allgather, flex
+	SequenceParallel bool     `yaml:"sequence_parallel,omitempty" json:"sequence_parallel,omitempty"`
+	RecomputeModules []string `yaml:"recompute_modules,omitempty" json:"recompute_modules,omitempty"`
+}
+
+func atLeast1(v int) int {
+	if v < 1 {
+		return 1
+	}
+	return v
+}
+
+// Degrees with unset values read as 1.
+func (l Layout) TPSize() int  { return atLeast1(l.TP) }
+func (l Layout) PPSize() int  { return atLeast1(l.PP) }
+func (l Layout) CPSize() int  { return atLeast1(l.CP) }
+func (l Layout) EPSize() int  { return atLeast1(l.EP) }
+func (l Layout) ETPSize() int { return atLeast1(l.ETP) }
+func (l Layout) VPSize() int  { return atLeast1(l.VP) }
+
+// DP is the data-parallel size: GPUs over TP×PP×CP.
+func (l Layout) DP() int {
+	d := l.NumGPUs / (l.TPSize() * l.PPSize() * l.CPSize())
+	return atLeast1(d)
+}
+
+// MicroBatches is the number of micro-batches one rank runs per step,
+// GBS / (MBS × DP), as get_num_microbatches() computes it.
+func (l Layout) MicroBatches() int {
+	return atLeast1(l.GBS / (atLeast1(l.MBS) * l.DP()))
+}
+
+// LayerKind is what one decoder layer contains.
+type LayerKind string
+
+const (
+	LayerDense     LayerKind = "dense"     // attention + dense MLP
+	LayerMoE       LayerKind = "moe"       // attention + MoE
+	LayerMamba     LayerKind = "mamba"     // hybrid M
+	LayerAttention LayerKind = "attention" // hybrid *
+	LayerMLP       LayerKind = "mlp"       // hybrid -
+	LayerMoEOnly   LayerKind = "moe_only"  // hybrid E
+)
+
+// LayerKinds lists the kind of every decoder layer of the model in order.
+func (a Arch) LayerKinds() []LayerKind {
+	if a.HybridPattern != "" {
+		kinds := make([]LayerKind, 0, len(a.HybridPattern))
+		for _, r := range a.HybridPattern {
+			switch r {
+			case 'M':
+				kinds = append(kinds, LayerMamba)
+			case '*':
+				kinds = append(kinds, LayerAttention)
+			case '-':
+				kinds = append(kinds, LayerMLP)
+			case 'E':
+				kinds = append(kinds, LayerMoEOnly)
+			}
+		}
+		return kinds
+	}
+	kinds := make([]LayerKind, a.Layers)
+	for i := range kinds {
+		if a.MoE != nil && i >= a.MoE.FirstDenseLayers {
+			kinds[i] = LayerMoE
+		} else {
+			kinds[i] = LayerDense
+		}
+	}
+	return kinds
+}
+
+// HasDenseMLP reports whether any layer has a dense MLP (the `mlp` scope needs one).
+func (a Arch) HasDenseMLP() bool {
+	for _, k := range a.LayerKinds() {
+		if k == LayerDense || k == LayerMLP {
+			return true
+		}
+	}
+	return false
+}
+
+// HasMamba reports whether any layer is a Mamba layer.
+func (a Arch) HasMamba() bool { return slices.Contains(a.LayerKinds(), LayerMamba) }
+
+// HasAttention reports whether any layer has self-attention.
+func (a Arch) HasAttention() bool {
+	for _, k := range a.LayerKinds() {
+		if k == LayerDense || k == LayerMoE || k == LayerAttention {
+			return true
+		}
+	}
+	return false
+}
+
+// Generation is the Megatron-Bridge API generation cgtune targets (reference §0).
+type Generation int
+
+const (
+	// G2: MB v0.3–v0.4; field cuda_graph_scope; full_iteration is a scope of impl local.
+	G2 Generation = 2
+	// G3: MB v0.5+; field cuda_graph_modules; impl full_iteration; local only for full iteration (v0.6+).
+	G3 Generation = 3
+)
+
+// MBridgeVersions are the --mbridge values cgtune accepts.
+var MBridgeVersions = []string{"0.3", "0.4", "0.5", "0.6", "0.7"}
+
+// ParseMBridge maps a Megatron-Bridge version to its generation.
+func ParseMBridge(v string) (Generation, error) {
+	switch strings.TrimPrefix(v, "v") {
+	case "0.3", "0.4":
+		return G2, nil
+	case "0.5", "0.6", "0.7":
+		return G3, nil
+	}
+	return 0, fmt.Errorf("unknown Megatron-Bridge version %q (allowed: %s)", v, strings.Join(MBridgeVersions, ", "))
+}
+
+func (g Generation) String() string { return fmt.Sprintf("G%d", int(g)) }
+
+// Implementations and scopes in the vocabulary of the MB perf harness
+// (--cuda_graph_impl / --cuda_graph_scope), which is what cgtune's flags and
+// candidates use in both generations.
+const (
+	ImplNone  = "none"
+	ImplLocal = "local"
+	ImplTE    = "transformer_engine"
+
+	ScopeFullIteration = "full_iteration"
+	ScopeAttn          = "attn"
+	ScopeMLP           = "mlp"
+	ScopeMoE           = "moe"
+	ScopeMoERouter     = "moe_router"
+	ScopeMoEPreprocess = "moe_preprocess"
+	ScopeMamba         = "mamba"
+)
+
+// Impls are the harness's VALID_CUDA_GRAPH_IMPLS.
+var Impls = []string{ImplNone, ImplLocal, ImplTE}
+
+// Scopes are the harness's VALID_CUDA_GRAPH_SCOPES, in its order.
+var Scopes = []string{ScopeFullIteration, ScopeAttn, ScopeMLP, ScopeMoE, ScopeMoERouter, ScopeMoEPreprocess, ScopeMamba}
+
+// LayerScopes are the six per-layer module names (CudaGraphModule).
+var LayerScopes = []string{ScopeAttn, ScopeMLP, ScopeMoE, ScopeMoERouter, ScopeMoEPreprocess, ScopeMamba}
+
+// Candidate is one CUDA-graph configuration: impl, scopes and warm-up steps.
+// An empty Scopes with a graph impl means the whole layer.
+type Candidate struct {
+	Impl   string   `yaml:"impl" json:"impl"`
+	Scopes []string `yaml:"scopes" json:"scopes"`
+	Warmup int      `yaml:"warmup" json:"warmup"`
+}
+
+// FullIteration reports whether the candidate is one full-iteration graph.
+func (c Candidate) FullIteration() bool {
+	return c.Impl != ImplNone && slices.Contains(c.Scopes, ScopeFullIteration)
+}
+
+// Graphed reports whether the candidate captures anything.
+func (c Candidate) Graphed() bool { return c.Impl != ImplNone && c.Impl != "" }
+
+// ScopeString is the scopes joined with commas, "" for the whole layer.
+func (c Candidate) ScopeString() string { return strings.Join(c.Scopes, ",") }
+
+// Key identifies a candidate in journals and tables: impl/scopes/wN.
+func (c Candidate) Key() string {
+	s := c.ScopeString()
+	if c.Impl == ImplNone {
+		s = "-"
+	} else if s == "" {
+		s = "layer"
+	}
+	return fmt.Sprintf("%s/%s/w%d", c.Impl, s, c.Warmup)
+}
+
+// Label is a short human label: "none", "te attn,moe_router", "local full_iteration".
+func (c Candidate) Label() string {
+	switch c.Impl {
+	case ImplNone, "":
+		return "none"
+	case ImplTE:
+		if len(c.Scopes) == 0 {
+			return "te whole-layer"
+		}
+		return "te " + c.ScopeString()
+	}
+	if len(c.Scopes) == 0 {
+		return c.Impl + " whole-layer"
+	}
+	return c.Impl + " " + c.ScopeString()
+}
+
+// Space is the set of configurations a search may try.
+type Space struct {
+	Impls   []string   `yaml:"impls" json:"impls"`
+	Scopes  [][]string `yaml:"scopes,omitempty" json:"scopes,omitempty"` // explicit scope sets; empty = every subset
+	Warmups []int      `yaml:"warmups" json:"warmups"`
+}
