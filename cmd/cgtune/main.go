@@ -1,0 +1,83 @@
+// Command cgtune finds the fastest CUDA-graph configuration for a
+// Megatron-Bridge training recipe by measuring it, and emits the overrides.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, the contract of DESIGN.md.
+const (
+	exitOK          = 0
+	exitInvalid     = 1 // invalid configuration, or no candidate succeeded
+	exitBadInput    = 2 // usage or bad input file
+	exitNoGPU       = 3 // no usable GPU / driver for the requested engine
+	exitInterrupted = 130
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// exitError carries an exit code and a one-line message up to main.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func fail(code int, format string, args ...any) error {
+	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// quiet is an exitError whose message was already printed (check's
+// violations go to stdout, and only the exit code is left to set).
+func quiet(code int) error { return &exitError{code: code} }
+
+// subcommands is filled by the init functions of the files beside this one,
+// one file per subcommand.
+var subcommands []func() *cobra.Command
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "cgtune",
+		Short:         "Find the fastest CUDA-graph configuration for a Megatron-Bridge recipe",
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return fail(exitBadInput, "%v", err)
+	})
+	for _, mk := range subcommands {
+		root.AddCommand(mk())
+	}
+	return root
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(os.Stderr, "cgtune: "+ee.msg)
+		}
+		return ee.code
+	}
+	// Cobra's own errors (unknown command, bad flag, wrong arg count) are usage errors.
+	fmt.Fprintln(os.Stderr, "cgtune: "+err.Error())
+	return exitBadInput
+}
