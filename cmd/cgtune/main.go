@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -60,12 +61,16 @@ func newRootCmd() *cobra.Command {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
+// run executes one command line; subcommands write results to
+// cmd.OutOrStdout() and progress to cmd.ErrOrStderr(), so tests can capture both.
+func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.Execute()
 	if err == nil {
 		return exitOK
@@ -73,11 +78,11 @@ func run(args []string) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "cgtune: "+ee.msg)
+			fmt.Fprintln(stderr, "cgtune: "+ee.msg)
 		}
 		return ee.code
 	}
 	// Cobra's own errors (unknown command, bad flag, wrong arg count) are usage errors.
-	fmt.Fprintln(os.Stderr, "cgtune: "+err.Error())
+	fmt.Fprintln(stderr, "cgtune: "+err.Error())
 	return exitBadInput
 }
