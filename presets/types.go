@@ -88,6 +88,9 @@ type Layout struct {
 	Dispatcher       string   `yaml:"dispatcher,omitempty" json:"dispatcher,omitempty"` // alltoall, allgather, flex
 	SequenceParallel bool     `yaml:"sequence_parallel,omitempty" json:"sequence_parallel,omitempty"`
 	RecomputeModules []string `yaml:"recompute_modules,omitempty" json:"recompute_modules,omitempty"`
+	// Source names the MB recipe (file and function) the layout was taken
+	// from, and any deviation from it.
+	Source string `yaml:"source,omitempty" json:"source,omitempty"`
 }
 
 func atLeast1(v int) int {

@@ -1,0 +1,424 @@
+package presets
+
+import (
+	"embed"
+	"fmt"
+	"math"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+//go:embed models/*.yaml
+var modelFiles embed.FS
+
+// builtinOrder is the order of reference §7, which is also the order
+// BuiltinModels returns and `cgtune models` prints.
+var builtinOrder = []string{
+	"llama3_8b", "llama3_70b", "llama31_405b",
+	"qwen3_30b_a3b", "qwen3_235b_a22b",
+	"deepseek_v3",
+	"gpt_oss_20b", "gpt_oss_120b",
+	"nemotronh_56b", "nemotron_3_nano",
+}
+
+// BuiltinModelNames lists the built-in model presets in display order.
+func BuiltinModelNames() []string { return slices.Clone(builtinOrder) }
+
+// GPUs are the GPU names of the MB perf harness (`run_script.py -g`), the
+// keys a model's layouts may use.
+func GPUs() []string {
+	return []string{"h100", "b200", "b300", "gb200", "gb300", "vr200", "r100"}
+}
+
+// Precisions are the compute dtypes of MB perf recipe names.
+func Precisions() []string { return []string{"bf16", "fp8cs", "fp8ds", "fp8sc", "fp8mx", "nvfp4"} }
+
+// Dispatchers are MCore's moe_token_dispatcher_type values (MB writes
+// hybridep as flex + moe_flex_dispatcher_backend=hybridep).
+func Dispatchers() []string { return []string{"alltoall", "allgather", "flex"} }
+
+// Activations are the MLP activations the built-in models use.
+func Activations() []string { return []string{"swiglu", "squared_relu", "quick_geglu", "gelu"} }
+
+// Routers are the MoE router score functions.
+func Routers() []string { return []string{"softmax", "sigmoid"} }
+
+// RecomputeModules are MCore's selective recompute_modules values.
+func RecomputeModules() []string {
+	return []string{"core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts"}
+}
+
+// HybridPatternChars are the layer symbols of hybrid_override_pattern cgtune understands.
+const HybridPatternChars = "M*-E"
+
+var nameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// ValidName reports whether s is a valid model or preset name.
+func ValidName(s string) bool { return nameRe.MatchString(s) }
+
+type modelFile struct {
+	Version int     `yaml:"version"`
+	Models  []Model `yaml:"models"`
+}
+
+// BuiltinModels returns the embedded model presets in the order of reference §7.
+func BuiltinModels() ([]Model, error) {
+	entries, err := modelFiles.ReadDir("models")
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]Model{}
+	for _, e := range entries {
+		p := path.Join("models", e.Name())
+		data, err := modelFiles.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		ms, err := ParseModelYAML("presets/"+p, data)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			if _, dup := byName[m.Name]; dup {
+				return nil, fmt.Errorf("presets/%s: built-in model %q defined twice", p, m.Name)
+			}
+			byName[m.Name] = m
+		}
+	}
+	out := make([]Model, 0, len(byName))
+	for _, n := range builtinOrder {
+		m, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("built-in model %q has no file under presets/models", n)
+		}
+		out = append(out, m)
+		delete(byName, n)
+	}
+	for n := range byName {
+		return nil, fmt.Errorf("built-in model %q is not in the built-in order list", n)
+	}
+	return out, nil
+}
+
+// LookupModel returns the built-in model preset called name.
+func LookupModel(name string) (Model, error) {
+	ms, err := BuiltinModels()
+	if err != nil {
+		return Model{}, err
+	}
+	for _, m := range ms {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	return Model{}, fmt.Errorf("unknown model %q (allowed: %s)", name, strings.Join(builtinOrder, ", "))
+}
+
+// ParseModelYAML reads a model preset file (version: 1, models: [...]).
+// Errors are one line, FILE:LINE: ..., naming the field and what is allowed.
+func ParseModelYAML(file string, data []byte) ([]Model, error) {
+	var mf modelFile
+	d, err := decodeStrict(file, data, &mf)
+	if err != nil {
+		return nil, err
+	}
+	if len(mf.Models) == 0 {
+		return nil, d.errf("models", "no models in the file (want a list under models:)")
+	}
+	seen := map[string]bool{}
+	for i := range mf.Models {
+		p := fmt.Sprintf("models[%d]", i)
+		if err := d.validateModel(&mf.Models[i], p); err != nil {
+			return nil, err
+		}
+		if seen[mf.Models[i].Name] {
+			return nil, d.errf(p+".name", "model %q defined twice", mf.Models[i].Name)
+		}
+		seen[mf.Models[i].Name] = true
+	}
+	return mf.Models, nil
+}
+
+// Layout returns the model's default parallel layout for gpu, with GPU set.
+func (m Model) Layout(gpu string) (Layout, error) {
+	l, ok := m.Layouts[gpu]
+	if !ok {
+		return Layout{}, fmt.Errorf("model %s has no layout for gpu %q (allowed: %s)", m.Name, gpu, strings.Join(m.GPUs(), ", "))
+	}
+	l.GPU = gpu
+	l.RecomputeModules = slices.Clone(l.RecomputeModules)
+	return l, nil
+}
+
+// GPUs lists the GPUs the model has a default layout for, in GPUs() order.
+func (m Model) GPUs() []string {
+	var out []string
+	for _, g := range GPUs() {
+		if _, ok := m.Layouts[g]; ok {
+			out = append(out, g)
+		}
+	}
+	// Custom models may use GPU names the harness does not know.
+	var extra []string
+	for g := range m.Layouts {
+		if !slices.Contains(out, g) {
+			extra = append(extra, g)
+		}
+	}
+	slices.Sort(extra)
+	return append(out, extra...)
+}
+
+// Kind is "dense", "moe" or "hybrid", for tables.
+func (m Model) Kind() string {
+	switch {
+	case m.Arch.HybridPattern != "":
+		return "hybrid"
+	case m.Arch.MoE != nil:
+		return "moe"
+	}
+	return "dense"
+}
+
+// Validate checks a model built in code (an inline preset model, say) with
+// the rules the file parser applies; errors name the field but no line.
+func (m Model) Validate() error {
+	d := &strictDoc{lines: map[string]int{}}
+	return d.validateModel(&m, "")
+}
+
+// ValidateLayout checks l against the model: divisibility of the parallel
+// degrees, batch sizes and names.
+func (m Model) ValidateLayout(l Layout) error {
+	d := &strictDoc{lines: map[string]int{}}
+	return d.validateLayout(&m, &l, l.GPU, "")
+}
+
+func positive(d *strictDoc, path string, vals map[string]int, order ...string) error {
+	for _, k := range order {
+		if vals[k] <= 0 {
+			return d.errf(joinPath(path, k), "field %q must be a positive integer, got %d", k, vals[k])
+		}
+	}
+	return nil
+}
+
+func oneOf(d *strictDoc, path, field, v string, allowed []string) error {
+	if !slices.Contains(allowed, v) {
+		return d.errf(joinPath(path, field), "field %q: unknown value %q (allowed: %s)", field, v, strings.Join(allowed, ", "))
+	}
+	return nil
+}
+
+func (d *strictDoc) validateModel(m *Model, p string) error {
+	if m.Name == "" {
+		return d.errf(p, "missing field \"name\" (a name like [a-z0-9][a-z0-9._-]*)")
+	}
+	if !ValidName(m.Name) {
+		return d.errf(joinPath(p, "name"), "field \"name\": %q is not a valid name (allowed: [a-z0-9][a-z0-9._-]*)", m.Name)
+	}
+	if err := d.validateArch(&m.Arch, joinPath(p, "arch")); err != nil {
+		return err
+	}
+	if len(m.Layouts) == 0 {
+		return d.errf(p, "model %s: missing field \"layouts\" (at least one GPU, e.g. %s)", m.Name, strings.Join(GPUs()[:3], ", "))
+	}
+	for _, g := range m.GPUs() {
+		l := m.Layouts[g]
+		lp := joinPath(joinPath(p, "layouts"), g)
+		if !slices.Contains(GPUs(), g) {
+			return d.errf(lp, "layouts: unknown gpu %q (allowed: %s)", g, strings.Join(GPUs(), ", "))
+		}
+		if l.GPU != "" && l.GPU != g {
+			return d.errf(joinPath(lp, "gpu"), "field \"gpu\" is %q under layouts.%s; leave it out or make it %q", l.GPU, g, g)
+		}
+		if err := d.validateLayout(m, &l, g, lp); err != nil {
+			return err
+		}
+		l.GPU = g
+		m.Layouts[g] = l
+	}
+	return nil
+}
+
+func (d *strictDoc) validateArch(a *Arch, p string) error {
+	if err := positive(d, p, map[string]int{
+		"layers": a.Layers, "hidden": a.Hidden, "ffn_hidden": a.FFNHidden,
+		"heads": a.Heads, "head_dim": a.HeadDim, "vocab": a.Vocab,
+	}, "layers", "hidden", "ffn_hidden", "heads", "head_dim", "vocab"); err != nil {
+		return err
+	}
+	if a.Activation != "" {
+		if err := oneOf(d, p, "activation", a.Activation, Activations()); err != nil {
+			return err
+		}
+	}
+	if a.MLA != nil {
+		if a.KVGroups != 0 {
+			return d.errf(joinPath(p, "kv_groups"), "field \"kv_groups\" must be 0 (or left out) with mla, got %d", a.KVGroups)
+		}
+		mp := joinPath(p, "mla")
+		if err := positive(d, mp, map[string]int{
+			"q_lora_rank": a.MLA.QLoraRank, "kv_lora_rank": a.MLA.KVLoraRank, "qk_head_dim": a.MLA.QKHeadDim,
+			"qk_rope_dim": a.MLA.QKRopeDim, "v_head_dim": a.MLA.VHeadDim,
+		}, "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_dim", "v_head_dim"); err != nil {
+			return err
+		}
+	} else {
+		if a.KVGroups <= 0 {
+			return d.errf(joinPath(p, "kv_groups"), "field \"kv_groups\" must be a positive integer (0 only with mla), got %d", a.KVGroups)
+		}
+		if a.Heads%a.KVGroups != 0 {
+			return d.errf(joinPath(p, "kv_groups"), "field \"kv_groups\": heads (%d) is not divisible by kv_groups (%d)", a.Heads, a.KVGroups)
+		}
+	}
+	if a.MoE != nil {
+		mp := joinPath(p, "moe")
+		if err := positive(d, mp, map[string]int{
+			"experts": a.MoE.Experts, "top_k": a.MoE.TopK, "ffn_hidden": a.MoE.FFNHidden,
+		}, "experts", "top_k", "ffn_hidden"); err != nil {
+			return err
+		}
+		if a.MoE.TopK > a.MoE.Experts {
+			return d.errf(joinPath(mp, "top_k"), "field \"top_k\" (%d) is larger than experts (%d)", a.MoE.TopK, a.MoE.Experts)
+		}
+		if a.MoE.SharedExpertFFN < 0 {
+			return d.errf(joinPath(mp, "shared_expert_ffn"), "field \"shared_expert_ffn\" must not be negative, got %d", a.MoE.SharedExpertFFN)
+		}
+		if a.MoE.FirstDenseLayers < 0 || a.MoE.FirstDenseLayers >= a.Layers {
+			return d.errf(joinPath(mp, "first_dense_layers"), "field \"first_dense_layers\" must be in [0, layers-1] = [0, %d], got %d", a.Layers-1, a.MoE.FirstDenseLayers)
+		}
+		if a.MoE.Router != "" {
+			if err := oneOf(d, mp, "router", a.MoE.Router, Routers()); err != nil {
+				return err
+			}
+		}
+	}
+	if a.Mamba != nil {
+		mp := joinPath(p, "mamba")
+		if err := positive(d, mp, map[string]int{
+			"state_dim": a.Mamba.StateDim, "heads": a.Mamba.Heads, "head_dim": a.Mamba.HeadDim, "groups": a.Mamba.Groups,
+		}, "state_dim", "heads", "head_dim", "groups"); err != nil {
+			return err
+		}
+	}
+	return d.validatePattern(a, p)
+}
+
+func (d *strictDoc) validatePattern(a *Arch, p string) error {
+	pp := joinPath(p, "hybrid_pattern")
+	if a.HybridPattern == "" {
+		if a.Mamba != nil {
+			return d.errf(joinPath(p, "mamba"), "field \"mamba\" needs hybrid_pattern (which layers are M)")
+		}
+		return nil
+	}
+	counts := map[rune]int{}
+	for i, r := range a.HybridPattern {
+		if !strings.ContainsRune(HybridPatternChars, r) {
+			return d.errf(pp, "field \"hybrid_pattern\": character %q at position %d (allowed: M mamba, * attention, - mlp, E moe)", r, i+1)
+		}
+		counts[r]++
+	}
+	if n := len(a.HybridPattern); n != a.Layers {
+		return d.errf(pp, "field \"hybrid_pattern\" has %d layers (%d M, %d *, %d -, %d E) but layers is %d",
+			n, counts['M'], counts['*'], counts['-'], counts['E'], a.Layers)
+	}
+	if counts['M'] > 0 && a.Mamba == nil {
+		return d.errf(pp, "field \"hybrid_pattern\" has %d M (Mamba) layers but the arch has no mamba: section", counts['M'])
+	}
+	if counts['E'] > 0 && a.MoE == nil {
+		return d.errf(pp, "field \"hybrid_pattern\" has %d E (MoE) layers but the arch has no moe: section", counts['E'])
+	}
+	if a.MoE != nil && counts['E'] == 0 {
+		return d.errf(joinPath(p, "moe"), "field \"moe\" is set but hybrid_pattern has no E (MoE) layer")
+	}
+	if a.MoE != nil && a.MoE.FirstDenseLayers != 0 {
+		return d.errf(joinPath(joinPath(p, "moe"), "first_dense_layers"), "field \"first_dense_layers\" does not apply to a hybrid model; the pattern says which layers are E")
+	}
+	return nil
+}
+
+func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
+	if err := positive(d, p, map[string]int{
+		"num_gpus": l.NumGPUs, "gbs": l.GBS, "mbs": l.MBS, "seq": l.Seq,
+	}, "num_gpus", "gbs", "mbs", "seq"); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"tp", l.TP}, {"pp", l.PP}, {"vp", l.VP}, {"cp", l.CP}, {"ep", l.EP}, {"etp", l.ETP}} {
+		if f.v < 0 {
+			return d.errf(joinPath(p, f.name), "field %q must not be negative, got %d", f.name, f.v)
+		}
+	}
+	if err := oneOf(d, p, "precision", l.Precision, Precisions()); err != nil {
+		return err
+	}
+	if l.Dispatcher != "" {
+		if err := oneOf(d, p, "dispatcher", l.Dispatcher, Dispatchers()); err != nil {
+			return err
+		}
+	}
+	for i, r := range l.RecomputeModules {
+		if !slices.Contains(RecomputeModules(), r) {
+			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "recompute_modules"), i),
+				"field \"recompute_modules\": unknown module %q (allowed: %s)", r, strings.Join(RecomputeModules(), ", "))
+		}
+	}
+	where := "layout"
+	if gpu != "" {
+		where = "layout for " + gpu
+	}
+	tpppcp := l.TPSize() * l.PPSize() * l.CPSize()
+	if l.NumGPUs%tpppcp != 0 {
+		return d.errf(joinPath(p, "num_gpus"), "%s: tp×pp×cp = %d×%d×%d = %d does not divide num_gpus %d",
+			where, l.TPSize(), l.PPSize(), l.CPSize(), tpppcp, l.NumGPUs)
+	}
+	dp := l.NumGPUs / tpppcp
+	if l.GBS%(l.MBS*dp) != 0 {
+		return d.errf(joinPath(p, "gbs"), "%s: gbs %d is not divisible by mbs×dp = %d×%d = %d",
+			where, l.GBS, l.MBS, dp, l.MBS*dp)
+	}
+	// MCore's expert rank generator needs ETP×EP×PP to divide the world size
+	// (parallel_state.initialize_model_parallel); ETP defaults to TP there.
+	etp := l.ETP
+	if etp == 0 {
+		etp = l.TPSize()
+	}
+	if e := etp * l.EPSize() * l.PPSize(); l.NumGPUs%e != 0 {
+		return d.errf(joinPath(p, "ep"), "%s: etp×ep×pp = %d×%d×%d = %d does not divide num_gpus %d",
+			where, etp, l.EPSize(), l.PPSize(), e, l.NumGPUs)
+	}
+	if l.VP > 1 && l.PPSize() == 1 {
+		return d.errf(joinPath(p, "vp"), "%s: vp %d needs pp > 1 (interleaved pipeline)", where, l.VP)
+	}
+	if m == nil {
+		return nil
+	}
+	a := m.Arch
+	if a.Heads > 0 && a.Heads%l.TPSize() != 0 {
+		return d.errf(joinPath(p, "tp"), "%s: heads (%d) is not divisible by tp (%d)", where, a.Heads, l.TPSize())
+	}
+	if a.KVGroups > 0 && a.KVGroups%l.TPSize() != 0 {
+		return d.errf(joinPath(p, "tp"), "%s: kv_groups (%d) is not divisible by tp (%d)", where, a.KVGroups, l.TPSize())
+	}
+	if l.EPSize() > 1 {
+		if a.MoE == nil {
+			return d.errf(joinPath(p, "ep"), "%s: ep %d needs a MoE model; %s is dense", where, l.EP, m.Name)
+		}
+		if a.MoE.Experts%l.EPSize() != 0 {
+			return d.errf(joinPath(p, "ep"), "%s: experts (%d) is not divisible by ep (%d)", where, a.MoE.Experts, l.EPSize())
+		}
+	}
+	if l.Dispatcher != "" && a.MoE == nil {
+		return d.errf(joinPath(p, "dispatcher"), "%s: dispatcher %q needs a MoE model; %s is dense", where, l.Dispatcher, m.Name)
+	}
+	return nil
+}
+
+// finite reports whether f is a usable measurement (not NaN or ±Inf).
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

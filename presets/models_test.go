@@ -1,0 +1,334 @@
+package presets
+
+import (
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func builtins(t *testing.T) []Model {
+	t.Helper()
+	ms, err := BuiltinModels()
+	if err != nil {
+		t.Fatalf("BuiltinModels: %v", err)
+	}
+	return ms
+}
+
+func TestBuiltinModelsOrder(t *testing.T) {
+	want := []string{"llama3_8b", "llama3_70b", "llama31_405b", "qwen3_30b_a3b", "qwen3_235b_a22b",
+		"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "nemotronh_56b", "nemotron_3_nano"}
+	var got []string
+	for _, m := range builtins(t) {
+		got = append(got, m.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("built-in models = %v, want %v", got, want)
+	}
+}
+
+func countRunes(s string) map[rune]int {
+	c := map[rune]int{}
+	for _, r := range s {
+		c[r]++
+	}
+	return c
+}
+
+func TestHybridPatterns(t *testing.T) {
+	for _, tc := range []struct {
+		model        string
+		layers       int
+		m, attn, mlp int
+		moe          int
+	}{
+		{"nemotronh_56b", 118, 54, 10, 54, 0},
+		{"nemotron_3_nano", 52, 23, 6, 0, 23},
+	} {
+		m, err := LookupModel(tc.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := m.Arch.HybridPattern
+		c := countRunes(p)
+		if len(p) != tc.layers || m.Arch.Layers != tc.layers {
+			t.Errorf("%s: pattern length %d, layers %d, want %d", tc.model, len(p), m.Arch.Layers, tc.layers)
+		}
+		if c['M'] != tc.m || c['*'] != tc.attn || c['-'] != tc.mlp || c['E'] != tc.moe {
+			t.Errorf("%s: pattern has M=%d *=%d -=%d E=%d, want %d %d %d %d", tc.model, c['M'], c['*'], c['-'], c['E'], tc.m, tc.attn, tc.mlp, tc.moe)
+		}
+		kinds := m.Arch.LayerKinds()
+		if len(kinds) != tc.layers {
+			t.Errorf("%s: LayerKinds has %d entries", tc.model, len(kinds))
+		}
+		if !m.Arch.HasMamba() || !m.Arch.HasAttention() {
+			t.Errorf("%s: hybrid must have mamba and attention layers", tc.model)
+		}
+	}
+	// The exact strings, as MB's providers spell them.
+	nano, _ := LookupModel("nemotron_3_nano")
+	if nano.Arch.HybridPattern != "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME" {
+		t.Errorf("nemotron_3_nano pattern = %q", nano.Arch.HybridPattern)
+	}
+	nh, _ := LookupModel("nemotronh_56b")
+	if !strings.HasPrefix(nh.Arch.HybridPattern, "M-M-M-M*-M-M-M-M-M*-") || !strings.HasSuffix(nh.Arch.HybridPattern, "M*-M-M-M-M-M-") {
+		t.Errorf("nemotronh_56b pattern = %q", nh.Arch.HybridPattern)
+	}
+}
+
+// TestBuiltinArch checks the architecture facts of reference §7 the search
+// rules depend on.
+func TestBuiltinArch(t *testing.T) {
+	get := func(n string) Model {
+		m, err := LookupModel(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ds := get("deepseek_v3")
+	if ds.Arch.MLA == nil || ds.Arch.MLA.QLoraRank != 1536 || ds.Arch.MLA.KVLoraRank != 512 || ds.Arch.KVGroups != 0 {
+		t.Errorf("deepseek_v3 MLA = %+v kv_groups %d", ds.Arch.MLA, ds.Arch.KVGroups)
+	}
+	if ds.Arch.MoE.FirstDenseLayers != 3 || ds.Arch.MoE.Experts != 256 || ds.Arch.MoE.SharedExpertFFN != 2048 || ds.Arch.MoE.Router != "sigmoid" {
+		t.Errorf("deepseek_v3 MoE = %+v", ds.Arch.MoE)
+	}
+	if !ds.Arch.HasDenseMLP() {
+		t.Error("deepseek_v3 has 3 dense layers, so the mlp scope must be legal")
+	}
+	for _, n := range []string{"qwen3_30b_a3b", "qwen3_235b_a22b", "gpt_oss_20b", "gpt_oss_120b", "nemotron_3_nano"} {
+		if get(n).Arch.HasDenseMLP() {
+			t.Errorf("%s: every FFN is MoE; HasDenseMLP must be false", n)
+		}
+	}
+	for _, n := range []string{"gpt_oss_20b", "gpt_oss_120b"} {
+		if !get(n).Arch.AddBiasLinear {
+			t.Errorf("%s: add_bias_linear must be true", n)
+		}
+	}
+	if e := get("gpt_oss_20b").Arch.MoE.Experts; e != 32 {
+		t.Errorf("gpt_oss_20b experts = %d", e)
+	}
+	if l := get("llama31_405b").Arch; l.Layers != 126 || l.Hidden != 16384 || l.Heads != 128 {
+		t.Errorf("llama31_405b arch = %+v", l)
+	}
+	if get("nemotronh_56b").Arch.Mamba.StateDim != 256 || get("nemotron_3_nano").Arch.Mamba.StateDim != 128 {
+		t.Error("mamba state dims differ from §7")
+	}
+	if m := get("nemotron_3_nano").Arch.MoE; m.TopK != 6 || m.SharedExpertFFN != 3712 {
+		t.Errorf("nemotron_3_nano MoE = %+v", m)
+	}
+}
+
+// TestBuiltinLayouts pins one row per model to reference §5.3/§5.4, and
+// checks that every model covers the GPUs the tables have rows for.
+func TestBuiltinLayouts(t *testing.T) {
+	for _, m := range builtins(t) {
+		want := []string{"h100", "b200", "b300", "gb200", "gb300"}
+		if m.Name == "gpt_oss_20b" {
+			// Neither §5.3 nor §5.4 has an h100 or b200 row for it.
+			want = []string{"b300", "gb200", "gb300"}
+		}
+		if got := m.GPUs(); !slices.Equal(got, want) {
+			t.Errorf("%s: GPUs %v, want %v", m.Name, got, want)
+		}
+		if !strings.Contains(m.Source, "src/megatron/bridge") {
+			t.Errorf("%s: source %q names no MB file", m.Name, m.Source)
+		}
+		for _, g := range m.GPUs() {
+			l, err := m.Layout(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.GPU != g || !strings.Contains(l.Source, "MB ") {
+				t.Errorf("%s/%s: gpu %q source %q", m.Name, g, l.GPU, l.Source)
+			}
+			if err := m.ValidateLayout(l); err != nil {
+				t.Errorf("%s/%s: %v", m.Name, g, err)
+			}
+		}
+	}
+	type row struct {
+		model, gpu                           string
+		n, tp, pp, cp, vp, ep, gbs, mbs, seq int
+		prec, disp                           string
+		recompute                            []string
+	}
+	for _, r := range []row{
+		{"llama3_8b", "h100", 8, 1, 1, 2, 0, 1, 128, 1, 8192, "bf16", "", nil},
+		{"llama3_70b", "b200", 64, 2, 4, 2, 5, 1, 256, 1, 8192, "bf16", "", nil},
+		{"llama31_405b", "h100", 1024, 8, 8, 2, 8, 1, 512, 1, 8192, "bf16", "", nil},
+		{"qwen3_30b_a3b", "h100", 16, 1, 1, 1, 0, 16, 1024, 1, 4096, "bf16", "flex", nil},
+		{"qwen3_235b_a22b", "b200", 64, 1, 8, 1, 4, 8, 2048, 1, 4096, "bf16", "", nil},
+		{"deepseek_v3", "gb200", 256, 1, 4, 1, 4, 64, 4096, 1, 4096, "bf16", "flex", []string{"mla_up_proj"}},
+		{"gpt_oss_20b", "gb200", 8, 1, 1, 2, 0, 4, 4, 1, 8192, "nvfp4", "", nil},
+		{"gpt_oss_120b", "h100", 64, 1, 4, 1, 0, 8, 1280, 1, 8192, "bf16", "", []string{"layernorm", "moe_act"}},
+		{"nemotronh_56b", "h100", 64, 8, 1, 1, 0, 1, 192, 1, 8192, "fp8cs", "", nil},
+		{"nemotron_3_nano", "h100", 16, 1, 1, 1, 0, 8, 1024, 1, 8192, "bf16", "flex", []string{"moe", "layernorm"}},
+	} {
+		m, _ := LookupModel(r.model)
+		l, err := m.Layout(r.gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := row{r.model, r.gpu, l.NumGPUs, l.TPSize(), l.PPSize(), l.CPSize(), l.VP, l.EPSize(), l.GBS, l.MBS, l.Seq, l.Precision, l.Dispatcher, l.RecomputeModules}
+		if !slices.Equal(got.recompute, r.recompute) {
+			t.Errorf("%s/%s recompute %v, want %v", r.model, r.gpu, got.recompute, r.recompute)
+		}
+		got.recompute, r.recompute = nil, nil
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("layout %s/%s = %+v\nwant %+v", r.model, r.gpu, got, r)
+		}
+	}
+	// Micro-batches per rank follow from the layout: 128 / (1 × 8/2).
+	m, _ := LookupModel("llama3_8b")
+	l, _ := m.Layout("h100")
+	if l.MicroBatches() != 32 {
+		t.Errorf("llama3_8b h100 micro-batches = %d, want 32", l.MicroBatches())
+	}
+}
+
+func TestLayoutReturnsCopy(t *testing.T) {
+	m, _ := LookupModel("deepseek_v3")
+	l, _ := m.Layout("h100")
+	l.RecomputeModules[0] = "changed"
+	l2, _ := m.Layout("h100")
+	if l2.RecomputeModules[0] != "mla_up_proj" {
+		t.Fatal("Layout shares its recompute list with the model")
+	}
+}
+
+func TestLookupErrors(t *testing.T) {
+	_, err := LookupModel("llama3_9b")
+	if err == nil {
+		t.Fatal("no error for an unknown model")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, `"llama3_9b"`) || !strings.Contains(msg, "llama3_8b, llama3_70b") || !strings.Contains(msg, "nemotron_3_nano") {
+		t.Errorf("error %q must be one line naming the bad name and the allowed ones", msg)
+	}
+	m, _ := LookupModel("gpt_oss_20b")
+	_, err = m.Layout("h100")
+	if err == nil || !strings.Contains(err.Error(), "allowed: b300, gb200, gb300") || !strings.Contains(err.Error(), `"h100"`) {
+		t.Errorf("Layout(h100) error = %v", err)
+	}
+}
+
+const goodModel = `version: 1
+models:
+  - name: toy
+    arch:
+      layers: 4
+      hidden: 512
+      ffn_hidden: 2048
+      heads: 8
+      kv_groups: 8
+      head_dim: 64
+      vocab: 1000
+    layouts:
+      h100:
+        num_gpus: 8
+        precision: bf16
+        tp: 2
+        pp: 1
+        cp: 1
+        ep: 1
+        gbs: 32
+        mbs: 1
+        seq: 2048
+`
+
+func TestParseModelYAMLGood(t *testing.T) {
+	ms, err := ParseModelYAML("toy.yaml", []byte(goodModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 || ms[0].Layouts["h100"].GPU != "h100" || ms[0].Kind() != "dense" {
+		t.Fatalf("parsed %+v", ms)
+	}
+}
+
+var oneLineLoc = regexp.MustCompile(`^bad\.yaml:(\d+): [^\n]+$`)
+
+func TestParseModelYAMLErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, new string
+		line           int
+		want           []string
+	}{
+		{"unknown field", "      vocab: 1000\n", "      vocab: 1000\n      vocabulary: 3\n", 12, []string{`unknown field "vocabulary"`, "models[0].arch", "allowed: layers, hidden, ffn_hidden"}},
+		{"bad version", "version: 1\n", "version: 2\n", 1, []string{`unsupported version "2"`, "allowed: 1"}},
+		{"missing version", "version: 1\n", "", 1, []string{`missing field "version"`, "allowed: 1"}},
+		{"bad int", "layers: 4", "layers: four", 5, []string{`"models[0].arch.layers"`, "want an integer", `"four"`}},
+		{"zero layers", "layers: 4", "layers: 0", 5, []string{`"layers" must be a positive integer`}},
+		{"kv groups", "kv_groups: 8", "kv_groups: 3", 9, []string{"heads (8) is not divisible by kv_groups (3)"}},
+		{"tp pp cp", "pp: 1", "pp: 3", 14, []string{"tp×pp×cp = 2×3×1 = 6 does not divide num_gpus 8"}},
+		{"gbs", "gbs: 32", "gbs: 30", 20, []string{"gbs 30 is not divisible by mbs×dp = 1×4 = 4"}},
+		{"precision", "precision: bf16", "precision: fp32", 15, []string{`unknown value "fp32"`, "allowed: bf16, fp8cs"}},
+		{"gpu key", "      h100:\n", "      h200:\n", 13, []string{`unknown gpu "h200"`, "allowed: h100, b200"}},
+		{"ep on dense", "ep: 1", "ep: 2", 19, []string{"ep 2 needs a MoE model"}},
+		{"duplicate key", "      vocab: 1000\n", "      vocab: 1000\n      vocab: 1001\n", 12, []string{`field "vocab" given twice (first at line 11)`}},
+		{"pattern count", "      vocab: 1000\n", "      vocab: 1000\n      hybrid_pattern: \"*-*\"\n", 12, []string{"has 3 layers", "but layers is 4"}},
+		{"pattern char", "      vocab: 1000\n", "      vocab: 1000\n      hybrid_pattern: \"*-x-\"\n", 12, []string{`character 'x' at position 3`, "allowed: M mamba"}},
+		{"pattern needs mamba", "      vocab: 1000\n", "      vocab: 1000\n      hybrid_pattern: \"M*M-\"\n", 12, []string{"no mamba: section"}},
+		{"bad name", "name: toy", "name: Toy", 3, []string{`"Toy" is not a valid name`}},
+		{"list for mapping", "      h100:\n", "      h100: [1]\n      x100:\n", 13, []string{`field "models[0].layouts.h100": want a mapping, got a list`}},
+		{"syntax", "    arch:\n", "    arch: [\n", 5, []string{"bad.yaml:"}},
+		{"bad recompute", "seq: 2048\n", "seq: 2048\n        recompute_modules: [mlp, attn]\n", 23, []string{`unknown module "attn"`, "allowed: core_attn"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(goodModel, tc.old, tc.new, 1)
+			if src == goodModel {
+				t.Fatalf("replacement %q did not apply", tc.old)
+			}
+			_, err := ParseModelYAML("bad.yaml", []byte(src))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			m := oneLineLoc.FindStringSubmatch(msg)
+			if m == nil {
+				t.Fatalf("error %q is not one line starting with bad.yaml:LINE:", msg)
+			}
+			if tc.name != "syntax" && m[1] != strconv.Itoa(tc.line) {
+				t.Errorf("error %q: line %s, want %d", msg, m[1], tc.line)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseModelYAMLStructural(t *testing.T) {
+	for _, tc := range []struct{ name, src, want string }{
+		{"empty", "", "bad.yaml:1: empty file"},
+		{"comment only", "# nothing\n", "bad.yaml:1: empty file"},
+		{"scalar", "hello\n", "bad.yaml:1: want a YAML mapping"},
+		{"two docs", goodModel + "---\nversion: 1\n", "bad.yaml:23: a second YAML document"},
+		{"alias", strings.Replace(goodModel, "      h100:\n", "      h100: &a\n", 1), "anchors and aliases are not supported"},
+		{"no models", "version: 1\nmodels: []\n", "bad.yaml:2: no models"},
+	} {
+		_, err := ParseModelYAML("bad.yaml", []byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestModelValidateInCode(t *testing.T) {
+	m, _ := LookupModel("qwen3_30b_a3b")
+	if err := m.Validate(); err != nil {
+		t.Fatalf("built-in model does not validate: %v", err)
+	}
+	m.Arch.MoE = &MoE{Experts: 4, TopK: 8, FFNHidden: 1}
+	err := m.Validate()
+	if err == nil || !strings.Contains(err.Error(), "top_k") {
+		t.Fatalf("Validate = %v, want a top_k error", err)
+	}
+}
