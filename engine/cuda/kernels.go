@@ -1,0 +1,198 @@
+package cuda
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+)
+
+//go:embed kernels/kernels.ptx
+var embeddedPTX []byte
+
+// PTXEnv names a PTX file that replaces the embedded kernels, for working
+// on kernels.cu without rebuilding cgtune.
+const PTXEnv = "CGTUNE_PTX"
+
+// KernelPTX returns the kernels' PTX: the file named by $CGTUNE_PTX, or the
+// embedded one.
+func KernelPTX() ([]byte, error) {
+	ptx := embeddedPTX
+	if p := os.Getenv(PTXEnv); p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", PTXEnv, err)
+		}
+		ptx = b
+	}
+	if !strings.Contains(string(ptx), ".entry cgt_spin") {
+		return nil, errors.New("kernels.ptx holds no kernels: run engine/cuda/kernels/gen.sh on a machine with nvcc")
+	}
+	return ptx, nil
+}
+
+const blockSize = 256
+
+// Kernels are the loaded kernels and the spin kernel's calibration.
+type Kernels struct {
+	mod                       *Module
+	Empty, Stream, Spin, Fill Function
+	SMs                       int
+	spinOut                   DevPtr
+	// Spin kernel time in ns = SpinBaseNs + SpinNsPerIter × iters, on a
+	// grid of SpinGrid() blocks.
+	SpinBaseNs, SpinNsPerIter float64
+}
+
+// LoadKernels loads the module on the current context; the device must be bound.
+func LoadKernels(d *Device) (*Kernels, error) {
+	ptx, err := KernelPTX()
+	if err != nil {
+		return nil, err
+	}
+	mod, err := LoadModule(ptx)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kernels{mod: mod, SMs: d.SMs}
+	for name, dst := range map[string]*Function{"cgt_empty": &k.Empty, "cgt_stream": &k.Stream, "cgt_spin": &k.Spin, "cgt_fill": &k.Fill} {
+		if *dst, err = mod.Function(name); err != nil {
+			mod.Unload()
+			return nil, err
+		}
+	}
+	if k.spinOut, err = Alloc(int64(k.SpinGrid()) * blockSize * 4); err != nil {
+		mod.Unload()
+		return nil, err
+	}
+	return k, nil
+}
+
+// Close frees the kernels' memory and unloads the module.
+func (k *Kernels) Close() {
+	Free(k.spinOut)
+	k.mod.Unload()
+}
+
+// SpinGrid is the spin kernel's grid: four blocks per SM keeps every SM busy.
+func (k *Kernels) SpinGrid() int { return 4 * k.SMs }
+
+// StreamGrid is the streaming kernel's grid for n vectors: enough blocks to
+// cover all SMs eight deep, fewer for small ops.
+func (k *Kernels) StreamGrid(n int64) int {
+	need := (n + blockSize - 1) / blockSize
+	return int(max(1, min(need, int64(8*k.SMs))))
+}
+
+// SpinIters is the loop count that makes the spin kernel last us.
+func (k *Kernels) SpinIters(us float64) int {
+	it := (us*1000 - k.SpinBaseNs) / k.SpinNsPerIter
+	if it < 0 || math.IsNaN(it) {
+		return 0
+	}
+	return int(math.Round(it))
+}
+
+// timeKernels returns the median GPU time in ns of reps runs of the
+// program's items, each run bracketed by events.
+func timeProgram(s Stream, p *Program, reps int) (float64, error) {
+	e0, err := NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer e0.Destroy()
+	e1, err := NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer e1.Destroy()
+	var ts []float64
+	for i := 0; i < reps+1; i++ { // the first run warms up
+		if err := e0.Record(s); err != nil {
+			return 0, err
+		}
+		if err := p.Run(s, 0, p.Len()); err != nil {
+			return 0, err
+		}
+		if err := e1.Record(s); err != nil {
+			return 0, err
+		}
+		if err := e1.Sync(); err != nil {
+			return 0, err
+		}
+		ms, err := Elapsed(e0, e1)
+		if err != nil {
+			return 0, err
+		}
+		if i > 0 {
+			ts = append(ts, ms*1e6)
+		}
+	}
+	sort.Float64s(ts)
+	return ts[len(ts)/2], nil
+}
+
+// Calibrate measures the spin kernel at two loop counts and fits a line.
+func (k *Kernels) Calibrate(s Stream) error {
+	at := func(iters int) (float64, error) {
+		p := NewProgram(1)
+		defer p.Free()
+		p.Spin("calibrate", k.Spin, k.SpinGrid(), blockSize, k.spinOut, iters, 0)
+		return timeProgram(s, p, 7)
+	}
+	const lo, hi = 1000, 21000
+	tlo, err := at(lo)
+	if err != nil {
+		return err
+	}
+	thi, err := at(hi)
+	if err != nil {
+		return err
+	}
+	k.SpinNsPerIter = (thi - tlo) / (hi - lo)
+	k.SpinBaseNs = tlo - k.SpinNsPerIter*lo
+	if k.SpinNsPerIter <= 0 {
+		return fmt.Errorf("spin kernel calibration failed: %.0f ns at %d iterations, %.0f ns at %d", tlo, lo, thi, hi)
+	}
+	return nil
+}
+
+// CopyBandwidth measures the streaming kernel over bytes (read plus
+// written), in GB/s.
+func (k *Kernels) CopyBandwidth(s Stream, bytes int64) (float64, error) {
+	buf, err := Alloc(bytes)
+	if err != nil {
+		return 0, err
+	}
+	defer Free(buf)
+	if err := k.FillRandom(s, buf, bytes, 7); err != nil {
+		return 0, err
+	}
+	n := bytes / 2 / 16
+	p := NewProgram(1)
+	defer p.Free()
+	p.Stream("copy", k.Stream, k.StreamGrid(n), blockSize, buf, buf+DevPtr(bytes/2), n, 0)
+	ns, err := timeProgram(s, p, 10)
+	if err != nil {
+		return 0, err
+	}
+	return float64(n*32) / ns, nil
+}
+
+// FillRandom fills bytes at p with random bf16 values.
+func (k *Kernels) FillRandom(s Stream, p DevPtr, bytes int64, seed uint32) error {
+	n := bytes / 2
+	grid := k.StreamGrid(n)
+	// cgt_fill takes (ptr, n, seed): the stream item's (p0, p1, n) slots
+	// carry ptr, n and seed in the same registers order.
+	prog := NewProgram(1)
+	defer prog.Free()
+	prog.Stream("fill", k.Fill, grid, blockSize, p, DevPtr(n), int64(seed), 0)
+	if err := prog.Run(s, 0, 1); err != nil {
+		return err
+	}
+	return s.Sync()
+}

@@ -1,0 +1,165 @@
+// Package engine defines what cgtune measures: the op trace of one training
+// step (Workload), the Engine that runs a candidate on it, and the Result.
+// engine/cuda measures on a GPU; engine/estimate computes the same thing.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+
+	"cgtune/presets"
+)
+
+// Engine runs one candidate on one workload and reports how fast it was.
+// Run streams StepSamples through emit while it works and returns the
+// Result; a failing candidate (capture error, out of memory) is a Result
+// with Err set, never a panic.
+type Engine interface {
+	Name() string // "cuda" or "estimate"
+	Device() DeviceInfo
+	Run(ctx context.Context, w *Workload, c presets.Candidate, opts RunOptions, emit func(StepSample)) Result
+	Close() error
+}
+
+// DeviceInfo names the GPU a result was measured on (or estimated for).
+type DeviceInfo struct {
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	Driver    string `json:"driver,omitempty"`
+	CUDA      string `json:"cuda,omitempty"`
+	MemoryMiB int64  `json:"memory_mib"`
+	SMs       int    `json:"sms,omitempty"`
+}
+
+// RunOptions tune one run. Zero values take the defaults.
+type RunOptions struct {
+	MeasuredSteps int `json:"measured_steps,omitempty"` // graphed steps timed after capture (default 8)
+	EagerSteps    int `json:"eager_steps,omitempty"`    // eager baseline steps (default 5)
+}
+
+// WithDefaults fills unset options.
+func (o RunOptions) WithDefaults() RunOptions {
+	if o.MeasuredSteps <= 0 {
+		o.MeasuredSteps = 8
+	}
+	if o.EagerSteps <= 0 {
+		o.EagerSteps = 5
+	}
+	return o
+}
+
+// Phase of a step sample.
+const (
+	PhaseEager   = "eager"   // eager baseline
+	PhaseWarmup  = "warmup"  // the candidate's eager warm-up steps
+	PhaseCapture = "capture" // the step that captures
+	PhaseMeasure = "measure" // steady-state steps that count
+)
+
+// StepSample is one step of a running candidate, streamed for live display.
+type StepSample struct {
+	Candidate string  `json:"candidate"`
+	Phase     string  `json:"phase"`
+	Step      int     `json:"step"`
+	StepMs    float64 `json:"step_ms"`
+	DeviceMiB int64   `json:"device_mib,omitempty"`
+}
+
+// Stats summarises a set of step times in milliseconds.
+type Stats struct {
+	Median float64 `json:"median_ms"`
+	P10    float64 `json:"p10_ms"`
+	P90    float64 `json:"p90_ms"`
+	N      int     `json:"n"`
+}
+
+// Summarise computes median/p10/p90 (nearest rank on the sorted values).
+func Summarise(ms []float64) Stats {
+	if len(ms) == 0 {
+		return Stats{}
+	}
+	s := append([]float64(nil), ms...)
+	sort.Float64s(s)
+	at := func(p float64) float64 {
+		i := int(math.Round(p * float64(len(s)-1)))
+		return s[i]
+	}
+	var med float64
+	if n := len(s); n%2 == 1 {
+		med = s[n/2]
+	} else {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return Stats{Median: med, P10: at(0.10), P90: at(0.90), N: len(s)}
+}
+
+// Memory is what a candidate cost in device memory, in MiB.
+type Memory struct {
+	DeviceBaseMiB  int64 `json:"device_base_mib"`  // whole device before the candidate
+	DevicePeakMiB  int64 `json:"device_peak_mib"`  // whole device at the candidate's peak
+	DeviceAfterMiB int64 `json:"device_after_mib"` // whole device after it was torn down
+	ProcessPeakMiB int64 `json:"process_peak_mib"` // this process at the peak (NVML), 0 if unknown
+	GraphMiB       int64 `json:"graph_mib"`        // static buffers and graph memory the candidate added
+	// GraphFullJobMiB scales GraphMiB to the real job's captured
+	// micro-batches and layers when the run emulated fewer.
+	GraphFullJobMiB int64 `json:"graph_full_job_mib"`
+}
+
+// Error kinds of a failed candidate.
+const (
+	ErrCapture = "capture" // stream capture or instantiation failed
+	ErrOOM     = "oom"     // out of device memory
+	ErrCUDA    = "cuda"    // any other CUDA error
+	ErrTimeout = "timeout" // the watchdog's deadline passed
+	ErrCrash   = "crash"   // the worker died
+	ErrCancel  = "cancelled"
+)
+
+// Source of a result.
+const (
+	Measured  = "measured"
+	Estimated = "estimated"
+)
+
+// Result is what one candidate did on one workload.
+type Result struct {
+	Candidate presets.Candidate `json:"candidate"`
+	Source    string            `json:"source"` // measured | estimated
+	Device    DeviceInfo        `json:"device"`
+	Step      Stats             `json:"step"`  // steady-state step time of the candidate
+	Eager     Stats             `json:"eager"` // eager baseline, same workload, same process
+	// Speedup is Eager.Median / Step.Median (>1 is faster than eager).
+	Speedup   float64 `json:"speedup"`
+	CaptureMs float64 `json:"capture_ms"` // capture incl. TE's internal warm-up passes and instantiation
+	WarmupMs  float64 `json:"warmup_ms"`  // the candidate's eager warm-up steps
+	Graphs    int     `json:"graphs"`
+	Nodes     int     `json:"nodes"`
+	Memory    Memory  `json:"memory"`
+	// KernelSumMs is the sum of the kernels' GPU times of one step
+	// (each kernel timed alone), the floor a perfect launch would reach.
+	KernelSumMs float64 `json:"kernel_sum_ms,omitempty"`
+	// FwdBwdMs is the measured forward-backward part of the step (scaled),
+	// FwdBwdKernelMs the same part's kernel sum: a full-iteration graph
+	// should bring the first down to the second.
+	FwdBwdMs       float64  `json:"fwd_bwd_ms,omitempty"`
+	FwdBwdKernelMs float64  `json:"fwd_bwd_kernel_ms,omitempty"`
+	Scaling        string   `json:"scaling,omitempty"` // how the run was scaled to the real job, if it was
+	Notes          []string `json:"notes,omitempty"`
+	Err            string   `json:"error,omitempty"`
+	ErrKind        string   `json:"error_kind,omitempty"`
+	WallMs         float64  `json:"wall_ms"` // wall time the run took
+}
+
+// Failed reports whether the candidate did not produce a step time.
+func (r Result) Failed() bool { return r.Err != "" }
+
+// Summary is one line describing the result; estimated results say so.
+func (r Result) Summary() string {
+	if r.Failed() {
+		return fmt.Sprintf("%s: failed (%s): %s", r.Candidate.Label(), r.ErrKind, r.Err)
+	}
+	return fmt.Sprintf("%s: %.2f ms/step (eager %.2f, %.3fx), capture %.0f ms, %d graphs, %s",
+		r.Candidate.Label(), r.Step.Median, r.Eager.Median, r.Speedup, r.CaptureMs, r.Graphs, r.Source)
+}

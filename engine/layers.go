@@ -1,0 +1,418 @@
+package engine
+
+import (
+	"math"
+
+	"cgtune/presets"
+)
+
+// builder turns an architecture and layout into ops. The per-layer kernel
+// sequences follow what Megatron-Core with Transformer Engine launches in
+// bf16 (one launch per op; fp8 casts are folded into the GEMMs):
+//
+//	dense layer  fwd 11, bwd 15
+//	MoE layer    fwd 23 (+1 host sync when dropless), bwd 26; a shared expert adds 3 and 5
+//	Mamba layer  fwd 11, bwd 13
+//
+// With TP > 1 every block adds two sequence-parallel collectives each way;
+// with CP > 1 attention adds one KV exchange each way.
+//
+// TestKernelCountsPerLayer pins these numbers.
+type builder struct {
+	a          presets.Arch
+	l          presets.Layout
+	tp, cp, ep int
+	etp        int
+	T, Ts      float64 // tokens per micro-batch on this rank; Ts after sequence parallel
+	gemmScale  float64
+	dropless   bool
+}
+
+func (b *builder) mem(name, scope string, kind OpKind, bytes float64) Op {
+	return Op{Name: name, Kind: kind, Scope: scope, Bytes: bytes}
+}
+
+func (b *builder) gemm(name, scope string, m, k, n float64) Op {
+	return Op{Name: name, Kind: KindGEMM, Scope: scope, FLOPs: 2 * m * k * n,
+		Bytes: (m*k + k*n + m*n) * bf16, RateScale: b.gemmScale}
+}
+
+func (b *builder) coll(name, scope string, bytes float64, link string) Op {
+	return Op{Name: name, Kind: KindCollective, Scope: scope, Bytes: bytes, Link: link}
+}
+
+// tpLink is the link a TP collective uses: TP stays inside a node.
+func (b *builder) tpComm(name, scope string) []Op {
+	if b.tp == 1 {
+		return nil
+	}
+	bytes := b.T * float64(b.a.Hidden) * bf16 * float64(b.tp-1) / float64(b.tp)
+	return []Op{b.coll(name, scope, bytes, LinkNVLink)}
+}
+
+// epLink: expert parallelism beyond one node of 8 GPUs crosses the network.
+func (b *builder) epLink() string {
+	if b.ep*b.tp > 8 {
+		return LinkNetwork
+	}
+	return LinkNVLink
+}
+
+func backward(op Op) Op {
+	op.Backward = true
+	op.Name += "_bwd"
+	return op
+}
+
+// gemmBwd is the data-gradient and weight-gradient GEMMs of a forward GEMM.
+func gemmBwd(op Op) []Op {
+	d, w := op, op
+	d.Name, w.Name = op.Name+"_dgrad", op.Name+"_wgrad"
+	d.Backward, w.Backward = true, true
+	return []Op{d, w}
+}
+
+func (b *builder) layer(lt *LayerTrace) {
+	var fwd, bwd []Op
+	add := func(f []Op, bw []Op) {
+		fwd = append(fwd, f...)
+		bwd = append(bw, bwd...) // backward runs in reverse order
+	}
+	switch lt.Kind {
+	case presets.LayerDense:
+		add(b.attention())
+		add(b.mlp(presets.ScopeMLP))
+	case presets.LayerMoE:
+		add(b.attention())
+		add(b.moe())
+	case presets.LayerAttention:
+		add(b.attention())
+	case presets.LayerMLP:
+		add(b.mlp(presets.ScopeMLP))
+	case presets.LayerMoEOnly:
+		add(b.moe())
+	case presets.LayerMamba:
+		add(b.mamba())
+	}
+	lt.Fwd, lt.Bwd = fwd, bwd
+}
+
+// attention is the self-attention block: norm, QKV, rotary, core attention,
+// output projection, residual; GQA or MLA.
+func (b *builder) attention() (fwd, bwd []Op) {
+	a := b.a
+	s := presets.ScopeAttn
+	h := float64(a.Hidden)
+	tp := float64(b.tp)
+	heads := float64(a.Heads) / tp
+	seqKV := float64(b.l.Seq) // with CP each rank's queries still see the whole sequence
+	var qkvOps []Op
+	var qkDim, vDim float64
+	if a.MLA != nil {
+		m := a.MLA
+		qkDim, vDim = float64(m.QKHeadDim+m.QKRopeDim), float64(m.VHeadDim)
+		qkvOps = []Op{
+			b.gemm("q_down_proj", s, b.T, h, float64(m.QLoraRank)),
+			b.mem("q_layernorm", s, KindNorm, 2*b.T*float64(m.QLoraRank)*bf16),
+			b.gemm("q_up_proj", s, b.T, float64(m.QLoraRank), heads*qkDim),
+			b.gemm("kv_down_proj", s, b.T, h, float64(m.KVLoraRank+m.QKRopeDim)),
+			b.mem("kv_layernorm", s, KindNorm, 2*b.T*float64(m.KVLoraRank)*bf16),
+			b.gemm("kv_up_proj", s, b.T, float64(m.KVLoraRank), heads*float64(m.QKHeadDim+m.VHeadDim)),
+		}
+	} else {
+		d := float64(a.HeadDim)
+		qkDim, vDim = d, d
+		kv := math.Max(1, float64(a.KVGroups)/tp)
+		qkvOps = []Op{b.gemm("qkv_proj", s, b.T, h, (heads+2*kv)*d)}
+	}
+	norm := b.mem("input_layernorm", s, KindNorm, 2*b.Ts*h*bf16)
+	rotary := b.mem("rotary", s, KindElementwise, 2*b.T*heads*qkDim*2*bf16)
+	// Causal attention does half of the QKᵀ and AV products.
+	attnFLOPs := 0.5 * 2 * b.T * seqKV * heads * (qkDim + vDim)
+	core := Op{Name: "core_attention", Kind: KindAttention, Scope: s, FLOPs: attnFLOPs, Bytes: 4 * b.T * heads * qkDim * bf16}
+	proj := b.gemm("out_proj", s, b.T, heads*vDim, h)
+	resid := b.mem("residual_add", s, KindElementwise, 3*b.Ts*h*bf16)
+
+	fwd = append(fwd, norm)
+	fwd = append(fwd, b.tpComm("sp_all_gather", s)...)
+	fwd = append(fwd, qkvOps...)
+	fwd = append(fwd, rotary)
+	if b.cp > 1 {
+		// Ring attention passes K and V of every other CP rank.
+		kvBytes := 2 * b.T * heads * qkDim * bf16 * float64(b.cp-1)
+		fwd = append(fwd, b.coll("cp_kv_exchange", s, kvBytes, LinkNVLink))
+	}
+	fwd = append(fwd, core, proj)
+	fwd = append(fwd, b.tpComm("sp_reduce_scatter", s)...)
+	fwd = append(fwd, resid)
+
+	bwd = append(bwd, backward(resid))
+	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", s)...)
+	bwd = append(bwd, gemmBwd(proj)...)
+	cb := backward(core)
+	cb.FLOPs *= 2 // dQ, dK, dV
+	bwd = append(bwd, cb)
+	if b.cp > 1 {
+		kvBytes := 2 * b.T * heads * qkDim * bf16 * float64(b.cp-1)
+		bwd = append(bwd, b.coll("cp_kv_grad_exchange", s, kvBytes, LinkNVLink))
+	}
+	bwd = append(bwd, backward(rotary))
+	for i := len(qkvOps) - 1; i >= 0; i-- {
+		if qkvOps[i].Kind == KindGEMM {
+			bwd = append(bwd, gemmBwd(qkvOps[i])...)
+		} else {
+			bwd = append(bwd, backward(qkvOps[i]))
+		}
+	}
+	bwd = append(bwd, b.tpComm("sp_reduce_scatter_bwd", s)...)
+	nb := backward(norm)
+	nb.Bytes *= 1.5
+	bwd = append(bwd, nb)
+	return fwd, bwd
+}
+
+// ffn is a two-GEMM feed-forward of width f over t tokens: fc1, activation, fc2.
+func (b *builder) ffn(prefix, scope string, t, f float64) (fwd, bwd []Op) {
+	h := float64(b.a.Hidden)
+	up := f
+	if b.a.Activation != "squared_relu" {
+		up = 2 * f // SwiGLU: gate and up projections in one GEMM
+	}
+	fc1 := b.gemm(prefix+"fc1", scope, t, h, up)
+	act := b.mem(prefix+"activation", scope, KindElementwise, t*(up+f)*bf16)
+	fc2 := b.gemm(prefix+"fc2", scope, t, f, h)
+	fwd = []Op{fc1, act, fc2}
+	actB := backward(act)
+	actB.Bytes *= 1.5
+	bwd = append(gemmBwd(fc2), actB)
+	bwd = append(bwd, gemmBwd(fc1)...)
+	return fwd, bwd
+}
+
+func (b *builder) mlp(scope string) (fwd, bwd []Op) {
+	h := float64(b.a.Hidden)
+	norm := b.mem("pre_mlp_layernorm", scope, KindNorm, 2*b.Ts*h*bf16)
+	resid := b.mem("residual_add", scope, KindElementwise, 3*b.Ts*h*bf16)
+	f, fb := b.ffn("", scope, b.T, float64(b.a.FFNHidden)/float64(b.tp))
+	fwd = append(fwd, norm)
+	fwd = append(fwd, b.tpComm("sp_all_gather", scope)...)
+	fwd = append(fwd, f...)
+	fwd = append(fwd, b.tpComm("sp_reduce_scatter", scope)...)
+	fwd = append(fwd, resid)
+	bwd = append(bwd, backward(resid))
+	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", scope)...)
+	bwd = append(bwd, fb...)
+	bwd = append(bwd, b.tpComm("sp_reduce_scatter_bwd", scope)...)
+	nb := backward(norm)
+	nb.Bytes *= 1.5
+	return fwd, append(bwd, nb)
+}
+
+// moe is the MoE block as Megatron-Core runs it: router (and a shared
+// expert not overlapped with EP comm), preprocess (token counts per
+// expert), then dispatch, grouped expert GEMMs and combine.
+func (b *builder) moe() (fwd, bwd []Op) {
+	m := b.a.MoE
+	h := float64(b.a.Hidden)
+	E, k := float64(m.Experts), float64(m.TopK)
+	routed := b.T * k // token copies this rank sends (and, balanced, receives)
+	link := b.epLink()
+	frac := float64(b.ep-1) / float64(b.ep)
+	r, p, x := presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE
+
+	norm := b.mem("pre_mlp_layernorm", r, KindNorm, 2*b.Ts*h*bf16)
+	router := b.gemm("router_gemm", r, b.T, h, E)
+	router.RateScale = 0.5 // the router GEMM runs in fp32
+	score := b.mem("router_score", r, KindElementwise, 2*b.T*E*4)
+	topk := b.mem("router_topk", r, KindElementwise, b.T*E*4+2*routed*4)
+	aux := b.mem("router_aux_loss", r, KindElementwise, b.T*E*4)
+	routerOps := []Op{norm}
+	routerOps = append(routerOps, b.tpComm("sp_all_gather", r)...)
+	routerOps = append(routerOps, router, score, topk, aux)
+	var sharedF, sharedB []Op
+	if m.SharedExpertFFN > 0 {
+		sharedF, sharedB = b.ffn("shared_", r, b.T, float64(m.SharedExpertFFN)/float64(b.tp))
+	}
+	hist := b.mem("tokens_per_expert", p, KindElementwise, routed*4+E*4)
+	rmap := b.mem("routing_map", p, KindElementwise, 2*b.T*E)
+	pre := []Op{hist, rmap}
+
+	var experts []Op
+	if b.dropless {
+		experts = append(experts, Op{Name: "token_counts_to_host", Kind: KindSync, Scope: x, Bytes: E * float64(b.ep) * 8, HostSync: true})
+	}
+	permute := b.mem("permute", x, KindElementwise, 2*routed*h*bf16)
+	dispatch := b.coll("ep_alltoall_dispatch", x, routed*h*bf16*frac, link)
+	sortc := b.mem("sort_chunks_by_expert", x, KindElementwise, 2*routed*h*bf16)
+	ef, eb := b.ffn("experts_", x, routed, float64(m.FFNHidden)/float64(b.etp))
+	unsort := b.mem("unsort_chunks", x, KindElementwise, 2*routed*h*bf16)
+	combine := b.coll("ep_alltoall_combine", x, routed*h*bf16*frac, link)
+	unpermute := b.mem("unpermute", x, KindElementwise, 2*routed*h*bf16+b.T*k*4)
+	resid := b.mem("residual_add", x, KindElementwise, 3*b.Ts*h*bf16)
+	experts = append(experts, permute, dispatch, sortc)
+	experts = append(experts, ef...)
+	experts = append(experts, unsort, combine, unpermute)
+	experts = append(experts, b.tpComm("sp_reduce_scatter", x)...)
+	experts = append(experts, resid)
+
+	fwd = append(append(append(append(fwd, routerOps...), sharedF...), pre...), experts...)
+
+	bwd = append(bwd, backward(resid))
+	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", x)...)
+	bwd = append(bwd, backward(unpermute), backward(combine), backward(unsort))
+	bwd = append(bwd, eb...)
+	bwd = append(bwd, backward(sortc), backward(dispatch), backward(permute))
+	bwd = append(bwd, sharedB...)
+	bwd = append(bwd, backward(aux), backward(topk), backward(score))
+	bwd = append(bwd, gemmBwd(router)...)
+	bwd = append(bwd, b.tpComm("sp_reduce_scatter_bwd", r)...)
+	nb := backward(norm)
+	nb.Bytes *= 1.5
+	return fwd, append(bwd, nb)
+}
+
+// mamba is a Mamba-2 mixer layer: in_proj, causal conv, the chunked SSD
+// scan (five kernels in mamba_ssm), gated norm and out_proj.
+func (b *builder) mamba() (fwd, bwd []Op) {
+	mm := b.a.Mamba
+	s := presets.ScopeMamba
+	h := float64(b.a.Hidden)
+	tp := float64(b.tp)
+	dIn := float64(mm.Heads*mm.HeadDim) / tp
+	N := float64(mm.StateDim)
+	g := float64(mm.Groups)
+	nh := float64(mm.Heads) / tp
+	inW := 2*dIn + 2*g*N/tp + nh
+	const chunk = 256.0
+	norm := b.mem("input_layernorm", s, KindNorm, 2*b.Ts*h*bf16)
+	in := b.gemm("in_proj", s, b.T, h, inW)
+	conv := b.mem("conv1d", s, KindElementwise, 2*b.T*(dIn+2*g*N/tp)*bf16)
+	// SSD: intra-chunk quadratic part plus the inter-chunk state recurrence.
+	scanFLOPs := 2*b.T*chunk*dIn + 4*b.T*dIn*N
+	scan := []Op{
+		b.mem("ssd_chunk_cumsum", s, KindElementwise, 2*b.T*nh*4),
+		{Name: "ssd_chunk_state", Kind: KindAttention, Scope: s, FLOPs: scanFLOPs / 4, Bytes: b.T * dIn * bf16},
+		b.mem("ssd_state_passing", s, KindElementwise, 2*(b.T/chunk)*dIn*N*4),
+		{Name: "ssd_bmm_chunk", Kind: KindAttention, Scope: s, FLOPs: scanFLOPs / 4, Bytes: b.T * g * N * bf16},
+		{Name: "ssd_chunk_scan", Kind: KindAttention, Scope: s, FLOPs: scanFLOPs / 2, Bytes: 2 * b.T * dIn * bf16},
+	}
+	gnorm := b.mem("gated_rmsnorm", s, KindNorm, 3*b.T*dIn*bf16)
+	out := b.gemm("out_proj", s, b.T, dIn, h)
+	resid := b.mem("residual_add", s, KindElementwise, 3*b.Ts*h*bf16)
+	fwd = append(fwd, norm)
+	fwd = append(fwd, b.tpComm("sp_all_gather", s)...)
+	fwd = append(fwd, in, conv)
+	fwd = append(fwd, scan...)
+	fwd = append(fwd, gnorm, out)
+	fwd = append(fwd, b.tpComm("sp_reduce_scatter", s)...)
+	fwd = append(fwd, resid)
+
+	bwd = append(bwd, backward(resid))
+	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", s)...)
+	bwd = append(bwd, gemmBwd(out)...)
+	bwd = append(bwd, backward(gnorm))
+	for i := len(scan) - 1; i >= 0; i-- {
+		o := backward(scan[i])
+		o.FLOPs *= 2
+		bwd = append(bwd, o)
+	}
+	bwd = append(bwd, backward(conv))
+	bwd = append(bwd, gemmBwd(in)...)
+	bwd = append(bwd, b.tpComm("sp_reduce_scatter_bwd", s)...)
+	nb := backward(norm)
+	nb.Bytes *= 1.5
+	return fwd, append(bwd, nb)
+}
+
+// head is the last stage's final norm, output layer and fused cross-entropy,
+// forward and backward (they run back to back before the layers' backward).
+func (b *builder) head() []Op {
+	h := float64(b.a.Hidden)
+	v := float64(b.a.Vocab) / float64(b.tp)
+	norm := b.mem("final_layernorm", ScopeOther, KindNorm, 2*b.Ts*h*bf16)
+	out := b.gemm("output_layer", ScopeOther, b.T, h, v)
+	ce := b.mem("cross_entropy", ScopeOther, KindElementwise, 2*b.T*v*4)
+	ops := []Op{norm}
+	ops = append(ops, b.tpComm("sp_all_gather", ScopeOther)...)
+	ops = append(ops, out, ce, backward(ce))
+	ops = append(ops, gemmBwd(out)...)
+	ops = append(ops, b.tpComm("sp_reduce_scatter_bwd", ScopeOther)...)
+	nb := backward(norm)
+	nb.Bytes *= 1.5
+	return append(ops, nb)
+}
+
+// optimizer is the distributed Adam step over this rank's shard: grad-norm
+// (with its host read of the norm), multi-tensor Adam in chunks, and the
+// bf16 parameter copy. Gradient reduce-scatter and parameter all-gather
+// overlap with compute in MB's perf recipes and are left out.
+func (b *builder) optimizer(shard float64) []Op {
+	const chunkParams = 256e6 // parameters per multi-tensor-apply launch group
+	chunks := int(math.Max(1, math.Ceil(shard/chunkParams)))
+	per := shard / float64(chunks)
+	var ops []Op
+	for i := 0; i < chunks; i++ {
+		ops = append(ops, Op{Name: "grad_norm", Kind: KindOptimizer, Scope: ScopeOther, Bytes: per * 4})
+	}
+	ops = append(ops, b.coll("grad_norm_allreduce", ScopeOther, 8, LinkNetwork))
+	ops = append(ops, Op{Name: "grad_norm_to_host", Kind: KindSync, Scope: ScopeOther, Bytes: 8, HostSync: true})
+	for i := 0; i < chunks; i++ {
+		// fp32 param, grad, exp_avg, exp_avg_sq read and written; bf16 param written.
+		ops = append(ops, Op{Name: "adam", Kind: KindOptimizer, Scope: ScopeOther, Bytes: per * (4*4*2 + 2)})
+	}
+	for i := 0; i < chunks; i++ {
+		ops = append(ops, Op{Name: "zero_grad", Kind: KindOptimizer, Scope: ScopeOther, Bytes: per * 4})
+	}
+	return ops
+}
+
+// layerParams is the parameters of one layer held by this rank.
+func (b *builder) layerParams(k presets.LayerKind) float64 {
+	a := b.a
+	h := float64(a.Hidden)
+	tp := float64(b.tp)
+	attn := func() float64 {
+		if a.MLA != nil {
+			m := a.MLA
+			heads := float64(a.Heads)
+			return (h*float64(m.QLoraRank) + float64(m.QLoraRank)*heads*float64(m.QKHeadDim+m.QKRopeDim) +
+				h*float64(m.KVLoraRank+m.QKRopeDim) + float64(m.KVLoraRank)*heads*float64(m.QKHeadDim+m.VHeadDim) +
+				heads*float64(m.VHeadDim)*h) / tp
+		}
+		d := float64(a.HeadDim)
+		return (h*(float64(a.Heads)+2*float64(a.KVGroups))*d + float64(a.Heads)*d*h) / tp
+	}
+	ffn := func(f float64) float64 {
+		if a.Activation == "squared_relu" {
+			return 2 * h * f
+		}
+		return 3 * h * f
+	}
+	moe := func() float64 {
+		m := a.MoE
+		local := float64(m.Experts) / float64(b.ep)
+		p := h*float64(m.Experts) + local*ffn(float64(m.FFNHidden))/float64(b.etp)
+		if m.SharedExpertFFN > 0 {
+			p += ffn(float64(m.SharedExpertFFN)) / tp
+		}
+		return p
+	}
+	switch k {
+	case presets.LayerDense:
+		return attn() + ffn(float64(a.FFNHidden))/tp
+	case presets.LayerMoE:
+		return attn() + moe()
+	case presets.LayerAttention:
+		return attn()
+	case presets.LayerMLP:
+		return ffn(float64(a.FFNHidden)) / tp
+	case presets.LayerMoEOnly:
+		return moe()
+	case presets.LayerMamba:
+		mm := a.Mamba
+		dIn := float64(mm.Heads * mm.HeadDim)
+		inW := 2*dIn + 2*float64(mm.Groups*mm.StateDim) + float64(mm.Heads)
+		return (h*inW + dIn*h) / tp
+	}
+	return 0
+}

@@ -1,0 +1,150 @@
+package engine
+
+import "strings"
+
+// Rates are what a GPU sustains; they size the CUDA engine's kernels and
+// drive the estimate engine. Source says where they came from.
+type Rates struct {
+	Source       string  `json:"source"`
+	MatrixTFLOPS float64 `json:"matrix_tflops"` // dense bf16 GEMM rate reached on random data
+	// AttentionEff is the fraction of the matrix rate fused attention and
+	// SSM scans reach (FlashAttention-2/3 forward on Hopper: about 0.6).
+	AttentionEff  float64 `json:"attention_eff"`
+	CopyGBps      float64 `json:"copy_gbps"`    // device-to-device, bytes read plus written per second
+	NVLinkGBps    float64 `json:"nvlink_gbps"`  // collective bus bandwidth per GPU inside a node
+	NetworkGBps   float64 `json:"network_gbps"` // per GPU across nodes
+	CollLatUs     float64 `json:"collective_latency_us"`
+	KernelUs      float64 `json:"kernel_overhead_us"` // fixed GPU time of any kernel (ramp up and drain)
+	LaunchUs      float64 `json:"launch_us"`          // host cost of one cuLaunchKernel
+	GraphLaunchUs float64 `json:"graph_launch_us"`    // host cost of one cuGraphLaunch
+	GraphNodeUs   float64 `json:"graph_node_us"`      // GPU time per node of a replayed graph of empty kernels
+	MemoryMiB     int64   `json:"memory_mib"`
+}
+
+// OpGPUUs is the GPU time of one op in microseconds.
+func (r Rates) OpGPUUs(o Op) float64 {
+	var work float64
+	switch o.Kind {
+	case KindGEMM:
+		scale := o.RateScale
+		if scale == 0 {
+			scale = 1
+		}
+		work = max(o.FLOPs/(r.MatrixTFLOPS*1e6*scale), o.Bytes/(r.CopyGBps*1e3))
+	case KindAttention:
+		work = o.FLOPs / (r.MatrixTFLOPS * 1e6 * r.AttentionEff)
+	case KindElementwise, KindNorm, KindOptimizer:
+		work = o.Bytes / (r.CopyGBps * 1e3)
+	case KindCollective:
+		bw := r.NVLinkGBps
+		if o.Link == LinkNetwork {
+			bw = r.NetworkGBps
+		}
+		work = r.CollLatUs + o.Bytes/(bw*1e3)
+	case KindSync:
+		work = o.Bytes / (r.CopyGBps * 1e3)
+	}
+	return work + r.KernelUs
+}
+
+// HostCosts are the framework's per-op host costs, the part of eager
+// execution graphs remove. Source says whether they were measured
+// (PyTorch probe on this node) or are the documented defaults.
+type HostCosts struct {
+	Source        string  `json:"source"`
+	ElementwiseUs float64 `json:"elementwise_us"` // torch.add
+	GEMMUs        float64 `json:"gemm_us"`        // nn.Linear forward
+	NormUs        float64 `json:"norm_us"`        // rms_norm
+	AttentionUs   float64 `json:"attention_us"`   // scaled_dot_product_attention
+	CollectiveUs  float64 `json:"collective_us"`  // a torch.distributed call
+	SyncUs        float64 `json:"sync_us"`        // .item() after the wait
+	// BackwardScale multiplies costs of backward ops: autograd issues them
+	// from C++, without the module's Python forward.
+	BackwardScale float64 `json:"backward_scale"`
+	// GraphReplayUs is the host cost of replaying one graphed callable
+	// (MCore's replay path and TE's graphed autograd function), on top of
+	// cuGraphLaunch.
+	GraphReplayUs float64 `json:"graph_replay_us"`
+}
+
+// DefaultHostCosts are PyTorch 2.11 figures measured on an H200 node
+// (DESIGN.md: add 8 µs, mm 19 µs, nn.Linear 36 µs; graph replay of the same
+// ops 1.1–2.4 µs each). Norm, attention, collective and sync costs are set
+// between those; the PyTorch probe replaces all of them when torch is there.
+func DefaultHostCosts() HostCosts {
+	return HostCosts{
+		Source:        "default (PyTorch 2.11 on H200, DESIGN.md)",
+		ElementwiseUs: 8, GEMMUs: 36, NormUs: 20, AttentionUs: 45, CollectiveUs: 15, SyncUs: 10,
+		BackwardScale: 0.5, GraphReplayUs: 20,
+	}
+}
+
+// OpHostUs is the host cost the framework spends before launching op.
+func (h HostCosts) OpHostUs(o Op) float64 {
+	var c float64
+	switch o.Kind {
+	case KindGEMM:
+		c = h.GEMMUs
+	case KindAttention:
+		c = h.AttentionUs
+	case KindNorm:
+		c = h.NormUs
+	case KindCollective:
+		c = h.CollectiveUs
+	case KindSync:
+		c = h.SyncUs
+	default:
+		c = h.ElementwiseUs
+	}
+	if o.Backward {
+		c *= h.BackwardScale
+	}
+	return c
+}
+
+// Spec is a GPU's datasheet-derived rates, for estimates without a probe.
+type Spec struct {
+	Names []string // lower-case substrings of the NVML name that select it
+	Rates Rates
+}
+
+// Specs is the spec table. Matrix rates are the dense bf16 datasheet figure
+// times the fraction reached on random data in practice (0.8: 788 of 989
+// TFLOP/s measured on an H200 here, KINDS.md); copy bandwidth is 0.9 of the
+// datasheet HBM figure (4.3 of 4.8 TB/s measured on an H200 here); NVLink is
+// the per-GPU one-direction figure; network is one 400 Gb/s NIC per GPU.
+// Sources: NVIDIA H100 datasheet (SXM5: 989 TFLOP/s bf16 dense, 3.35 TB/s,
+// NVLink 900 GB/s bidirectional); NVIDIA H200 datasheet (989 TFLOP/s,
+// 4.8 TB/s, 141 GB); NVIDIA DGX B200 / HGX B200 datasheet (2.25 PFLOP/s bf16
+// dense per GPU, 8 TB/s, NVLink 5 1.8 TB/s); NVIDIA GB200 NVL72 datasheet
+// (2.5 PFLOP/s bf16 dense per GPU, 8 TB/s, 186 GB). Launch and node costs:
+// DESIGN.md's H200 figures (3.9 µs launch, 0.5 µs per node).
+var Specs = []Spec{
+	{Names: []string{"h100"}, Rates: Rates{Source: "spec table: H100 SXM", MatrixTFLOPS: 790, AttentionEff: 0.6, CopyGBps: 3000, NVLinkGBps: 450, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphNodeUs: 0.5, MemoryMiB: 81559}},
+	{Names: []string{"h200"}, Rates: Rates{Source: "spec table: H200", MatrixTFLOPS: 790, AttentionEff: 0.6, CopyGBps: 4300, NVLinkGBps: 450, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphNodeUs: 0.5, MemoryMiB: 143771}},
+	{Names: []string{"gb200"}, Rates: Rates{Source: "spec table: GB200", MatrixTFLOPS: 2000, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphNodeUs: 0.5, MemoryMiB: 189471}},
+	{Names: []string{"b200"}, Rates: Rates{Source: "spec table: B200", MatrixTFLOPS: 1800, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphNodeUs: 0.5, MemoryMiB: 183359}},
+}
+
+// SpecFor finds the spec of a GPU by a name such as "h100", "NVIDIA H200"
+// or "NVIDIA GB200"; ok is false when none matches.
+func SpecFor(name string) (Rates, bool) {
+	n := strings.ToLower(name)
+	for _, s := range Specs {
+		for _, k := range s.Names {
+			if strings.Contains(n, k) {
+				return s.Rates, true
+			}
+		}
+	}
+	return Rates{}, false
+}
+
+// SpecNames lists the GPUs of the spec table.
+func SpecNames() []string {
+	var out []string
+	for _, s := range Specs {
+		out = append(out, s.Names[0])
+	}
+	return out
+}

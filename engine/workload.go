@@ -1,0 +1,276 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"cgtune/presets"
+)
+
+// OpKind says which resource bounds an op and so how its time is derived.
+type OpKind string
+
+const (
+	KindGEMM        OpKind = "gemm"        // matrix unit: FLOPs / matrix rate
+	KindAttention   OpKind = "attention"   // fused attention or SSM scan: FLOPs / (matrix rate × efficiency)
+	KindElementwise OpKind = "elementwise" // memory-bound: bytes / bandwidth
+	KindNorm        OpKind = "norm"        // memory-bound, norms are their own host-cost class
+	KindCollective  OpKind = "collective"  // TP/EP/CP/PP/DP communication: bytes / link bandwidth
+	KindOptimizer   OpKind = "optimizer"   // multi-tensor apply: memory-bound
+	KindSync        OpKind = "host_sync"   // device-to-host copy the host waits for
+)
+
+// Scope tags are the cuda_graph_scope names plus "other" for ops no scope
+// covers (embedding, loss, pipeline p2p, optimizer).
+const (
+	ScopeOther = "other"
+)
+
+// Link is the interconnect a collective uses.
+const (
+	LinkNVLink  = "nvlink"
+	LinkNetwork = "network"
+)
+
+// Op is one kernel launch of the training step.
+type Op struct {
+	Name  string  `json:"name"`
+	Kind  OpKind  `json:"kind"`
+	Scope string  `json:"scope"`
+	FLOPs float64 `json:"flops,omitempty"`
+	Bytes float64 `json:"bytes,omitempty"`
+	// RateScale multiplies the matrix rate (2 for fp8 GEMMs on Hopper).
+	RateScale float64 `json:"rate_scale,omitempty"`
+	Link      string  `json:"link,omitempty"`
+	Backward  bool    `json:"backward,omitempty"`
+	// HostSync marks a device-to-host copy the host waits for (dropless MoE
+	// token counts): the GPU queue drains, and a graph cannot contain it.
+	HostSync bool `json:"host_sync,omitempty"`
+}
+
+// LayerTrace is one decoder layer's forward and backward ops on this rank.
+type LayerTrace struct {
+	Index int               `json:"index"`
+	Kind  presets.LayerKind `json:"kind"`
+	Fwd   []Op              `json:"fwd"`
+	Bwd   []Op              `json:"bwd"`
+}
+
+// Workload is the op trace of one training step on one pipeline rank.
+//
+// Order of one step: for every micro-batch, Pre, each layer's Fwd, Head,
+// each layer's Bwd in reverse, PreBwd; then Optimizer once.
+type Workload struct {
+	Model  string         `json:"model"`
+	Layout presets.Layout `json:"layout"`
+	// Stage is the pipeline stage emulated (the last one, which carries the
+	// loss, when PP > 1).
+	Stage           int `json:"stage"`
+	Hidden          int `json:"hidden"`
+	TokensPerMB     int `json:"tokens_per_microbatch"` // tokens of one micro-batch on this rank (MBS·seq/CP)
+	MicroBatches    int `json:"microbatches"`          // micro-batches per step in the real job
+	RunMicroBatches int `json:"run_microbatches"`      // micro-batches the engine runs per step
+	// CapturedMicroBatches is how many micro-batches TE captures graphs for:
+	// 1 when PP == 1, else every micro-batch (reference §4.3); capped at
+	// RunMicroBatches when the run emulates fewer.
+	CapturedMicroBatches     int `json:"captured_microbatches"`
+	RealCapturedMicroBatches int `json:"real_captured_microbatches"`
+	// DroplessMoE: token counts go to the host before the experts.
+	DroplessMoE bool         `json:"dropless_moe"`
+	Pre         []Op         `json:"pre"`
+	Layers      []LayerTrace `json:"layers"`
+	Head        []Op         `json:"head"`
+	PreBwd      []Op         `json:"pre_bwd"`
+	Optimizer   []Op         `json:"optimizer"`
+	ParamsLocal float64      `json:"params_local"` // parameters held by this rank
+	Notes       []string     `json:"notes,omitempty"`
+}
+
+// WorkloadOptions adjust how a workload is built.
+type WorkloadOptions struct {
+	// RunMicroBatches caps the micro-batches the engine runs per step; the
+	// step time is scaled to the real count (default 2).
+	RunMicroBatches int
+	// Dropless overrides the model's MoE mode; nil = dropless (Megatron's
+	// default: moe_expert_capacity_factor None).
+	Dropless *bool
+}
+
+const bf16 = 2.0 // bytes per element
+
+// BuildWorkload builds the op trace of one training step of model m with
+// layout l on one rank.
+func BuildWorkload(m presets.Model, l presets.Layout, opt WorkloadOptions) (*Workload, error) {
+	a := m.Arch
+	if a.Hidden <= 0 || a.Layers <= 0 {
+		return nil, fmt.Errorf("model %s: hidden and layers must be positive", m.Name)
+	}
+	if l.Seq <= 0 || l.MBS <= 0 || l.GBS <= 0 {
+		return nil, fmt.Errorf("model %s: layout needs seq, mbs and gbs", m.Name)
+	}
+	kinds := a.LayerKinds()
+	pp := l.PPSize()
+	if len(kinds)%pp != 0 && len(kinds) < pp {
+		return nil, fmt.Errorf("model %s: %d layers cannot be split over PP=%d", m.Name, len(kinds), pp)
+	}
+	b := &builder{a: a, l: l, tp: l.TPSize(), cp: l.CPSize(), ep: l.EPSize(), etp: l.ETPSize()}
+	b.T = float64(l.MBS * l.Seq / b.cp)
+	b.Ts = b.T
+	if b.tp > 1 {
+		b.Ts = b.T / float64(b.tp) // sequence parallel: norms and residuals see T/TP tokens
+	}
+	b.gemmScale = 1
+	switch l.Precision {
+	case "", "bf16", "fp16":
+	default:
+		// fp8 / fp4 GEMMs run at twice the bf16 rate on Hopper; Blackwell's
+		// fp4 rate is not modelled.
+		b.gemmScale = 2
+	}
+	b.dropless = a.MoE != nil
+	if opt.Dropless != nil {
+		b.dropless = a.MoE != nil && *opt.Dropless
+	}
+
+	w := &Workload{Model: m.Name, Layout: l, Stage: pp - 1, Hidden: a.Hidden, TokensPerMB: int(b.T), MicroBatches: l.MicroBatches(), DroplessMoE: b.dropless}
+	run := opt.RunMicroBatches
+	if run <= 0 {
+		run = 2
+	}
+	w.RunMicroBatches = min(run, w.MicroBatches)
+	w.RealCapturedMicroBatches = 1
+	if pp > 1 {
+		w.RealCapturedMicroBatches = w.MicroBatches
+	}
+	w.CapturedMicroBatches = min(w.RealCapturedMicroBatches, w.RunMicroBatches)
+	if w.RunMicroBatches < w.MicroBatches {
+		w.Notes = append(w.Notes, fmt.Sprintf("runs %d of %d micro-batches per step; forward-backward time scaled by %d/%d",
+			w.RunMicroBatches, w.MicroBatches, w.MicroBatches, w.RunMicroBatches))
+	}
+
+	// Layers of the emulated stage: the last stage carries the loss, which
+	// makes it the slowest in a balanced split.
+	per := (len(kinds) + pp - 1) / pp
+	first := w.Stage * per
+	last := min(len(kinds), first+per)
+	if pp > 1 {
+		w.Notes = append(w.Notes, fmt.Sprintf("emulates pipeline stage %d of %d (layers %d-%d, with the loss)", w.Stage+1, pp, first, last-1))
+	}
+	for i := first; i < last; i++ {
+		lt := LayerTrace{Index: i, Kind: kinds[i]}
+		b.layer(&lt)
+		w.Layers = append(w.Layers, lt)
+		w.ParamsLocal += b.layerParams(kinds[i])
+	}
+	if w.Stage == 0 {
+		w.Pre = append(w.Pre, b.mem("embedding", ScopeOther, KindElementwise, 2*b.Ts*float64(a.Hidden)*bf16))
+		w.PreBwd = append(w.PreBwd, b.mem("embedding_grad", ScopeOther, KindElementwise, 3*b.Ts*float64(a.Hidden)*bf16))
+		w.ParamsLocal += float64(a.Vocab) * float64(a.Hidden) / float64(b.tp)
+	} else {
+		act := b.Ts * float64(a.Hidden) * bf16
+		w.Pre = append(w.Pre, b.coll("pp_recv_activation", ScopeOther, act, LinkNetwork))
+		w.PreBwd = append(w.PreBwd, b.coll("pp_send_grad", ScopeOther, act, LinkNetwork))
+	}
+	if w.Stage == pp-1 {
+		w.Head = b.head()
+		w.ParamsLocal += float64(a.Vocab) * float64(a.Hidden) / float64(b.tp)
+	} else {
+		act := b.Ts * float64(a.Hidden) * bf16
+		w.Head = []Op{b.coll("pp_send_activation", ScopeOther, act, LinkNetwork), b.coll("pp_recv_grad", ScopeOther, act, LinkNetwork)}
+	}
+	w.Optimizer = b.optimizer(w.ParamsLocal / float64(l.DP()))
+	return w, nil
+}
+
+// FullIterationVariant is the workload a full-iteration graph runs: the
+// graph cannot hold a host sync, so dropless MoE runs with padded experts
+// (static shapes), as Megatron-Bridge's full-iteration MoE recipes do with
+// moe_pad_experts_for_cuda_graph_inference.
+func (w *Workload) FullIterationVariant() *Workload {
+	if !w.DroplessMoE {
+		return w
+	}
+	c := *w
+	c.DroplessMoE = false
+	strip := func(ops []Op) []Op {
+		out := make([]Op, 0, len(ops))
+		for _, o := range ops {
+			if !o.HostSync {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	c.Layers = make([]LayerTrace, len(w.Layers))
+	for i, lt := range w.Layers {
+		lt.Fwd = strip(lt.Fwd)
+		lt.Bwd = strip(lt.Bwd)
+		c.Layers[i] = lt
+	}
+	c.Optimizer = w.Optimizer
+	c.Notes = append(append([]string(nil), w.Notes...), "full iteration: MoE experts padded to static shapes (no token-count sync)")
+	return &c
+}
+
+// StepOps returns every op of one step of the emulated run, in launch order.
+func (w *Workload) StepOps() []Op {
+	var ops []Op
+	for range w.RunMicroBatches {
+		ops = append(ops, w.MicroBatchOps()...)
+	}
+	return append(ops, w.Optimizer...)
+}
+
+// MicroBatchOps returns the ops of one micro-batch's forward and backward.
+func (w *Workload) MicroBatchOps() []Op {
+	var ops []Op
+	ops = append(ops, w.Pre...)
+	for _, lt := range w.Layers {
+		ops = append(ops, lt.Fwd...)
+	}
+	ops = append(ops, w.Head...)
+	for i := len(w.Layers) - 1; i >= 0; i-- {
+		ops = append(ops, w.Layers[i].Bwd...)
+	}
+	return append(ops, w.PreBwd...)
+}
+
+// ScaleFactor is how much the forward-backward part of a run step is
+// multiplied to give the real step (micro-batches not run).
+func (w *Workload) ScaleFactor() float64 {
+	return float64(w.MicroBatches) / float64(w.RunMicroBatches)
+}
+
+// TotalFLOPs is the FLOPs of one real step on this rank (all micro-batches).
+func (w *Workload) TotalFLOPs() float64 {
+	var mb, opt float64
+	for _, o := range w.MicroBatchOps() {
+		mb += o.FLOPs
+	}
+	for _, o := range w.Optimizer {
+		opt += o.FLOPs
+	}
+	return mb*float64(w.MicroBatches) + opt
+}
+
+// MaxOpBytes is the largest bytes any memory-bound op moves: the scratch
+// buffers the CUDA engine needs.
+func (w *Workload) MaxOpBytes() float64 {
+	var m float64
+	for _, o := range w.StepOps() {
+		if o.Kind == KindElementwise || o.Kind == KindNorm || o.Kind == KindOptimizer {
+			m = math.Max(m, o.Bytes)
+		}
+	}
+	return m
+}
+
+// StaticBufferBytes is the size of one graph's static input (or output):
+// the layer's hidden states, (seq/CP[/TP with SP]) × MBS × hidden × 2 bytes.
+func (w *Workload) StaticBufferBytes() float64 {
+	t := float64(w.TokensPerMB)
+	if w.Layout.TPSize() > 1 {
+		t /= float64(w.Layout.TPSize())
+	}
+	return t * float64(w.Hidden) * bf16
+}
