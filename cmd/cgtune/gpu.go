@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"cgtune/engine/cuda"
+	"cgtune/probes"
+)
+
+func init() { subcommands = append(subcommands, newGPUsCmd, newProbeCmd) }
+
+// gpuError maps driver errors to exit code 3 with the driver's message.
+func gpuError(err error) error {
+	if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoNVML) {
+		return fail(exitNoGPU, "%v", err)
+	}
+	return fail(exitNoGPU, "GPU: %v", err)
+}
+
+func newGPUsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "gpus",
+		Short: "List the NVIDIA GPUs: memory, utilisation, other processes, driver and CUDA version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			n, err := cuda.OpenNVML()
+			if err != nil {
+				return gpuError(err)
+			}
+			defer n.Close()
+			count, err := n.Count()
+			if err != nil {
+				return gpuError(err)
+			}
+			driver, cudaVersion := n.Driver()
+			var gpus []cuda.GPUStatus
+			for i := 0; i < count; i++ {
+				st, err := n.Status(i)
+				if err != nil {
+					return gpuError(err)
+				}
+				gpus = append(gpus, st)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(out).Encode(map[string]any{"driver": driver, "cuda": cudaVersion, "gpus": gpus})
+			}
+			fmt.Fprintf(out, "driver %s, CUDA %s, %d GPU(s)\n", driver, cudaVersion, count)
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "INDEX\tNAME\tMEMORY USED/TOTAL\tUTIL\tOTHER PROCESSES")
+			for _, g := range gpus {
+				fmt.Fprintf(tw, "%d\t%s\t%d / %d MiB\t%d%%\t%s\n", g.Index, g.Name, g.UsedMiB, g.TotalMiB, g.UtilGPU, processList(g.Processes))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func processList(ps []cuda.ProcessUse) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%d %s (%d MiB)", p.PID, p.Name, p.UsedMiB))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func newProbeCmd() *cobra.Command {
+	var (
+		gpu                      int
+		asJSON, refresh, launch  bool
+		python, cublas, cacheDir string
+	)
+	cmd := &cobra.Command{
+		Use:   "probe",
+		Short: "Measure launch and graph costs, bandwidth, matrix rate and framework host cost on a GPU",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep, err := probeGPU(cmd.Context(), gpu, probes.Options{Python: python, CuBLAS: cublas, LaunchOnly: launch}, refresh, cacheDir)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if launch {
+					return json.NewEncoder(out).Encode(map[string]float64{
+						"launch_us": rep.Rates.LaunchUs, "graph_node_us": rep.Rates.GraphNodeUs, "graph_launch_us": rep.Rates.GraphLaunchUs})
+				}
+				return json.NewEncoder(out).Encode(rep)
+			}
+			printProbe(out, rep)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&gpu, "gpu", 0, "GPU index")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&refresh, "refresh", false, "measure again instead of using the cached results")
+	f.BoolVar(&launch, "launch-only", false, "only the launch and graph-node probes (not cached)")
+	f.StringVar(&python, "python", "", `Python with PyTorch for the host-cost probe ("-" to skip)`)
+	f.StringVar(&cublas, "cublas", "", "cuBLAS library for the matrix-rate probe (default: search)")
+	f.StringVar(&cacheDir, "cache-dir", "", "probe cache folder (default: the user cache folder)")
+	return cmd
+}
+
+// probeGPU opens the CUDA engine on gpu and returns cached or fresh probes.
+func probeGPU(ctx context.Context, gpu int, opts probes.Options, refresh bool, cacheDir string) (probes.Report, error) {
+	eng, err := cuda.New(cuda.Options{Ordinal: gpu})
+	if err != nil {
+		return probes.Report{}, gpuError(err)
+	}
+	defer eng.Close()
+	if cacheDir == "" {
+		cacheDir, _ = probes.DefaultCacheDir()
+	}
+	if !refresh && !opts.LaunchOnly && cacheDir != "" {
+		if rep, ok := probes.LoadCached(cacheDir, eng.Device()); ok {
+			return rep, nil
+		}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	rep, err := probes.Run(ctx, eng, opts)
+	if err != nil {
+		return rep, gpuError(err)
+	}
+	if !opts.LaunchOnly && cacheDir != "" {
+		_ = probes.SaveCached(cacheDir, rep) // a read-only cache only costs a re-measure
+	}
+	return rep, nil
+}
+
+func printProbe(out io.Writer, rep probes.Report) {
+	d := rep.Device
+	fmt.Fprintf(out, "GPU %d: %s, %d SMs, %d MiB, driver %s, CUDA %s\n", d.Index, d.Name, d.SMs, d.MemoryMiB, d.Driver, d.CUDA)
+	when := "measured " + rep.MeasuredAt.Format("2006-01-02 15:04 MST")
+	if rep.Cached {
+		when += " (cached; --refresh to measure again)"
+	}
+	fmt.Fprintln(out, when)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROBE\tVALUE\tSOURCE")
+	for _, it := range rep.Items {
+		fmt.Fprintf(tw, "%s\t%.2f %s\t%s\n", it.Name, it.Value, it.Unit, it.Source)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,160 @@
+package cuda
+
+import (
+	"sort"
+
+	"cgtune/engine"
+)
+
+// Microbenchmarks the probes run on the engine's own launch paths, so that
+// what they report is what candidates pay.
+
+// noopProgram is count launches of the streaming kernel with nothing to
+// stream (one block of 32 threads): pure launch cost.
+func (e *Engine) noopProgram(count int) *Program {
+	p := NewProgram(count)
+	for range count {
+		p.Stream("noop", e.k.Stream, 1, 32, 0, 0, 0, 0)
+	}
+	return p
+}
+
+// bound runs f with the engine's context current on this thread.
+func (e *Engine) bound(f func() error) error {
+	unbind, err := e.dev.Bind()
+	if err != nil {
+		return err
+	}
+	defer unbind()
+	return f()
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// LaunchCostUs is the host time of one launch through the executor's C
+// loop (Program.Run), the path every eager op takes: median of rounds of
+// count launches.
+func (e *Engine) LaunchCostUs(count, rounds int) (float64, error) {
+	var out float64
+	err := e.bound(func() error {
+		p := e.noopProgram(count)
+		defer p.Free()
+		var per []float64
+		for i := 0; i < rounds+1; i++ {
+			t0 := NowNs()
+			if err := p.Run(e.stream, 0, p.Len()); err != nil {
+				return err
+			}
+			dt := NowNs() - t0
+			if err := e.stream.Sync(); err != nil {
+				return err
+			}
+			if i > 0 {
+				per = append(per, float64(dt)/float64(count)/1000)
+			}
+		}
+		out = median(per)
+		return nil
+	})
+	return out, err
+}
+
+// GraphNodeUs captures count no-op launches into one graph and returns the
+// GPU time per node of its replay (median of rounds), and the host time of
+// one cuGraphLaunch.
+func (e *Engine) GraphNodeUs(count, rounds int) (nodeUs, launchUs float64, err error) {
+	err = e.bound(func() error {
+		p := e.noopProgram(count)
+		defer p.Free()
+		if err := e.stream.BeginCapture(); err != nil {
+			return err
+		}
+		runErr := p.Run(e.stream, 0, p.Len())
+		g, err := e.stream.EndCapture()
+		if runErr != nil {
+			return runErr
+		}
+		if err != nil {
+			return err
+		}
+		defer g.Destroy()
+		x, err := g.Instantiate()
+		if err != nil {
+			return err
+		}
+		defer x.Destroy()
+		replay := NewProgram(1)
+		defer replay.Free()
+		replay.Graph("graph", x, 0)
+		e0, err := NewEvent()
+		if err != nil {
+			return err
+		}
+		defer e0.Destroy()
+		e1, err := NewEvent()
+		if err != nil {
+			return err
+		}
+		defer e1.Destroy()
+		var nodes, launches []float64
+		for i := 0; i < rounds+1; i++ {
+			if err := e0.Record(e.stream); err != nil {
+				return err
+			}
+			t0 := NowNs()
+			if err := replay.Run(e.stream, 0, 1); err != nil {
+				return err
+			}
+			dt := NowNs() - t0
+			if err := e1.Record(e.stream); err != nil {
+				return err
+			}
+			if err := e1.Sync(); err != nil {
+				return err
+			}
+			ms, err := Elapsed(e0, e1)
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				nodes = append(nodes, ms*1000/float64(count))
+				launches = append(launches, float64(dt)/1000)
+			}
+		}
+		nodeUs, launchUs = median(nodes), median(launches)
+		return nil
+	})
+	return nodeUs, launchUs, err
+}
+
+// CopyGBps measures device copy bandwidth with the streaming kernel.
+func (e *Engine) CopyGBps(bytes int64) (float64, error) {
+	var out float64
+	err := e.bound(func() error {
+		var err error
+		out, err = e.k.CopyBandwidth(e.stream, bytes)
+		return err
+	})
+	return out, err
+}
+
+// MatrixTFLOPS measures the bf16 GEMM rate through cuBLAS at path.
+func (e *Engine) MatrixTFLOPS(cublasPath string, n, reps int) (rate float64, version int, err error) {
+	err = e.bound(func() error {
+		var err error
+		if version, err = LoadCuBLAS(cublasPath); err != nil {
+			return err
+		}
+		rate, err = e.k.MatrixRate(e.stream, n, reps)
+		return err
+	})
+	return rate, version, err
+}
+
+// SetRates replaces the rates that size the matrix and collective kernels
+// (after the probes measured them).
+func (e *Engine) SetRates(r engine.Rates) { e.rates = r }

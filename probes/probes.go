@@ -1,0 +1,270 @@
+// Package probes measures what the engine needs to know about a GPU node:
+// launch and graph costs, copy bandwidth, the bf16 matrix rate, the
+// framework's per-op host cost, and NVML memory and utilisation over time.
+// Results are cached per GPU and driver and always carry their source.
+package probes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	_ "embed"
+
+	"cgtune/engine"
+	"cgtune/engine/cuda"
+)
+
+// Item is one probe's result as printed.
+type Item struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+	Source string  `json:"source"`
+}
+
+// Report is everything the probes found on one GPU.
+type Report struct {
+	Device     engine.DeviceInfo `json:"device"`
+	Rates      engine.Rates      `json:"rates"`
+	Host       engine.HostCosts  `json:"host"`
+	Items      []Item            `json:"items"`
+	MeasuredAt time.Time         `json:"measured_at"`
+	Cached     bool              `json:"-"`
+}
+
+// Options choose what the probes run.
+type Options struct {
+	// Python is the interpreter of the PyTorch probe ("" = python3 on PATH;
+	// "-" = skip it and use the default host costs).
+	Python string
+	// CuBLAS is the library to dlopen ("" = search the usual places).
+	CuBLAS string
+	// LaunchOnly runs just the launch and graph-node probes.
+	LaunchOnly bool
+}
+
+// Launch measures the eager launch cost and the graph per-node cost on the
+// engine's own paths.
+func Launch(e *cuda.Engine) (launchUs, nodeUs, graphLaunchUs float64, err error) {
+	if launchUs, err = e.LaunchCostUs(10000, 7); err != nil {
+		return
+	}
+	nodeUs, graphLaunchUs, err = e.GraphNodeUs(2000, 7)
+	return
+}
+
+// Run probes the engine's GPU and sets the engine's rates to the result.
+func Run(ctx context.Context, e *cuda.Engine, opts Options) (Report, error) {
+	dev := e.Device()
+	rep := Report{Device: dev, MeasuredAt: time.Now().UTC()}
+	spec, ok := engine.SpecFor(dev.Name)
+	if !ok {
+		spec, _ = engine.SpecFor("h100")
+		spec.Source = "spec table: H100 SXM (no entry for " + dev.Name + ")"
+	}
+	rates := spec
+	add := func(name string, v float64, unit, source string) {
+		rep.Items = append(rep.Items, Item{Name: name, Value: v, Unit: unit, Source: source})
+	}
+	launch, node, glaunch, err := Launch(e)
+	if err != nil {
+		return rep, fmt.Errorf("launch probe: %w", err)
+	}
+	rates.LaunchUs, rates.GraphNodeUs, rates.GraphLaunchUs = launch, node, glaunch
+	add("eager launch cost", launch, "us/launch", "measured: cuLaunchKernel through the executor's C loop, 10000 launches")
+	add("graph per-node cost", node, "us/node", "measured: replay of a 2000-node graph, CUDA events")
+	add("graph launch host cost", glaunch, "us/launch", "measured: cuGraphLaunch of that graph")
+	if opts.LaunchOnly {
+		rep.Rates = rates
+		return rep, nil
+	}
+	bw, err := e.CopyGBps(2 << 30)
+	if err != nil {
+		return rep, fmt.Errorf("copy probe: %w", err)
+	}
+	rates.CopyGBps = bw
+	add("copy bandwidth", bw, "GB/s", "measured: streaming kernel over 2 GiB (read+write)")
+
+	if lib, where := findCuBLAS(opts.CuBLAS, opts.Python); lib != "" {
+		tf, ver, err := e.MatrixTFLOPS(lib, 8192, 20)
+		if err == nil {
+			rates.MatrixTFLOPS = tf
+			add("bf16 matrix rate", tf, "TFLOP/s", fmt.Sprintf("measured: cuBLAS %d (%s, %s) 8192³ GemmEx on random data", ver, lib, where))
+		} else {
+			add("bf16 matrix rate", rates.MatrixTFLOPS, "TFLOP/s", spec.Source+" (cuBLAS failed: "+err.Error()+")")
+		}
+	} else {
+		add("bf16 matrix rate", rates.MatrixTFLOPS, "TFLOP/s", spec.Source+" (no cuBLAS found)")
+	}
+	add("NVLink bandwidth", rates.NVLinkGBps, "GB/s", spec.Source)
+	add("network bandwidth", rates.NetworkGBps, "GB/s", spec.Source)
+	rates.Source = fmt.Sprintf("probe of %s", dev.Name)
+	rep.Rates = rates
+	e.SetRates(rates)
+
+	rep.Host = engine.DefaultHostCosts()
+	if opts.Python != "-" {
+		if h, err := TorchHostCosts(ctx, opts.Python); err == nil {
+			rep.Host = h
+		} else {
+			rep.Host.Source += " (PyTorch probe: " + err.Error() + ")"
+		}
+	}
+	h := rep.Host
+	for _, it := range []struct {
+		name string
+		v    float64
+	}{{"host cost: elementwise op", h.ElementwiseUs}, {"host cost: GEMM module", h.GEMMUs}, {"host cost: norm", h.NormUs},
+		{"host cost: attention", h.AttentionUs}, {"host cost: host sync (.item)", h.SyncUs}, {"host cost: graph replay", h.GraphReplayUs}} {
+		add(it.name, it.v, "us/op", h.Source)
+	}
+	hz, err := SamplerRate(2 * time.Second)
+	if err == nil {
+		add("NVML sampler", hz, "Hz", "measured: memory and utilisation reads for 2 s")
+	}
+	return rep, nil
+}
+
+//go:embed torch_probe.py
+var torchProbe string
+
+// TorchHostCosts runs the PyTorch probe and turns it into host costs.
+func TorchHostCosts(ctx context.Context, python string) (engine.HostCosts, error) {
+	if python == "" {
+		python = "python3"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", torchProbe)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return engine.HostCosts{}, fmt.Errorf("%s: %v %s", python, err, msg)
+	}
+	var r struct {
+		Torch                              string
+		Add, MM, Linear, RMSNorm, SDPA, It float64
+		Replay                             float64
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(out, &raw); err != nil {
+		return engine.HostCosts{}, fmt.Errorf("PyTorch probe output: %w", err)
+	}
+	num := func(k string) float64 { v, _ := raw[k].(float64); return v }
+	r.Torch, _ = raw["torch"].(string)
+	r.Add, r.MM, r.Linear, r.RMSNorm, r.SDPA, r.It, r.Replay = num("add_us"), num("mm_us"), num("linear_us"), num("rms_norm_us"), num("sdpa_us"), num("item_us"), num("graph_replay_us")
+	def := engine.DefaultHostCosts()
+	return engine.HostCosts{
+		Source:        "measured: PyTorch " + r.Torch + " probe",
+		ElementwiseUs: r.Add,
+		GEMMUs:        r.Linear,
+		NormUs:        r.RMSNorm,
+		AttentionUs:   r.SDPA,
+		CollectiveUs:  def.CollectiveUs,
+		SyncUs:        r.It,
+		BackwardScale: def.BackwardScale,
+		// A graphed callable's replay is a module call (like nn.Linear's
+		// Python path) around CUDAGraph.replay().
+		GraphReplayUs: r.Replay + r.Linear - r.MM,
+	}, nil
+}
+
+// findCuBLAS returns a cuBLAS library to dlopen and where it was found.
+func findCuBLAS(explicit, python string) (string, string) {
+	if explicit != "" {
+		return explicit, "--cublas"
+	}
+	var dirs []string
+	if python != "-" {
+		if python == "" {
+			python = "python3"
+		}
+		out, err := exec.Command(python, "-c", "import nvidia.cublas, os; print(list(nvidia.cublas.__path__)[0])").Output()
+		if err == nil {
+			dirs = append(dirs, filepath.Join(strings.TrimSpace(string(out)), "lib"))
+		}
+	}
+	globs, _ := filepath.Glob("/usr/local/cuda*/lib64")
+	dirs = append(dirs, globs...)
+	dirs = append(dirs, "/usr/lib/x86_64-linux-gnu")
+	for _, d := range dirs {
+		for _, v := range []string{"13", "12"} {
+			p := filepath.Join(d, "libcublas.so."+v)
+			if _, err := os.Stat(p); err == nil {
+				return p, "found in " + d
+			}
+		}
+	}
+	return "", ""
+}
+
+// cacheFile is where a GPU's probe results are kept.
+func cacheFile(dir string, dev engine.DeviceInfo) string {
+	clean := regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+	return filepath.Join(dir, clean.ReplaceAllString(dev.Name+"-"+dev.Driver, "_")+".json")
+}
+
+// DefaultCacheDir is the user cache folder for probe results.
+func DefaultCacheDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "cgtune", "probes"), nil
+}
+
+// LoadCached returns the cached report for dev, if any.
+func LoadCached(dir string, dev engine.DeviceInfo) (Report, bool) {
+	b, err := os.ReadFile(cacheFile(dir, dev))
+	if err != nil {
+		return Report{}, false
+	}
+	var r Report
+	if json.Unmarshal(b, &r) != nil || r.Device.Name != dev.Name || r.Device.Driver != dev.Driver {
+		return Report{}, false
+	}
+	r.Cached = true
+	return r, true
+}
+
+// SaveCached writes the report atomically.
+func SaveCached(dir string, r Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := cacheFile(dir, r.Device)
+	tmp, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// ErrNoGPU wraps the driver errors the commands turn into exit code 3.
+var ErrNoGPU = errors.New("no usable GPU")
