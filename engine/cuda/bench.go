@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"sort"
 
 	"cgtune/engine"
@@ -158,3 +159,21 @@ func (e *Engine) MatrixTFLOPS(cublasPath string, n, reps int) (rate float64, ver
 // SetRates replaces the rates that size the matrix and collective kernels
 // (after the probes measured them).
 func (e *Engine) SetRates(r engine.Rates) { e.rates = r }
+
+// TimeOpUs is op's GPU time alone, in microseconds (median of ten
+// back-to-back launches behind a blocking kernel).
+func (e *Engine) TimeOpUs(op engine.Op) (float64, error) {
+	var us float64
+	err := e.bound(func() error {
+		r := &run{e: e, ctx: context.Background()}
+		defer r.teardown()
+		w := &engine.Workload{Layers: []engine.LayerTrace{{Fwd: []engine.Op{op}}}, RunMicroBatches: 1, MicroBatches: 1}
+		if err := r.setup(w); err != nil {
+			return err
+		}
+		ms, _, err := r.kernelSums(w)
+		us = ms * 1000
+		return err
+	})
+	return us, err
+}

@@ -450,14 +450,22 @@ func (r *run) measure(res *engine.Result) error {
 	if err != nil {
 		return err
 	}
+	// The eager baseline is always the workload as the user runs it (for a
+	// dropless MoE that is with the token-count sync), the kernel sums are
+	// those of what this candidate runs.
 	eagerP := r.eagerProgram(w, t)
-	base, err := r.baseline(w, eagerP, t)
+	baseP := eagerP
+	if w != r.w {
+		baseP = r.eagerProgram(r.w, t)
+	}
+	if res.Eager, err = r.eagerBaseline(r.w, baseP, t); err != nil {
+		return err
+	}
+	kb, err := r.kernelBaseline(w)
 	if err != nil {
 		return err
 	}
-	res.Eager = base.eager
-	res.KernelSumMs = base.kernelMs
-	res.FwdBwdKernelMs = base.fbKerMs
+	res.KernelSumMs, res.FwdBwdKernelMs = kb.kernelMs, kb.fbKerMs
 	if w.RunMicroBatches < w.MicroBatches {
 		res.Scaling = fmt.Sprintf("ran %d of %d micro-batches per step; forward-backward scaled ×%.1f", w.RunMicroBatches, w.MicroBatches, w.ScaleFactor())
 	}
@@ -502,22 +510,32 @@ func (r *run) measure(res *engine.Result) error {
 	return nil
 }
 
-// baseline is the eager baseline and the kernel sums of workload w,
-// measured once per workload in this process.
-func (r *run) baseline(w *engine.Workload, eagerP *Program, t stepTimer) (baseline, error) {
-	key := workloadKey(w)
+// eagerBaseline is the eager step time of workload w, measured once per
+// workload in this process.
+func (r *run) eagerBaseline(w *engine.Workload, eagerP *Program, t stepTimer) (engine.Stats, error) {
+	key := "eager|" + workloadKey(w)
+	if b, ok := r.e.baselines[key]; ok {
+		return b.eager, nil
+	}
+	if _, _, err := r.steps(eagerP, t, w, engine.PhaseEager, 1); err != nil { // warm-up
+		return engine.Stats{}, err
+	}
+	ms, _, err := r.steps(eagerP, t, w, engine.PhaseEager, r.opts.EagerSteps)
+	if err != nil {
+		return engine.Stats{}, err
+	}
+	r.e.baselines[key] = baseline{eager: engine.Summarise(ms)}
+	return r.e.baselines[key].eager, nil
+}
+
+// kernelBaseline is the kernel sums of workload w, measured once per workload.
+func (r *run) kernelBaseline(w *engine.Workload) (baseline, error) {
+	key := "kernels|" + workloadKey(w)
 	if b, ok := r.e.baselines[key]; ok {
 		return b, nil
 	}
 	var b baseline
-	if _, _, err := r.steps(eagerP, t, w, engine.PhaseEager, 1); err != nil { // warm-up
-		return b, err
-	}
-	ms, _, err := r.steps(eagerP, t, w, engine.PhaseEager, r.opts.EagerSteps)
-	if err != nil {
-		return b, err
-	}
-	b.eager = engine.Summarise(ms)
+	var err error
 	if b.kernelMs, b.fbKerMs, err = r.kernelSums(w); err != nil {
 		return b, err
 	}
@@ -764,7 +782,7 @@ func (r *run) captureLayers(w *engine.Workload, t stepTimer) (*Program, error) {
 			}
 			g := mb % len(s.graphs)
 			if !*prevGraphed {
-				n := static / 32
+				n := static / 16
 				copyOp := engine.Op{Name: "static_input_copy", Kind: engine.KindElementwise, Bytes: float64(static) * 2}
 				p.Stream(copyOp.Name, r.e.k.Stream, r.e.k.StreamGrid(n), blockSize, r.scratch, s.in[g], min(n, r.half/16),
 					int64(r.e.host.OpHostUs(copyOp)*1000))
@@ -828,7 +846,7 @@ func (r *run) captureFullIteration(w *engine.Workload, t stepTimer) (*Program, e
 	p.Event(t.e0)
 	copyOp := engine.Op{Name: "static_batch_copy", Kind: engine.KindElementwise, Bytes: float64(inBytes) * 2}
 	for _, in := range ins {
-		n := inBytes / 32
+		n := min(inBytes/16, r.half/16)
 		p.Stream(copyOp.Name, r.e.k.Stream, r.e.k.StreamGrid(n), blockSize, r.scratch, in, n, int64(r.e.host.OpHostUs(copyOp)*1000))
 	}
 	p.Graph("full_iteration_graph", x, int64(r.e.host.GraphReplayUs*1000))
