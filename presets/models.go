@@ -104,7 +104,17 @@ func BuiltinModels() ([]Model, error) {
 
 // LookupModel returns the built-in model preset called name.
 func LookupModel(name string) (Model, error) {
-	ms, err := BuiltinModels()
+	if !slices.Contains(builtinOrder, name) {
+		return Model{}, fmt.Errorf("unknown model %q (allowed: %s)", name, strings.Join(builtinOrder, ", "))
+	}
+	// Each built-in lives in models/NAME.yaml; parsing only that file keeps
+	// a preset load (which looks its model up) from parsing all ten.
+	p := path.Join("models", name+".yaml")
+	data, err := modelFiles.ReadFile(p)
+	if err != nil {
+		return Model{}, fmt.Errorf("built-in model %q: %w", name, err)
+	}
+	ms, err := ParseModelYAML("presets/"+p, data)
 	if err != nil {
 		return Model{}, err
 	}
@@ -113,7 +123,7 @@ func LookupModel(name string) (Model, error) {
 			return m, nil
 		}
 	}
-	return Model{}, fmt.Errorf("unknown model %q (allowed: %s)", name, strings.Join(builtinOrder, ", "))
+	return Model{}, fmt.Errorf("presets/%s does not define model %q", p, name)
 }
 
 // ParseModelYAML reads a model preset file (version: 1, models: [...]).

@@ -231,8 +231,19 @@ func (d *strictDoc) scalar(n *yaml.Node, t reflect.Type, path string) error {
 	if t.Kind() == reflect.String && n.Tag == "!!binary" {
 		return fmt.Errorf("%s:%d: field %q: want %s, got binary data", d.file, n.Line, displayPath(path), typeName(t))
 	}
+	// yaml.v3 truncates 2.5 into an int field and reads 1 into a float;
+	// only the second is harmless.
+	bad := false
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		bad = n.ShortTag() != "!!int"
+	case reflect.Float64, reflect.Float32:
+		bad = n.ShortTag() != "!!int" && n.ShortTag() != "!!float"
+	case reflect.Bool:
+		bad = n.ShortTag() != "!!bool"
+	}
 	v := reflect.New(t)
-	if err := n.Decode(v.Interface()); err != nil {
+	if err := n.Decode(v.Interface()); err != nil || bad {
 		return fmt.Errorf("%s:%d: field %q: want %s, got %q", d.file, n.Line, displayPath(path), typeName(t), n.Value)
 	}
 	return nil

@@ -1,0 +1,303 @@
+package presets
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// TeamPreset is a search setup a team shares: which model, on which GPU,
+// with which layout and search space, for which Megatron-Bridge, and
+// optionally what cgtune measured with it.
+type TeamPreset struct {
+	Version     int    `yaml:"version" json:"version"`
+	Name        string `yaml:"name" json:"name"`
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
+	// Model names a built-in model; ModelInline carries a full model
+	// instead. Exactly one of them is set.
+	Model       string  `yaml:"model,omitempty" json:"model,omitempty"`
+	ModelInline *Model  `yaml:"model_inline,omitempty" json:"model_inline,omitempty"`
+	GPU         string  `yaml:"gpu" json:"gpu"`
+	Layout      Layout  `yaml:"layout" json:"layout"` // filled from the model's layout for GPU when left out
+	Space       Space   `yaml:"space" json:"space"`
+	MBridge     string  `yaml:"mbridge" json:"mbridge"`
+	Result      *Result `yaml:"result,omitempty" json:"result,omitempty"`
+}
+
+// Result is the measured (or estimated) outcome stored with a preset.
+type Result struct {
+	Winner        Candidate `yaml:"winner" json:"winner"`
+	StepMS        float64   `yaml:"step_ms" json:"step_ms"`
+	EagerStepMS   float64   `yaml:"eager_step_ms" json:"eager_step_ms"`
+	Speedup       float64   `yaml:"speedup" json:"speedup"`
+	MemoryMiB     float64   `yaml:"memory_mib" json:"memory_mib"`
+	Engine        string    `yaml:"engine" json:"engine"` // measured or estimated
+	GPUName       string    `yaml:"gpu_name,omitempty" json:"gpu_name,omitempty"`
+	DriverVersion string    `yaml:"driver_version,omitempty" json:"driver_version,omitempty"`
+	CgtuneVersion string    `yaml:"cgtune_version,omitempty" json:"cgtune_version,omitempty"`
+	MeasuredAt    time.Time `yaml:"measured_at,omitempty" json:"measured_at,omitempty"`
+}
+
+// Engines are the values of Result.Engine.
+var Engines = []string{"measured", "estimated"}
+
+// DefaultMBridge is the Megatron-Bridge version a new preset targets: the
+// latest release (v0.6.0) at the time of the reference snapshot.
+const DefaultMBridge = "0.6"
+
+// DefaultWarmup is MCore's default cuda_graph_warmup_steps (reference §3).
+const DefaultWarmup = 3
+
+// DefaultSpace tries every impl and every scope subset with MCore's default warm-up.
+func DefaultSpace() Space {
+	return Space{Impls: slices.Clone(Impls), Warmups: []int{DefaultWarmup}}
+}
+
+// Generation is the MB generation the preset targets.
+func (p TeamPreset) Generation() (Generation, error) { return ParseMBridge(p.MBridge) }
+
+// ResolveModel returns the inline model or the built-in one it names.
+func (p TeamPreset) ResolveModel() (Model, error) {
+	if p.ModelInline != nil {
+		return *p.ModelInline, nil
+	}
+	return LookupModel(p.Model)
+}
+
+// ModelName is the name of the preset's model, inline or built in.
+func (p TeamPreset) ModelName() string {
+	if p.ModelInline != nil {
+		return p.ModelInline.Name
+	}
+	return p.Model
+}
+
+// ParsePreset reads a team preset file strictly: unknown fields, bad impl or
+// scope names, unknown models and versions are one-line FILE:LINE errors.
+// A missing layout is filled from the model's layout for the GPU.
+func ParsePreset(file string, data []byte) (TeamPreset, error) {
+	var p TeamPreset
+	d, err := decodeStrict(file, data, &p)
+	if err != nil {
+		return TeamPreset{}, err
+	}
+	if err := d.validatePreset(&p); err != nil {
+		return TeamPreset{}, err
+	}
+	return p, nil
+}
+
+// MarshalPreset writes p in the canonical file form (version 1). Saving,
+// exporting and importing all go through it, so a preset that travels
+// through them comes back byte for byte. A missing layout is written out
+// from the model's default for the GPU.
+func MarshalPreset(p TeamPreset) ([]byte, error) {
+	p.Version = FileVersion
+	if err := p.FillLayout(); err != nil {
+		return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Result != nil {
+		r := *p.Result
+		// YAML timestamps carry no monotonic clock and a parsed one is in
+		// UTC; normalising here makes the written form the round-trip form.
+		r.MeasuredAt = r.MeasuredAt.UTC().Round(0)
+		p.Result = &r
+	}
+	body, err := marshalYAML(p)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte("# cgtune team preset; see `cgtune preset show NAME`\n"), body...), nil
+}
+
+// Validate checks a preset built in code, with the rules ParsePreset
+// applies (a missing layout is an error here; use FillLayout first).
+func (p TeamPreset) Validate() error {
+	d := &strictDoc{lines: map[string]int{}}
+	if p.Version == 0 {
+		p.Version = FileVersion
+	}
+	if p.Layout.NumGPUs == 0 {
+		return fmt.Errorf("preset %s: missing layout", p.Name)
+	}
+	return d.validatePreset(&p)
+}
+
+// FillLayout sets p.Layout from the model's default layout for p.GPU when
+// it is not set yet.
+func (p *TeamPreset) FillLayout() error {
+	if p.Layout.NumGPUs != 0 {
+		return nil
+	}
+	m, err := p.ResolveModel()
+	if err != nil {
+		return err
+	}
+	l, err := m.Layout(p.GPU)
+	if err != nil {
+		return err
+	}
+	p.Layout = l
+	return nil
+}
+
+func (d *strictDoc) validatePreset(p *TeamPreset) error {
+	if p.Version != FileVersion {
+		return d.errf("version", "unsupported version %d (allowed: %d)", p.Version, FileVersion)
+	}
+	if p.Name == "" {
+		return d.errf("", "missing field \"name\" (a name like [a-z0-9][a-z0-9._-]*)")
+	}
+	if !ValidName(p.Name) {
+		return d.errf("name", "field \"name\": %q is not a valid preset name (allowed: [a-z0-9][a-z0-9._-]*)", p.Name)
+	}
+	if strings.ContainsAny(p.Description, "\x00") {
+		return d.errf("description", "field \"description\" contains a NUL byte")
+	}
+	var m Model
+	switch {
+	case p.Model != "" && p.ModelInline != nil:
+		return d.errf("model_inline", "fields \"model\" and \"model_inline\" are both set; give one")
+	case p.ModelInline != nil:
+		if err := d.validateModel(p.ModelInline, "model_inline"); err != nil {
+			return err
+		}
+		m = *p.ModelInline
+	case p.Model != "":
+		bm, err := LookupModel(p.Model)
+		if err != nil {
+			return d.errf("model", "field \"model\": %v", err)
+		}
+		m = bm
+	default:
+		return d.errf("", "missing field \"model\" (a built-in model: %s) or \"model_inline\"", strings.Join(builtinOrder, ", "))
+	}
+	if p.GPU == "" {
+		return d.errf("", "missing field \"gpu\" (allowed: %s)", strings.Join(GPUs(), ", "))
+	}
+	if err := oneOf(d, "", "gpu", p.GPU, GPUs()); err != nil {
+		return err
+	}
+	if p.Layout.NumGPUs == 0 && isZeroLayout(p.Layout) {
+		l, err := m.Layout(p.GPU)
+		if err != nil {
+			return d.errf("gpu", "no layout: given: %v; add a layout: section", err)
+		}
+		p.Layout = l
+	} else {
+		if p.Layout.GPU == "" {
+			p.Layout.GPU = p.GPU
+		}
+		if p.Layout.GPU != p.GPU {
+			return d.errf("layout.gpu", "field \"gpu\" in layout is %q but the preset's gpu is %q", p.Layout.GPU, p.GPU)
+		}
+		if err := d.validateLayout(&m, &p.Layout, p.GPU, "layout"); err != nil {
+			return err
+		}
+	}
+	if err := d.validateSpace(&p.Space, "space"); err != nil {
+		return err
+	}
+	if p.MBridge == "" {
+		return d.errf("", "missing field \"mbridge\" (allowed: %s)", strings.Join(MBridgeVersions, ", "))
+	}
+	if _, err := ParseMBridge(p.MBridge); err != nil {
+		return d.errf("mbridge", "field \"mbridge\": %v", err)
+	}
+	if p.Result != nil {
+		if err := d.validateResult(p.Result, "result"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isZeroLayout(l Layout) bool {
+	return l.GPU == "" && l.NumGPUs == 0 && l.Precision == "" && l.TP == 0 && l.PP == 0 && l.VP == 0 &&
+		l.CP == 0 && l.EP == 0 && l.ETP == 0 && l.GBS == 0 && l.MBS == 0 && l.Seq == 0 &&
+		l.Dispatcher == "" && !l.SequenceParallel && len(l.RecomputeModules) == 0 && l.Source == ""
+}
+
+// ValidateSpace checks impl and scope names and warm-up counts.
+func ValidateSpace(s Space) error {
+	d := &strictDoc{lines: map[string]int{}}
+	return d.validateSpace(&s, "")
+}
+
+func (d *strictDoc) validateSpace(s *Space, p string) error {
+	if len(s.Impls) == 0 {
+		return d.errf(p, "missing field \"impls\" in space (allowed: %s)", strings.Join(Impls, ", "))
+	}
+	for i, im := range s.Impls {
+		ip := fmt.Sprintf("%s[%d]", joinPath(p, "impls"), i)
+		if !slices.Contains(Impls, im) {
+			return d.errf(ip, "field \"impls\": unknown impl %q (allowed: %s)", im, strings.Join(Impls, ", "))
+		}
+		if slices.Index(s.Impls, im) != i {
+			return d.errf(ip, "field \"impls\": %q listed twice", im)
+		}
+	}
+	for i, set := range s.Scopes {
+		sp := fmt.Sprintf("%s[%d]", joinPath(p, "scopes"), i)
+		for j, sc := range set {
+			if !slices.Contains(Scopes, sc) {
+				return d.errf(fmt.Sprintf("%s[%d]", sp, j), "field \"scopes\": unknown scope %q (allowed: %s)", sc, strings.Join(Scopes, ", "))
+			}
+			if slices.Index(set, sc) != j {
+				return d.errf(fmt.Sprintf("%s[%d]", sp, j), "field \"scopes\": %q listed twice in one set", sc)
+			}
+		}
+	}
+	if len(s.Warmups) == 0 {
+		return d.errf(p, "missing field \"warmups\" in space (e.g. [%d], MCore's default)", DefaultWarmup)
+	}
+	for i, w := range s.Warmups {
+		if w < 0 || w > 1000 {
+			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "warmups"), i), "field \"warmups\": %d is out of range (allowed: 0 to 1000)", w)
+		}
+	}
+	return nil
+}
+
+func (d *strictDoc) validateCandidate(c *Candidate, p string) error {
+	if c.Impl == "" {
+		return d.errf(p, "missing field \"impl\" (allowed: %s)", strings.Join(Impls, ", "))
+	}
+	if !slices.Contains(Impls, c.Impl) {
+		return d.errf(joinPath(p, "impl"), "field \"impl\": unknown impl %q (allowed: %s)", c.Impl, strings.Join(Impls, ", "))
+	}
+	for i, sc := range c.Scopes {
+		if !slices.Contains(Scopes, sc) {
+			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "scopes"), i), "field \"scopes\": unknown scope %q (allowed: %s)", sc, strings.Join(Scopes, ", "))
+		}
+	}
+	if c.Warmup < 0 || c.Warmup > 1000 {
+		return d.errf(joinPath(p, "warmup"), "field \"warmup\": %d is out of range (allowed: 0 to 1000)", c.Warmup)
+	}
+	return nil
+}
+
+func (d *strictDoc) validateResult(r *Result, p string) error {
+	if err := d.validateCandidate(&r.Winner, joinPath(p, "winner")); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"step_ms", r.StepMS}, {"eager_step_ms", r.EagerStepMS}, {"speedup", r.Speedup}, {"memory_mib", r.MemoryMiB}} {
+		if !finite(f.v) || f.v < 0 {
+			return d.errf(joinPath(p, f.name), "field %q must be a finite number >= 0, got %v", f.name, f.v)
+		}
+	}
+	if r.Engine == "" {
+		return d.errf(p, "missing field \"engine\" in result (allowed: %s)", strings.Join(Engines, ", "))
+	}
+	if err := oneOf(d, p, "engine", r.Engine, Engines); err != nil {
+		return err
+	}
+	return nil
+}
