@@ -1,0 +1,307 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"cgtune/presets"
+)
+
+func init() { subcommands = append(subcommands, newPresetCmd) }
+
+// presetStore builds the store from --preset, $CGTUNE_PRESETS and the user
+// config folder. A machine with no config folder can still list and show
+// presets; only saving needs one.
+func presetStore(presetFile string) *presets.Store {
+	cfg, err := os.UserConfigDir()
+	if err != nil {
+		cfg = ""
+	}
+	return presets.NewStore(presetFile, os.Getenv("CGTUNE_PRESETS"), cfg)
+}
+
+func newPresetCmd() *cobra.Command {
+	var presetFile string
+	cmd := &cobra.Command{
+		Use:   "preset",
+		Short: "List, show, save, export, import and remove team presets",
+		Long: `Team presets are YAML files (version: 1) holding a model, a GPU, a parallel
+layout, a search space, a Megatron-Bridge version and optionally a measured result.
+They are searched in --preset FILE, then the colon-separated folders of
+$CGTUNE_PRESETS, then the user folder (` + presetUserDirHint() + `); an earlier place
+shadows a later one. save and import write to the user folder.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return fail(exitBadInput, "preset needs a subcommand: list, show, save, export, import, rm")
+		},
+	}
+	cmd.PersistentFlags().StringVar(&presetFile, "preset", "", "a preset FILE searched before $CGTUNE_PRESETS and the user folder")
+	store := func() *presets.Store { return presetStore(presetFile) }
+	cmd.AddCommand(newPresetListCmd(store), newPresetShowCmd(store), newPresetSaveCmd(store),
+		newPresetExportCmd(store), newPresetImportCmd(store), newPresetRmCmd(store))
+	return cmd
+}
+
+func presetUserDirHint() string {
+	if d, err := presets.DefaultUserDir(); err == nil {
+		return d
+	}
+	return "<user config folder>/cgtune/presets"
+}
+
+func newPresetListCmd(store func() *presets.Store) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the presets on the search path; shadowed and unreadable ones are marked",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s := store()
+			list, err := s.List()
+			if err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if list == nil {
+					list = []presets.PresetInfo{}
+				}
+				return writeIndentedJSON(out, list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no presets (searched: %s)\n", strings.Join(s.SearchPath(), ", "))
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tMODEL\tGPU\tSOURCE\tPATH\tNOTE")
+			for _, p := range list {
+				note := ""
+				switch {
+				case p.Problem != "":
+					note = "unreadable: " + p.Problem
+				case p.ShadowedBy != "":
+					note = "shadowed by " + p.ShadowedBy
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, presetOrDash(p.Model), presetOrDash(p.GPU), p.Source, p.Path, note)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func presetOrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newPresetShowCmd(store func() *presets.Store) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Print a preset (YAML, with its layout written out)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s := store()
+			info, err := s.Find(args[0])
+			if err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			p, err := s.Load(args[0])
+			if err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s (%s)\n", info.Path, info.Source)
+			if asJSON {
+				return writeIndentedJSON(cmd.OutOrStdout(), p)
+			}
+			data, err := presets.MarshalPreset(p)
+			if err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			_, err = cmd.OutOrStdout().Write(data)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// presetParseScopeSets reads "attn,moe_router;attn;" as scope sets; an
+// empty set (between semicolons) is the whole layer.
+func presetParseScopeSets(s string) [][]string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	var sets [][]string
+	for _, part := range strings.Split(s, ";") {
+		set := []string{}
+		for _, sc := range strings.Split(part, ",") {
+			if sc = strings.TrimSpace(sc); sc != "" {
+				set = append(set, sc)
+			}
+		}
+		sets = append(sets, set)
+	}
+	return sets
+}
+
+func presetParseWarmups(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("--warmups: %q is not an integer (want e.g. 1,2,3)", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func newPresetSaveCmd(store func() *presets.Store) *cobra.Command {
+	var model, gpu, scopes, warmups, mbridge, description string
+	var impls []string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "save NAME --model M",
+		Short: "Save a preset in the user folder",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if model == "" {
+				return fail(exitBadInput, "preset save: --model is required (allowed: %s)", strings.Join(presets.BuiltinModelNames(), ", "))
+			}
+			m, err := presets.LookupModel(model)
+			if err != nil {
+				return fail(exitBadInput, "--model: %v", err)
+			}
+			if !presets.ValidName(args[0]) {
+				return fail(exitBadInput, "invalid preset name %q (allowed: [a-z0-9][a-z0-9._-]*)", args[0])
+			}
+			defaulted := gpu == ""
+			if defaulted {
+				gpus := m.GPUs()
+				if len(gpus) == 0 {
+					return fail(exitBadInput, "model %s has no default layout; give --gpu", model)
+				}
+				gpu = gpus[0]
+			}
+			sets := presetParseScopeSets(scopes)
+			ws, err := presetParseWarmups(warmups)
+			if err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			p := presets.TeamPreset{
+				Version: presets.FileVersion, Name: args[0], Description: description,
+				Model: model, GPU: gpu, MBridge: mbridge,
+				Space: presets.Space{Impls: impls, Scopes: sets, Warmups: ws},
+			}
+			if err := p.FillLayout(); err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			s := store()
+			path, err := s.Save(p, force)
+			if err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "saved %s to %s\n", p.Name, path)
+			if defaulted {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no --gpu given: used %s, the first GPU with a %s layout (%s)\n", gpu, model, strings.Join(m.GPUs(), ", "))
+			}
+			warnShadowed(cmd, s, p.Name)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&model, "model", "", "built-in model ("+strings.Join(presets.BuiltinModelNames(), ", ")+")")
+	f.StringVar(&gpu, "gpu", "", "GPU whose default layout to use (default: the model's first)")
+	f.StringSliceVar(&impls, "impls", presets.DefaultSpace().Impls, "implementations to try ("+strings.Join(presets.Impls, ", ")+")")
+	f.StringVar(&scopes, "scopes", "", `scope sets to try, ';' between sets, ',' within one, e.g. "attn,moe_router;attn"; an empty set is the whole layer (default: every subset)`)
+	f.StringVar(&warmups, "warmups", strconv.Itoa(presets.DefaultWarmup), "warm-up step counts to try, e.g. 1,2,3")
+	f.StringVar(&mbridge, "mbridge", presets.DefaultMBridge, "Megatron-Bridge version ("+strings.Join(presets.MBridgeVersions, ", ")+")")
+	f.StringVar(&description, "description", "", "one line saying what the preset is for")
+	f.BoolVar(&force, "force", false, "replace an existing preset of that name")
+	return cmd
+}
+
+// warnShadowed tells the person when the preset they just wrote is hidden
+// by one earlier on the search path, so a later load would not return it.
+func warnShadowed(cmd *cobra.Command, s *presets.Store, name string) {
+	if sh, ok := s.Shadowing(name); ok {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s at %s (%s) comes first on the search path and hides this copy\n", name, sh.Path, sh.Source)
+	}
+}
+
+func newPresetExportCmd(store func() *presets.Store) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "export NAME [-o FILE]",
+		Short: "Write a preset to FILE (atomically) or to standard output",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s := store()
+			if output == "" || output == "-" {
+				if err := s.ExportTo(args[0], cmd.OutOrStdout()); err != nil {
+					return fail(exitBadInput, "%v", err)
+				}
+				return nil
+			}
+			if err := s.Export(args[0], output); err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], output)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output FILE (default: standard output)")
+	return cmd
+}
+
+func newPresetImportCmd(store func() *presets.Store) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Copy a preset file into the user folder (never replaces one without --force)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s := store()
+			p, path, err := s.Import(args[0], force)
+			if err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "imported %s to %s\n", p.Name, path)
+			warnShadowed(cmd, s, p.Name)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing preset of that name")
+	return cmd
+}
+
+func newPresetRmCmd(store func() *presets.Store) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm NAME",
+		Aliases: []string{"remove"},
+		Short:   "Remove a preset from the user folder",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := store().Remove(args[0])
+			if err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", path)
+			return nil
+		},
+	}
+}
