@@ -196,7 +196,34 @@ func (m Model) Kind() string {
 // the rules the file parser applies; errors name the field but no line.
 func (m Model) Validate() error {
 	d := &strictDoc{lines: map[string]int{}}
+	m = m.Clone()
 	return d.validateModel(&m, "")
+}
+
+// Clone returns a deep copy: the layouts map and every slice and pointer
+// are the copy's own, so changing one never changes the other.
+func (m Model) Clone() Model {
+	c := m
+	if m.Layouts != nil {
+		c.Layouts = make(map[string]Layout, len(m.Layouts))
+		for k, l := range m.Layouts {
+			l.RecomputeModules = slices.Clone(l.RecomputeModules)
+			c.Layouts[k] = l
+		}
+	}
+	if m.Arch.MoE != nil {
+		x := *m.Arch.MoE
+		c.Arch.MoE = &x
+	}
+	if m.Arch.MLA != nil {
+		x := *m.Arch.MLA
+		c.Arch.MLA = &x
+	}
+	if m.Arch.Mamba != nil {
+		x := *m.Arch.Mamba
+		c.Arch.Mamba = &x
+	}
+	return c
 }
 
 // ValidateLayout checks l against the model: divisibility of the parallel

@@ -332,3 +332,24 @@ func TestModelValidateInCode(t *testing.T) {
 		t.Fatalf("Validate = %v, want a top_k error", err)
 	}
 }
+
+func TestModelCloneIsDeep(t *testing.T) {
+	m, _ := LookupModel("deepseek_v3")
+	c := m.Clone()
+	c.Arch.MoE.Experts = 1
+	c.Arch.MLA.QLoraRank = 1
+	l := c.Layouts["h100"]
+	l.RecomputeModules[0] = "x"
+	c.Layouts["b200"] = Layout{}
+	if m.Arch.MoE.Experts != 256 || m.Arch.MLA.QLoraRank != 1536 || m.Layouts["h100"].RecomputeModules[0] != "mla_up_proj" || m.Layouts["b200"].NumGPUs != 256 {
+		t.Fatal("Clone shares state with the original")
+	}
+	// Validate must not write into the caller's layouts (it fills GPU names).
+	m.Layouts["h100"] = Layout{NumGPUs: 1024, Precision: "bf16", TP: 2, PP: 8, EP: 64, ETP: 1, GBS: 16384, MBS: 1, Seq: 4096}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Layouts["h100"].GPU != "" {
+		t.Fatal("Validate changed the caller's model")
+	}
+}

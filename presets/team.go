@@ -60,7 +60,7 @@ func (p TeamPreset) Generation() (Generation, error) { return ParseMBridge(p.MBr
 // ResolveModel returns the inline model or the built-in one it names.
 func (p TeamPreset) ResolveModel() (Model, error) {
 	if p.ModelInline != nil {
-		return *p.ModelInline, nil
+		return p.ModelInline.Clone(), nil
 	}
 	return LookupModel(p.Model)
 }
@@ -124,6 +124,13 @@ func (p TeamPreset) Validate() error {
 	if p.Layout.NumGPUs == 0 {
 		return fmt.Errorf("preset %s: missing layout", p.Name)
 	}
+	// Validation fills defaults in; they must land in a copy, not in the
+	// caller's inline model.
+	if p.ModelInline != nil {
+		m := p.ModelInline.Clone()
+		p.ModelInline = &m
+	}
+	p.Layout.RecomputeModules = slices.Clone(p.Layout.RecomputeModules)
 	return d.validatePreset(&p)
 }
 
