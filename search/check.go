@@ -1,0 +1,286 @@
+package search
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"cgtune/presets"
+)
+
+// Violation is one rule a configuration breaks, with the message the stack
+// would print.
+type Violation struct {
+	ID      string
+	Message string
+}
+
+func (v Violation) String() string { return v.ID + ": " + v.Message }
+
+// ConfigID marks a violation that is not a rule of the stack: the input
+// itself could not be read (bad --set value, unknown MB version, ...).
+const ConfigID = "CONFIG"
+
+// Report is the outcome of a check: the rules broken, and the notes of the
+// auto-fixes that were applied on the way ("ID: what changed").
+type Report struct {
+	Violations []Violation
+	Notes      []string
+}
+
+// OK reports whether no rule was broken.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+func configReport(err error) Report {
+	return Report{Violations: []Violation{{ID: ConfigID, Message: err.Error()}}}
+}
+
+// stateFor checks mbridge against the config and returns a state over c.
+func stateFor(c *Config, mbridge string) (*state, error) {
+	gen, mb, err := parseMB(mbridge)
+	if err != nil {
+		return nil, err
+	}
+	if gen != c.gen {
+		return nil, fmt.Errorf("the configuration was read for %s, but Megatron-Bridge %s is %s", c.gen, mbridge, gen)
+	}
+	return newState(c, mb), nil
+}
+
+// fire evaluates one rule against s, records the violation or applies the
+// fix, and reports whether it fired.
+func (s *state) fire(r *Rule) bool {
+	if !r.AppliesTo(s.gen, s.mb) {
+		return false
+	}
+	fired := false
+	switch r.Kind {
+	case Reject:
+		if r.when(s) {
+			fired = true
+			if !s.fired[r.ID] && !(r.Shadow != "" && s.fired[r.Shadow]) {
+				s.violations = append(s.violations, Violation{ID: r.ID, Message: r.msg(s)})
+			}
+			s.fired[r.ID] = true
+		}
+	case AutoFix:
+		if r.when != nil && r.when(s) {
+			fired = true
+			if note := r.fix(s); note != "" {
+				s.notes = append(s.notes, r.ID+": "+note)
+			}
+		}
+	}
+	if r.after != nil {
+		r.after(s)
+	}
+	return fired
+}
+
+func (s *state) runStage(st stage) {
+	s.stage = st
+	for i := range rules {
+		if slices.Contains(rules[i].stages, st) {
+			s.fire(&rules[i])
+		}
+	}
+}
+
+// Check runs every rule of Megatron-Bridge version mbridge (and of the
+// Megatron-Core and Transformer Engine it pins) against cfg, in MB's
+// start-up order, applying the auto-fixes MB applies on the way. cfg is not
+// modified. mbridge must be of the generation cfg was built for.
+func Check(cfg *Config, mbridge string) Report {
+	s, err := stateFor(cfg.Clone(), mbridge)
+	if err != nil {
+		return configReport(err)
+	}
+	s.runStage(stageCommOverlap)
+	// CommOverlapConfig.setup copies the user's comm_overlap values onto the
+	// model before validate(); unset ones leave the model's own value.
+	for _, f := range []string{"overlap_moe_expert_parallel_comm", "delay_wgrad_compute"} {
+		if v := s.v("comm_overlap." + f); !v.Null {
+			s.set("model."+f, Value{Bool: v.Bool})
+		}
+	}
+	if s.mb >= 6 {
+		s.runStage(stagePreFinalize)
+	}
+	s.runStage(stageMCore)
+	s.runStage(stageMB)
+	s.runStage(stageProvide)
+	s.runStage(stageRuntime)
+	return Report{Violations: s.violations, Notes: s.notes}
+}
+
+// ApplyHarnessFlags applies the perf harness's --cuda_graph_impl and
+// --cuda_graph_scope flags and the model.cuda_graph_warmup_steps override
+// to cfg, as MB's scripts/performance would (reference §5.2): PERF-01..05
+// reject, PERF-06 sets the companion fields (each change is a note).
+// c.Impl == "" means --cuda_graph_impl was not given and c.Scopes == nil
+// that --cuda_graph_scope was not; an empty non-nil Scopes is the whole
+// layer. MB v0.6+ follow §5.2; v0.3–v0.5 shipped laxer versions of
+// _set_cuda_graph_overrides, which are followed for those releases. After a
+// violation cfg is left as the harness had it when it raised.
+func ApplyHarnessFlags(cfg *Config, c presets.Candidate, mbridge string) (notes []string, violations []Violation) {
+	s, err := stateFor(cfg, mbridge)
+	if err != nil {
+		return nil, configReport(err).Violations
+	}
+	s.stage = stageHarness
+	s.cand = c
+	s.scopeGiven = c.Scopes != nil
+	if s.fire(ruleByID("PERF-01")) || s.fire(ruleByID("PERF-02")) {
+		return s.notes, s.violations // argparse stops before anything is set
+	}
+	s.set("model.cuda_graph_warmup_steps", Value{Int: c.Warmup})
+	switch {
+	case s.mb >= 6:
+		harnessHead(s)
+	case s.mb == 5:
+		harness05(s)
+	default:
+		harness04(s)
+	}
+	if len(s.violations) == 0 && s.fullIteration() {
+		// _set_cuda_graph_overrides (v0.5+) turns the loss check off; the
+		// harness's common perf overrides turn both off for every run
+		// (v0.4 _set_common_perf_overrides, HEAD _benchmark_common).
+		s.harnessSet(false, "full-iteration graph", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
+	}
+	return s.notes, s.violations
+}
+
+// harnessSet writes bool fields and notes the ones that changed, in one
+// PERF-06 note.
+func (s *state) harnessSet(v bool, why string, keys ...string) {
+	var changed []string
+	for _, k := range keys {
+		if s.b(k) != v || s.null(k) {
+			s.set(k, Value{Bool: v})
+			changed = append(changed, k+"="+pyBool(v))
+		}
+	}
+	if len(changed) > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("PERF-06: %s (%s)", strings.Join(changed, ", "), why))
+	}
+}
+
+func (s *state) harnessRNG(on bool) {
+	why := "CUDA graphs need the TE RNG tracker"
+	if !on {
+		why = "cuda_graph_impl=none"
+	}
+	s.harnessSet(on, why, "rng.te_rng_tracker", "model.use_te_rng_tracker")
+}
+
+// setModules is MB's set_cuda_graph_modules.
+func (s *state) setModules(mods []string) {
+	if s.gen == presets.G3 {
+		s.set("model.cuda_graph_modules", Value{List: slices.Clone(mods)})
+		s.set("model.cuda_graph_scope", Value{Null: true})
+		return
+	}
+	s.set("model.cuda_graph_scope", Value{List: slices.Clone(mods)})
+}
+
+// harnessHead is _set_cuda_graph_overrides of MB v0.6+ (reference §5.2).
+func harnessHead(s *state) {
+	if s.cand.Impl != "" {
+		s.set("model.cuda_graph_impl", Value{Str: s.cand.Impl})
+		if s.cand.Impl != presets.ImplNone {
+			s.harnessRNG(true)
+		}
+	}
+	if s.impl() == presets.ImplNone {
+		s.harnessRNG(false)
+		if cleared := s.moduleNames(); len(cleared) > 0 {
+			s.notes = append(s.notes, "PERF-06: cuda_graph_impl=none: cleared the CUDA graph scope "+pyList(cleared))
+		}
+		s.setModules([]string{})
+		return
+	}
+	if s.scopeGiven {
+		if slices.Contains(s.cand.Scopes, presets.ScopeFullIteration) {
+			if s.fire(ruleByID("PERF-03")) || s.fire(ruleByID("PERF-04")) {
+				return
+			}
+			// set_full_iteration_cuda_graph (G3 form; v0.6+ is always G3).
+			s.set("model.cuda_graph_impl", Value{Str: "full_iteration"})
+			s.setModules([]string{})
+		} else {
+			s.setModules(s.cand.Scopes)
+		}
+	}
+	if s.fire(ruleByID("PERF-05")) {
+		return
+	}
+	s.fire(ruleByID("MB-05"))
+}
+
+// harness05 is _set_cuda_graph_overrides of MB v0.5.0: the scope flag goes
+// into the deprecated cuda_graph_scope field as given.
+func harness05(s *state) {
+	if s.cand.Impl != "" {
+		s.set("model.cuda_graph_impl", Value{Str: s.cand.Impl})
+		if s.cand.Impl != presets.ImplNone {
+			s.harnessRNG(true)
+		}
+	}
+	if s.scopeGiven {
+		s.set("model.cuda_graph_scope", Value{List: slices.Clone(s.cand.Scopes)})
+	}
+	switch s.impl() {
+	case presets.ImplTE:
+		s.fire(ruleByID("PERF-05"))
+	case presets.ImplNone:
+		if cleared := names(s.v("model.cuda_graph_scope")); len(cleared) > 0 && !slices.Equal(cleared, []string{"full"}) {
+			s.notes = append(s.notes, "PERF-06: cuda_graph_impl=none: cleared model.cuda_graph_scope "+pyList(cleared))
+		}
+		s.set("model.cuda_graph_scope", Value{List: []string{}})
+		s.harnessRNG(false)
+	}
+}
+
+// harness04 is _set_cuda_graph_overrides of MB v0.3.0/v0.4.0: only the
+// flags themselves are checked.
+func harness04(s *state) {
+	if s.cand.Impl != "" {
+		s.set("model.cuda_graph_impl", Value{Str: s.cand.Impl})
+		s.harnessRNG(s.cand.Impl != presets.ImplNone)
+		if s.cand.Impl == presets.ImplTE && s.fire(ruleByID("PERF-05")) {
+			return
+		}
+	}
+	if s.scopeGiven {
+		s.set("model.cuda_graph_scope", Value{List: slices.Clone(s.cand.Scopes)})
+	}
+}
+
+// ValidateCandidate checks candidate c on model m and layout l for
+// Megatron-Bridge mbridge: the recipe defaults, then the sets (Hydra-style
+// key=value overrides, applied in key order), then c as the perf harness
+// applies it, then every rule. A nil c.Scopes is the whole layer here. A
+// set that cannot be applied is reported as a CONFIG violation.
+func ValidateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string) Report {
+	cfg, err := NewConfig(m, l, mbridge)
+	if err != nil {
+		return configReport(err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(sets)) {
+		if err := cfg.ApplySet(k + "=" + sets[k]); err != nil {
+			return configReport(err)
+		}
+	}
+	if c.Scopes == nil {
+		c.Scopes = []string{}
+	}
+	notes, violations := ApplyHarnessFlags(cfg, c, mbridge)
+	if len(violations) > 0 {
+		return Report{Violations: violations, Notes: notes}
+	}
+	r := Check(cfg, mbridge)
+	r.Notes = append(notes, r.Notes...)
+	return r
+}

@@ -1,0 +1,764 @@
+// Package search holds the configuration space cgtune explores and the
+// validation rules Megatron-Bridge, Megatron-Core and the perf harness apply
+// to it (reference §2), so a candidate is rejected with the message the real
+// stack would print before anything runs.
+package search
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"cgtune/presets"
+)
+
+// Type is the type of a recipe field as MB/MCore declare it.
+type Type int
+
+const (
+	TBool      Type = iota
+	TInt            // Python int
+	TFloat          // Python float; integers are accepted
+	TEnum           // one string of Allowed
+	TList           // list of Allowed; a plain string is split on commas, as MCore does
+	TIntOrList      // int or list of int (moe_layer_freq)
+	TVersion        // dotted version such as 2.11 or 2.11.0
+	TString         // free text (environment variables)
+)
+
+// Field is one known recipe setting.
+type Field struct {
+	Key      string
+	Type     Type
+	Nullable bool
+	Allowed  []string // TEnum values or TList elements
+	OnlyG3   []string // elements of Allowed that only G3's MCore knows
+	Min      *int     // TInt lower bound, nil for none
+	Gen      presets.Generation
+	Doc      string
+}
+
+func minInt(n int) *int { return &n }
+
+// scopeNames are the G2 CudaGraphScope / G3 CudaGraphModule names a recipe
+// can write into its scope field, plus the two special strings MCore
+// accepts there ("full" and the deprecated "full_iteration").
+// full_iteration_inference is left out: it only selects inference graphs.
+var scopeNames = []string{"full", "full_iteration", "attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba"}
+
+// allGens marks a field both generations have.
+const allGens presets.Generation = 0
+
+// schema is every field cgtune understands, in the order `cgtune check`
+// documents them. Field names are MB's ConfigContainer paths (model.* is
+// MCore's TransformerConfig, read from MLM transformer_config.py and
+// model_parallel_config.py at the commits MB v0.4.0 and v0.6.0 pin).
+var schema = []Field{
+	// CUDA graphs (reference §1).
+	{Key: "model.cuda_graph_impl", Type: TEnum, Allowed: []string{"none", "local", "transformer_engine", "full_iteration"},
+		Doc: "G2's MCore has no full_iteration impl; TC-13 rejects it there, as MCore would"},
+	{Key: "model.cuda_graph_scope", Type: TList, Nullable: true, Allowed: scopeNames,
+		Doc: "G2: the scope list; G3: deprecated alias of cuda_graph_modules"},
+	{Key: "model.cuda_graph_modules", Type: TList, Nullable: true, Allowed: scopeNames, Gen: presets.G3},
+	{Key: "model.cuda_graph_warmup_steps", Type: TInt},
+	{Key: "model.enable_cuda_graph", Type: TBool, Doc: "deprecated: cuda_graph_impl=local"},
+	{Key: "model.external_cuda_graph", Type: TBool, Doc: "deprecated: cuda_graph_impl=transformer_engine"},
+	{Key: "model.use_te_rng_tracker", Type: TBool},
+	{Key: "rng.te_rng_tracker", Type: TBool},
+	{Key: "rerun_state_machine.check_for_nan_in_loss", Type: TBool},
+	{Key: "ddp.check_for_nan_in_grad", Type: TBool},
+	{Key: "optimizer.optimizer_cuda_graph", Type: TBool},
+	{Key: "model.cpu_offloading", Type: TBool},
+
+	// MoE.
+	{Key: "model.num_moe_experts", Type: TInt, Nullable: true, Min: minInt(1)},
+	{Key: "model.moe_layer_freq", Type: TIntOrList},
+	{Key: "model.moe_expert_capacity_factor", Type: TFloat, Nullable: true},
+	{Key: "model.moe_pad_expert_input_to_capacity", Type: TBool},
+	{Key: "model.moe_token_dispatcher_type", Type: TEnum, Allowed: []string{"allgather", "alltoall", "flex"}},
+	{Key: "model.moe_router_padding_for_fp8", Type: TBool},
+	{Key: "model.moe_input_jitter_eps", Type: TFloat, Nullable: true},
+	{Key: "model.moe_shared_expert_intermediate_size", Type: TInt, Nullable: true, Min: minInt(1)},
+	{Key: "model.moe_shared_expert_overlap", Type: TBool},
+
+	// Recompute and dropout.
+	{Key: "model.recompute_granularity", Type: TEnum, Nullable: true, Allowed: []string{"full", "selective"}},
+	{Key: "model.recompute_method", Type: TEnum, Nullable: true, Allowed: []string{"uniform", "block"}},
+	{Key: "model.recompute_num_layers", Type: TInt, Nullable: true, Min: minInt(1)},
+	{Key: "model.recompute_modules", Type: TList, Nullable: true,
+		Allowed: []string{"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out"},
+		OnlyG3:  []string{"gdn_norm_out"}},
+	{Key: "model.attention_dropout", Type: TFloat},
+	{Key: "model.hidden_dropout", Type: TFloat},
+
+	// Fine-grained activation offloading.
+	{Key: "model.fine_grained_activation_offloading", Type: TBool},
+	{Key: "model.offload_modules", Type: TList, Nullable: true,
+		Allowed: []string{"attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act", "fused_group_mlp"},
+		OnlyG3:  []string{"fused_group_mlp"}},
+	{Key: "model.fine_grained_offloading_max_inflight_offloads", Type: TInt, Nullable: true, Gen: presets.G3},
+	{Key: "model.delay_offload_until_cuda_graph", Type: TBool},
+
+	// EP overlap and delayed wgrad. MB's perf recipes and harness set the
+	// comm_overlap.* copies, which MB later copies onto the model.
+	{Key: "model.overlap_moe_expert_parallel_comm", Type: TBool},
+	{Key: "model.delay_wgrad_compute", Type: TBool},
+	{Key: "comm_overlap.overlap_moe_expert_parallel_comm", Type: TBool, Nullable: true},
+	{Key: "comm_overlap.delay_wgrad_compute", Type: TBool, Nullable: true},
+	{Key: "model.gradient_accumulation_fusion", Type: TBool},
+	{Key: "model.add_bias_linear", Type: TBool},
+	{Key: "model.add_qkv_bias", Type: TBool},
+	{Key: "ddp.overlap_grad_reduce", Type: TBool},
+
+	// Parallelism.
+	{Key: "model.tensor_model_parallel_size", Type: TInt, Min: minInt(1)},
+	{Key: "model.pipeline_model_parallel_size", Type: TInt, Min: minInt(1)},
+	{Key: "model.virtual_pipeline_model_parallel_size", Type: TInt, Nullable: true, Min: minInt(1)},
+	{Key: "model.context_parallel_size", Type: TInt, Min: minInt(1)},
+	{Key: "model.expert_model_parallel_size", Type: TInt, Min: minInt(1)},
+	{Key: "model.expert_tensor_parallel_size", Type: TInt, Nullable: true, Min: minInt(1)},
+	{Key: "model.sequence_parallel", Type: TBool},
+	{Key: "model.mtp_num_layers", Type: TInt, Nullable: true, Min: minInt(0)},
+	{Key: "model.gtp_weight_remat_size", Type: TInt, Min: minInt(1), Gen: presets.G3},
+
+	// Precision (MB mixed_precision.py recipes write these model fields).
+	{Key: "model.bf16", Type: TBool},
+	{Key: "model.fp16", Type: TBool},
+	{Key: "model.fp8", Type: TEnum, Nullable: true, Allowed: []string{"e4m3", "hybrid"}},
+	{Key: "model.fp8_recipe", Type: TEnum, Allowed: []string{"delayed", "tensorwise", "mxfp8", "blockwise", "custom"}},
+	{Key: "model.fp4", Type: TEnum, Nullable: true, Allowed: []string{"e2m1"}},
+	{Key: "model.fp4_recipe", Type: TEnum, Allowed: []string{"nvfp4", "custom"}},
+
+	// Packing and Megatron-FSDP (MB-06..MB-10).
+	{Key: "dataset.enable_offline_packing", Type: TBool},
+	{Key: "dataset.enable_in_batch_packing", Type: TBool},
+	{Key: "dataset.pad_to_max_length", Type: TBool},
+	{Key: "dataset.offline_packing_specs.pad_cu_seqlens", Type: TBool},
+	{Key: "dataset.packing_buffer_size", Type: TInt, Nullable: true, Min: minInt(1),
+		Doc: "set on an Energon dataset: Energon native sequence packing"},
+	{Key: "ddp.use_megatron_fsdp", Type: TBool},
+	{Key: "ddp.megatron_fsdp_version", Type: TEnum, Allowed: []string{"1", "2"}},
+	{Key: "ddp.megatron_fsdp_cuda_graph_mode", Type: TBool},
+
+	{Key: "te_version", Type: TVersion, Doc: "Transformer Engine version; default: the one MB's uv.lock pins"},
+}
+
+// envPrefix is the section for environment variables (env.NCCL_GRAPH_REGISTER).
+const envPrefix = "env."
+
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Schema returns the fields known in generation gen, in schema order.
+func Schema(gen presets.Generation) []Field {
+	var out []Field
+	for _, f := range schema {
+		if f.Gen == allGens || f.Gen == gen {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func lookupField(key string) (Field, bool) {
+	for _, f := range schema {
+		if f.Key == key {
+			return f, true
+		}
+	}
+	return Field{}, false
+}
+
+// allowed lists what a field accepts, for error messages.
+func (f Field) allowed(gen presets.Generation) string {
+	var s string
+	switch f.Type {
+	case TBool:
+		s = "true, false"
+	case TInt:
+		s = "an integer"
+		if f.Min != nil {
+			s += fmt.Sprintf(" >= %d", *f.Min)
+		}
+	case TFloat:
+		s = "a number"
+	case TEnum:
+		s = strings.Join(f.elems(gen), ", ")
+	case TList:
+		s = "a list of: " + strings.Join(f.elems(gen), ", ")
+	case TIntOrList:
+		s = "an integer, or a list of 0 and 1 per layer"
+	case TVersion:
+		s = "a version such as 2.11 or 2.11.0"
+	case TString:
+		s = "a string"
+	}
+	if f.Nullable {
+		s += ", null"
+	}
+	return s
+}
+
+func (f Field) elems(gen presets.Generation) []string {
+	if gen == presets.G3 || len(f.OnlyG3) == 0 {
+		return f.Allowed
+	}
+	var out []string
+	for _, a := range f.Allowed {
+		if !slices.Contains(f.OnlyG3, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Value is one field's value. Which members are meaningful depends on the
+// field's Type.
+type Value struct {
+	Null  bool
+	Bool  bool
+	Int   int
+	Float float64
+	Str   string   // TEnum, TVersion, TString; TList when Scalar
+	List  []string // TList elements (a Scalar string split on commas)
+	Ints  []int    // TIntOrList in list form
+	// Scalar marks a TList written as a plain string ("full", "attn,mlp"):
+	// MCore treats the string "full" differently from the list ["full"]
+	// (TC-04), so the form is kept.
+	Scalar bool
+	// IsList marks a TIntOrList written as a list.
+	IsList bool
+}
+
+func (v Value) clone() Value {
+	v.List = slices.Clone(v.List)
+	v.Ints = slices.Clone(v.Ints)
+	return v
+}
+
+// Config is a recipe's settings as a flat map of dotted keys, seeded from a
+// model preset and layout and then overridden by a YAML file, --set values
+// and the perf-harness flags. The zero value is not usable; use NewConfig.
+type Config struct {
+	gen  presets.Generation
+	mb   int // Megatron-Bridge minor version (0.N)
+	vals map[string]Value
+}
+
+// teVersionByMB is the Transformer Engine version each MB release's uv.lock
+// pins (MB tags v0.3.0 2.12.0, v0.4.0 2.14.0, v0.5.0 2.16.0, v0.6.0 2.17.1,
+// HEAD/0.7 2.18.0): what a recipe run in MB's own container gets.
+var teVersionByMB = map[int]string{3: "2.12.0", 4: "2.14.0", 5: "2.16.0", 6: "2.17.1", 7: "2.18.0"}
+
+// parseMB returns the generation and the minor version of an MB version.
+func parseMB(v string) (presets.Generation, int, error) {
+	gen, err := presets.ParseMBridge(v)
+	if err != nil {
+		return 0, 0, err
+	}
+	minor, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimPrefix(v, "v"), "0."))
+	return gen, minor, nil
+}
+
+// NewConfig returns the recipe settings of model m on layout l as
+// Megatron-Bridge version mbridge would start from: the model and layout
+// give the architecture, parallelism and precision; everything else is the
+// MCore/MB default a perf recipe leaves alone.
+func NewConfig(m presets.Model, l presets.Layout, mbridge string) (*Config, error) {
+	gen, mb, err := parseMB(mbridge)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{gen: gen, mb: mb, vals: make(map[string]Value, len(schema)+4)}
+	b := func(k string, v bool) { c.vals[k] = Value{Bool: v} }
+	i := func(k string, v int) { c.vals[k] = Value{Int: v} }
+	e := func(k, v string) { c.vals[k] = Value{Str: v} }
+	null := func(k string) { c.vals[k] = Value{Null: true} }
+	optInt := func(k string, v int) {
+		if v > 0 {
+			i(k, v)
+		} else {
+			null(k)
+		}
+	}
+
+	e("model.cuda_graph_impl", presets.ImplNone)
+	// MB's library recipes write cuda_graph_scope="full" explicitly (e.g. MB
+	// v0.4.0 recipes/qwen/qwen2.py, v0.6.0 recipes/qwen/h100/qwen3_moe.py);
+	// in G3 that is the deprecated alias, which matters for TC-04.
+	c.vals["model.cuda_graph_scope"] = Value{Scalar: true, Str: "full"}
+	if gen == presets.G3 {
+		c.vals["model.cuda_graph_modules"] = Value{Scalar: true, Str: "full"} // MCore's default
+		null("model.fine_grained_offloading_max_inflight_offloads")
+		i("model.gtp_weight_remat_size", 1)
+	}
+	i("model.cuda_graph_warmup_steps", 3)
+	for _, k := range []string{"model.enable_cuda_graph", "model.external_cuda_graph", "model.use_te_rng_tracker",
+		"rng.te_rng_tracker", "optimizer.optimizer_cuda_graph", "model.cpu_offloading"} {
+		b(k, false)
+	}
+	b("rerun_state_machine.check_for_nan_in_loss", true)
+	// MB recipes/common.py builds every recipe's DDP config with
+	// check_for_nan_in_grad=True and overlap_grad_reduce=True.
+	b("ddp.check_for_nan_in_grad", true)
+	b("ddp.overlap_grad_reduce", true)
+
+	a := m.Arch
+	if a.MoE != nil {
+		i("model.num_moe_experts", a.MoE.Experts)
+	} else {
+		null("model.num_moe_experts")
+	}
+	// DeepSeek-style leading dense layers are written as a 0/1 list (MB's
+	// deepseek bridges); hybrid models keep MCore's default 1 because their
+	// layer types come from the hybrid pattern, not from moe_layer_freq.
+	if a.MoE != nil && a.HybridPattern == "" && a.MoE.FirstDenseLayers > 0 {
+		freq := make([]int, a.Layers)
+		for j := a.MoE.FirstDenseLayers; j < a.Layers; j++ {
+			freq[j] = 1
+		}
+		c.vals["model.moe_layer_freq"] = Value{IsList: true, Ints: freq}
+	} else {
+		i("model.moe_layer_freq", 1)
+	}
+	null("model.moe_expert_capacity_factor")
+	b("model.moe_pad_expert_input_to_capacity", false)
+	disp := l.Dispatcher
+	if disp == "" {
+		// MCore defaults to allgather, but every MB MoE recipe picks alltoall
+		// or flex; a layout that names none is taken as alltoall.
+		disp = "allgather"
+		if a.MoE != nil {
+			disp = "alltoall"
+		}
+	}
+	e("model.moe_token_dispatcher_type", disp)
+	b("model.moe_router_padding_for_fp8", false)
+	null("model.moe_input_jitter_eps")
+	if a.MoE != nil {
+		optInt("model.moe_shared_expert_intermediate_size", a.MoE.SharedExpertFFN)
+	} else {
+		null("model.moe_shared_expert_intermediate_size")
+	}
+	b("model.moe_shared_expert_overlap", false)
+
+	if len(l.RecomputeModules) > 0 {
+		e("model.recompute_granularity", "selective")
+		c.vals["model.recompute_modules"] = Value{List: slices.Clone(l.RecomputeModules)}
+	} else {
+		null("model.recompute_granularity")
+		null("model.recompute_modules") // MCore reads None as ["core_attn"]
+	}
+	null("model.recompute_method")
+	null("model.recompute_num_layers")
+	// MB's providers for every built-in family set both dropouts to 0.0
+	// (MB v0.3.0 models/{llama,qwen,deepseek,gpt_oss}/*_provider.py).
+	c.vals["model.attention_dropout"] = Value{Float: 0}
+	c.vals["model.hidden_dropout"] = Value{Float: 0}
+
+	b("model.fine_grained_activation_offloading", false)
+	c.vals["model.offload_modules"] = Value{List: []string{}}
+	b("model.delay_offload_until_cuda_graph", false)
+
+	b("model.overlap_moe_expert_parallel_comm", false)
+	b("model.delay_wgrad_compute", false)
+	null("comm_overlap.overlap_moe_expert_parallel_comm")
+	null("comm_overlap.delay_wgrad_compute")
+	// MB's GPTModelProvider turns gradient-accumulation fusion on whenever
+	// the fused kernel is importable, which it is in MB's container.
+	b("model.gradient_accumulation_fusion", true)
+	b("model.add_bias_linear", a.AddBiasLinear)
+	b("model.add_qkv_bias", a.AddQKVBias)
+
+	i("model.tensor_model_parallel_size", l.TPSize())
+	i("model.pipeline_model_parallel_size", l.PPSize())
+	optInt("model.virtual_pipeline_model_parallel_size", l.VP)
+	i("model.context_parallel_size", l.CPSize())
+	i("model.expert_model_parallel_size", l.EPSize())
+	optInt("model.expert_tensor_parallel_size", l.ETP)
+	b("model.sequence_parallel", l.SequenceParallel)
+	null("model.mtp_num_layers")
+
+	if err := c.setPrecision(l.Precision); err != nil {
+		return nil, err
+	}
+
+	for _, k := range []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "dataset.pad_to_max_length",
+		"dataset.offline_packing_specs.pad_cu_seqlens", "ddp.use_megatron_fsdp", "ddp.megatron_fsdp_cuda_graph_mode"} {
+		b(k, false)
+	}
+	null("dataset.packing_buffer_size")
+	e("ddp.megatron_fsdp_version", "1")
+	e("te_version", teVersionByMB[mb])
+
+	// Defaults come from preset data; check them like any override so a bad
+	// preset fails here rather than inside a rule.
+	for _, k := range slices.Sorted(maps.Keys(c.vals)) {
+		f, ok := c.field(k)
+		if !ok {
+			return nil, fmt.Errorf("internal: default for unknown field %s", k)
+		}
+		if err := checkValue(f, c.vals[k], gen); err != nil {
+			return nil, fmt.Errorf("model %s: field %s: %v", m.Name, k, err)
+		}
+	}
+	return c, nil
+}
+
+// setPrecision writes the model fields MB's mixed-precision recipe of that
+// name sets (MB src/megatron/bridge/training/mixed_precision.py).
+func (c *Config) setPrecision(p string) error {
+	set := func(fp8, fp8Recipe, fp4 string) {
+		c.vals["model.bf16"] = Value{Bool: true}
+		c.vals["model.fp16"] = Value{Bool: false}
+		c.vals["model.fp8"] = Value{Null: fp8 == "", Str: fp8}
+		c.vals["model.fp8_recipe"] = Value{Str: fp8Recipe}
+		c.vals["model.fp4"] = Value{Null: fp4 == "", Str: fp4}
+		c.vals["model.fp4_recipe"] = Value{Str: "nvfp4"}
+	}
+	switch p {
+	case "", "bf16":
+		set("", "delayed", "") // MCore's fp8_recipe default is "delayed"
+	case "fp8ds":
+		set("hybrid", "delayed", "")
+	case "fp8cs":
+		set("hybrid", "tensorwise", "")
+	case "fp8sc":
+		set("hybrid", "blockwise", "")
+	case "fp8mx":
+		set("e4m3", "mxfp8", "")
+	case "nvfp4":
+		set("", "delayed", "e2m1")
+	default:
+		return fmt.Errorf("unknown precision %q (allowed: %s)", p, strings.Join(presets.Precisions(), ", "))
+	}
+	return nil
+}
+
+// Generation is the MB API generation the config follows.
+func (c *Config) Generation() presets.Generation { return c.gen }
+
+// Clone returns an independent copy.
+func (c *Config) Clone() *Config {
+	n := &Config{gen: c.gen, mb: c.mb, vals: make(map[string]Value, len(c.vals))}
+	for k, v := range c.vals {
+		n.vals[k] = v.clone()
+	}
+	return n
+}
+
+// Get returns the value of key; env.NAME keys that were never set read as
+// an empty string, like os.getenv(NAME, "").
+func (c *Config) Get(key string) (Value, bool) {
+	v, ok := c.vals[key]
+	if !ok && strings.HasPrefix(key, envPrefix) && envNameRe.MatchString(key[len(envPrefix):]) {
+		return Value{}, true
+	}
+	return v, ok
+}
+
+// Keys lists the keys that have a value, sorted.
+func (c *Config) Keys() []string { return slices.Sorted(maps.Keys(c.vals)) }
+
+// field returns the schema entry of key in this config's generation;
+// env.NAME keys are free-text fields.
+func (c *Config) field(key string) (Field, bool) {
+	if strings.HasPrefix(key, envPrefix) {
+		if !envNameRe.MatchString(key[len(envPrefix):]) {
+			return Field{}, false
+		}
+		return Field{Key: key, Type: TString, Nullable: true}, true
+	}
+	f, ok := lookupField(key)
+	if !ok || (f.Gen != allGens && f.Gen != c.gen) {
+		return Field{}, false
+	}
+	return f, true
+}
+
+// unknownField is the error for a key this generation does not have.
+func (c *Config) unknownField(key string) string {
+	if f, ok := lookupField(key); ok && f.Gen != c.gen {
+		if key == "model.cuda_graph_modules" {
+			return fmt.Sprintf("unknown field %s (Megatron-Bridge 0.%d is %s: it has no such field; use model.cuda_graph_scope)", key, c.mb, c.gen)
+		}
+		return fmt.Sprintf("unknown field %s (Megatron-Bridge 0.%d is %s: it has no such field)", key, c.mb, c.gen)
+	}
+	if strings.HasPrefix(key, envPrefix) {
+		return fmt.Sprintf("bad environment variable name in %s", key)
+	}
+	return fmt.Sprintf("unknown field %s", key)
+}
+
+// setValue stores v under key after checking it against the schema.
+func (c *Config) setValue(key string, v Value) error {
+	f, ok := c.field(key)
+	if !ok {
+		return fmt.Errorf("%s", c.unknownField(key))
+	}
+	if err := checkValue(f, v, c.gen); err != nil {
+		return fmt.Errorf("field %s: %v", key, err)
+	}
+	if f.Type == TString && v.Null {
+		delete(c.vals, key) // unset variable
+		return nil
+	}
+	c.vals[key] = v.clone()
+	return nil
+}
+
+// checkValue verifies a typed value against a field, for defaults and for
+// values set from code.
+func checkValue(f Field, v Value, gen presets.Generation) error {
+	if v.Null {
+		if !f.Nullable {
+			return fmt.Errorf("bad value null (allowed: %s)", f.allowed(gen))
+		}
+		return nil
+	}
+	bad := func(s string) error { return fmt.Errorf("bad value %q (allowed: %s)", s, f.allowed(gen)) }
+	switch f.Type {
+	case TInt:
+		if f.Min != nil && v.Int < *f.Min {
+			return bad(strconv.Itoa(v.Int))
+		}
+	case TEnum:
+		if !slices.Contains(f.elems(gen), v.Str) {
+			return bad(v.Str)
+		}
+	case TList:
+		for _, e := range v.List {
+			if !slices.Contains(f.elems(gen), e) {
+				return bad(e)
+			}
+		}
+	case TIntOrList:
+		if v.IsList {
+			for _, n := range v.Ints {
+				if n != 0 && n != 1 {
+					return bad(strconv.Itoa(n))
+				}
+			}
+		} else if v.Int < 1 {
+			return bad(strconv.Itoa(v.Int))
+		}
+	case TVersion:
+		if !versionRe.MatchString(v.Str) {
+			return bad(v.Str)
+		}
+	case TFloat:
+		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
+			return bad(strconv.FormatFloat(v.Float, 'g', -1, 64))
+		}
+	}
+	return nil
+}
+
+var versionRe = regexp.MustCompile(`^\d+\.\d+(\.\d+)?$`)
+
+// raw is an untyped value as YAML or a Hydra override spells it, before it
+// is checked against a field.
+type raw struct {
+	null   bool
+	tag    string // !!bool, !!int, !!float, !!str
+	text   string
+	isList bool
+	elems  []raw
+	line   int
+}
+
+// show renders a raw value for "bad value ..." messages.
+func (r raw) show() string {
+	if r.null {
+		return "null"
+	}
+	if !r.isList {
+		return r.text
+	}
+	parts := make([]string, len(r.elems))
+	for i, e := range r.elems {
+		parts[i] = e.show()
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// badValue is a coercion failure: the offending text (a whole value or one
+// list element) and the line it is on.
+type badValue struct {
+	text string
+	line int
+}
+
+// coerce converts r to a value of field f. A list field also takes a
+// comma-separated string, which MCore splits (transformer_config.py).
+func coerce(f Field, r raw, gen presets.Generation) (Value, *badValue) {
+	whole := &badValue{text: r.show(), line: r.line}
+	if r.null {
+		if f.Nullable {
+			return Value{Null: true}, nil
+		}
+		return Value{}, whole
+	}
+	if r.isList && f.Type != TList && f.Type != TIntOrList {
+		return Value{}, whole
+	}
+	switch f.Type {
+	case TBool:
+		if r.tag != "!!bool" {
+			return Value{}, whole
+		}
+		return Value{Bool: strings.EqualFold(r.text, "true")}, nil
+	case TInt:
+		n, err := strconv.Atoi(r.text)
+		if r.tag != "!!int" || err != nil || (f.Min != nil && n < *f.Min) {
+			return Value{}, whole
+		}
+		return Value{Int: n}, nil
+	case TFloat:
+		x, err := strconv.ParseFloat(r.text, 64)
+		if (r.tag != "!!int" && r.tag != "!!float") || err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return Value{}, whole
+		}
+		return Value{Float: x}, nil
+	case TEnum:
+		if !slices.Contains(f.elems(gen), r.text) {
+			return Value{}, whole
+		}
+		return Value{Str: r.text}, nil
+	case TVersion:
+		if !versionRe.MatchString(r.text) {
+			return Value{}, whole
+		}
+		return Value{Str: r.text}, nil
+	case TString:
+		return Value{Str: r.text}, nil
+	case TIntOrList:
+		if !r.isList {
+			n, err := strconv.Atoi(r.text)
+			if r.tag != "!!int" || err != nil || n < 1 {
+				return Value{}, whole
+			}
+			return Value{Int: n}, nil
+		}
+		ints := make([]int, 0, len(r.elems))
+		for _, e := range r.elems {
+			n, err := strconv.Atoi(e.text)
+			if e.isList || e.tag != "!!int" || err != nil || (n != 0 && n != 1) {
+				return Value{}, &badValue{text: e.show(), line: e.line}
+			}
+			ints = append(ints, n)
+		}
+		return Value{IsList: true, Ints: ints}, nil
+	case TList:
+		elems := f.elems(gen)
+		if !r.isList {
+			if r.tag != "!!str" {
+				return Value{}, whole
+			}
+			v := Value{Scalar: true, Str: r.text, List: splitScope(r.text)}
+			for _, e := range v.List {
+				if !slices.Contains(elems, e) {
+					return Value{}, &badValue{text: e, line: r.line}
+				}
+			}
+			return v, nil
+		}
+		list := make([]string, 0, len(r.elems))
+		for _, e := range r.elems {
+			if e.isList || e.null || !slices.Contains(elems, e.text) {
+				return Value{}, &badValue{text: e.show(), line: e.line}
+			}
+			list = append(list, e.text)
+		}
+		return Value{List: list}, nil
+	}
+	return Value{}, whole
+}
+
+// splitScope splits a comma string the way MCore does ("" is no scope).
+func splitScope(s string) []string {
+	if s == "" {
+		return []string{}
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+// --- Hydra-style --set ---------------------------------------------------
+
+var (
+	hydraIntRe   = regexp.MustCompile(`^[+-]?\d+$`)
+	hydraFloatRe = regexp.MustCompile(`^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$`)
+)
+
+// parseHydraScalar types one token as Hydra's override grammar would.
+func parseHydraScalar(tok string) raw {
+	tok = strings.TrimSpace(tok)
+	if len(tok) >= 2 && (tok[0] == '\'' || tok[0] == '"') && tok[len(tok)-1] == tok[0] {
+		return raw{tag: "!!str", text: tok[1 : len(tok)-1]}
+	}
+	switch {
+	case strings.EqualFold(tok, "null"):
+		return raw{null: true}
+	case strings.EqualFold(tok, "true"), strings.EqualFold(tok, "false"):
+		return raw{tag: "!!bool", text: strings.ToLower(tok)}
+	case hydraIntRe.MatchString(tok):
+		return raw{tag: "!!int", text: strings.TrimPrefix(tok, "+")}
+	case hydraFloatRe.MatchString(tok):
+		return raw{tag: "!!float", text: tok}
+	}
+	return raw{tag: "!!str", text: tok}
+}
+
+// parseHydraValue parses the right-hand side of key=value: a scalar, a
+// bracketed list, or (for list fields) a bare comma list.
+func parseHydraValue(s string, listField bool) raw {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		inner := strings.TrimSpace(s[1 : len(s)-1])
+		r := raw{isList: true, elems: []raw{}}
+		if inner != "" {
+			for _, p := range strings.Split(inner, ",") {
+				r.elems = append(r.elems, parseHydraScalar(p))
+			}
+		}
+		return r
+	}
+	if listField && strings.Contains(s, ",") {
+		r := raw{isList: true}
+		for _, p := range strings.Split(s, ",") {
+			r.elems = append(r.elems, parseHydraScalar(p))
+		}
+		return r
+	}
+	return parseHydraScalar(s)
+}
+
+// ApplySet applies one `--set key=value` override. Errors name the flag:
+// `--set model.xyz=...: ...`.
+func (c *Config) ApplySet(arg string) error {
+	key, val, ok := strings.Cut(arg, "=")
+	key = strings.TrimSpace(key)
+	if !ok || key == "" {
+		return fmt.Errorf("--set %s: expected KEY=VALUE", arg)
+	}
+	f, known := c.field(key)
+	if !known {
+		return fmt.Errorf("--set %s: %s", arg, c.unknownField(key))
+	}
+	r := parseHydraValue(val, f.Type == TList || f.Type == TIntOrList)
+	v, bad := coerce(f, r, c.gen)
+	if bad != nil {
+		return fmt.Errorf("--set %s: field %s: bad value %q (allowed: %s)", arg, key, bad.text, f.allowed(c.gen))
+	}
+	if err := c.setValue(key, v); err != nil {
+		return fmt.Errorf("--set %s: %v", arg, err)
+	}
+	return nil
+}

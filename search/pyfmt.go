@@ -1,0 +1,31 @@
+package search
+
+import "strings"
+
+// Messages are compared byte for byte with what Python prints, so values in
+// them are formatted as Python's str()/repr() would.
+
+// pyRepr is repr() of a str.
+func pyRepr(s string) string {
+	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+		return `"` + s + `"`
+	}
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
+}
+
+// pyList is str() of a list of str: ['attn', 'mlp'].
+func pyList(xs []string) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = pyRepr(x)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// pyBool is str() of a bool.
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}

@@ -1,0 +1,824 @@
+package search
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"cgtune/presets"
+)
+
+// Kind says whether a rule rejects a configuration or changes it.
+type Kind int
+
+const (
+	Reject  Kind = iota // the stack raises: the configuration cannot run
+	AutoFix             // the stack rewrites the configuration and goes on
+)
+
+func (k Kind) String() string {
+	if k == AutoFix {
+		return "auto-fix"
+	}
+	return "reject"
+}
+
+// Rule is one validation rule of reference §2.
+type Rule struct {
+	ID     string
+	Fields []string // the recipe fields the predicate reads
+	Gens   []presets.Generation
+	// MinMB and MaxMB bound the Megatron-Bridge minor versions (0.N) whose
+	// pinned code has the rule; 0 means no bound.
+	MinMB, MaxMB int
+	Kind         Kind
+	// Source is where the rule and its message were read.
+	Source string
+	// Shadow names a rule that checks the same thing earlier in MB's
+	// start-up; when it fired, this one is not reported again.
+	Shadow string
+
+	stages []stage
+	when   func(*state) bool   // Reject: violated; AutoFix: applies
+	msg    func(*state) string // Reject: the exact message
+	fix    func(*state) string // AutoFix: rewrite, return the note ("" for none)
+	after  func(*state)        // MCore's normalisation right after this check
+}
+
+// AppliesTo reports whether the rule exists for generation gen in MB 0.mb.
+func (r Rule) AppliesTo(gen presets.Generation, mb int) bool {
+	return slices.Contains(r.Gens, gen) && (r.MinMB == 0 || mb >= r.MinMB) && (r.MaxMB == 0 || mb <= r.MaxMB)
+}
+
+// Rules returns the rule table in evaluation order.
+func Rules() []Rule { return slices.Clone(rules) }
+
+func ruleByID(id string) *Rule {
+	for i := range rules {
+		if rules[i].ID == id {
+			return &rules[i]
+		}
+	}
+	panic("search: no rule " + id)
+}
+
+var (
+	both   = []presets.Generation{presets.G2, presets.G3}
+	onlyG2 = []presets.Generation{presets.G2}
+	onlyG3 = []presets.Generation{presets.G3}
+)
+
+const (
+	srcTC    = "MLM megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__"
+	srcCGC   = "MLM megatron/core/transformer/cuda_graph_config.py"
+	srcARGS  = "MLM megatron/training/arguments.py validate_args"
+	srcMBCFG = "MB src/megatron/bridge/training/config.py ConfigContainer.validate"
+	srcMBUCG = "MB src/megatron/bridge/utils/cuda_graph.py validate_cuda_graph_configuration"
+	srcMBCO  = "MB src/megatron/bridge/training/comm_overlap.py CommOverlapConfig._get_model_comm_overlap_cfgs"
+	srcOVR   = "MB scripts/performance/utils/overrides.py _set_cuda_graph_overrides"
+	srcARGP  = "MB scripts/performance/argument_parser.py"
+)
+
+func text(m string) func(*state) string { return func(*state) string { return m } }
+
+// byGen picks the G2 or G3 wording of a message.
+func byGen(g2, g3 string) func(*state) string {
+	return func(s *state) string {
+		if s.gen == presets.G2 {
+			return g2
+		}
+		return g3
+	}
+}
+
+// validTEScopes is the harness's valid_te_scopes list (PERF-05).
+var validTEScopes = []string{"attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba"}
+
+// localOffloadable are the offload modules a local per-layer graph can
+// offload (TC-30, TC-32).
+var localOffloadable = []string{"expert_fc1", "moe_act", "fused_group_mlp"}
+
+// rules is the one rule table (reference §2), in the order MB evaluates
+// them. It is never modified.
+//
+// Left out, on purpose:
+//   - TC-07 (element type): YAML and Hydra only produce strings, and an
+//     unknown name is a KeyError in MCore, which cgtune reports as a bad
+//     value when it reads the file or --set (exit 2).
+//   - TC-08, TC-10, TC-11, TC-14, TC-40, ARG-14..ARG-18: inference and RL
+//     graphs (full_iteration_inference, inference_cuda_graph_scope,
+//     batch-invariant MoE, RL flags); cgtune tunes training graphs only, so
+//     the schema does not accept those values.
+//   - TC-41: G1 (MB v0.2) only; cgtune targets G2 and G3.
+//   - ARG-01, ARG-02: MLM command-line spellings of TC-01/TC-02 and TC-04;
+//     a recipe sets the fields, so the TC rules report it.
+//   - ARG-04: the same condition as TC-15, which MCore checks first in MB's
+//     start-up; its wording names MLM's --cuda-graph-modules flag.
+//   - ARG-05: MLM's launcher turns the TE RNG tracker on by itself; MB never
+//     does (MB-01 rejects instead), so applying it would hide MB-01.
+//   - ARG-11, ARG-19: not about graphs (TE version for delayed wgrad without
+//     gradient-accumulation fusion; NVTE_CPU_OFFLOAD_V1 for offloading).
+//   - ARG-12 (GTP needs CUDA_GRAPHS_USE_NODE_PRIORITY=1): an MLM launcher
+//     check about overlap quality, not correctness; MB does not make it.
+//   - ARG-13: MLM's --hybrid-context-parallel flag has no MB recipe field.
+//   - RT-*: asserts inside capture and replay (TE importable, schedule
+//     order, tensor-only inputs, ...): they depend on the running program,
+//     not on the recipe.
+//   - MB-16, MB-17: MB adjusts HybridEP padding and the load helper's
+//     settings; neither rejects nor changes the graph configuration of a
+//     training recipe.
+//   - TC-39's torch >= 2.6 assert and the ncclep flex-backend checks: the
+//     torch version and moe_flex_dispatcher_backend are not recipe fields
+//     cgtune models.
+var rules = []Rule{
+	// --- perf harness (ApplyHarnessFlags drives these in its own order) ---
+	{ID: "PERF-01", Fields: []string{"model.cuda_graph_impl"}, Gens: both, Kind: Reject, Source: srcARGP + " is_cuda_graph_impl_valid",
+		stages: []stage{stageHarness},
+		when:   func(s *state) bool { return s.cand.Impl != "" && !slices.Contains(presets.Impls, s.cand.Impl) },
+		msg: func(s *state) string {
+			return fmt.Sprintf("Invalid value for cuda_graph_impl: %s. Valid options are: %s", s.cand.Impl, pyList(presets.Impls))
+		}},
+	{ID: "PERF-02", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Source: srcARGP + " is_cuda_graph_scope_valid",
+		stages: []stage{stageHarness},
+		when: func(s *state) bool {
+			for _, sc := range s.cand.Scopes {
+				if !slices.Contains(presets.Scopes, sc) {
+					return true
+				}
+			}
+			return false
+		},
+		msg: func(s *state) string {
+			return fmt.Sprintf("Invalid value for cuda_graph_scope: %s. Valid options are: %s. Comma separated list of scopes is allowed.",
+				strings.Join(s.cand.Scopes, ","), pyList(presets.Scopes))
+		}},
+	{ID: "PERF-03", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, MinMB: 6, Kind: Reject, Source: srcOVR,
+		stages: []stage{stageHarness},
+		when: func(s *state) bool {
+			return slices.Contains(s.cand.Scopes, presets.ScopeFullIteration) && !slices.Equal(s.cand.Scopes, []string{presets.ScopeFullIteration})
+		},
+		msg: text("full_iteration CUDA graph scope cannot be combined with other scopes.")},
+	{ID: "PERF-04", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, MinMB: 6, Kind: Reject, Source: srcOVR,
+		stages: []stage{stageHarness},
+		when: func(s *state) bool {
+			return slices.Contains(s.cand.Scopes, presets.ScopeFullIteration) && s.impl() == presets.ImplTE
+		},
+		msg: text("full_iteration CUDA graph scope cannot use cuda_graph_impl=transformer_engine.")},
+	// MB v0.3/v0.4 check the --cuda_graph_scope flag itself, v0.5 the
+	// recipe's cuda_graph_scope after the flag (a string such as the
+	// recipe's "full" is iterated by character and fails), v0.6+ the module
+	// names MB derives, which the schema keeps within the six.
+	{ID: "PERF-05", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Source: srcOVR,
+		stages: []stage{stageHarness},
+		when: func(s *state) bool {
+			if s.impl() != presets.ImplTE {
+				return false
+			}
+			switch {
+			case s.mb <= 4:
+				if !s.scopeGiven {
+					return true
+				}
+				return !allIn(s.cand.Scopes, validTEScopes)
+			case s.mb == 5:
+				v := s.v("model.cuda_graph_scope")
+				if v.Null {
+					return true
+				}
+				if v.Scalar {
+					return v.Str != ""
+				}
+				return !allIn(v.List, validTEScopes)
+			}
+			return !allIn(s.moduleNames(), validTEScopes)
+		},
+		msg: func(s *state) string {
+			var got string
+			switch {
+			case s.mb <= 4:
+				if !s.scopeGiven {
+					// `all(... for scope in cuda_graph_scope)` with no flag.
+					return "'NoneType' object is not iterable"
+				}
+				got = pyList(s.cand.Scopes)
+			case s.mb == 5:
+				v := s.v("model.cuda_graph_scope")
+				switch {
+				case v.Null:
+					got = "None"
+				case v.Scalar:
+					got = v.Str
+				default:
+					got = pyList(v.List)
+				}
+			default:
+				got = pyList(s.moduleNames())
+			}
+			return fmt.Sprintf("Invalid cuda graph scope: %s. Valid options are: %s", got, pyList(validTEScopes))
+		}},
+	{ID: "PERF-06", Fields: []string{"model.cuda_graph_impl", "rng.te_rng_tracker", "model.use_te_rng_tracker", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"},
+		Gens: both, Kind: AutoFix, Source: srcOVR + "; NaN-grad: _set_common_perf_overrides (v0.4) / perf_recipes/_common.py _benchmark_common",
+		stages: []stage{stageHarness}}, // applied step by step in ApplyHarnessFlags
+
+	// --- MB comm-overlap setup (runs before ConfigContainer.validate) ---
+	{ID: "MB-11", Fields: []string{"comm_overlap.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.gradient_accumulation_fusion", "te_version"},
+		Gens: both, Kind: Reject, Source: srcMBCO,
+		stages: []stage{stageCommOverlap},
+		when: func(s *state) bool {
+			return s.b("comm_overlap.delay_wgrad_compute") && s.teBelow("2.7.0") &&
+				(s.b("ddp.overlap_grad_reduce") || s.b("model.gradient_accumulation_fusion"))
+		},
+		// Two adjacent f-strings without a space: "usingdelay_wgrad_compute" is what MB prints.
+		msg: func(s *state) string {
+			what := "gradient_accumulation_fusion"
+			if s.b("ddp.overlap_grad_reduce") {
+				what = "overlap_grad_reduce"
+			}
+			return fmt.Sprintf("TE version >= 2.7.0 is required for %s when usingdelay_wgrad_compute. Current TE version: %s", what, s.str("te_version"))
+		}},
+	{ID: "MB-12", Fields: []string{"comm_overlap.delay_wgrad_compute", "comm_overlap.overlap_moe_expert_parallel_comm", "model.overlap_moe_expert_parallel_comm"},
+		Gens: both, Kind: Reject, Source: srcMBCO,
+		stages: []stage{stageCommOverlap},
+		when: func(s *state) bool {
+			return s.b("comm_overlap.delay_wgrad_compute") &&
+				!(s.b("model.overlap_moe_expert_parallel_comm") || s.b("comm_overlap.overlap_moe_expert_parallel_comm"))
+		},
+		msg: text("overlap_moe_expert_parallel_comm is required for delay_wgrad_compute")},
+	{ID: "MB-13", Fields: []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.moe_shared_expert_intermediate_size", "model.moe_shared_expert_overlap", "te_version"},
+		Gens: both, MinMB: 4, Kind: Reject, Source: srcMBCO,
+		stages: []stage{stageCommOverlap},
+		when: func(s *state) bool {
+			return s.b("comm_overlap.delay_wgrad_compute") && s.wgradInGraph() && s.teBelow("2.12.0")
+		},
+		msg: text("CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0.")},
+	{ID: "MB-14", Fields: []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.gradient_accumulation_fusion"},
+		Gens: both, MinMB: 4, Kind: Reject, Source: srcMBCO,
+		stages: []stage{stageCommOverlap},
+		when: func(s *state) bool {
+			return s.b("comm_overlap.delay_wgrad_compute") && s.wgradInGraph() && !s.b("model.gradient_accumulation_fusion")
+		},
+		msg: text("CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements.")},
+	{ID: "MB-15", Fields: []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.add_bias_linear", "model.add_qkv_bias"},
+		Gens: both, MinMB: 4, Kind: Reject, Source: srcMBCO,
+		stages: []stage{stageCommOverlap},
+		when: func(s *state) bool {
+			return s.b("comm_overlap.delay_wgrad_compute") && s.hasModule(presets.ScopeAttn) &&
+				(s.b("model.add_bias_linear") || s.b("model.add_qkv_bias"))
+		},
+		msg: text("CUDA graph with delay_wgrad_compute does not support attention bias for now.")},
+
+	// --- MB >= 0.6: ConfigContainer.validate before model.finalize() ---
+	{ID: "MB-07", Fields: []string{"dataset.enable_offline_packing", "dataset.pad_to_max_length", "model.cuda_graph_impl"},
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Source: srcMBCFG,
+		stages: []stage{stagePreFinalize},
+		when: func(s *state) bool {
+			return s.b("dataset.enable_offline_packing") && (s.fullIteration() || s.impl() == presets.ImplTE) &&
+				!s.b("dataset.pad_to_max_length")
+		},
+		msg: text("Offline packing with CUDA graphs requires dataset pad_to_max_length=True.")},
+	{ID: "MB-08", Fields: []string{"dataset.enable_offline_packing", "dataset.offline_packing_specs.pad_cu_seqlens", "model.cuda_graph_impl", "model.cuda_graph_modules"},
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Source: srcMBCFG,
+		stages: []stage{stagePreFinalize},
+		when: func(s *state) bool {
+			mods := s.moduleNames()
+			captures := s.fullIteration() || (s.impl() == presets.ImplTE && (len(mods) == 0 || slices.Contains(mods, presets.ScopeAttn)))
+			return s.b("dataset.enable_offline_packing") && captures && !s.b("dataset.offline_packing_specs.pad_cu_seqlens")
+		},
+		msg: text("Packed attention CUDA graphs require offline_packing_specs.pad_cu_seqlens=True. Enable it for full-iteration, whole-layer, or attention-scoped capture.")},
+	// A local graph that is not full-iteration; the local inference-graph
+	// exemption needs inference_cuda_graph_scope, which is unset before
+	// model.finalize() in a training recipe.
+	{ID: "MB-05", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope"},
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Source: srcMBUCG,
+		stages: []stage{stagePreFinalize},
+		when: func(s *state) bool {
+			return s.impl() == presets.ImplLocal && !s.fullIteration()
+		},
+		msg: func(s *state) string {
+			mods := ""
+			if m := s.moduleNames(); len(m) > 0 {
+				mods = " with scopes " + pyList(m)
+			}
+			return `Megatron Bridge supports model.cuda_graph_impl="local" only for full-iteration CUDA graphs` + mods +
+				`. Use model.cuda_graph_impl="transformer_engine" for scoped CUDA graph capture such as "attn" or "mlp".`
+		}},
+	// v0.4 clears after model.finalize() (config.py: cuda_graph_scope = []),
+	// v0.5 likewise with clear_cuda_graph_modules, v0.6+ before it too;
+	// v0.3 never clears.
+	{ID: "MB-04", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"},
+		Gens: both, MinMB: 4, Kind: AutoFix, Source: srcMBUCG + " / " + srcMBCFG,
+		stages: []stage{stagePreFinalize, stageMB},
+		when: func(s *state) bool {
+			if s.impl() != presets.ImplNone {
+				return false
+			}
+			if s.gen == presets.G2 {
+				v := s.v("model.cuda_graph_scope")
+				return v.Null || v.Scalar || len(v.List) > 0
+			}
+			m, sc := s.v("model.cuda_graph_modules"), s.v("model.cuda_graph_scope")
+			return !sc.Null || m.Null || m.Scalar || len(m.List) > 0
+		},
+		fix: func(s *state) string {
+			cleared := s.moduleNames()
+			if s.gen == presets.G2 {
+				s.set("model.cuda_graph_scope", Value{List: []string{}})
+			} else {
+				s.set("model.cuda_graph_modules", Value{List: []string{}})
+				s.set("model.cuda_graph_scope", Value{Null: true})
+			}
+			if len(cleared) == 0 {
+				return ""
+			}
+			return fmt.Sprintf("cuda_graph_impl is none: cleared the CUDA graph scope %s", pyList(cleared))
+		}},
+
+	// --- MCore TransformerConfig.__post_init__ ---
+	{ID: "TC-01", Fields: []string{"model.enable_cuda_graph", "model.external_cuda_graph", "model.cuda_graph_impl"}, Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return (s.b("model.enable_cuda_graph") || s.b("model.external_cuda_graph")) && s.impl() != presets.ImplNone
+		},
+		msg: text("Do not use enable_cuda_graph or external_cuda_graph with cuda_graph_impl.")},
+	{ID: "TC-02", Fields: []string{"model.enable_cuda_graph", "model.external_cuda_graph"}, Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return s.b("model.enable_cuda_graph") && s.b("model.external_cuda_graph") },
+		msg:    text("enable_cuda_graph and external_cuda_graph cannot be enabled at the same time.")},
+	{ID: "TC-03", Fields: []string{"model.enable_cuda_graph", "model.external_cuda_graph", "model.cuda_graph_impl"}, Gens: both, Kind: AutoFix, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return (s.b("model.enable_cuda_graph") || s.b("model.external_cuda_graph")) && s.impl() == presets.ImplNone
+		},
+		fix: func(s *state) string {
+			if s.b("model.external_cuda_graph") {
+				s.set("model.cuda_graph_impl", Value{Str: presets.ImplTE})
+				return "external_cuda_graph is deprecated, use cuda_graph_impl=transformer_engine instead."
+			}
+			s.set("model.cuda_graph_impl", Value{Str: presets.ImplLocal})
+			return "enable_cuda_graph is deprecated, use cuda_graph_impl=local instead."
+		}},
+	{ID: "TC-04", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			if s.null("model.cuda_graph_scope") {
+				return false
+			}
+			m := s.v("model.cuda_graph_modules")
+			// `cuda_graph_modules in ("full", None, [])`
+			return !(m.Null || (m.Scalar && m.Str == "full") || (!m.Scalar && len(m.List) == 0))
+		},
+		msg: text("cuda_graph_scope and cuda_graph_modules cannot be set together.")},
+	{ID: "TC-05", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: onlyG3, MinMB: 5, Kind: AutoFix, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return !s.null("model.cuda_graph_scope") },
+		fix: func(s *state) string {
+			sc := s.v("model.cuda_graph_scope")
+			s.set("model.cuda_graph_modules", sc.clone())
+			s.set("model.cuda_graph_scope", Value{Null: true})
+			// Every MB recipe writes the alias as "full"; warning about
+			// that default on every check would bury the notes that matter.
+			if len(s.mods()) == 0 {
+				return ""
+			}
+			return "cuda_graph_scope is deprecated, use cuda_graph_modules instead."
+		}},
+	{ID: "TC-06", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Source: srcCGC + " normalize_cuda_graph_modules (G3); " + srcTC + " (G2)",
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			raw := s.rawMods()
+			return slices.Contains(raw, "full") && len(raw) != 1
+		},
+		msg:   text("full scope cannot be used with other scopes."),
+		after: func(s *state) { s.setMods(s.mods()) }},
+	{ID: "TC-09", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject,
+		Source: srcCGC + " validate_deprecated_cuda_graph_modules_migration_inputs (G3); " + srcTC + " (G2)",
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() == presets.ImplTE && s.has(presets.ScopeFullIteration)
+		},
+		msg: byGen("To use full iteration cuda graph, please use cuda_graph_impl=local instead of cuda_graph_impl=transformer_engine.",
+			"cuda_graph_modules='full_iteration' cannot be combined with cuda_graph_impl='transformer_engine'.")},
+	{ID: "TC-12", Fields: []string{"model.cuda_graph_modules", "model.cuda_graph_impl"}, Gens: onlyG3, MinMB: 5, Kind: AutoFix, Source: srcTC + "; " + srcCGC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.has(presets.ScopeFullIteration) && s.impl() != presets.ImplTE
+		},
+		fix: func(s *state) string {
+			s.set("model.cuda_graph_impl", Value{Str: "full_iteration"})
+			s.setMods(slices.DeleteFunc(s.mods(), func(m string) bool { return m == presets.ScopeFullIteration }))
+			return "cuda_graph_modules 'full_iteration' is deprecated. Use cuda_graph_impl='full_iteration' instead."
+		}},
+	{ID: "TC-13", Fields: []string{"model.cuda_graph_impl"}, Gens: onlyG2, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() != presets.ImplNone && s.impl() != presets.ImplTE && s.impl() != presets.ImplLocal
+		},
+		msg: func(s *state) string { return "Invalid cuda graph implementation: " + s.impl() }},
+	{ID: "TC-15", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_modules"}, Gens: onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return s.impl() == "full_iteration" && len(s.mods()) > 0 },
+		msg:    text(`cuda_graph_modules must be empty when cuda_graph_impl="full_iteration".`)},
+	// G2 rejects CPU offloading with any impl, G3 allows it with full_iteration.
+	{ID: "TC-16", Fields: []string{"model.cpu_offloading", "model.cuda_graph_impl"}, Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() != presets.ImplNone && s.b("model.cpu_offloading") && (s.gen == presets.G2 || s.impl() != "full_iteration")
+		},
+		msg: text("CUDA graphs not supported with CPU offloading.")},
+	{ID: "TC-17", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: AutoFix, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			r, p := s.has(presets.ScopeMoERouter), s.has(presets.ScopeMoEPreprocess)
+			return s.impl() == presets.ImplLocal && (r || p) && !(r && p)
+		},
+		fix: func(s *state) string {
+			added := presets.ScopeMoEPreprocess
+			if !s.has(presets.ScopeMoERouter) {
+				added = presets.ScopeMoERouter
+			}
+			s.setMods(append(s.mods(), added))
+			return "cuda_graph_impl=local captures moe_router and moe_preprocess together: added " + added
+		}},
+	{ID: "TC-18", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.layerImpl() && s.has(presets.ScopeMoE) && s.has(presets.ScopeMoERouter)
+		},
+		msg: byGen("cuda_graph_scope must not contain both moe and moe_router.", "cuda_graph_modules must not contain both moe and moe_router.")},
+	{ID: "TC-19", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.layerImpl() && s.has(presets.ScopeMoEPreprocess) && !s.has(presets.ScopeMoERouter)
+		},
+		msg: text("moe_preprocess cuda graph is only supported with moe_router cuda graph.")},
+	{ID: "TC-20", Fields: []string{"model.num_moe_experts", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.layerImpl() && !s.moe() && (s.has(presets.ScopeMoE) || s.has(presets.ScopeMoERouter))
+		},
+		msg: text("moe cuda graph is only supported for MoE.")},
+	{ID: "TC-21", Fields: []string{"model.num_moe_experts", "model.moe_layer_freq", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.layerImpl() && s.moe() && s.allLayersMoE() && s.has(presets.ScopeMLP)
+		},
+		msg: text("mlp cuda graph is only supported for dense layers, but not found in the model.")},
+	{ID: "TC-22", Fields: []string{"model.num_moe_experts", "model.moe_expert_capacity_factor", "model.moe_pad_expert_input_to_capacity", "model.cuda_graph_scope", "model.cuda_graph_modules"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.layerImpl() && s.moe() && s.dropless() && s.has(presets.ScopeMoE)
+		},
+		msg: text("moe cuda graph is only supported with drop-padding MoE.")},
+	{ID: "TC-23", Fields: []string{"model.num_moe_experts", "model.moe_expert_capacity_factor", "model.moe_pad_expert_input_to_capacity", "model.moe_token_dispatcher_type", "model.moe_router_padding_for_fp8", "model.cuda_graph_scope", "model.cuda_graph_modules"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.layerImpl() && s.moe() && s.dropless() && s.str("model.moe_token_dispatcher_type") == "alltoall" &&
+				(!s.null("model.moe_expert_capacity_factor") || s.b("model.moe_router_padding_for_fp8")) && s.has(presets.ScopeMoEPreprocess)
+		},
+		msg: text("moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in the preprocess step.")},
+	// G2 tests "scope == [full_iteration]", G3 "impl == full_iteration".
+	{ID: "TC-24", Fields: []string{"model.recompute_granularity", "model.cuda_graph_impl", "model.cuda_graph_scope"}, Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			g := s.v("model.recompute_granularity")
+			if s.impl() == presets.ImplNone || g.Null || g.Str == "selective" {
+				return false
+			}
+			if s.gen == presets.G2 {
+				return !slices.Equal(s.mods(), []string{presets.ScopeFullIteration})
+			}
+			return s.impl() != "full_iteration"
+		},
+		msg: text("full recompute is only supported with full iteration CUDA graph.")},
+	// The source writes the rest of the sentence ("--cuda-graph-impl
+	// transformer_engine.") as a separate statement after the assert, so
+	// the message really ends after "with: ".
+	{ID: "TC-25", Fields: []string{"model.recompute_granularity", "model.recompute_modules", "model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() == presets.ImplTE && s.selective() && s.recomputes("moe") && s.has(presets.ScopeMoERouter)
+		},
+		msg: text("moe recompute is not supported with moe_router CUDA graph with: ")},
+	{ID: "TC-26", Fields: []string{"model.recompute_granularity", "model.recompute_modules", "model.attention_dropout", "model.cuda_graph_scope", "model.cuda_graph_modules"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() != presets.ImplNone && s.selective() && s.f("model.attention_dropout") != 0 &&
+				(s.fullCG() || s.has(presets.ScopeAttn)) && s.recomputes("core_attn")
+		},
+		msg: text("attention dropout is not supported with graphed attention recomputation.")},
+	{ID: "TC-27", Fields: []string{"model.recompute_granularity", "model.recompute_modules", "model.hidden_dropout", "model.cuda_graph_scope", "model.cuda_graph_modules"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			if s.impl() == presets.ImplNone || !s.selective() || s.f("model.hidden_dropout") == 0 {
+				return false
+			}
+			mlp := (s.fullCG() || s.has(presets.ScopeMLP)) && s.recomputes("mlp")
+			moe := (s.fullCG() || s.has(presets.ScopeMoE)) && s.recomputes("moe")
+			return mlp || moe
+		},
+		msg: text("hidden dropout is not supported with graphed MLP/MoE recomputation.")},
+	{ID: "TC-28", Fields: []string{"model.recompute_granularity", "model.recompute_modules", "model.moe_input_jitter_eps", "model.cuda_graph_scope", "model.cuda_graph_modules"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() != presets.ImplNone && s.selective() && !s.null("model.moe_input_jitter_eps") &&
+				(s.fullCG() || s.has(presets.ScopeMoE)) && s.recomputes("moe")
+		},
+		msg: text("moe_input_jitter_eps is not supported with graphed moe recomputation.")},
+	{ID: "TC-29", Fields: []string{"model.gtp_weight_remat_size", "model.cuda_graph_impl", "model.fp8", "model.fp4", "model.moe_shared_expert_intermediate_size", "model.moe_shared_expert_overlap", "model.cuda_graph_modules", "model.recompute_granularity", "model.recompute_modules"},
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Source: srcTC + " (MLM cd4afffa, pinned by MB v0.6.0)",
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() == presets.ImplLocal && s.selective() && s.i("model.gtp_weight_remat_size") > 1 &&
+				(!s.null("model.fp8") || !s.null("model.fp4")) &&
+				!s.null("model.moe_shared_expert_intermediate_size") && !s.b("model.moe_shared_expert_overlap") &&
+				(s.fullCG() || s.has(presets.ScopeMoE) || s.has(presets.ScopeMoERouter)) && s.recomputes("shared_experts")
+		},
+		msg: text("GTP + local CUDA graphs that capture shared_experts (moe_router/moe scope) cannot recompute it under fp8/fp4: " +
+			"te_checkpoint requires .backward(), but the local fwd-graph warmup uses .grad(). Drop 'shared_experts' from " +
+			"--recompute-modules (GTP-shard + offload instead), or use --cuda-graph-impl full_iteration.")},
+	{ID: "TC-30", Fields: []string{"model.fine_grained_activation_offloading", "model.offload_modules", "model.cuda_graph_impl"},
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() == presets.ImplLocal && s.b("model.fine_grained_activation_offloading") && len(s.unsupportedLocalOffload()) > 0
+		},
+		msg: func(s *state) string {
+			return "fine-grained activation offloading with cuda_graph_impl='local' only supports offload_modules 'expert_fc1', 'moe_act', and 'fused_group_mlp'. " +
+				"Unsupported offload_modules: " + pyList(s.unsupportedLocalOffload()) + "."
+		}},
+	{ID: "TC-31", Fields: []string{"model.fine_grained_activation_offloading", "model.cuda_graph_impl", "model.cuda_graph_modules"},
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() == presets.ImplLocal && s.b("model.fine_grained_activation_offloading") && len(s.mods()) == 0
+		},
+		msg: text("fine-grained activation offloading with cuda_graph_impl='local' is not supported with whole-layer CUDA graph capture.")},
+	// MB v0.5's MCore (d0b3b775) has the older wording and no local
+	// partial-MoE exemption.
+	{ID: "TC-32", Fields: []string{"model.fine_grained_activation_offloading", "model.offload_modules", "model.cuda_graph_impl", "model.cuda_graph_modules"},
+		Gens: onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			if s.impl() == presets.ImplNone || !s.b("model.fine_grained_activation_offloading") {
+				return false
+			}
+			if s.impl() == presets.ImplTE || s.impl() == "full_iteration" {
+				return false
+			}
+			off := s.offloadSet()
+			partial := s.mb >= 6 && s.impl() == presets.ImplLocal && len(off) > 0 && allIn(off, localOffloadable) && !s.has(presets.ScopeMoE)
+			return !partial
+		},
+		msg: func(s *state) string {
+			if s.mb <= 5 {
+				return "fine-grained activation offloading is only supported with transformer_engine CUDA graph implementation or local CUDA graph implementation with full_iteration scope."
+			}
+			return "fine-grained activation offloading is only supported with transformer_engine CUDA graph implementation or local CUDA graph implementation with partial MoE offload. " +
+				"Local partial CUDA graphs are supported only for expert_fc1, moe_act, or fused_group_mlp offload when the full MoE module is not captured."
+		}},
+	{ID: "TC-33", Fields: []string{"model.fine_grained_activation_offloading", "model.cuda_graph_modules"},
+		Gens: onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() != presets.ImplNone && s.b("model.fine_grained_activation_offloading") && s.has(presets.ScopeMoE)
+		},
+		msg: text("Token-drop MoE is temporarily not supported with activation offloading.")},
+	{ID: "TC-34", Fields: []string{"model.fine_grained_activation_offloading", "model.cuda_graph_warmup_steps"},
+		Gens: onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.impl() != presets.ImplNone && s.b("model.fine_grained_activation_offloading") && s.i("model.cuda_graph_warmup_steps") <= 0
+		},
+		msg: text("cuda_graph_warmup_steps must be greater than 0 when enabling fine-grained activation offloading.")},
+	{ID: "TC-35", Fields: []string{"model.fine_grained_activation_offloading", "model.cuda_graph_impl", "model.fine_grained_offloading_max_inflight_offloads"},
+		Gens: onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			k := "model.fine_grained_offloading_max_inflight_offloads"
+			return s.impl() == "full_iteration" && s.b("model.fine_grained_activation_offloading") && (s.null(k) || s.i(k) < 0)
+		},
+		msg: text("fine_grained_offloading_max_inflight_offloads must be a non-negative integer when using fine-grained activation offloading with full-iteration CUDA graphs")},
+	// TC-39 is MCore's EP-overlap block; its checks come before TC-36 there.
+	// The wording and the MTP limits changed between MB releases.
+	{ID: "TC-39", Fields: []string{"model.overlap_moe_expert_parallel_comm", "model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size",
+		"model.expert_model_parallel_size", "model.moe_token_dispatcher_type", "model.recompute_granularity", "model.recompute_method",
+		"model.recompute_num_layers", "model.recompute_modules", "model.bf16", "model.fp16", "model.moe_shared_expert_overlap", "model.mtp_num_layers"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return epOverlapError(s) != "" },
+		msg:    epOverlapError},
+	{ID: "TC-36", Fields: []string{"model.overlap_moe_expert_parallel_comm", "model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			if !s.b("model.overlap_moe_expert_parallel_comm") || s.impl() == presets.ImplNone {
+				return false
+			}
+			moeOrMLP := s.has(presets.ScopeMoE) || s.has(presets.ScopeMLP)
+			if s.gen == presets.G2 {
+				// G2 asserts impl == transformer_engine as part of the check.
+				return s.impl() != presets.ImplTE || moeOrMLP
+			}
+			return s.impl() == presets.ImplTE && moeOrMLP
+		},
+		msg: text("CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm")},
+	{ID: "TC-38", Fields: []string{"model.delay_wgrad_compute", "model.overlap_moe_expert_parallel_comm"}, Gens: both, Kind: Reject, Source: srcTC, Shadow: "MB-12",
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.b("model.delay_wgrad_compute") && !s.b("model.overlap_moe_expert_parallel_comm")
+		},
+		msg: text("overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute")},
+	{ID: "TC-37", Fields: []string{"model.delay_wgrad_compute", "model.cuda_graph_impl", "te_version"}, Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.b("model.delay_wgrad_compute") && s.impl() == presets.ImplTE && s.teBelow("2.10.0")
+		},
+		msg: text("TE version >= 2.10.0 is required for delay_wgrad_compute with partial cuda graph")},
+
+	// --- MB ConfigContainer.validate after model.finalize() ---
+	{ID: "MB-02", Fields: []string{"rng.te_rng_tracker", "model.use_te_rng_tracker"}, Gens: both, Kind: AutoFix, Source: srcMBCFG,
+		stages: []stage{stageMB},
+		when: func(s *state) bool {
+			r, m := s.b("rng.te_rng_tracker"), s.b("model.use_te_rng_tracker")
+			return r != m
+		},
+		fix: func(s *state) string {
+			from, to := "rng.te_rng_tracker", "model.use_te_rng_tracker"
+			if s.b(to) {
+				from, to = to, from
+			}
+			s.set("rng.te_rng_tracker", Value{Bool: true})
+			s.set("model.use_te_rng_tracker", Value{Bool: true})
+			return fmt.Sprintf("%s=True because %s=True (MB keeps the two in sync)", to, from)
+		}},
+	{ID: "MB-03", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules", "rerun_state_machine.check_for_nan_in_loss"},
+		Gens: both, Kind: Reject, Source: srcMBCFG,
+		stages: []stage{stageMB},
+		when: func(s *state) bool {
+			return s.fullIteration() && s.b("rerun_state_machine.check_for_nan_in_loss")
+		},
+		msg: text("check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set rerun_state_machine.check_for_nan_in_loss=False.")},
+	{ID: "MB-06", Fields: []string{"ddp.use_megatron_fsdp", "ddp.megatron_fsdp_version", "optimizer.optimizer_cuda_graph", "model.cuda_graph_impl", "ddp.megatron_fsdp_cuda_graph_mode"},
+		Gens: onlyG3, MinMB: 7, Kind: Reject, Source: srcMBCFG + " _validate_and_apply_megatron_fsdp_v2_configs",
+		stages: []stage{stageMB},
+		when: func(s *state) bool {
+			v2 := s.b("ddp.use_megatron_fsdp") && s.str("ddp.megatron_fsdp_version") == "2"
+			return v2 && (s.b("optimizer.optimizer_cuda_graph") || s.impl() != presets.ImplNone || s.b("ddp.megatron_fsdp_cuda_graph_mode"))
+		},
+		msg: func(s *state) string {
+			if s.b("optimizer.optimizer_cuda_graph") {
+				return "MFSDP V2 does not support optimizer CUDA graphs."
+			}
+			return "MFSDP V2 does not support CUDA graphs."
+		}},
+	{ID: "MB-09", Fields: []string{"dataset.packing_buffer_size", "model.cuda_graph_impl"}, Gens: onlyG3, MinMB: 7, Kind: Reject, Source: srcMBCFG,
+		stages: []stage{stageMB},
+		when: func(s *state) bool {
+			return !s.null("dataset.packing_buffer_size") && s.impl() != presets.ImplNone
+		},
+		msg: text("Energon native sequence packing does not support CUDA graphs.")},
+
+	// --- MB GPTModelProvider.provide ---
+	{ID: "MB-01", Fields: []string{"model.cuda_graph_impl", "model.use_te_rng_tracker"}, Gens: both, Kind: Reject, Source: "MB src/megatron/bridge/models/gpt_provider.py GPTModelProvider.provide",
+		stages: []stage{stageProvide},
+		when: func(s *state) bool {
+			return s.impl() != presets.ImplNone && !s.b("model.use_te_rng_tracker")
+		},
+		msg: text("Transformer engine's RNG tracker is required for cudagraphs, it can be enabled with use_te_rng_tracker=True'.")},
+
+	// --- run time: graph capture, MB's forward step, MLM's launcher ---
+	// MB's forward step checks this when a packed batch carries a padding
+	// mask, which MB's SFT packers (offline and in-batch) emit.
+	{ID: "MB-10", Fields: []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "model.num_moe_experts", "model.cuda_graph_impl", "model.cuda_graph_modules"},
+		Gens: onlyG3, MinMB: 7, Kind: Reject, Source: "MB src/megatron/bridge/training/gpt_step.py _validate_packed_moe_cuda_graph",
+		stages: []stage{stageRuntime},
+		when: func(s *state) bool {
+			packed := s.b("dataset.enable_offline_packing") || s.b("dataset.enable_in_batch_packing")
+			if !packed || s.null("model.num_moe_experts") || s.impl() != presets.ImplTE {
+				return false
+			}
+			mods := s.moduleNames()
+			return len(mods) == 0 || slices.ContainsFunc(mods, func(m string) bool {
+				return m == presets.ScopeMoE || m == presets.ScopeMoERouter || m == presets.ScopeMoEPreprocess
+			})
+		},
+		msg: text("Packed MoE padding masks do not support router-scoped Transformer Engine CUDA graphs in the pinned MCore. Use an attention-only CUDA graph scope or disable scoped CUDA graphs.")},
+	// TECudaGraphHelper.__init__ (MLM megatron/core/transformer/cuda_graphs.py)
+	// asserts this for every MB run; MLM's validate_args too.
+	{ID: "ARG-06", Fields: []string{"model.cuda_graph_impl", "env.PYTORCH_CUDA_ALLOC_CONF", "env.NCCL_GRAPH_REGISTER"}, Gens: both, Kind: Reject,
+		Source: "MLM megatron/core/transformer/cuda_graphs.py TECudaGraphHelper.__init__; " + srcARGS,
+		stages: []stage{stageRuntime},
+		when: func(s *state) bool {
+			return s.impl() == presets.ImplTE && strings.Contains(s.env("PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True") &&
+				s.env("NCCL_GRAPH_REGISTER") != "0"
+		},
+		msg: text("Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")},
+	// MLM's launcher checks its single check_for_nan_in_loss_and_grad flag;
+	// MB splits it in two and checks only the loss half (MB-03), so the
+	// grad half is what this adds for an MB recipe.
+	{ID: "ARG-03", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"},
+		Gens: both, Kind: Reject, Source: srcARGS, Shadow: "MB-03",
+		stages: []stage{stageRuntime},
+		when: func(s *state) bool {
+			return s.fullIteration() && (s.b("rerun_state_machine.check_for_nan_in_loss") || s.b("ddp.check_for_nan_in_grad"))
+		},
+		msg: func(s *state) string {
+			switch {
+			case s.mb <= 3:
+				return "--no-check-for-nan-in-loss-and-grad should be set with full_iteration CUDA graph"
+			case s.gen == presets.G2:
+				return "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training. Note: If you are trying to use full_iteration CUDA graphs for inference, please use --cuda-graph-scope full_iteration_inference instead"
+			}
+			return "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-impl=full_iteration for training."
+		}},
+	{ID: "ARG-07", Fields: []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "te_version"}, Gens: both, Kind: Reject, Source: srcARGS,
+		stages: []stage{stageRuntime},
+		when: func(s *state) bool {
+			return s.b("model.delay_wgrad_compute") && s.b("ddp.overlap_grad_reduce") && s.teBelow("2.8.0")
+		},
+		msg: text("overlap_grad_reduce is only supported with TE >= 2.8.0 when enabling delay_wgrad_compute")},
+	{ID: "ARG-08", Fields: []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.moe_shared_expert_intermediate_size", "model.moe_shared_expert_overlap", "te_version"},
+		Gens: both, MinMB: 4, Kind: Reject, Source: srcARGS, Shadow: "MB-13",
+		stages: []stage{stageRuntime},
+		when: func(s *state) bool {
+			return s.b("model.delay_wgrad_compute") && s.b("ddp.overlap_grad_reduce") && s.wgradInGraph() && s.teBelow("2.12.0")
+		},
+		msg: text("CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0.")},
+	{ID: "ARG-09", Fields: []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.gradient_accumulation_fusion"},
+		Gens: both, MinMB: 4, Kind: Reject, Source: srcARGS, Shadow: "MB-14",
+		stages: []stage{stageRuntime},
+		when: func(s *state) bool {
+			return s.b("model.delay_wgrad_compute") && s.b("ddp.overlap_grad_reduce") && s.wgradInGraph() && !s.b("model.gradient_accumulation_fusion")
+		},
+		msg: text("CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because the default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements.")},
+	{ID: "ARG-10", Fields: []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.add_bias_linear", "model.add_qkv_bias"},
+		Gens: both, MinMB: 4, Kind: Reject, Source: srcARGS, Shadow: "MB-15",
+		stages: []stage{stageRuntime},
+		when: func(s *state) bool {
+			return s.b("model.delay_wgrad_compute") && s.b("ddp.overlap_grad_reduce") && s.hasModule(presets.ScopeAttn) &&
+				(s.b("model.add_bias_linear") || s.b("model.add_qkv_bias"))
+		},
+		msg: text("CUDA graph with delay_wgrad_compute doesn't support attn bias for now.")},
+}
+
+// epOverlapError returns the first message of MCore's
+// overlap_moe_expert_parallel_comm block that the config trips, or "".
+func epOverlapError(s *state) string {
+	if !s.b("model.overlap_moe_expert_parallel_comm") {
+		return ""
+	}
+	mtp, mtpNull := s.i("model.mtp_num_layers"), s.null("model.mtp_num_layers")
+	switch {
+	case s.i("model.pipeline_model_parallel_size") > 1 && s.null("model.virtual_pipeline_model_parallel_size"):
+		return "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1"
+	case s.i("model.expert_model_parallel_size") <= 1:
+		return "overlap_moe_expert_parallel_comm is only supported with expert model parallelism"
+	case !slices.Contains([]string{"alltoall", "flex"}, s.str("model.moe_token_dispatcher_type")):
+		return "overlap_moe_expert_parallel_comm is supported with alltoall/flex token dispatcher"
+	case s.str("model.recompute_granularity") == "full" && !s.null("model.recompute_granularity"):
+		return "disable full recomputation when enabling overlap_moe_expert_parallel_comm"
+	case !s.null("model.recompute_method"):
+		return "disable recomputation method when enabling overlap_moe_expert_parallel_comm"
+	case !s.null("model.recompute_num_layers"):
+		return "recompute_num_layers must be None when enabling overlap_moe_expert_parallel_comm"
+	case s.mb >= 4 && s.recomputes("moe"):
+		return "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm"
+	case !s.b("model.bf16") && !s.b("model.fp16"):
+		return "overlap_moe_expert_parallel_comm is only supported with bf16 or fp16 model"
+	case s.b("model.moe_shared_expert_overlap"):
+		return "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm"
+	case s.mb <= 5 && !mtpNull && mtp != 1:
+		return "MTP layernum only supports 1 when enabling overlap_moe_expert_parallel_comm."
+	case s.mb >= 6 && !mtpNull && mtp > 1:
+		return "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm."
+	case s.mb <= 4 && !mtpNull && mtp == 1 && s.i("model.pipeline_model_parallel_size") <= 1:
+		return "Pipeline model parallel size must be larger than 1 when enabling overlap_moe_expert_parallel_comm with MTP layer."
+	}
+	return ""
+}
+
+// unsupportedLocalOffload is TC-30's sorted(offload_modules - {...}).
+func (s *state) unsupportedLocalOffload() []string {
+	var out []string
+	for _, m := range s.offloadSet() {
+		if !slices.Contains(localOffloadable, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func allIn(xs, set []string) bool {
+	for _, x := range xs {
+		if !slices.Contains(set, x) {
+			return false
+		}
+	}
+	return true
+}
