@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strings"
 
 	"cgtune/presets"
 )
@@ -11,7 +12,7 @@ import (
 // bf16 (one launch per op; fp8 casts are folded into the GEMMs):
 //
 //	dense layer  fwd 11, bwd 15
-//	MoE layer    fwd 23 (+1 host sync when dropless), bwd 26; a shared expert adds 3 and 5
+//	MoE layer    fwd 36 (+1 host sync when dropless), bwd 31; a shared expert adds 3 and 5
 //	Mamba layer  fwd 11, bwd 13
 //
 // With TP > 1 every block adds two sequence-parallel collectives each way;
@@ -50,12 +51,26 @@ func (b *builder) tpComm(name, scope string) []Op {
 	return []Op{b.coll(name, scope, bytes, LinkNVLink)}
 }
 
-// epLink: expert parallelism beyond one node of 8 GPUs crosses the network.
-func (b *builder) epLink() string {
-	if b.ep*b.tp > 8 {
-		return LinkNetwork
+// nvlinkDomain is how many GPUs share NVLink: a GB200/GB300 NVL72 rack,
+// otherwise one 8-GPU node.
+func (b *builder) nvlinkDomain() int {
+	if strings.HasPrefix(b.l.GPU, "gb") {
+		return 72
 	}
-	return LinkNVLink
+	return 8
+}
+
+// epAllToAll is an expert-parallel all-to-all of bytes per GPU: the share
+// for peers inside the NVLink domain moves over NVLink while the rest
+// crosses the network.
+func (b *builder) epAllToAll(name, scope string, bytes float64) Op {
+	local := min(b.ep, max(1, b.nvlinkDomain()/b.tp))
+	out := bytes * float64(b.ep-1) / float64(b.ep)
+	op := b.coll(name, scope, out, LinkNVLink)
+	if b.ep > 1 {
+		op.NetFrac = float64(b.ep-local) / float64(b.ep-1)
+	}
+	return op
 }
 
 func backward(op Op) Op {
@@ -208,63 +223,101 @@ func (b *builder) mlp(scope string) (fwd, bwd []Op) {
 	return fwd, append(bwd, nb)
 }
 
-// moe is the MoE block as Megatron-Core runs it: router (and a shared
-// expert not overlapped with EP comm), preprocess (token counts per
-// expert), then dispatch, grouped expert GEMMs and combine.
+// moe is the MoE block as Megatron-Core runs it (TopKRouter with the
+// aux-loss path, the token dispatcher, grouped-GEMM experts): router (and
+// a shared expert not overlapped with EP comm), preprocess (token counts
+// per expert, exchanged over EP), then the token-count sync when dropless,
+// permute, dispatch, expert GEMMs, combine and unpermute. The router and
+// dispatcher launch many small kernels whose host cost dominates: that is
+// what moe_router and moe_preprocess graphs remove.
 func (b *builder) moe() (fwd, bwd []Op) {
 	m := b.a.MoE
 	h := float64(b.a.Hidden)
 	E, k := float64(m.Experts), float64(m.TopK)
 	routed := b.T * k // token copies this rank sends (and, balanced, receives)
-	link := b.epLink()
-	frac := float64(b.ep-1) / float64(b.ep)
 	r, p, x := presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE
+	small := func(name, scope string, bytes float64) Op { return b.mem(name, scope, KindElementwise, bytes) }
+	probs := b.T * E * 4 // fp32 router scores
 
 	norm := b.mem("pre_mlp_layernorm", r, KindNorm, 2*b.Ts*h*bf16)
 	router := b.gemm("router_gemm", r, b.T, h, E)
 	router.RateScale = 0.5 // the router GEMM runs in fp32
-	score := b.mem("router_score", r, KindElementwise, 2*b.T*E*4)
-	topk := b.mem("router_topk", r, KindElementwise, b.T*E*4+2*routed*4)
-	aux := b.mem("router_aux_loss", r, KindElementwise, b.T*E*4)
 	routerOps := []Op{norm}
 	routerOps = append(routerOps, b.tpComm("sp_all_gather", r)...)
-	routerOps = append(routerOps, router, score, topk, aux)
+	routerOps = append(routerOps, small("router_input_fp32", r, b.T*h*(bf16+4)), router,
+		small("router_score", r, 2*probs), small("router_topk", r, probs+2*routed*4),
+		small("routing_map_scatter", r, b.T*E*5),
+		small("aux_loss_tokens_per_expert", r, b.T*E), small("aux_loss_probs_sum", r, probs),
+		small("aux_loss_product", r, 2*E*4), small("aux_loss_scale", r, 64),
+		small("aux_loss_tracker", r, 64))
 	var sharedF, sharedB []Op
 	if m.SharedExpertFFN > 0 {
 		sharedF, sharedB = b.ffn("shared_", r, b.T, float64(m.SharedExpertFFN)/float64(b.tp))
 	}
-	hist := b.mem("tokens_per_expert", p, KindElementwise, routed*4+E*4)
-	rmap := b.mem("routing_map", p, KindElementwise, 2*b.T*E)
-	pre := []Op{hist, rmap}
+	pre := []Op{
+		small("tokens_per_expert", p, b.T*E+E*4),
+		b.epAllToAll("ep_token_counts_exchange", p, E*4*float64(b.ep)),
+		small("local_tokens_per_expert", p, E*4*float64(b.ep)),
+		small("output_splits", p, E*4*float64(b.ep)),
+		small("routing_map_flatten", p, 2*b.T*E),
+	}
 
 	var experts []Op
 	if b.dropless {
 		experts = append(experts, Op{Name: "token_counts_to_host", Kind: KindSync, Scope: x, Bytes: E * float64(b.ep) * 8, HostSync: true})
 	}
-	permute := b.mem("permute", x, KindElementwise, 2*routed*h*bf16)
-	dispatch := b.coll("ep_alltoall_dispatch", x, routed*h*bf16*frac, link)
-	sortc := b.mem("sort_chunks_by_expert", x, KindElementwise, 2*routed*h*bf16)
+	permute := []Op{
+		small("permute_index", x, b.T*E*5),
+		small("permute_gather", x, 2*routed*h*bf16),
+		small("permute_probs", x, 2*routed*4),
+	}
+	dispatch := b.epAllToAll("ep_alltoall_dispatch", x, routed*h*bf16)
+	sortc := small("sort_chunks_by_expert", x, 2*routed*h*bf16)
+	offsets := small("grouped_gemm_offsets", x, E*8)
 	ef, eb := b.ffn("experts_", x, routed, float64(m.FFNHidden)/float64(b.etp))
-	unsort := b.mem("unsort_chunks", x, KindElementwise, 2*routed*h*bf16)
-	combine := b.coll("ep_alltoall_combine", x, routed*h*bf16*frac, link)
-	unpermute := b.mem("unpermute", x, KindElementwise, 2*routed*h*bf16+b.T*k*4)
+	unsort := small("unsort_chunks", x, 2*routed*h*bf16)
+	combine := b.epAllToAll("ep_alltoall_combine", x, routed*h*bf16)
+	unpermute := []Op{
+		small("unpermute_scale_probs", x, 2*routed*h*bf16),
+		small("unpermute_scatter_add", x, routed*h*bf16+b.T*h*bf16),
+	}
 	resid := b.mem("residual_add", x, KindElementwise, 3*b.Ts*h*bf16)
-	experts = append(experts, permute, dispatch, sortc)
+	experts = append(experts, permute...)
+	experts = append(experts, dispatch, sortc, offsets)
 	experts = append(experts, ef...)
-	experts = append(experts, unsort, combine, unpermute)
+	experts = append(experts, unsort, combine)
+	experts = append(experts, unpermute...)
 	experts = append(experts, b.tpComm("sp_reduce_scatter", x)...)
 	experts = append(experts, resid)
 
 	fwd = append(append(append(append(fwd, routerOps...), sharedF...), pre...), experts...)
 
+	// Backward: autograd replays the differentiable ops in reverse; the
+	// count bookkeeping has no backward.
+	rev := func(ops []Op) []Op {
+		var out []Op
+		for i := len(ops) - 1; i >= 0; i-- {
+			o := ops[i]
+			switch {
+			case o.Kind == KindGEMM:
+				out = append(out, gemmBwd(o)...)
+			case o.Name == "routing_map_scatter", o.Name == "aux_loss_tokens_per_expert", o.Name == "aux_loss_tracker",
+				o.Name == "permute_index", o.Name == "grouped_gemm_offsets":
+			default:
+				out = append(out, backward(o))
+			}
+		}
+		return out
+	}
 	bwd = append(bwd, backward(resid))
 	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", x)...)
-	bwd = append(bwd, backward(unpermute), backward(combine), backward(unsort))
+	bwd = append(bwd, rev(unpermute)...)
+	bwd = append(bwd, backward(combine), backward(unsort))
 	bwd = append(bwd, eb...)
-	bwd = append(bwd, backward(sortc), backward(dispatch), backward(permute))
+	bwd = append(bwd, backward(sortc), backward(dispatch))
+	bwd = append(bwd, rev(permute)...)
 	bwd = append(bwd, sharedB...)
-	bwd = append(bwd, backward(aux), backward(topk), backward(score))
-	bwd = append(bwd, gemmBwd(router)...)
+	bwd = append(bwd, rev(routerOps[1:])...)
 	bwd = append(bwd, b.tpComm("sp_reduce_scatter_bwd", r)...)
 	nb := backward(norm)
 	nb.Bytes *= 1.5

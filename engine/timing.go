@@ -17,8 +17,10 @@ type Rates struct {
 	KernelUs      float64 `json:"kernel_overhead_us"` // fixed GPU time of any kernel (ramp up and drain)
 	LaunchUs      float64 `json:"launch_us"`          // host cost of one cuLaunchKernel
 	GraphLaunchUs float64 `json:"graph_launch_us"`    // host cost of one cuGraphLaunch
-	GraphNodeUs   float64 `json:"graph_node_us"`      // GPU time per node of a replayed graph of empty kernels
-	MemoryMiB     int64   `json:"memory_mib"`
+	// GraphLaunchNodeUs is the extra host cost of cuGraphLaunch per node.
+	GraphLaunchNodeUs float64 `json:"graph_launch_node_us"`
+	GraphNodeUs       float64 `json:"graph_node_us"` // GPU time per node of a replayed graph of empty kernels
+	MemoryMiB         int64   `json:"memory_mib"`
 }
 
 // OpGPUUs is the GPU time of one op in microseconds.
@@ -36,11 +38,11 @@ func (r Rates) OpGPUUs(o Op) float64 {
 	case KindElementwise, KindNorm, KindOptimizer:
 		work = o.Bytes / (r.CopyGBps * 1e3)
 	case KindCollective:
-		bw := r.NVLinkGBps
+		net := o.NetFrac
 		if o.Link == LinkNetwork {
-			bw = r.NetworkGBps
+			net = 1
 		}
-		work = r.CollLatUs + o.Bytes/(bw*1e3)
+		work = r.CollLatUs + max(o.Bytes*(1-net)/(r.NVLinkGBps*1e3), o.Bytes*net/(r.NetworkGBps*1e3))
 	case KindSync:
 		work = o.Bytes / (r.CopyGBps * 1e3)
 	}
@@ -77,6 +79,17 @@ func DefaultHostCosts() HostCosts {
 		ElementwiseUs: 8, GEMMUs: 36, NormUs: 20, AttentionUs: 45, CollectiveUs: 15, SyncUs: 10,
 		BackwardScale: 0.5, GraphReplayUs: 20,
 	}
+}
+
+// OpGraphGPUUs is the GPU time of op as a node of a replayed graph: the
+// same work, with the graph's per-node cost instead of a stream launch's.
+func (r Rates) OpGraphGPUUs(o Op) float64 {
+	return r.OpGPUUs(o) - r.KernelUs + r.GraphNodeUs
+}
+
+// GraphLaunchHostUs is the host cost of launching a graph of n nodes.
+func (r Rates) GraphLaunchHostUs(n int) float64 {
+	return r.GraphLaunchUs + r.GraphLaunchNodeUs*float64(n)
 }
 
 // OpHostUs is the host cost the framework spends before launching op.
@@ -120,10 +133,10 @@ type Spec struct {
 // (2.5 PFLOP/s bf16 dense per GPU, 8 TB/s, 186 GB). Launch and node costs:
 // DESIGN.md's H200 figures (3.9 µs launch, 0.5 µs per node).
 var Specs = []Spec{
-	{Names: []string{"h100"}, Rates: Rates{Source: "spec table: H100 SXM", MatrixTFLOPS: 790, AttentionEff: 0.6, CopyGBps: 3000, NVLinkGBps: 450, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphNodeUs: 0.5, MemoryMiB: 81559}},
-	{Names: []string{"h200"}, Rates: Rates{Source: "spec table: H200", MatrixTFLOPS: 790, AttentionEff: 0.6, CopyGBps: 4300, NVLinkGBps: 450, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphNodeUs: 0.5, MemoryMiB: 143771}},
-	{Names: []string{"gb200"}, Rates: Rates{Source: "spec table: GB200", MatrixTFLOPS: 2000, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphNodeUs: 0.5, MemoryMiB: 189471}},
-	{Names: []string{"b200"}, Rates: Rates{Source: "spec table: B200", MatrixTFLOPS: 1800, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphNodeUs: 0.5, MemoryMiB: 183359}},
+	{Names: []string{"h100"}, Rates: Rates{Source: "spec table: H100 SXM", MatrixTFLOPS: 790, AttentionEff: 0.6, CopyGBps: 3000, NVLinkGBps: 450, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 81559}},
+	{Names: []string{"h200"}, Rates: Rates{Source: "spec table: H200", MatrixTFLOPS: 790, AttentionEff: 0.6, CopyGBps: 4300, NVLinkGBps: 450, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 143771}},
+	{Names: []string{"gb200"}, Rates: Rates{Source: "spec table: GB200", MatrixTFLOPS: 2000, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 189471}},
+	{Names: []string{"b200"}, Rates: Rates{Source: "spec table: B200", MatrixTFLOPS: 1800, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 183359}},
 }
 
 // SpecFor finds the spec of a GPU by a name such as "h100", "NVIDIA H200"

@@ -42,7 +42,10 @@ type Op struct {
 	// RateScale multiplies the matrix rate (2 for fp8 GEMMs on Hopper).
 	RateScale float64 `json:"rate_scale,omitempty"`
 	Link      string  `json:"link,omitempty"`
-	Backward  bool    `json:"backward,omitempty"`
+	// NetFrac is the fraction of a collective's bytes that leave the NVLink
+	// domain (the rest moves over NVLink at the same time).
+	NetFrac  float64 `json:"net_frac,omitempty"`
+	Backward bool    `json:"backward,omitempty"`
 	// HostSync marks a device-to-host copy the host waits for (dropless MoE
 	// token counts): the GPU queue drains, and a graph cannot contain it.
 	HostSync bool `json:"host_sync,omitempty"`

@@ -83,9 +83,9 @@ func TestKernelCountsPerLayer(t *testing.T) {
 		{"dense", llama8b, single, WorkloadOptions{}, 11, 15},
 		{"dense TP2", llama8b, tp2, WorkloadOptions{}, 15, 19},
 		{"dense CP2", llama8b, cp2, WorkloadOptions{}, 12, 16},
-		{"moe dropless", qwen30b, single, WorkloadOptions{}, 24, 26},
-		{"moe drop-pad", qwen30b, single, WorkloadOptions{Dropless: &notDropless}, 23, 26},
-		{"moe shared expert", shared, single, WorkloadOptions{}, 27, 31},
+		{"moe dropless", qwen30b, single, WorkloadOptions{}, 37, 31},
+		{"moe drop-pad", qwen30b, single, WorkloadOptions{Dropless: &notDropless}, 36, 31},
+		{"moe shared expert", shared, single, WorkloadOptions{}, 40, 36},
 		{"mamba", mamba, single, WorkloadOptions{}, 11, 13},
 	}
 	for _, c := range cases {
@@ -126,7 +126,7 @@ func TestDroplessMoEHasOneHostSyncBeforeExperts(t *testing.T) {
 			t.Errorf("%s (moe scope) runs before the token-count sync", o.Name)
 		}
 	}
-	if fwd[syncAt].Scope != presets.ScopeMoE || fwd[syncAt+1].Name != "permute" {
+	if fwd[syncAt].Scope != presets.ScopeMoE || fwd[syncAt+1].Name != "permute_index" {
 		t.Errorf("sync at %d: scope %s, next %s; want the start of the moe scope", syncAt, fwd[syncAt].Scope, fwd[syncAt+1].Name)
 	}
 	if count(w.Layers[0].Bwd, func(o Op) bool { return o.HostSync }) != 0 {
@@ -138,7 +138,7 @@ func TestDroplessMoEHasOneHostSyncBeforeExperts(t *testing.T) {
 			t.Fatal("full-iteration variant kept a host sync in a layer")
 		}
 	}
-	if len(w.Layers[0].Fwd) != 24 {
+	if len(w.Layers[0].Fwd) != 37 {
 		t.Error("FullIterationVariant modified the original workload")
 	}
 }

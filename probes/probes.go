@@ -51,14 +51,35 @@ type Options struct {
 	LaunchOnly bool
 }
 
+// LaunchCosts are the launch-path probes.
+type LaunchCosts struct {
+	LaunchUs          float64 // host cost of one eager launch
+	KernelUs          float64 // GPU time of a minimal full-grid kernel queued back to back
+	GraphNodeUs       float64 // GPU time per node of a replayed graph
+	GraphLaunchUs     float64 // host cost of cuGraphLaunch of a 16-node graph
+	GraphLaunchNodeUs float64 // its growth per node (from a 2000-node graph)
+}
+
 // Launch measures the eager launch cost and the graph per-node cost on the
 // engine's own paths.
-func Launch(e *cuda.Engine) (launchUs, nodeUs, graphLaunchUs float64, err error) {
-	if launchUs, err = e.LaunchCostUs(10000, 7); err != nil {
-		return
+func Launch(e *cuda.Engine) (LaunchCosts, error) {
+	var c LaunchCosts
+	var err error
+	if c.LaunchUs, err = e.LaunchCostUs(10000, 7); err != nil {
+		return c, err
 	}
-	nodeUs, graphLaunchUs, err = e.GraphNodeUs(2000, 7)
-	return
+	if c.KernelUs, err = e.QueuedKernelUs(500); err != nil {
+		return c, err
+	}
+	var bigLaunch float64
+	if c.GraphNodeUs, bigLaunch, err = e.GraphNodeUs(2000, 7); err != nil {
+		return c, err
+	}
+	if _, c.GraphLaunchUs, err = e.GraphNodeUs(16, 7); err != nil {
+		return c, err
+	}
+	c.GraphLaunchNodeUs = max(0, (bigLaunch-c.GraphLaunchUs)/(2000-16))
+	return c, nil
 }
 
 // Run probes the engine's GPU and sets the engine's rates to the result.
@@ -74,14 +95,17 @@ func Run(ctx context.Context, e *cuda.Engine, opts Options) (Report, error) {
 	add := func(name string, v float64, unit, source string) {
 		rep.Items = append(rep.Items, Item{Name: name, Value: v, Unit: unit, Source: source})
 	}
-	launch, node, glaunch, err := Launch(e)
+	lc, err := Launch(e)
 	if err != nil {
 		return rep, fmt.Errorf("launch probe: %w", err)
 	}
-	rates.LaunchUs, rates.GraphNodeUs, rates.GraphLaunchUs = launch, node, glaunch
-	add("eager launch cost", launch, "us/launch", "measured: cuLaunchKernel through the executor's C loop, 10000 launches")
-	add("graph per-node cost", node, "us/node", "measured: replay of a 2000-node graph, CUDA events")
-	add("graph launch host cost", glaunch, "us/launch", "measured: cuGraphLaunch of that graph")
+	rates.LaunchUs, rates.KernelUs, rates.GraphNodeUs = lc.LaunchUs, lc.KernelUs, lc.GraphNodeUs
+	rates.GraphLaunchUs, rates.GraphLaunchNodeUs = lc.GraphLaunchUs, lc.GraphLaunchNodeUs
+	add("eager launch cost", lc.LaunchUs, "us/launch", "measured: cuLaunchKernel through the executor's C loop, 10000 launches")
+	add("queued kernel cost", lc.KernelUs, "us/kernel", "measured: 500 minimal full-grid kernels back to back, CUDA events")
+	add("graph per-node cost", lc.GraphNodeUs, "us/node", "measured: replay of a 2000-node graph, CUDA events")
+	add("graph launch host cost", lc.GraphLaunchUs, "us/launch", "measured: cuGraphLaunch of a 16-node graph")
+	add("graph launch per node", lc.GraphLaunchNodeUs, "us/node", "measured: cuGraphLaunch of 2000 vs 16 nodes")
 	if opts.LaunchOnly {
 		rep.Rates = rates
 		return rep, nil

@@ -97,7 +97,8 @@ func newProbeCmd() *cobra.Command {
 			if asJSON {
 				if launch {
 					return json.NewEncoder(out).Encode(map[string]float64{
-						"launch_us": rep.Rates.LaunchUs, "graph_node_us": rep.Rates.GraphNodeUs, "graph_launch_us": rep.Rates.GraphLaunchUs})
+						"launch_us": rep.Rates.LaunchUs, "graph_node_us": rep.Rates.GraphNodeUs, "graph_launch_us": rep.Rates.GraphLaunchUs,
+						"kernel_us": rep.Rates.KernelUs})
 				}
 				return json.NewEncoder(out).Encode(rep)
 			}

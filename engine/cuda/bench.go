@@ -177,3 +177,51 @@ func (e *Engine) TimeOpUs(op engine.Op) (float64, error) {
 	})
 	return us, err
 }
+
+// QueuedKernelUs is the GPU time of one minimal full-grid kernel when
+// kernels are queued back to back (a blocking kernel holds the GPU while
+// the host enqueues them): the fixed cost every kernel of a step pays.
+func (e *Engine) QueuedKernelUs(count int) (float64, error) {
+	var us float64
+	err := e.bound(func() error {
+		e0, err := NewEvent()
+		if err != nil {
+			return err
+		}
+		defer e0.Destroy()
+		e1, err := NewEvent()
+		if err != nil {
+			return err
+		}
+		defer e1.Destroy()
+		k := e.k
+		p := NewProgram(count + 3)
+		defer p.Free()
+		// The blocker outlasts the host's enqueueing of count launches.
+		p.Spin("blocker", k.Spin, k.SpinGrid(), blockSize, k.spinOut, k.SpinIters(float64(count)*8+500), 0)
+		p.Event(e0)
+		for range count {
+			p.Spin("minimal", k.Spin, k.SpinGrid(), blockSize, k.spinOut, 0, 0)
+		}
+		p.Event(e1)
+		var per []float64
+		for i := 0; i < 6; i++ {
+			if err := p.Run(e.stream, 0, p.Len()); err != nil {
+				return err
+			}
+			if err := e1.Sync(); err != nil {
+				return err
+			}
+			ms, err := Elapsed(e0, e1)
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				per = append(per, ms*1000/float64(count))
+			}
+		}
+		us = median(per)
+		return nil
+	})
+	return us, err
+}

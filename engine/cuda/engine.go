@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"sync"
 	"time"
@@ -353,7 +352,7 @@ func (r *run) addOp(p *Program, op engine.Op, withHost bool) {
 	case engine.KindSync:
 		p.Sync(op.Name, r.syncSrc, max(4, int64(op.Bytes)), r.host, hostNs)
 	default: // GEMM, attention, collectives: the op's time at this GPU's rates
-		us := r.e.rates.OpGPUUs(op) - r.e.rates.KernelUs
+		us := r.e.rates.OpGPUUs(op)
 		p.Spin(op.Name, k.Spin, k.SpinGrid(), blockSize, k.spinOut, k.SpinIters(us), hostNs)
 	}
 }
@@ -611,41 +610,23 @@ func (r *run) kernelSums(w *engine.Workload) (stepMs, fbMs float64, err error) {
 	return fb + opt, fb, nil
 }
 
-// segment is a run of a layer's ops that is either graphed or eager.
+// segment is an engine.Segment with its captured graphs.
 type segment struct {
 	ops    []engine.Op
-	graphs []GraphExec // one per captured micro-batch
+	graphs []GraphExec // one per captured micro-batch; nil when eager
 	in     []DevPtr    // static input buffer per captured micro-batch
 }
 
-// split cuts a layer's ops into maximal runs that the scopes cover or not.
-// No scopes means the whole layer.
 func split(ops []engine.Op, scopes []string) []*segment {
-	in := func(o engine.Op) bool {
-		if len(scopes) == 0 {
-			return true
+	var out []*segment
+	for _, s := range engine.SplitScopes(ops, scopes) {
+		seg := &segment{ops: s.Ops}
+		if s.Graphed {
+			seg.graphs = []GraphExec{}
 		}
-		for _, s := range scopes {
-			if o.Scope == s {
-				return true
-			}
-		}
-		return false
+		out = append(out, seg)
 	}
-	var segs []*segment
-	var cur *segment
-	var curIn bool
-	for _, o := range ops {
-		if cur == nil || in(o) != curIn {
-			cur, curIn = &segment{}, in(o)
-			if curIn {
-				cur.graphs = []GraphExec{}
-			}
-			segs = append(segs, cur)
-		}
-		cur.ops = append(cur.ops, o)
-	}
-	return segs
+	return out
 }
 
 func (s *segment) graphed() bool { return s.graphs != nil }
@@ -701,7 +682,7 @@ func (r *run) captureLayers(w *engine.Workload, t stepTimer) (*Program, error) {
 		layers[i] = layerSegs{split(lt.Fwd, r.c.Scopes), split(lt.Bwd, r.c.Scopes)}
 	}
 	// TE's own warm-up: max(1, ceil((10 − warmup·M) / captured)) passes.
-	passes := int(math.Max(1, math.Ceil(float64(10-r.c.Warmup*w.MicroBatches)/float64(w.CapturedMicroBatches))))
+	passes := engine.TEWarmupPasses(r.c.Warmup, w.MicroBatches, w.CapturedMicroBatches)
 	warm := r.program(1024)
 	for range passes * w.CapturedMicroBatches {
 		for _, l := range layers {
@@ -828,7 +809,7 @@ func (r *run) captureFullIteration(w *engine.Workload, t stepTimer) (*Program, e
 		ops = append(ops, w.MicroBatchOps()...)
 	}
 	// tokens, labels, loss mask and position ids of each micro-batch
-	inBytes := int64(w.Layout.MBS*w.Layout.Seq) * 16
+	inBytes := int64(w.StaticInputBytes())
 	var ins []DevPtr
 	for range w.RunMicroBatches {
 		in, err := r.alloc(inBytes)

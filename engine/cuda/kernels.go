@@ -135,15 +135,64 @@ func timeProgram(s Stream, p *Program, reps int) (float64, error) {
 	return ts[len(ts)/2], nil
 }
 
-// Calibrate measures the spin kernel at two loop counts and fits a line.
+// Calibrate fits the spin kernel's time to its loop count. A first fit
+// times single launches; the second times ten launches queued back to back
+// behind a blocking kernel, which is how kernels run inside a step, so the
+// per-launch overhead the fit absorbs is the one steps see.
 func (k *Kernels) Calibrate(s Stream) error {
-	at := func(iters int) (float64, error) {
+	const lo, hi = 1000, 21000
+	single := func(iters int) (float64, error) {
 		p := NewProgram(1)
 		defer p.Free()
 		p.Spin("calibrate", k.Spin, k.SpinGrid(), blockSize, k.spinOut, iters, 0)
 		return timeProgram(s, p, 7)
 	}
-	const lo, hi = 1000, 21000
+	if err := k.fit(single, lo, hi); err != nil {
+		return err
+	}
+	queued := func(iters int) (float64, error) {
+		e0, err := NewEvent()
+		if err != nil {
+			return 0, err
+		}
+		defer e0.Destroy()
+		e1, err := NewEvent()
+		if err != nil {
+			return 0, err
+		}
+		defer e1.Destroy()
+		const reps = 10
+		p := NewProgram(reps + 3)
+		defer p.Free()
+		p.Spin("blocker", k.Spin, k.SpinGrid(), blockSize, k.spinOut, k.SpinIters(300), 0)
+		p.Event(e0)
+		for range reps {
+			p.Spin("calibrate", k.Spin, k.SpinGrid(), blockSize, k.spinOut, iters, 0)
+		}
+		p.Event(e1)
+		var ts []float64
+		for i := 0; i < 6; i++ {
+			if err := p.Run(s, 0, p.Len()); err != nil {
+				return 0, err
+			}
+			if err := e1.Sync(); err != nil {
+				return 0, err
+			}
+			ms, err := Elapsed(e0, e1)
+			if err != nil {
+				return 0, err
+			}
+			if i > 0 {
+				ts = append(ts, ms*1e6/reps)
+			}
+		}
+		sort.Float64s(ts)
+		return ts[len(ts)/2], nil
+	}
+	return k.fit(queued, lo, hi)
+}
+
+func (k *Kernels) fit(at func(int) (float64, error), lo, hi int) error {
 	tlo, err := at(lo)
 	if err != nil {
 		return err
@@ -152,8 +201,8 @@ func (k *Kernels) Calibrate(s Stream) error {
 	if err != nil {
 		return err
 	}
-	k.SpinNsPerIter = (thi - tlo) / (hi - lo)
-	k.SpinBaseNs = tlo - k.SpinNsPerIter*lo
+	k.SpinNsPerIter = (thi - tlo) / float64(hi-lo)
+	k.SpinBaseNs = tlo - k.SpinNsPerIter*float64(lo)
 	if k.SpinNsPerIter <= 0 {
 		return fmt.Errorf("spin kernel calibration failed: %.0f ns at %d iterations, %.0f ns at %d", tlo, lo, thi, hi)
 	}
