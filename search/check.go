@@ -284,3 +284,25 @@ func ValidateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, m
 	r.Notes = append(notes, r.Notes...)
 	return r
 }
+
+// shapeModel is a model every per-layer scope is legal on: MoE layers, a
+// dense layer and a Mamba layer. With drop-and-pad MoE set on top, only the
+// rules about the impl/scope combination itself can fire.
+var shapeModel = presets.Model{Name: "any", Arch: presets.Arch{
+	Layers: 4, Hidden: 1024, FFNHidden: 4096, Heads: 8, KVGroups: 8, HeadDim: 128, Vocab: 32000,
+	MoE: &presets.MoE{Experts: 8, TopK: 2, FFNHidden: 1024, FirstDenseLayers: 1},
+}}
+
+var shapeSets = map[string]string{
+	"model.moe_expert_capacity_factor":       "1.0",
+	"model.moe_pad_expert_input_to_capacity": "true",
+	"model.moe_token_dispatcher_type":        "flex",
+}
+
+// ValidateShape checks only what does not depend on a model: the impl,
+// scope and warm-up combination as the perf harness and the stack of
+// Megatron-Bridge mbridge see it (for `cgtune emit` without --model).
+func ValidateShape(c presets.Candidate, mbridge string) Report {
+	l := presets.Layout{NumGPUs: 8, Precision: "bf16", EP: 8, GBS: 64, MBS: 1, Seq: 4096, Dispatcher: "flex"}
+	return ValidateCandidate(shapeModel, l, c, mbridge, shapeSets)
+}

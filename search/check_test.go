@@ -167,3 +167,23 @@ func BenchmarkValidateCandidate(b *testing.B) {
 		ValidateCandidate(deepseekModel, l, c, "0.6", nil)
 	}
 }
+
+func TestValidateShape(t *testing.T) {
+	cases := []struct {
+		c    presets.Candidate
+		mb   string
+		want []string
+	}{
+		{presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn", "moe", "mlp"}, Warmup: 3}, "0.4", []string{}},
+		{presets.Candidate{Impl: "transformer_engine", Scopes: []string{"moe", "moe_router"}, Warmup: 3}, "0.4", []string{"TC-18"}},
+		{presets.Candidate{Impl: "transformer_engine", Scopes: []string{"moe_preprocess"}, Warmup: 3}, "0.6", []string{"TC-19"}},
+		{presets.Candidate{Impl: "local", Scopes: []string{"attn"}, Warmup: 3}, "0.6", []string{"MB-05"}},
+		{presets.Candidate{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}, "0.4", []string{}},
+		{presets.Candidate{Impl: "bogus", Warmup: 3}, "0.4", []string{"PERF-01"}},
+	}
+	for _, tc := range cases {
+		if got := ids(ValidateShape(tc.c, tc.mb)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s MB %s: got %v, want %v", tc.c.Key(), tc.mb, got, tc.want)
+		}
+	}
+}

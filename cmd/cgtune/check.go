@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+func init() { subcommands = append(subcommands, newCheckCmd) }
+
+// defaultCheckMBridge is the release check and emit target without
+// --mbridge: the last G2 release, what most recipes in use were written for.
+const defaultCheckMBridge = "0.4"
+
+// harnessFlags are the perf-harness style flags check and emit share.
+type harnessFlags struct {
+	impl, scope string
+	warmup      int
+}
+
+func (h *harnessFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&h.impl, "impl", "", "cuda_graph_impl as the perf harness takes it: "+strings.Join(presets.Impls, ", "))
+	cmd.Flags().StringVar(&h.scope, "scope", "", "comma-separated scopes: "+strings.Join(presets.Scopes, ", "))
+	cmd.Flags().IntVar(&h.warmup, "warmup", presets.DefaultWarmup, "cuda_graph_warmup_steps")
+}
+
+// candidate is the flags as a candidate; Scopes stays nil when --scope was
+// not given, which the harness reads as "keep the recipe's scope".
+func (h *harnessFlags) candidate(cmd *cobra.Command) (presets.Candidate, error) {
+	c := presets.Candidate{Impl: h.impl, Warmup: h.warmup}
+	if cmd.Flags().Changed("scope") {
+		c.Scopes = strings.Split(h.scope, ",")
+	}
+	if h.warmup < 0 {
+		return c, fail(exitBadInput, "--warmup %d: must be >= 0", h.warmup)
+	}
+	return c, nil
+}
+
+func (h *harnessFlags) given(cmd *cobra.Command) bool {
+	return cmd.Flags().Changed("impl") || cmd.Flags().Changed("scope") || cmd.Flags().Changed("warmup")
+}
+
+// harnessInputError turns the perf harness's argparse rejections (an
+// unknown impl or scope name) into bad input, as argparse would exit.
+func harnessInputError(vs []search.Violation) error {
+	for _, v := range vs {
+		if v.ID == "PERF-01" || v.ID == "PERF-02" || v.ID == search.ConfigID {
+			return fail(exitBadInput, "%s", v)
+		}
+	}
+	return nil
+}
+
+// resolveModel picks the model and layout from --model/--preset and --gpu,
+// and the MB version from --mbridge or the preset.
+func resolveModel(cmd *cobra.Command, model, presetFile, gpu, mbridge string) (presets.Model, presets.Layout, string, error) {
+	var m presets.Model
+	var l presets.Layout
+	switch {
+	case model != "" && presetFile != "":
+		return m, l, "", fail(exitBadInput, "give --model or --preset, not both")
+	case model == "" && presetFile == "":
+		return m, l, "", fail(exitBadInput, "give --model M or --preset FILE")
+	case model != "":
+		var err error
+		if m, err = presets.LookupModel(model); err != nil {
+			return m, l, "", fail(exitBadInput, "%v", err)
+		}
+		if l, err = m.Layout(gpu); err != nil {
+			return m, l, "", fail(exitBadInput, "%v", err)
+		}
+	default:
+		p, err := presets.NewStore(presetFile, "", "").LoadFile(presetFile)
+		if err != nil {
+			return m, l, "", fail(exitBadInput, "%v", err)
+		}
+		if m, err = p.ResolveModel(); err != nil {
+			return m, l, "", fail(exitBadInput, "%s: %v", presetFile, err)
+		}
+		l = p.Layout
+		// The preset names its GPU and MB release; explicit flags win.
+		if cmd.Flags().Changed("gpu") {
+			if l, err = m.Layout(gpu); err != nil {
+				return m, l, "", fail(exitBadInput, "%v", err)
+			}
+		}
+		if !cmd.Flags().Changed("mbridge") && p.MBridge != "" {
+			mbridge = p.MBridge
+		}
+	}
+	if _, err := presets.ParseMBridge(mbridge); err != nil {
+		return m, l, "", fail(exitBadInput, "--mbridge: %v", err)
+	}
+	return m, l, mbridge, nil
+}
+
+func newCheckCmd() *cobra.Command {
+	var model, presetFile, gpu, mbridge string
+	var sets []string
+	var h harnessFlags
+	cmd := &cobra.Command{
+		Use:   "check (--model M | --preset F) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N] [--set k=v ...] [--mbridge V] [--gpu G]",
+		Short: "Check a recipe's CUDA-graph settings against Megatron-Bridge's rules",
+		Long: `check builds the recipe of a model (its default layout on --gpu) as the given
+Megatron-Bridge release starts from, applies OVERRIDES.yaml (nested model:, rng:,
+ddp:, rerun_state_machine:, ... as MB's --config-file takes it), then each
+--set key=value (Hydra syntax), then --impl/--scope/--warmup the way MB's perf
+harness (scripts/performance) applies them, and runs every validation rule of
+MB, Megatron-Core and Transformer Engine of that release.
+
+It prints "valid", or one line per broken rule, "RULE-ID: message", with the
+message MB would print. The changes MB makes on its own (the TE RNG tracker,
+NaN checks for full-iteration graphs, ...) are printed to stderr as notes.
+Exit status: 0 valid, 1 invalid, 2 bad input.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, l, mb, err := resolveModel(cmd, model, presetFile, gpu, mbridge)
+			if err != nil {
+				return err
+			}
+			cfg, err := search.NewConfig(m, l, mb)
+			if err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			if len(args) == 1 {
+				if err := cfg.LoadOverridesFile(args[0]); err != nil {
+					return fail(exitBadInput, "%v", err)
+				}
+			}
+			for _, s := range sets {
+				if err := cfg.ApplySet(s); err != nil {
+					return fail(exitBadInput, "%v", err)
+				}
+			}
+			var notes []string
+			var violations []search.Violation
+			if h.given(cmd) {
+				c, err := h.candidate(cmd)
+				if err != nil {
+					return err
+				}
+				if !cmd.Flags().Changed("warmup") {
+					// No flag: the recipe's value (file or --set) stays.
+					v, _ := cfg.Get("model.cuda_graph_warmup_steps")
+					c.Warmup = v.Int
+				}
+				notes, violations = search.ApplyHarnessFlags(cfg, c, mb)
+				if err := harnessInputError(violations); err != nil {
+					return err
+				}
+			}
+			if len(violations) == 0 {
+				r := search.Check(cfg, mb)
+				if err := harnessInputError(r.Violations); err != nil {
+					return err
+				}
+				notes = append(notes, r.Notes...)
+				violations = r.Violations
+			}
+			for _, n := range notes {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note: "+n)
+			}
+			out := cmd.OutOrStdout()
+			if len(violations) == 0 {
+				fmt.Fprintln(out, "valid")
+				return nil
+			}
+			for _, v := range violations {
+				fmt.Fprintln(out, v)
+			}
+			return quiet(exitInvalid)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&model, "model", "", "built-in model name (cgtune models)")
+	f.StringVar(&presetFile, "preset", "", "team preset FILE (model, layout and MB version)")
+	f.StringVar(&gpu, "gpu", "h100", "GPU whose default layout to use")
+	f.StringVar(&mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
+	f.StringArrayVar(&sets, "set", nil, "override KEY=VALUE (Hydra syntax: true, 1.0, null, [a,b]); repeatable")
+	h.register(cmd)
+	return cmd
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cgtune runs one command line and returns the exit code, stdout and stderr.
+func cgtune(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheckAcceptance(t *testing.T) {
+	code, out, errb := cgtune(t, "check", "--model", "qwen3_30b_a3b", "--impl", "transformer_engine", "--scope", "attn,moe")
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errb)
+	}
+	if out != "TC-22: moe cuda graph is only supported with drop-padding MoE.\n" {
+		t.Errorf("stdout %q", out)
+	}
+	if errb != "note: PERF-06: rng.te_rng_tracker=True, model.use_te_rng_tracker=True (CUDA graphs need the TE RNG tracker)\n" {
+		t.Errorf("stderr %q", errb)
+	}
+
+	code, out, errb = cgtune(t, "check", "--model", "qwen3_30b_a3b", "--impl", "transformer_engine", "--scope", "attn,moe",
+		"--set", "model.moe_expert_capacity_factor=1.0", "--set", "model.moe_pad_expert_input_to_capacity=true")
+	if code != exitOK || out != "valid\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}
+
+func TestCheckBadInput(t *testing.T) {
+	badYAML := writeFile(t, "bad.yaml", "model:\n  cuda_graph_impl: transformer_engine\n  cuda_graph_scop: [attn]\n")
+	cases := []struct {
+		args []string
+		want string // stderr
+	}{
+		{[]string{"check", "--model", "nope"}, `unknown model "nope"`},
+		{[]string{"check"}, "give --model M or --preset FILE"},
+		{[]string{"check", "--model", "llama3_8b", "--preset", "x.yaml"}, "give --model or --preset, not both"},
+		{[]string{"check", "--model", "llama3_8b", "--impl", "full_iteration"},
+			"cgtune: PERF-01: Invalid value for cuda_graph_impl: full_iteration. Valid options are: ['none', 'local', 'transformer_engine']"},
+		{[]string{"check", "--model", "llama3_8b", "--impl", "transformer_engine", "--scope", "attn,mlpp"},
+			"cgtune: PERF-02: Invalid value for cuda_graph_scope: attn,mlpp. Valid options are:"},
+		{[]string{"check", "--model", "llama3_8b", "--set", "model.xyz=1"}, "cgtune: --set model.xyz=1: unknown field model.xyz"},
+		{[]string{"check", "--model", "llama3_8b", "--set", "model.cuda_graph_impl=foo"},
+			`cgtune: --set model.cuda_graph_impl=foo: field model.cuda_graph_impl: bad value "foo" (allowed: none, local, transformer_engine, full_iteration)`},
+		{[]string{"check", "--model", "llama3_8b", badYAML}, "cgtune: " + badYAML + ":3: unknown field model.cuda_graph_scop"},
+		{[]string{"check", "--model", "llama3_8b", filepath.Join(t.TempDir(), "missing.yaml")}, "no such file or directory"},
+		{[]string{"check", "--model", "llama3_8b", "--mbridge", "0.9"}, `--mbridge: unknown Megatron-Bridge version "0.9"`},
+		{[]string{"check", "--model", "gpt_oss_20b", "--gpu", "h100"}, `model gpt_oss_20b has no layout for gpu "h100"`},
+		{[]string{"check", "--model", "llama3_8b", "--warmup", "-1"}, "--warmup -1: must be >= 0"},
+		{[]string{"check", "--model", "llama3_8b", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
+	}
+	for _, tc := range cases {
+		code, out, errb := cgtune(t, tc.args...)
+		if code != exitBadInput || !strings.Contains(errb, tc.want) || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errb, tc.want)
+		}
+	}
+}
+
+func TestCheckOverridesFile(t *testing.T) {
+	// A G2 full-iteration file that forgot the NaN checks.
+	p := writeFile(t, "fi.yaml", `model:
+  cuda_graph_impl: local
+  cuda_graph_scope: [full_iteration]
+  use_te_rng_tracker: true
+rng:
+  te_rng_tracker: true
+`)
+	code, out, _ := cgtune(t, "check", "--model", "llama3_8b", p)
+	want := "MB-03: check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set rerun_state_machine.check_for_nan_in_loss=False.\n"
+	if code != exitInvalid || out != want {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	// --set applies after the file.
+	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false")
+	want = "ARG-03: --no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training. Note: If you are trying to use full_iteration CUDA graphs for inference, please use --cuda-graph-scope full_iteration_inference instead\n"
+	if code != exitInvalid || out != want {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false", "--set", "ddp.check_for_nan_in_grad=false")
+	if code != exitOK || out != "valid\n" {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	// The harness flags apply last and bring their companions.
+	code, out, errb := cgtune(t, "check", "--model", "llama3_8b", p, "--impl", "local", "--scope", "full_iteration")
+	if code != exitOK || out != "valid\n" || !strings.Contains(errb, "note: PERF-06: rerun_state_machine.check_for_nan_in_loss=False, ddp.check_for_nan_in_grad=False (full-iteration graph)\n") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}
+
+func TestCheckGenerations(t *testing.T) {
+	args := []string{"check", "--model", "llama3_8b", "--impl", "local", "--scope", "attn"}
+	if code, out, _ := cgtune(t, args...); code != exitOK || out != "valid\n" {
+		t.Errorf("MB 0.4: exit %d, %q", code, out)
+	}
+	code, out, _ := cgtune(t, append(args, "--mbridge", "0.6")...)
+	if code != exitInvalid || !strings.HasPrefix(out, `MB-05: Megatron Bridge supports model.cuda_graph_impl="local" only for full-iteration CUDA graphs with scopes ['attn'].`) {
+		t.Errorf("MB 0.6: exit %d, %q", code, out)
+	}
+	// G3 spells the modules field; G2 rejects it as unknown.
+	g3 := writeFile(t, "g3.yaml", "model:\n  cuda_graph_impl: transformer_engine\n  cuda_graph_modules: [attn]\n  use_te_rng_tracker: true\n")
+	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", "--mbridge", "0.6", g3)
+	if code != exitInvalid || out != "TC-04: cuda_graph_scope and cuda_graph_modules cannot be set together.\n" {
+		t.Errorf("G3 without cuda_graph_scope: null: exit %d, %q", code, out)
+	}
+	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", "--mbridge", "0.6", g3, "--set", "model.cuda_graph_scope=null")
+	if code != exitOK || out != "valid\n" {
+		t.Errorf("G3: exit %d, %q", code, out)
+	}
+	code, _, errb := cgtune(t, "check", "--model", "llama3_8b", "--mbridge", "0.4", g3)
+	if code != exitBadInput || !strings.Contains(errb, g3+":3: unknown field model.cuda_graph_modules (Megatron-Bridge 0.4 is G2") {
+		t.Errorf("G2: exit %d, %q", code, errb)
+	}
+}
+
+func TestCheckNotesAndWarmup(t *testing.T) {
+	code, out, errb := cgtune(t, "check", "--model", "llama3_8b", "--set", "model.cuda_graph_impl=transformer_engine", "--set", "rng.te_rng_tracker=true")
+	if code != exitOK || out != "valid\n" ||
+		errb != "note: MB-02: model.use_te_rng_tracker=True because rng.te_rng_tracker=True (MB keeps the two in sync)\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	off := []string{"check", "--model", "llama3_8b", "--mbridge", "0.6", "--impl", "transformer_engine", "--scope", "attn",
+		"--set", "model.fine_grained_activation_offloading=true", "--set", "model.offload_modules=[core_attn]"}
+	code, out, _ = cgtune(t, append(off, "--warmup", "0")...)
+	if code != exitInvalid || out != "TC-34: cuda_graph_warmup_steps must be greater than 0 when enabling fine-grained activation offloading.\n" {
+		t.Errorf("warmup 0: exit %d, %q", code, out)
+	}
+	// Without --warmup the recipe's value stays.
+	code, out, _ = cgtune(t, append(off, "--set", "model.cuda_graph_warmup_steps=0")...)
+	if code != exitInvalid || !strings.HasPrefix(out, "TC-34:") {
+		t.Errorf("warmup from --set: exit %d, %q", code, out)
+	}
+	if code, out, _ = cgtune(t, off...); code != exitOK {
+		t.Errorf("default warmup: exit %d, %q", code, out)
+	}
+}
+
+func TestCheckPreset(t *testing.T) {
+	p := writeFile(t, "team.yaml", `version: 1
+name: team
+model: llama3_8b
+gpu: h100
+space:
+  impls: [none, local, transformer_engine]
+  warmups: [3]
+mbridge: "0.6"
+`)
+	// The preset's MB release (0.6) applies: local per-layer is MB-05 there.
+	code, out, _ := cgtune(t, "check", "--preset", p, "--impl", "local", "--scope", "attn")
+	if code != exitInvalid || !strings.HasPrefix(out, "MB-05: ") {
+		t.Errorf("exit %d, %q", code, out)
+	}
+	// --mbridge overrides it.
+	if code, out, _ = cgtune(t, "check", "--preset", p, "--impl", "local", "--scope", "attn", "--mbridge", "0.4"); code != exitOK {
+		t.Errorf("--mbridge 0.4: exit %d, %q", code, out)
+	}
+	bad := writeFile(t, "bad.yaml", "version: 1\nname: bad\nmodel: nope\ngpu: h100\n")
+	if code, _, errb := cgtune(t, "check", "--preset", bad); code != exitBadInput || !strings.Contains(errb, "bad.yaml") {
+		t.Errorf("bad preset: exit %d, %q", code, errb)
+	}
+}
