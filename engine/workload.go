@@ -87,17 +87,29 @@ type Workload struct {
 	Optimizer   []Op         `json:"optimizer"`
 	ParamsLocal float64      `json:"params_local"` // parameters held by this rank
 	Notes       []string     `json:"notes,omitempty"`
+	Spec        WorkloadSpec `json:"-"`
 }
 
 // WorkloadOptions adjust how a workload is built.
 type WorkloadOptions struct {
 	// RunMicroBatches caps the micro-batches the engine runs per step; the
 	// step time is scaled to the real count (default 2).
-	RunMicroBatches int
+	RunMicroBatches int `json:"run_microbatches,omitempty"`
 	// Dropless overrides the model's MoE mode; nil = dropless (Megatron's
 	// default: moe_expert_capacity_factor None).
-	Dropless *bool
+	Dropless *bool `json:"dropless,omitempty"`
 }
+
+// WorkloadSpec is what a workload is built from: enough to build it again
+// in another process (the worker protocol sends it).
+type WorkloadSpec struct {
+	Model   presets.Model   `json:"model"`
+	Layout  presets.Layout  `json:"layout"`
+	Options WorkloadOptions `json:"options"`
+}
+
+// Build builds the workload the spec describes.
+func (s WorkloadSpec) Build() (*Workload, error) { return BuildWorkload(s.Model, s.Layout, s.Options) }
 
 const bf16 = 2.0 // bytes per element
 
@@ -135,7 +147,7 @@ func BuildWorkload(m presets.Model, l presets.Layout, opt WorkloadOptions) (*Wor
 		b.dropless = a.MoE != nil && *opt.Dropless
 	}
 
-	w := &Workload{Model: m.Name, Layout: l, Stage: pp - 1, Hidden: a.Hidden, TokensPerMB: int(b.T), MicroBatches: l.MicroBatches(), DroplessMoE: b.dropless}
+	w := &Workload{Spec: WorkloadSpec{Model: m, Layout: l, Options: opt}, Model: m.Name, Layout: l, Stage: pp - 1, Hidden: a.Hidden, TokensPerMB: int(b.T), MicroBatches: l.MicroBatches(), DroplessMoE: b.dropless}
 	run := opt.RunMicroBatches
 	if run <= 0 {
 		run = 2
