@@ -1,0 +1,101 @@
+package search
+
+import (
+	"time"
+
+	"cgtune/engine"
+	"cgtune/presets"
+)
+
+// Event is what a running search reports. The TUI and the headless printer
+// consume the same stream; nothing in it refers to a terminal.
+type Event interface{ isEvent() }
+
+// Planned is one candidate of the space: valid (Violations empty) and
+// queued, or rejected by the rules table and never run.
+type Planned struct {
+	Candidate  presets.Candidate `json:"candidate"`
+	Violations []Violation       `json:"violations,omitempty"`
+	// Estimate is the estimate engine's result for a valid candidate, used
+	// for ordering, deadlines and the ETA (nil if none was made).
+	Estimate *engine.Result `json:"estimate,omitempty"`
+}
+
+// Valid reports whether the rules accept the candidate.
+func (p Planned) Valid() bool { return len(p.Violations) == 0 }
+
+// Ranked is a finished candidate in the ranking.
+type Ranked struct {
+	Rank   int           `json:"rank"`
+	Result engine.Result `json:"result"`
+	// JobMs is the job-level time for TrainIters steps: warm-up steps
+	// eager, the capture, the remaining steps graphed.
+	JobMs float64 `json:"job_ms"`
+	// Fits is false when the measured peak would not fit the real job's GPU.
+	Fits bool   `json:"fits"`
+	Note string `json:"note,omitempty"` // why it ranks where it does (ties, memory)
+}
+
+// PlanEvent is the whole space, sent once before anything runs.
+type PlanEvent struct {
+	Space []Planned `json:"space"`
+	Total int       `json:"total"` // candidate runs the strategy plans (all rounds)
+}
+
+// StartEvent: a candidate started on a GPU.
+type StartEvent struct {
+	Candidate presets.Candidate `json:"candidate"`
+	GPU       int               `json:"gpu"`
+	Round     int               `json:"round"`
+	Steps     int               `json:"steps"` // measured steps it will take
+}
+
+// SampleEvent: one step of the running candidate on a GPU.
+type SampleEvent struct {
+	GPU    int               `json:"gpu"`
+	Sample engine.StepSample `json:"sample"`
+}
+
+// ResultEvent: a candidate finished (or failed) on a GPU.
+type ResultEvent struct {
+	GPU    int           `json:"gpu"`
+	Round  int           `json:"round"`
+	Result engine.Result `json:"result"`
+	// Resumed is true when the result came from the journal, not a run.
+	Resumed bool          `json:"resumed,omitempty"`
+	Done    int           `json:"done"`
+	Total   int           `json:"total"`
+	ETA     time.Duration `json:"eta"`
+}
+
+// MemoryEvent is an NVML reading of one GPU (at least twice a second while
+// a search runs on a measuring engine).
+type MemoryEvent struct {
+	GPU      int   `json:"gpu"`
+	UsedMiB  int64 `json:"used_mib"`
+	TotalMiB int64 `json:"total_mib"`
+	UtilGPU  int   `json:"util_gpu_pct"`
+}
+
+// WorkerEvent: a worker died or hung and was replaced.
+type WorkerEvent struct {
+	GPU     int    `json:"gpu"`
+	Message string `json:"message"`
+}
+
+// DoneEvent ends the stream.
+type DoneEvent struct {
+	Ranking     []Ranked `json:"ranking"`
+	Winner      *Ranked  `json:"winner,omitempty"`
+	Interrupted bool     `json:"interrupted"`
+	RunDir      string   `json:"run_dir"`
+	Err         string   `json:"error,omitempty"`
+}
+
+func (PlanEvent) isEvent()   {}
+func (StartEvent) isEvent()  {}
+func (SampleEvent) isEvent() {}
+func (ResultEvent) isEvent() {}
+func (MemoryEvent) isEvent() {}
+func (WorkerEvent) isEvent() {}
+func (DoneEvent) isEvent()   {}
