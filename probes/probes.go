@@ -264,6 +264,24 @@ func LoadCached(dir string, dev engine.DeviceInfo) (Report, bool) {
 	return r, true
 }
 
+// FindCached returns any cached report whose GPU name contains gpu
+// (case-insensitive), for estimates of a GPU this machine has measured.
+func FindCached(dir, gpu string) (Report, bool) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var r Report
+		if json.Unmarshal(b, &r) == nil && r.Device.Name != "" && strings.Contains(strings.ToLower(r.Device.Name), strings.ToLower(gpu)) {
+			r.Cached = true
+			return r, true
+		}
+	}
+	return Report{}, false
+}
+
 // SaveCached writes the report atomically.
 func SaveCached(dir string, r Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
