@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs every test that needs no GPU: go vet, then go test ./... (GPU tests
+# sit behind the gpu build tag and run on a GPU machine: see README).
+set -e
+cd "$(dirname "$0")"
+. scripts/env.sh
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt needed: $unformatted" >&2; exit 1; fi
+go vet ./...
+go test ./... "$@"
