@@ -17,6 +17,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/cuda"
+	"cgtune/engine/estimate"
 	"cgtune/presets"
 	"cgtune/probes"
 )
@@ -122,7 +123,8 @@ func TestAcceptanceTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e2.Close()
-	var all []engine.Result
+	est := estimate.New(rep.Rates, rep.Host, e2.Device())
+	var all, ests []engine.Result
 	for _, tc := range []struct {
 		model string
 		cands []presets.Candidate
@@ -134,15 +136,26 @@ func TestAcceptanceTable(t *testing.T) {
 	} {
 		w := workload(t, tc.model, "h100", engine.WorkloadOptions{})
 		t.Logf("%s h100 layout: %d micro-batches/step (runs %d), %d layers, notes: %s", tc.model, w.MicroBatches, w.RunMicroBatches, len(w.Layers), strings.Join(w.Notes, "; "))
-		t.Logf("%-42s %10s %10s %8s %10s %7s %7s %9s %9s", "candidate", "eager ms", "graph ms", "speedup", "capture ms", "graphs", "nodes", "graph MiB", "peak MiB")
+		t.Logf("%-44s %9s %9s %8s %10s %6s %6s %9s %9s | %9s %7s %8s", "candidate", "eager ms", "graph ms", "speedup", "capture ms", "graphs", "nodes", "graph MiB", "peak MiB", "est. ms", "est err", "est. x")
 		for _, c := range tc.cands {
 			r := e2.Run(ctx, w, c, engine.RunOptions{}, nil)
-			all = append(all, r)
+			x := est.Run(ctx, w, c, engine.RunOptions{}, nil)
+			all, ests = append(all, r), append(ests, x)
 			if r.Failed() {
 				t.Errorf("%s %s: %s", tc.model, c.Label(), r.Err)
 				continue
 			}
-			t.Logf("%-42s %10.1f %10.1f %8.3f %10.0f %7d %7d %9d %9d", tc.model+" "+c.Label(), r.Eager.Median, r.Step.Median, r.Speedup, r.CaptureMs, r.Graphs, r.Nodes, r.Memory.GraphMiB, r.Memory.DevicePeakMiB)
+			rel := (x.Step.Median - r.Step.Median) / r.Step.Median
+			t.Logf("%-44s %9.1f %9.1f %8.4f %10.0f %6d %6d %9d %9d | %9.1f %+6.1f%% %8.4f", tc.model+" "+c.Label(), r.Eager.Median, r.Step.Median, r.Speedup,
+				r.CaptureMs, r.Graphs, r.Nodes, r.Memory.GraphMiB, r.Memory.DevicePeakMiB, x.Step.Median, 100*rel, x.Speedup)
+			if math.Abs(rel) > 0.15 {
+				t.Errorf("%s %s: estimate %.1f ms vs measured %.1f ms (%.1f%%)", tc.model, c.Label(), x.Step.Median, r.Step.Median, 100*rel)
+			}
+			// A speed-up inside the measurement's own spread has no sign.
+			noise := max(0.002, (r.Step.P90-r.Step.P10)/r.Step.Median)
+			if c.Graphed() && math.Abs(r.Speedup-1) > noise && (r.Speedup > 1) != (x.Speedup > 1) {
+				t.Errorf("%s %s: speed-up sign: measured %.4f, estimated %.4f", tc.model, c.Label(), r.Speedup, x.Speedup)
+			}
 			if c.FullIteration() {
 				rel := math.Abs(r.FwdBwdMs-r.FwdBwdKernelMs) / r.FwdBwdKernelMs
 				t.Logf("  full iteration: forward-backward %.1f ms, sum of its kernels %.1f ms (%.2f%%)", r.FwdBwdMs, r.FwdBwdKernelMs, 100*rel)
@@ -153,7 +166,7 @@ func TestAcceptanceTable(t *testing.T) {
 		}
 	}
 	if dir := os.Getenv("CGTUNE_GPU_OUT"); dir != "" {
-		b, _ := json.MarshalIndent(map[string]any{"probe": rep, "results": all}, "", " ")
+		b, _ := json.MarshalIndent(map[string]any{"probe": rep, "results": all, "estimates": ests}, "", " ")
 		os.WriteFile(filepath.Join(dir, "acceptance.json"), b, 0o644)
 	}
 }
