@@ -37,7 +37,7 @@ func configReport(err error) Report {
 }
 
 // stateFor checks mbridge against the config and returns a state over c.
-func stateFor(c *Config, mbridge string) (*state, error) {
+func stateFor(c *Recipe, mbridge string) (*state, error) {
 	gen, mb, err := parseMB(mbridge)
 	if err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func (s *state) runStage(st stage) {
 // Megatron-Core and Transformer Engine it pins) against cfg, in MB's
 // start-up order, applying the auto-fixes MB applies on the way. cfg is not
 // modified. mbridge must be of the generation cfg was built for.
-func Check(cfg *Config, mbridge string) Report {
+func Check(cfg *Recipe, mbridge string) Report {
 	s, err := stateFor(cfg.Clone(), mbridge)
 	if err != nil {
 		return configReport(err)
@@ -123,7 +123,7 @@ func Check(cfg *Config, mbridge string) Report {
 // layer. MB v0.6+ follow §5.2; v0.3–v0.5 shipped laxer versions of
 // _set_cuda_graph_overrides, which are followed for those releases. After a
 // violation cfg is left as the harness had it when it raised.
-func ApplyHarnessFlags(cfg *Config, c presets.Candidate, mbridge string) (notes []string, violations []Violation) {
+func ApplyHarnessFlags(cfg *Recipe, c presets.Candidate, mbridge string) (notes []string, violations []Violation) {
 	s, err := stateFor(cfg, mbridge)
 	if err != nil {
 		return nil, configReport(err).Violations
@@ -264,7 +264,7 @@ func harness04(s *state) {
 // applies it, then every rule. A nil c.Scopes is the whole layer here. A
 // set that cannot be applied is reported as a CONFIG violation.
 func ValidateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string) Report {
-	cfg, err := NewConfig(m, l, mbridge)
+	cfg, err := NewRecipe(m, l, mbridge)
 	if err != nil {
 		return configReport(err)
 	}

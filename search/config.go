@@ -239,10 +239,10 @@ func (v Value) clone() Value {
 	return v
 }
 
-// Config is a recipe's settings as a flat map of dotted keys, seeded from a
+// Recipe is a recipe's settings as a flat map of dotted keys, seeded from a
 // model preset and layout and then overridden by a YAML file, --set values
-// and the perf-harness flags. The zero value is not usable; use NewConfig.
-type Config struct {
+// and the perf-harness flags. The zero value is not usable; use NewRecipe.
+type Recipe struct {
 	gen  presets.Generation
 	mb   int // Megatron-Bridge minor version (0.N)
 	vals map[string]Value
@@ -263,16 +263,16 @@ func parseMB(v string) (presets.Generation, int, error) {
 	return gen, minor, nil
 }
 
-// NewConfig returns the recipe settings of model m on layout l as
+// NewRecipe returns the recipe settings of model m on layout l as
 // Megatron-Bridge version mbridge would start from: the model and layout
 // give the architecture, parallelism and precision; everything else is the
 // MCore/MB default a perf recipe leaves alone.
-func NewConfig(m presets.Model, l presets.Layout, mbridge string) (*Config, error) {
+func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	gen, mb, err := parseMB(mbridge)
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{gen: gen, mb: mb, vals: make(map[string]Value, len(schema)+4)}
+	c := &Recipe{gen: gen, mb: mb, vals: make(map[string]Value, len(schema)+4)}
 	b := func(k string, v bool) { c.vals[k] = Value{Bool: v} }
 	i := func(k string, v int) { c.vals[k] = Value{Int: v} }
 	e := func(k, v string) { c.vals[k] = Value{Str: v} }
@@ -410,7 +410,7 @@ func NewConfig(m presets.Model, l presets.Layout, mbridge string) (*Config, erro
 
 // setPrecision writes the model fields MB's mixed-precision recipe of that
 // name sets (MB src/megatron/bridge/training/mixed_precision.py).
-func (c *Config) setPrecision(p string) error {
+func (c *Recipe) setPrecision(p string) error {
 	set := func(fp8, fp8Recipe, fp4 string) {
 		c.vals["model.bf16"] = Value{Bool: true}
 		c.vals["model.fp16"] = Value{Bool: false}
@@ -439,11 +439,11 @@ func (c *Config) setPrecision(p string) error {
 }
 
 // Generation is the MB API generation the config follows.
-func (c *Config) Generation() presets.Generation { return c.gen }
+func (c *Recipe) Generation() presets.Generation { return c.gen }
 
 // Clone returns an independent copy.
-func (c *Config) Clone() *Config {
-	n := &Config{gen: c.gen, mb: c.mb, vals: make(map[string]Value, len(c.vals))}
+func (c *Recipe) Clone() *Recipe {
+	n := &Recipe{gen: c.gen, mb: c.mb, vals: make(map[string]Value, len(c.vals))}
 	for k, v := range c.vals {
 		n.vals[k] = v.clone()
 	}
@@ -452,7 +452,7 @@ func (c *Config) Clone() *Config {
 
 // Get returns the value of key; env.NAME keys that were never set read as
 // an empty string, like os.getenv(NAME, "").
-func (c *Config) Get(key string) (Value, bool) {
+func (c *Recipe) Get(key string) (Value, bool) {
 	v, ok := c.vals[key]
 	if !ok && strings.HasPrefix(key, envPrefix) && envNameRe.MatchString(key[len(envPrefix):]) {
 		return Value{}, true
@@ -461,11 +461,11 @@ func (c *Config) Get(key string) (Value, bool) {
 }
 
 // Keys lists the keys that have a value, sorted.
-func (c *Config) Keys() []string { return slices.Sorted(maps.Keys(c.vals)) }
+func (c *Recipe) Keys() []string { return slices.Sorted(maps.Keys(c.vals)) }
 
 // field returns the schema entry of key in this config's generation;
 // env.NAME keys are free-text fields.
-func (c *Config) field(key string) (Field, bool) {
+func (c *Recipe) field(key string) (Field, bool) {
 	if strings.HasPrefix(key, envPrefix) {
 		if !envNameRe.MatchString(key[len(envPrefix):]) {
 			return Field{}, false
@@ -480,7 +480,7 @@ func (c *Config) field(key string) (Field, bool) {
 }
 
 // unknownField is the error for a key this generation does not have.
-func (c *Config) unknownField(key string) string {
+func (c *Recipe) unknownField(key string) string {
 	if f, ok := lookupField(key); ok && f.Gen != c.gen {
 		if key == "model.cuda_graph_modules" {
 			return fmt.Sprintf("unknown field %s (Megatron-Bridge 0.%d is %s: it has no such field; use model.cuda_graph_scope)", key, c.mb, c.gen)
@@ -494,7 +494,7 @@ func (c *Config) unknownField(key string) string {
 }
 
 // setValue stores v under key after checking it against the schema.
-func (c *Config) setValue(key string, v Value) error {
+func (c *Recipe) setValue(key string, v Value) error {
 	f, ok := c.field(key)
 	if !ok {
 		return fmt.Errorf("%s", c.unknownField(key))
@@ -742,7 +742,7 @@ func parseHydraValue(s string, listField bool) raw {
 
 // ApplySet applies one `--set key=value` override. Errors name the flag:
 // `--set model.xyz=...: ...`.
-func (c *Config) ApplySet(arg string) error {
+func (c *Recipe) ApplySet(arg string) error {
 	key, val, ok := strings.Cut(arg, "=")
 	key = strings.TrimSpace(key)
 	if !ok || key == "" {

@@ -10,9 +10,9 @@ import (
 	"cgtune/presets"
 )
 
-func newCfg(t *testing.T, m presets.Model, mb string) *Config {
+func newCfg(t *testing.T, m presets.Model, mb string) *Recipe {
 	t.Helper()
-	c, err := NewConfig(m, layoutFor(m), mb)
+	c, err := NewRecipe(m, layoutFor(m), mb)
 	if err != nil {
 		t.Fatalf("NewConfig: %v", err)
 	}
@@ -73,7 +73,7 @@ func TestNewConfigDefaults(t *testing.T) {
 	l := layoutFor(denseModel)
 	l.Precision = "fp8mx"
 	l.RecomputeModules = []string{"mlp"}
-	e, err := NewConfig(denseModel, l, "0.4")
+	e, err := NewRecipe(denseModel, l, "0.4")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +87,11 @@ func TestNewConfigDefaults(t *testing.T) {
 		t.Errorf("granularity = %+v", v)
 	}
 
-	if _, err := NewConfig(denseModel, l, "0.9"); err == nil || !strings.Contains(err.Error(), `unknown Megatron-Bridge version "0.9"`) {
+	if _, err := NewRecipe(denseModel, l, "0.9"); err == nil || !strings.Contains(err.Error(), `unknown Megatron-Bridge version "0.9"`) {
 		t.Errorf("bad version: %v", err)
 	}
 	l.Precision = "fp6"
-	if _, err := NewConfig(denseModel, l, "0.4"); err == nil || !strings.Contains(err.Error(), `unknown precision "fp6"`) {
+	if _, err := NewRecipe(denseModel, l, "0.4"); err == nil || !strings.Contains(err.Error(), `unknown precision "fp6"`) {
 		t.Errorf("bad precision: %v", err)
 	}
 }

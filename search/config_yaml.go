@@ -14,7 +14,7 @@ import (
 
 // LoadOverridesFile applies an overrides YAML file (nested model:, rng:,
 // ddp:, ... as MB's --config-file takes it, reference §6.3) to c.
-func (c *Config) LoadOverridesFile(path string) error {
+func (c *Recipe) LoadOverridesFile(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -28,7 +28,7 @@ var yamlErrLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // Every error is one line, FILE:LINE: field KEY: ..., and unknown keys are
 // rejected by name, as Hydra's struct mode rejects them. Nothing is applied
 // unless the whole file is valid.
-func (c *Config) ApplyYAML(name string, data []byte) error {
+func (c *Recipe) ApplyYAML(name string, data []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -61,7 +61,7 @@ func (c *Config) ApplyYAML(name string, data []byte) error {
 
 // isSection reports whether path is a known group of fields (model,
 // dataset.offline_packing_specs, env, ...).
-func (c *Config) isSection(path string) bool {
+func (c *Recipe) isSection(path string) bool {
 	if path+"." == envPrefix {
 		return true
 	}
@@ -73,7 +73,7 @@ func (c *Config) isSection(path string) bool {
 	return false
 }
 
-func (c *Config) walkYAML(name string, n *yaml.Node, path string) error {
+func (c *Recipe) walkYAML(name string, n *yaml.Node, path string) error {
 	where := path
 	if where == "" {
 		where = "the top level"
@@ -112,7 +112,7 @@ func (c *Config) walkYAML(name string, n *yaml.Node, path string) error {
 	return nil
 }
 
-func (c *Config) setYAMLLeaf(name string, f Field, n *yaml.Node) error {
+func (c *Recipe) setYAMLLeaf(name string, f Field, n *yaml.Node) error {
 	r, ok := nodeRaw(n)
 	if !ok {
 		return fmt.Errorf("%s:%d: field %s: bad value %q (allowed: %s)", name, n.Line, f.Key, nodeText(n), f.allowed(c.gen))

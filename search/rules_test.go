@@ -41,7 +41,7 @@ func run(t *testing.T, rc ruleCase) Report {
 	if m.Name == "" {
 		m = denseModel
 	}
-	cfg, err := NewConfig(m, layoutFor(m), rc.mb)
+	cfg, err := NewRecipe(m, layoutFor(m), rc.mb)
 	if err != nil {
 		t.Fatalf("NewConfig: %v", err)
 	}

@@ -37,7 +37,7 @@ const (
 // state is the recipe as one stage of MB sees it, plus what has been
 // reported so far.
 type state struct {
-	c     *Config
+	c     *Recipe
 	gen   presets.Generation
 	mb    int
 	stage stage
@@ -52,7 +52,7 @@ type state struct {
 	scopeGiven bool
 }
 
-func newState(c *Config, mb int) *state {
+func newState(c *Recipe, mb int) *state {
 	return &state{c: c, gen: c.gen, mb: mb, te: parseVersion(c.vals["te_version"].Str), fired: map[string]bool{}}
 }
 

@@ -123,7 +123,7 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := search.NewConfig(m, l, mb)
+			cfg, err := search.NewRecipe(m, l, mb)
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
