@@ -202,3 +202,42 @@ func TestSummarise(t *testing.T) {
 		t.Error("empty")
 	}
 }
+
+// Every built-in model builds for every layout it has, and the two models
+// the acceptance names match the analytic FLOPs from their preset files.
+func TestBuiltinPresetsBuild(t *testing.T) {
+	models, err := presets.BuiltinModels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range models {
+		for _, g := range m.GPUs() {
+			l, err := m.Layout(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := BuildWorkload(m, l, WorkloadOptions{})
+			if err != nil {
+				t.Errorf("%s/%s: %v", m.Name, g, err)
+				continue
+			}
+			if len(w.Layers) == 0 || w.TotalFLOPs() <= 0 || w.MaxOpBytes() <= 0 || len(w.Optimizer) == 0 {
+				t.Errorf("%s/%s: empty workload", m.Name, g)
+			}
+		}
+	}
+	for _, name := range []string{"llama3_8b", "qwen3_30b_a3b"} {
+		m, err := presets.LookupModel(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildWorkload(m, single, WorkloadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := analytic(m.Arch, single.Seq, float64(single.GBS*single.Seq))
+		if rel := math.Abs(w.TotalFLOPs()-want) / want; rel > 0.05 {
+			t.Errorf("%s preset: %.4g vs analytic %.4g (%.1f%%)", name, w.TotalFLOPs(), want, 100*rel)
+		}
+	}
+}

@@ -16,11 +16,11 @@ import (
 // Costs of capture and instantiation the probes do not measure, fitted to
 // the CUDA engine's capture times on an H200 (bench/results).
 const (
-	captureLaunchUs   = 2.0  // cuLaunchKernel into a capturing stream
-	instantiateNodeUs = 1.5  // cuGraphInstantiate, per node
-	instantiateUs     = 20.0 // cuGraphInstantiate, per graph
-	syncWakeUs        = 3.0  // cuStreamSynchronize returning after the GPU drained
-	contextMiB        = 512  // a CUDA context with cgtune's module
+	captureLaunchUs   = 2.0   // cuLaunchKernel into a capturing stream
+	instantiateNodeUs = 3.5   // cuGraphInstantiate, per node
+	instantiateUs     = 200.0 // per graph: cuGraphInstantiate and its static buffers' allocation
+	syncWakeUs        = 3.0   // cuStreamSynchronize returning after the GPU drained
+	contextMiB        = 1230  // device memory in use with cgtune's context loaded (H200, driver 580)
 	graphNodeBytes    = 2048 // device memory an instantiated graph takes per node
 )
 
