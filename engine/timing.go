@@ -1,6 +1,9 @@
 package engine
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Rates are what a GPU sustains; they size the CUDA engine's kernels and
 // drive the estimate engine. Source says where they came from.
@@ -90,6 +93,24 @@ func (r Rates) OpGraphGPUUs(o Op) float64 {
 // GraphLaunchHostUs is the host cost of launching a graph of n nodes.
 func (r Rates) GraphLaunchHostUs(n int) float64 {
 	return r.GraphLaunchUs + r.GraphLaunchNodeUs*float64(n)
+}
+
+// Scaled multiplies every cost by f: a way to model a framework slower or
+// faster than the probe's plain PyTorch ops (Megatron's module hooks and
+// Transformer Engine's Python wrappers cost more per op).
+func (h HostCosts) Scaled(f float64) HostCosts {
+	if f == 1 {
+		return h
+	}
+	h.ElementwiseUs *= f
+	h.GEMMUs *= f
+	h.NormUs *= f
+	h.AttentionUs *= f
+	h.CollectiveUs *= f
+	h.SyncUs *= f
+	h.GraphReplayUs *= f
+	h.Source = fmt.Sprintf("%s ×%g", h.Source, f)
+	return h
 }
 
 // OpHostUs is the host cost the framework spends before launching op.

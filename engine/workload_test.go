@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"cgtune/presets"
@@ -239,5 +240,17 @@ func TestBuiltinPresetsBuild(t *testing.T) {
 		if rel := math.Abs(w.TotalFLOPs()-want) / want; rel > 0.05 {
 			t.Errorf("%s preset: %.4g vs analytic %.4g (%.1f%%)", name, w.TotalFLOPs(), want, 100*rel)
 		}
+	}
+}
+
+func TestHostCostsScaled(t *testing.T) {
+	h := DefaultHostCosts()
+	s := h.Scaled(2)
+	op := Op{Kind: KindGEMM}
+	if s.OpHostUs(op) != 2*h.OpHostUs(op) || s.GraphReplayUs != 2*h.GraphReplayUs || s.BackwardScale != h.BackwardScale {
+		t.Errorf("%+v", s)
+	}
+	if !strings.HasSuffix(s.Source, "×2") || h.Scaled(1) != h {
+		t.Errorf("source %q", s.Source)
 	}
 }

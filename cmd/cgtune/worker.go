@@ -63,11 +63,15 @@ func openLocalEngine(ctx context.Context, name string, gpu int, estimateGPU stri
 		if err != nil {
 			return nil, err
 		}
-		eng, err := cuda.New(cuda.Options{Ordinal: gpu, Rates: rep.Rates, Host: rep.Host})
+		host, err := hostScale(rep.Host)
+		if err != nil {
+			return nil, err
+		}
+		eng, err := cuda.New(cuda.Options{Ordinal: gpu, Rates: rep.Rates, Host: host})
 		if err != nil {
 			return nil, gpuError(err)
 		}
-		fmt.Fprintf(log, "worker: GPU %d %s, rates from %s, host costs %s\n", gpu, eng.Device().Name, rep.Rates.Source, rep.Host.Source)
+		fmt.Fprintf(log, "worker: GPU %d %s, rates from %s, host costs %s\n", gpu, eng.Device().Name, rep.Rates.Source, host.Source)
 		return eng, nil
 	case "estimate":
 		return estimateEngine(estimateGPU)
@@ -82,14 +86,38 @@ func estimateEngine(gpu string) (engine.Engine, error) {
 		if rep, ok := probes.FindCached(dir, gpu); ok {
 			dev := rep.Device
 			dev.Name += " (estimated from cached probes)"
-			return estimate.New(rep.Rates, rep.Host, dev), nil
+			host, err := hostScale(rep.Host)
+			if err != nil {
+				return nil, err
+			}
+			return estimate.New(rep.Rates, host, dev), nil
 		}
 	}
-	e, err := estimate.ForGPU(gpu)
-	if err != nil {
-		return nil, fail(exitBadInput, "--estimate-gpu: %v", err)
+	r, ok := engine.SpecFor(gpu)
+	if !ok {
+		return nil, fail(exitBadInput, "--estimate-gpu %q: allowed: %s", gpu, strings.Join(engine.SpecNames(), ", "))
 	}
-	return e, nil
+	host, err := hostScale(engine.DefaultHostCosts())
+	if err != nil {
+		return nil, err
+	}
+	return estimate.New(r, host, engine.DeviceInfo{Name: strings.TrimPrefix(r.Source, "spec table: ") + " (estimated)"}), nil
+}
+
+// HostScaleEnv multiplies the emulated framework host costs (both
+// engines; worker processes inherit it).
+const HostScaleEnv = "CGTUNE_HOST_COST_SCALE"
+
+func hostScale(h engine.HostCosts) (engine.HostCosts, error) {
+	v := os.Getenv(HostScaleEnv)
+	if v == "" {
+		return h, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		return h, fail(exitBadInput, "$%s=%q: want a positive number such as 1.5", HostScaleEnv, v)
+	}
+	return h.Scaled(f), nil
 }
 
 // workerSupervisors starts one `cgtune worker` per GPU.

@@ -21,7 +21,7 @@ const (
 	instantiateUs     = 200.0 // per graph: cuGraphInstantiate and its static buffers' allocation
 	syncWakeUs        = 3.0   // cuStreamSynchronize returning after the GPU drained
 	contextMiB        = 1230  // device memory in use with cgtune's context loaded (H200, driver 580)
-	graphNodeBytes    = 2048 // device memory an instantiated graph takes per node
+	graphNodeBytes    = 2048  // device memory an instantiated graph takes per node
 )
 
 // Engine computes results for one GPU's rates and a framework's host costs.
