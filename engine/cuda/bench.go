@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"context"
-	"sort"
 
 	"cgtune/engine"
 )
@@ -28,12 +27,6 @@ func (e *Engine) bound(f func() error) error {
 	}
 	defer unbind()
 	return f()
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	return s[len(s)/2]
 }
 
 // LaunchCostUs is the host time of one launch through the executor's C
@@ -91,33 +84,20 @@ func (e *Engine) GraphNodeUs(count, rounds int) (nodeUs, launchUs float64, err e
 		replay := NewProgram(1)
 		defer replay.Free()
 		replay.Graph("graph", x, 0)
-		e0, err := NewEvent()
+		t, err := newEventTimer()
 		if err != nil {
 			return err
 		}
-		defer e0.Destroy()
-		e1, err := NewEvent()
-		if err != nil {
-			return err
-		}
-		defer e1.Destroy()
+		defer t.destroy()
 		var nodes, launches []float64
 		for i := 0; i < rounds+1; i++ {
-			if err := e0.Record(e.stream); err != nil {
+			var dt int64
+			ms, err := t.timeMs(e.stream, func() error {
+				t0 := NowNs()
+				err := replay.Run(e.stream, 0, 1)
+				dt = NowNs() - t0
 				return err
-			}
-			t0 := NowNs()
-			if err := replay.Run(e.stream, 0, 1); err != nil {
-				return err
-			}
-			dt := NowNs() - t0
-			if err := e1.Record(e.stream); err != nil {
-				return err
-			}
-			if err := e1.Sync(); err != nil {
-				return err
-			}
-			ms, err := Elapsed(e0, e1)
+			})
 			if err != nil {
 				return err
 			}
@@ -184,44 +164,20 @@ func (e *Engine) TimeOpUs(op engine.Op) (float64, error) {
 func (e *Engine) QueuedKernelUs(count int) (float64, error) {
 	var us float64
 	err := e.bound(func() error {
-		e0, err := NewEvent()
+		t, err := newEventTimer()
 		if err != nil {
 			return err
 		}
-		defer e0.Destroy()
-		e1, err := NewEvent()
-		if err != nil {
-			return err
-		}
-		defer e1.Destroy()
+		defer t.destroy()
 		k := e.k
-		p := NewProgram(count + 3)
-		defer p.Free()
 		// The blocker outlasts the host's enqueueing of count launches.
-		p.Spin("blocker", k.Spin, k.SpinGrid(), blockSize, k.spinOut, k.SpinIters(float64(count)*8+500), 0)
-		p.Event(e0)
-		for range count {
+		p := k.queued(t, float64(count)*8+500, count, func(p *Program) {
 			p.Spin("minimal", k.Spin, k.SpinGrid(), blockSize, k.spinOut, 0, 0)
-		}
-		p.Event(e1)
-		var per []float64
-		for i := 0; i < 6; i++ {
-			if err := p.Run(e.stream, 0, p.Len()); err != nil {
-				return err
-			}
-			if err := e1.Sync(); err != nil {
-				return err
-			}
-			ms, err := Elapsed(e0, e1)
-			if err != nil {
-				return err
-			}
-			if i > 0 {
-				per = append(per, ms*1000/float64(count))
-			}
-		}
-		us = median(per)
-		return nil
+		})
+		defer p.Free()
+		ms, err := medianOf(5, func() (float64, error) { return t.runMs(e.stream, p) })
+		us = ms * 1000 / float64(count)
+		return err
 	})
 	return us, err
 }

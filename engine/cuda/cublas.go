@@ -56,29 +56,12 @@ func (k *Kernels) MatrixRate(s Stream, n, reps int) (float64, error) {
 	if err := gemm(3); err != nil { // warm-up: heuristics, clocks
 		return 0, err
 	}
-	e0, err := NewEvent()
+	t, err := newEventTimer()
 	if err != nil {
 		return 0, err
 	}
-	defer e0.Destroy()
-	e1, err := NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer e1.Destroy()
-	if err := e0.Record(s); err != nil {
-		return 0, err
-	}
-	if err := gemm(reps); err != nil {
-		return 0, err
-	}
-	if err := e1.Record(s); err != nil {
-		return 0, err
-	}
-	if err := e1.Sync(); err != nil {
-		return 0, err
-	}
-	ms, err := Elapsed(e0, e1)
+	defer t.destroy()
+	ms, err := t.timeMs(s, func() error { return gemm(reps) })
 	if err != nil {
 		return 0, err
 	}

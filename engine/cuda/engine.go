@@ -547,44 +547,29 @@ func (r *run) kernelBaseline(w *engine.Workload) (baseline, error) {
 // up over the real job's step: the GPU time a perfect launcher reaches.
 func (r *run) kernelSums(w *engine.Workload) (stepMs, fbMs float64, err error) {
 	type sig struct {
-		kind         engine.OpKind
-		bytes, flops float64
-		scale        float64
-		link         string
+		kind           engine.OpKind
+		bytes, flops   float64
+		scale, netFrac float64
+		link           string
 	}
 	cache := map[sig]float64{}
-	e0, err := r.event()
+	t, err := newEventTimer()
 	if err != nil {
 		return 0, 0, err
 	}
-	e1, err := r.event()
-	if err != nil {
-		return 0, 0, err
-	}
+	defer t.destroy()
 	const reps = 10
 	timeOp := func(op engine.Op) (float64, error) {
 		if op.Kind == engine.KindSync {
 			op.Kind = engine.KindElementwise // the copy, not the host's wait
 		}
-		s := sig{op.Kind, op.Bytes, op.FLOPs, op.RateScale, op.Link}
+		s := sig{op.Kind, op.Bytes, op.FLOPs, op.RateScale, op.NetFrac, op.Link}
 		if v, ok := cache[s]; ok {
 			return v, nil
 		}
-		p := NewProgram(reps + 3)
+		p := r.e.k.queued(t, 300, reps, func(p *Program) { r.addOp(p, op, false) })
 		defer p.Free()
-		p.Spin("blocker", r.e.k.Spin, r.e.k.SpinGrid(), blockSize, r.e.k.spinOut, r.e.k.SpinIters(300), 0)
-		p.Event(e0)
-		for range reps {
-			r.addOp(p, op, false)
-		}
-		p.Event(e1)
-		if err := p.Run(r.e.stream, 0, p.Len()); err != nil {
-			return 0, err
-		}
-		if err := e1.Sync(); err != nil {
-			return 0, err
-		}
-		ms, err := Elapsed(e0, e1)
+		ms, err := t.runMs(r.e.stream, p)
 		if err != nil {
 			return 0, err
 		}

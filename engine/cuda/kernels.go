@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sort"
 	"strings"
 )
 
@@ -96,43 +95,18 @@ func (k *Kernels) SpinIters(us float64) int {
 	return int(math.Round(it))
 }
 
-// timeKernels returns the median GPU time in ns of reps runs of the
-// program's items, each run bracketed by events.
+// timeProgram returns the median GPU time in ns of reps runs of the
+// program, each run bracketed by events.
 func timeProgram(s Stream, p *Program, reps int) (float64, error) {
-	e0, err := NewEvent()
+	t, err := newEventTimer()
 	if err != nil {
 		return 0, err
 	}
-	defer e0.Destroy()
-	e1, err := NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer e1.Destroy()
-	var ts []float64
-	for i := 0; i < reps+1; i++ { // the first run warms up
-		if err := e0.Record(s); err != nil {
-			return 0, err
-		}
-		if err := p.Run(s, 0, p.Len()); err != nil {
-			return 0, err
-		}
-		if err := e1.Record(s); err != nil {
-			return 0, err
-		}
-		if err := e1.Sync(); err != nil {
-			return 0, err
-		}
-		ms, err := Elapsed(e0, e1)
-		if err != nil {
-			return 0, err
-		}
-		if i > 0 {
-			ts = append(ts, ms*1e6)
-		}
-	}
-	sort.Float64s(ts)
-	return ts[len(ts)/2], nil
+	defer t.destroy()
+	ms, err := medianOf(reps, func() (float64, error) {
+		return t.timeMs(s, func() error { return p.Run(s, 0, p.Len()) })
+	})
+	return ms * 1e6, err
 }
 
 // Calibrate fits the spin kernel's time to its loop count. A first fit
@@ -151,43 +125,18 @@ func (k *Kernels) Calibrate(s Stream) error {
 		return err
 	}
 	queued := func(iters int) (float64, error) {
-		e0, err := NewEvent()
+		t, err := newEventTimer()
 		if err != nil {
 			return 0, err
 		}
-		defer e0.Destroy()
-		e1, err := NewEvent()
-		if err != nil {
-			return 0, err
-		}
-		defer e1.Destroy()
+		defer t.destroy()
 		const reps = 10
-		p := NewProgram(reps + 3)
-		defer p.Free()
-		p.Spin("blocker", k.Spin, k.SpinGrid(), blockSize, k.spinOut, k.SpinIters(300), 0)
-		p.Event(e0)
-		for range reps {
+		p := k.queued(t, 300, reps, func(p *Program) {
 			p.Spin("calibrate", k.Spin, k.SpinGrid(), blockSize, k.spinOut, iters, 0)
-		}
-		p.Event(e1)
-		var ts []float64
-		for i := 0; i < 6; i++ {
-			if err := p.Run(s, 0, p.Len()); err != nil {
-				return 0, err
-			}
-			if err := e1.Sync(); err != nil {
-				return 0, err
-			}
-			ms, err := Elapsed(e0, e1)
-			if err != nil {
-				return 0, err
-			}
-			if i > 0 {
-				ts = append(ts, ms*1e6/reps)
-			}
-		}
-		sort.Float64s(ts)
-		return ts[len(ts)/2], nil
+		})
+		defer p.Free()
+		ms, err := medianOf(5, func() (float64, error) { return t.runMs(s, p) })
+		return ms * 1e6 / reps, err
 	}
 	return k.fit(queued, lo, hi)
 }
