@@ -84,6 +84,8 @@ var schema = []Field{
 	{Key: "model.moe_input_jitter_eps", Type: TFloat, Nullable: true},
 	{Key: "model.moe_shared_expert_intermediate_size", Type: TInt, Nullable: true, Min: minInt(1)},
 	{Key: "model.moe_shared_expert_overlap", Type: TBool},
+	{Key: "model.moe_pad_experts_for_cuda_graph_inference", Type: TBool,
+		Doc: "drop-and-pad routing with static expert shapes; MB's full-iteration MoE perf recipes set it (reference §1.3)"},
 
 	// Recompute and dropout.
 	{Key: "model.recompute_granularity", Type: TEnum, Nullable: true, Allowed: []string{"full", "selective"}},
@@ -344,6 +346,7 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 		null("model.moe_shared_expert_intermediate_size")
 	}
 	b("model.moe_shared_expert_overlap", false)
+	b("model.moe_pad_experts_for_cuda_graph_inference", false)
 
 	if len(l.RecomputeModules) > 0 {
 		e("model.recompute_granularity", "selective")

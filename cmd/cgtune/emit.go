@@ -44,6 +44,7 @@ Without --scope a graph impl captures the whole layer.`,
 				return err
 			}
 			var r search.Report
+			o := presets.BuildOverrides(c, gen)
 			if model != "" {
 				m, err := presets.LookupModel(model)
 				if err != nil {
@@ -54,6 +55,9 @@ Without --scope a graph impl captures the whole layer.`,
 					return fail(exitBadInput, "%v", err)
 				}
 				r = search.ValidateCandidate(m, l, c, mbridge, nil)
+				// With the model known, its companions too (padded
+				// experts for a full-iteration MoE graph), as the search emits.
+				o = search.WinnerOverrides(m, c, mbridge)
 			} else {
 				r = search.ValidateShape(c, mbridge)
 			}
@@ -66,7 +70,7 @@ Without --scope a graph impl captures the whole layer.`,
 				}
 				return quiet(exitInvalid)
 			}
-			data, err := presets.BuildOverrides(c, gen).Render(format)
+			data, err := o.Render(format)
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}

@@ -1,0 +1,25 @@
+package search
+
+import "cgtune/presets"
+
+// KeyMoEPadForGraphs is MCore's moe_pad_experts_for_cuda_graph_inference:
+// the router drops and pads so that experts see static shapes.
+const KeyMoEPadForGraphs = "model.moe_pad_experts_for_cuda_graph_inference"
+
+// WinnerOverrides are the recipe overrides for candidate c on model m in
+// the field names of Megatron-Bridge mbridge (a release ParseMBridge
+// accepts): presets.BuildOverrides, plus, for a full-iteration graph of an
+// MoE model, moe_pad_experts_for_cuda_graph_inference=true as MB's
+// full-iteration MoE perf recipes set it (MB perf_recipes/qwen/common.py).
+// A graph cannot hold dropless MoE's token-count sync, so what cgtune
+// measured for such a candidate was the padded-expert step (see
+// engine.Workload.FullIterationVariant); without the flag the recipe would
+// not run what was measured.
+func WinnerOverrides(m presets.Model, c presets.Candidate, mbridge string) presets.Overrides {
+	gen, _ := presets.ParseMBridge(mbridge)
+	o := presets.BuildOverrides(c, gen)
+	if c.FullIteration() && m.Arch.MoE != nil {
+		o.Entries = append(o.Entries, presets.Entry{Key: KeyMoEPadForGraphs, Value: true})
+	}
+	return o
+}
