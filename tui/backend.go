@@ -1,0 +1,198 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"cgtune/engine/cuda"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// Backend is everything the TUI needs from the outside world. The TUI calls
+// it only from tea.Cmds, so a slow NVML call, a preset folder on a network
+// mount or a search that takes an hour never blocks a key press.
+type Backend interface {
+	// GPUs lists the NVML devices. An error wrapping ErrNoDriver means this
+	// machine has no NVIDIA driver: the TUI then offers the estimate engine.
+	GPUs(ctx context.Context) ([]cuda.GPUStatus, DriverInfo, error)
+	// TeamPresets lists the presets on the search path (broken ones too,
+	// with their Problem set).
+	TeamPresets() ([]presets.PresetInfo, error)
+	LoadPreset(name string) (presets.TeamPreset, error)
+	// Plan expands the request's space and checks every candidate against
+	// the rules (search.Plan).
+	Plan(req Request) ([]search.Planned, error)
+	// Start runs the search (search.Run) on its own goroutine and forwards
+	// every event; NVML memory readings of the GPUs in use are merged in as
+	// search.MemoryEvent. The channel is closed after the DoneEvent.
+	// Cancelling ctx stops the search; the runner then still sends a
+	// DoneEvent (Interrupted) with the partial ranking.
+	Start(ctx context.Context, req Request) (<-chan search.Event, error)
+	// WriteOverrides writes an overrides file atomically.
+	WriteOverrides(path string, data []byte) error
+	// SavePreset saves a team preset in the user folder and returns its
+	// path; without overwrite, an existing preset of that name is an error
+	// wrapping ErrPresetExists.
+	SavePreset(p presets.TeamPreset, overwrite bool) (string, error)
+}
+
+// ErrNoDriver is what Backend.GPUs wraps when there is no NVIDIA driver.
+var ErrNoDriver = errors.New("no NVIDIA driver")
+
+// ErrPresetExists is what Backend.SavePreset wraps when the name is taken.
+var ErrPresetExists = errors.New("preset exists")
+
+// DriverInfo is the driver of the machine's GPUs.
+type DriverInfo struct {
+	Version string // e.g. 580.65.06
+	CUDA    string // CUDA version the driver supports, e.g. 13.0
+}
+
+// Strategies are the search strategies the TUI offers.
+var Strategies = []string{"halving", "exhaustive"}
+
+// Budgets are the time budgets the TUI cycles through.
+var Budgets = []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute, time.Hour}
+
+// Request is one search as the person set it up. The cmd side turns it into
+// the runner's configuration (engines, run folder, defaults the TUI does not
+// expose), so the TUI does not depend on how the runner is wired.
+type Request struct {
+	Model   presets.Model
+	Layout  presets.Layout // Layout.GPU is the GPU type (h100, b200, ...)
+	MBridge string
+	Space   presets.Space
+	// Strategy is one of Strategies; Budget bounds the search's wall time.
+	Strategy string
+	Budget   time.Duration
+	// GPUs are the NVML indices to measure on; empty with Estimate.
+	GPUs []int
+	// Estimate selects the estimate engine (no GPU, labelled ESTIMATE): it
+	// estimates for Layout.GPU.
+	Estimate bool
+}
+
+// Messages the Cmds deliver back to Update.
+
+type gpusMsg struct {
+	gpus   []cuda.GPUStatus
+	driver DriverInfo
+	err    error
+}
+
+type presetsMsg struct {
+	list []presets.PresetInfo
+	err  error
+}
+
+type presetLoadedMsg struct {
+	name   string
+	preset presets.TeamPreset
+	err    error
+}
+
+type planMsg struct {
+	seq  int // drops answers to a space that has changed since
+	plan []search.Planned
+	err  error
+}
+
+type startedMsg struct {
+	events <-chan search.Event
+	err    error
+}
+
+// eventMsg is one event of the running search; closed says the channel is
+// done (after the DoneEvent, or without one if the backend failed).
+type eventMsg struct {
+	ev     search.Event
+	closed bool
+}
+
+type writtenMsg struct {
+	path, format string
+	lines        int
+	err          error
+}
+
+type savedMsg struct {
+	name, path string
+	err        error
+}
+
+type tickMsg time.Time
+
+func fetchGPUs(ctx context.Context, b Backend) tea.Cmd {
+	return func() tea.Msg {
+		g, d, err := b.GPUs(ctx)
+		return gpusMsg{gpus: g, driver: d, err: err}
+	}
+}
+
+func fetchPresets(b Backend) tea.Cmd {
+	return func() tea.Msg {
+		l, err := b.TeamPresets()
+		return presetsMsg{list: l, err: err}
+	}
+}
+
+func loadPreset(b Backend, name string) tea.Cmd {
+	return func() tea.Msg {
+		p, err := b.LoadPreset(name)
+		return presetLoadedMsg{name: name, preset: p, err: err}
+	}
+}
+
+func planCmd(b Backend, seq int, req Request) tea.Cmd {
+	return func() tea.Msg {
+		p, err := b.Plan(req)
+		return planMsg{seq: seq, plan: p, err: err}
+	}
+}
+
+func startCmd(ctx context.Context, b Backend, req Request) tea.Cmd {
+	return func() tea.Msg {
+		ch, err := b.Start(ctx, req)
+		return startedMsg{events: ch, err: err}
+	}
+}
+
+// waitForEvent reads one event; Update asks for the next one after handling
+// it, so the channel is drained at the pace the TUI can draw.
+func waitForEvent(ch <-chan search.Event) tea.Cmd {
+	return func() tea.Msg {
+		ev, ok := <-ch
+		if !ok {
+			return eventMsg{closed: true}
+		}
+		return eventMsg{ev: ev}
+	}
+}
+
+func writeCmd(b Backend, path, format string, data []byte) tea.Cmd {
+	return func() tea.Msg {
+		err := b.WriteOverrides(path, data)
+		lines := 0
+		for _, c := range data {
+			if c == '\n' {
+				lines++
+			}
+		}
+		return writtenMsg{path: path, format: format, lines: lines, err: err}
+	}
+}
+
+func saveCmd(b Backend, p presets.TeamPreset, overwrite bool) tea.Cmd {
+	return func() tea.Msg {
+		path, err := b.SavePreset(p, overwrite)
+		return savedMsg{name: p.Name, path: path, err: err}
+	}
+}
+
+func tick() tea.Cmd {
+	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
+}

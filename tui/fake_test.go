@@ -1,0 +1,311 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"cgtune/engine"
+	"cgtune/engine/cuda"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// fakeBackend is a scripted Backend: fixed GPUs and presets, a plan made
+// with the real rules table over a few candidates, and a search that plays
+// back a list of events.
+type fakeBackend struct {
+	mu       sync.Mutex
+	gpus     []cuda.GPUStatus
+	driver   DriverInfo
+	gpuErr   error
+	presets  []presets.PresetInfo
+	loadable map[string]presets.TeamPreset
+	events   []search.Event
+	dir      string // WriteOverrides writes under it (relative paths)
+	written  map[string][]byte
+	saved    []presets.TeamPreset
+	existing map[string]bool // preset names SavePreset reports as taken
+	started  []Request
+	planned  []Request
+}
+
+func newFake(t *testing.T) *fakeBackend {
+	return &fakeBackend{
+		gpus: []cuda.GPUStatus{
+			{Index: 0, Name: "NVIDIA H200", UsedMiB: 512, TotalMiB: 143771, UtilGPU: 0},
+			{Index: 1, Name: "NVIDIA H200", UsedMiB: 70_112, TotalMiB: 143771, UtilGPU: 97,
+				Processes: []cuda.ProcessUse{{PID: 4242, Name: "/usr/bin/python3", UsedMiB: 69_600}}},
+		},
+		driver: DriverInfo{Version: "580.65.06", CUDA: "13.0"},
+		presets: []presets.PresetInfo{
+			{Name: "team-llama70", Path: "/presets/team-llama70.yaml", Source: presets.SourceEnv, Model: "llama3_70b", GPU: "h100"},
+			{Name: "broken", Path: "/presets/broken.yaml", Source: presets.SourceEnv, Problem: "broken.yaml:3: unknown field \"modle\""},
+		},
+		loadable: map[string]presets.TeamPreset{
+			"team-llama70": {
+				Version: presets.FileVersion, Name: "team-llama70", Model: "llama3_70b", GPU: "h100",
+				Space:   presets.Space{Impls: []string{"transformer_engine"}, Scopes: [][]string{{"attn"}, {"attn", "mlp"}}, Warmups: []int{3}},
+				MBridge: "0.4",
+			},
+		},
+		events:   scriptedEvents(),
+		dir:      t.TempDir(),
+		written:  map[string][]byte{},
+		existing: map[string]bool{},
+	}
+}
+
+func (f *fakeBackend) GPUs(context.Context) ([]cuda.GPUStatus, DriverInfo, error) {
+	return f.gpus, f.driver, f.gpuErr
+}
+
+func (f *fakeBackend) TeamPresets() ([]presets.PresetInfo, error) { return f.presets, nil }
+
+func (f *fakeBackend) LoadPreset(name string) (presets.TeamPreset, error) {
+	p, ok := f.loadable[name]
+	if !ok {
+		return presets.TeamPreset{}, fmt.Errorf("preset %q not found", name)
+	}
+	return p, nil
+}
+
+// planCandidates are checked with the real rules, so rejected rows carry
+// real rule ids and messages.
+var planCandidates = []presets.Candidate{
+	{Impl: "none", Scopes: []string{}, Warmup: 3},
+	{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3},
+	{Impl: "transformer_engine", Scopes: []string{"attn", "mlp"}, Warmup: 3},
+	{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3},
+	{Impl: "transformer_engine", Scopes: []string{"moe"}, Warmup: 3},
+	{Impl: "transformer_engine", Scopes: []string{"full_iteration"}, Warmup: 3},
+	{Impl: "transformer_engine", Scopes: []string{"mamba"}, Warmup: 3},
+}
+
+func (f *fakeBackend) Plan(req Request) ([]search.Planned, error) {
+	f.mu.Lock()
+	f.planned = append(f.planned, req)
+	f.mu.Unlock()
+	var out []search.Planned
+	for i, c := range planCandidates {
+		rep := search.ValidateCandidate(req.Model, req.Layout, c, req.MBridge, nil)
+		p := search.Planned{Candidate: c, Violations: rep.Violations}
+		if p.Valid() {
+			r := result(c, 120-float64(i)*8, 0)
+			p.Estimate = &r
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) Start(_ context.Context, req Request) (<-chan search.Event, error) {
+	f.mu.Lock()
+	f.started = append(f.started, req)
+	f.mu.Unlock()
+	ch := make(chan search.Event, len(f.events))
+	for _, e := range f.events {
+		ch <- e
+	}
+	close(ch)
+	return ch, nil
+}
+
+func (f *fakeBackend) WriteOverrides(path string, data []byte) error {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(f.dir, path)
+	}
+	f.mu.Lock()
+	f.written[path] = data
+	f.mu.Unlock()
+	return presets.WriteFileAtomic(path, data, 0o644)
+}
+
+func (f *fakeBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.existing[p.Name] && !overwrite {
+		return "", fmt.Errorf("%w: %s", ErrPresetExists, p.Name)
+	}
+	f.saved = append(f.saved, p)
+	return "/home/u/.config/cgtune/presets/" + p.Name + ".yaml", nil
+}
+
+var (
+	cTEAttn    = presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3}
+	cTEAttnMLP = presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn", "mlp"}, Warmup: 3}
+	cLocalFull = presets.Candidate{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}
+	cNone      = presets.Candidate{Impl: "none", Scopes: []string{}, Warmup: 3}
+)
+
+// result is a finished measurement of c: step ms, 130 ms eager.
+func result(c presets.Candidate, step float64, graph int64) engine.Result {
+	return engine.Result{
+		Candidate: c, Source: engine.Measured,
+		Device:    engine.DeviceInfo{Index: 0, Name: "NVIDIA H200", Driver: "580.65.06", MemoryMiB: 143771},
+		Step:      engine.Stats{Median: step, P10: step * 0.98, P90: step * 1.02, N: 8},
+		Eager:     engine.Stats{Median: 130, N: 5},
+		Speedup:   130 / step,
+		CaptureMs: 850, Graphs: 160, Nodes: 9000,
+		Memory: engine.Memory{GraphMiB: graph, GraphFullJobMiB: graph * 2},
+	}
+}
+
+func samples(c presets.Candidate) []search.Event {
+	var evs []search.Event
+	phases := []struct {
+		phase string
+		n     int
+		ms    float64
+	}{{engine.PhaseEager, 5, 130}, {engine.PhaseWarmup, 3, 128}, {engine.PhaseCapture, 1, 260}, {engine.PhaseMeasure, 8, 104}}
+	step := 0
+	for _, p := range phases {
+		for i := range p.n {
+			evs = append(evs, search.SampleEvent{GPU: 0, Sample: engine.StepSample{
+				Candidate: c.Key(), Phase: p.phase, Step: step, StepMs: p.ms + float64(i%3),
+			}})
+			step++
+		}
+	}
+	return evs
+}
+
+// scriptedEvents is a small search: plan, two candidates measured, one
+// OOM, memory readings, and the ranking.
+func scriptedEvents() []search.Event {
+	space := []search.Planned{
+		{Candidate: cNone},
+		{Candidate: cTEAttn},
+		{Candidate: cTEAttnMLP},
+		{Candidate: cLocalFull},
+		{Candidate: presets.Candidate{Impl: "transformer_engine", Scopes: []string{"moe"}, Warmup: 3},
+			Violations: []search.Violation{{ID: "TC-18", Message: "moe scope needs MoE layers"}}},
+	}
+	rAttn := result(cTEAttn, 112, 900)
+	rAttnMLP := result(cTEAttnMLP, 104, 1400)
+	rNone := result(cNone, 130, 0)
+	rFull := engine.Result{Candidate: cLocalFull, Source: engine.Measured, Err: "CUDA_ERROR_OUT_OF_MEMORY during capture", ErrKind: engine.ErrOOM}
+	evs := []search.Event{
+		search.PlanEvent{Space: space, Total: 4},
+		search.MemoryEvent{GPU: 0, UsedMiB: 2048, TotalMiB: 143771, UtilGPU: 3},
+		search.StartEvent{Candidate: cNone, GPU: 0, Round: 1, Steps: 8},
+		search.ResultEvent{GPU: 0, Round: 1, Result: rNone, Done: 1, Total: 4, ETA: 90 * time.Second},
+		search.StartEvent{Candidate: cTEAttn, GPU: 0, Round: 1, Steps: 8},
+		search.ResultEvent{GPU: 0, Round: 1, Result: rAttn, Done: 2, Total: 4, ETA: 60 * time.Second},
+		search.StartEvent{Candidate: cLocalFull, GPU: 0, Round: 1, Steps: 8},
+		search.ResultEvent{GPU: 0, Round: 1, Result: rFull, Done: 3, Total: 4, ETA: 30 * time.Second},
+		search.StartEvent{Candidate: cTEAttnMLP, GPU: 0, Round: 1, Steps: 8},
+	}
+	evs = append(evs, samples(cTEAttnMLP)...)
+	evs = append(evs,
+		search.MemoryEvent{GPU: 0, UsedMiB: 61_234, TotalMiB: 143771, UtilGPU: 96},
+		search.ResultEvent{GPU: 0, Round: 1, Result: rAttnMLP, Done: 4, Total: 4, ETA: 0},
+	)
+	ranking := []search.Ranked{
+		{Rank: 1, Result: rAttnMLP, JobMs: 5_400, Fits: true},
+		{Rank: 2, Result: rAttn, JobMs: 5_800, Fits: true},
+		{Rank: 3, Result: rNone, JobMs: 6_500, Fits: true},
+		{Rank: 4, Result: rFull, Fits: false},
+	}
+	w := ranking[0]
+	return append(evs, search.DoneEvent{Ranking: ranking, Winner: &w, RunDir: "/tmp/cgtune-run"})
+}
+
+// clock is a settable time source for Options.Now.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func newTestModel(t *testing.T, f *fakeBackend, w, h int) (*Model, *clock) {
+	t.Helper()
+	clk := &clock{t: t0}
+	m := New(f, Options{NoColor: true, Version: "0.1.0-test", Now: clk.now, Model: "llama3_70b", GPUType: "h100"})
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	// What Init's Cmds would deliver.
+	g, d, err := f.GPUs(context.Background())
+	m.Update(gpusMsg{gpus: g, driver: d, err: err})
+	l, _ := f.TeamPresets()
+	m.Update(presetsMsg{list: l})
+	return m, clk
+}
+
+// send delivers a message and returns the Cmd Update gave back.
+func send(m *Model, msg tea.Msg) tea.Cmd {
+	_, cmd := m.Update(msg)
+	return cmd
+}
+
+func press(m *Model, keys ...string) tea.Cmd {
+	var cmd tea.Cmd
+	for _, k := range keys {
+		cmd = send(m, keyMsg(k))
+	}
+	return cmd
+}
+
+// keyMsg builds the key press bubbletea would deliver for a key name.
+func keyMsg(k string) tea.KeyPressMsg {
+	switch k {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "tab":
+		return tea.KeyPressMsg{Code: tea.KeyTab}
+	case "space":
+		return tea.KeyPressMsg{Code: tea.KeySpace, Text: " "}
+	case "up":
+		return tea.KeyPressMsg{Code: tea.KeyUp}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "left":
+		return tea.KeyPressMsg{Code: tea.KeyLeft}
+	case "right":
+		return tea.KeyPressMsg{Code: tea.KeyRight}
+	case "backspace":
+		return tea.KeyPressMsg{Code: tea.KeyBackspace}
+	case "ctrl+c":
+		return tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
+	case "ctrl+u":
+		return tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl}
+	}
+	r := []rune(k)
+	return tea.KeyPressMsg{Code: r[0], Text: k}
+}
+
+// planNow runs the plan the space screen asked for, synchronously.
+func planNow(t *testing.T, m *Model, f *fakeBackend) {
+	t.Helper()
+	p, err := f.Plan(m.request())
+	send(m, planMsg{seq: m.planSeq, plan: p, err: err})
+}
+
+// playEvents feeds the fake's events to the run screen, n of them (all
+// when n < 0), as the waitForEvent Cmds would.
+func playEvents(m *Model, f *fakeBackend, n int) {
+	ch := make(chan search.Event)
+	send(m, startedMsg{events: ch})
+	for i, e := range f.events {
+		if n >= 0 && i >= n {
+			return
+		}
+		send(m, eventMsg{ev: e})
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,124 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+)
+
+// Golden files of every screen at 80×24 and 160×48, in plain (NO_COLOR)
+// styles so they are readable text. Regenerate with go test ./tui -update.
+
+var sizes = []struct{ w, h int }{{80, 24}, {160, 48}}
+
+// screenStates puts a model into each screen's interesting state.
+var screenStates = []struct {
+	name  string
+	setup func(t *testing.T, m *Model, f *fakeBackend, clk *clock)
+}{
+	{"model", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {}},
+	{"model_filter_moe", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "q", "w", "e", "n")
+	}},
+	{"model_layout_error", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "tab", "down", "down", "3", "enter")
+	}},
+	{"model_preset", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		cmd := press(m, "t", "e", "a", "m")
+		send(m, cmd())
+	}},
+	{"gpu", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "enter")
+	}},
+	{"gpu_no_driver", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
+		press(m, "enter", "e")
+	}},
+	{"space", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "enter", "enter")
+		planNow(t, m, f)
+	}},
+	{"run", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "enter", "enter")
+		planNow(t, m, f)
+		press(m, "enter")
+		clk.t = clk.t.Add(75 * time.Second)
+		playEvents(m, f, len(f.events)-2) // the last candidate is measuring
+	}},
+	{"run_stop", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "enter", "enter")
+		planNow(t, m, f)
+		press(m, "enter")
+		clk.t = clk.t.Add(40 * time.Second)
+		playEvents(m, f, 6)
+		press(m, "q")
+	}},
+	{"results", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "enter", "enter")
+		planNow(t, m, f)
+		press(m, "enter")
+		clk.t = clk.t.Add(2 * time.Minute)
+		playEvents(m, f, -1)
+	}},
+	{"results_write_prompt", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "enter", "enter")
+		planNow(t, m, f)
+		press(m, "enter")
+		playEvents(m, f, -1)
+		press(m, "f", "w")
+	}},
+}
+
+func TestGolden(t *testing.T) {
+	for _, s := range screenStates {
+		for _, sz := range sizes {
+			t.Run(fmt.Sprintf("%s/%dx%d", s.name, sz.w, sz.h), func(t *testing.T) {
+				f := newFake(t)
+				m, clk := newTestModel(t, f, sz.w, sz.h)
+				s.setup(t, m, f, clk)
+				out := m.View().Content
+				checkFrame(t, out, sz.w, sz.h)
+				golden.RequireEqual(t, out)
+			})
+		}
+	}
+}
+
+// checkFrame asserts the view fills the window exactly: h lines, none
+// wider than w, so nothing wraps or scrolls in a real terminal.
+func checkFrame(t *testing.T, out string, w, h int) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) != h {
+		t.Errorf("view has %d lines, want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if n := ansi.StringWidth(l); n > w {
+			t.Errorf("line %d is %d cells wide (max %d): %q", i+1, n, w, l)
+		}
+	}
+}
+
+// TestGoldenColour keeps one screen in colour (dark palette), so a style
+// that goes missing or changes colour shows up in review.
+func TestGoldenColour(t *testing.T) {
+	f := newFake(t)
+	clk := &clock{t: t0}
+	m := New(f, Options{Version: "0.1.0-test", Now: clk.now, Model: "llama3_70b"})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	g, d, _ := f.GPUs(context.Background())
+	m.Update(gpusMsg{gpus: g, driver: d})
+	press(m, "enter", "enter")
+	planNow(t, m, f)
+	press(m, "enter")
+	playEvents(m, f, -1)
+	out := m.View().Content
+	checkFrame(t, out, 80, 24)
+	golden.RequireEqual(t, out)
+}

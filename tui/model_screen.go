@@ -1,0 +1,729 @@
+package tui
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
+	"cgtune/presets"
+)
+
+// Screen (a): the model, its architecture and its layout.
+
+const (
+	focusList   = 0
+	focusLayout = 1
+)
+
+type modelScreen struct {
+	focus  int
+	filter string
+	cursor int // index into the filtered items
+	offset int // first list row shown
+
+	row, col int    // layout grid cursor
+	editing  bool   // digits are being typed into the field under the cursor
+	edit     string // what has been typed
+}
+
+// listItem is a built-in model or a team preset.
+type listItem struct {
+	builtin *presets.Model
+	preset  *presets.PresetInfo
+}
+
+func (it listItem) name() string {
+	if it.builtin != nil {
+		return it.builtin.Name
+	}
+	return it.preset.Name
+}
+
+// matches is the type-to-filter test: a substring of the name, display
+// name, family or (for a preset) the model it uses.
+func (it listItem) matches(f string) bool {
+	if f == "" {
+		return true
+	}
+	f = strings.ToLower(f)
+	var hay []string
+	if it.builtin != nil {
+		hay = []string{it.builtin.Name, it.builtin.Display, it.builtin.Family, it.builtin.Kind()}
+	} else {
+		hay = []string{it.preset.Name, it.preset.Model, it.preset.GPU}
+	}
+	for _, h := range hay {
+		if strings.Contains(strings.ToLower(h), f) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Model) listItems() []listItem {
+	var out []listItem
+	for i := range m.builtins {
+		it := listItem{builtin: &m.builtins[i]}
+		if it.matches(m.modelScr.filter) {
+			out = append(out, it)
+		}
+	}
+	for i := range m.presets {
+		// A preset hidden behind an earlier one of the same name cannot be
+		// loaded by name; listing it would only confuse.
+		if m.presets[i].ShadowedBy != "" {
+			continue
+		}
+		it := listItem{preset: &m.presets[i]}
+		if it.matches(m.modelScr.filter) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// selectInitial picks the --model (or the first built-in) on start.
+func (m *Model) selectInitial() {
+	if len(m.builtins) == 0 {
+		return
+	}
+	i := slices.IndexFunc(m.builtins, func(b presets.Model) bool { return b.Name == m.opts.Model })
+	if m.opts.Model != "" && i < 0 {
+		m.setStatus("unknown model %q; pick one from the list", m.opts.Model)
+	}
+	i = max(i, 0)
+	m.modelScr.cursor = i
+	m.applyBuiltin(m.builtins[i], m.opts.GPUType)
+}
+
+// applyBuiltin selects a built-in model with its default layout for gpu
+// (or for the GPU type in use, or its first one).
+func (m *Model) applyBuiltin(b presets.Model, gpu string) {
+	if gpu == "" {
+		gpu = m.sel.layout.GPU
+	}
+	gpus := b.GPUs()
+	if !slices.Contains(gpus, gpu) && len(gpus) > 0 {
+		gpu = gpus[0]
+	}
+	fromPreset := m.sel.preset != ""
+	m.sel.model, m.sel.preset = b.Clone(), ""
+	l, err := b.Layout(gpu)
+	m.sel.layout, m.sel.err = l, err
+	if fromPreset {
+		// The space came with the preset; a built-in starts from the default.
+		m.space = newSpaceChoice(presets.DefaultSpace())
+	}
+	m.validateLayout()
+}
+
+// applyPreset selects a loaded team preset: its model, layout, MB version
+// and search space.
+func (m *Model) applyPreset(p presets.TeamPreset) {
+	model, err := p.ResolveModel()
+	if err != nil {
+		m.setError(fmt.Errorf("preset %s: %w", p.Name, err))
+		return
+	}
+	if err := p.FillLayout(); err != nil {
+		m.setError(fmt.Errorf("preset %s: %w", p.Name, err))
+		return
+	}
+	m.sel = selection{model: model, preset: p.Name, layout: p.Layout, mbridge: p.MBridge, inline: p.ModelInline != nil}
+	if m.sel.layout.GPU == "" {
+		m.sel.layout.GPU = p.GPU
+	}
+	m.space = newSpaceChoice(p.Space)
+	m.validateLayout()
+}
+
+func (m *Model) validateLayout() {
+	if m.sel.model.Name == "" {
+		return
+	}
+	m.sel.err = m.sel.model.ValidateLayout(m.sel.layout)
+}
+
+// onCursor makes the selection follow the list cursor; a team preset is
+// loaded (once) through the backend.
+func (m *Model) onCursor() tea.Cmd {
+	items := m.listItems()
+	if len(items) == 0 {
+		return nil
+	}
+	m.modelScr.cursor = min(max(m.modelScr.cursor, 0), len(items)-1)
+	it := items[m.modelScr.cursor]
+	m.modelScr.editing = false
+	if it.builtin != nil {
+		if m.sel.preset != "" || m.sel.model.Name != it.builtin.Name {
+			m.applyBuiltin(*it.builtin, "")
+		}
+		return nil
+	}
+	if it.preset.Problem != "" {
+		return nil
+	}
+	if got, ok := m.loaded[it.preset.Name]; ok {
+		if got.err == nil && m.sel.preset != it.preset.Name {
+			m.applyPreset(got.preset)
+		}
+		return nil
+	}
+	return loadPreset(m.backend, it.preset.Name)
+}
+
+func (m *Model) onPresetLoaded(msg presetLoadedMsg) tea.Cmd {
+	m.loaded[msg.name] = msg
+	if msg.err != nil {
+		m.setError(fmt.Errorf("preset %s: %w", msg.name, msg.err))
+		return nil
+	}
+	items := m.listItems()
+	if c := m.modelScr.cursor; c < len(items) && items[c].preset != nil && items[c].preset.Name == msg.name {
+		m.applyPreset(msg.preset)
+	}
+	return nil
+}
+
+func (m *Model) modelKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := m.keys
+	s := &m.modelScr
+	if key.Matches(msg, k.Focus) {
+		m.commitEdit()
+		s.focus = 1 - s.focus
+		return nil
+	}
+	if key.Matches(msg, k.Next) {
+		m.commitEdit()
+		if m.sel.model.Name == "" {
+			m.setStatus("pick a model first")
+			return nil
+		}
+		if m.sel.err != nil {
+			m.setError(fmt.Errorf("fix the layout first: %v", m.sel.err))
+			return nil
+		}
+		return m.goTo(screenGPU)
+	}
+	if s.focus == focusList {
+		return m.modelListKey(msg)
+	}
+	return m.layoutKey(msg)
+}
+
+// isFilterRune reports whether r may be typed into the filter: the
+// characters of model and preset names, so other keys stay commands.
+func isFilterRune(s string) bool {
+	if len(s) != 1 {
+		return false
+	}
+	c := s[0]
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+func (m *Model) modelListKey(msg tea.KeyPressMsg) tea.Cmd {
+	s := &m.modelScr
+	switch msg.String() {
+	case "up":
+		s.cursor--
+		return m.onCursor()
+	case "down":
+		s.cursor++
+		return m.onCursor()
+	case "pgup":
+		s.cursor -= 10
+		return m.onCursor()
+	case "pgdown":
+		s.cursor += 10
+		return m.onCursor()
+	case "left":
+		m.cycleGPUType(-1)
+		return nil
+	case "right":
+		m.cycleGPUType(1)
+		return nil
+	case "backspace":
+		if s.filter != "" {
+			s.filter = s.filter[:len(s.filter)-1]
+			s.cursor = 0
+			return m.onCursor()
+		}
+		return nil
+	case "esc":
+		if s.filter != "" {
+			s.filter, s.cursor = "", 0
+			return m.onCursor()
+		}
+		return nil
+	}
+	if isFilterRune(msg.Text) {
+		s.filter += strings.ToLower(msg.Text)
+		s.cursor = 0
+		return m.onCursor()
+	}
+	return nil
+}
+
+// layoutField is one editable cell of the layout grid.
+type layoutField struct {
+	label string
+	get   func(m *Model) string
+	// step changes the value by one notch (+1 or -1).
+	step func(m *Model, dir int)
+	// set takes a typed number; nil for fields that are not numbers.
+	set func(m *Model, v int)
+}
+
+// layoutGrid is the editor's two columns, row by row.
+var layoutGrid = [][2]layoutField{
+	{
+		{label: "GPU type", get: func(m *Model) string { return m.sel.layout.GPU }, step: (*Model).cycleGPUType},
+		{label: "MB", get: func(m *Model) string { return m.sel.mbridge }, step: func(m *Model, _ int) { m.toggleMBridge() }},
+	},
+	{
+		intField("GPUs", func(l *presets.Layout) *int { return &l.NumGPUs }, 1, true),
+		{label: "Precision", get: func(m *Model) string { return m.sel.layout.Precision }, step: func(m *Model, dir int) {
+			m.sel.layout.Precision = nextIn(presets.Precisions(), m.sel.layout.Precision, dir)
+		}},
+	},
+	{
+		intField("TP", func(l *presets.Layout) *int { return &l.TP }, 1, true),
+		intField("PP", func(l *presets.Layout) *int { return &l.PP }, 1, true),
+	},
+	{
+		intField("VP", func(l *presets.Layout) *int { return &l.VP }, 0, false),
+		intField("CP", func(l *presets.Layout) *int { return &l.CP }, 1, true),
+	},
+	{
+		intField("EP", func(l *presets.Layout) *int { return &l.EP }, 1, true),
+		intField("MBS", func(l *presets.Layout) *int { return &l.MBS }, 1, true),
+	},
+	{
+		intField("GBS", func(l *presets.Layout) *int { return &l.GBS }, 1, true),
+		intField("Seq", func(l *presets.Layout) *int { return &l.Seq }, 1, true),
+	},
+}
+
+// intField edits an integer of the layout. Parallel degrees and sizes move
+// in powers of two (what recipes use); VP moves by one, 0 meaning none.
+func intField(label string, ptr func(*presets.Layout) *int, minV int, pow2 bool) layoutField {
+	return layoutField{
+		label: label,
+		get: func(m *Model) string {
+			v := *ptr(&m.sel.layout)
+			if label == "VP" && v == 0 {
+				return "—"
+			}
+			if label != "VP" && v == 0 {
+				v = 1 // unset degrees read as 1
+			}
+			return strconv.Itoa(v)
+		},
+		step: func(m *Model, dir int) {
+			p := ptr(&m.sel.layout)
+			v := max(*p, minV)
+			switch {
+			case pow2 && dir > 0:
+				v *= 2
+			case pow2:
+				v /= 2
+			default:
+				v += dir
+			}
+			*p = max(v, minV)
+		},
+		set: func(m *Model, v int) { *ptr(&m.sel.layout) = v },
+	}
+}
+
+func (m *Model) field() layoutField { return layoutGrid[m.modelScr.row][m.modelScr.col] }
+
+func (m *Model) cycleGPUType(dir int) {
+	gpus := m.sel.model.GPUs()
+	if len(gpus) < 2 {
+		m.setStatus("%s has a layout for %s only", m.sel.model.Name, strings.Join(gpus, ", "))
+		return
+	}
+	gpu := nextIn(gpus, m.sel.layout.GPU, dir)
+	l, err := m.sel.model.Layout(gpu)
+	if err != nil {
+		m.setError(err)
+		return
+	}
+	m.sel.layout = l
+	m.validateLayout()
+	m.setStatus("layout: %s's default for %s", m.sel.model.Name, gpu)
+}
+
+func (m *Model) toggleMBridge() {
+	if m.sel.mbridge == "0.6" {
+		m.sel.mbridge = "0.4"
+	} else {
+		m.sel.mbridge = "0.6"
+	}
+}
+
+// commitEdit applies typed digits to the field under the cursor.
+func (m *Model) commitEdit() {
+	s := &m.modelScr
+	if !s.editing {
+		return
+	}
+	s.editing = false
+	f := m.field()
+	if v, err := strconv.Atoi(s.edit); err == nil && f.set != nil {
+		f.set(m, v)
+		m.validateLayout()
+	}
+	s.edit = ""
+}
+
+func (m *Model) layoutKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := m.keys
+	s := &m.modelScr
+	if s.editing {
+		switch msg.String() {
+		case "backspace":
+			if len(s.edit) > 0 {
+				s.edit = s.edit[:len(s.edit)-1]
+			}
+			if s.edit == "" {
+				s.editing = false
+			}
+			return nil
+		case "esc":
+			s.editing, s.edit = false, ""
+			return nil
+		}
+		if len(msg.Text) == 1 && msg.Text[0] >= '0' && msg.Text[0] <= '9' {
+			if len(s.edit) < 7 {
+				s.edit += msg.Text
+			}
+			return nil
+		}
+		m.commitEdit()
+	}
+	switch {
+	case msg.String() == "esc":
+		s.focus = focusList
+	case msg.String() == "up" || msg.String() == "k":
+		s.row = max(s.row-1, 0)
+	case msg.String() == "down" || msg.String() == "j":
+		s.row = min(s.row+1, len(layoutGrid)-1)
+	case msg.String() == "left" || msg.String() == "h":
+		s.col = 0
+	case msg.String() == "right" || msg.String() == "l":
+		s.col = 1
+	case msg.String() == "+" || msg.String() == "=" || msg.String() == "space":
+		m.field().step(m, 1)
+		m.validateLayout()
+	case msg.String() == "-":
+		m.field().step(m, -1)
+		m.validateLayout()
+	case key.Matches(msg, k.GPUType):
+		m.cycleGPUType(1)
+	case key.Matches(msg, k.MBridge):
+		m.toggleMBridge()
+	case len(msg.Text) == 1 && msg.Text[0] >= '0' && msg.Text[0] <= '9':
+		if m.field().set != nil {
+			s.editing, s.edit = true, msg.Text
+		}
+	}
+	return nil
+}
+
+func (m *Model) modelHelp() helpKeys {
+	k := m.keys
+	if m.modelScr.focus == focusList {
+		short := []key.Binding{
+			withHelp(k.Up, "↑/↓", "model"),
+			withHelp(k.Left, "←/→", "gpu type"),
+			withHelp(k.Focus, "tab", "edit layout"),
+			k.Next,
+			withHelp(k.Quit, "ctrl+c", "quit"),
+		}
+		return helpKeys{short: short, full: [][]key.Binding{
+			{withHelp(k.Up, "↑/↓", "move"), withHelp(k.PageDown, "pgup/pgdn", "page")},
+			{withHelp(k.ClearFilter, "a-z 0-9", "filter"), withHelp(k.ClearFilter, "backspace", "delete"), k.ClearFilter},
+			{withHelp(k.Left, "←/→", "gpu type"), withHelp(k.Focus, "tab", "edit layout"), k.Next, withHelp(k.Quit, "ctrl+c", "quit")},
+		}}
+	}
+	if m.modelScr.editing {
+		return helpKeys{short: []key.Binding{
+			withHelp(k.Next, "0-9", "type"), withHelp(k.Next, "enter", "set"), withHelp(k.Back, "esc", "cancel"),
+		}}
+	}
+	short := []key.Binding{
+		withHelp(k.Up, "arrows", "field"),
+		withHelp(k.Inc, "+/-", "change"),
+		withHelp(k.Inc, "0-9", "type"),
+		k.Next,
+		withHelp(k.Focus, "tab", "list"),
+		k.GPUType, withHelp(k.MBridge, "v", "MB version"),
+		k.Quit,
+	}
+	return helpKeys{short: short, full: [][]key.Binding{
+		{withHelp(k.Up, "↑/↓/←/→", "field"), withHelp(k.Inc, "+/-", "change"), withHelp(k.Inc, "0-9", "type a number")},
+		{k.GPUType, k.MBridge, withHelp(k.Focus, "tab/esc", "model list")},
+		{k.Next, k.Quit, k.Help},
+	}}
+}
+
+// --- view ---------------------------------------------------------------
+
+func (m *Model) modelView(w, h int) string {
+	listW := 30
+	if w >= 120 {
+		listW = 50
+	}
+	right := m.modelDetail(w-listW-3, h)
+	return sideBySide(m.modelList(listW, h), listW, right, 3)
+}
+
+func (m *Model) modelList(w, h int) string {
+	st := m.st
+	s := &m.modelScr
+	var b strings.Builder
+	title := "Models"
+	if s.focus == focusList {
+		title = st.Focused.Render(title)
+	} else {
+		title = st.Title.Render(title)
+	}
+	b.WriteString(title + "\n")
+	filter := st.Faint.Render("type to filter")
+	if s.filter != "" {
+		filter = st.Value.Render(s.filter)
+	}
+	if s.focus == focusList {
+		filter += st.Accent.Render("▏")
+	}
+	b.WriteString(st.Label.Render("Filter › ") + filter + "\n")
+
+	items := m.listItems()
+	type row struct {
+		text   string
+		cursor bool
+	}
+	var rows []row
+	cursorRow := 0
+	lastKind := ""
+	nameW := 18
+	// A wide list has room for the display name too.
+	wide := w >= 48
+	for i, it := range items {
+		kind := "BUILT-IN"
+		if it.preset != nil {
+			kind = "TEAM PRESETS"
+		}
+		if kind != lastKind {
+			rows = append(rows, row{text: st.Header.Render(kind)})
+			lastKind = kind
+		}
+		mark := "  "
+		cur := i == s.cursor
+		if cur {
+			mark = st.Cursor.Render("› ")
+			cursorRow = len(rows)
+		}
+		var line string
+		if it.builtin != nil {
+			name := padRight(truncate(it.builtin.Name, nameW), nameW)
+			if cur {
+				name = st.Cursor.Render(name)
+			}
+			line = mark + name + " " + st.Muted.Render(padRight(it.builtin.Kind(), 7))
+			if wide {
+				line += st.Faint.Render(truncate(it.builtin.Display, w-nameW-11))
+			}
+		} else {
+			p := it.preset
+			name := padRight(truncate(p.Name, nameW), nameW)
+			switch {
+			case p.Problem != "":
+				line = mark + st.Faint.Render(name+" ! broken")
+			case cur:
+				line = mark + st.Cursor.Render(name) + " " + st.Muted.Render(padRight(p.GPU, 7))
+			default:
+				line = mark + name + " " + st.Muted.Render(padRight(p.GPU, 7))
+			}
+			if wide && p.Problem == "" {
+				line += st.Faint.Render(truncate(p.Model, w-nameW-11))
+			}
+		}
+		rows = append(rows, row{text: line, cursor: cur})
+	}
+	if len(items) == 0 {
+		rows = append(rows, row{text: st.Faint.Render("no model or preset matches")})
+	}
+	listH := max(h-2, 1)
+	// Keep the cursor row in view; the first rows (a section header) stay
+	// visible when the cursor is near the top.
+	if cursorRow < s.offset {
+		s.offset = max(cursorRow-1, 0)
+	}
+	if cursorRow >= s.offset+listH {
+		s.offset = cursorRow - listH + 1
+	}
+	s.offset = min(s.offset, max(len(rows)-listH, 0))
+	for i := s.offset; i < len(rows) && i < s.offset+listH; i++ {
+		b.WriteString(rows[i].text + "\n")
+	}
+	return b.String()
+}
+
+func (m *Model) modelDetail(w, h int) string {
+	st := m.st
+	mod := m.sel.model
+	if mod.Name == "" {
+		return st.Faint.Render("no model selected")
+	}
+	var b strings.Builder
+	title := mod.Display
+	if title == "" {
+		title = mod.Name
+	}
+	sub := mod.Name + " · " + mod.Kind()
+	if mod.Family != "" {
+		sub += " · " + mod.Family
+	}
+	if m.sel.preset != "" {
+		sub = "preset " + m.sel.preset + " · " + sub
+	}
+	b.WriteString(truncate(st.Title.Render(title)+"  "+st.Muted.Render(sub), w) + "\n")
+	for _, l := range archLines(mod.Arch, w) {
+		b.WriteString(l.render(st) + "\n")
+	}
+	b.WriteString("\n")
+	title = "Layout"
+	if m.modelScr.focus == focusLayout {
+		title = st.Focused.Render(title)
+	} else {
+		title = st.Title.Render(title)
+	}
+	l := m.sel.layout
+	b.WriteString(truncate(title+"  "+st.Muted.Render(fmt.Sprintf("for %s · DP %d · %d micro-batches", l.GPU, l.DP(), l.MicroBatches())), w) + "\n")
+	colW := max(min((w-2)/2, 24), 18)
+	for r, cells := range layoutGrid {
+		var line strings.Builder
+		for c, f := range cells {
+			cur := m.modelScr.focus == focusLayout && m.modelScr.row == r && m.modelScr.col == c
+			val := f.get(m)
+			if cur && m.modelScr.editing {
+				val = m.modelScr.edit + "▏"
+			}
+			label := padRight(f.label, 10)
+			cell := "  " + st.Label.Render(label) + st.Value.Render(val)
+			if cur {
+				mark := "› "
+				if !st.Plain {
+					mark = "▸ "
+				}
+				cell = st.Cursor.Render(mark) + st.Cursor.Render(label) + st.Cursor.Render(val)
+				if st.Plain {
+					cell = "› " + label + "[" + val + "]"
+				}
+			}
+			if c == 0 {
+				cell = padRight(cell, colW)
+			}
+			line.WriteString(cell)
+		}
+		b.WriteString(line.String() + "\n")
+	}
+	b.WriteString(st.Faint.Render(truncate(mbridgeNote(m.sel.mbridge), w)) + "\n")
+	if m.sel.err != nil {
+		b.WriteString(st.Err.Render(wrap("✗ "+m.sel.err.Error(), w)) + "\n")
+	} else if l.Source != "" && h > 18 {
+		b.WriteString(st.Faint.Render(truncate("from "+l.Source, w)) + "\n")
+	}
+	return b.String()
+}
+
+// mbridgeNote says what the MB version changes in the overrides, so the
+// toggle is not a mystery.
+func mbridgeNote(mb string) string {
+	switch gen, err := presets.ParseMBridge(mb); {
+	case err != nil:
+		return err.Error()
+	case gen == presets.G2:
+		return "MB " + mb + " (G2): overrides use cuda_graph_scope; full iteration is local + full_iteration"
+	default:
+		return "MB " + mb + " (G3): overrides use cuda_graph_modules; full iteration is its own impl"
+	}
+}
+
+// archLine is one "label value  label value" line of the architecture.
+type archLine [][2]string
+
+func (l archLine) render(st Styles) string {
+	var parts []string
+	for _, kv := range l {
+		parts = append(parts, st.Label.Render(kv[0])+" "+st.Value.Render(kv[1]))
+	}
+	return strings.Join(parts, "   ")
+}
+
+// archLines lays out the architecture in as few lines as the width allows.
+func archLines(a presets.Arch, w int) []archLine {
+	pairs := [][2]string{
+		{"Layers", strconv.Itoa(a.Layers)},
+		{"Hidden", strconv.Itoa(a.Hidden)},
+		{"FFN", strconv.Itoa(a.FFNHidden)},
+		{"Heads", strconv.Itoa(a.Heads)},
+	}
+	if a.KVGroups > 0 {
+		pairs = append(pairs, [2]string{"KV groups", strconv.Itoa(a.KVGroups)})
+	} else if a.MLA != nil {
+		pairs = append(pairs, [2]string{"Attention", fmt.Sprintf("MLA (kv rank %d)", a.MLA.KVLoraRank)})
+	}
+	pairs = append(pairs, [2]string{"Head dim", strconv.Itoa(a.HeadDim)}, [2]string{"Vocab", strconv.Itoa(a.Vocab)})
+	var lines []archLine
+	var cur archLine
+	width := 0
+	for _, p := range pairs {
+		pw := len(p[0]) + 1 + len(p[1]) + 3
+		if width+pw > w && len(cur) > 0 {
+			lines = append(lines, cur)
+			cur, width = nil, 0
+		}
+		cur = append(cur, p)
+		width += pw
+	}
+	if len(cur) > 0 {
+		lines = append(lines, cur)
+	}
+	if a.MoE != nil {
+		moe := fmt.Sprintf("%d experts · top-%d · ffn %d", a.MoE.Experts, a.MoE.TopK, a.MoE.FFNHidden)
+		if a.MoE.SharedExpertFFN > 0 {
+			moe += fmt.Sprintf(" · shared %d", a.MoE.SharedExpertFFN)
+		}
+		if a.MoE.FirstDenseLayers > 0 {
+			moe += fmt.Sprintf(" · %d dense first", a.MoE.FirstDenseLayers)
+		}
+		lines = append(lines, archLine{{"MoE", truncate(moe, w-4)}})
+	} else {
+		lines = append(lines, archLine{{"MoE", "none (dense)"}})
+	}
+	if a.HybridPattern != "" {
+		lines = append(lines, archLine{{"Hybrid", truncate(patternSummary(a.HybridPattern), w-7)}})
+	}
+	return lines
+}
+
+// patternSummary counts the layer kinds of a hybrid pattern and shows its
+// start: "M×27 *×4 -×0 E×23 · MEMEM*EM…".
+func patternSummary(p string) string {
+	names := map[rune]string{'M': "mamba", '*': "attn", '-': "mlp", 'E': "moe"}
+	var parts []string
+	for _, r := range presets.HybridPatternChars {
+		if n := strings.Count(p, string(r)); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, names[r]))
+		}
+	}
+	return strings.Join(parts, " · ") + "  " + p
+}

@@ -1,0 +1,590 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
+	"cgtune/engine"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// Screen (e): the ranking, the overrides, writing them and saving the run
+// as a team preset.
+
+type promptKind int
+
+const (
+	promptNone promptKind = iota
+	promptPath
+	promptName
+	promptOverwrite
+)
+
+type resultsScreen struct {
+	cursor int
+	offset int
+	format int // index into presets.Formats
+	prompt promptKind
+	input  string
+	// pending is the preset waiting for the overwrite answer.
+	pending presets.TeamPreset
+}
+
+// formatExt is the file extension of each override format, for the
+// default path of the write prompt.
+var formatExt = map[string]string{"yaml": "yaml", "dotlist": "dotlist", "python": "py", "flags": "flags", "json": "json"}
+
+func (m *Model) showResults() tea.Cmd {
+	m.resScr.cursor, m.resScr.offset = 0, 0
+	cmd := m.goTo(screenResults)
+	switch d := m.done; {
+	case d == nil:
+	case d.Err != "":
+		m.setError(fmt.Errorf("search failed: %s", d.Err))
+	case d.Winner == nil:
+		m.setError(errors.New("no candidate succeeded"))
+	case d.Interrupted:
+		m.setStatus("search stopped early: the ranking holds the candidates that finished")
+	default:
+		m.setStatus("search finished: %s wins", d.Winner.Result.Candidate.Label())
+	}
+	return cmd
+}
+
+// ranking is the DoneEvent's ranking in rank order.
+func (m *Model) ranking() []search.Ranked {
+	if m.done == nil {
+		return nil
+	}
+	r := slices.Clone(m.done.Ranking)
+	slices.SortStableFunc(r, func(a, b search.Ranked) int { return a.Rank - b.Rank })
+	return r
+}
+
+// shownCandidate is the candidate whose overrides are shown: the one under
+// the cursor (the winner at first).
+func (m *Model) shownCandidate() (search.Ranked, bool) {
+	r := m.ranking()
+	if len(r) == 0 {
+		return search.Ranked{}, false
+	}
+	c := min(m.resScr.cursor, len(r)-1)
+	return r[c], true
+}
+
+func (m *Model) format() string { return presets.Formats[m.resScr.format] }
+
+// overridesText renders the shown candidate's overrides in the format.
+func (m *Model) overridesText() ([]byte, error) {
+	rk, ok := m.shownCandidate()
+	if !ok {
+		return nil, errors.New("no result to emit")
+	}
+	if rk.Result.Failed() {
+		return nil, fmt.Errorf("%s failed (%s); it has no overrides worth emitting", rk.Result.Candidate.Label(), rk.Result.ErrKind)
+	}
+	o := m.opts.Overrides(m.sel.model, rk.Result.Candidate, m.sel.mbridge)
+	return o.Render(m.format())
+}
+
+func (m *Model) defaultPath() string {
+	return "./cgtune-overrides." + formatExt[m.format()]
+}
+
+var presetNameBad = regexp.MustCompile(`[^a-z0-9._-]+`)
+
+// defaultPresetName is model-gpu, made a valid preset name.
+func (m *Model) defaultPresetName() string {
+	n := strings.ToLower(m.sel.model.Name + "-" + m.sel.layout.GPU)
+	n = presetNameBad.ReplaceAllString(n, "-")
+	return strings.TrimLeft(n, "._-")
+}
+
+func (m *Model) resultsKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := m.keys
+	s := &m.resScr
+	if s.prompt != promptNone {
+		return m.promptKey(msg)
+	}
+	switch {
+	case key.Matches(msg, k.Up):
+		s.cursor = max(s.cursor-1, 0)
+	case key.Matches(msg, k.Down):
+		s.cursor = min(s.cursor+1, max(len(m.ranking())-1, 0))
+	case key.Matches(msg, k.Format):
+		s.format = (s.format + 1) % len(presets.Formats)
+	case key.Matches(msg, k.Write):
+		if _, err := m.overridesText(); err != nil {
+			m.setError(err)
+			return nil
+		}
+		s.prompt, s.input = promptPath, m.defaultPath()
+	case key.Matches(msg, k.Save):
+		s.prompt, s.input = promptName, m.defaultPresetName()
+	case key.Matches(msg, k.New):
+		return m.goTo(screenSpace)
+	case key.Matches(msg, k.Back):
+		m.screen = screenRun
+	}
+	return nil
+}
+
+// promptKey edits the one-line prompt: typing appends, backspace and
+// ctrl+w delete, ctrl+u clears, enter accepts, esc cancels.
+func (m *Model) promptKey(msg tea.KeyPressMsg) tea.Cmd {
+	s := &m.resScr
+	if s.prompt == promptOverwrite {
+		switch {
+		case key.Matches(msg, m.keys.Confirm):
+			s.prompt = promptNone
+			return saveCmd(m.backend, s.pending, true)
+		case key.Matches(msg, m.keys.Deny):
+			s.prompt = promptNone
+			m.setStatus("preset not saved")
+		}
+		return nil
+	}
+	switch msg.String() {
+	case "esc":
+		s.prompt = promptNone
+		m.setStatus("cancelled")
+		return nil
+	case "enter":
+		return m.acceptPrompt()
+	case "backspace":
+		if r := []rune(s.input); len(r) > 0 {
+			s.input = string(r[:len(r)-1])
+		}
+		return nil
+	case "ctrl+u":
+		s.input = ""
+		return nil
+	case "ctrl+w":
+		t := strings.TrimRight(s.input, " /")
+		if i := strings.LastIndexAny(t, " /"); i >= 0 {
+			s.input = t[:i+1]
+		} else {
+			s.input = ""
+		}
+		return nil
+	}
+	if msg.Text != "" {
+		s.input += msg.Text
+	}
+	return nil
+}
+
+// onPaste appends pasted text to the prompt (one line).
+func (m *Model) onPaste(text string) {
+	if m.resScr.prompt == promptPath || m.resScr.prompt == promptName {
+		m.resScr.input += strings.TrimSpace(strings.SplitN(text, "\n", 2)[0])
+	}
+}
+
+func (m *Model) acceptPrompt() tea.Cmd {
+	s := &m.resScr
+	in := strings.TrimSpace(s.input)
+	switch s.prompt {
+	case promptPath:
+		if in == "" {
+			m.setError(errors.New("give a file path"))
+			return nil
+		}
+		data, err := m.overridesText()
+		if err != nil {
+			m.setError(err)
+			return nil
+		}
+		s.prompt = promptNone
+		m.setStatus("writing %s…", in)
+		return writeCmd(m.backend, in, m.format(), data)
+	case promptName:
+		if !presets.ValidName(in) {
+			m.setError(fmt.Errorf("%q is not a preset name (allowed: [a-z0-9][a-z0-9._-]*)", in))
+			return nil
+		}
+		p, err := m.teamPreset(in)
+		if err != nil {
+			m.setError(err)
+			return nil
+		}
+		s.prompt = promptNone
+		m.setStatus("saving preset %s…", in)
+		return saveCmd(m.backend, p, false)
+	}
+	return nil
+}
+
+// teamPreset is the whole run as a team preset: model, layout, space, MB
+// version and, when a candidate won, the measured (or estimated) result.
+func (m *Model) teamPreset(name string) (presets.TeamPreset, error) {
+	req := m.request()
+	if m.run != nil {
+		req = m.run.req // what actually ran, not what the toggles say now
+	}
+	p := presets.TeamPreset{
+		Version: presets.FileVersion,
+		Name:    name,
+		GPU:     req.Layout.GPU,
+		Layout:  req.Layout,
+		Space:   req.Space,
+		MBridge: req.MBridge,
+	}
+	if _, err := presets.LookupModel(req.Model.Name); err == nil && !m.sel.inline {
+		p.Model = req.Model.Name
+	} else {
+		mod := req.Model.Clone()
+		p.ModelInline = &mod
+	}
+	engineName := "measured"
+	if req.Estimate {
+		engineName = "estimated"
+	}
+	p.Description = fmt.Sprintf("cgtune %s search (%s, budget %s) of %s on %s", req.Strategy, engineName, fmtDur(req.Budget), req.Model.Name, req.Layout.GPU)
+	if m.done != nil && m.done.Winner != nil {
+		res := m.done.Winner.Result
+		r := &presets.Result{
+			Winner:        res.Candidate,
+			StepMS:        res.Step.Median,
+			EagerStepMS:   res.Eager.Median,
+			Speedup:       res.Speedup,
+			MemoryMiB:     float64(graphMiB(res)),
+			Engine:        res.Source,
+			GPUName:       res.Device.Name,
+			DriverVersion: res.Device.Driver,
+			CgtuneVersion: m.opts.Version,
+			MeasuredAt:    m.opts.Now(),
+		}
+		if r.Engine == "" {
+			r.Engine = engineName
+		}
+		if r.GPUName == "" && len(req.GPUs) > 0 {
+			for _, g := range m.gpus {
+				if g.Index == req.GPUs[0] {
+					r.GPUName = g.Name
+				}
+			}
+		}
+		if r.DriverVersion == "" {
+			r.DriverVersion = m.driver.Version
+		}
+		if r.Winner.Scopes == nil {
+			r.Winner.Scopes = []string{}
+		}
+		p.Result = r
+	}
+	if err := p.Validate(); err != nil {
+		return presets.TeamPreset{}, fmt.Errorf("cannot save the run as a preset: %w", err)
+	}
+	return p, nil
+}
+
+// graphMiB is the graph memory of a result at the real job's scale when
+// the run emulated fewer layers or micro-batches: what "fits" is about.
+func graphMiB(r engine.Result) int64 {
+	if r.Memory.GraphFullJobMiB > 0 {
+		return r.Memory.GraphFullJobMiB
+	}
+	return r.Memory.GraphMiB
+}
+
+func (m *Model) onWritten(msg writtenMsg) {
+	if msg.err != nil {
+		m.setError(fmt.Errorf("write %s: %w", msg.path, msg.err))
+		return
+	}
+	m.setStatus("wrote %s (%s, %d lines)", msg.path, msg.format, msg.lines)
+}
+
+func (m *Model) onSaved(msg savedMsg) tea.Cmd {
+	switch {
+	case errors.Is(msg.err, ErrPresetExists):
+		p, err := m.teamPreset(msg.name)
+		if err != nil {
+			m.setError(err)
+			return nil
+		}
+		m.resScr.pending, m.resScr.prompt = p, promptOverwrite
+		m.setStatus("preset %s exists", msg.name)
+	case msg.err != nil:
+		m.setError(fmt.Errorf("save preset %s: %w", msg.name, msg.err))
+	default:
+		m.setStatus("saved preset %s to %s", msg.name, msg.path)
+		// The list on the model screen should show it from now on.
+		return fetchPresets(m.backend)
+	}
+	return nil
+}
+
+func (m *Model) resultsHelp() helpKeys {
+	k := m.keys
+	switch m.resScr.prompt {
+	case promptPath, promptName:
+		return helpKeys{short: []key.Binding{withHelp(k.Next, "enter", "ok"), withHelp(k.Back, "esc", "cancel"), withHelp(k.Back, "ctrl+u", "clear")}}
+	case promptOverwrite:
+		return helpKeys{short: []key.Binding{withHelp(k.Confirm, "y", "overwrite"), withHelp(k.Deny, "n", "keep the old one")}}
+	}
+	short := []key.Binding{k.Write, k.Format, k.Save, withHelp(k.Up, "↑/↓", "candidate"), k.New, withHelp(k.Back, "esc", "run"), k.Quit}
+	return helpKeys{short: short, full: [][]key.Binding{
+		{withHelp(k.Up, "↑/↓", "show a candidate's overrides"), k.Format},
+		{k.Write, k.Save},
+		{k.New, withHelp(k.Back, "esc", "back to the run"), k.Quit, k.Help},
+	}}
+}
+
+// --- view ---------------------------------------------------------------
+
+func (m *Model) resultsView(w, h int) string {
+	st := m.st
+	d := m.done
+	if d == nil {
+		return st.Faint.Render("no results yet")
+	}
+	var head strings.Builder
+	title := st.Title.Render("Ranking")
+	sub := fmt.Sprintf("%d finished", len(d.Ranking))
+	if m.run != nil {
+		sub += fmt.Sprintf(" · %s · %s on %s", m.run.req.Strategy, m.sel.model.Name, m.sel.layout.GPU)
+	}
+	if m.estimate || (m.run != nil && m.run.req.Estimate) {
+		sub += " · " + st.Estimate.Render(" ESTIMATE ")
+	}
+	head.WriteString(title + "  " + st.Muted.Render(sub) + "\n")
+	headLines := 1
+	switch {
+	case d.Err != "":
+		head.WriteString(st.Err.Render(wrap("✗ search failed: "+d.Err, w)) + "\n")
+		headLines++
+	case d.Interrupted:
+		head.WriteString(st.Warn.Render("stopped early: only the candidates that finished are ranked") + "\n")
+		headLines++
+	}
+	if d.RunDir != "" && h >= 30 {
+		head.WriteString(st.Faint.Render("run folder "+d.RunDir) + "\n")
+		headLines++
+	}
+
+	prompt := m.promptLine(w)
+	if w >= 140 {
+		// Wide: ranking and the candidate's details on the left, the
+		// overrides on the right.
+		leftW := w * 11 / 20
+		rightW := w - leftW - 3
+		ov := m.overridesLines(rightW)
+		left := m.rankingTable(leftW, min(len(d.Ranking)+1, h-headLines-12))
+		if rk, ok := m.shownCandidate(); ok {
+			left += "\n\n" + strings.Join(m.resultDetail(rk, leftW), "\n")
+		}
+		right := strings.Join(fitLines(ov, h-headLines-2, rightW), "\n")
+		body := head.String() + sideBySide(left, leftW, right, 3)
+		return fitBlock(body, w, h-1) + "\n" + prompt
+	}
+	// Narrow: the table takes what the overrides leave, at least 3 rows.
+	ov := m.overridesLines(w)
+	ovH := min(len(ov), max(h-headLines-1-5-1, 3))
+	tableH := h - headLines - 1 - ovH - 1
+	var b strings.Builder
+	b.WriteString(head.String())
+	b.WriteString(m.rankingTable(w, tableH) + "\n\n")
+	b.WriteString(strings.Join(fitLines(ov, ovH, w), "\n"))
+	return fitBlock(b.String(), w, h-1) + "\n" + prompt
+}
+
+// fitLines keeps the first h lines, ending in … when some were left out.
+func fitLines(lines []string, h, w int) []string {
+	out := make([]string, 0, h)
+	for i, l := range lines {
+		if i >= h {
+			break
+		}
+		if i == h-1 && len(lines) > h {
+			l = "…"
+		}
+		out = append(out, truncate(l, w))
+	}
+	return out
+}
+
+func (m *Model) rankingTable(w, h int) string {
+	st := m.st
+	t := newTable(w,
+		column{title: "#", width: 2, right: true},
+		column{title: "CANDIDATE", width: 18, flex: true},
+		column{title: "STEP ms", width: 7, right: true},
+		column{title: "SPEEDUP", width: 7, right: true},
+		column{title: "CAPT ms", width: 7, right: true},
+		column{title: "GRAPH MiB", width: 9, right: true},
+		column{title: "JOB", width: 6, right: true},
+		column{title: "FITS", width: 4},
+	)
+	r := m.ranking()
+	var b strings.Builder
+	b.WriteString(t.header(st) + "\n")
+	rows := max(h-1, 1)
+	s := &m.resScr
+	s.offset = scrollWindow(s.offset, s.cursor, len(r), rows)
+	winner := ""
+	if m.done.Winner != nil {
+		winner = m.done.Winner.Result.Candidate.Key()
+	}
+	for i := s.offset; i < len(r) && i < s.offset+rows; i++ {
+		rk := r[i]
+		res := rk.Result
+		label := candName(res.Candidate)
+		rank := fmt.Sprintf("%d", rk.Rank)
+		if res.Candidate.Key() == winner {
+			rank = "★"
+		}
+		cur := i == s.cursor
+		var line string
+		if res.Failed() {
+			line = t.row(rank, label, "failed", "", "", "", "", res.ErrKind)
+			line = st.Err.Render(line)
+		} else {
+			fits := "yes"
+			if !rk.Fits {
+				fits = "NO"
+			}
+			job := fmtJob(rk.JobMs)
+			line = t.row(rank, label, fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), fmtMs(res.CaptureMs),
+				fmt.Sprintf("%d", graphMiB(res)), job, fits)
+			switch {
+			case cur:
+				line = st.Cursor.Render(line)
+			case !rk.Fits:
+				line = st.Warn.Render(line)
+			}
+		}
+		if cur && st.Plain {
+			line = "›" + strings.TrimPrefix(line, " ")
+		}
+		b.WriteString(line + "\n")
+	}
+	if len(r) == 0 {
+		b.WriteString(st.Faint.Render("no candidate finished") + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// resultDetail describes one ranked candidate in full.
+func (m *Model) resultDetail(rk search.Ranked, w int) []string {
+	st := m.st
+	res := rk.Result
+	kv := func(k, v string) string { return truncate(st.Label.Render(padRight(k, 10))+st.Value.Render(v), w) }
+	lines := []string{st.Title.Render("Details") + "  " + st.Muted.Render(fmt.Sprintf("#%d %s · %s", rk.Rank, candName(res.Candidate), res.Source))}
+	if res.Failed() {
+		return append(lines, st.Err.Render(wrap(res.ErrKind+": "+res.Err, w)))
+	}
+	lines = append(lines,
+		kv("step", fmt.Sprintf("%s ms (p10 %s · p90 %s · %d steps)", fmtMs(res.Step.Median), fmtMs(res.Step.P10), fmtMs(res.Step.P90), res.Step.N)),
+		kv("eager", fmt.Sprintf("%s ms → %s", fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))),
+		kv("capture", captureText(res)),
+		kv("memory", memoryText(res)),
+		kv("job", fmt.Sprintf("%s for the whole job · fits: %v", fmtJob(rk.JobMs), rk.Fits)),
+		kv("device", strings.TrimSpace(res.Device.Name+" "+res.Device.Driver)),
+	)
+	if res.Scaling != "" {
+		lines = append(lines, kv("scaling", res.Scaling))
+	}
+	if rk.Note != "" {
+		lines = append(lines, kv("note", rk.Note))
+	}
+	for _, n := range res.Notes {
+		lines = append(lines, st.Faint.Render(truncate("· "+n, w)))
+	}
+	return lines
+}
+
+func captureText(r engine.Result) string {
+	s := fmt.Sprintf("%s ms · %d graphs · %d nodes", fmtMs(r.CaptureMs), r.Graphs, r.Nodes)
+	if r.WarmupMs > 0 {
+		s += fmt.Sprintf(" · warm-up %s ms", fmtMs(r.WarmupMs))
+	}
+	return s
+}
+
+func memoryText(r engine.Result) string {
+	s := fmt.Sprintf("graphs %d MiB", r.Memory.GraphMiB)
+	if r.Memory.GraphFullJobMiB > 0 && r.Memory.GraphFullJobMiB != r.Memory.GraphMiB {
+		s += fmt.Sprintf(", %d MiB at job scale", r.Memory.GraphFullJobMiB)
+	}
+	if r.Memory.DevicePeakMiB > 0 {
+		s += fmt.Sprintf(" · device peak %d MiB", r.Memory.DevicePeakMiB)
+	}
+	return s
+}
+
+// overridesLines are the format tabs and the rendered overrides, wrapped
+// to w so a long dotlist stays readable.
+func (m *Model) overridesLines(w int) []string {
+	st := m.st
+	var tabs []string
+	for i, f := range presets.Formats {
+		switch {
+		case i == m.resScr.format && st.Plain:
+			tabs = append(tabs, "["+f+"]")
+		case i == m.resScr.format:
+			tabs = append(tabs, st.StepActive.Render(" "+f+" "))
+		default:
+			tabs = append(tabs, st.Muted.Render(" "+f+" "))
+		}
+	}
+	title := "Overrides"
+	if rk, ok := m.shownCandidate(); ok {
+		title += " · " + rk.Result.Candidate.Label()
+		if m.done.Winner != nil && rk.Result.Candidate.Key() == m.done.Winner.Result.Candidate.Key() {
+			title += " (winner)"
+		}
+	}
+	lines := []string{truncate(st.Title.Render(title)+"  "+strings.Join(tabs, "")+st.Faint.Render("  f"), w)}
+	data, err := m.overridesText()
+	if err != nil {
+		return append(lines, st.Faint.Render(err.Error()))
+	}
+	for _, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		for _, part := range strings.Split(wrap(l, w-2), "\n") {
+			lines = append(lines, "  "+st.Value.Render(part))
+		}
+	}
+	return lines
+}
+
+// promptLine is the bottom line of the screen: a prompt when one is open.
+func (m *Model) promptLine(w int) string {
+	st := m.st
+	s := &m.resScr
+	switch s.prompt {
+	case promptPath:
+		return truncate(st.Prompt.Render("Write "+m.format()+" overrides to: ")+s.input+st.Accent.Render("▏"), w)
+	case promptName:
+		return truncate(st.Prompt.Render("Save the run as team preset: ")+s.input+st.Accent.Render("▏"), w)
+	case promptOverwrite:
+		return truncate(st.Warn.Render(fmt.Sprintf("Preset %s exists. Overwrite it? (y/n)", s.pending.Name)), w)
+	}
+	if d := m.done; d != nil && d.Winner != nil {
+		res := d.Winner.Result
+		line := fmt.Sprintf("★ %s: %s ms/step against %s eager (%s)", candName(res.Candidate), fmtMs(res.Step.Median), fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))
+		if res.Source == engine.Estimated {
+			line += " · ESTIMATED for " + res.Device.Name
+		} else if res.Device.Name != "" {
+			line += " · measured on " + res.Device.Name
+		}
+		return st.OK.Render(truncate(line, w))
+	}
+	return st.Faint.Render("no winner: every candidate failed or the search stopped before one finished")
+}
+
+// candName is the label with the warm-up, which only matters when graphed.
+func candName(c presets.Candidate) string {
+	if !c.Graphed() {
+		return c.Label()
+	}
+	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
+}

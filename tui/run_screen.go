@@ -1,0 +1,583 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"cgtune/engine"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// Screen (d): the running search.
+
+// runState is one search, from start to DoneEvent.
+type runState struct {
+	req     Request
+	cancel  context.CancelFunc
+	events  <-chan search.Event
+	started time.Time
+
+	total, done int
+	eta         time.Duration
+	etaAt       time.Time // when eta was reported; the countdown goes on from there
+
+	rows  []runRow
+	index map[string]int // candidate key → row
+	live  map[int]*liveRun
+	// chartGPU is the GPU whose running candidate the chart shows; it
+	// follows the latest start unless the person picked one (pinned).
+	chartGPU int
+	pinned   bool
+	mem      map[int]search.MemoryEvent
+
+	last     *engine.Result // the latest finished candidate
+	confirm  bool           // "stop the search?" is asked
+	stopping bool
+	finished bool
+	cursor   int
+	offset   int
+}
+
+// Candidate states on the run screen.
+const (
+	stQueued  = "queued"
+	stRunning = "running"
+	stDone    = "done"
+	stFailed  = "failed"
+)
+
+type runRow struct {
+	cand   presets.Candidate
+	state  string
+	gpu    int
+	round  int
+	result *engine.Result
+}
+
+// liveRun is what one GPU is doing now.
+type liveRun struct {
+	cand    presets.Candidate
+	round   int
+	steps   int
+	samples []engine.StepSample
+	ended   bool
+}
+
+// maxSamples bounds the chart's memory; it shows at most its width anyway.
+const maxSamples = 512
+
+func newRunState(req Request, now time.Time) *runState {
+	return &runState{req: req, started: now, index: map[string]int{}, live: map[int]*liveRun{}, mem: map[int]search.MemoryEvent{}}
+}
+
+// startSearch starts the search of the valid candidates.
+func (m *Model) startSearch() tea.Cmd {
+	if m.planning {
+		m.setStatus("still checking the rules; a moment…")
+		return nil
+	}
+	if m.validCount() == 0 {
+		m.setError(errors.New("no valid candidate to run: widen the space"))
+		return nil
+	}
+	req := m.request()
+	ctx, cancel := context.WithCancel(m.opts.Context)
+	m.run = newRunState(req, m.opts.Now())
+	m.run.cancel = cancel
+	m.done = nil
+	// Until the runner's PlanEvent arrives, the table shows what Plan said.
+	m.run.setPlan(m.plan)
+	m.resScr = resultsScreen{}
+	cmd := m.goTo(screenRun)
+	m.setStatus("starting the search…")
+	return tea.Batch(cmd, startCmd(ctx, m.backend, req), tick())
+}
+
+func (r *runState) setPlan(plan []search.Planned) {
+	r.rows, r.index = nil, map[string]int{}
+	for _, p := range plan {
+		if !p.Valid() {
+			continue
+		}
+		r.index[p.Candidate.Key()] = len(r.rows)
+		r.rows = append(r.rows, runRow{cand: p.Candidate, state: stQueued})
+	}
+}
+
+// row finds (or adds) the row of a candidate.
+func (r *runState) row(c presets.Candidate) *runRow {
+	i, ok := r.index[c.Key()]
+	if !ok {
+		i = len(r.rows)
+		r.index[c.Key()] = i
+		r.rows = append(r.rows, runRow{cand: c, state: stQueued})
+	}
+	return &r.rows[i]
+}
+
+func (m *Model) onStarted(msg startedMsg) tea.Cmd {
+	if m.run == nil {
+		return nil
+	}
+	if msg.err != nil {
+		m.run.finished = true
+		m.run.cancel()
+		m.setError(fmt.Errorf("search did not start: %w", msg.err))
+		return nil
+	}
+	m.run.events = msg.events
+	m.setStatus("search running")
+	return waitForEvent(msg.events)
+}
+
+func (m *Model) onEvent(msg eventMsg) tea.Cmd {
+	r := m.run
+	if r == nil {
+		return nil
+	}
+	if msg.closed {
+		r.finished = true
+		r.cancel()
+		if m.done == nil {
+			m.setError(errors.New("the search ended without a result"))
+		}
+		return nil
+	}
+	next := waitForEvent(r.events)
+	now := m.opts.Now()
+	switch ev := msg.ev.(type) {
+	case search.PlanEvent:
+		r.setPlan(ev.Space)
+		r.total = ev.Total
+	case search.StartEvent:
+		row := r.row(ev.Candidate)
+		row.state, row.gpu, row.round = stRunning, ev.GPU, ev.Round
+		r.live[ev.GPU] = &liveRun{cand: ev.Candidate, round: ev.Round, steps: ev.Steps}
+		if !r.pinned {
+			r.chartGPU = ev.GPU
+		}
+	case search.SampleEvent:
+		lr := r.live[ev.GPU]
+		if lr == nil {
+			lr = &liveRun{}
+			r.live[ev.GPU] = lr
+		}
+		lr.samples = append(lr.samples, ev.Sample)
+		if len(lr.samples) > maxSamples {
+			lr.samples = slices.Clone(lr.samples[len(lr.samples)-maxSamples:])
+		}
+	case search.ResultEvent:
+		res := ev.Result
+		row := r.row(res.Candidate)
+		row.result, row.gpu, row.round = &res, ev.GPU, ev.Round
+		row.state = stDone
+		if res.Failed() {
+			row.state = stFailed
+		}
+		if lr := r.live[ev.GPU]; lr != nil {
+			lr.ended = true
+		}
+		r.done, r.total, r.eta, r.etaAt = ev.Done, ev.Total, ev.ETA, now
+		r.last = &res
+		if res.Failed() {
+			m.setStatus("%s failed on GPU %d (%s)", res.Candidate.Label(), ev.GPU, res.ErrKind)
+		}
+	case search.MemoryEvent:
+		r.mem[ev.GPU] = ev
+	case search.WorkerEvent:
+		m.setError(fmt.Errorf("GPU %d: %s", ev.GPU, ev.Message))
+	case search.DoneEvent:
+		d := ev
+		m.done = &d
+		r.finished = true
+		return tea.Batch(next, m.showResults())
+	}
+	return next
+}
+
+func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := m.keys
+	r := m.run
+	if r == nil {
+		return nil
+	}
+	if r.finished {
+		switch {
+		case key.Matches(msg, k.Next):
+			return m.showResults()
+		case key.Matches(msg, k.Quit):
+			return tea.Quit
+		}
+		return m.runScroll(msg)
+	}
+	if r.confirm {
+		switch {
+		case key.Matches(msg, k.Confirm):
+			r.confirm, r.stopping = false, true
+			r.cancel()
+			m.setStatus("stopping: the running candidates end, finished results are kept…")
+		case key.Matches(msg, k.Deny):
+			r.confirm = false
+			m.setStatus("search running")
+		}
+		return nil
+	}
+	switch {
+	case msg.String() == "ctrl+c" && r.stopping:
+		// A second ctrl+c while stopping: the person does not want to wait.
+		return tea.Quit
+	case key.Matches(msg, k.Stop) && !r.stopping:
+		r.confirm = true
+		return nil
+	case key.Matches(msg, k.Chart):
+		gpus := r.liveGPUs()
+		if len(gpus) > 0 {
+			r.chartGPU, r.pinned = nextIn(gpus, r.chartGPU, 1), true
+		}
+		return nil
+	}
+	return m.runScroll(msg)
+}
+
+func (m *Model) runScroll(msg tea.KeyPressMsg) tea.Cmd {
+	r := m.run
+	switch {
+	case key.Matches(msg, m.keys.Up):
+		r.cursor = max(r.cursor-1, 0)
+	case key.Matches(msg, m.keys.Down):
+		r.cursor = min(r.cursor+1, max(len(r.rows)-1, 0))
+	}
+	return nil
+}
+
+func (r *runState) liveGPUs() []int {
+	var gpus []int
+	for g := range r.live {
+		gpus = append(gpus, g)
+	}
+	slices.Sort(gpus)
+	return gpus
+}
+
+func (m *Model) runHelp() helpKeys {
+	k := m.keys
+	r := m.run
+	switch {
+	case r == nil:
+		return helpKeys{}
+	case r.finished:
+		return helpKeys{short: []key.Binding{withHelp(k.Next, "enter", "results"), withHelp(k.Up, "↑/↓", "scroll"), k.Quit}}
+	case r.confirm:
+		return helpKeys{short: []key.Binding{withHelp(k.Confirm, "y", "stop, keep results"), withHelp(k.Deny, "n", "keep running")}}
+	case r.stopping:
+		return helpKeys{short: []key.Binding{withHelp(k.Quit, "ctrl+c", "quit now")}}
+	}
+	return helpKeys{short: []key.Binding{withHelp(k.Stop, "q/ctrl+c", "stop search"), k.Chart, withHelp(k.Up, "↑/↓", "scroll"), k.Help}}
+}
+
+// --- view ---------------------------------------------------------------
+
+func (m *Model) runView(w, h int) string {
+	r := m.run
+	if r == nil {
+		return m.st.Faint.Render("no search yet")
+	}
+	st := m.st
+	var top strings.Builder
+	top.WriteString(m.progressLine(w) + "\n")
+	if r.confirm {
+		top.WriteString(st.Warn.Render("Stop the search? Finished candidates are kept and ranked. (y/n)") + "\n")
+	} else {
+		top.WriteString(m.runSummary() + "\n")
+	}
+	topLines := 2
+
+	if w >= 140 && h >= 30 {
+		// Wide: the table on the left; the chart, the memory gauges and
+		// the last result on the right.
+		leftW := w * 11 / 20
+		rightW := w - leftW - 3
+		var right []string
+		right = append(right, m.chartLines(rightW, 10)...)
+		right = append(right, "", st.Title.Render("GPU memory"))
+		right = append(right, m.memoryLines(rightW)...)
+		if d := m.lastResultLines(rightW); len(d) > 0 {
+			right = append(right, "")
+			right = append(right, d...)
+		}
+		left := m.runTable(leftW, h-topLines-1)
+		return top.String() + "\n" + sideBySide(left, leftW, strings.Join(right, "\n"), 3)
+	}
+	// Narrow: table, chart, gauges stacked; the chart gets what the table
+	// does not need.
+	memLines := m.memoryLines(w)
+	rest := h - topLines - len(memLines) - 2 // chart title and phase strip
+	chartH := min(max(rest-(len(r.rows)+1), 3), 8)
+	chart := m.chartLines(w, chartH)
+	tableH := h - topLines - len(chart) - len(memLines)
+	var b strings.Builder
+	b.WriteString(top.String())
+	b.WriteString(m.runTable(w, tableH) + "\n")
+	b.WriteString(strings.Join(chart, "\n") + "\n")
+	b.WriteString(strings.Join(memLines, "\n"))
+	return b.String()
+}
+
+// lastResultLines describe the latest finished candidate in full.
+func (m *Model) lastResultLines(w int) []string {
+	r := m.run
+	st := m.st
+	if r.last == nil {
+		return nil
+	}
+	res := r.last
+	kv := func(k, v string) string { return truncate(st.Label.Render(padRight(k, 9))+st.Value.Render(v), w) }
+	lines := []string{st.Title.Render("Last result") + "  " + st.Muted.Render(fmt.Sprintf("%s · %s", candName(res.Candidate), res.Source))}
+	if res.Failed() {
+		lines = append(lines, st.Err.Render(truncate(res.ErrKind+": "+res.Err, w)))
+		return lines
+	}
+	lines = append(lines,
+		kv("step", fmt.Sprintf("%s ms (p10 %s · p90 %s · %d steps)", fmtMs(res.Step.Median), fmtMs(res.Step.P10), fmtMs(res.Step.P90), res.Step.N)),
+		kv("eager", fmt.Sprintf("%s ms → %s", fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))),
+		kv("capture", captureText(*res)),
+		kv("memory", memoryText(*res)),
+		kv("device", res.Device.Name),
+	)
+	if res.Scaling != "" {
+		lines = append(lines, kv("scaling", res.Scaling))
+	}
+	for _, n := range res.Notes {
+		lines = append(lines, st.Faint.Render(truncate("· "+n, w)))
+	}
+	return lines
+}
+
+func (m *Model) progressLine(w int) string {
+	r := m.run
+	frac := 0.0
+	if r.total > 0 {
+		frac = float64(r.done) / float64(r.total)
+	}
+	now := m.opts.Now()
+	text := fmt.Sprintf(" %d/%d runs · %s elapsed", r.done, r.total, fmtDur(now.Sub(r.started)))
+	switch {
+	case r.finished:
+		text += " · done"
+	case r.done > 0:
+		left := max(r.eta-now.Sub(r.etaAt), 0)
+		text += " · ETA " + fmtDur(left)
+	default:
+		text += " · ETA —"
+	}
+	label := "Progress "
+	barW := max(w-len(label)-ansi.StringWidth(text), 10)
+	m.prog.SetWidth(barW)
+	return m.st.Label.Render(label) + m.prog.ViewAs(frac) + m.st.Muted.Render(text)
+}
+
+func (m *Model) runSummary() string {
+	r := m.run
+	st := m.st
+	var failed, finished int
+	for _, row := range r.rows {
+		switch row.state {
+		case stDone:
+			finished++
+		case stFailed:
+			failed++
+		}
+	}
+	s := fmt.Sprintf("%d candidates · %d measured · %d failed · %s · budget %s", len(r.rows), finished, failed, r.req.Strategy, fmtDur(r.req.Budget))
+	if r.req.Estimate {
+		s = strings.Replace(s, "measured", "estimated", 1)
+	}
+	if r.stopping && !r.finished {
+		return st.Warn.Render("stopping… " + s)
+	}
+	return st.Muted.Render(s)
+}
+
+func (m *Model) runTable(w, h int) string {
+	r := m.run
+	st := m.st
+	t := newTable(w,
+		column{title: "", width: 1},
+		column{title: "CANDIDATE", width: 24},
+		column{title: "W", width: 2, right: true},
+		column{title: "STEP ms", width: 8, right: true},
+		column{title: "×EAGER", width: 6, right: true},
+		column{title: "GRAPH MiB", width: 9, right: true},
+		column{title: "NOTE", width: 10, flex: true},
+	)
+	var b strings.Builder
+	b.WriteString(t.header(st) + "\n")
+	rows := max(h-1, 1)
+	// Follow the running candidates unless the person scrolls.
+	cursor := r.cursor
+	if !r.finished {
+		for i, row := range r.rows {
+			if row.state == stRunning {
+				cursor = max(cursor, i)
+			}
+		}
+	}
+	r.offset = scrollWindow(r.offset, cursor, len(r.rows), rows)
+	for i := r.offset; i < len(r.rows) && i < r.offset+rows; i++ {
+		row := r.rows[i]
+		var mark, step, sp, graph, note string
+		style := lipgloss.NewStyle()
+		switch row.state {
+		case stQueued:
+			mark, style = "·", st.Faint
+		case stRunning:
+			mark, style = "▶", st.Accent
+			note = fmt.Sprintf("GPU %d", row.gpu)
+			if row.round > 1 {
+				note += fmt.Sprintf(" · round %d", row.round)
+			}
+			if lr := r.live[row.gpu]; lr != nil && lr.cand.Key() == row.cand.Key() && !lr.ended {
+				note += fmt.Sprintf(" · step %d/%d", measuredSteps(lr.samples), lr.steps)
+			}
+		case stDone:
+			mark = "✓"
+			res := row.result
+			step, sp, graph = fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), strconv.FormatInt(res.Memory.GraphMiB, 10)
+			if row.round > 1 {
+				note = fmt.Sprintf("round %d", row.round)
+			}
+		case stFailed:
+			mark, style = "✗", st.Err
+			note = row.result.ErrKind + ": " + row.result.Err
+		}
+		b.WriteString(style.Render(t.row(mark, row.cand.Label(), warmupText(row.cand), step, sp, graph, note)) + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// warmupText is the warm-up column: meaningless without a graph.
+func warmupText(c presets.Candidate) string {
+	if !c.Graphed() {
+		return "—"
+	}
+	return strconv.Itoa(c.Warmup)
+}
+
+func measuredSteps(s []engine.StepSample) int {
+	n := 0
+	for _, x := range s {
+		if x.Phase == engine.PhaseMeasure {
+			n++
+		}
+	}
+	return n
+}
+
+// chartLines draws the step times of the candidate on the chart GPU: a
+// title, h rows of bars with the range on the left, and a strip of phase
+// letters (e eager, w warm-up, c capture, m measured) so the chart reads
+// without colour too.
+func (m *Model) chartLines(w, h int) []string {
+	r := m.run
+	st := m.st
+	lr := r.live[r.chartGPU]
+	what := "estimated step time"
+	if !r.req.Estimate {
+		what = "step time"
+	}
+	if lr == nil || len(lr.samples) == 0 {
+		lines := []string{st.Title.Render("Step time") + "  " + st.Faint.Render("waiting for the first step…")}
+		for range h + 1 {
+			lines = append(lines, "")
+		}
+		return lines
+	}
+	last := lr.samples[len(lr.samples)-1]
+	title := st.Title.Render("Step time") + "  " + st.Muted.Render(fmt.Sprintf("%s on GPU %d · %s · last %s ms", lr.cand.Label(), r.chartGPU, what, fmtMs(last.StepMs)))
+	const axisW = 8
+	plotW := max(w-axisW, 4)
+	shown := lr.samples
+	if len(shown) > plotW {
+		shown = shown[len(shown)-plotW:]
+	}
+	// Few samples get wider bars, so a short run still reads as a chart.
+	bw := min(max(plotW/max(len(shown), 1), 1), 3)
+	vals := make([]float64, 0, len(shown)*bw)
+	phases := make([]string, 0, len(shown)*bw)
+	lo, hi := shown[0].StepMs, shown[0].StepMs
+	for _, s := range shown {
+		lo, hi = min(lo, s.StepMs), max(hi, s.StepMs)
+		for range bw {
+			vals = append(vals, s.StepMs)
+			phases = append(phases, s.Phase)
+		}
+	}
+	phaseStyle := func(i int) lipgloss.Style { return st.Phase[phases[i]] }
+	bars := barChart(vals, plotW, h, phaseStyle)
+	lines := []string{truncate(title, w)}
+	for i, b := range bars {
+		axis := ""
+		switch i {
+		case 0:
+			axis = fmtMs(hi)
+		case len(bars) - 1:
+			axis = fmtMs(lo)
+		}
+		lines = append(lines, st.Faint.Render(padLeft(axis, axisW-2)+" ┤")+b)
+	}
+	var strip strings.Builder
+	for _, p := range phases {
+		c := "?"
+		if p != "" {
+			c = p[:1]
+		}
+		strip.WriteString(st.Phase[p].Render(c))
+	}
+	legend := "  e eager · w warm-up · c capture · m measured"
+	lines = append(lines, truncate(st.Faint.Render(padLeft("", axisW-2)+"  ")+strip.String()+st.Faint.Render(legend), w))
+	return lines
+}
+
+// memoryLines are the NVML gauges, one line per GPU of the search.
+func (m *Model) memoryLines(w int) []string {
+	r := m.run
+	st := m.st
+	if r.req.Estimate {
+		return []string{st.Label.Render("Memory  ") + st.Faint.Render("no NVML readings: the estimate engine runs nothing on a GPU")}
+	}
+	gpus := slices.Clone(r.req.GPUs)
+	for g := range r.mem {
+		if !slices.Contains(gpus, g) {
+			gpus = append(gpus, g)
+		}
+	}
+	slices.Sort(gpus)
+	var lines []string
+	for _, g := range gpus {
+		label := st.Label.Render(fmt.Sprintf("GPU %-2d ", g))
+		ev, ok := r.mem[g]
+		if !ok {
+			lines = append(lines, label+st.Faint.Render("no reading yet"))
+			continue
+		}
+		text := fmt.Sprintf(" %s/%s GiB · util %3d%%", fmtGiB(ev.UsedMiB), fmtGiB(ev.TotalMiB), ev.UtilGPU)
+		frac := 0.0
+		if ev.TotalMiB > 0 {
+			frac = float64(ev.UsedMiB) / float64(ev.TotalMiB)
+		}
+		barW := max(min(w-7-len(text), 50), 8)
+		lines = append(lines, label+gauge(frac, barW, m.gaugeStyle(frac), lipgloss.NewStyle().Foreground(st.BarEmpty))+st.Muted.Render(text))
+	}
+	return lines
+}

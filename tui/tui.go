@@ -1,0 +1,522 @@
+// Package tui is cgtune's interactive program: pick a model and layout,
+// the GPUs (or the estimate engine), the search space, watch the search,
+// and write the winner's recipe overrides. It renders state and talks to
+// the outside only through a Backend, from tea.Cmds: it never blocks on a
+// GPU.
+package tui
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/progress"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"cgtune/engine/cuda"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// Options configure the program. The zero value works.
+type Options struct {
+	// NoColor gives plain styles (NO_COLOR set, or output not a colour
+	// terminal).
+	NoColor bool
+	// Version is cgtune's version, stored with saved presets.
+	Version string
+	// Context is the parent of every search's context: cancelling it
+	// stops a running search.
+	Context context.Context
+	// Model and GPUType pick the first selection (--model, --gpu-type);
+	// MBridge the Megatron-Bridge version (default presets.DefaultMBridge).
+	Model   string
+	GPUType string
+	MBridge string
+	// Estimate starts with the estimate engine chosen (--engine estimate).
+	Estimate bool
+	// Now is the clock (tests pin it).
+	Now func() time.Time
+	// Overrides builds the recipe overrides of a candidate; the cmd side
+	// passes search.WinnerOverrides. Default: presets.BuildOverrides.
+	Overrides func(m presets.Model, c presets.Candidate, mbridge string) presets.Overrides
+}
+
+type screen int
+
+const (
+	screenModel screen = iota
+	screenGPU
+	screenSpace
+	screenRun
+	screenResults
+)
+
+var screenNames = []string{"Model", "GPU", "Space", "Run", "Results"}
+
+// selection is the recipe the person is tuning: the model, where it came
+// from, its layout for the chosen GPU type and the MB version.
+type selection struct {
+	model   presets.Model
+	preset  string // team preset it was loaded from, "" for a built-in
+	layout  presets.Layout
+	mbridge string
+	inline  bool  // the preset carries its own model rather than naming a built-in
+	err     error // the layout's validation error, shown inline
+}
+
+// Model is the root bubbletea model. It owns all state; screens are files
+// of methods on it, each with its own sub-state.
+type Model struct {
+	backend Backend
+	opts    Options
+	st      Styles
+	keys    KeyMap
+	help    help.Model
+	prog    progress.Model
+	isDark  bool
+
+	width, height int
+	screen        screen
+	reached       screen // furthest screen reached, for the breadcrumb
+
+	builtins []presets.Model
+	presets  []presets.PresetInfo
+	loaded   map[string]presetLoadedMsg
+	sel      selection
+	modelScr modelScreen
+
+	gpus      []cuda.GPUStatus
+	driver    DriverInfo
+	gpuErr    error
+	noDriver  bool
+	gpuLoaded bool
+	gpuSel    map[int]bool
+	estimate  bool
+	gpuScr    gpuScreen
+
+	space    spaceChoice
+	strategy string
+	budget   time.Duration
+	plan     []search.Planned
+	planSeq  int
+	planErr  error
+	planning bool
+	spaceScr spaceScreen
+
+	run    *runState
+	done   *search.DoneEvent
+	resScr resultsScreen
+
+	status    string
+	statusErr bool
+}
+
+// New builds the program's model. builtins come from the embedded presets.
+func New(b Backend, opts Options) *Model {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
+	if opts.MBridge == "" {
+		opts.MBridge = presets.DefaultMBridge
+	}
+	if opts.Overrides == nil {
+		opts.Overrides = func(_ presets.Model, c presets.Candidate, mb string) presets.Overrides {
+			gen, err := presets.ParseMBridge(mb)
+			if err != nil {
+				gen = presets.G3
+			}
+			return presets.BuildOverrides(c, gen)
+		}
+	}
+	m := &Model{
+		backend:  b,
+		opts:     opts,
+		keys:     DefaultKeyMap(),
+		help:     help.New(),
+		isDark:   true, // until the terminal tells us otherwise
+		width:    80,
+		height:   24,
+		loaded:   map[string]presetLoadedMsg{},
+		gpuSel:   map[int]bool{},
+		estimate: opts.Estimate,
+		strategy: Strategies[0],
+		budget:   10 * time.Minute,
+		space:    newSpaceChoice(presets.DefaultSpace()),
+	}
+	m.setStyles()
+	builtins, err := presets.BuiltinModels()
+	if err != nil {
+		m.setError(err)
+	}
+	m.builtins = builtins
+	m.sel.mbridge = opts.MBridge
+	m.selectInitial()
+	m.layoutSizes()
+	return m
+}
+
+func (m *Model) setStyles() {
+	m.st = NewStyles(m.isDark, m.opts.NoColor)
+	m.help.Styles = m.st.Help
+	opts := []progress.Option{progress.WithWidth(40)}
+	if m.st.Plain {
+		// No colour: the bar has to be readable from its characters alone.
+		opts = append(opts, progress.WithFillCharacters('█', '░'))
+	} else {
+		opts = append(opts, progress.WithColors(m.st.BarFull), progress.WithFillCharacters('█', '░'))
+	}
+	w := m.prog.Width()
+	m.prog = progress.New(opts...)
+	if m.st.Plain {
+		m.prog.FullColor, m.prog.EmptyColor = nil, nil
+	} else {
+		m.prog.EmptyColor = m.st.BarEmpty
+	}
+	if w > 0 {
+		m.prog.SetWidth(w)
+	}
+}
+
+// Init loads what the first screens show, and asks the terminal for its
+// background so the palette matches it.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(
+		fetchPresets(m.backend),
+		fetchGPUs(m.opts.Context, m.backend),
+		tea.RequestBackgroundColor,
+	)
+}
+
+func (m *Model) setStatus(format string, args ...any) {
+	m.status, m.statusErr = fmt.Sprintf(format, args...), false
+}
+
+func (m *Model) setError(err error) {
+	m.status, m.statusErr = err.Error(), true
+}
+
+// typing reports whether a text field has the keyboard, so printable keys
+// (q, ?) are text, not commands.
+func (m *Model) typing() bool {
+	switch m.screen {
+	case screenModel:
+		return m.modelScr.focus == focusList || m.modelScr.editing
+	case screenResults:
+		return m.resScr.prompt != promptNone
+	}
+	return false
+}
+
+// Update handles one message.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.layoutSizes()
+		return m, nil
+	case tea.BackgroundColorMsg:
+		m.isDark = msg.IsDark()
+		m.setStyles()
+		return m, nil
+	case tea.KeyPressMsg:
+		return m, m.handleKey(msg)
+	case gpusMsg:
+		m.onGPUs(msg)
+		return m, nil
+	case presetsMsg:
+		if msg.err != nil {
+			m.setError(fmt.Errorf("team presets: %w", msg.err))
+		}
+		m.presets = msg.list
+		return m, nil
+	case presetLoadedMsg:
+		return m, m.onPresetLoaded(msg)
+	case planMsg:
+		m.onPlan(msg)
+		return m, nil
+	case startedMsg:
+		return m, m.onStarted(msg)
+	case eventMsg:
+		return m, m.onEvent(msg)
+	case tickMsg:
+		if m.run != nil && !m.run.finished {
+			return m, tick()
+		}
+		return m, nil
+	case writtenMsg:
+		m.onWritten(msg)
+		return m, nil
+	case savedMsg:
+		return m, m.onSaved(msg)
+	case tea.PasteMsg:
+		if m.screen == screenResults {
+			m.onPaste(msg.Content)
+		}
+		return m, nil
+	}
+	return m, nil
+}
+
+func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
+	// ctrl+c always means "get me out": on the run screen it asks to stop
+	// the search (partial results are kept); elsewhere it quits.
+	if msg.String() == "ctrl+c" && m.screen != screenRun {
+		return tea.Quit
+	}
+	prompting := m.screen == screenResults && m.resScr.prompt != promptNone
+	if key.Matches(msg, m.keys.Help) && !prompting {
+		m.help.ShowAll = !m.help.ShowAll
+		return nil
+	}
+	if key.Matches(msg, m.keys.Quit) && !m.typing() && m.screen != screenRun {
+		return tea.Quit
+	}
+	switch m.screen {
+	case screenModel:
+		return m.modelKey(msg)
+	case screenGPU:
+		return m.gpuKey(msg)
+	case screenSpace:
+		return m.spaceKey(msg)
+	case screenRun:
+		return m.runKey(msg)
+	case screenResults:
+		return m.resultsKey(msg)
+	}
+	return nil
+}
+
+// goTo switches screens and starts what the new screen needs.
+func (m *Model) goTo(s screen) tea.Cmd {
+	m.screen = s
+	m.reached = max(m.reached, s)
+	m.status, m.statusErr = "", false
+	m.help.ShowAll = false
+	switch s {
+	case screenGPU:
+		if !m.gpuLoaded {
+			return fetchGPUs(m.opts.Context, m.backend)
+		}
+	case screenSpace:
+		return m.replan()
+	}
+	return nil
+}
+
+// request is the search as set up so far.
+func (m *Model) request() Request {
+	r := Request{
+		Model:    m.sel.model,
+		Layout:   m.sel.layout,
+		MBridge:  m.sel.mbridge,
+		Space:    m.space.Space(),
+		Strategy: m.strategy,
+		Budget:   m.budget,
+		Estimate: m.estimate,
+	}
+	if !m.estimate {
+		for _, g := range m.gpus {
+			if m.gpuSel[g.Index] {
+				r.GPUs = append(r.GPUs, g.Index)
+			}
+		}
+	}
+	return r
+}
+
+// Sizes of the frame around the screens.
+const (
+	headerLines = 2 // header and rule
+	minWidth    = 60
+	minHeight   = 16
+)
+
+func (m *Model) layoutSizes() {
+	m.help.SetWidth(m.width - 1)
+}
+
+func (m *Model) helpView() string {
+	return m.help.View(m.screenHelp())
+}
+
+func (m *Model) screenHelp() helpKeys {
+	switch m.screen {
+	case screenModel:
+		return m.modelHelp()
+	case screenGPU:
+		return m.gpuHelp()
+	case screenSpace:
+		return m.spaceHelp()
+	case screenRun:
+		return m.runHelp()
+	case screenResults:
+		return m.resultsHelp()
+	}
+	return helpKeys{}
+}
+
+// View draws the frame (header, screen, status line, key help), always
+// exactly the window's size so nothing scrolls.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	v.WindowTitle = "cgtune · " + screenNames[m.screen]
+	return v
+}
+
+func (m *Model) render() string {
+	w, h := m.width, m.height
+	if w < minWidth || h < minHeight {
+		return fitBlock(fmt.Sprintf("cgtune needs a window of at least %d×%d (80×24 is comfortable); this one is %d×%d.", minWidth, minHeight, w, h), w, h)
+	}
+	helpLines := strings.Split(m.helpView(), "\n")
+	for i, l := range helpLines {
+		// help.Model can overshoot its width by one item; cut it here.
+		helpLines[i] = ansi.Truncate(" "+l, w, "…")
+	}
+	bodyH := h - headerLines - 1 - len(helpLines)
+	var body string
+	switch m.screen {
+	case screenModel:
+		body = m.modelView(w, bodyH)
+	case screenGPU:
+		body = m.gpuView(w, bodyH)
+	case screenSpace:
+		body = m.spaceView(w, bodyH)
+	case screenRun:
+		body = m.runView(w, bodyH)
+	case screenResults:
+		body = m.resultsView(w, bodyH)
+	}
+	parts := []string{
+		m.headerView(w),
+		m.st.Rule.Render(strings.Repeat("─", w)),
+		fitBlock(body, w, bodyH),
+		m.statusView(w),
+	}
+	parts = append(parts, helpLines...)
+	return strings.Join(parts, "\n")
+}
+
+func (m *Model) headerView(w int) string {
+	var steps []string
+	for i, n := range screenNames {
+		label := fmt.Sprintf("%d %s", i+1, n)
+		switch {
+		case screen(i) == m.screen && m.st.Plain:
+			steps = append(steps, "["+label+"]")
+		case screen(i) == m.screen:
+			steps = append(steps, m.st.StepActive.Render(" "+label+" "))
+		case screen(i) <= m.reached:
+			steps = append(steps, m.st.StepDone.Render(label))
+		default:
+			steps = append(steps, m.st.Step.Render(label))
+		}
+	}
+	left := " " + m.st.App.Render("cgtune") + "   " + strings.Join(steps, m.st.Faint.Render(" › "))
+	var badges []string
+	if m.reached >= screenGPU || m.estimate {
+		if m.estimate {
+			badges = append(badges, m.st.Estimate.Render(" ESTIMATE "))
+		} else if len(m.request().GPUs) > 0 {
+			badges = append(badges, m.st.Measured.Render(" MEASURED "))
+		}
+	}
+	right := strings.Join(badges, " ")
+	return joinEnds(left, right, w)
+}
+
+func (m *Model) statusView(w int) string {
+	right := m.st.Muted.Render(m.contextLine())
+	left := m.status
+	style := m.st.Status
+	if m.statusErr {
+		style = m.st.StatusEr
+		left = "✗ " + left
+	}
+	// The context summary yields to a long message: the message is what the
+	// person has to read now.
+	avail := w - 1 - ansi.StringWidth(right) - 2
+	if ansi.StringWidth(left) > avail {
+		right = ""
+		avail = w - 1
+	}
+	left = ansi.Truncate(left, avail, "…")
+	return joinEnds(" "+style.Render(left), right, w)
+}
+
+// contextLine summarises the selection: model, GPU type × count, MB.
+func (m *Model) contextLine() string {
+	if m.sel.model.Name == "" {
+		return ""
+	}
+	parts := []string{m.sel.model.Name}
+	if m.sel.preset != "" {
+		parts[0] = m.sel.preset + " (" + m.sel.model.Name + ")"
+	}
+	parts = append(parts, fmt.Sprintf("%s×%d", m.sel.layout.GPU, m.sel.layout.NumGPUs), "MB "+m.sel.mbridge)
+	return strings.Join(parts, " · ") + " "
+}
+
+// joinEnds puts left and right on one line of width w, right-aligned.
+func joinEnds(left, right string, w int) string {
+	lw, rw := ansi.StringWidth(left), ansi.StringWidth(right)
+	if lw+rw+1 > w {
+		if rw >= w {
+			return ansi.Truncate(left, w, "…")
+		}
+		left = ansi.Truncate(left, w-rw-1, "…")
+		lw = ansi.StringWidth(left)
+	}
+	if right == "" {
+		return left
+	}
+	return left + strings.Repeat(" ", w-lw-rw) + right
+}
+
+// fitBlock makes s exactly h lines, each cut to at most w cells.
+func fitBlock(s string, w, h int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for i, l := range lines {
+		if ansi.StringWidth(l) > w {
+			lines[i] = ansi.Truncate(l, w, "")
+		}
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	for len(lines) < h {
+		lines = append(lines, "")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sideBySide joins two blocks with a gap, the left one padded to lw.
+func sideBySide(left string, lw int, right string, gap int) string {
+	l := lipgloss.NewStyle().Width(lw).Render(left)
+	return lipgloss.JoinHorizontal(lipgloss.Top, l, strings.Repeat(" ", gap), right)
+}
+
+// nextIn returns the element after cur in list (wrapping); the first when
+// cur is not in it.
+func nextIn[T comparable](list []T, cur T, step int) T {
+	if len(list) == 0 {
+		return cur
+	}
+	i := slices.Index(list, cur)
+	if i < 0 {
+		return list[0]
+	}
+	return list[((i+step)%len(list)+len(list))%len(list)]
+}

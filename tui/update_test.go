@@ -1,0 +1,607 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image/color"
+	"slices"
+	"strings"
+	"testing"
+
+	tea "charm.land/bubbletea/v2"
+
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+func isQuit(cmd tea.Cmd) bool {
+	if cmd == nil {
+		return false
+	}
+	_, ok := cmd().(tea.QuitMsg)
+	return ok
+}
+
+func view(m *Model) string { return m.View().Content }
+
+func TestNoColorIsPlainText(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	if strings.Contains(view(m), "\x1b[") {
+		t.Errorf("NO_COLOR view has escape sequences:\n%q", view(m))
+	}
+	colour := New(f, Options{Model: "llama3_70b"})
+	colour.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	if !strings.Contains(view(colour), "\x1b[") {
+		t.Error("colour view has no escape sequences")
+	}
+}
+
+func TestBackgroundColourRebuildsStyles(t *testing.T) {
+	f := newFake(t)
+	m := New(f, Options{Model: "llama3_70b"})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	dark := view(m)
+	m.Update(tea.BackgroundColorMsg{Color: color.White})
+	if m.isDark {
+		t.Fatal("a white background should select the light palette")
+	}
+	if view(m) == dark {
+		t.Error("light palette renders the same as dark")
+	}
+	// With NO_COLOR the background changes nothing.
+	p, _ := newTestModel(t, f, 80, 24)
+	before := view(p)
+	p.Update(tea.BackgroundColorMsg{Color: color.White})
+	if view(p) != before {
+		t.Error("NO_COLOR view changed with the background colour")
+	}
+}
+
+func TestResizeKeepsTheFrame(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	for _, sz := range [][2]int{{80, 24}, {100, 30}, {160, 48}, {200, 60}, {81, 25}} {
+		m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+		checkFrame(t, view(m), sz[0], sz[1])
+	}
+	m.Update(tea.WindowSizeMsg{Width: 40, Height: 10})
+	if !strings.Contains(view(m), "needs a window of at least") {
+		t.Errorf("a 40×10 window should say it is too small:\n%s", view(m))
+	}
+}
+
+func TestFilterTypesInsteadOfQuitting(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	if cmd := press(m, "q"); isQuit(cmd) {
+		t.Fatal("q in the model filter quit the program")
+	}
+	press(m, "w", "e", "n")
+	if m.modelScr.filter != "qwen" {
+		t.Fatalf("filter = %q, want qwen", m.modelScr.filter)
+	}
+	items := m.listItems()
+	if len(items) != 2 || items[0].name() != "qwen3_30b_a3b" {
+		t.Fatalf("filtered items: %v", names(items))
+	}
+	if m.sel.model.Name != "qwen3_30b_a3b" {
+		t.Errorf("selection %s does not follow the filtered cursor", m.sel.model.Name)
+	}
+	press(m, "backspace")
+	if m.modelScr.filter != "qwe" {
+		t.Errorf("backspace: filter = %q", m.modelScr.filter)
+	}
+	press(m, "esc")
+	if m.modelScr.filter != "" || len(m.listItems()) != len(m.builtins)+len(f.presets) {
+		t.Errorf("esc should clear the filter; %d items", len(m.listItems()))
+	}
+	if isQuit(press(m, "ctrl+c")) == false {
+		t.Error("ctrl+c does not quit on the model screen")
+	}
+}
+
+func names(items []listItem) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.name())
+	}
+	return out
+}
+
+func TestGPUTypeCycles(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	gpus := m.sel.model.GPUs()
+	if len(gpus) < 2 {
+		t.Skip("llama3_70b has one layout")
+	}
+	press(m, "right")
+	if m.sel.layout.GPU != gpus[1] {
+		t.Fatalf("GPU type %s, want %s", m.sel.layout.GPU, gpus[1])
+	}
+	want, _ := m.sel.model.Layout(gpus[1])
+	if m.sel.layout.NumGPUs != want.NumGPUs || m.sel.layout.TP != want.TP {
+		t.Errorf("layout %+v is not the model's default for %s", m.sel.layout, gpus[1])
+	}
+	press(m, "left")
+	if m.sel.layout.GPU != gpus[0] {
+		t.Errorf("left did not go back: %s", m.sel.layout.GPU)
+	}
+	press(m, "tab", "g")
+	if m.sel.layout.GPU != gpus[1] {
+		t.Errorf("g in the layout editor: %s", m.sel.layout.GPU)
+	}
+}
+
+func TestLayoutEditValidatesInline(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "tab", "down", "down") // TP
+	if m.field().label != "TP" {
+		t.Fatalf("cursor on %s", m.field().label)
+	}
+	tp := m.sel.layout.TP
+	press(m, "+")
+	if m.sel.layout.TP != tp*2 {
+		t.Errorf("+ on TP: %d, want %d", m.sel.layout.TP, tp*2)
+	}
+	press(m, "-")
+	press(m, "3", "enter")
+	if m.sel.layout.TP != 3 {
+		t.Fatalf("typed TP = %d", m.sel.layout.TP)
+	}
+	if m.sel.err == nil {
+		t.Fatal("TP 3 on 64 heads with 64 GPUs should not validate")
+	}
+	if !strings.Contains(view(m), "✗ layout for h100") {
+		t.Errorf("the error is not shown inline:\n%s", view(m))
+	}
+	press(m, "enter")
+	if m.screen != screenModel || !m.statusErr {
+		t.Error("enter with an invalid layout left the model screen")
+	}
+	press(m, "4", "enter")
+	if m.sel.err != nil {
+		t.Fatalf("TP 4 is the default and should validate: %v", m.sel.err)
+	}
+	// esc while typing cancels the edit.
+	press(m, "8", "esc")
+	if m.sel.layout.TP != 4 || m.modelScr.editing {
+		t.Errorf("esc kept the edit: TP %d", m.sel.layout.TP)
+	}
+}
+
+func TestMBridgeToggle(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	if m.sel.mbridge != "0.6" {
+		t.Fatalf("default MB %s", m.sel.mbridge)
+	}
+	press(m, "tab", "v")
+	if m.sel.mbridge != "0.4" {
+		t.Errorf("v: MB %s", m.sel.mbridge)
+	}
+	if !strings.Contains(view(m), "G2") {
+		t.Error("the view does not say what 0.4 changes")
+	}
+	press(m, "v")
+	if m.sel.mbridge != "0.6" {
+		t.Errorf("v again: MB %s", m.sel.mbridge)
+	}
+}
+
+func TestTeamPresetLoadsThroughBackend(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	cmd := press(m, "t", "e", "a", "m")
+	if cmd == nil {
+		t.Fatal("moving onto a preset should load it through the backend")
+	}
+	msg, ok := cmd().(presetLoadedMsg)
+	if !ok || msg.err != nil {
+		t.Fatalf("load: %#v", msg)
+	}
+	send(m, msg)
+	if m.sel.preset != "team-llama70" || m.sel.mbridge != "0.4" || m.sel.layout.GPU != "h100" {
+		t.Errorf("preset not applied: %+v", m.sel)
+	}
+	sp := m.space.Space()
+	if !slices.Equal(sp.Impls, []string{"transformer_engine"}) || len(sp.Scopes) != 2 {
+		t.Errorf("preset space not applied: %+v", sp)
+	}
+	// Loaded once: coming back to it needs no second load.
+	press(m, "backspace", "backspace", "backspace", "backspace")
+	if cmd := press(m, "t"); cmd != nil {
+		t.Error("the preset was loaded a second time")
+	}
+	// A broken preset is listed but not loaded.
+	m.modelScr.filter, m.modelScr.cursor = "broken", 0
+	if cmd := m.onCursor(); cmd != nil {
+		t.Error("a broken preset was sent to the backend")
+	}
+}
+
+func TestGPUScreenSelection(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "enter")
+	if m.screen != screenGPU {
+		t.Fatalf("screen %d", m.screen)
+	}
+	// The idle GPU is preselected, the busy one is not.
+	if !m.gpuSel[0] || m.gpuSel[1] {
+		t.Fatalf("preselection %v", m.gpuSel)
+	}
+	press(m, "space")
+	if m.gpuSel[0] {
+		t.Fatal("space did not deselect GPU 0")
+	}
+	press(m, "enter")
+	if m.screen != screenGPU || !m.statusErr {
+		t.Fatal("enter with no GPU selected should stay and say why")
+	}
+	press(m, "down", "space")
+	if !m.gpuSel[1] {
+		t.Fatal("GPU 1 not selected")
+	}
+	if !strings.Contains(view(m), "other processes") {
+		t.Error("no warning about the busy GPU")
+	}
+	if got := m.request().GPUs; !slices.Equal(got, []int{1}) {
+		t.Errorf("request GPUs %v", got)
+	}
+	press(m, "a")
+	if got := m.request().GPUs; !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("a: request GPUs %v", got)
+	}
+	if isQuit(press(m, "q")) == false {
+		t.Error("q does not quit on the GPU screen")
+	}
+	press(m, "esc")
+	if m.screen != screenModel {
+		t.Error("esc does not go back")
+	}
+}
+
+func TestNoDriverOffersEstimate(t *testing.T) {
+	f := newFake(t)
+	f.gpus, f.gpuErr = nil, fmt.Errorf("%w (libnvidia-ml.so.1 not found)", ErrNoDriver)
+	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "enter")
+	v := view(m)
+	if !strings.Contains(v, "No NVIDIA driver") || !strings.Contains(v, "Press e") {
+		t.Fatalf("no-driver screen does not say so plainly:\n%s", v)
+	}
+	press(m, "enter")
+	if m.screen != screenGPU {
+		t.Fatal("enter without a driver and without the estimate engine moved on")
+	}
+	press(m, "e")
+	if !m.estimate || !strings.Contains(view(m), "ESTIMATE") {
+		t.Fatal("e did not choose the estimate engine")
+	}
+	press(m, "enter")
+	if m.screen != screenSpace {
+		t.Fatalf("screen %d after choosing the estimate engine", m.screen)
+	}
+	req := m.request()
+	if !req.Estimate || len(req.GPUs) != 0 {
+		t.Errorf("request %+v", req)
+	}
+	// Labelled everywhere afterwards.
+	planNow(t, m, f)
+	if !strings.Contains(view(m), "ESTIMATE") {
+		t.Error("space screen is not labelled ESTIMATE")
+	}
+}
+
+func TestSpaceToggles(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "enter", "enter")
+	if m.screen != screenSpace || !m.planning {
+		t.Fatalf("screen %d planning %v", m.screen, m.planning)
+	}
+	if sp := m.space.Space(); sp.Scopes != nil || !slices.Equal(sp.Warmups, []int{3}) {
+		t.Fatalf("default space %+v", sp)
+	}
+	seq := m.planSeq
+	planNow(t, m, f)
+	if m.validCount() == 0 || m.validCount() == len(m.plan) {
+		t.Fatalf("plan should have valid and rejected rows: %d of %d", m.validCount(), len(m.plan))
+	}
+	// Rejected rows come after the valid ones, with their rule id shown.
+	for i := 1; i < len(m.plan); i++ {
+		if m.plan[i].Valid() && !m.plan[i-1].Valid() {
+			t.Fatal("a valid candidate is listed after a rejected one")
+		}
+	}
+	if !strings.Contains(view(m), m.plan[len(m.plan)-1].Violations[0].ID) {
+		t.Error("rule id of a rejected candidate not shown")
+	}
+	// Turn the whole layer off: explicit sets, every non-empty subset.
+	press(m, "down", "space")
+	sp := m.space.Space()
+	if len(sp.Scopes) != 1<<len(presets.Scopes)-1 {
+		t.Errorf("%d scope sets, want %d", len(sp.Scopes), 1<<len(presets.Scopes)-1)
+	}
+	if slices.ContainsFunc(sp.Scopes, func(s []string) bool { return len(s) == 0 }) {
+		t.Error("whole layer still in the space")
+	}
+	if m.planSeq == seq {
+		t.Error("toggling did not re-plan")
+	}
+	// A stale plan answer is dropped.
+	send(m, planMsg{seq: seq, plan: nil})
+	if !m.planning {
+		t.Error("a stale plan answer was taken")
+	}
+	// Impls row: none off.
+	press(m, "up", "space")
+	if slices.Contains(m.space.Space().Impls, "none") {
+		t.Error("none still in the impls")
+	}
+	// Warm-ups: everything off is an error, not a plan.
+	press(m, "down", "down", "a", "a")
+	if m.space.problem() == "" || m.planErr == nil {
+		t.Errorf("no warm-up should be a problem: %q %v", m.space.problem(), m.planErr)
+	}
+	press(m, "a")
+	if !slices.Equal(m.space.Space().Warmups, []int{1, 2, 3, 5, 10}) {
+		t.Errorf("a: warm-ups %v", m.space.Space().Warmups)
+	}
+	press(m, "s")
+	if m.strategy != "exhaustive" {
+		t.Errorf("s: strategy %s", m.strategy)
+	}
+	press(m, "+")
+	if m.budget != Budgets[slices.Index(Budgets, m.budget)] || m.budget <= 10*60e9 {
+		t.Errorf("+: budget %v", m.budget)
+	}
+	if got := m.request(); got.Strategy != "exhaustive" || got.Budget != m.budget {
+		t.Errorf("request %+v", got)
+	}
+}
+
+func TestStartNeedsValidCandidates(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "enter", "enter")
+	send(m, planMsg{seq: m.planSeq, plan: []search.Planned{{Candidate: cNone, Violations: []search.Violation{{ID: "X", Message: "no"}}}}})
+	press(m, "enter")
+	if m.screen != screenSpace || m.run != nil {
+		t.Error("a search started with no valid candidate")
+	}
+}
+
+// startRun gets a model to the run screen with a context it can observe.
+func startRun(t *testing.T, f *fakeBackend) (*Model, *clock, context.Context) {
+	t.Helper()
+	m, clk := newTestModel(t, f, 80, 24)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	m.opts.Context = ctx
+	press(m, "enter", "enter")
+	planNow(t, m, f)
+	press(m, "enter")
+	if m.screen != screenRun || m.run == nil {
+		t.Fatalf("screen %d run %v", m.screen, m.run)
+	}
+	return m, clk, ctx
+}
+
+func TestRunScreenFollowsEvents(t *testing.T) {
+	f := newFake(t)
+	m, _, _ := startRun(t, f)
+	playEvents(m, f, len(f.events)-2)
+	r := m.run
+	if r.done != 3 || r.total != 4 {
+		t.Errorf("progress %d/%d", r.done, r.total)
+	}
+	states := map[string]string{}
+	for _, row := range r.rows {
+		states[row.cand.Key()] = row.state
+	}
+	if states[cTEAttn.Key()] != stDone || states[cLocalFull.Key()] != stFailed || states[cTEAttnMLP.Key()] != stRunning {
+		t.Errorf("row states %v", states)
+	}
+	if got := r.mem[0].UsedMiB; got != 61_234 {
+		t.Errorf("memory gauge reads %d MiB", got)
+	}
+	v := view(m)
+	for _, want := range []string{"59.8/140.4 GiB", "oom", "te attn,mlp on GPU 0", "ETA"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("run view lacks %q:\n%s", want, v)
+		}
+	}
+	// The DoneEvent moves to the results.
+	send(m, eventMsg{ev: f.events[len(f.events)-1]})
+	if m.screen != screenResults || m.done == nil {
+		t.Fatalf("screen %d after DoneEvent", m.screen)
+	}
+}
+
+func TestStopAsksAndKeepsPartialResults(t *testing.T) {
+	f := newFake(t)
+	m, _, _ := startRun(t, f)
+	cmd := press(m, "ctrl+c")
+	if isQuit(cmd) || !m.run.confirm {
+		t.Fatal("ctrl+c on the run screen should ask, not quit")
+	}
+	press(m, "n")
+	if m.run.confirm || m.run.stopping {
+		t.Fatal("n should keep the search running")
+	}
+	press(m, "q")
+	var cancelled bool
+	r := m.run
+	inner := r.cancel
+	r.cancel = func() { cancelled = true; inner() }
+	press(m, "y")
+	if !cancelled || !r.stopping {
+		t.Fatal("y did not cancel the search's context")
+	}
+	if !strings.Contains(view(m), "stopping") {
+		t.Error("the run screen does not say it is stopping")
+	}
+	partial := search.DoneEvent{Interrupted: true, Ranking: []search.Ranked{{Rank: 1, Result: result(cTEAttn, 112, 900), Fits: true}}}
+	w := partial.Ranking[0]
+	partial.Winner = &w
+	send(m, eventMsg{ev: partial})
+	if m.screen != screenResults || !strings.Contains(view(m), "stopped early") {
+		t.Errorf("partial results not shown:\n%s", view(m))
+	}
+	if !isQuit(press(m, "q")) {
+		t.Error("q should quit on the results screen")
+	}
+}
+
+func TestSecondCtrlCWhileStoppingQuits(t *testing.T) {
+	f := newFake(t)
+	m, _, _ := startRun(t, f)
+	press(m, "q", "y")
+	if !isQuit(press(m, "ctrl+c")) {
+		t.Error("ctrl+c while stopping should quit")
+	}
+}
+
+func TestStartFailureIsShown(t *testing.T) {
+	f := newFake(t)
+	m, _, _ := startRun(t, f)
+	send(m, startedMsg{err: errors.New("GPU 0: worker: exit status 3")})
+	if !m.run.finished || !strings.Contains(view(m), "search did not start") {
+		t.Errorf("start failure not shown:\n%s", view(m))
+	}
+}
+
+func finishRun(t *testing.T, f *fakeBackend) *Model {
+	t.Helper()
+	m, _, _ := startRun(t, f)
+	playEvents(m, f, -1)
+	if m.screen != screenResults {
+		t.Fatalf("screen %d", m.screen)
+	}
+	return m
+}
+
+func TestResultsFormatsAndWrite(t *testing.T) {
+	f := newFake(t)
+	m := finishRun(t, f)
+	if !strings.Contains(view(m), "cuda_graph_modules: [attn, mlp]") {
+		t.Fatalf("winner's YAML overrides not shown:\n%s", view(m))
+	}
+	for _, want := range presets.Formats[1:] {
+		press(m, "f")
+		if m.format() != want {
+			t.Fatalf("f: format %s, want %s", m.format(), want)
+		}
+	}
+	press(m, "f") // back to yaml
+	press(m, "w")
+	if m.resScr.prompt != promptPath || m.resScr.input != "./cgtune-overrides.yaml" {
+		t.Fatalf("prompt %d %q", m.resScr.prompt, m.resScr.input)
+	}
+	// Keys are text in the prompt: q does not quit.
+	if isQuit(press(m, "q")) {
+		t.Fatal("q quit from the path prompt")
+	}
+	press(m, "ctrl+u")
+	for _, c := range "out.yaml" {
+		press(m, string(c))
+	}
+	cmd := press(m, "enter")
+	if cmd == nil {
+		t.Fatal("enter did not write")
+	}
+	send(m, cmd())
+	want, _ := presets.BuildOverrides(cTEAttnMLP, presets.G3).Render("yaml")
+	if got := mustRead(t, f.dir+"/out.yaml"); got != string(want) {
+		t.Errorf("file:\n%s\nwant:\n%s", got, want)
+	}
+	if !strings.Contains(m.status, "wrote out.yaml") {
+		t.Errorf("status %q", m.status)
+	}
+	// The cursor picks whose overrides are shown.
+	press(m, "down")
+	if !strings.Contains(view(m), "cuda_graph_modules: [attn]") {
+		t.Error("moving the cursor did not show the second candidate's overrides")
+	}
+	press(m, "down", "down")
+	press(m, "w")
+	if m.resScr.prompt != promptNone || !m.statusErr {
+		t.Error("writing a failed candidate's overrides should be refused")
+	}
+}
+
+func TestSaveRunAsPreset(t *testing.T) {
+	f := newFake(t)
+	m := finishRun(t, f)
+	press(m, "p")
+	if m.resScr.prompt != promptName || m.resScr.input != "llama3_70b-h100" {
+		t.Fatalf("prompt %d %q", m.resScr.prompt, m.resScr.input)
+	}
+	press(m, "ctrl+u", "B", "a", "d", "enter")
+	if m.resScr.prompt != promptName || !m.statusErr {
+		t.Fatal("an invalid name was accepted")
+	}
+	press(m, "ctrl+u")
+	for _, c := range "tuned-70b" {
+		press(m, string(c))
+	}
+	f.existing["tuned-70b"] = true
+	cmd := press(m, "enter")
+	send(m, cmd())
+	if m.resScr.prompt != promptOverwrite {
+		t.Fatalf("an existing preset should ask; prompt %d, status %q", m.resScr.prompt, m.status)
+	}
+	cmd = press(m, "y")
+	msg := cmd()
+	refresh := send(m, msg)
+	if refresh == nil {
+		t.Error("the preset list is not refreshed after a save")
+	}
+	if len(f.saved) != 1 {
+		t.Fatalf("saved %d presets", len(f.saved))
+	}
+	p := f.saved[0]
+	if err := p.Validate(); err != nil {
+		t.Fatalf("saved preset does not validate: %v", err)
+	}
+	r := p.Result
+	if p.Model != "llama3_70b" || p.GPU != "h100" || p.MBridge != "0.6" || r == nil {
+		t.Fatalf("preset %+v", p)
+	}
+	if r.Winner.Key() != cTEAttnMLP.Key() || r.StepMS != 104 || r.EagerStepMS != 130 || r.Engine != "measured" ||
+		r.GPUName != "NVIDIA H200" || r.DriverVersion != "580.65.06" || r.CgtuneVersion != "0.1.0-test" || r.MemoryMiB != 2800 || !r.MeasuredAt.Equal(t0) {
+		t.Errorf("result %+v", r)
+	}
+	if len(p.Space.Impls) != 3 || !slices.Equal(p.Space.Warmups, []int{3}) {
+		t.Errorf("space %+v", p.Space)
+	}
+}
+
+func TestEstimateRunIsLabelled(t *testing.T) {
+	f := newFake(t)
+	f.gpus, f.gpuErr = nil, ErrNoDriver
+	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "enter", "e", "enter")
+	planNow(t, m, f)
+	press(m, "enter")
+	if len(f.started) != 0 {
+		t.Fatal("Start is a Cmd; it must not run inside Update")
+	}
+	for _, s := range []screen{screenRun, screenResults} {
+		if s == screenResults {
+			playEvents(m, f, -1)
+		}
+		if m.screen != s || !strings.Contains(view(m), "ESTIMATE") {
+			t.Errorf("screen %d is not labelled ESTIMATE:\n%s", s, view(m))
+		}
+	}
+	press(m, "p", "enter")
+	if !m.run.req.Estimate {
+		t.Error("the run request lost the estimate flag")
+	}
+}

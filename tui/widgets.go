@@ -1,0 +1,220 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// Small renderers shared by the screens: aligned columns, a bar chart, a
+// gauge, number formats. They are pure functions of their arguments.
+
+func padRight(s string, w int) string {
+	if n := ansi.StringWidth(s); n < w {
+		return s + strings.Repeat(" ", w-n)
+	}
+	return s
+}
+
+func padLeft(s string, w int) string {
+	if n := ansi.StringWidth(s); n < w {
+		return strings.Repeat(" ", w-n) + s
+	}
+	return s
+}
+
+func truncate(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	return ansi.Truncate(s, w, "…")
+}
+
+func wrap(s string, w int) string {
+	if w <= 0 {
+		return s
+	}
+	return ansi.Wrap(s, w, " ")
+}
+
+// column is one column of a table: a fixed width, or flex (the rest of
+// the line, at least min cells).
+type column struct {
+	title string
+	width int
+	flex  bool
+	right bool
+}
+
+// table lays out rows in aligned columns, two spaces apart.
+type table struct {
+	cols   []column
+	widths []int
+}
+
+func newTable(w int, cols ...column) table {
+	t := table{cols: cols, widths: make([]int, len(cols))}
+	fixed := 0
+	flex := 0
+	for i, c := range cols {
+		t.widths[i] = c.width
+		if c.flex {
+			flex++
+		} else {
+			fixed += c.width
+		}
+	}
+	fixed += 2 * (len(cols) - 1)
+	if flex > 0 {
+		rest := max(w-fixed, 0) / flex
+		for i, c := range cols {
+			if c.flex {
+				t.widths[i] = max(rest, c.width)
+			}
+		}
+	}
+	return t
+}
+
+// row aligns cells (which may be styled) into the columns.
+func (t table) row(cells ...string) string {
+	parts := make([]string, len(t.cols))
+	for i := range t.cols {
+		c := ""
+		if i < len(cells) {
+			c = cells[i]
+		}
+		c = truncate(c, t.widths[i])
+		if t.cols[i].right {
+			parts[i] = padLeft(c, t.widths[i])
+		} else {
+			parts[i] = padRight(c, t.widths[i])
+		}
+	}
+	return strings.TrimRight(strings.Join(parts, "  "), " ")
+}
+
+func (t table) header(st Styles) string {
+	cells := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		cells[i] = c.title
+	}
+	return st.Header.Render(t.row(cells...))
+}
+
+// scrollWindow returns the first row to show so that cursor stays within
+// a window of h rows starting near offset.
+func scrollWindow(offset, cursor, n, h int) int {
+	if h <= 0 {
+		return 0
+	}
+	if cursor < offset {
+		offset = cursor
+	}
+	if cursor >= offset+h {
+		offset = cursor - h + 1
+	}
+	return max(min(offset, n-h), 0)
+}
+
+var eighths = []rune(" ▁▂▃▄▅▆▇█")
+
+// barChart draws values as vertical bars h rows high, one column each,
+// the last w values, scaled between a floor a little under the minimum and
+// the maximum so step-to-step variation shows. styleOf colours a column.
+func barChart(vals []float64, w, h int, styleOf func(i int) lipgloss.Style) []string {
+	if len(vals) > w {
+		off := len(vals) - w
+		vals = vals[off:]
+		inner := styleOf
+		styleOf = func(i int) lipgloss.Style { return inner(i + off) }
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range vals {
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	floor := lo - (hi-lo)*0.25
+	if hi == lo {
+		floor = lo * 0.5
+	}
+	floor = math.Max(floor, 0)
+	rows := make([]strings.Builder, h)
+	for i, v := range vals {
+		level := 1.0
+		if hi > floor {
+			level = (v - floor) / (hi - floor)
+		}
+		n := int(math.Round(level * float64(h*8)))
+		n = max(n, 1)
+		st := styleOf(i)
+		for r := range h {
+			fill := min(max(n-(h-1-r)*8, 0), 8)
+			rows[r].WriteString(st.Render(string(eighths[fill])))
+		}
+	}
+	out := make([]string, h)
+	for r := range rows {
+		out[r] = rows[r].String()
+	}
+	return out
+}
+
+// gauge is a horizontal bar of w cells filled to frac.
+func gauge(frac float64, w int, full, empty lipgloss.Style) string {
+	frac = math.Min(math.Max(frac, 0), 1)
+	n := int(math.Round(frac * float64(w)))
+	return full.Render(strings.Repeat("█", n)) + empty.Render(strings.Repeat("░", w-n))
+}
+
+// fmtDur is a short duration: 45s, 3m12s, 1h05m.
+func fmtDur(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// fmtMs formats a time in milliseconds with the precision it deserves.
+func fmtMs(ms float64) string {
+	switch {
+	case ms <= 0:
+		return "—"
+	case ms < 10:
+		return fmt.Sprintf("%.2f", ms)
+	case ms < 1000:
+		return fmt.Sprintf("%.1f", ms)
+	case ms < 60_000:
+		return fmt.Sprintf("%.0f", ms)
+	}
+	return fmtDur(time.Duration(ms * float64(time.Millisecond)))
+}
+
+// fmtJob is a job-level time: seconds with a decimal, or minutes.
+func fmtJob(ms float64) string {
+	switch {
+	case ms <= 0:
+		return "—"
+	case ms < 60_000:
+		return fmt.Sprintf("%.1fs", ms/1000)
+	}
+	return fmtDur(time.Duration(ms * float64(time.Millisecond)))
+}
+
+func fmtGiB(mib int64) string { return fmt.Sprintf("%.1f", float64(mib)/1024) }
+
+func fmtSpeedup(x float64) string {
+	if x <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
