@@ -34,6 +34,13 @@ type Ranked struct {
 	// Fits is false when the measured peak would not fit the real job's GPU.
 	Fits bool   `json:"fits"`
 	Note string `json:"note,omitempty"` // why it ranks where it does (ties, memory)
+	// Round is the search round the result comes from; later rounds
+	// measured longer and rank before earlier ones.
+	Round int `json:"round,omitempty"`
+	// Derived marks a result that was not run itself: another warm-up of
+	// the same impl×scope (same steady state), or none from the eager
+	// baselines every run measures.
+	Derived bool `json:"derived,omitempty"`
 }
 
 // PlanEvent is the whole space, sent once before anything runs.
@@ -90,6 +97,13 @@ type DoneEvent struct {
 	Interrupted bool     `json:"interrupted"`
 	RunDir      string   `json:"run_dir"`
 	Err         string   `json:"error,omitempty"`
+	Strategy    string   `json:"strategy"`
+	Runs        int      `json:"runs"`    // candidate runs this search made
+	Resumed     int      `json:"resumed"` // results taken from the journal instead
+	// GPUTimeMs is the engines' time the runs took (resumed ones included);
+	// simulated for estimated results.
+	GPUTimeMs float64  `json:"gpu_time_ms"`
+	Notes     []string `json:"notes,omitempty"` // how the strategy went (rounds, budget, derived results)
 }
 
 func (PlanEvent) isEvent()   {}

@@ -1,0 +1,306 @@
+package search
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"cgtune/engine"
+	"cgtune/presets"
+)
+
+// DefaultTrainIters is the job length job-level times are computed for:
+// MB's perf harness runs 50 iterations (reference §3).
+const DefaultTrainIters = 50
+
+// noiseFrac is the smallest step-time difference the ranking trusts: two
+// candidates closer than this (or than their own p10–p90 spread) tie.
+const noiseFrac = 0.01
+
+// RankOptions are what the ranking needs besides the results.
+type RankOptions struct {
+	TrainIters      int   // job length for JobMs (default 50)
+	JobGPUMemoryMiB int64 // the real job's GPU memory; 0: unknown, everything fits
+}
+
+// JobMs is the job-level time of TrainIters steps for result r: the
+// warm-up steps eager, the capture, the remaining steps graphed; a
+// candidate without graphs runs every step eagerly.
+func JobMs(r engine.Result, trainIters int) float64 {
+	if trainIters <= 0 {
+		trainIters = DefaultTrainIters
+	}
+	if r.Failed() {
+		return 0
+	}
+	if !r.Candidate.Graphed() {
+		return float64(trainIters) * r.Step.Median
+	}
+	w := min(r.Candidate.Warmup, trainIters)
+	return float64(w)*r.Eager.Median + r.CaptureMs + float64(trainIters-w)*r.Step.Median
+}
+
+// JobPeakMiB is the device memory the candidate would need in the real
+// job: its measured peak, with its graph memory scaled to the job's
+// captured micro-batches and layers when the run emulated fewer.
+func JobPeakMiB(r engine.Result) int64 {
+	m := r.Memory
+	if m.GraphFullJobMiB > m.GraphMiB {
+		return m.DevicePeakMiB - m.GraphMiB + m.GraphFullJobMiB
+	}
+	return m.DevicePeakMiB
+}
+
+// graphMiB is the graph memory the ranking compares: the real job's.
+func graphMiB(r engine.Result) int64 {
+	if r.Memory.GraphFullJobMiB > 0 {
+		return r.Memory.GraphFullJobMiB
+	}
+	return r.Memory.GraphMiB
+}
+
+// implOrder makes none < transformer_engine < local: the fewer moving
+// parts a configuration has, the earlier it wins a tie.
+func implOrder(impl string) int {
+	switch impl {
+	case presets.ImplNone, "":
+		return 0
+	case presets.ImplTE:
+		return 1
+	}
+	return 2
+}
+
+// entry is a result as the ranking sees it: the round it comes from (later
+// rounds measured longer and rank first) and whether it was derived from
+// another warm-up's measurement or from the eager baselines.
+type entry struct {
+	res     engine.Result
+	round   int
+	derived bool
+	note    string
+}
+
+// Rank orders finished results: successes by steady-state step time, ties
+// within noise going to less graph memory, then the simpler scope, then the
+// shorter job; candidates that would not fit the job's GPU after those that
+// do; failures last, unranked (Rank 0).
+func Rank(results []engine.Result, opts RankOptions) []Ranked {
+	es := make([]entry, len(results))
+	for i, r := range results {
+		es[i] = entry{res: r}
+	}
+	return rankEntries(es, opts)
+}
+
+// tieTol is how far apart two step medians may be and still tie.
+func tieTol(a, b engine.Result) float64 {
+	return max(noiseFrac*a.Step.Median, a.Step.P90-a.Step.P10, b.Step.P90-b.Step.P10)
+}
+
+// memTolMiB is how much more graph memory a tied candidate may take and
+// still count as taking the same: a few MiB of allocator rounding must not
+// decide between two configurations.
+func memTolMiB(least int64) int64 { return max(64, least/20) }
+
+// tieBreak orders two tied candidates of the same memory class and says
+// what decided it.
+func tieBreak(a, b Ranked) (int, string) {
+	ra, rb := a.Result, b.Result
+	ca, cb := ra.Candidate, rb.Candidate
+	if c := cmp.Compare(len(ca.Scopes), len(cb.Scopes)); c != 0 {
+		return c, "fewer scopes"
+	}
+	if c := cmp.Compare(implOrder(ca.Impl), implOrder(cb.Impl)); c != 0 {
+		return c, "simpler impl (none < transformer_engine < local)"
+	}
+	if c := cmp.Compare(a.JobMs, b.JobMs); c != 0 {
+		return c, "shorter job time (warm-up)"
+	}
+	if c := cmp.Compare(ra.Step.Median, rb.Step.Median); c != 0 {
+		return c, "faster"
+	}
+	return cmp.Compare(ca.Key(), cb.Key()), "name"
+}
+
+// orderTied orders a group of candidates tied on step time: by graph
+// memory, where candidates within memTolMiB of the least of them form one
+// class (measured from that least one, as step-time groups are, so the
+// order is well defined), and inside a class by tieBreak. why[i] says
+// what put group[i] after group[i-1].
+func orderTied(group []Ranked) (why []string) {
+	slices.SortStableFunc(group, func(a, b Ranked) int {
+		return cmp.Compare(graphMiB(a.Result), graphMiB(b.Result))
+	})
+	why = make([]string, len(group))
+	for i := 0; i < len(group); {
+		least := graphMiB(group[i].Result)
+		j := i + 1
+		for j < len(group) && graphMiB(group[j].Result)-least <= memTolMiB(least) {
+			j++
+		}
+		class := group[i:j]
+		slices.SortStableFunc(class, func(a, b Ranked) int { c, _ := tieBreak(a, b); return c })
+		if i > 0 {
+			why[i] = fmt.Sprintf("less graph memory (%d vs %d MiB)", graphMiB(group[i-1].Result), graphMiB(group[i].Result))
+		}
+		for k := i + 1; k < j; k++ {
+			_, why[k] = tieBreak(group[k-1], group[k])
+		}
+		i = j
+	}
+	return why
+}
+
+func rankEntries(es []entry, opts RankOptions) []Ranked {
+	var ok, failed []Ranked
+	for _, e := range es {
+		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note}
+		if e.res.Failed() {
+			failed = append(failed, r)
+			continue
+		}
+		r.JobMs = JobMs(e.res, opts.TrainIters)
+		need := JobPeakMiB(e.res)
+		r.Fits = opts.JobGPUMemoryMiB <= 0 || need <= opts.JobGPUMemoryMiB
+		if !r.Fits {
+			r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB in the job, more than the GPU's %d MiB", need, opts.JobGPUMemoryMiB))
+		}
+		ok = append(ok, r)
+	}
+	// Classes rank in order: fitting first, then later rounds (longer
+	// measurements of the survivors) before earlier ones.
+	class := func(r Ranked) [2]int {
+		f := 1
+		if r.Fits {
+			f = 0
+		}
+		return [2]int{f, -r.Round}
+	}
+	slices.SortStableFunc(ok, func(a, b Ranked) int {
+		ka, kb := class(a), class(b)
+		if c := cmp.Compare(ka[0], kb[0]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ka[1], kb[1]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Result.Step.Median, b.Result.Step.Median); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Result.Candidate.Key(), b.Result.Candidate.Key())
+	})
+	// Within a class, a group is every candidate within noise of the
+	// fastest one not yet placed; the group is ordered by the tie-breaks.
+	// Measuring against the group's leader (not pairwise) keeps the
+	// grouping deterministic where noise bands overlap in a chain.
+	for i := 0; i < len(ok); {
+		j := i + 1
+		for j < len(ok) && class(ok[j]) == class(ok[i]) &&
+			ok[j].Result.Step.Median-ok[i].Result.Step.Median <= tieTol(ok[i].Result, ok[j].Result) {
+			j++
+		}
+		group := ok[i:j]
+		if len(group) > 1 {
+			fastest := group[0]
+			why := orderTied(group)
+			n, tol := len(group), tieTol(fastest.Result, fastest.Result)
+			for k := range group {
+				var note string
+				switch {
+				case k == 0 && group[0].Result.Candidate.Key() == fastest.Result.Candidate.Key():
+					note = fmt.Sprintf("fastest of %d candidates tied within noise (±%.2f ms)", n, tol)
+				case k == 0:
+					note = fmt.Sprintf("first of %d candidates tied within noise (±%.2f ms of the fastest, %s) on %s",
+						n, tol, candName(fastest.Result.Candidate), firstReason(group[0], fastest))
+				default:
+					note = fmt.Sprintf("tied with %s within noise; after it on %s", candName(group[k-1].Result.Candidate), why[k])
+				}
+				group[k].Note = joinNote(group[k].Note, note)
+			}
+		}
+		i = j
+	}
+	slices.SortStableFunc(failed, func(a, b Ranked) int {
+		return cmp.Compare(a.Result.Candidate.Key(), b.Result.Candidate.Key())
+	})
+	for i := range ok {
+		ok[i].Rank = i + 1
+	}
+	return append(ok, failed...)
+}
+
+// firstReason says why the head of a tied group ranks before the fastest
+// candidate of the group.
+func firstReason(head, fastest Ranked) string {
+	hm, fm := graphMiB(head.Result), graphMiB(fastest.Result)
+	if fm-hm > memTolMiB(hm) {
+		return fmt.Sprintf("less graph memory (%d vs %d MiB)", hm, fm)
+	}
+	_, why := tieBreak(head, fastest)
+	return why
+}
+
+// candName is a candidate's label with its warm-up, for notes and tables.
+func candName(c presets.Candidate) string {
+	if !c.Graphed() {
+		return c.Label()
+	}
+	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
+}
+
+func joinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+// Winner is the best fitting successful candidate of a ranking, or nil.
+func Winner(rs []Ranked) *Ranked {
+	for i := range rs {
+		if !rs[i].Result.Failed() && rs[i].Fits {
+			w := rs[i]
+			return &w
+		}
+	}
+	return nil
+}
+
+// eagerAsNone is the `none` candidate's result derived from the eager
+// baselines of results (every run measures one on the same workload), so
+// that a search need not spend a run on it.
+func eagerAsNone(results []engine.Result) (engine.Result, bool) {
+	var meds []float64
+	var src engine.Result
+	for _, r := range results {
+		if r.Eager.N > 0 && r.Eager.Median > 0 {
+			if len(meds) == 0 {
+				src = r
+			}
+			meds = append(meds, r.Eager.Median)
+		}
+	}
+	if len(meds) == 0 {
+		return engine.Result{}, false
+	}
+	st := engine.Summarise(meds)
+	var steps int
+	for _, r := range results {
+		steps += r.Eager.N
+	}
+	st.N = steps
+	out := engine.Result{
+		Candidate: presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup},
+		Source:    src.Source, Device: src.Device, Step: st, Eager: st, Speedup: 1,
+		Scaling: src.Scaling,
+		Notes:   []string{fmt.Sprintf("not run on its own: the eager baseline measured by %d runs (median of their medians)", len(meds))},
+	}
+	out.Memory.DeviceBaseMiB = src.Memory.DeviceBaseMiB
+	out.Memory.DevicePeakMiB = src.Memory.DevicePeakMiB - src.Memory.GraphMiB
+	out.Memory.DeviceAfterMiB = src.Memory.DeviceAfterMiB
+	return out, true
+}

@@ -1,0 +1,152 @@
+package search
+
+import (
+	"strings"
+	"testing"
+
+	"cgtune/engine"
+	"cgtune/presets"
+)
+
+// res builds a successful result with a tight p10–p90 band.
+func res(impl string, scopes []string, warmup int, stepMs float64, graphMiB int64) engine.Result {
+	return engine.Result{
+		Candidate: presets.Candidate{Impl: impl, Scopes: scopes, Warmup: warmup},
+		Source:    engine.Measured,
+		Step:      engine.Stats{Median: stepMs, P10: stepMs * 0.999, P90: stepMs * 1.001, N: 8},
+		Eager:     engine.Stats{Median: 1000, P10: 999, P90: 1001, N: 5},
+		CaptureMs: 100,
+		Memory:    engine.Memory{DevicePeakMiB: 10000 + graphMiB, GraphMiB: graphMiB, GraphFullJobMiB: graphMiB},
+	}
+}
+
+func order(rs []Ranked) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Result.Candidate.Key())
+	}
+	return out
+}
+
+func TestRankFasterWinsOutsideNoise(t *testing.T) {
+	rs := Rank([]engine.Result{
+		res(presets.ImplNone, nil, 3, 1000, 0),
+		res(presets.ImplTE, []string{"attn"}, 3, 970, 4000), // 3 % faster: not noise
+	}, RankOptions{})
+	if got := order(rs); got[0] != "transformer_engine/attn/w3" {
+		t.Errorf("order %v: the clearly faster candidate must win despite its memory", got)
+	}
+	if rs[0].Rank != 1 || rs[1].Rank != 2 || rs[0].Note != "" {
+		t.Errorf("ranks %d %d, note %q", rs[0].Rank, rs[1].Rank, rs[0].Note)
+	}
+}
+
+func TestRankTieBreaks(t *testing.T) {
+	// Within 1 %: less graph memory first, whatever the step time.
+	rs := Rank([]engine.Result{
+		res(presets.ImplTE, []string{"attn"}, 3, 995, 4000),
+		res(presets.ImplLocal, []string{"full_iteration"}, 3, 1000, 300),
+	}, RankOptions{})
+	if got := order(rs); got[0] != "local/full_iteration/w3" {
+		t.Fatalf("order %v: less graph memory must win a tie", got)
+	}
+	if !strings.Contains(rs[0].Note, "less graph memory") || !strings.Contains(rs[1].Note, "tied with local full_iteration w3 within noise") {
+		t.Errorf("notes %q / %q", rs[0].Note, rs[1].Note)
+	}
+
+	// Same memory (within 5 %): fewer scopes, then none < te < local.
+	rs = Rank([]engine.Result{
+		res(presets.ImplLocal, []string{"attn"}, 3, 1000, 4000),
+		res(presets.ImplTE, []string{"attn", "mlp"}, 3, 996, 4010),
+		res(presets.ImplTE, []string{"attn"}, 3, 1001, 4001),
+	}, RankOptions{})
+	want := []string{"transformer_engine/attn/w3", "local/attn/w3", "transformer_engine/attn,mlp/w3"}
+	if got := order(rs); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("order %v, want %v", got, want)
+	}
+	if !strings.Contains(rs[1].Note, "simpler impl") || !strings.Contains(rs[2].Note, "fewer scopes") {
+		t.Errorf("notes %q / %q", rs[1].Note, rs[2].Note)
+	}
+
+	// A wide p10–p90 band widens the tie beyond 1 %.
+	noisy := res(presets.ImplTE, []string{"attn"}, 3, 960, 4000)
+	noisy.Step.P10, noisy.Step.P90 = 900, 1050
+	rs = Rank([]engine.Result{noisy, res(presets.ImplNone, nil, 3, 1000, 0)}, RankOptions{})
+	if got := order(rs); got[0] != "none/-/w3" {
+		t.Errorf("order %v: a 4 %% gain inside a 15 %% spread is noise", got)
+	}
+}
+
+// Warm-ups only change the job time, which decides between otherwise
+// equal candidates: here the graphed step is faster than eager, so fewer
+// eager warm-up steps make the shorter job.
+func TestRankWarmupByJobTime(t *testing.T) {
+	var rs []engine.Result
+	for _, w := range []int{3, 1, 2} {
+		rs = append(rs, res(presets.ImplTE, []string{"attn"}, w, 900, 4000))
+	}
+	ranked := Rank(rs, RankOptions{TrainIters: 50})
+	if got := order(ranked); got[0] != "transformer_engine/attn/w1" || got[2] != "transformer_engine/attn/w3" {
+		t.Errorf("order %v", got)
+	}
+	// JobMs = warm-up × eager + capture + (iters − warm-up) × step.
+	if want := 1*1000 + 100 + 49*900.0; ranked[0].JobMs != want {
+		t.Errorf("JobMs %v, want %v", ranked[0].JobMs, want)
+	}
+	none := res(presets.ImplNone, nil, 3, 1000, 0)
+	if got := JobMs(none, 50); got != 50*1000 {
+		t.Errorf("none JobMs %v", got)
+	}
+}
+
+// Candidates that would not fit the job's GPU rank after those that do,
+// with the reason; the winner is the best that fits; failures come last,
+// unranked, with their error.
+func TestRankMemoryFitAndFailures(t *testing.T) {
+	big := res(presets.ImplLocal, []string{"full_iteration"}, 3, 800, 2000)
+	big.Memory.GraphFullJobMiB = 75000 // the job captures many more micro-batches than the run
+	failed := res(presets.ImplTE, []string{}, 3, 0, 0)
+	failed.Err, failed.ErrKind = "capture failed: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", engine.ErrCapture
+	ok := res(presets.ImplTE, []string{"attn"}, 3, 950, 4000)
+	rs := Rank([]engine.Result{failed, big, ok}, RankOptions{JobGPUMemoryMiB: 80000})
+	want := []string{"transformer_engine/attn/w3", "local/full_iteration/w3", "transformer_engine/layer/w3"}
+	if got := order(rs); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	if !rs[0].Fits || rs[1].Fits || !strings.Contains(rs[1].Note, "needs 85000 MiB in the job, more than the GPU's 80000 MiB") {
+		t.Errorf("fits %v %v, note %q", rs[0].Fits, rs[1].Fits, rs[1].Note)
+	}
+	if JobPeakMiB(big) != 10000+75000 {
+		t.Errorf("job peak %d", JobPeakMiB(big))
+	}
+	if rs[2].Rank != 0 || rs[2].Result.Err == "" {
+		t.Errorf("failed candidate: rank %d, err %q", rs[2].Rank, rs[2].Result.Err)
+	}
+	if w := Winner(rs); w == nil || w.Result.Candidate.Key() != "transformer_engine/attn/w3" {
+		t.Errorf("winner %v", w)
+	}
+	if w := Winner(Rank([]engine.Result{failed}, RankOptions{})); w != nil {
+		t.Errorf("a failure won: %v", w)
+	}
+	// Without a job memory, everything fits.
+	if rs := Rank([]engine.Result{big}, RankOptions{}); !rs[0].Fits {
+		t.Error("no job memory given, but a candidate does not fit")
+	}
+}
+
+// Later rounds (longer measurements of the survivors) rank before earlier
+// ones; a derived none takes its eager baseline from the runs.
+func TestRankRoundsAndEagerNone(t *testing.T) {
+	early := entry{res: res(presets.ImplTE, []string{"attn"}, 3, 500, 4000), round: 1}
+	late := entry{res: res(presets.ImplTE, []string{"mlp"}, 3, 900, 4000), round: 2}
+	rs := rankEntries([]entry{early, late}, RankOptions{})
+	if got := order(rs); got[0] != "transformer_engine/mlp/w3" || rs[0].Round != 2 {
+		t.Errorf("order %v", got)
+	}
+	a, b := res(presets.ImplTE, []string{"attn"}, 3, 900, 4000), res(presets.ImplTE, []string{"mlp"}, 3, 900, 4000)
+	b.Eager.Median = 1010
+	n, ok := eagerAsNone([]engine.Result{a, b})
+	if !ok || n.Candidate.Impl != presets.ImplNone || n.Step.Median != 1005 || n.Step.N != 10 || n.Memory.GraphMiB != 0 {
+		t.Errorf("eager none %+v", n)
+	}
+}

@@ -1,0 +1,477 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"cgtune/engine"
+	"cgtune/presets"
+)
+
+// Strategies.
+const (
+	StrategyHalving    = "halving"
+	StrategyExhaustive = "exhaustive"
+)
+
+// Strategies lists the strategy names Run accepts.
+func Strategies() []string { return []string{StrategyHalving, StrategyExhaustive} }
+
+// DefaultBudget is the halving strategy's GPU time budget when none is given.
+const DefaultBudget = 2 * time.Minute
+
+// Config is one search: what to tune, the space, how to search it and
+// where to run it.
+type Config struct {
+	Model   presets.Model
+	Layout  presets.Layout
+	MBridge string            // Megatron-Bridge release (default 0.4)
+	Sets    map[string]string // recipe overrides (key → Hydra value) the rules see
+	Space   presets.Space     // empty parts take the defaults (every impl, every scope subset, warm-ups 1,2,3)
+	// Strategy is "halving" (default) or "exhaustive".
+	Strategy string
+	// Budget is the wall-clock time the halving strategy may keep the
+	// engines busy (each engine's GPU time counts Budget/len(Engines));
+	// 0 means DefaultBudget, a negative value no limit. Exhaustive ignores it.
+	Budget     time.Duration
+	TrainIters int             // job length for job-level times (default 50)
+	Engines    []engine.Engine // one per GPU; each runs one candidate at a time
+	// Estimator is an estimate engine used to order candidates, size the
+	// halving rounds and predict the ETA; nil to go by measurements alone.
+	Estimator engine.Engine
+	// RunDir holds the journal; "" keeps no journal (and cannot resume).
+	RunDir string
+	Resume bool
+	// JobGPUMemoryMiB is the real job's GPU memory; candidates whose peak
+	// would not fit rank after those that do. 0: not checked.
+	JobGPUMemoryMiB int64
+	Workload        engine.WorkloadOptions
+	// Measured are the run options: EagerSteps for every run; MeasuredSteps
+	// for exhaustive runs (halving sets its own per round).
+	Measured engine.RunOptions
+}
+
+func (c Config) mbridge() string {
+	if c.MBridge == "" {
+		return DefaultMBridge
+	}
+	return c.MBridge
+}
+
+func (c Config) strategy() string {
+	if c.Strategy == "" {
+		return StrategyHalving
+	}
+	return c.Strategy
+}
+
+func (c Config) trainIters() int {
+	if c.TrainIters <= 0 {
+		return DefaultTrainIters
+	}
+	return c.TrainIters
+}
+
+// budgetMs is the GPU time (all engines together) the halving strategy
+// may spend, in ms; +Inf without a limit.
+func (c Config) budgetMs() float64 {
+	b := c.Budget
+	if b == 0 {
+		b = DefaultBudget
+	}
+	if b < 0 {
+		return math.Inf(1)
+	}
+	return float64(b.Milliseconds()) * float64(max(1, len(c.Engines)))
+}
+
+// finished is one finished run (or one read back from the journal).
+type finished struct {
+	round   int
+	gpu     int
+	res     engine.Result
+	resumed bool
+}
+
+type resKey struct {
+	round int
+	key   string
+}
+
+// runner is one Run: the shared state of the engine goroutines.
+type runner struct {
+	cfg   Config
+	w     *engine.Workload
+	plan  []Planned
+	byKey map[string]*Planned
+	gpus  []int // GPU number of each engine, for events
+
+	emitMu sync.Mutex
+	emitFn func(Event)
+
+	mu       sync.Mutex
+	journal  *journal
+	prior    map[resKey]finished // journal results not yet used by the strategy
+	all      []finished          // every finished run, in finishing order
+	done     int
+	pending  int     // runs still planned (this round's unfinished + later rounds)
+	pendMs   float64 // their predicted GPU time
+	inflight float64 // predicted GPU time of running candidates
+	spentMs  float64 // GPU time of finished runs (resumed ones included)
+	// calibration of predictions (formula) against what runs took
+	predMs, actualMs, wallMs float64
+	runs, resumedRuns        int
+	jerr                     error
+	notes                    []string
+}
+
+func (r *runner) emit(e Event) {
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	if r.emitFn != nil {
+		r.emitFn(e)
+	}
+}
+
+// Run searches cfg's space on cfg's engines and streams events to emit: a
+// PlanEvent, then StartEvent/SampleEvent/ResultEvent per candidate run
+// (WorkerEvent when a worker crashed or hung), then a DoneEvent, which it
+// also returns. emit is called from one goroutine at a time, never after
+// Run returns. A cancelled ctx stops the search: nothing new starts, the
+// finished runs are kept (journalled) and the DoneEvent says Interrupted;
+// that is not an error. Errors are for a search that cannot start (bad
+// config, a run folder of another search) or a journal that cannot be
+// written (the DoneEvent then carries it too).
+func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
+	if len(cfg.Engines) == 0 {
+		return DoneEvent{}, errors.New("no engine to run candidates on")
+	}
+	if s := cfg.strategy(); s != StrategyHalving && s != StrategyExhaustive {
+		return DoneEvent{}, fmt.Errorf("unknown strategy %q (allowed: %s, %s)", s, StrategyHalving, StrategyExhaustive)
+	}
+	w, err := engine.BuildWorkload(cfg.Model, cfg.Layout, cfg.Workload)
+	if err != nil {
+		return DoneEvent{}, err
+	}
+	plan, err := Plan(cfg)
+	if err != nil {
+		return DoneEvent{}, err
+	}
+	j, prior, err := openJournal(cfg.RunDir, cfg.fingerprint(), cfg.Resume)
+	if err != nil {
+		return DoneEvent{}, err
+	}
+	defer j.close()
+	r := &runner{cfg: cfg, w: w, plan: plan, byKey: map[string]*Planned{}, emitFn: emit, journal: j, prior: map[resKey]finished{}}
+	for i := range plan {
+		r.byKey[plan[i].Candidate.Key()] = &plan[i]
+	}
+	r.gpus = gpuNumbers(cfg.Engines)
+	var order []resKey // the journal's results in finishing order, each once
+	for _, l := range prior {
+		k := resKey{l.Round, l.Key}
+		if _, dup := r.prior[k]; !dup {
+			order = append(order, k)
+		}
+		r.prior[k] = finished{round: l.Round, gpu: l.GPU, res: *l.Result, resumed: true}
+	}
+	if !slices.ContainsFunc(plan, Planned.Valid) {
+		r.note("the rules reject every candidate of the space: nothing to run")
+	}
+
+	var s strategy
+	if cfg.strategy() == StrategyExhaustive {
+		s = newExhaustive(r)
+	} else {
+		s = newHalving(r)
+	}
+	total, ms := s.planned()
+	r.emit(PlanEvent{Space: plan, Total: total})
+	// What the journal holds is done, not pending.
+	r.pending, r.pendMs = max(0, total-len(order)), ms
+	// Results read back from the journal are shown first, in the order
+	// they finished; the strategy then takes them instead of running them.
+	for _, k := range order {
+		f := r.prior[k]
+		r.done++
+		r.emit(ResultEvent{GPU: f.gpu, Round: f.round, Result: f.res, Resumed: true, Done: r.done, Total: r.done + r.pending, ETA: r.eta()})
+	}
+	s.run(ctx)
+
+	d := DoneEvent{RunDir: cfg.RunDir, Interrupted: ctx.Err() != nil, Strategy: cfg.strategy()}
+	d.Ranking = rankEntries(s.entries(), RankOptions{TrainIters: cfg.trainIters(), JobGPUMemoryMiB: cfg.JobGPUMemoryMiB})
+	d.Winner = Winner(d.Ranking)
+	r.mu.Lock()
+	d.Runs, d.Resumed, d.GPUTimeMs = r.runs, r.resumedRuns, r.spentMs
+	d.Notes = append(r.notes, s.notes()...)
+	jerr := r.jerr
+	r.mu.Unlock()
+	if jerr != nil {
+		d.Err = jerr.Error()
+	}
+	r.emit(d)
+	return d, jerr
+}
+
+// gpuNumbers names each engine by its device index when those are
+// distinct (workers on GPUs 2 and 3 are "GPU 2" and "GPU 3"), else by its
+// position (several estimate engines all say index 0).
+func gpuNumbers(es []engine.Engine) []int {
+	out := make([]int, len(es))
+	seen := map[int]bool{}
+	distinct := true
+	for i, e := range es {
+		out[i] = e.Device().Index
+		if seen[out[i]] {
+			distinct = false
+		}
+		seen[out[i]] = true
+	}
+	if !distinct {
+		for i := range out {
+			out[i] = i
+		}
+	}
+	return out
+}
+
+// runCostMs is the GPU time a run of result r's candidate with opts takes
+// on the engine: the eager baseline steps, the warm-up steps and the
+// measured steps, each at the run's own step time (the engine runs fewer
+// micro-batches than the job and scales the step up by scale), plus the
+// capture. A failed run stops at the capture.
+func runCostMs(r engine.Result, scale float64, opts engine.RunOptions) float64 {
+	opts = opts.WithDefaults()
+	if scale < 1 {
+		scale = 1
+	}
+	opt := 0.0 // the optimizer part of the step, which is not scaled
+	if r.FwdBwdMs > 0 && r.Step.Median > r.FwdBwdMs {
+		opt = r.Step.Median - r.FwdBwdMs
+	}
+	unscale := func(ms float64) float64 {
+		if ms <= opt {
+			return ms / scale
+		}
+		return (ms-opt)/scale + opt
+	}
+	eager := unscale(r.Eager.Median)
+	cost := float64(opts.EagerSteps+max(1, r.Candidate.Warmup))*eager + r.CaptureMs
+	if !r.Failed() {
+		cost += float64(opts.MeasuredSteps) * unscale(r.Step.Median)
+	}
+	return cost
+}
+
+// DeadlineFor gives worker supervisors a per-candidate deadline from the
+// estimate engine est: five times the estimated run (eager baseline,
+// warm-up and the longest round's measured steps at the run's step time,
+// plus the capture), and never under a minute, so that a slow GPU or a
+// cold start is not mistaken for a hang. A nil est gives 10 minutes.
+func DeadlineFor(est engine.Engine) func(*engine.Workload, presets.Candidate) time.Duration {
+	return func(w *engine.Workload, c presets.Candidate) time.Duration {
+		if est == nil {
+			return 10 * time.Minute
+		}
+		opts := engine.RunOptions{MeasuredSteps: finalSteps}
+		r := est.Run(context.Background(), w, c, opts, nil)
+		d := time.Duration(5 * runCostMs(r, w.ScaleFactor(), opts) * float64(time.Millisecond))
+		return max(time.Minute, d)
+	}
+}
+
+// calib is how much longer runs take than runCostMs predicts, from the
+// finished runs (1 until one finished). Estimated results cost what the
+// formula says, so only measured ones move it.
+func (r *runner) calibLocked() float64 {
+	if r.predMs <= 0 {
+		return 1
+	}
+	return r.actualMs / r.predMs
+}
+
+// calibrate adds a finished run to the calibration; resumed runs count
+// as they did in the run that measured them, so a resumed search makes
+// the budget decisions the uninterrupted one would have made.
+func (r *runner) calibrate(res engine.Result, formula float64) {
+	if formula > 0 {
+		r.predMs += formula
+		r.actualMs += spentOf(res, formula)
+		r.wallMs += res.WallMs
+	}
+}
+
+// spentOf is the GPU time a finished run cost: what it took when measured,
+// the simulated time when estimated (the estimate engine itself is instant).
+func spentOf(res engine.Result, pred float64) float64 {
+	if res.Source == engine.Measured && res.WallMs > 0 {
+		return res.WallMs
+	}
+	return pred
+}
+
+// eta is the wall time the planned runs still need on all engines, from
+// the predictions scaled by how long runs actually took.
+func (r *runner) eta() time.Duration {
+	wallPerPred := 1.0
+	if r.predMs > 0 {
+		wallPerPred = r.wallMs / r.predMs
+	}
+	ms := (r.pendMs + r.inflight) * wallPerPred / float64(len(r.cfg.Engines))
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Second)
+}
+
+// job is one candidate run a strategy asks for.
+type job struct {
+	cand  presets.Candidate
+	round int
+	steps int
+	pred  float64 // predicted GPU time, ms (before calibration)
+}
+
+// roundOutcome is what a round produced, by candidate key.
+type roundOutcome struct {
+	results map[string]finished
+	skipped []job // not issued: the budget ran out
+}
+
+// runRound runs jobs on the engines, in order, one per engine at a time.
+// Jobs the journal already holds are taken from it. Before each new run
+// the budget is checked: once minIssue jobs are under way, a job whose
+// predicted cost (with reserveMs for the rounds after this one) would go
+// over budgetMs is skipped, with the rest of the round.
+func (r *runner) runRound(ctx context.Context, jobs []job, minIssue int, budgetMs float64, reserve func() float64) roundOutcome {
+	out := roundOutcome{results: map[string]finished{}}
+	free := make(chan int, len(r.cfg.Engines))
+	for i := range r.cfg.Engines {
+		free <- i
+	}
+	var wg sync.WaitGroup
+	var outMu sync.Mutex
+	issued := 0
+dispatch:
+	for n, jb := range jobs {
+		key := jb.cand.Key()
+		r.mu.Lock()
+		if f, ok := r.prior[resKey{jb.round, key}]; ok {
+			delete(r.prior, resKey{jb.round, key})
+			formula := runCostMs(f.res, r.w.ScaleFactor(), r.opts(jb.steps))
+			r.spentMs += spentOf(f.res, formula)
+			r.calibrate(f.res, formula)
+			r.resumedRuns++
+			r.all = append(r.all, f)
+			r.mu.Unlock()
+			outMu.Lock()
+			out.results[key] = f
+			outMu.Unlock()
+			issued++
+			continue
+		}
+		r.mu.Unlock()
+		var slot int
+		select {
+		case slot = <-free:
+		case <-ctx.Done():
+			break dispatch
+		}
+		if ctx.Err() != nil {
+			free <- slot
+			break
+		}
+		r.mu.Lock()
+		stop := r.jerr != nil
+		pred := jb.pred * r.calibLocked()
+		if !stop && issued >= minIssue && r.spentMs+r.inflight+pred+reserve()*r.calibLocked() > budgetMs {
+			stop = true
+			out.skipped = append(out.skipped, jobs[n:]...)
+			for _, s := range jobs[n:] {
+				r.pending--
+				r.pendMs -= s.pred
+			}
+		}
+		if stop {
+			r.mu.Unlock()
+			free <- slot
+			break
+		}
+		r.inflight += pred
+		r.pending--
+		r.pendMs -= jb.pred
+		r.mu.Unlock()
+		issued++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { free <- slot }()
+			f, ok := r.execute(ctx, slot, jb, pred)
+			if ok {
+				outMu.Lock()
+				out.results[key] = f
+				outMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// opts are the run options of a round with steps measured steps.
+func (r *runner) opts(steps int) engine.RunOptions {
+	o := r.cfg.Measured
+	o.MeasuredSteps = steps
+	return o.WithDefaults()
+}
+
+// execute runs one job on engine slot and records its result; ok is false
+// when the search was cancelled under it (nothing is recorded then).
+func (r *runner) execute(ctx context.Context, slot int, jb job, pred float64) (finished, bool) {
+	gpu := r.gpus[slot]
+	opts := r.opts(jb.steps)
+	r.emit(StartEvent{Candidate: jb.cand, GPU: gpu, Round: jb.round, Steps: opts.MeasuredSteps})
+	res := r.cfg.Engines[slot].Run(ctx, r.w, jb.cand, opts, func(s engine.StepSample) {
+		r.emit(SampleEvent{GPU: gpu, Sample: s})
+	})
+	formula := runCostMs(res, r.w.ScaleFactor(), opts)
+	r.mu.Lock()
+	r.inflight -= pred
+	if ctx.Err() != nil && (res.ErrKind == engine.ErrCancel || res.Failed()) {
+		// Stopped by the interruption, not a result: it runs again on resume.
+		r.pending++
+		r.pendMs += jb.pred
+		r.mu.Unlock()
+		return finished{}, false
+	}
+	f := finished{round: jb.round, gpu: gpu, res: res}
+	r.all = append(r.all, f)
+	r.runs++
+	r.done++
+	r.spentMs += spentOf(res, formula)
+	r.calibrate(res, formula)
+	if r.journal != nil && r.jerr == nil {
+		if err := r.journal.append(journalLine{Type: "result", Round: jb.round, Key: jb.cand.Key(), GPU: gpu, Result: &res}); err != nil {
+			r.jerr = err
+		}
+	}
+	ev := ResultEvent{GPU: gpu, Round: jb.round, Result: res, Done: r.done, Total: r.done + r.pending, ETA: r.eta()}
+	r.mu.Unlock()
+	r.emit(ev)
+	switch res.ErrKind {
+	case engine.ErrCrash:
+		r.emit(WorkerEvent{GPU: gpu, Message: fmt.Sprintf("worker on GPU %d died during %s (%s); the next candidate starts a new one", gpu, candName(jb.cand), res.Err)})
+	case engine.ErrTimeout:
+		r.emit(WorkerEvent{GPU: gpu, Message: fmt.Sprintf("worker on GPU %d hung on %s (%s); the next candidate starts a new one", gpu, candName(jb.cand), res.Err)})
+	}
+	return f, true
+}
+
+// note records a line for the DoneEvent.
+func (r *runner) note(format string, args ...any) {
+	r.mu.Lock()
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
