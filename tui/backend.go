@@ -55,8 +55,12 @@ type DriverInfo struct {
 // Strategies are the search strategies the TUI offers.
 var Strategies = []string{"halving", "exhaustive"}
 
-// Budgets are the time budgets the TUI cycles through.
-var Budgets = []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute, time.Hour}
+// NoBudget is the budget without a limit (search.Config reads a negative
+// Budget so).
+const NoBudget time.Duration = -1
+
+// Budgets are the time budgets the TUI cycles through, NoBudget last.
+var Budgets = []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute, time.Hour, NoBudget}
 
 // Request is one search as the person set it up. The cmd side turns it into
 // the runner's configuration (engines, run folder, defaults the TUI does not
@@ -66,7 +70,8 @@ type Request struct {
 	Layout  presets.Layout // Layout.GPU is the GPU type (h100, b200, ...)
 	MBridge string
 	Space   presets.Space
-	// Strategy is one of Strategies; Budget bounds the search's wall time.
+	// Strategy is one of Strategies; Budget bounds the halving search's
+	// time (NoBudget: no limit).
 	Strategy string
 	Budget   time.Duration
 	// GPUs are the NVML indices to measure on; empty with Estimate.

@@ -3,6 +3,7 @@ package tui
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,12 +28,15 @@ func (m *Model) onGPUs(msg gpusMsg) {
 		m.gpuSel = map[int]bool{}
 		return
 	}
-	// Keep the person's choice across a refresh; on the first listing
-	// preselect the idle GPUs, the ones a measurement can have alone.
-	if len(m.gpuSel) == 0 {
+	// Keep the choice across a refresh; on the first listing select the
+	// --gpu ones, or else the idle GPUs, which a measurement can have alone.
+	if !m.gpuChosen {
+		m.gpuChosen = true
 		for _, g := range m.gpus {
-			if len(g.Processes) == 0 {
-				m.gpuSel[g.Index] = true
+			if len(m.opts.GPUs) > 0 {
+				m.gpuSel[g.Index] = slices.Contains(m.opts.GPUs, g.Index)
+			} else {
+				m.gpuSel[g.Index] = len(g.Processes) == 0
 			}
 		}
 	}

@@ -100,6 +100,20 @@ func (m *Model) selectInitial() {
 	m.applyBuiltin(m.builtins[i], m.opts.GPUType)
 }
 
+// followSelection puts the list cursor on the selected preset once the
+// list has arrived (a --preset selection is made before it does).
+func (m *Model) followSelection() {
+	if m.sel.preset == "" {
+		return
+	}
+	for i, it := range m.listItems() {
+		if it.preset != nil && it.preset.Name == m.sel.preset {
+			m.modelScr.cursor = i
+			return
+		}
+	}
+}
+
 // applyBuiltin selects a built-in model with its default layout for gpu
 // (or for the GPU type in use, or its first one).
 func (m *Model) applyBuiltin(b presets.Model, gpu string) {

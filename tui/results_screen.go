@@ -1,8 +1,10 @@
 package tui
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,7 +66,14 @@ func (m *Model) ranking() []search.Ranked {
 		return nil
 	}
 	r := slices.Clone(m.done.Ranking)
-	slices.SortStableFunc(r, func(a, b search.Ranked) int { return a.Rank - b.Rank })
+	// Unranked entries (rank 0: failed runs) go last.
+	order := func(x search.Ranked) int {
+		if x.Rank <= 0 {
+			return math.MaxInt
+		}
+		return x.Rank
+	}
+	slices.SortStableFunc(r, func(a, b search.Ranked) int { return cmp.Compare(order(a), order(b)) })
 	return r
 }
 
@@ -90,11 +99,19 @@ func (m *Model) overridesText() ([]byte, error) {
 	if rk.Result.Failed() {
 		return nil, fmt.Errorf("%s failed (%s); it has no overrides worth emitting", rk.Result.Candidate.Label(), rk.Result.ErrKind)
 	}
-	o := m.opts.Overrides(m.sel.model, rk.Result.Candidate, m.sel.mbridge)
+	// The overrides of the model and MB version the search ran with.
+	req := m.request()
+	if m.run != nil {
+		req = m.run.req
+	}
+	o := search.WinnerOverrides(req.Model, rk.Result.Candidate, req.MBridge)
 	return o.Render(m.format())
 }
 
 func (m *Model) defaultPath() string {
+	if m.opts.EmitPath != "" {
+		return m.opts.EmitPath
+	}
 	return "./cgtune-overrides." + formatExt[m.format()]
 }
 
@@ -247,7 +264,7 @@ func (m *Model) teamPreset(name string) (presets.TeamPreset, error) {
 	if req.Estimate {
 		engineName = "estimated"
 	}
-	p.Description = fmt.Sprintf("cgtune %s search (%s, budget %s) of %s on %s", req.Strategy, engineName, fmtDur(req.Budget), req.Model.Name, req.Layout.GPU)
+	p.Description = fmt.Sprintf("cgtune %s search (%s, budget %s) of %s on %s", req.Strategy, engineName, budgetText(req.Budget, req.Strategy), req.Model.Name, req.Layout.GPU)
 	if m.done != nil && m.done.Winner != nil {
 		res := m.done.Winner.Result
 		r := &presets.Result{
@@ -439,6 +456,9 @@ func (m *Model) rankingTable(w, h int) string {
 		res := rk.Result
 		label := candName(res.Candidate)
 		rank := fmt.Sprintf("%d", rk.Rank)
+		if rk.Rank <= 0 {
+			rank = "–"
+		}
 		if res.Candidate.Key() == winner {
 			rank = "★"
 		}
@@ -494,10 +514,16 @@ func (m *Model) resultDetail(rk search.Ranked, w int) []string {
 		lines = append(lines, kv("scaling", res.Scaling))
 	}
 	if rk.Note != "" {
-		lines = append(lines, kv("note", rk.Note))
+		for i, l := range strings.Split(wrap(rk.Note, w-10), "\n") {
+			k := ""
+			if i == 0 {
+				k = "note"
+			}
+			lines = append(lines, kv(k, l))
+		}
 	}
 	for _, n := range res.Notes {
-		lines = append(lines, st.Faint.Render(truncate("· "+n, w)))
+		lines = append(lines, st.Faint.Render(wrap("· "+n, w)))
 	}
 	return lines
 }
@@ -572,7 +598,7 @@ func (m *Model) promptLine(w int) string {
 		res := d.Winner.Result
 		line := fmt.Sprintf("★ %s: %s ms/step against %s eager (%s)", candName(res.Candidate), fmtMs(res.Step.Median), fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))
 		if res.Source == engine.Estimated {
-			line += " · ESTIMATED for " + res.Device.Name
+			line += " · ESTIMATE for " + strings.TrimSuffix(res.Device.Name, " (estimated)")
 		} else if res.Device.Name != "" {
 			line += " · measured on " + res.Device.Name
 		}

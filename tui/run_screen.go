@@ -35,6 +35,9 @@ type runState struct {
 	rows  []runRow
 	index map[string]int // candidate key → row
 	live  map[int]*liveRun
+	// prev keeps each GPU's last candidate with samples, drawn until the
+	// next one's first step arrives (an engine may take a while to start).
+	prev map[int]*liveRun
 	// chartGPU is the GPU whose running candidate the chart shows; it
 	// follows the latest start unless the person picked one (pinned).
 	chartGPU int
@@ -78,7 +81,7 @@ type liveRun struct {
 const maxSamples = 512
 
 func newRunState(req Request, now time.Time) *runState {
-	return &runState{req: req, started: now, index: map[string]int{}, live: map[int]*liveRun{}, mem: map[int]search.MemoryEvent{}}
+	return &runState{req: req, started: now, index: map[string]int{}, live: map[int]*liveRun{}, prev: map[int]*liveRun{}, mem: map[int]search.MemoryEvent{}}
 }
 
 // startSearch starts the search of the valid candidates.
@@ -163,6 +166,9 @@ func (m *Model) onEvent(msg eventMsg) tea.Cmd {
 	case search.StartEvent:
 		row := r.row(ev.Candidate)
 		row.state, row.gpu, row.round = stRunning, ev.GPU, ev.Round
+		if old := r.live[ev.GPU]; old != nil && len(old.samples) > 0 {
+			r.prev[ev.GPU] = old
+		}
 		r.live[ev.GPU] = &liveRun{cand: ev.Candidate, round: ev.Round, steps: ev.Steps}
 		if !r.pinned {
 			r.chartGPU = ev.GPU
@@ -311,7 +317,7 @@ func (m *Model) runView(w, h int) string {
 		var right []string
 		right = append(right, m.chartLines(rightW, 10)...)
 		right = append(right, "", st.Title.Render("GPU memory"))
-		right = append(right, m.memoryLines(rightW)...)
+		right = append(right, m.memoryLines(rightW, false)...)
 		if d := m.lastResultLines(rightW); len(d) > 0 {
 			right = append(right, "")
 			right = append(right, d...)
@@ -321,7 +327,7 @@ func (m *Model) runView(w, h int) string {
 	}
 	// Narrow: table, chart, gauges stacked; the chart gets what the table
 	// does not need.
-	memLines := m.memoryLines(w)
+	memLines := m.memoryLines(w, true)
 	rest := h - topLines - len(memLines) - 2 // chart title and phase strip
 	chartH := min(max(rest-(len(r.rows)+1), 3), 8)
 	chart := m.chartLines(w, chartH)
@@ -399,7 +405,7 @@ func (m *Model) runSummary() string {
 			failed++
 		}
 	}
-	s := fmt.Sprintf("%d candidates · %d measured · %d failed · %s · budget %s", len(r.rows), finished, failed, r.req.Strategy, fmtDur(r.req.Budget))
+	s := fmt.Sprintf("%d candidates · %d measured · %d failed · %s · budget %s", len(r.rows), finished, failed, r.req.Strategy, budgetText(r.req.Budget, r.req.Strategy))
 	if r.req.Estimate {
 		s = strings.Replace(s, "measured", "estimated", 1)
 	}
@@ -496,6 +502,10 @@ func (m *Model) chartLines(w, h int) []string {
 	if !r.req.Estimate {
 		what = "step time"
 	}
+	if (lr == nil || len(lr.samples) == 0) && r.prev[r.chartGPU] != nil {
+		lr = r.prev[r.chartGPU]
+		what = "previous candidate"
+	}
 	if lr == nil || len(lr.samples) == 0 {
 		lines := []string{st.Title.Render("Step time") + "  " + st.Faint.Render("waiting for the first step…")}
 		for range h + 1 {
@@ -549,12 +559,17 @@ func (m *Model) chartLines(w, h int) []string {
 	return lines
 }
 
-// memoryLines are the NVML gauges, one line per GPU of the search.
-func (m *Model) memoryLines(w int) []string {
+// memoryLines are the NVML gauges, one line per GPU of the search;
+// labelled when they have no title above them.
+func (m *Model) memoryLines(w int, labelled bool) []string {
 	r := m.run
 	st := m.st
 	if r.req.Estimate {
-		return []string{st.Label.Render("Memory  ") + st.Faint.Render("no NVML readings: the estimate engine runs nothing on a GPU")}
+		label := ""
+		if labelled {
+			label = st.Label.Render("Memory  ")
+		}
+		return []string{label + st.Faint.Render("no NVML readings: the estimate engine runs nothing on a GPU")}
 	}
 	gpus := slices.Clone(r.req.GPUs)
 	for g := range r.mem {

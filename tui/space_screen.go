@@ -315,11 +315,25 @@ func (m *Model) spaceKey(msg tea.KeyPressMsg) tea.Cmd {
 
 // nextBudget steps through Budgets from the nearest one at or above cur.
 func nextBudget(cur time.Duration, dir int) time.Duration {
-	i := slices.IndexFunc(Budgets, func(b time.Duration) bool { return b >= cur })
-	if i < 0 {
-		i = len(Budgets) - 1
+	i := len(Budgets) - 1 // NoBudget
+	if cur >= 0 {
+		i = slices.IndexFunc(Budgets, func(b time.Duration) bool { return b >= cur })
+		if i < 0 {
+			i = len(Budgets) - 2
+		}
 	}
 	return Budgets[min(max(i+dir, 0), len(Budgets)-1)]
+}
+
+// budgetText shows a budget; exhaustive searches do not use one.
+func budgetText(b time.Duration, strategy string) string {
+	switch {
+	case strategy == "exhaustive":
+		return "none (exhaustive)"
+	case b < 0:
+		return "no limit"
+	}
+	return fmtDur(b)
 }
 
 func (m *Model) spaceHelp() helpKeys {
@@ -360,7 +374,7 @@ func (m *Model) spaceView(w, h int) string {
 		lines++
 	}
 	strategy := st.Label.Render("Strategy ") + st.Value.Render(m.strategy) + st.Faint.Render(" (s)")
-	budget := st.Label.Render("Budget ") + st.Value.Render(fmtDur(m.budget)) + st.Faint.Render(" (+/-)")
+	budget := st.Label.Render("Budget ") + st.Value.Render(budgetText(m.budget, m.strategy)) + st.Faint.Render(" (+/-)")
 	engine := st.Label.Render("Engine ")
 	if m.estimate {
 		engine += st.Estimate.Render(" ESTIMATE ")
@@ -398,7 +412,9 @@ func (m *Model) spaceView(w, h int) string {
 		for _, v := range p.Violations {
 			detail = append(detail, strings.Split(wrap(v.ID+": "+v.Message, w-2), "\n")...)
 		}
-		if p.Valid() && p.Estimate != nil {
+		if p.Valid() && p.Estimate != nil && p.Estimate.Failed() {
+			detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: the estimate fails (%s): %s", p.Candidate.Label(), p.Estimate.ErrKind, p.Estimate.Err), w-2), "\n")...)
+		} else if p.Valid() && p.Estimate != nil {
 			detail = append(detail, fmt.Sprintf("%s: estimate %s ms/step, %s eager; capture %s ms; %d graphs",
 				p.Candidate.Label(), fmtMs(p.Estimate.Step.Median), fmtMs(p.Estimate.Eager.Median), fmtMs(p.Estimate.CaptureMs), p.Estimate.Graphs))
 		}
@@ -412,13 +428,17 @@ func (m *Model) spaceView(w, h int) string {
 	if m.estimate || m.anyEstimate() {
 		estHdr = "EST. ms"
 	}
+	candW := 30
+	if w >= 120 {
+		candW = 40
+	}
 	t := newTable(w,
 		column{title: "", width: 1},
-		column{title: "CANDIDATE", width: 26},
+		column{title: "CANDIDATE", width: candW},
 		column{title: "W", width: 2, right: true},
 		column{title: estHdr, width: 8, right: true},
 		column{title: "×EAGER", width: 6, right: true},
-		column{title: "RULE", width: 20, flex: true},
+		column{title: "RULE / NOTE", width: 20, flex: true},
 	)
 	b.WriteString(t.header(st) + "\n")
 	listH--
@@ -428,11 +448,15 @@ func (m *Model) spaceView(w, h int) string {
 		cur := s.focus == focusCands && i == s.cursor
 		var line string
 		if p.Valid() {
-			est, sp := "—", "—"
-			if p.Estimate != nil && !p.Estimate.Failed() {
+			est, sp, note := "—", "—", ""
+			switch {
+			case p.Estimate != nil && p.Estimate.Failed():
+				// Valid by the rules, but the estimate says it will not run.
+				note = "estimate: " + p.Estimate.ErrKind
+			case p.Estimate != nil:
 				est, sp = fmtMs(p.Estimate.Step.Median), fmtSpeedup(p.Estimate.Speedup)
 			}
-			line = t.row("✓", p.Candidate.Label(), warmupText(p.Candidate), est, sp, "")
+			line = t.row("✓", p.Candidate.Label(), warmupText(p.Candidate), est, sp, note)
 			if cur {
 				line = st.Cursor.Render(line)
 			}

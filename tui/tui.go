@@ -39,13 +39,21 @@ type Options struct {
 	Model   string
 	GPUType string
 	MBridge string
-	// Estimate starts with the estimate engine chosen (--engine estimate).
+	// Preset starts with a team preset selected (--preset FILE).
+	Preset *presets.TeamPreset
+	// Estimate starts with the estimate engine chosen (--engine estimate);
+	// GPUs are the GPUs selected at first (--gpu), instead of the idle ones.
 	Estimate bool
+	GPUs     []int
+	// Strategy and Budget start the space screen (--strategy, --budget).
+	Strategy string
+	Budget   time.Duration
+	// EmitPath and Format are the write prompt's default path and the
+	// overrides format shown first (--emit, --format).
+	EmitPath string
+	Format   string
 	// Now is the clock (tests pin it).
 	Now func() time.Time
-	// Overrides builds the recipe overrides of a candidate; the cmd side
-	// passes search.WinnerOverrides. Default: presets.BuildOverrides.
-	Overrides func(m presets.Model, c presets.Candidate, mbridge string) presets.Overrides
 }
 
 type screen int
@@ -97,6 +105,7 @@ type Model struct {
 	gpuErr    error
 	noDriver  bool
 	gpuLoaded bool
+	gpuChosen bool // the GPU selection was made (by --gpu or by the person)
 	gpuSel    map[int]bool
 	estimate  bool
 	gpuScr    gpuScreen
@@ -129,15 +138,6 @@ func New(b Backend, opts Options) *Model {
 	if opts.MBridge == "" {
 		opts.MBridge = presets.DefaultMBridge
 	}
-	if opts.Overrides == nil {
-		opts.Overrides = func(_ presets.Model, c presets.Candidate, mb string) presets.Overrides {
-			gen, err := presets.ParseMBridge(mb)
-			if err != nil {
-				gen = presets.G3
-			}
-			return presets.BuildOverrides(c, gen)
-		}
-	}
 	m := &Model{
 		backend:  b,
 		opts:     opts,
@@ -153,6 +153,15 @@ func New(b Backend, opts Options) *Model {
 		budget:   10 * time.Minute,
 		space:    newSpaceChoice(presets.DefaultSpace()),
 	}
+	if slices.Contains(Strategies, opts.Strategy) {
+		m.strategy = opts.Strategy
+	}
+	if opts.Budget != 0 {
+		m.budget = opts.Budget
+	}
+	if i := slices.Index(presets.Formats, opts.Format); i >= 0 {
+		m.resScr.format = i
+	}
 	m.setStyles()
 	builtins, err := presets.BuiltinModels()
 	if err != nil {
@@ -161,6 +170,10 @@ func New(b Backend, opts Options) *Model {
 	m.builtins = builtins
 	m.sel.mbridge = opts.MBridge
 	m.selectInitial()
+	if p := opts.Preset; p != nil {
+		m.loaded[p.Name] = presetLoadedMsg{name: p.Name, preset: *p}
+		m.applyPreset(*p)
+	}
 	m.layoutSizes()
 	return m
 }
@@ -185,6 +198,15 @@ func (m *Model) setStyles() {
 	if w > 0 {
 		m.prog.SetWidth(w)
 	}
+}
+
+// Outcome is how the session ended, for the exit code: whether a search
+// was stopped (or left running) before it finished.
+func (m *Model) Outcome() (done *search.DoneEvent, interrupted bool) {
+	if m.run == nil {
+		return nil, false
+	}
+	return m.done, !m.run.finished || (m.done != nil && m.done.Interrupted)
 }
 
 // Init loads what the first screens show, and asks the terminal for its
@@ -238,6 +260,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setError(fmt.Errorf("team presets: %w", msg.err))
 		}
 		m.presets = msg.list
+		m.followSelection()
 		return m, nil
 	case presetLoadedMsg:
 		return m, m.onPresetLoaded(msg)

@@ -416,6 +416,12 @@ func TestRunScreenFollowsEvents(t *testing.T) {
 			t.Errorf("run view lacks %q:\n%s", want, v)
 		}
 	}
+	// A new candidate without steps yet: the chart keeps the last one's.
+	send(m, eventMsg{ev: f.events[len(f.events)-2]})
+	send(m, eventMsg{ev: search.StartEvent{Candidate: cNone, GPU: 0, Round: 2, Steps: 16}})
+	if v := view(m); !strings.Contains(v, "te attn,mlp on GPU 0 · previous candidate") {
+		t.Errorf("the chart dropped the finished candidate's steps:\n%s", v)
+	}
 	// The DoneEvent moves to the results.
 	send(m, eventMsg{ev: f.events[len(f.events)-1]})
 	if m.screen != screenResults || m.done == nil {
@@ -603,5 +609,21 @@ func TestEstimateRunIsLabelled(t *testing.T) {
 	press(m, "p", "enter")
 	if !m.run.req.Estimate {
 		t.Error("the run request lost the estimate flag")
+	}
+}
+
+func TestFailedRunsRankLast(t *testing.T) {
+	f := newFake(t)
+	m, _, _ := startRun(t, f)
+	failed := search.Ranked{Rank: 0, Result: result(cLocalFull, 0, 0)}
+	failed.Result.Err, failed.Result.ErrKind = "capture failed", "capture"
+	win := search.Ranked{Rank: 1, Result: result(cTEAttn, 112, 900), Fits: true}
+	send(m, eventMsg{ev: search.DoneEvent{Ranking: []search.Ranked{failed, win}, Winner: &win}})
+	r := m.ranking()
+	if r[0].Rank != 1 || r[1].Rank != 0 {
+		t.Fatalf("ranking order %d, %d", r[0].Rank, r[1].Rank)
+	}
+	if rk, _ := m.shownCandidate(); rk.Result.Candidate.Key() != cTEAttn.Key() {
+		t.Errorf("the cursor starts on %s, not the winner", rk.Result.Candidate.Key())
 	}
 }

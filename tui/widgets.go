@@ -216,5 +216,7 @@ func fmtSpeedup(x float64) string {
 	if x <= 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.2f×", x)
+	// Three decimals: graphs often win by a few per cent, which two
+	// decimals would round away.
+	return fmt.Sprintf("%.3f×", x)
 }
