@@ -57,6 +57,7 @@ func newRootCmd() *cobra.Command {
 	for _, mk := range subcommands {
 		root.AddCommand(mk())
 	}
+	configureRoot(root) // the search itself: root.go
 	return root
 }
 

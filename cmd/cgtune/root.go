@@ -1,0 +1,700 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"cgtune/engine"
+	"cgtune/engine/cuda"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// startTUI runs the interactive program. cmd/cgtune/tui.go sets it when the
+// TUI is built in; f holds the root command's flags (model, preset, GPUs,
+// engine, ...) for the TUI to start from, and f.setup builds a search
+// from them.
+var startTUI func(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, stderr io.Writer) error
+
+// runFile holds, in a run folder, how the search was run (engine, GPUs,
+// budget, output), so that --resume RUN continues it the same way; the
+// journal's fingerprint holds what was searched.
+const runFile = "run.json"
+
+// rootFlags are the flags of `cgtune` itself (the search; subcommands have
+// their own).
+type rootFlags struct {
+	headless    bool
+	model       string
+	gpuType     string
+	preset      string
+	gpus        string
+	engine      string
+	estimateGPU string
+	strategy    string
+	budget      time.Duration
+	trainIters  int
+	mbridge     string
+	sets        []string
+	emit        string
+	format      string
+	json        bool
+	resume      string
+	runDir      string
+	// estimateDelay slows every estimate-engine run (hidden: tests and
+	// demos of an interrupted search need a search that takes time).
+	estimateDelay time.Duration
+
+	cmd *cobra.Command
+}
+
+// savedRun is runFile's content.
+type savedRun struct {
+	Engine      string `json:"engine"`
+	EstimateGPU string `json:"estimate_gpu,omitempty"`
+	GPUs        string `json:"gpus"`
+	Budget      string `json:"budget"`
+	TrainIters  int    `json:"train_iters"`
+	Emit        string `json:"emit,omitempty"`
+	Format      string `json:"format"`
+}
+
+// configureRoot gives the root command its own flags and the search as
+// its action: headless with --headless, else the TUI on a terminal.
+func configureRoot(root *cobra.Command) {
+	f := &rootFlags{cmd: root}
+	root.Use = "cgtune [--headless --model M ...]"
+	root.Long = `cgtune finds the fastest CUDA-graph configuration (cuda_graph_impl, scope,
+warm-up steps) for a Megatron-Bridge training recipe by measuring the candidates
+on this node's GPUs, and emits the winner's recipe overrides.
+
+Run it on a terminal for the interactive program; with --headless it searches
+and prints the ranking (stdout), progress (stderr) and writes --emit.
+
+Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
+--engine cuda; 130 interrupted (the finished candidates are kept: --resume RUN).`
+	root.Args = cobra.NoArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		// After the first Ctrl-C the search winds down and prints what it
+		// has; a second one kills cgtune as usual.
+		context.AfterFunc(ctx, stop)
+		if !f.headless {
+			return f.interactive(ctx, cmd)
+		}
+		return f.runHeadless(ctx, cmd)
+	}
+	fl := root.Flags()
+	fl.BoolVar(&f.headless, "headless", false, "search without the interactive program (for scripts)")
+	fl.StringVar(&f.model, "model", "", "built-in model name (cgtune models)")
+	fl.StringVar(&f.gpuType, "gpu-type", "h100", "GPU whose default layout the model uses ("+strings.Join(presets.GPUs(), ", ")+")")
+	fl.StringVar(&f.preset, "preset", "", "team preset FILE (model, layout, space and MB version)")
+	fl.StringVar(&f.gpus, "gpu", "0", "GPUs to measure on, comma-separated (one worker each)")
+	fl.StringVar(&f.engine, "engine", "", "cuda (measure) or estimate (compute, no GPU); default: cuda when a GPU driver is found")
+	fl.StringVar(&f.estimateGPU, "estimate-gpu", "", "GPU the estimate engine estimates for (default: --gpu-type; with cuda, the measured GPU): "+strings.Join(engine.SpecNames(), ", "))
+	fl.StringVar(&f.strategy, "strategy", search.StrategyHalving, "halving (successive halving within --budget) or exhaustive (every candidate)")
+	fl.DurationVar(&f.budget, "budget", search.DefaultBudget, "time the halving search may keep the GPUs busy (0 or less: no limit)")
+	fl.IntVar(&f.trainIters, "train-iters", search.DefaultTrainIters, "job length the warm-up is chosen for (iterations)")
+	fl.StringVar(&f.mbridge, "mbridge", search.DefaultMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
+	fl.StringArrayVar(&f.sets, "set", nil, "recipe override KEY=VALUE the rules see (Hydra syntax); repeatable")
+	fl.StringVar(&f.emit, "emit", "", "write the winner's overrides to PATH (atomically)")
+	fl.StringVar(&f.format, "format", "yaml", "overrides format: "+strings.Join(presets.Formats, ", "))
+	fl.BoolVar(&f.json, "json", false, "progress as JSON lines of the search events (stderr), the result as JSON (stdout)")
+	fl.StringVar(&f.resume, "resume", "", "continue the interrupted search in run folder RUN (a path, or a name under the runs folder)")
+	fl.StringVar(&f.runDir, "run-dir", "", "run folder for the journal (default: a new folder under the user cache folder, cgtune/runs)")
+	fl.DurationVar(&f.estimateDelay, "estimate-delay", 0, "slow the estimate engine by this much per candidate")
+	fl.MarkHidden("estimate-delay")
+}
+
+// interactive starts the TUI on a terminal; without one it says how to run
+// headless instead of failing on the terminal.
+func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command) error {
+	if !isTerminal(cmd.InOrStdin()) || !isTerminal(cmd.OutOrStdout()) {
+		return fail(exitBadInput, "no terminal for the interactive program: use cgtune --headless --model M [--emit PATH] (cgtune --help)")
+	}
+	if startTUI == nil {
+		return fail(exitBadInput, "the interactive program is not built into this cgtune: use cgtune --headless --model M")
+	}
+	return startTUI(ctx, f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+}
+
+func isTerminal(v any) bool {
+	fd, ok := v.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := fd.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// runsRoot is where run folders go by default.
+func runsRoot() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "cgtune", "runs"), nil
+}
+
+// resolveRun finds the run folder --resume names: a folder, or the name of
+// one under the runs folder.
+func resolveRun(name string) (string, error) {
+	if st, err := os.Stat(name); err == nil && st.IsDir() {
+		return name, nil
+	}
+	if !strings.ContainsRune(name, os.PathSeparator) {
+		if root, err := runsRoot(); err == nil {
+			p := filepath.Join(root, name)
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				return p, nil
+			}
+		}
+	}
+	return "", fail(exitBadInput, "--resume %s: no such run folder", name)
+}
+
+// newRunDir claims a fresh folder under the runs folder, named for the
+// time (with a suffix when two searches start in the same second).
+func newRunDir() (string, error) {
+	root, err := runsRoot()
+	if err != nil {
+		return "", fail(exitBadInput, "no user cache folder for the run (%v): give --run-dir", err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", fail(exitBadInput, "%v", err)
+	}
+	base := time.Now().Format("20060102-150405")
+	for i := 1; ; i++ {
+		name := base
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", base, i)
+		}
+		p := filepath.Join(root, name)
+		err := os.Mkdir(p, 0o755)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fail(exitBadInput, "%v", err)
+		}
+	}
+}
+
+// parseSets turns --set KEY=VALUE flags into the map the search takes.
+func parseSets(sets []string) (map[string]string, error) {
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fail(exitBadInput, "--set %q: want KEY=VALUE", s)
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out, nil
+}
+
+func parseGPUs(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 0 {
+			return nil, fail(exitBadInput, "--gpu %q: want GPU indices such as 0 or 0,1", s)
+		}
+		if slices.Contains(out, n) {
+			return nil, fail(exitBadInput, "--gpu %q: GPU %d listed twice", s, n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// applySaved takes a resumed run's settings for the flags this command
+// line does not give.
+func (f *rootFlags) applySaved(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, runFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // a search started by another program (the TUI): flags and defaults
+	}
+	if err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
+	var s savedRun
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fail(exitBadInput, "%s: %v", filepath.Join(dir, runFile), err)
+	}
+	changed := f.cmd.Flags().Changed
+	if !changed("engine") {
+		f.engine = s.Engine
+	}
+	if !changed("estimate-gpu") {
+		f.estimateGPU = s.EstimateGPU
+	}
+	if !changed("gpu") && s.GPUs != "" {
+		f.gpus = s.GPUs
+	}
+	if !changed("budget") && s.Budget != "" {
+		if b, err := time.ParseDuration(s.Budget); err == nil {
+			f.budget = b
+		}
+	}
+	if !changed("train-iters") && s.TrainIters > 0 {
+		f.trainIters = s.TrainIters
+	}
+	if !changed("emit") {
+		f.emit = s.Emit
+	}
+	if !changed("format") && s.Format != "" {
+		f.format = s.Format
+	}
+	return nil
+}
+
+// searchSetup is everything a search needs from the flags: the search's
+// config with its engines, and a function that releases the engines.
+// notices are lines for the user (the estimate engine standing in for a
+// missing GPU, ...).
+type searchSetup struct {
+	cfg     search.Config
+	close   func()
+	notices []string
+}
+
+// what resolves the model, layout, MB release, space and sets from
+// --model/--preset (or, on --resume without them, from the journal).
+func (f *rootFlags) what(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	sets, err := parseSets(f.sets)
+	if err != nil {
+		return err
+	}
+	cfg.Sets, cfg.MBridge = sets, f.mbridge
+	switch {
+	case f.model != "" && f.preset != "":
+		return fail(exitBadInput, "give --model or --preset, not both")
+	case f.model != "":
+		m, err := presets.LookupModel(f.model)
+		if err != nil {
+			return fail(exitBadInput, "%v", err)
+		}
+		l, err := m.Layout(f.gpuType)
+		if err != nil {
+			return fail(exitBadInput, "%v", err)
+		}
+		cfg.Model, cfg.Layout = m, l
+	case f.preset != "":
+		p, err := presets.NewStore(f.preset, "", "").LoadFile(f.preset)
+		if err != nil {
+			return fail(exitBadInput, "%v", err)
+		}
+		m, err := p.ResolveModel()
+		if err != nil {
+			return fail(exitBadInput, "%s: %v", f.preset, err)
+		}
+		cfg.Model, cfg.Layout, cfg.Space = m, p.Layout, p.Space
+		// The preset names its GPU and MB release; explicit flags win.
+		if changed("gpu-type") {
+			if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+		}
+		if !changed("mbridge") && p.MBridge != "" {
+			cfg.MBridge = p.MBridge
+		}
+	case f.resume != "":
+		// The journal says what was searched.
+		fp, _, err := search.ReadJournal(cfg.RunDir)
+		if err != nil {
+			return fail(exitBadInput, "%v", err)
+		}
+		cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured
+		if !changed("mbridge") {
+			cfg.MBridge = fp.MBridge
+		}
+		if !changed("strategy") {
+			f.strategy = fp.Strategy
+		}
+		if !changed("set") {
+			cfg.Sets = fp.Sets
+		}
+	default:
+		return fail(exitBadInput, "give --model M or --preset FILE (cgtune models lists the models)")
+	}
+	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
+		return fail(exitBadInput, "--mbridge: %v", err)
+	}
+	return nil
+}
+
+// setup builds the search from the flags: what to search, the run
+// folder, and the engines (cuda workers, or in-process estimate engines).
+func (f *rootFlags) setup() (*searchSetup, error) {
+	s := &searchSetup{close: func() {}}
+	cfg := &s.cfg
+	if f.resume != "" {
+		dir, err := resolveRun(f.resume)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RunDir, cfg.Resume = dir, true
+		if err := f.applySaved(dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.what(cfg); err != nil {
+		return nil, err
+	}
+	if f.strategy != search.StrategyHalving && f.strategy != search.StrategyExhaustive {
+		return nil, fail(exitBadInput, "--strategy %q: allowed: %s", f.strategy, strings.Join(search.Strategies(), ", "))
+	}
+	if !slices.Contains(presets.Formats, f.format) {
+		return nil, fail(exitBadInput, "--format %q: allowed: %s", f.format, strings.Join(presets.Formats, ", "))
+	}
+	if f.trainIters <= 0 {
+		return nil, fail(exitBadInput, "--train-iters %d: must be positive", f.trainIters)
+	}
+	cfg.Strategy, cfg.TrainIters = f.strategy, f.trainIters
+	cfg.Budget = f.budget
+	if f.budget <= 0 {
+		cfg.Budget = -1 // the flag's "no limit"; search.Config reads 0 as the default
+	}
+	gpus, err := parseGPUs(f.gpus)
+	if err != nil {
+		return nil, err
+	}
+	if spec, ok := engine.SpecFor(cfg.Layout.GPU); ok {
+		cfg.JobGPUMemoryMiB = spec.MemoryMiB
+	}
+	if err := f.openEngines(s, gpus); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// openEngines starts the engines: one cuda worker per GPU, or one
+// in-process estimate engine per GPU; and the estimator that orders the
+// search and gives the workers their deadlines.
+func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
+	name := f.engine
+	if name == "" {
+		name = "estimate"
+		if n, err := cuda.DeviceCount(); err == nil && n > 0 {
+			name = "cuda"
+		} else {
+			why := "no GPU"
+			if err != nil {
+				why = err.Error()
+			}
+			s.notices = append(s.notices, fmt.Sprintf("%s: using the estimate engine", why))
+		}
+	}
+	f.engine = name
+	estGPU := f.estimateGPU
+	if estGPU == "" {
+		estGPU = s.cfg.Layout.GPU
+		if _, ok := engine.SpecFor(estGPU); !ok {
+			estGPU = "h100"
+		}
+	}
+	switch name {
+	case "estimate":
+		s.notices = append(s.notices, fmt.Sprintf("results are ESTIMATED for %s by the estimate engine, not measured on a GPU", estGPU))
+		for range gpus {
+			e, err := estimateEngine(estGPU)
+			if err != nil {
+				return err
+			}
+			if f.estimateDelay > 0 {
+				e = delayed{e, f.estimateDelay}
+			}
+			s.cfg.Engines = append(s.cfg.Engines, e)
+		}
+		est, err := estimateEngine(estGPU)
+		if err != nil {
+			return err
+		}
+		s.cfg.Estimator = est
+	case "cuda":
+		if n, err := cuda.DeviceCount(); err != nil {
+			return fail(exitNoGPU, "%v (--engine estimate estimates without a GPU)", err)
+		} else if bad := slices.IndexFunc(gpus, func(g int) bool { return g >= n }); bad >= 0 {
+			return fail(exitNoGPU, "--gpu %d: this node has %d GPU(s)", gpus[bad], n)
+		}
+		// The workers' deadlines come from the estimator, which is for the
+		// GPU the first worker reports; it is set before any run starts.
+		var est engine.Engine
+		engines, closeAll, err := workerSupervisors(gpus, func(w *engine.Workload, c presets.Candidate) time.Duration {
+			return search.DeadlineFor(est)(w, c)
+		})
+		if err != nil {
+			return err
+		}
+		s.close = closeAll
+		if f.estimateGPU == "" {
+			estGPU = engines[0].Device().Name
+		}
+		if e, err := estimateEngine(estGPU); err == nil {
+			est = e
+			s.cfg.Estimator = e
+		} else {
+			s.notices = append(s.notices, fmt.Sprintf("no estimate for %s (%v): candidates run in plan order, deadlines are 10 minutes", estGPU, err))
+		}
+		s.cfg.Engines = engines
+	default:
+		return fail(exitBadInput, "--engine %q: allowed: cuda, estimate", name)
+	}
+	return nil
+}
+
+// delayed slows an engine by a fixed time per candidate (--estimate-delay)
+// and honours cancellation while it waits.
+type delayed struct {
+	engine.Engine
+	d time.Duration
+}
+
+func (e delayed) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+	select {
+	case <-time.After(e.d):
+	case <-ctx.Done():
+		return engine.Result{Candidate: c, Source: engine.Estimated, Device: e.Device(), Err: ctx.Err().Error(), ErrKind: engine.ErrCancel}
+	}
+	r := e.Engine.Run(ctx, w, c, opts, emit)
+	r.WallMs += float64(e.d.Milliseconds())
+	return r
+}
+
+func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	s, err := f.setup()
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	for _, n := range s.notices {
+		fmt.Fprintln(stderr, "cgtune: "+n)
+	}
+	cfg := s.cfg
+	if cfg.RunDir == "" {
+		if f.runDir != "" {
+			cfg.RunDir = f.runDir
+			if _, err := os.Stat(filepath.Join(cfg.RunDir, search.JournalFile)); err == nil {
+				return fail(exitBadInput, "--run-dir %s holds a search already: continue it with --resume %s", cfg.RunDir, cfg.RunDir)
+			}
+			if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+		} else if cfg.RunDir, err = newRunDir(); err != nil {
+			return err
+		}
+	}
+	saved, _ := json.MarshalIndent(savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus,
+		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format}, "", "  ")
+	if err := presets.WriteFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
+
+	p := &progress{w: stderr, json: f.json, cfg: cfg}
+	d, err := search.Run(ctx, cfg, p.event)
+	if err != nil && d.Err == "" {
+		// The search did not start (another search's folder, a bad --set).
+		return fail(exitBadInput, "%v", err)
+	}
+
+	gen, _ := presets.ParseMBridge(cfg.MBridge)
+	var overrides []byte
+	if d.Winner != nil && !d.Interrupted {
+		o := search.WinnerOverrides(cfg.Model, d.Winner.Result.Candidate, cfg.MBridge)
+		if overrides, err = o.Render(f.format); err != nil {
+			return fail(exitBadInput, "%v", err)
+		}
+	}
+	if f.json {
+		out := struct {
+			search.DoneEvent
+			Overrides string `json:"overrides,omitempty"`
+			Format    string `json:"format"`
+			Emitted   string `json:"emitted,omitempty"`
+		}{DoneEvent: d, Overrides: string(overrides), Format: f.format}
+		if overrides != nil && f.emit != "" {
+			out.Emitted = f.emit
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		printRanking(stdout, d)
+	}
+	if overrides != nil {
+		if f.emit != "" {
+			if err := presets.WriteFileAtomic(f.emit, overrides, 0o644); err != nil {
+				return fail(exitBadInput, "--emit: %v", err)
+			}
+			fmt.Fprintf(stderr, "wrote the winner's overrides (%s, MB %s, %s) to %s\n", f.format, cfg.MBridge, gen, f.emit)
+		} else if !f.json {
+			fmt.Fprintln(stdout)
+			stdout.Write(overrides)
+		}
+	}
+	switch {
+	case d.Err != "":
+		return fail(exitInvalid, "the search stopped: %s", d.Err)
+	case d.Interrupted:
+		unwritten := ""
+		if f.emit != "" {
+			unwritten = " (" + f.emit + " not written)"
+		}
+		return fail(exitInterrupted, "interrupted%s: %d finished candidates are kept in %s; continue with: cgtune --headless --resume %s",
+			unwritten, d.Runs+d.Resumed, cfg.RunDir, cfg.RunDir)
+	case d.Winner == nil && slices.ContainsFunc(d.Ranking, func(r search.Ranked) bool { return !r.Result.Failed() }):
+		return fail(exitInvalid, "no candidate fits the job's GPU memory (%d MiB)", cfg.JobGPUMemoryMiB)
+	case d.Winner == nil:
+		return fail(exitInvalid, "no candidate succeeded")
+	}
+	return nil
+}
+
+// progress prints the search's events to stderr: one line per result (or
+// the events as JSON lines).
+type progress struct {
+	w    io.Writer
+	json bool
+	cfg  search.Config
+}
+
+func eventName(e search.Event) string {
+	switch e.(type) {
+	case search.PlanEvent:
+		return "plan"
+	case search.StartEvent:
+		return "start"
+	case search.SampleEvent:
+		return "sample"
+	case search.ResultEvent:
+		return "result"
+	case search.MemoryEvent:
+		return "memory"
+	case search.WorkerEvent:
+		return "worker"
+	case search.DoneEvent:
+		return "done"
+	}
+	return "unknown"
+}
+
+func (p *progress) event(e search.Event) {
+	if p.json {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return
+		}
+		line := []byte(`{"event":"` + eventName(e) + `"`)
+		if len(b) > 2 {
+			line = append(append(line, ','), b[1:]...)
+		} else {
+			line = append(line, '}')
+		}
+		p.w.Write(append(line, '\n'))
+		return
+	}
+	switch x := e.(type) {
+	case search.PlanEvent:
+		valid := 0
+		rejected := map[string]int{}
+		for _, c := range x.Space {
+			if c.Valid() {
+				valid++
+			} else {
+				rejected[c.Violations[0].ID]++
+			}
+		}
+		var parts []string
+		for _, id := range slices.Sorted(maps.Keys(rejected)) {
+			parts = append(parts, fmt.Sprintf("%s %d", id, rejected[id]))
+		}
+		l := p.cfg.Layout
+		fmt.Fprintf(p.w, "plan: %s on %d× %s (TP%d PP%d CP%d EP%d, %d micro-batches), MB %s: %d candidates, %d valid, %d rejected (%s)\n",
+			p.cfg.Model.Name, l.NumGPUs, l.GPU, l.TPSize(), l.PPSize(), l.CPSize(), l.EPSize(), l.MicroBatches(), p.cfg.MBridge,
+			len(x.Space), valid, len(x.Space)-valid, strings.Join(parts, ", "))
+		var names []string
+		for _, e := range p.cfg.Engines {
+			names = append(names, e.Device().Name)
+		}
+		fmt.Fprintf(p.w, "search: %s, %d runs planned on %s; run folder %s\n", p.cfg.Strategy, x.Total, strings.Join(names, ", "), p.cfg.RunDir)
+	case search.ResultEvent:
+		r := x.Result
+		what := fmt.Sprintf("%.2f ms/step (%.3fx eager), capture %.0f ms, graphs %d MiB", r.Step.Median, r.Speedup, r.CaptureMs, r.Memory.GraphFullJobMiB)
+		if r.Failed() {
+			what = fmt.Sprintf("failed (%s): %s", r.ErrKind, r.Err)
+		}
+		from := ""
+		if x.Resumed {
+			from = " (from the journal)"
+		}
+		fmt.Fprintf(p.w, "[%d/%d] round %d GPU %d %s: %s [%s]%s, ETA %s\n", x.Done, x.Total, x.Round, x.GPU, candLabel(r.Candidate), what, r.Source, from, x.ETA)
+	case search.WorkerEvent:
+		fmt.Fprintf(p.w, "GPU %d: %s\n", x.GPU, x.Message)
+	case search.DoneEvent:
+		for _, n := range x.Notes {
+			fmt.Fprintln(p.w, "note: "+n)
+		}
+		fmt.Fprintf(p.w, "done: %d runs (%d from the journal), engine time %s\n", x.Runs, x.Resumed, time.Duration(x.GPUTimeMs*float64(time.Millisecond)).Round(time.Second))
+	}
+}
+
+func candLabel(c presets.Candidate) string {
+	if !c.Graphed() {
+		return c.Label()
+	}
+	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
+}
+
+// printRanking is the result table.
+func printRanking(w io.Writer, d search.DoneEvent) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tCANDIDATE\tSTEP MS\tP10-P90\tSPEED-UP\tCAPTURE MS\tGRAPH MIB\tJOB S\tFITS\tSOURCE\tNOTE")
+	for _, r := range d.Ranking {
+		res := r.Result
+		if res.Failed() {
+			fmt.Fprintf(tw, "-\t%s\t-\t-\t-\t-\t-\t-\t-\t%s\tfailed (%s): %s\n", candLabel(res.Candidate), res.Source, res.ErrKind, res.Err)
+			continue
+		}
+		fits := "yes"
+		if !r.Fits {
+			fits = "no"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f-%.2f\t%.3fx\t%.0f\t%d\t%.1f\t%s\t%s\t%s\n", r.Rank, candLabel(res.Candidate),
+			res.Step.Median, res.Step.P10, res.Step.P90, res.Speedup, res.CaptureMs, res.Memory.GraphFullJobMiB,
+			r.JobMs/1000, fits, res.Source, r.Note)
+	}
+	tw.Flush()
+	if d.Winner != nil {
+		r := d.Winner.Result
+		partial := ""
+		if d.Interrupted {
+			partial = " (so far: the search was interrupted)"
+		}
+		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %.3fx eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, r.Speedup, r.Memory.GraphFullJobMiB, r.Source)
+	}
+}
