@@ -210,11 +210,12 @@ func scriptedEvents() []search.Event {
 	ranking := []search.Ranked{
 		{Rank: 1, Result: rAttnMLP, JobMs: 5_400, Fits: true},
 		{Rank: 2, Result: rAttn, JobMs: 5_800, Fits: true},
-		{Rank: 3, Result: rNone, JobMs: 6_500, Fits: true},
+		{Rank: 3, Result: rNone, JobMs: 6_500, Fits: true, Derived: true, Note: "eager baseline of the runs"},
 		{Rank: 4, Result: rFull, Fits: false},
 	}
 	w := ranking[0]
-	return append(evs, search.DoneEvent{Ranking: ranking, Winner: &w, RunDir: "/tmp/cgtune-run"})
+	return append(evs, search.DoneEvent{Ranking: ranking, Winner: &w, RunDir: "/tmp/cgtune-run", Strategy: "halving",
+		Runs: 4, GPUTimeMs: 95_000, Notes: []string{"round 1: 4 candidates, 8 measured steps each", "none derived from the eager baselines of 3 runs"}})
 }
 
 // clock is a settable time source for Options.Now.

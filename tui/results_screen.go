@@ -11,6 +11,7 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/engine"
 	"cgtune/presets"
@@ -366,14 +367,24 @@ func (m *Model) resultsView(w, h int) string {
 	}
 	var head strings.Builder
 	title := st.Title.Render("Ranking")
-	sub := fmt.Sprintf("%d finished", len(d.Ranking))
+	sub := fmt.Sprintf("%d ranked", len(d.Ranking))
+	if d.Runs > 0 {
+		sub += fmt.Sprintf(" · %d runs", d.Runs)
+	}
+	if d.GPUTimeMs > 0 {
+		sub += " · GPU time " + fmtJob(d.GPUTimeMs)
+	}
 	if m.run != nil {
-		sub += fmt.Sprintf(" · %s · %s on %s", m.run.req.Strategy, m.sel.model.Name, m.sel.layout.GPU)
+		sub += " · " + m.run.req.Strategy
 	}
+	if slices.ContainsFunc(d.Ranking, func(r search.Ranked) bool { return r.Derived }) {
+		sub += " · ≈ derived, not run itself"
+	}
+	line := title + "  " + st.Muted.Render(sub)
 	if m.estimate || (m.run != nil && m.run.req.Estimate) {
-		sub += " · " + st.Estimate.Render(" ESTIMATE ")
+		line += "  " + st.Estimate.Render(" ESTIMATE ")
 	}
-	head.WriteString(title + "  " + st.Muted.Render(sub) + "\n")
+	head.WriteString(truncate(line, w) + "\n")
 	headLines := 1
 	switch {
 	case d.Err != "":
@@ -398,6 +409,12 @@ func (m *Model) resultsView(w, h int) string {
 		left := m.rankingTable(leftW, min(len(d.Ranking)+1, h-headLines-12))
 		if rk, ok := m.shownCandidate(); ok {
 			left += "\n\n" + strings.Join(m.resultDetail(rk, leftW), "\n")
+		}
+		if len(d.Notes) > 0 {
+			left += "\n\n" + st.Title.Render("Search")
+			for _, n := range d.Notes {
+				left += "\n" + st.Muted.Render(wrap("· "+n, leftW))
+			}
 		}
 		right := strings.Join(fitLines(ov, h-headLines-2, rightW), "\n")
 		body := head.String() + sideBySide(left, leftW, right, 3)
@@ -455,6 +472,9 @@ func (m *Model) rankingTable(w, h int) string {
 		rk := r[i]
 		res := rk.Result
 		label := candName(res.Candidate)
+		if rk.Derived {
+			label = "≈ " + label
+		}
 		rank := fmt.Sprintf("%d", rk.Rank)
 		if rk.Rank <= 0 {
 			rank = "–"
@@ -569,7 +589,12 @@ func (m *Model) overridesLines(w int) []string {
 			title += " (winner)"
 		}
 	}
-	lines := []string{truncate(st.Title.Render(title)+"  "+strings.Join(tabs, "")+st.Faint.Render("  f"), w)}
+	tabLine := strings.Join(tabs, "") + st.Faint.Render("  f")
+	lines := []string{st.Title.Render(title) + "  " + tabLine}
+	if ansi.StringWidth(lines[0]) > w {
+		// The tabs go under the title rather than lose a format.
+		lines = []string{truncate(st.Title.Render(title), w), tabLine}
+	}
 	data, err := m.overridesText()
 	if err != nil {
 		return append(lines, st.Faint.Render(err.Error()))
