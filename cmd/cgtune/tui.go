@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"cgtune/engine"
+	"cgtune/engine/cuda"
+	"cgtune/presets"
+	"cgtune/probes"
+	"cgtune/search"
+	"cgtune/tui"
+)
+
+// The interactive program: root.go runs it through startTUI when cgtune
+// runs on a terminal without --headless.
+func init() { startTUI = runTUI }
+
+// noColor is NO_COLOR (https://no-color.org) or a terminal that cannot
+// draw colour.
+func noColor() bool {
+	return os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb"
+}
+
+// runTUI runs the interactive program until the person quits, starting
+// from the root command's flags (--model or --preset, --gpu-type, --gpu,
+// --engine, --strategy, --budget, --mbridge, --emit, --format); --set,
+// --train-iters, --estimate-gpu and --estimate-delay shape its searches.
+// A search stopped before it finished (or left running at quit) exits 130,
+// as the headless command does on an interrupt.
+func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Writer) error {
+	sets, err := parseSets(f.sets)
+	if err != nil {
+		return err
+	}
+	changed := f.cmd.Flags().Changed
+	opts := tui.Options{
+		NoColor:  noColor(),
+		Version:  version,
+		Model:    f.model,
+		GPUType:  f.gpuType,
+		MBridge:  f.mbridge,
+		Strategy: f.strategy,
+		Budget:   f.budget,
+		EmitPath: f.emit,
+		Format:   f.format,
+	}
+	if f.budget <= 0 {
+		opts.Budget = tui.NoBudget
+	}
+	switch f.engine {
+	case "", "cuda":
+	case "estimate":
+		opts.Estimate = true
+	default:
+		return fail(exitBadInput, "--engine %q: allowed: cuda, estimate", f.engine)
+	}
+	if changed("gpu") {
+		if opts.GPUs, err = parseGPUs(f.gpus); err != nil {
+			return err
+		}
+	}
+	if f.preset != "" {
+		p, err := presets.NewStore(f.preset, "", "").LoadFile(f.preset)
+		if err != nil {
+			return fail(exitBadInput, "%v", err)
+		}
+		// The preset names its MB release; an explicit --mbridge wins.
+		if changed("mbridge") || p.MBridge == "" {
+			p.MBridge = f.mbridge
+		}
+		opts.Preset = &p
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	b := newTUIBackend(f, sets)
+	defer b.close(cancel)
+	opts.Context = ctx
+	final, err := tea.NewProgram(tui.New(b, opts), tea.WithContext(ctx), tea.WithInput(stdin), tea.WithOutput(stdout)).Run()
+	switch {
+	case errors.Is(err, tea.ErrInterrupted), errors.Is(err, tea.ErrProgramKilled), errors.Is(err, context.Canceled):
+		return quiet(exitInterrupted)
+	case err != nil:
+		return fail(exitBadInput, "%v", err)
+	}
+	if fm, ok := final.(*tui.Model); ok {
+		if _, interrupted := fm.Outcome(); interrupted {
+			return quiet(exitInterrupted)
+		}
+	}
+	return nil
+}
+
+// tuiBackend is the TUI's window on the machine: NVML, the preset store,
+// the search runner and its engines, and the file system.
+type tuiBackend struct {
+	flags *rootFlags
+	sets  map[string]string
+	store *presets.Store
+
+	mu     sync.Mutex
+	nvml   *cuda.NVML
+	nvErr  error
+	opened bool
+	names  map[int]string // NVML device names, for the estimator
+
+	quit chan struct{}  // closed when the program has ended
+	wg   sync.WaitGroup // searches still winding down
+}
+
+func newTUIBackend(f *rootFlags, sets map[string]string) *tuiBackend {
+	return &tuiBackend{flags: f, sets: sets, store: presetStore(f.preset), quit: make(chan struct{}), names: map[int]string{}}
+}
+
+// close ends the program's searches and waits (a little) for their
+// workers to be shut down, so no worker process outlives cgtune.
+func (b *tuiBackend) close(cancel context.CancelFunc) {
+	cancel()
+	close(b.quit)
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.nvml != nil {
+		b.nvml.Close()
+	}
+}
+
+func (b *tuiBackend) openNVML() (*cuda.NVML, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.opened {
+		b.nvml, b.nvErr = cuda.OpenNVML()
+		b.opened = true
+	}
+	return b.nvml, b.nvErr
+}
+
+func (b *tuiBackend) GPUs(context.Context) ([]cuda.GPUStatus, tui.DriverInfo, error) {
+	n, err := b.openNVML()
+	if errors.Is(err, cuda.ErrNoNVML) {
+		return nil, tui.DriverInfo{}, fmt.Errorf("%w: libnvidia-ml.so.1 could not be loaded", tui.ErrNoDriver)
+	}
+	if err != nil {
+		return nil, tui.DriverInfo{}, err
+	}
+	count, err := n.Count()
+	if err != nil {
+		return nil, tui.DriverInfo{}, err
+	}
+	var d tui.DriverInfo
+	d.Version, d.CUDA = n.Driver()
+	var out []cuda.GPUStatus
+	for i := range count {
+		st, err := n.Status(i)
+		if err != nil {
+			return out, d, err
+		}
+		out = append(out, st)
+		b.mu.Lock()
+		b.names[i] = st.Name
+		b.mu.Unlock()
+	}
+	return out, d, nil
+}
+
+func (b *tuiBackend) TeamPresets() ([]presets.PresetInfo, error) { return b.store.List() }
+
+func (b *tuiBackend) LoadPreset(name string) (presets.TeamPreset, error) { return b.store.Load(name) }
+
+// estimateGPU is what the estimate engine estimates for: --estimate-gpu,
+// else for a measured search the GPU it measures on (cached probes of it,
+// or its spec), else the layout's GPU type (h100 when the spec table does
+// not know it), as the headless search chooses.
+func (b *tuiBackend) estimateGPU(req tui.Request) string {
+	if b.flags.estimateGPU != "" {
+		return b.flags.estimateGPU
+	}
+	if !req.Estimate && len(req.GPUs) > 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if n := b.names[req.GPUs[0]]; n != "" {
+			return n
+		}
+	}
+	if _, ok := engine.SpecFor(req.Layout.GPU); ok {
+		return req.Layout.GPU
+	}
+	return "h100"
+}
+
+// config is the search of req, without engines.
+func (b *tuiBackend) config(req tui.Request) search.Config {
+	cfg := search.Config{
+		Model:      req.Model,
+		Layout:     req.Layout,
+		MBridge:    req.MBridge,
+		Sets:       b.sets,
+		Space:      req.Space,
+		Strategy:   req.Strategy,
+		Budget:     req.Budget,
+		TrainIters: b.flags.trainIters,
+	}
+	// The real job runs on the layout's GPU type: its memory is the limit.
+	if spec, ok := engine.SpecFor(req.Layout.GPU); ok {
+		cfg.JobGPUMemoryMiB = spec.MemoryMiB
+	}
+	return cfg
+}
+
+func (b *tuiBackend) Plan(req tui.Request) ([]search.Planned, error) {
+	cfg := b.config(req)
+	est, err := estimateEngine(b.estimateGPU(req))
+	switch {
+	case err != nil && req.Estimate:
+		return nil, err
+	case err == nil:
+		cfg.Estimator = est
+	}
+	// Without an estimator (a GPU the spec table does not know) the plan
+	// still checks the rules; the search then goes by measurements alone.
+	return search.Plan(cfg)
+}
+
+// Start runs the search on its own goroutine: the engines the headless
+// search would open (one worker per GPU, or estimate engines), an NVML
+// sampler of the GPUs in use merged into the stream as MemoryEvents, and
+// the runner's events; then the channel is closed.
+func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.Event, error) {
+	fl := *b.flags
+	fl.engine, fl.estimateGPU = "cuda", b.estimateGPU(req)
+	gpus := req.GPUs
+	if req.Estimate {
+		fl.engine, gpus = "estimate", []int{0}
+	}
+	s := &searchSetup{cfg: b.config(req), close: func() {}}
+	if err := fl.openEngines(s, gpus); err != nil {
+		return nil, err
+	}
+	cfg, closeEngines := s.cfg, s.close
+	dir, err := newRunDir()
+	if err != nil {
+		closeEngines()
+		return nil, err
+	}
+	cfg.RunDir = dir
+
+	ch := make(chan search.Event, 64)
+	var sendMu sync.Mutex
+	send := func(ev search.Event) {
+		// The runner and the sampler both send; after the program ended
+		// nobody reads, so a send must not block forever.
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		select {
+		case ch <- ev:
+		case <-b.quit:
+		}
+	}
+	var sampler *probes.Sampler
+	samplerDone := make(chan struct{})
+	if n, err := b.openNVML(); err == nil && !req.Estimate {
+		sampler = probes.NewSampler(n, req.GPUs, 250*time.Millisecond)
+		go func() {
+			defer close(samplerDone)
+			for s := range sampler.C {
+				send(search.MemoryEvent{GPU: s.Index, UsedMiB: s.UsedMiB, TotalMiB: s.TotalMiB, UtilGPU: s.UtilGPU})
+			}
+		}()
+	} else {
+		close(samplerDone)
+	}
+
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer close(ch)
+		defer closeEngines()
+		sawDone := false
+		d, err := search.Run(ctx, cfg, func(ev search.Event) {
+			if _, ok := ev.(search.DoneEvent); ok {
+				sawDone = true
+				if sampler != nil {
+					// No readings after the DoneEvent: the stream ends there.
+					sampler.Stop()
+					<-samplerDone
+				}
+			}
+			send(ev)
+		})
+		if sampler != nil {
+			sampler.Stop()
+			<-samplerDone
+		}
+		if !sawDone {
+			if err != nil && d.Err == "" {
+				d.Err = err.Error()
+			}
+			d.Interrupted = ctx.Err() != nil
+			send(d)
+		}
+	}()
+	return ch, nil
+}
+
+func (b *tuiBackend) WriteOverrides(path string, data []byte) error {
+	if rest, ok := strings.CutPrefix(path, "~/"); ok {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return err
+		}
+		path = filepath.Join(home, rest)
+	}
+	return presets.WriteFileAtomic(path, data, 0o644)
+}
+
+func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, error) {
+	if !overwrite && b.store.UserDir() != "" {
+		path := filepath.Join(b.store.UserDir(), p.Name+".yaml")
+		if _, err := os.Stat(path); err == nil {
+			return "", fmt.Errorf("%w: %s", tui.ErrPresetExists, path)
+		}
+	}
+	path, err := b.store.Save(p, overwrite)
+	if err != nil {
+		return "", err
+	}
+	if sh, ok := b.store.Shadowing(p.Name); ok {
+		return path, fmt.Errorf("saved to %s, but %s (%s) has the same name and is found first", path, sh.Path, sh.Source)
+	}
+	return path, nil
+}
+
+var _ tui.Backend = (*tuiBackend)(nil)
