@@ -180,6 +180,16 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		}
 		r.prior[k] = finished{round: l.Round, gpu: l.GPU, res: *l.Result, resumed: true}
 	}
+	// The journal's runs were spent and calibrate the predictions as they
+	// did in the run that measured them, so a resumed search makes the
+	// budget decisions the uninterrupted one would have made.
+	for _, k := range order {
+		res := r.prior[k].res
+		formula := runCostMs(res, w.ScaleFactor(), r.opts(res.Step.N))
+		r.spentMs += spentOf(res, formula)
+		r.calibrate(res, formula)
+	}
+	r.resumedRuns = len(order)
 	if !slices.ContainsFunc(plan, Planned.Valid) {
 		r.note("the rules reject every candidate of the space: nothing to run")
 	}
@@ -199,7 +209,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	for _, k := range order {
 		f := r.prior[k]
 		r.done++
-		r.emit(ResultEvent{GPU: f.gpu, Round: f.round, Result: f.res, Resumed: true, Done: r.done, Total: r.done + r.pending, ETA: r.eta()})
+		r.emit(ResultEvent{GPU: f.gpu, Round: f.round, Result: f.res, Resumed: true, Done: r.done, Total: len(order) + r.pending, ETA: r.eta()})
 	}
 	s.run(ctx)
 
@@ -295,9 +305,7 @@ func (r *runner) calibLocked() float64 {
 	return r.actualMs / r.predMs
 }
 
-// calibrate adds a finished run to the calibration; resumed runs count
-// as they did in the run that measured them, so a resumed search makes
-// the budget decisions the uninterrupted one would have made.
+// calibrate adds a finished run to the calibration of the predictions.
 func (r *runner) calibrate(res engine.Result, formula float64) {
 	if formula > 0 {
 		r.predMs += formula
@@ -360,10 +368,6 @@ dispatch:
 		r.mu.Lock()
 		if f, ok := r.prior[resKey{jb.round, key}]; ok {
 			delete(r.prior, resKey{jb.round, key})
-			formula := runCostMs(f.res, r.w.ScaleFactor(), r.opts(jb.steps))
-			r.spentMs += spentOf(f.res, formula)
-			r.calibrate(f.res, formula)
-			r.resumedRuns++
 			r.all = append(r.all, f)
 			r.mu.Unlock()
 			outMu.Lock()
