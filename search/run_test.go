@@ -380,9 +380,10 @@ func TestJournalResume(t *testing.T) {
 		if d2.Winner == nil || whole.Winner == nil || d2.Winner.Result.Candidate.Key() != whole.Winner.Result.Candidate.Key() {
 			t.Errorf("%s: resumed winner %v, uninterrupted %v", s, d2.Winner, whole.Winner)
 		}
-		last := second.results[len(second.results)-1]
-		if last.Done != last.Total || last.Done != whole.Runs {
-			t.Errorf("%s: last result %d/%d, want %d", s, last.Done, last.Total, whole.Runs)
+		for i, r := range second.results {
+			if r.Done != i+1 || r.Total != whole.Runs {
+				t.Errorf("%s: result %d says %d/%d, want %d/%d", s, i, r.Done, r.Total, i+1, whole.Runs)
+			}
 		}
 		if n := len(journalLines(t, dir)); n != 1+whole.Runs {
 			t.Errorf("%s: journal has %d lines after the resume, want %d", s, n, 1+whole.Runs)
