@@ -212,7 +212,11 @@ func (m *Model) modelKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	if key.Matches(msg, k.Next) {
-		m.commitEdit()
+		if s.editing {
+			// enter ends the typing; a second one continues.
+			m.commitEdit()
+			return nil
+		}
 		if m.sel.model.Name == "" {
 			m.setStatus("pick a model first")
 			return nil

@@ -166,6 +166,9 @@ func TestLayoutEditValidatesInline(t *testing.T) {
 	if m.sel.err != nil {
 		t.Fatalf("TP 4 is the default and should validate: %v", m.sel.err)
 	}
+	if m.screen != screenModel {
+		t.Fatal("enter after typing a number should set it, not continue")
+	}
 	// esc while typing cancels the edit.
 	press(m, "8", "esc")
 	if m.sel.layout.TP != 4 || m.modelScr.editing {
