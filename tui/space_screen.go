@@ -279,12 +279,14 @@ func (m *Model) spaceKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, k.Up):
 		s.row = max(s.row-1, 0)
+		s.col = min(s.col, len(rows[s.row].items)-1)
 	case key.Matches(msg, k.Down):
 		s.row = min(s.row+1, len(rows)-1)
+		s.col = min(s.col, len(rows[s.row].items)-1)
 	case key.Matches(msg, k.Left):
 		s.col = max(s.col-1, 0)
 	case key.Matches(msg, k.Right):
-		s.col++
+		s.col = min(s.col+1, len(rows[s.row].items)-1)
 	case key.Matches(msg, k.Toggle):
 		s.col = min(s.col, len(rows[s.row].items)-1)
 		it := rows[s.row].items[s.col]

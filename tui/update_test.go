@@ -355,6 +355,12 @@ func TestSpaceToggles(t *testing.T) {
 	if !slices.Equal(m.space.Space().Warmups, []int{1, 2, 3, 5, 10}) {
 		t.Errorf("a: warm-ups %v", m.space.Space().Warmups)
 	}
+	// The cursor stays on the row's items: far right on the scopes, then
+	// down to the shorter warm-up row and one left is its next-to-last.
+	press(m, "up", "right", "right", "right", "right", "right", "right", "right", "right", "right", "down", "left", "space")
+	if !slices.Equal(m.space.Space().Warmups, []int{1, 2, 3, 10}) {
+		t.Errorf("left from the clamped column toggled the wrong warm-up: %v", m.space.Space().Warmups)
+	}
 	press(m, "s")
 	if m.strategy != "exhaustive" {
 		t.Errorf("s: strategy %s", m.strategy)
