@@ -40,7 +40,7 @@ func TestFlowToOverridesFile(t *testing.T) {
 	tm.Send(keyMsg("enter"))
 	waitFor("Ranking") // the scripted search ran to its DoneEvent
 	tm.Send(keyMsg("w"))
-	waitFor("Write yaml overrides to")
+	waitFor("Write yaml overrides of te attn,mlp w3 to")
 	tm.Send(keyMsg("enter"))
 	waitFor("wrote ./cgtune-overrides.yaml")
 	tm.Send(keyMsg("q"))

@@ -413,7 +413,7 @@ func (m *Model) resultsView(w, h int) string {
 		if len(d.Notes) > 0 {
 			left += "\n\n" + st.Title.Render("Search")
 			for _, n := range d.Notes {
-				left += "\n" + st.Muted.Render(wrap("· "+n, leftW))
+				left += "\n" + st.Muted.Render(hanging("· ", n, leftW))
 			}
 		}
 		right := strings.Join(fitLines(ov, h-headLines-2, rightW), "\n")
@@ -543,7 +543,7 @@ func (m *Model) resultDetail(rk search.Ranked, w int) []string {
 		}
 	}
 	for _, n := range res.Notes {
-		lines = append(lines, st.Faint.Render(wrap("· "+n, w)))
+		lines = append(lines, st.Faint.Render(hanging("· ", n, w)))
 	}
 	return lines
 }
@@ -613,7 +613,11 @@ func (m *Model) promptLine(w int) string {
 	s := &m.resScr
 	switch s.prompt {
 	case promptPath:
-		return truncate(st.Prompt.Render("Write "+m.format()+" overrides to: ")+s.input+st.Accent.Render("▏"), w)
+		what := "Write " + m.format() + " overrides"
+		if rk, ok := m.shownCandidate(); ok {
+			what += " of " + candName(rk.Result.Candidate)
+		}
+		return truncate(st.Prompt.Render(what+" to: ")+s.input+st.Accent.Render("▏"), w)
 	case promptName:
 		return truncate(st.Prompt.Render("Save the run as team preset: ")+s.input+st.Accent.Render("▏"), w)
 	case promptOverwrite:

@@ -41,6 +41,21 @@ func wrap(s string, w int) string {
 	return ansi.Wrap(s, w, " ")
 }
 
+// hanging wraps text to w after a bullet, the continuation lines indented
+// under the text.
+func hanging(bullet, text string, w int) string {
+	ind := strings.Repeat(" ", ansi.StringWidth(bullet))
+	lines := strings.Split(wrap(text, w-len(ind)), "\n")
+	for i := range lines {
+		if i == 0 {
+			lines[i] = bullet + lines[i]
+		} else {
+			lines[i] = ind + lines[i]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
 // column is one column of a table: a fixed width, or flex (the rest of
 // the line, at least min cells).
 type column struct {
