@@ -388,9 +388,10 @@ func (m *Model) progressLine(w int) string {
 		text += " · ETA —"
 	}
 	label := "Progress "
-	barW := max(w-len(label)-ansi.StringWidth(text), 10)
-	m.prog.SetWidth(barW)
-	return m.st.Label.Render(label) + m.prog.ViewAs(frac) + m.st.Muted.Render(text)
+	// A copy sized for this frame: View leaves the model as it was.
+	bar := m.prog
+	bar.SetWidth(max(w-len(label)-ansi.StringWidth(text), 10))
+	return m.st.Label.Render(label) + bar.ViewAs(frac) + m.st.Muted.Render(text)
 }
 
 func (m *Model) runSummary() string {
