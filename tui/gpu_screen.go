@@ -96,7 +96,7 @@ func (m *Model) gpuKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, k.Estimate):
 		m.estimate = !m.estimate
 		if m.estimate {
-			m.setStatus("estimate engine: results are computed for %s from a spec table, not measured", m.sel.layout.GPU)
+			m.setStatus("estimate engine chosen: results are computed, not measured")
 		} else {
 			m.setStatus("measuring on the selected GPUs")
 		}
@@ -149,7 +149,7 @@ func (m *Model) gpuView(w, h int) string {
 		b.WriteString(st.Err.Render(wrap("✗ NVML: "+m.gpuErr.Error(), w)) + "\n")
 	}
 	if m.estimate {
-		b.WriteString(st.Estimate.Render(" ESTIMATE ") + " " + st.Warn.Render(fmt.Sprintf("the estimate engine computes results for %s; nothing runs on these GPUs (e: measure instead)", m.sel.layout.GPU)) + "\n")
+		b.WriteString(st.Estimate.Render(" ESTIMATE ") + " " + st.Warn.Render("the estimate engine computes the results; nothing runs on these GPUs (e: measure instead)") + "\n")
 	}
 	b.WriteString("\n")
 	memW := 28
@@ -242,7 +242,9 @@ func (m *Model) noDriverView(w int) string {
 	b.WriteString(st.Title.Render("GPUs") + "\n\n")
 	b.WriteString(st.Err.Render("No NVIDIA driver on this machine") + st.Muted.Render(" ("+reason+")") + "\n")
 	b.WriteString("cgtune cannot measure here.\n\n")
-	body := fmt.Sprintf("The estimate engine computes every candidate for %s from a GPU spec table and the same timing model the measuring engine uses. Its numbers are for planning: every result it gives is labelled ESTIMATE.", m.sel.layout.GPU)
+	// The backend picks the GPU it estimates for (--estimate-gpu, the
+	// layout's GPU type when the spec table has it); the results name it.
+	body := "The estimate engine computes every candidate from a GPU spec table (or probes cached on this machine) with the same timing model the measuring engine uses. Its numbers are for planning: every result it gives is labelled ESTIMATE, with the GPU it was estimated for."
 	boxW := min(w-2, 76)
 	var choice string
 	if m.estimate {
