@@ -3,6 +3,7 @@ package tui
 import (
 	"bytes"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,31 +22,43 @@ func TestFlowToOverridesFile(t *testing.T) {
 	f := newFake(t)
 	clk := &clock{t: t0}
 	m := New(f, Options{NoColor: true, Version: "0.1.0-test", Now: clk.now, Model: "llama3_70b"})
-	tm := teatest.NewTestModel(t, m,
+	tm := teatest.NewTestModel(t, inspectable{m},
 		teatest.WithInitialTermSize(80, 24),
 		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.Ascii)),
 	)
-	out := tm.Output()
-	waitFor := func(what string) {
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("Llama 3 70B")) },
+		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+	// Each step waits on the model's state (read on the program's own
+	// goroutine), not on the output stream: the renderer sends only the
+	// cells that changed, so a word on screen need not appear whole in it.
+	until := func(what string, cond func(*Model) bool) {
 		t.Helper()
-		teatest.WaitFor(t, out, func(b []byte) bool { return bytes.Contains(b, []byte(what)) },
-			teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			got := make(chan bool, 1)
+			tm.Send(inspectMsg(func(m *Model) { got <- cond(m) }))
+			if <-got {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %s", what)
 	}
 
-	waitFor("Llama 3 70B")
+	until("the GPU list", func(m *Model) bool { return m.gpuLoaded })
 	tm.Send(keyMsg("enter"))
-	waitFor("driver 580.65.06") // GPU screen, NVML listing from the backend
+	until("the GPU screen", func(m *Model) bool { return m.screen == screenGPU })
 	tm.Send(keyMsg("enter"))
-	waitFor("valid") // space screen, once Plan answered
+	until("the plan", func(m *Model) bool { return m.screen == screenSpace && !m.planning && m.validCount() > 0 })
 	tm.Send(keyMsg("enter"))
-	waitFor("Ranking") // the scripted search ran to its DoneEvent
+	until("the results of the scripted search", func(m *Model) bool { return m.screen == screenResults && m.done != nil })
 	tm.Send(keyMsg("w"))
-	waitFor("Write yaml overrides of te attn,mlp w3 to")
+	until("the path prompt", func(m *Model) bool { return m.resScr.prompt == promptPath })
 	tm.Send(keyMsg("enter"))
-	waitFor("wrote ./cgtune-overrides.yaml")
+	until("the file to be written", func(m *Model) bool { return strings.HasPrefix(m.status, "wrote ./cgtune-overrides.yaml") })
 	tm.Send(keyMsg("q"))
 
-	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(inspectable).Model
 	if final.done == nil || final.done.Winner == nil {
 		t.Fatal("the final model has no result")
 	}
@@ -60,4 +73,20 @@ func TestFlowToOverridesFile(t *testing.T) {
 	if got != string(want) {
 		t.Errorf("overrides file:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// inspectMsg runs a function on the model inside Update, where reading it
+// does not race with the program.
+type inspectMsg func(*Model)
+
+// inspectable wraps the model for teatest so tests can send inspectMsg.
+type inspectable struct{ *Model }
+
+func (i inspectable) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if f, ok := msg.(inspectMsg); ok {
+		f(i.Model)
+		return i, nil
+	}
+	_, cmd := i.Model.Update(msg)
+	return i, cmd
 }
