@@ -37,8 +37,12 @@ func TestFlowToOverridesFile(t *testing.T) {
 		for time.Now().Before(deadline) {
 			got := make(chan bool, 1)
 			tm.Send(inspectMsg(func(m *Model) { got <- cond(m) }))
-			if <-got {
-				return
+			select {
+			case ok := <-got:
+				if ok {
+					return
+				}
+			case <-time.After(time.Second): // the program is not answering
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
