@@ -160,6 +160,10 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	default:
 		graphed, fb = e.layers(run, c, &res)
 	}
+	if res.Failed() {
+		res.WallMs = float64(time.Since(start).Microseconds()) / 1000
+		return res
+	}
 	if c.Graphed() {
 		emit(engine.StepSample{Candidate: c.Key(), Phase: engine.PhaseCapture, StepMs: res.CaptureMs})
 	}

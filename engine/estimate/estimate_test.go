@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -85,6 +86,14 @@ func TestWholeLayerDroplessMoEIsACaptureError(t *testing.T) {
 	r := e.Run(context.Background(), workload(t, "qwen3_30b_a3b", "h100"), cand("transformer_engine", ""), engine.RunOptions{}, nil)
 	if r.ErrKind != engine.ErrCapture || !strings.Contains(r.Err, "token_counts_to_host") {
 		t.Fatalf("kind %q err %q", r.ErrKind, r.Err)
+	}
+	// A failed candidate has no step time and no speed-up (and nothing a
+	// JSON journal cannot hold).
+	if r.Step.Median != 0 || r.Speedup != 0 {
+		t.Errorf("failed candidate: step %v speed-up %v", r.Step.Median, r.Speedup)
+	}
+	if _, err := json.Marshal(r); err != nil {
+		t.Error(err)
 	}
 }
 
