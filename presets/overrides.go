@@ -155,7 +155,10 @@ var yamlReserved = map[string]bool{
 	"off": true, "Off": true, "OFF": true, "y": true, "Y": true, "n": true, "N": true,
 }
 
-func yamlScalar(v any) (string, error) {
+// flowValue writes a value as a flow scalar or list, the shape YAML flow
+// style and Hydra's grammar share; they differ in how a string that is not
+// plain is quoted and in the list separator.
+func flowValue(v any, quote func(string) string, sep string) (string, error) {
 	switch x := v.(type) {
 	case nil:
 		return "null", nil
@@ -167,20 +170,22 @@ func yamlScalar(v any) (string, error) {
 		if plainRe.MatchString(x) && !yamlReserved[x] {
 			return x, nil
 		}
-		return strconv.Quote(x), nil
+		return quote(x), nil
 	case []string:
 		parts := make([]string, len(x))
 		for i, s := range x {
-			p, err := yamlScalar(s)
+			p, err := flowValue(s, quote, sep)
 			if err != nil {
 				return "", err
 			}
 			parts[i] = p
 		}
-		return "[" + strings.Join(parts, ", ") + "]", nil
+		return "[" + strings.Join(parts, sep) + "]", nil
 	}
 	return "", fmt.Errorf("override value %v has unsupported type %T (want string, bool, int, nil or []string)", v, v)
 }
+
+func yamlScalar(v any) (string, error) { return flowValue(v, strconv.Quote, ", ") }
 
 func (o Overrides) renderYAML() ([]byte, error) {
 	var b bytes.Buffer
@@ -213,30 +218,9 @@ func (o Overrides) renderYAML() ([]byte, error) {
 // hydraValue writes a value in Hydra's override grammar: lists always in
 // brackets (an unbracketed a,b is a choice sweep, reference §6.2).
 func hydraValue(v any) (string, error) {
-	switch x := v.(type) {
-	case nil:
-		return "null", nil
-	case bool:
-		return strconv.FormatBool(x), nil
-	case int:
-		return strconv.Itoa(x), nil
-	case string:
-		if plainRe.MatchString(x) && !yamlReserved[x] {
-			return x, nil
-		}
-		return "'" + strings.ReplaceAll(strings.ReplaceAll(x, `\`, `\\`), `'`, `\'`) + "'", nil
-	case []string:
-		parts := make([]string, len(x))
-		for i, s := range x {
-			p, err := hydraValue(s)
-			if err != nil {
-				return "", err
-			}
-			parts[i] = p
-		}
-		return "[" + strings.Join(parts, ",") + "]", nil
-	}
-	return "", fmt.Errorf("override value %v has unsupported type %T (want string, bool, int, nil or []string)", v, v)
+	return flowValue(v, func(x string) string {
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(x, `\`, `\\`), `'`, `\'`) + "'"
+	}, ",")
 }
 
 var shellSafeRe = regexp.MustCompile(`^[A-Za-z0-9_.,=:/+@%-]+$`)
