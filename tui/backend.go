@@ -1,13 +1,13 @@
 package tui
 
 import (
+	"cgtune/engine"
 	"context"
 	"errors"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
-	"cgtune/engine/cuda"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -18,7 +18,7 @@ import (
 type Backend interface {
 	// GPUs lists the NVML devices. An error wrapping ErrNoDriver means this
 	// machine has no NVIDIA driver: the TUI then offers the estimate engine.
-	GPUs(ctx context.Context) ([]cuda.GPUStatus, DriverInfo, error)
+	GPUs(ctx context.Context) ([]engine.GPUStatus, DriverInfo, error)
 	// TeamPresets lists the presets on the search path (broken ones too,
 	// with their Problem set).
 	TeamPresets() ([]presets.PresetInfo, error)
@@ -84,7 +84,7 @@ type Request struct {
 // Messages the Cmds deliver back to Update.
 
 type gpusMsg struct {
-	gpus   []cuda.GPUStatus
+	gpus   []engine.GPUStatus
 	driver DriverInfo
 	err    error
 }

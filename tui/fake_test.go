@@ -12,7 +12,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/engine"
-	"cgtune/engine/cuda"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -22,7 +21,7 @@ import (
 // back a list of events.
 type fakeBackend struct {
 	mu       sync.Mutex
-	gpus     []cuda.GPUStatus
+	gpus     []engine.GPUStatus
 	driver   DriverInfo
 	gpuErr   error
 	presets  []presets.PresetInfo
@@ -38,10 +37,10 @@ type fakeBackend struct {
 
 func newFake(t *testing.T) *fakeBackend {
 	return &fakeBackend{
-		gpus: []cuda.GPUStatus{
+		gpus: []engine.GPUStatus{
 			{Index: 0, Name: "NVIDIA H200", UsedMiB: 512, TotalMiB: 143771, UtilGPU: 0},
 			{Index: 1, Name: "NVIDIA H200", UsedMiB: 70_112, TotalMiB: 143771, UtilGPU: 97,
-				Processes: []cuda.ProcessUse{{PID: 4242, Name: "/usr/bin/python3", UsedMiB: 69_600}}},
+				Processes: []engine.ProcessUse{{PID: 4242, Name: "/usr/bin/python3", UsedMiB: 69_600}}},
 		},
 		driver: DriverInfo{Version: "580.65.06", CUDA: "13.0"},
 		presets: []presets.PresetInfo{
@@ -62,7 +61,7 @@ func newFake(t *testing.T) *fakeBackend {
 	}
 }
 
-func (f *fakeBackend) GPUs(context.Context) ([]cuda.GPUStatus, DriverInfo, error) {
+func (f *fakeBackend) GPUs(context.Context) ([]engine.GPUStatus, DriverInfo, error) {
 	return f.gpus, f.driver, f.gpuErr
 }
 

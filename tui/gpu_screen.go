@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cgtune/engine"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,8 +11,6 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
-
-	"cgtune/engine/cuda"
 )
 
 // Screen (b): the NVML devices to measure on, or the estimate engine.
@@ -256,7 +255,7 @@ func (m *Model) noDriverView(w int) string {
 	return b.String()
 }
 
-func processList(ps []cuda.ProcessUse) string {
+func processList(ps []engine.ProcessUse) string {
 	if len(ps) == 0 {
 		return "none"
 	}

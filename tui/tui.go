@@ -6,6 +6,7 @@
 package tui
 
 import (
+	"cgtune/engine"
 	"context"
 	"fmt"
 	"slices"
@@ -19,7 +20,6 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"cgtune/engine/cuda"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -100,7 +100,7 @@ type Model struct {
 	sel      selection
 	modelScr modelScreen
 
-	gpus      []cuda.GPUStatus
+	gpus      []engine.GPUStatus
 	driver    DriverInfo
 	gpuErr    error
 	noDriver  bool

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"cgtune/engine"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
@@ -52,24 +54,12 @@ func (n *NVML) Count() (int, error) {
 	return c, n.err("DeviceGetCount", r)
 }
 
-// ProcessUse is one process's memory on a GPU.
-type ProcessUse struct {
-	PID     int    `json:"pid"`
-	Name    string `json:"name"`
-	UsedMiB int64  `json:"used_mib"`
-}
-
-// GPUStatus is one NVML device as cgtune shows it.
-type GPUStatus struct {
-	Index     int          `json:"index"`
-	Name      string       `json:"name"`
-	UUID      string       `json:"uuid"`
-	UsedMiB   int64        `json:"used_mib"`
-	TotalMiB  int64        `json:"total_mib"`
-	UtilGPU   int          `json:"util_gpu_pct"`
-	UtilMem   int          `json:"util_mem_pct"`
-	Processes []ProcessUse `json:"processes"`
-}
+// GPUStatus and ProcessUse are engine types, so that the TUI can show
+// GPUs without linking NVML.
+type (
+	GPUStatus  = engine.GPUStatus
+	ProcessUse = engine.ProcessUse
+)
 
 func (n *NVML) device(i int) (nvml.Device, error) {
 	d, r := n.lib.DeviceGetHandleByIndex(i)
