@@ -7,7 +7,6 @@ package probes
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -179,17 +178,18 @@ func TorchHostCosts(ctx context.Context, python string) (engine.HostCosts, error
 		return engine.HostCosts{}, fmt.Errorf("%s: %v %s", python, err, msg)
 	}
 	var r struct {
-		Torch                              string
-		Add, MM, Linear, RMSNorm, SDPA, It float64
-		Replay                             float64
+		Torch   string  `json:"torch"`
+		Add     float64 `json:"add_us"`
+		MM      float64 `json:"mm_us"`
+		Linear  float64 `json:"linear_us"`
+		RMSNorm float64 `json:"rms_norm_us"`
+		SDPA    float64 `json:"sdpa_us"`
+		Item    float64 `json:"item_us"`
+		Replay  float64 `json:"graph_replay_us"`
 	}
-	var raw map[string]any
-	if err := json.Unmarshal(out, &raw); err != nil {
+	if err := json.Unmarshal(out, &r); err != nil {
 		return engine.HostCosts{}, fmt.Errorf("PyTorch probe output: %w", err)
 	}
-	num := func(k string) float64 { v, _ := raw[k].(float64); return v }
-	r.Torch, _ = raw["torch"].(string)
-	r.Add, r.MM, r.Linear, r.RMSNorm, r.SDPA, r.It, r.Replay = num("add_us"), num("mm_us"), num("linear_us"), num("rms_norm_us"), num("sdpa_us"), num("item_us"), num("graph_replay_us")
 	def := engine.DefaultHostCosts()
 	return engine.HostCosts{
 		Source:        "measured: PyTorch " + r.Torch + " probe",
@@ -198,7 +198,7 @@ func TorchHostCosts(ctx context.Context, python string) (engine.HostCosts, error
 		NormUs:        r.RMSNorm,
 		AttentionUs:   r.SDPA,
 		CollectiveUs:  def.CollectiveUs,
-		SyncUs:        r.It,
+		SyncUs:        r.Item,
 		BackwardScale: def.BackwardScale,
 		// A graphed callable's replay is a module call (like nn.Linear's
 		// Python path) around CUDAGraph.replay().
@@ -307,6 +307,3 @@ func SaveCached(dir string, r Report) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
-
-// ErrNoGPU wraps the driver errors the commands turn into exit code 3.
-var ErrNoGPU = errors.New("no usable GPU")

@@ -144,12 +144,7 @@ func workerSupervisors(gpus []int, deadline func(*engine.Workload, presets.Candi
 			return nil, nil, fail(exitNoGPU, "GPU %d: worker: %s", g, msg)
 		}
 		sups = append(sups, s)
-		engines = append(engines, supervised{s})
+		engines = append(engines, s)
 	}
 	return engines, closeAll, nil
 }
-
-// supervised adapts a worker supervisor to engine.Engine.
-type supervised struct{ *worker.Supervisor }
-
-var _ engine.Engine = supervised{}

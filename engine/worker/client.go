@@ -304,5 +304,8 @@ func (s *Supervisor) Close() error {
 	return nil
 }
 
+// Supervisor is an engine.Engine: the search drives it like a local one.
+var _ engine.Engine = (*Supervisor)(nil)
+
 // Current is the live worker (nil between a death and the next Run).
 func (s *Supervisor) Current() *Client { return s.cur }
