@@ -1,0 +1,86 @@
+package engine
+
+// FrameworkProfile is what the real framework costs, measured by the
+// megatron engine's worker on this GPU for one model and layout: host
+// enqueue time and GPU time per layer and micro-batch, eager and graphed,
+// plus the fixed costs of a step. The emulating engines (cuda, estimate)
+// spend these measured costs instead of per-op guesses.
+//
+// All times are milliseconds per layer per micro-batch unless the field
+// says otherwise; memory is MiB.
+type FrameworkProfile struct {
+	Version int        `json:"version"` // ProfileVersion
+	Source  string     `json:"source"`  // e.g. "megatron-core 0.16.0, torch 2.11.0, local spec, NVIDIA H200"
+	Key     ProfileKey `json:"key"`
+	// Layers maps a layer kind ("dense", "moe", "mamba") to its costs.
+	Layers map[string]LayerProfile `json:"layers"`
+	// Other is the per-micro-batch cost outside the decoder layers
+	// (embedding, output layer, loss, the schedule's own work).
+	OtherFwd HostGPU `json:"other_fwd"`
+	OtherBwd HostGPU `json:"other_bwd"`
+	// Optimizer is per step: gradient finalisation and the optimizer.
+	Optimizer HostGPU `json:"optimizer"`
+	// FullIteration holds what a full-iteration graph costs per step.
+	FullIteration FullIterationProfile `json:"full_iteration"`
+	// MeasuredAt says how the profile was measured (layer and micro-batch
+	// counts of the runs it was fitted from).
+	MeasuredAt string   `json:"measured_at,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
+}
+
+// ProfileVersion is the version of the profile file format.
+const ProfileVersion = 1
+
+// ProfileKey says which GPU, driver, framework, model and layout a
+// profile belongs to; a profile is only used for the same key.
+type ProfileKey struct {
+	GPU       string `json:"gpu"`
+	Driver    string `json:"driver,omitempty"`
+	Torch     string `json:"torch"`
+	MCore     string `json:"mcore"`
+	TE        string `json:"te,omitempty"`        // empty when Transformer Engine is not importable
+	LayerSpec string `json:"layer_spec"`          // "transformer_engine" or "local"
+	Model     string `json:"model"`               // model name (inline models: a content hash)
+	Layout    string `json:"layout"`              // presets.Layout's per-rank shape, as a stable string
+	WorldSize int    `json:"world_size,omitempty"` // ranks the profile ran with (1 = one GPU)
+}
+
+// HostGPU is a host enqueue time (measured on an idle GPU) and the GPU
+// time of the same work.
+type HostGPU struct {
+	HostMs float64 `json:"host_ms"`
+	GPUMs  float64 `json:"gpu_ms"`
+}
+
+// LayerProfile is one layer kind's cost per layer per micro-batch.
+type LayerProfile struct {
+	EagerFwd HostGPU `json:"eager_fwd"`
+	EagerBwd HostGPU `json:"eager_bwd"`
+	// Graphed maps a region the framework can graph ("layer" for the
+	// whole layer, or a scope name such as "attn", "moe_router") to what
+	// it costs graphed. Regions the installed framework cannot graph on
+	// this node are absent.
+	Graphed map[string]GraphedRegion `json:"graphed,omitempty"`
+}
+
+// GraphedRegion is one graphed region of a layer, per layer per
+// micro-batch, forward and backward together.
+type GraphedRegion struct {
+	ReplayHostMs float64 `json:"replay_host_ms"`
+	GPUMs        float64 `json:"gpu_ms"`
+	// GraphMiB is the graph pool one captured layer and micro-batch adds.
+	GraphMiB float64 `json:"graph_mib"`
+	// CaptureError is the framework's first exception when the region
+	// cannot be captured (e.g. the dropless MoE dispatch syncs with the
+	// host); empty when it captures.
+	CaptureError string `json:"capture_error,omitempty"`
+}
+
+// FullIterationProfile is what one full-iteration graph costs per step.
+type FullIterationProfile struct {
+	ReplayHostMs float64 `json:"replay_host_ms"`
+	// GraphMiBPerMicroBatch is the pool and static input buffers a
+	// full-iteration graph adds per micro-batch it holds.
+	GraphMiBPerMicroBatch float64 `json:"graph_mib_per_microbatch"`
+	CaptureError          string  `json:"capture_error,omitempty"`
+}
