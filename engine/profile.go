@@ -38,10 +38,10 @@ type ProfileKey struct {
 	Driver    string `json:"driver,omitempty"`
 	Torch     string `json:"torch"`
 	MCore     string `json:"mcore"`
-	TE        string `json:"te,omitempty"`        // empty when Transformer Engine is not importable
-	LayerSpec string `json:"layer_spec"`          // "transformer_engine" or "local"
-	Model     string `json:"model"`               // model name (inline models: a content hash)
-	Layout    string `json:"layout"`              // presets.Layout's per-rank shape, as a stable string
+	TE        string `json:"te,omitempty"`         // empty when Transformer Engine is not importable
+	LayerSpec string `json:"layer_spec"`           // "transformer_engine" or "local"
+	Model     string `json:"model"`                // model name (inline models: a content hash)
+	Layout    string `json:"layout"`               // presets.Layout's per-rank shape, as a stable string
 	WorldSize int    `json:"world_size,omitempty"` // ranks the profile ran with (1 = one GPU)
 }
 
