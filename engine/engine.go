@@ -105,6 +105,23 @@ type Memory struct {
 	// GraphFullJobMiB scales GraphMiB to the real job's captured
 	// micro-batches and layers when the run emulated fewer.
 	GraphFullJobMiB int64 `json:"graph_full_job_mib"`
+	// Breakdown is the memory model's per-rank prediction for the real
+	// job's GPU (nil when the engine did not compute one).
+	Breakdown *MemoryBreakdown `json:"breakdown,omitempty"`
+}
+
+// MemoryBreakdown is one rank's device memory in the real job, in MiB,
+// by what holds it. Fits compares Total with the job GPU's memory.
+type MemoryBreakdown struct {
+	Weights     int64 `json:"weights"`
+	Gradients   int64 `json:"gradients"` // incl. fp32 main-grad buffers
+	Optimizer   int64 `json:"optimizer"` // after distributed-optimizer sharding
+	Activations int64 `json:"activations"`
+	Graphs      int64 `json:"graphs"`
+	Context     int64 `json:"context"`
+	Total       int64 `json:"total"`
+	GPUMiB      int64 `json:"gpu_mib"` // the job GPU's memory it was compared with
+	Fits        bool  `json:"fits"`
 }
 
 // Error kinds of a failed candidate.
