@@ -132,13 +132,34 @@ const (
 	ErrTimeout = "timeout" // the watchdog's deadline passed
 	ErrCrash   = "crash"   // the worker died
 	ErrCancel  = "cancelled"
+	// ErrUnsupported: the installed framework cannot run the candidate
+	// (e.g. transformer_engine without Transformer Engine).
+	ErrUnsupported = "unsupported"
+	// ErrDrift: a graphed run whose loss left eager's; broken, not fast.
+	ErrDrift = "drift"
 )
 
-// Source of a result.
+// Source of a result, in the order of how far it can be trusted: a real
+// training job, the real framework on this GPU, cgtune's emulation
+// measured on this GPU, cgtune's computation.
 const (
+	Job       = "job"
+	Framework = "framework"
 	Measured  = "measured"
 	Estimated = "estimated"
 )
+
+// FrameworkInfo says what a framework-measured result ran on.
+type FrameworkInfo struct {
+	Torch     string `json:"torch"`
+	MCore     string `json:"mcore"`
+	TE        string `json:"te,omitempty"`
+	LayerSpec string `json:"layer_spec"` // "transformer_engine" or "local"
+	WorldSize int    `json:"world_size"`
+	// Modelled lists the job's parallel degrees the run did not execute
+	// (their collectives are added from the workload model).
+	Modelled []string `json:"modelled,omitempty"`
+}
 
 // Result is what one candidate did on one workload.
 type Result struct {
@@ -160,13 +181,25 @@ type Result struct {
 	// FwdBwdMs is the measured forward-backward part of the step (scaled),
 	// FwdBwdKernelMs the same part's kernel sum: a full-iteration graph
 	// should bring the first down to the second.
-	FwdBwdMs       float64  `json:"fwd_bwd_ms,omitempty"`
-	FwdBwdKernelMs float64  `json:"fwd_bwd_kernel_ms,omitempty"`
-	Scaling        string   `json:"scaling,omitempty"` // how the run was scaled to the real job, if it was
-	Notes          []string `json:"notes,omitempty"`
-	Err            string   `json:"error,omitempty"`
-	ErrKind        string   `json:"error_kind,omitempty"`
-	WallMs         float64  `json:"wall_ms"` // wall time the run took
+	FwdBwdMs       float64 `json:"fwd_bwd_ms,omitempty"`
+	FwdBwdKernelMs float64 `json:"fwd_bwd_kernel_ms,omitempty"`
+	Scaling        string  `json:"scaling,omitempty"` // how the run was scaled to the real job, if it was
+	// Framework is set on results measured on the real framework.
+	Framework *FrameworkInfo `json:"framework,omitempty"`
+	// HostEnqueueMs is the host time one step's forward-backward takes to
+	// enqueue when it starts on an idle GPU (framework results).
+	HostEnqueueMs      float64 `json:"host_enqueue_ms,omitempty"`
+	EagerHostEnqueueMs float64 `json:"eager_host_enqueue_ms,omitempty"`
+	// Loss is the last step's loss; EagerLoss eager's at the same step.
+	Loss      *float64 `json:"loss,omitempty"`
+	EagerLoss *float64 `json:"eager_loss,omitempty"`
+	// CollectivesMs is the modelled collective time added to each step
+	// for parallel degrees the run did not execute.
+	CollectivesMs float64  `json:"collectives_ms,omitempty"`
+	Notes         []string `json:"notes,omitempty"`
+	Err           string   `json:"error,omitempty"`
+	ErrKind       string   `json:"error_kind,omitempty"`
+	WallMs        float64  `json:"wall_ms"` // wall time the run took
 }
 
 // Failed reports whether the candidate did not produce a step time.
