@@ -249,10 +249,13 @@ type Supervisor struct {
 	Cmd          Command
 	StartTimeout time.Duration
 	DeadlineFor  func(w *engine.Workload, c presets.Candidate) time.Duration
-	cur          *Client
-	Restarts     int
-	name         string
-	dev          engine.DeviceInfo
+	// BeforeStart runs before every worker start (e.g. to verify the
+	// worker's files); an error fails the start.
+	BeforeStart func() error
+	cur         *Client
+	Restarts    int
+	name        string
+	dev         engine.DeviceInfo
 }
 
 // NewSupervisor starts the first worker, so that a GPU that cannot be used
@@ -265,12 +268,21 @@ func NewSupervisor(cmd Command, startTimeout time.Duration, deadline func(*engin
 	return s, nil
 }
 
+// Start starts the first worker (a no-op while one lives).
+func (s *Supervisor) Start() error { return s.ensure() }
+
 func (s *Supervisor) ensure() error {
 	if s.cur != nil && s.cur.Dead() == nil {
 		return nil
 	}
 	if s.cur != nil {
 		s.Restarts++
+	}
+	if s.BeforeStart != nil {
+		if err := s.BeforeStart(); err != nil {
+			s.cur = nil
+			return err
+		}
 	}
 	c, err := Start(s.Cmd, s.StartTimeout)
 	if err != nil {

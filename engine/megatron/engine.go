@@ -1,0 +1,191 @@
+package megatron
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"cgtune/engine"
+	"cgtune/engine/worker"
+	"cgtune/presets"
+)
+
+// Options configure the engine.
+type Options struct {
+	Python    string // interpreter (FindPython)
+	CacheDir  string // where the worker is installed (private, per user)
+	GPUs      []int  // one per rank; len(GPUs) is the world size
+	MaxLayers int    // layers built at most (the rest of a stage is scaled); default 8
+	// MaxMicroBatches run per step at most (the rest is scaled); default 4.
+	MaxMicroBatches int
+	// Rates time the collectives a run does not execute (spec table or probes).
+	Rates engine.Rates
+	// Fallback measures candidates the installed framework cannot run
+	// (transformer_engine without TE, hybrid models); nil: they fail.
+	Fallback engine.Engine
+	// StartTimeout bounds the worker's start (imports take 10–15 s).
+	StartTimeout time.Duration
+	Deadline     func(*engine.Workload, presets.Candidate) time.Duration
+	Env          []string // extra environment for the worker (e.g. PYTHONPATH)
+}
+
+// Engine runs candidates on the real framework through its worker.
+type Engine struct {
+	opts Options
+	sup  *worker.Supervisor
+}
+
+// WorkerCommand is the command that starts the installed worker.
+func WorkerCommand(o Options) (worker.Command, error) {
+	entry, err := Install(o.CacheDir)
+	if err != nil {
+		return worker.Command{}, err
+	}
+	gpus := make([]string, len(o.GPUs))
+	for i, g := range o.GPUs {
+		gpus[i] = strconv.Itoa(g)
+	}
+	if len(gpus) == 0 {
+		gpus = []string{"0"}
+	}
+	args := []string{"-B", entry, "--gpus", strings.Join(gpus, ","), "--world-size", strconv.Itoa(len(gpus)),
+		"--max-layers", strconv.Itoa(orDefault(o.MaxLayers, 8)),
+		"--max-microbatches", strconv.Itoa(orDefault(o.MaxMicroBatches, 4))}
+	env := append([]string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", "NCCL_NVLS_ENABLE=0"}, o.Env...)
+	return worker.Command{Path: o.Python, Args: args, Env: env}, nil
+}
+
+func orDefault(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// New installs the worker (verifying any copy already there) and starts it.
+func New(o Options) (*Engine, error) {
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 3 * time.Minute
+	}
+	cmd, err := WorkerCommand(o)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{opts: o}
+	e.sup = &worker.Supervisor{Cmd: cmd, StartTimeout: o.StartTimeout, DeadlineFor: o.Deadline}
+	e.sup.BeforeStart = e.reinstall
+	if err := e.sup.Start(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// reinstall verifies (and if need be rewrites) the worker before each
+// start, so a replaced worker never runs a changed file.
+func (e *Engine) reinstall() error {
+	_, err := Install(e.opts.CacheDir)
+	return err
+}
+
+// Name is "megatron".
+func (e *Engine) Name() string { return "megatron" }
+
+// Device is the first rank's GPU.
+func (e *Engine) Device() engine.DeviceInfo { return e.sup.Device() }
+
+// WorldSize is how many ranks each candidate runs on.
+func (e *Engine) WorldSize() int { return max(1, len(e.opts.GPUs)) }
+
+// Close stops the worker.
+func (e *Engine) Close() error { return e.sup.Close() }
+
+// Restarts counts workers replaced after a crash or hang.
+func (e *Engine) Restarts() int { return e.sup.Restarts }
+
+// Run measures the candidate on the framework, adds the modelled
+// collectives of the parallel degrees the run lacks, and hands candidates
+// the framework cannot run to the fallback engine, labelled.
+func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+	r := e.sup.Run(ctx, w, c, opts, emit)
+	if r.ErrKind == engine.ErrUnsupported && e.opts.Fallback != nil {
+		f := e.opts.Fallback.Run(ctx, w, c, opts, emit)
+		f.Notes = append([]string{fmt.Sprintf("not measured on the framework (%s): %s engine instead", r.Err, e.opts.Fallback.Name())}, f.Notes...)
+		return f
+	}
+	if r.Source == "" || r.Source == engine.Measured && r.Framework != nil {
+		r.Source = engine.Framework
+	}
+	if r.Framework == nil || r.Failed() {
+		return r
+	}
+	addCollectives(&r, w, e.opts.Rates, e.WorldSize())
+	return r
+}
+
+// addCollectives adds, to every step figure, the time of the collectives
+// of the parallel degrees the run did not execute, from the workload model
+// (its op bytes and the link bandwidths in rates). Collectives of a degree
+// the ranks ran for real are left out.
+func addCollectives(r *engine.Result, w *engine.Workload, rates engine.Rates, world int) {
+	ms := CollectiveMs(w, rates, executed(r.Framework, w.Layout))
+	if ms <= 0 {
+		return
+	}
+	r.CollectivesMs = ms
+	for _, st := range []*engine.Stats{&r.Step, &r.Eager} {
+		if st.N > 0 {
+			st.Median += ms
+			st.P10 += ms
+			st.P90 += ms
+		}
+	}
+	if r.Step.Median > 0 && r.Eager.Median > 0 {
+		r.Speedup = r.Eager.Median / r.Step.Median
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("collectives: modelled, %.2f ms/step from the workload model (%s) for %s, not run at world size %d",
+		ms, rates.Source, strings.Join(r.Framework.Modelled, ", "), world))
+}
+
+// executed says which collective families the ranks ran for real: the
+// prefixes of the workload's op names ("sp_" TP, "ep_" EP).
+func executed(f *engine.FrameworkInfo, l presets.Layout) map[string]bool {
+	ran := map[string]bool{}
+	modelled := strings.Join(f.Modelled, " ")
+	if l.TPSize() > 1 && !strings.Contains(modelled, "TP ") {
+		ran["sp_"] = true
+	}
+	if l.EPSize() > 1 && !strings.Contains(modelled, "EP ") {
+		ran["ep_"] = true
+	}
+	return ran
+}
+
+// CollectiveMs is one step's collective time in the workload model: every
+// micro-batch's layer, embedding and head collectives plus the optimizer's,
+// skipping the families in ran.
+func CollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bool) float64 {
+	sum := func(ops []engine.Op) float64 {
+		var us float64
+		for _, o := range ops {
+			if o.Kind != engine.KindCollective || ran[prefix(o.Name)] {
+				continue
+			}
+			us += rates.OpGPUUs(o)
+		}
+		return us
+	}
+	perMB := sum(w.Pre) + sum(w.Head) + sum(w.PreBwd)
+	for _, l := range w.Layers {
+		perMB += sum(l.Fwd) + sum(l.Bwd)
+	}
+	return (perMB*float64(w.MicroBatches) + sum(w.Optimizer)) / 1e3
+}
+
+func prefix(name string) string {
+	if i := strings.IndexByte(name, '_'); i >= 0 {
+		return name[:i+1]
+	}
+	return name
+}

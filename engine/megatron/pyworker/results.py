@@ -1,0 +1,82 @@
+"""Result encoding for the Go side (engine.Result in engine/engine.go).
+Pure Python (no torch): unit-tested in CI."""
+
+import math
+
+
+def summarise(ms):
+    """Median and p10/p90 (nearest rank on the sorted values), as
+    engine.Summarise computes them."""
+    if not ms:
+        return {"median_ms": 0.0, "p10_ms": 0.0, "p90_ms": 0.0, "n": 0}
+    s = sorted(ms)
+    n = len(s)
+
+    def at(p):
+        # Go's math.Round rounds half away from zero; Python's round() does not.
+        return s[int(math.floor(p * (n - 1) + 0.5))]
+
+    med = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
+    return {"median_ms": med, "p10_ms": at(0.10), "p90_ms": at(0.90), "n": n}
+
+
+def classify_error(text):
+    """The engine.Err* kind of a candidate's first exception."""
+    t = text.lower()
+    if "out of memory" in t or "outofmemory" in t:
+        return "oom"
+    if "capture" in t or "graph" in t and ("invalidated" in t or "not permitted" in t):
+        return "capture"
+    if "cuda" in t:
+        return "cuda"
+    return "crash"
+
+
+def loss_drift(graphed, eager, moe):
+    """Relative difference of a graphed run's loss from eager's at the same
+    step, and the tolerance it is held to: dense steps are bit-identical
+    from the same seed, MoE differs slightly (non-deterministic kernels)."""
+    if graphed is None or eager is None:
+        return None, None
+    tol = 2e-2 if moe else 1e-3
+    if not (math.isfinite(graphed) and math.isfinite(eager)):
+        return float("inf"), tol
+    return abs(graphed - eager) / max(abs(eager), 1e-6), tol
+
+
+def result(candidate, device, steps, eager, **kw):
+    """The engine.Result dict; every argument past `eager` is optional."""
+    r = {
+        "candidate": candidate,
+        "source": "framework",
+        "device": device,
+        "step": summarise(steps),
+        "eager": eager or summarise([]),
+        "speedup": 0.0,
+        "capture_ms": kw.get("capture_ms", 0.0),
+        "warmup_ms": kw.get("warmup_ms", 0.0),
+        "graphs": kw.get("graphs", 0),
+        "nodes": 0,
+        "memory": kw.get("memory") or {},
+        "notes": kw.get("notes") or [],
+        "wall_ms": kw.get("wall_ms", 0.0),
+    }
+    for k in ("scaling", "framework", "host_enqueue_ms", "eager_host_enqueue_ms", "loss", "eager_loss",
+              "fwd_bwd_ms"):
+        if kw.get(k) is not None:
+            r[k] = kw[k]
+    if kw.get("error"):
+        r["error"] = kw["error"]
+        r["error_kind"] = kw.get("error_kind") or classify_error(kw["error"])
+    elif r["step"]["median_ms"] > 0 and r["eager"]["median_ms"] > 0:
+        r["speedup"] = r["eager"]["median_ms"] / r["step"]["median_ms"]
+    return r
+
+
+def scale_stats(st, factor, add_ms):
+    """Scales a stats dict to the real job: times x factor, plus add_ms."""
+    out = dict(st)
+    for k in ("median_ms", "p10_ms", "p90_ms"):
+        if out.get(k):
+            out[k] = out[k] * factor + add_ms
+    return out

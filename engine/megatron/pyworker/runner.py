@@ -1,0 +1,400 @@
+"""Runs one candidate on the real Megatron-Core, one rank of a process
+group, the way Megatron-LM's training loop drives it
+(megatron/training/training.py: get_model / setup_model_and_optimizer /
+train / train_step).  Needs torch with CUDA and megatron.core; imported only
+in the forked child that owns the GPU."""
+
+import dataclasses
+import functools
+import gc
+import os
+import time
+import traceback
+
+import torch
+
+import plan
+import results
+
+SEED = 1234
+LR = 1e-3  # large enough that a broken graph shows in the loss within a few steps
+
+
+def versions():
+    """torch, megatron.core and transformer_engine versions ('' when absent)."""
+    import megatron.core
+
+    v = {"torch": torch.__version__, "mcore": getattr(megatron.core, "__version__", "?"), "te": ""}
+    try:
+        import transformer_engine
+
+        v["te"] = getattr(transformer_engine, "__version__", "?")
+    except Exception:  # any import failure means: no TE here
+        pass
+    return v
+
+
+def device_info(index):
+    p = torch.cuda.get_device_properties(index)
+    free, total = torch.cuda.mem_get_info(index)
+    return {
+        "index": index,
+        "name": p.name,
+        "cuda": torch.version.cuda or "",
+        "memory_mib": total // (1 << 20),
+        "sms": p.multi_processor_count,
+    }
+
+
+def device_used_mib(index):
+    free, total = torch.cuda.mem_get_info(index)
+    return (total - free) // (1 << 20)
+
+
+class Slice:
+    """One rank's model, DDP wrapper, optimizer and step function."""
+
+    def __init__(self, shapes, cand, te, dev):
+        from megatron.core import parallel_state
+        from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+        from megatron.core.distributed.finalize_model_grads import finalize_model_grads
+        from megatron.core.models.gpt import GPTModel
+        from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+        from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+        from megatron.core.transformer.module import Float16Module
+        from megatron.core.transformer.transformer_config import TransformerConfig
+
+        self.s, self.cand, self.dev = shapes, cand, dev
+        self.mode = plan.graph_mode(cand)
+        graphed = self.mode != "none"
+        # The graph-safe RNG: TE's tracker when TE is there, else Megatron's
+        # cudagraphable tracker, which CudaGraphManager asserts on
+        # (megatron/core/tensor_parallel/random.py).
+        model_parallel_cuda_manual_seed(SEED, te_rng_tracker=te and graphed, use_cudagraphable_rng=graphed and not te,
+                                        force_reset_rng=True)
+        fields = {f.name for f in dataclasses.fields(TransformerConfig)}
+        kw = plan.config_kwargs(shapes, cand, fields, te)
+        for k in ("params_dtype", "pipeline_dtype"):
+            if k in kw:
+                kw[k] = getattr(torch, kw[k])
+        if "use_te_rng_tracker" in fields:
+            kw["use_te_rng_tracker"] = te and graphed
+        if shapes["activation"] == "squared_relu":
+            kw["activation_func"] = lambda x: torch.pow(torch.nn.functional.relu(x), 2)
+        else:
+            kw["activation_func"] = torch.nn.functional.silu
+        self.config = TransformerConfig(**kw)
+        self.layer_spec = plan.layer_spec_name(te)
+        spec = self._layer_spec(te)
+        model = GPTModel(self.config, spec, vocab_size=shapes["vocab"], max_sequence_length=shapes["seq"],
+                         pre_process=True, post_process=True, position_embedding_type="rope",
+                         parallel_output=True, share_embeddings_and_output_weights=False)
+        model.cuda(torch.cuda.current_device())
+        model = Float16Module(self.config, model)
+        ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
+                                                use_distributed_optimizer=False)
+        # DDP is built on the full-iteration capture stream for full
+        # iteration (its retained AccumulateGrad nodes must not point at
+        # another stream), else on a side stream, as
+        # megatron/training/models/dist_utils.py::_ddp_wrap does.
+        if self.mode == "full_iteration":
+            from megatron.core.full_cuda_graph import get_shared_capture_stream
+
+            stream = get_shared_capture_stream()
+        else:
+            stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            self.ddp = DistributedDataParallel(config=self.config, ddp_config=ddp_cfg, module=model)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.config.finalize_model_grads_func = finalize_model_grads
+        self.config.no_sync_func = self.ddp.no_sync
+        opt_cfg = OptimizerConfig(optimizer="adam", lr=LR, bf16=True, clip_grad=1.0,
+                                  use_distributed_optimizer=False)
+        self.optimizer = get_megatron_optimizer(opt_cfg, [self.ddp], use_gloo_process_groups=False)
+        fwd_bwd = get_forward_backward_func()
+        if self.mode == "full_iteration":
+            from megatron.core.full_cuda_graph import FullCudaGraphWrapper
+
+            fwd_bwd = FullCudaGraphWrapper(fwd_bwd, cuda_graph_warmup_steps=cand["warmup"],
+                                           use_single_mempool=getattr(self.config, "cuda_graph_use_single_mempool", False))
+        self.fwd_bwd = fwd_bwd
+        self.te_helper = None
+        if self.mode == "transformer_engine":
+            from megatron.core.transformer.cuda_graphs import TECudaGraphHelper
+
+            self.te_helper = TECudaGraphHelper(model=[self.ddp], config=self.config, seq_length=shapes["seq"],
+                                               micro_batch_size=shapes["mbs"], optimizers=[self.optimizer])
+        self.batches = self._batches()
+        self.params = sum(p.numel() for p in self.ddp.parameters())
+        self.tp_rank = parallel_state.get_tensor_model_parallel_rank()
+        self.steps_done = 0
+
+    def _layer_spec(self, te):
+        from megatron.core.models.gpt import gpt_layer_specs as specs
+
+        moe = self.s["moe"]
+        n = moe["experts"] * self.s["ep_run"] if moe else None
+        if te:
+            return specs.get_gpt_layer_with_transformer_engine_spec(n, moe_grouped_gemm=False)
+        return specs.get_gpt_layer_local_spec(n, moe_grouped_gemm=False, normalization="RMSNorm")
+
+    def _batches(self):
+        """Fixed synthetic micro-batches (same seed on every rank of a
+        tensor-parallel group, as the data loader broadcast makes them)."""
+        g = torch.Generator(device="cpu").manual_seed(SEED)
+        out = []
+        for _ in range(self.s["microbatches_run"]):
+            tokens = torch.randint(0, self.s["vocab"], (self.s["mbs"], self.s["seq"] + 1), generator=g)
+            out.append({
+                "tokens": tokens[:, :-1].contiguous().cuda(),
+                "labels": tokens[:, 1:].contiguous().cuda(),
+                "loss_mask": torch.ones(self.s["mbs"], self.s["seq"], device="cuda"),
+                "position_ids": torch.arange(self.s["seq"], device="cuda").unsqueeze(0).expand(self.s["mbs"], -1).contiguous(),
+            })
+        return out
+
+    def _forward_step(self, data_iterator, model):
+        b = next(data_iterator)
+        out = model(b["tokens"], b["position_ids"], None, labels=b["labels"])
+
+        def loss_func(loss_mask, output_tensor):
+            losses = output_tensor.float()
+            loss = torch.sum(losses.view(-1) * loss_mask.view(-1)) / loss_mask.sum()
+            return loss, {"lm loss": loss.detach()}
+
+        return out, functools.partial(loss_func, b["loss_mask"])
+
+    def maybe_capture_te(self):
+        """TE graphs are captured at the top of the iteration where
+        step == cuda_graph_warmup_steps (megatron/training/training.py)."""
+        if self.te_helper is not None and not self.te_helper.capture_finished() \
+                and self.steps_done == self.cand["warmup"]:
+            self.te_helper.create_cudagraphs()
+            return True
+        return False
+
+    def step(self, forward_only=False):
+        """One training step; returns (host_fwd_bwd_ms, fwd_bwd_ms, opt_ms, loss tensor).
+        The GPU is idle when it starts, so the host time until the schedule
+        returns is its enqueue time."""
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        self.ddp.zero_grad_buffer()
+        self.optimizer.zero_grad()
+        losses = self.fwd_bwd(forward_step_func=self._forward_step, data_iterator=iter(self.batches),
+                              model=[self.ddp], num_microbatches=self.s["microbatches_run"],
+                              seq_length=self.s["seq"], micro_batch_size=self.s["mbs"], forward_only=forward_only)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        if not forward_only:
+            self.optimizer.step()
+            torch.cuda.synchronize()
+        t3 = time.perf_counter()
+        self.steps_done += 1
+        loss = losses[-1]["lm loss"] if losses else None
+        return (t1 - t0) * 1e3, (t2 - t0) * 1e3, (t3 - t2) * 1e3, loss
+
+    def count_graphs(self):
+        """Graphs the framework really captured (so a scope that silently
+        graphs the whole layer shows)."""
+        if self.mode == "full_iteration":
+            from megatron.core.full_cuda_graph import FullCudaGraphWrapper
+
+            return sum(1 for g in FullCudaGraphWrapper.cuda_graph.values() if g is not None)
+        n = 0
+        for m in self.ddp.modules():
+            for r in getattr(m, "cudagraph_runners", []) or []:
+                n += (getattr(r, "fwd_graph", None) is not None) + (getattr(r, "bwd_graph", None) is not None)
+            for g in getattr(m, "cuda_graphs", []) or []:
+                n += 1 if g is not None else 0
+        return n
+
+
+def init_distributed(rank, world, port, gpu, shapes):
+    from megatron.core import parallel_state
+
+    torch.cuda.set_device(gpu)
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    torch.distributed.init_process_group("nccl", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
+                                         world_size=world, device_id=torch.device("cuda", gpu))
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=shapes["tp_run"],
+                                             expert_model_parallel_size=shapes["ep_run"],
+                                             create_gloo_process_groups=False)
+    try:
+        from megatron.core.num_microbatches_calculator import init_num_microbatches_calculator
+
+        dp = world // shapes["tp_run"]
+        init_num_microbatches_calculator(rank, None, shapes["microbatches_run"] * shapes["mbs"] * dp,
+                                         shapes["mbs"], dp)
+    except Exception:  # older cores: the TE helper falls back to its own count
+        pass
+
+
+def slowest(values):
+    """The slowest rank's value of each step (a MAX all-reduce)."""
+    if torch.distributed.get_world_size() == 1:
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64, device="cuda")
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return t.tolist()
+
+
+def run(req, rank, world, port, gpu, send):
+    """Runs one candidate and sends samples and a result through send()."""
+    from megatron.core import parallel_state
+
+    cand, shapes, opts = req["candidate"], req["shapes"], req.get("opts") or {}
+    te, eager = req["te"], req.get("eager") or {}
+    base = device_used_mib(gpu)
+    t_start = time.perf_counter()
+    notes = []
+    sl = None
+    info = {}
+    try:
+        init_distributed(rank, world, port, gpu, shapes)
+        torch.cuda.reset_peak_memory_stats()
+        sl = Slice(shapes, cand, te, gpu)
+        info = measure(sl, opts, rank, send, notes)
+    except Exception as e:  # a failing candidate is a result, not a crash
+        info["error"] = first_line(e)
+        info["trace"] = traceback.format_exc(limit=6)
+    peak = torch.cuda.max_memory_reserved() // (1 << 20)
+    peak_dev = device_used_mib(gpu)
+    layer_spec = sl.layer_spec if sl else plan.layer_spec_name(te)
+    del sl
+    cleanup()
+    return finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_start)
+
+
+def first_line(e):
+    text = "%s: %s" % (type(e).__name__, e)
+    # The first exception of a failed capture is the informative one; keep
+    # it whole but on one line.
+    return " ".join(text.split())[:600]
+
+
+def measure(sl, opts, rank, send, notes):
+    """Warm-up, capture and measured steps; returns the measured figures."""
+    cand, mode = sl.cand, sl.mode
+    measured = max(int(opts.get("measured_steps") or 8), 3)
+    eager_steps = max(int(opts.get("eager_steps") or 5), 3)
+    info = {"steps": [], "host": [], "fwd_bwd": [], "opt": []}
+    # Steps before the first graphed one: local captures at the end of the
+    # first step (schedules.py calls create_cudagraphs()); full iteration
+    # and TE capture in the step numbered `warmup`.
+    if mode == "none":
+        before = 1
+    elif mode == "local":
+        before = 1
+    else:
+        before = cand["warmup"] + 1
+    # The eager baseline runs as many steps as a graphed candidate with the
+    # longest warm-up, so their losses can be compared at the same step.
+    total = before + measured if mode != "none" else max(before + eager_steps, int(opts.get("compare_steps") or 0))
+    reserved_before = torch.cuda.memory_reserved()
+    warm_ms = cap_ms = 0.0
+    graph_mib = 0
+    for i in range(total):
+        captured_te = sl.maybe_capture_te()
+        r0 = torch.cuda.memory_reserved()
+        t0 = time.perf_counter()
+        host, fb, op, loss = sl.step()
+        wall = (time.perf_counter() - t0) * 1e3
+        phase = phase_of(mode, i, before, captured_te)
+        if phase == "capture" or (mode == "local" and i == 0):
+            cap_ms += wall
+            graph_mib = max(graph_mib, (torch.cuda.memory_reserved() - r0) >> 20)
+        elif phase == "warmup":
+            warm_ms += wall
+        if i >= before:
+            info["steps"].append(fb + op)
+            info["host"].append(host)
+            info["fwd_bwd"].append(fb)
+            info["opt"].append(op)
+        info.setdefault("losses", []).append(loss)
+        if rank == 0:
+            send({"type": "sample", "sample": {"candidate": "", "phase": phase, "step": i, "step_ms": fb + op,
+                                               "device_mib": device_used_mib(sl.dev)}})
+    info["all_losses"] = [float(x.item()) if x is not None else None for x in info.get("losses", [])]
+    info["loss"] = info["all_losses"][-1] if info["all_losses"] else None
+    del info["losses"]
+    info["loss_step"] = total - 1
+    info["graphs"] = sl.count_graphs()
+    info["capture_ms"], info["warmup_ms"] = cap_ms, warm_ms
+    info["graph_mib"] = max(graph_mib, (torch.cuda.memory_reserved() - reserved_before) >> 20) if mode != "none" else 0
+    for k in ("steps", "host", "fwd_bwd", "opt"):
+        info[k] = slowest(info[k])
+    if mode == "local" and info["graphs"] == 0:
+        notes.append("local impl captured no graph")
+    return info
+
+
+def phase_of(mode, i, before, captured_te):
+    if mode == "none":
+        return "eager" if i >= before else "warmup"
+    if mode == "local":
+        return "capture" if i == 0 else "measure"
+    if i < before - 1:
+        return "warmup"
+    if i == before - 1:
+        return "capture"
+    return "measure"
+
+
+def cleanup():
+    """Frees graphs and the model; the child exits after this anyway."""
+    try:
+        from megatron.core.transformer.cuda_graphs import delete_cuda_graphs
+
+        delete_cuda_graphs()
+    except Exception:
+        pass
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_start):
+    shapes, cand = req["shapes"], req["candidate"]
+    fb_f, opt_f, scale_text = plan.scaling(shapes)
+    steps = [fb * fb_f + op * opt_f for fb, op in zip(info.get("fwd_bwd", []), info.get("opt", []))]
+    host = [h * fb_f for h in info.get("host", [])]
+    framework = dict(req["versions"])
+    framework["layer_spec"] = layer_spec
+    framework["world_size"] = shapes["world"]
+    if shapes["modelled"]:
+        framework["modelled"] = shapes["modelled"]
+    err = info.get("error")
+    loss, eager_loss = info.get("loss"), None
+    k = info.get("loss_step")
+    if eager and eager.get("losses") and k is not None and loss is not None:
+        if k < len(eager["losses"]):
+            eager_loss = eager["losses"][k]
+        else:
+            notes.append("loss not compared: the eager baseline ran %d steps, this run %d" % (len(eager["losses"]), k + 1))
+        drift, tol = results.loss_drift(loss, eager_loss, shapes["moe"] is not None)
+        if not err and drift is not None and drift > tol:
+            err = "loss drifted from eager: %.6g vs %.6g at step %d (relative %.2g > %.2g)" % (
+                loss, eager_loss, k, drift, tol)
+            info["error_kind"] = "drift"
+    mem = {
+        "device_base_mib": base,
+        "device_peak_mib": peak_dev,
+        "device_after_mib": device_used_mib(gpu),
+        "process_peak_mib": peak,
+        "graph_mib": info.get("graph_mib", 0),
+        "graph_full_job_mib": int(info.get("graph_mib", 0) * shapes["stage_layers"] / shapes["layers_built"]),
+    }
+    if info.get("trace"):
+        notes.append("trace: " + " | ".join(info["trace"].strip().splitlines()[-3:]))
+    r = results.result(cand, req["device"], steps, eager.get("stats") if eager else None,
+                       capture_ms=info.get("capture_ms", 0.0) * fb_f, warmup_ms=info.get("warmup_ms", 0.0) * fb_f,
+                       graphs=info.get("graphs", 0), memory=mem, notes=notes,
+                       wall_ms=(time.perf_counter() - t_start) * 1e3, scaling=scale_text or None,
+                       framework=framework, host_enqueue_ms=results.summarise(host)["median_ms"] if host else None,
+                       loss=loss, eager_loss=eager_loss, error=err, error_kind=info.get("error_kind"))
+    if cand["impl"] == "none" and not err:
+        r["losses"] = info.get("all_losses")
+    return r

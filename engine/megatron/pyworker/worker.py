@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""cgtune's Megatron-Core worker.
+
+Speaks cgtune's worker protocol v1 (engine/worker/protocol.go) on stdin and
+stdout: a hello first, then for every run request samples and one result.
+It imports torch and megatron.core once, without touching the GPU, and runs
+each candidate in forked children (one per rank) that own the GPU: a
+candidate's graphs, model and memory die with its children, so every
+candidate starts from the same baseline, and a crash costs one candidate.
+
+Embedded in the cgtune binary (engine/megatron) and written to the user's
+cache under its content hash; standard library + torch + megatron.core
+(+ transformer_engine when importable) only.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import plan  # noqa: E402  (pure modules next to this file)
+import results  # noqa: E402
+
+VERSION = 1
+CHILDREN = []
+
+
+def reply(out, msg):
+    msg["v"] = VERSION
+    out.write(json.dumps(msg, allow_nan=False) + "\n")
+    out.flush()
+
+
+def log(msg):
+    sys.stderr.write("megatron worker: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def die_with_parent():
+    """The child gets SIGKILL when the worker dies (Linux prctl
+    PR_SET_PDEATHSIG), so a killed worker never leaves a rank on the GPU."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kill_children(*_):
+    for pid in CHILDREN:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def on_term(*_):
+    kill_children()
+    os._exit(143)
+
+
+def fork_ranks(world, target):
+    """Forks `world` children; target(rank, write_line) runs in each.
+    Returns (pids, read file of rank 0, read files of the others)."""
+    pipes = []
+    for rank in range(world):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.close(r)
+                die_with_parent()
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                out = os.fdopen(w, "w")
+
+                def write_line(msg, out=out):
+                    out.write(json.dumps(msg) + "\n")
+                    out.flush()
+
+                target(rank, write_line)
+            except BaseException:  # the child must never return into the parent's loop
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        os.close(w)
+        CHILDREN.append(pid)
+        pipes.append((pid, os.fdopen(r)))
+    return pipes
+
+
+def run_children(world, target, on_msg):
+    """Runs target in `world` forked ranks; relays rank 0's messages to
+    on_msg; returns rank 0's last "result" message or a crash description."""
+    pipes = fork_ranks(world, target)
+    final = None
+    for line in pipes[0][1]:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("type") == "result":
+            final = msg
+        else:
+            on_msg(msg)
+    statuses = []
+    for pid, f in pipes:
+        f.close()
+        _, status = os.waitpid(pid, 0)
+        CHILDREN.remove(pid)
+        statuses.append(status)
+    if final is None:
+        st = next((s for s in statuses if s != 0), statuses[0])
+        if os.WIFSIGNALED(st):
+            why = "signal %d" % os.WTERMSIG(st)
+        else:
+            why = "exit status %d" % os.WEXITSTATUS(st)
+        return {"type": "crash", "error": "candidate process died (%s) before its result" % why}
+    return final
+
+
+class Worker:
+    def __init__(self, args, out):
+        self.args, self.out = args, out
+        self.gpus = [int(g) for g in args.gpus.split(",")]
+        self.world = args.world_size
+        self.eager = {}
+        import torch  # noqa: F401  (imported once; CUDA stays uninitialised here)
+        import megatron.core  # noqa: F401  (10-15 s: once per worker)
+        import runner
+
+        self.runner = runner
+        self.versions = runner.versions()
+        self.te = bool(self.versions["te"])
+        if torch.cuda.is_initialized():
+            raise RuntimeError("CUDA was initialised while importing megatron.core; cannot fork ranks")
+        probe = run_children(1, self._probe, lambda m: None)
+        if probe.get("type") != "result":
+            raise RuntimeError("no usable GPU: " + probe.get("error", "probe failed"))
+        self.device = probe["device"]
+
+    def _probe(self, rank, send):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA device")
+        send({"type": "result", "device": self.runner.device_info(self.gpus[0])})
+
+    def hello(self):
+        reply(self.out, {"type": "hello", "engine": "megatron", "device": self.device, "pid": os.getpid(),
+                         "framework": dict(self.versions, layer_spec=plan.layer_spec_name(self.te),
+                                           world_size=self.world)})
+
+    def serve(self, lines):
+        for line in lines:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                req = json.loads(line)
+            except ValueError as e:
+                reply(self.out, {"type": "error", "error": "bad request: %s" % e})
+                continue
+            if req.get("v") != VERSION:
+                reply(self.out, {"type": "error", "id": req.get("id", ""),
+                                 "error": "protocol version %r, want %d" % (req.get("v"), VERSION)})
+                continue
+            kind = req.get("type")
+            if kind == "quit":
+                return
+            if kind == "ping":
+                reply(self.out, {"type": "pong", "id": req.get("id", "")})
+            elif kind == "run":
+                self.run(req)
+            else:
+                reply(self.out, {"type": "error", "id": req.get("id", ""), "error": "unknown request %r" % kind})
+
+    def run(self, req):
+        rid = req.get("id", "")
+        try:
+            cand = plan.validate_candidate(req.get("candidate"))
+        except plan.CandidateError as e:
+            reply(self.out, {"type": "error", "id": rid, "error": str(e)})
+            return
+        res = self.result_for(req.get("spec") or {}, cand, req.get("opts") or {}, rid)
+        res.pop("losses", None)
+        reply(self.out, {"type": "result", "id": rid, "result": res})
+
+    def result_for(self, spec, cand, opts, rid):
+        try:
+            shapes = plan.rank_shapes(spec, self.world, self.args.max_layers, self.args.max_microbatches)
+        except plan.SpecError as e:
+            return results.result(cand, self.device, [], None, error=str(e), error_kind="unsupported")
+        if cand["impl"] == "transformer_engine" and not self.te:
+            return results.result(cand, self.device, [], None, error_kind="unsupported",
+                                  error="transformer_engine is not importable on this node")
+        key = json.dumps(spec, sort_keys=True)
+        opts = dict(opts, compare_steps=plan.compare_steps(opts))
+        if key not in self.eager:
+            eager_cand = {"impl": "none", "scopes": [], "warmup": 0}
+            r = self.child_run(shapes, eager_cand, opts, None, rid)
+            self.eager[key] = {"stats": r.get("step"), "losses": r.get("losses"), "error": r.get("error"),
+                               "host": r.get("host_enqueue_ms")}
+            if cand["impl"] == "none":
+                r["eager"] = r["step"]
+                if not r.get("error"):
+                    r["speedup"] = 1.0
+                r["eager_host_enqueue_ms"] = r.get("host_enqueue_ms")
+                return r
+        eager = self.eager[key]
+        if eager.get("error"):
+            return results.result(cand, self.device, [], None, error_kind="crash",
+                                  error="the eager baseline failed: " + eager["error"])
+        r = self.child_run(shapes, cand, opts, eager, rid)
+        r["eager_host_enqueue_ms"] = eager.get("host")
+        return r
+
+    def child_run(self, shapes, cand, opts, eager, rid):
+        port = free_port()
+        req = {"candidate": cand, "shapes": shapes, "opts": opts, "te": self.te, "eager": eager,
+               "versions": self.versions, "device": self.device}
+        label = plan.graph_mode(cand)
+
+        def target(rank, send):
+            gpu = self.gpus[rank % len(self.gpus)]
+            send({"type": "result", "result": self.runner.run(req, rank, self.world, port, gpu, send)})
+
+        def relay(msg):
+            if msg.get("type") == "sample":
+                s = msg["sample"]
+                s["candidate"] = label
+                reply(self.out, {"type": "sample", "id": rid, "sample": s})
+
+        t0 = time.perf_counter()
+        msg = run_children(self.world, target, relay)
+        if msg.get("type") != "result":
+            return results.result(cand, self.device, [], None, error=msg["error"], error_kind="crash",
+                                  wall_ms=(time.perf_counter() - t0) * 1e3)
+        return msg["result"]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="cgtune Megatron-Core worker (protocol v1 on stdin/stdout)")
+    p.add_argument("--gpus", default="0", help="GPU indices, one per rank (comma-separated)")
+    p.add_argument("--world-size", type=int, default=1)
+    p.add_argument("--max-layers", type=int, default=8)
+    p.add_argument("--max-microbatches", type=int, default=4)
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    signal.signal(signal.SIGTERM, on_term)
+    out = sys.stdout
+    # Everything else the framework prints goes to stderr: stdout is the protocol.
+    sys.stdout = sys.stderr
+    try:
+        w = Worker(args, out)
+    except Exception as e:
+        log("cannot start: %s" % e)
+        return 3
+    w.hello()
+    w.serve(sys.stdin)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
