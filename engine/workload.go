@@ -98,6 +98,9 @@ type WorkloadOptions struct {
 	// Dropless overrides the model's MoE mode; nil = dropless (Megatron's
 	// default: moe_expert_capacity_factor None).
 	Dropless *bool `json:"dropless,omitempty"`
+	// MoECapacityFactor is moe_expert_capacity_factor of a drop-and-pad
+	// MoE (0: none).
+	MoECapacityFactor float64 `json:"moe_capacity_factor,omitempty"`
 }
 
 // WorkloadSpec is what a workload is built from: enough to build it again

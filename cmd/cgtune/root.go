@@ -22,6 +22,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/cuda"
+	"cgtune/engine/megatron"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -60,6 +61,12 @@ type rootFlags struct {
 	// estimateDelay slows every estimate-engine run (hidden: tests and
 	// demos of an interrupted search need a search that takes time).
 	estimateDelay time.Duration
+	// python, ranks, maxLayers and maxMicroBatches configure the megatron
+	// engine (cmd/cgtune/megatron.go).
+	python          string
+	ranks           int
+	maxLayers       int
+	maxMicroBatches int
 
 	cmd *cobra.Command
 }
@@ -107,7 +114,11 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.gpuType, "gpu-type", "h100", "GPU whose default layout the model uses ("+strings.Join(presets.GPUs(), ", ")+")")
 	fl.StringVar(&f.preset, "preset", "", "team preset FILE (model, layout, space and MB version)")
 	fl.StringVar(&f.gpus, "gpu", "0", "GPUs to measure on, comma-separated (one worker each)")
-	fl.StringVar(&f.engine, "engine", "", "cuda (measure) or estimate (compute, no GPU); default: cuda when a GPU driver is found")
+	fl.StringVar(&f.engine, "engine", "", "megatron (the installed Megatron-Core on this GPU), cuda (emulation measured on this GPU) or estimate (computed, no GPU); default: megatron when a GPU and an importable megatron.core are there, else cuda, else estimate")
+	fl.StringVar(&f.python, "python", "", "Python interpreter for the megatron engine (default: $"+megatron.PythonEnv+", then python3 on PATH)")
+	fl.IntVar(&f.ranks, "ranks", 0, "megatron engine: ranks (GPUs) per candidate; default: as many of --gpu as the layout's TP×EP can use")
+	fl.IntVar(&f.maxLayers, "max-layers", 8, "megatron engine: build at most this many of a stage's layers (the rest is scaled, and results say so)")
+	fl.IntVar(&f.maxMicroBatches, "max-microbatches", 4, "megatron engine: run at most this many micro-batches per step (the rest is scaled)")
 	fl.StringVar(&f.estimateGPU, "estimate-gpu", "", "GPU the estimate engine estimates for (default: --gpu-type; with cuda, the measured GPU): "+strings.Join(engine.SpecNames(), ", "))
 	fl.StringVar(&f.strategy, "strategy", search.StrategyHalving, "halving (successive halving within --budget) or exhaustive (every candidate)")
 	fl.DurationVar(&f.budget, "budget", search.DefaultBudget, "time the halving search may keep the GPUs busy (0 or less: no limit)")
@@ -342,6 +353,9 @@ func (f *rootFlags) what(cfg *search.Config) error {
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
 		return fail(exitBadInput, "--mbridge: %v", err)
 	}
+	if cfg.Workload, err = search.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
 	return nil
 }
 
@@ -396,16 +410,9 @@ func (f *rootFlags) setup() (*searchSetup, error) {
 func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 	name := f.engine
 	if name == "" {
-		name = "estimate"
-		if n, err := cuda.DeviceCount(); err == nil && n > 0 {
-			name = "cuda"
-		} else {
-			why := "no GPU"
-			if err != nil {
-				why = err.Error()
-			}
-			s.notices = append(s.notices, fmt.Sprintf("%s: using the estimate engine", why))
-		}
+		var why string
+		name, why = defaultEngine(context.Background(), f.python)
+		s.notices = append(s.notices, "engine "+name+": "+why)
 	}
 	f.engine = name
 	estGPU := f.estimateGPU
@@ -459,8 +466,10 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 			s.notices = append(s.notices, fmt.Sprintf("no estimate for %s (%v): candidates run in plan order, deadlines are 10 minutes", estGPU, err))
 		}
 		s.cfg.Engines = engines
+	case "megatron":
+		return f.openMegatron(context.Background(), s, gpus)
 	default:
-		return fail(exitBadInput, "--engine %q: allowed: cuda, estimate", name)
+		return fail(exitBadInput, "--engine %q: allowed: megatron, cuda, estimate", name)
 	}
 	return nil
 }

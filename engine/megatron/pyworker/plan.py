@@ -238,7 +238,9 @@ def config_kwargs(s, cand, config_fields, te):
         ffn_hidden_size=s["ffn_hidden"] * s["tp_run"],
         tensor_model_parallel_size=s["tp_run"],
         expert_model_parallel_size=s["ep_run"],
-        sequence_parallel=s["tp_run"] > 1,
+        # Megatron's local spec builds torch norms, which refuse sequence
+        # parallelism (megatron/core/transformer/torch_norm.py).
+        sequence_parallel=s["tp_run"] > 1 and te,
         normalization="RMSNorm",
         gated_linear_unit=s["activation"] == "swiglu",
         add_bias_linear=s["add_bias_linear"],

@@ -25,11 +25,20 @@ def classify_error(text):
     t = text.lower()
     if "out of memory" in t or "outofmemory" in t:
         return "oom"
-    if "capture" in t or "graph" in t and ("invalidated" in t or "not permitted" in t):
+    if "capture" in t or ("graph" in t and ("invalidated" in t or "not permitted" in t)):
         return "capture"
     if "cuda" in t:
         return "cuda"
     return "crash"
+
+
+def explain_capture(text):
+    """Adds what a stream-capture invalidation usually means: CUDA reports
+    only that capture broke, later calls that a previous error did."""
+    if "StreamCaptureInvalidated" in text or "previous error during capture" in text:
+        return text + " [the captured region made a call that is illegal during capture, such as a" \
+                      " host synchronisation: dropless MoE copies its token counts to the host]"
+    return text
 
 
 def loss_drift(graphed, eager, moe):

@@ -34,18 +34,6 @@ def versions():
     return v
 
 
-def device_info(index):
-    p = torch.cuda.get_device_properties(index)
-    free, total = torch.cuda.mem_get_info(index)
-    return {
-        "index": index,
-        "name": p.name,
-        "cuda": torch.version.cuda or "",
-        "memory_mib": total // (1 << 20),
-        "sms": p.multi_processor_count,
-    }
-
-
 def device_used_mib(index):
     free, total = torch.cuda.mem_get_info(index)
     return (total - free) // (1 << 20)
@@ -259,7 +247,7 @@ def run(req, rank, world, port, gpu, send):
         sl = Slice(shapes, cand, te, gpu)
         info = measure(sl, opts, rank, send, notes)
     except Exception as e:  # a failing candidate is a result, not a crash
-        info["error"] = first_line(e)
+        info["error"] = results.explain_capture(first_line(e))
         info["trace"] = traceback.format_exc(limit=6)
     peak = torch.cuda.max_memory_reserved() // (1 << 20)
     peak_dev = device_used_mib(gpu)
@@ -319,9 +307,14 @@ def measure(sl, opts, rank, send, notes):
             send({"type": "sample", "sample": {"candidate": "", "phase": phase, "step": i, "step_ms": fb + op,
                                                "device_mib": device_used_mib(sl.dev)}})
     info["all_losses"] = [float(x.item()) if x is not None else None for x in info.get("losses", [])]
-    info["loss"] = info["all_losses"][-1] if info["all_losses"] else None
     del info["losses"]
-    info["loss_step"] = total - 1
+    # Losses are compared at the first graphed step: one optimizer update
+    # after the capture, before MoE routing (which bf16 rounding can flip)
+    # has had steps to diverge.
+    info["loss_step"] = min(first_graphed_step(mode, before), total - 1)
+    info["loss"] = info["all_losses"][info["loss_step"]] if info["all_losses"] else None
+    if mode != "none" and info["all_losses"]:
+        notes.append("last step's loss %.6g (step %d)" % (info["all_losses"][-1], total - 1))
     info["graphs"] = sl.count_graphs()
     info["capture_ms"], info["warmup_ms"] = cap_ms, warm_ms
     info["graph_mib"] = max(graph_mib, (torch.cuda.memory_reserved() - reserved_before) >> 20) if mode != "none" else 0
@@ -330,6 +323,16 @@ def measure(sl, opts, rank, send, notes):
     if mode == "local" and info["graphs"] == 0:
         notes.append("local impl captured no graph")
     return info
+
+
+def first_graphed_step(mode, before):
+    """The first step whose work ran from graphs: local graphs replay from
+    the second step, full-iteration and TE graphs from the capture step."""
+    if mode == "none":
+        return before
+    if mode == "local":
+        return 1
+    return before - 1
 
 
 def phase_of(mode, i, before, captured_te):

@@ -134,32 +134,62 @@ def run_children(world, target, on_msg):
     return final
 
 
+def collect(procs, on_msg):
+    """Relays rank 0's lines of spawned ranks; returns its result or a
+    crash description."""
+    final = None
+    for line in procs[0].stdout:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("type") == "result":
+            final = msg
+        else:
+            on_msg(msg)
+    codes = []
+    for p in procs:
+        p.stdout.read()
+        codes.append(p.wait())
+        CHILDREN.remove(p.pid)
+    if final is None:
+        return {"type": "crash", "error": "candidate process died (exit %s) before its result" % codes}
+    return final
+
+
 class Worker:
     def __init__(self, args, out):
         self.args, self.out = args, out
         self.gpus = [int(g) for g in args.gpus.split(",")]
         self.world = args.world_size
         self.eager = {}
-        import torch  # noqa: F401  (imported once; CUDA stays uninitialised here)
-        import megatron.core  # noqa: F401  (10-15 s: once per worker)
+        import torch  # noqa: F401  (CUDA stays uninitialised in this process)
+
+        probe = run_children(1, self._probe, lambda m: None)
+        if probe.get("type") != "result":
+            raise RuntimeError("no usable GPU: " + probe.get("error", "probe failed"))
+        self.device = probe["device"]
+        culprit = import_framework(tuple(probe["capability"]), probe["device"]["name"])
         import runner
 
         self.runner = runner
         self.versions = runner.versions()
         self.te = bool(self.versions["te"])
-        if torch.cuda.is_initialized():
-            raise RuntimeError("CUDA was initialised while importing megatron.core; cannot fork ranks")
-        probe = run_children(1, self._probe, lambda m: None)
-        if probe.get("type") != "result":
-            raise RuntimeError("no usable GPU: " + probe.get("error", "probe failed"))
-        self.device = probe["device"]
+        # Forking after the imports shares them with every rank; a framework
+        # that initialises CUDA while it is imported cannot be forked, and
+        # each rank is then a fresh interpreter that imports it again.
+        self.spawn = torch.cuda.is_initialized()
+        if self.spawn:
+            log("megatron.core initialised CUDA while being imported; every candidate re-imports it "
+                "(slower). First CUDA use:\n" + (culprit[0] if culprit else "unknown"))
 
     def _probe(self, rank, send):
         import torch
 
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no CUDA device")
-        send({"type": "result", "device": self.runner.device_info(self.gpus[0])})
+        gpu = self.gpus[0]
+        send({"type": "result", "device": device_info(gpu), "capability": list(torch.cuda.get_device_capability(gpu))})
 
     def hello(self):
         reply(self.out, {"type": "hello", "engine": "megatron", "device": self.device, "pid": os.getpid(),
@@ -247,11 +277,83 @@ class Worker:
                 reply(self.out, {"type": "sample", "id": rid, "sample": s})
 
         t0 = time.perf_counter()
-        msg = run_children(self.world, target, relay)
+        if self.spawn:
+            msg = collect(spawn_ranks(self.world, json.dumps(req), self.gpus, port), relay)
+        else:
+            msg = run_children(self.world, target, relay)
         if msg.get("type") != "result":
             return results.result(cand, self.device, [], None, error=msg["error"], error_kind="crash",
                                   wall_ms=(time.perf_counter() - t0) * 1e3)
         return msg["result"]
+
+
+def device_info(index):
+    import torch
+
+    p = torch.cuda.get_device_properties(index)
+    free, total = torch.cuda.mem_get_info(index)
+    return {"index": index, "name": p.name, "cuda": torch.version.cuda or "",
+            "memory_mib": total // (1 << 20), "sms": p.multi_processor_count}
+
+
+def import_framework(capability, name):
+    """Imports megatron.core and the runner without creating a CUDA context
+    here: modules that ask the device's compute capability at import time
+    (or name) get the probe's answer. Returns where CUDA was first initialised, if it
+    was."""
+    import torch
+
+    orig = torch.cuda.get_device_capability, torch.cuda.get_device_name, torch.cuda._lazy_init
+    first = []
+
+    def traced_init():
+        if not first:
+            first.append("".join(traceback.format_stack(limit=10)[:-1]))
+        return orig[2]()
+
+    torch.cuda.get_device_capability = lambda device=None: capability
+    torch.cuda.get_device_name = lambda device=None: name
+    torch.cuda._lazy_init = traced_init
+    try:
+        import megatron.core  # noqa: F401  (10-15 s: once per worker)
+        import runner  # noqa: F401
+    finally:
+        torch.cuda.get_device_capability, torch.cuda.get_device_name, torch.cuda._lazy_init = orig
+    return first
+
+
+def spawn_ranks(world, req_json, gpus, port):
+    """Starts `world` fresh interpreters running one rank each (used when
+    the framework cannot be forked). Returns [(pid-like Popen, stdout)]."""
+    import subprocess
+
+    procs = []
+    for rank in range(world):
+        p = subprocess.Popen([sys.executable, "-B", os.path.abspath(__file__), "--rank", str(rank),
+                              "--world-size", str(world), "--port", str(port),
+                              "--gpus", str(gpus[rank % len(gpus)])],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=die_with_parent)
+        p.stdin.write(req_json)
+        p.stdin.close()
+        CHILDREN.append(p.pid)
+        procs.append(p)
+    return procs
+
+
+def rank_main(args):
+    """One spawned rank: reads the run request on stdin, writes lines."""
+    req = json.loads(sys.stdin.read())
+    out = sys.stdout
+    sys.stdout = sys.stderr
+    import runner
+
+    def send(msg):
+        out.write(json.dumps(msg) + "\n")
+        out.flush()
+
+    send({"type": "result", "result": runner.run(req, args.rank, args.world_size, args.port, int(args.gpus), send)})
+    return 0
 
 
 def parse_args(argv):
@@ -260,11 +362,15 @@ def parse_args(argv):
     p.add_argument("--world-size", type=int, default=1)
     p.add_argument("--max-layers", type=int, default=8)
     p.add_argument("--max-microbatches", type=int, default=4)
+    p.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.rank >= 0:
+        return rank_main(args)
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     signal.signal(signal.SIGTERM, on_term)

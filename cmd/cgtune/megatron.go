@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"cgtune/engine"
+	"cgtune/engine/cuda"
+	"cgtune/engine/megatron"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// megatronDeadline bounds one framework candidate: model build, the eager
+// baseline and the measured steps (the estimator's emulated time says
+// nothing about the framework's own speed).
+const megatronDeadline = 15 * time.Minute
+
+// detectFramework asks the node's Python what it imports (10–15 s).
+func detectFramework(ctx context.Context, pythonFlag string) (megatron.Framework, error) {
+	py, err := megatron.FindPython(pythonFlag)
+	if err != nil {
+		return megatron.Framework{}, err
+	}
+	return megatron.Check(ctx, py)
+}
+
+// defaultEngine is megatron where a GPU and an importable Megatron-Core
+// are, else cuda where a GPU is, else estimate; why says why.
+func defaultEngine(ctx context.Context, pythonFlag string) (name, why string) {
+	n, err := cuda.DeviceCount()
+	if err != nil || n == 0 {
+		if err == nil {
+			err = fmt.Errorf("no GPU")
+		}
+		return "estimate", fmt.Sprintf("%v: using the estimate engine (computed, not measured)", err)
+	}
+	fw, err := detectFramework(ctx, pythonFlag)
+	if err != nil {
+		return "cuda", fmt.Sprintf("Megatron-Core not checked (%v): using the cuda engine (emulation)", err)
+	}
+	if ok, miss := fw.Usable(); !ok {
+		return "cuda", fmt.Sprintf("Megatron-Core %s: using the cuda engine (emulation)", miss)
+	}
+	return "megatron", "measuring on the real framework: " + fw.String()
+}
+
+// openMegatron starts one megatron engine per group of `ranks` GPUs; each
+// runs a candidate's per-rank slice at world size `ranks`. Candidates the
+// framework cannot run go to a cuda (or estimate) engine started on first
+// use.
+func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int) error {
+	fw, err := detectFramework(ctx, f.python)
+	if err != nil {
+		return fail(exitNoGPU, "--engine megatron: %v", err)
+	}
+	if ok, miss := fw.Usable(); !ok {
+		return fail(exitNoGPU, "--engine megatron: %s", miss)
+	}
+	if n, err := cuda.DeviceCount(); err != nil {
+		return fail(exitNoGPU, "--engine megatron: %v", err)
+	} else if bad := slices.IndexFunc(gpus, func(g int) bool { return g >= n }); bad >= 0 {
+		return fail(exitNoGPU, "--gpu %d: this node has %d GPU(s)", gpus[bad], n)
+	}
+	ranks := f.ranks
+	if ranks <= 0 {
+		ranks = usableRanks(s.cfg.Layout, len(gpus))
+	}
+	if ranks > len(gpus) || len(gpus)%ranks != 0 {
+		return fail(exitBadInput, "--ranks %d: give a multiple of it as --gpu (have %d GPUs)", ranks, len(gpus))
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return fail(exitBadInput, "no user cache folder for the megatron worker: %v", err)
+	}
+	rates, ok := engine.SpecFor(s.cfg.Layout.GPU)
+	if !ok {
+		rates, _ = engine.SpecFor("h100")
+	}
+	fallback := &lazyEngine{open: func() (engine.Engine, error) { return f.fallbackEngine(gpus[0]) }}
+	var closers []func() error
+	for i := 0; i < len(gpus); i += ranks {
+		e, err := megatron.New(megatron.Options{
+			Python: fw.Python, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
+			GPUs: gpus[i : i+ranks], MaxLayers: f.maxLayers, MaxMicroBatches: f.maxMicroBatches,
+			Rates: rates, Fallback: fallback,
+			Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return megatronDeadline },
+		})
+		if err != nil {
+			for _, c := range closers {
+				c()
+			}
+			return fail(exitNoGPU, "--engine megatron: GPU %v: %v", gpus[i:i+ranks], err)
+		}
+		closers = append(closers, e.Close)
+		s.cfg.Engines = append(s.cfg.Engines, e)
+	}
+	closers = append(closers, fallback.Close)
+	s.close = func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	if est, err := estimateEngine(s.cfg.Layout.GPU); err == nil {
+		s.cfg.Estimator = est
+	}
+	s.notices = append(s.notices, fmt.Sprintf("engine megatron: %s; %d rank(s) per candidate on GPU %v", fw.String(), ranks, gpus))
+	return nil
+}
+
+// usableRanks is how many of n GPUs a candidate's slice can use: the
+// largest count that divides n and the layout's TP×EP (the degrees the
+// worker runs for real).
+func usableRanks(l presets.Layout, n int) int {
+	best := 1
+	for r := 2; r <= n; r++ {
+		if n%r == 0 && (l.TPSize()*l.EPSize())%r == 0 {
+			best = r
+		}
+	}
+	return best
+}
+
+// fallbackEngine measures what the framework cannot run: the cuda engine
+// on the GPU where there is a driver, else the estimate engine.
+func (f *rootFlags) fallbackEngine(gpu int) (engine.Engine, error) {
+	engines, closeAll, err := workerSupervisors([]int{gpu}, search.DeadlineFor(nil))
+	if err == nil {
+		return closingEngine{engines[0], closeAll}, nil
+	}
+	return estimateEngine("h100")
+}
+
+type closingEngine struct {
+	engine.Engine
+	close func()
+}
+
+func (c closingEngine) Close() error { c.close(); return nil }
+
+// lazyEngine opens its engine on first use: most searches never need it.
+type lazyEngine struct {
+	open func() (engine.Engine, error)
+	once sync.Once
+	e    engine.Engine
+	err  error
+}
+
+func (l *lazyEngine) get() (engine.Engine, error) {
+	l.once.Do(func() { l.e, l.err = l.open() })
+	return l.e, l.err
+}
+
+func (l *lazyEngine) Name() string {
+	if e, err := l.get(); err == nil {
+		return e.Name()
+	}
+	return "fallback"
+}
+
+func (l *lazyEngine) Device() engine.DeviceInfo {
+	if e, err := l.get(); err == nil {
+		return e.Device()
+	}
+	return engine.DeviceInfo{}
+}
+
+func (l *lazyEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+	e, err := l.get()
+	if err != nil {
+		return engine.Result{Candidate: c, Err: "fallback engine: " + err.Error(), ErrKind: engine.ErrCrash}
+	}
+	return e.Run(ctx, w, c, o, emit)
+}
+
+func (l *lazyEngine) Close() error {
+	if l.e != nil {
+		return l.e.Close()
+	}
+	return nil
+}
