@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,11 +85,24 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 	}
 	fallback := &lazyEngine{open: func() (engine.Engine, error) { return f.fallbackEngine(gpus[0]) }}
 	var closers []func() error
+	logDir := s.cfg.RunDir
+	if logDir == "" {
+		logDir = f.runDir
+	}
+	if logDir == "" {
+		logDir = filepath.Join(cache, "cgtune")
+	}
+	var log *os.File
+	if err := os.MkdirAll(logDir, 0o700); err == nil {
+		if log, err = os.OpenFile(filepath.Join(logDir, "megatron-worker.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+			closers = append(closers, log.Close)
+		}
+	}
 	for i := 0; i < len(gpus); i += ranks {
 		e, err := megatron.New(megatron.Options{
 			Python: fw.Python, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
 			GPUs: gpus[i : i+ranks], MaxLayers: f.maxLayers, MaxMicroBatches: f.maxMicroBatches,
-			Rates: rates, Fallback: fallback,
+			Rates: rates, Fallback: fallback, Log: logWriter(log),
 			Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return megatronDeadline },
 		})
 		if err != nil {
@@ -97,8 +111,11 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 			}
 			return fail(exitNoGPU, "--engine megatron: GPU %v: %v", gpus[i:i+ranks], err)
 		}
-		closers = append(closers, e.Close)
+		closers = append([]func() error{e.Close}, closers...)
 		s.cfg.Engines = append(s.cfg.Engines, e)
+		for _, n := range e.Notes() {
+			s.notices = append(s.notices, "megatron worker: "+n)
+		}
 	}
 	closers = append(closers, fallback.Close)
 	s.close = func() {
@@ -111,6 +128,15 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 	}
 	s.notices = append(s.notices, fmt.Sprintf("engine megatron: %s; %d rank(s) per candidate on GPU %v", fw.String(), ranks, gpus))
 	return nil
+}
+
+// logWriter is f as a writer, or nil when there is no log file (a nil
+// *os.File in an io.Writer would not be nil).
+func logWriter(f *os.File) io.Writer {
+	if f == nil {
+		return nil
+	}
+	return f
 }
 
 // usableRanks is how many of n GPUs a candidate's slice can use: the

@@ -3,6 +3,7 @@ package megatron
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,8 @@ type Options struct {
 	StartTimeout time.Duration
 	Deadline     func(*engine.Workload, presets.Candidate) time.Duration
 	Env          []string // extra environment for the worker (e.g. PYTHONPATH)
+	// Log receives the worker's stderr (the framework's own output).
+	Log io.Writer
 }
 
 // Engine runs candidates on the real framework through its worker.
@@ -54,7 +57,7 @@ func WorkerCommand(o Options) (worker.Command, error) {
 		"--max-layers", strconv.Itoa(orDefault(o.MaxLayers, 8)),
 		"--max-microbatches", strconv.Itoa(orDefault(o.MaxMicroBatches, 4))}
 	env := append([]string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", "NCCL_NVLS_ENABLE=0"}, o.Env...)
-	return worker.Command{Path: o.Python, Args: args, Env: env}, nil
+	return worker.Command{Path: o.Python, Args: args, Env: env, Log: o.Log}, nil
 }
 
 func orDefault(v, d int) int {
@@ -87,6 +90,15 @@ func New(o Options) (*Engine, error) {
 func (e *Engine) reinstall() error {
 	_, err := Install(e.opts.CacheDir)
 	return err
+}
+
+// Notes are what the worker said about itself when it started (e.g. a
+// framework that cannot be forked and is imported per candidate).
+func (e *Engine) Notes() []string {
+	if c := e.sup.Current(); c != nil {
+		return c.Hello().Notes
+	}
+	return nil
 }
 
 // Name is "megatron".

@@ -21,6 +21,8 @@ type Command struct {
 	Path string
 	Args []string
 	Env  []string // added to the parent's environment
+	// Log, when set, also receives everything the worker writes to stderr.
+	Log io.Writer
 }
 
 // Client is the parent's end of one worker process. It implements
@@ -80,6 +82,9 @@ func Start(c Command, startTimeout time.Duration) (*Client, error) {
 	}
 	cl := &Client{cmd: cmd, stdin: stdin, lines: make(chan Reply, 256), stderr: &tailBuffer{}, Deadline: 10 * time.Minute}
 	cmd.Stderr = cl.stderr
+	if c.Log != nil {
+		cmd.Stderr = io.MultiWriter(cl.stderr, c.Log)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -127,6 +132,9 @@ func (c *Client) exitReason() string {
 
 // Name is the worker's engine name.
 func (c *Client) Name() string { return c.hello.Engine }
+
+// Hello is what the worker said when it started.
+func (c *Client) Hello() Reply { return c.hello }
 
 // Device is the worker's GPU.
 func (c *Client) Device() engine.DeviceInfo {

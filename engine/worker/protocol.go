@@ -61,4 +61,7 @@ type Reply struct {
 	Sample *engine.StepSample `json:"sample,omitempty"`
 	Result *engine.Result     `json:"result,omitempty"`
 	Error  string             `json:"error,omitempty"`
+	// Framework and Notes come with a framework worker's hello.
+	Framework *engine.FrameworkInfo `json:"framework,omitempty"`
+	Notes     []string              `json:"notes,omitempty"`
 }

@@ -182,7 +182,9 @@ class Slice:
             torch.cuda.synchronize()
         t3 = time.perf_counter()
         self.steps_done += 1
-        loss = losses[-1]["lm loss"] if losses else None
+        # Read now: a full-iteration graph returns the same static tensor
+        # every step, overwritten by each replay.
+        loss = float(losses[-1]["lm loss"].item()) if losses else None
         return (t1 - t0) * 1e3, (t2 - t0) * 1e3, (t3 - t2) * 1e3, loss
 
     def count_graphs(self):
@@ -306,7 +308,7 @@ def measure(sl, opts, rank, send, notes):
         if rank == 0:
             send({"type": "sample", "sample": {"candidate": "", "phase": phase, "step": i, "step_ms": fb + op,
                                                "device_mib": device_used_mib(sl.dev)}})
-    info["all_losses"] = [float(x.item()) if x is not None else None for x in info.get("losses", [])]
+    info["all_losses"] = list(info.get("losses", []))
     del info["losses"]
     # Losses are compared at the first graphed step: one optimizer update
     # after the capture, before MoE routing (which bf16 rounding can flip)

@@ -169,7 +169,7 @@ class Worker:
         if probe.get("type") != "result":
             raise RuntimeError("no usable GPU: " + probe.get("error", "probe failed"))
         self.device = probe["device"]
-        culprit = import_framework(tuple(probe["capability"]), probe["device"]["name"])
+        culprit = import_framework(probe["properties"])
         import runner
 
         self.runner = runner
@@ -179,9 +179,12 @@ class Worker:
         # that initialises CUDA while it is imported cannot be forked, and
         # each rank is then a fresh interpreter that imports it again.
         self.spawn = torch.cuda.is_initialized()
+        self.notes = []
         if self.spawn:
-            log("megatron.core initialised CUDA while being imported; every candidate re-imports it "
-                "(slower). First CUDA use:\n" + (culprit[0] if culprit else "unknown"))
+            self.notes.append("megatron.core initialised CUDA while it was imported, so every candidate imports it "
+                              "again in fresh processes (slower); first CUDA use: "
+                              + (" | ".join(culprit[0].strip().splitlines()[-4:]) if culprit else "unknown"))
+            log(self.notes[-1])
 
     def _probe(self, rank, send):
         import torch
@@ -189,12 +192,15 @@ class Worker:
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no CUDA device")
         gpu = self.gpus[0]
-        send({"type": "result", "device": device_info(gpu), "capability": list(torch.cuda.get_device_capability(gpu))})
+        p = torch.cuda.get_device_properties(gpu)
+        props = {k: getattr(p, k) for k in dir(p) if not k.startswith("_")
+                 and isinstance(getattr(p, k), (bool, int, float, str))}
+        send({"type": "result", "device": device_info(gpu), "properties": props})
 
     def hello(self):
         reply(self.out, {"type": "hello", "engine": "megatron", "device": self.device, "pid": os.getpid(),
                          "framework": dict(self.versions, layer_spec=plan.layer_spec_name(self.te),
-                                           world_size=self.world)})
+                                           world_size=self.world), "notes": self.notes})
 
     def serve(self, lines):
         for line in lines:
@@ -296,29 +302,42 @@ def device_info(index):
             "memory_mib": total // (1 << 20), "sms": p.multi_processor_count}
 
 
-def import_framework(capability, name):
+def import_framework(props):
     """Imports megatron.core and the runner without creating a CUDA context
-    here: modules that ask the device's compute capability at import time
-    (or name) get the probe's answer. Returns where CUDA was first initialised, if it
+    here, so that ranks can be forked from this process. Some modules ask
+    the device's properties while they are imported (e.g. Megatron-LM
+    megatron/core/ssm/ops/gdp/common.py and chunk_o.py); they get the
+    probe child's answers. Returns where CUDA was first initialised, if it
     was."""
+    import types
+
     import torch
 
-    orig = torch.cuda.get_device_capability, torch.cuda.get_device_name, torch.cuda._lazy_init
+    names = ("get_device_properties", "get_device_capability", "get_device_name", "_lazy_init")
+    orig = {n: getattr(torch.cuda, n) for n in names}
     first = []
+    ns = types.SimpleNamespace(**props)
 
     def traced_init():
         if not first:
             first.append("".join(traceback.format_stack(limit=10)[:-1]))
-        return orig[2]()
+        return orig["_lazy_init"]()
 
-    torch.cuda.get_device_capability = lambda device=None: capability
-    torch.cuda.get_device_name = lambda device=None: name
+    torch.cuda.get_device_properties = lambda device=None: ns
+    torch.cuda.get_device_capability = lambda device=None: (props["major"], props["minor"])
+    torch.cuda.get_device_name = lambda device=None: props["name"]
     torch.cuda._lazy_init = traced_init
     try:
         import megatron.core  # noqa: F401  (10-15 s: once per worker)
         import runner  # noqa: F401
+
+        try:
+            import transformer_engine  # noqa: F401  (asks the device at import too)
+        except Exception:  # absent or broken: the local spec is used
+            pass
     finally:
-        torch.cuda.get_device_capability, torch.cuda.get_device_name, torch.cuda._lazy_init = orig
+        for n, f in orig.items():
+            setattr(torch.cuda, n, f)
     return first
 
 
