@@ -41,7 +41,7 @@ if ! _have_go; then
 	fi
 	export PATH="$_cache/go/bin:$PATH" GOROOT="$_cache/go"
 fi
-_apt gcc
+_apt gcc python3
 export CGO_ENABLED=1
 # go-nvml's header marks old entry points deprecated; the warnings are noise.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"

@@ -69,16 +69,28 @@ func orDefault(v, d int) int {
 
 // New installs the worker (verifying any copy already there) and starts it.
 func New(o Options) (*Engine, error) {
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = 3 * time.Minute
-	}
 	cmd, err := WorkerCommand(o)
 	if err != nil {
 		return nil, err
 	}
+	e, err := newWithCommand(o, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// newWithCommand starts the engine on a given worker command (tests use
+// a stand-in worker).
+func newWithCommand(o Options, cmd worker.Command) (*Engine, error) {
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 3 * time.Minute
+	}
 	e := &Engine{opts: o}
 	e.sup = &worker.Supervisor{Cmd: cmd, StartTimeout: o.StartTimeout, DeadlineFor: o.Deadline}
-	e.sup.BeforeStart = e.reinstall
+	if o.CacheDir != "" {
+		e.sup.BeforeStart = e.reinstall
+	}
 	if err := e.sup.Start(); err != nil {
 		return nil, err
 	}
@@ -97,6 +109,14 @@ func (e *Engine) reinstall() error {
 func (e *Engine) Notes() []string {
 	if c := e.sup.Current(); c != nil {
 		return c.Hello().Notes
+	}
+	return nil
+}
+
+// Framework is what the worker reported it runs on.
+func (e *Engine) Framework() *engine.FrameworkInfo {
+	if c := e.sup.Current(); c != nil {
+		return c.Hello().Framework
 	}
 	return nil
 }

@@ -155,14 +155,15 @@ def rank_shapes(spec, world=1, max_layers=8, max_microbatches=4):
     vocab = _pos(arch, "vocab", "arch")
     world = _pos({"w": world}, "w", "world size", 1, 1, 1024)
     tp_run, ep_run = run_degrees(job, world)
-    tp_model = job["tp"] // tp_run  # the part of TP that is divided away, not run
     stage_layers = _split(layers, job["pp"], "layers")
     s = {
         "hidden": hidden,
-        "heads": _split(heads, tp_model, "heads"),
-        "kv_groups": _split(kv, tp_model, "query groups"),
+        # Per-rank shapes of the real job; the model built multiplies them
+        # by the degrees that run for real (config_kwargs).
+        "heads": _split(heads, job["tp"], "heads"),
+        "kv_groups": _split(kv, job["tp"], "query groups"),
         "head_dim": head_dim,
-        "ffn_hidden": _split(ffn, tp_model, "ffn_hidden"),
+        "ffn_hidden": _split(ffn, job["tp"], "ffn_hidden"),
         "vocab": vocab,
         "seq": _split(seq, job["cp"], "sequence"),
         "mbs": mbs,
@@ -179,9 +180,8 @@ def rank_shapes(spec, world=1, max_layers=8, max_microbatches=4):
     }
     moe = arch.get("moe")
     if moe:
-        ep_model = job["ep"] // ep_run
         experts = _pos(moe, "experts", "arch.moe")
-        local = _split(experts, ep_model, "experts")
+        local = _split(experts, job["ep"], "experts")
         dropless = opts.get("dropless")
         s["moe"] = {
             "experts": local,

@@ -1,0 +1,247 @@
+package megatron
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cgtune/engine"
+	"cgtune/engine/worker"
+	"cgtune/presets"
+)
+
+func python(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	return p
+}
+
+// fakeEngine runs testdata/fake_worker.py as the framework worker.
+func fakeEngine(t *testing.T, mode string, fallback engine.Engine, deadline time.Duration) *Engine {
+	t.Helper()
+	script, _ := filepath.Abs("testdata/fake_worker.py")
+	cmd := worker.Command{Path: python(t), Args: []string{"-B", script}, Env: []string{"FAKE_MODE=" + mode}}
+	rates, _ := engine.SpecFor("h100")
+	e, err := newWithCommand(Options{Rates: rates, Fallback: fallback, StartTimeout: 20 * time.Second,
+		Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return deadline }}, cmd)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func workload(t *testing.T, tp int) *engine.Workload {
+	t.Helper()
+	m, err := presets.LookupModel("llama3_8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := presets.Layout{GPU: "h100", NumGPUs: 8 * tp, TP: tp, PP: 1, CP: 1, EP: 1, GBS: 16, MBS: 1, Seq: 1024, Precision: "bf16"}
+	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestFrameworkResultGetsModelledCollectives(t *testing.T) {
+	e := fakeEngine(t, "ok", nil, time.Minute)
+	if fw := e.Framework(); fw == nil || fw.MCore != "0.20.0" {
+		t.Fatalf("hello framework = %+v", fw)
+	}
+	if n := e.Notes(); len(n) != 1 || n[0] != "fake worker" {
+		t.Fatalf("notes = %v", n)
+	}
+	w := workload(t, 2)
+	var samples int
+	r := e.Run(context.Background(), w, presets.Candidate{Impl: "local", Scopes: []string{}, Warmup: 1}, engine.RunOptions{}, func(engine.StepSample) { samples++ })
+	if r.Failed() || samples != 1 {
+		t.Fatalf("result %+v, samples %d", r, samples)
+	}
+	if r.Source != engine.Framework {
+		t.Errorf("source = %q, want framework", r.Source)
+	}
+	rates, _ := engine.SpecFor("h100")
+	want := CollectiveMs(w, rates, nil)
+	if want <= 0 || r.CollectivesMs != want {
+		t.Fatalf("collectives %.3f ms, want %.3f (> 0) for a TP 2 layout run at world size 1", r.CollectivesMs, want)
+	}
+	if r.Step.Median != 50+want || r.Eager.Median != 100+want {
+		t.Errorf("step %.3f eager %.3f: the modelled time must be added to both", r.Step.Median, r.Eager.Median)
+	}
+	if got := (100 + want) / (50 + want); r.Speedup != got {
+		t.Errorf("speed-up %.4f, want %.4f", r.Speedup, got)
+	}
+	if !strings.Contains(strings.Join(r.Notes, " "), "collectives: modelled") {
+		t.Errorf("notes %v do not label the modelled collectives", r.Notes)
+	}
+}
+
+func TestCollectivesOfExecutedDegreesAreNotAdded(t *testing.T) {
+	w := workload(t, 2)
+	rates, _ := engine.SpecFor("h100")
+	all := CollectiveMs(w, rates, nil)
+	noTP := CollectiveMs(w, rates, executed(&engine.FrameworkInfo{WorldSize: 2}, w.Layout))
+	if !(noTP < all) {
+		t.Fatalf("TP run for real: %.3f ms, want less than all collectives %.3f ms", noTP, all)
+	}
+	if got := CollectiveMs(workload(t, 1), rates, nil); got >= all {
+		t.Fatalf("TP 1 collectives %.3f ms, want fewer than TP 2's %.3f", got, all)
+	}
+}
+
+type stubEngine struct{ runs int }
+
+func (s *stubEngine) Name() string              { return "cuda" }
+func (s *stubEngine) Device() engine.DeviceInfo { return engine.DeviceInfo{Name: "stub"} }
+func (s *stubEngine) Close() error              { return nil }
+func (s *stubEngine) Run(_ context.Context, _ *engine.Workload, c presets.Candidate, _ engine.RunOptions, _ func(engine.StepSample)) engine.Result {
+	s.runs++
+	return engine.Result{Candidate: c, Source: engine.Measured, Step: engine.Stats{Median: 70, N: 1}}
+}
+
+func TestUnsupportedCandidateGoesToTheFallbackLabelled(t *testing.T) {
+	fb := &stubEngine{}
+	e := fakeEngine(t, "ok", fb, time.Minute)
+	r := e.Run(context.Background(), workload(t, 1), presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 1}, engine.RunOptions{}, nil)
+	if fb.runs != 1 || r.Source != engine.Measured || r.Failed() {
+		t.Fatalf("fallback runs %d, result %+v", fb.runs, r)
+	}
+	if !strings.Contains(r.Notes[0], "not measured on the framework") || !strings.Contains(r.Notes[0], "cuda engine instead") {
+		t.Fatalf("first note %q does not say where it was measured", r.Notes[0])
+	}
+}
+
+func TestWorkerCrashIsAFailedCandidateAndTheWorkerIsReplaced(t *testing.T) {
+	e := fakeEngine(t, "crash", nil, time.Minute)
+	w := workload(t, 1)
+	r := e.Run(context.Background(), w, presets.Candidate{Impl: "local", Warmup: 1}, engine.RunOptions{}, nil)
+	if r.ErrKind != engine.ErrCrash {
+		t.Fatalf("crash: %+v", r)
+	}
+	r = e.Run(context.Background(), w, presets.Candidate{Impl: "none"}, engine.RunOptions{}, nil)
+	if r.Failed() || e.Restarts() != 1 {
+		t.Fatalf("after the crash: %+v, restarts %d", r, e.Restarts())
+	}
+}
+
+func TestHungWorkerIsKilledAtItsDeadline(t *testing.T) {
+	e := fakeEngine(t, "hang", nil, 700*time.Millisecond)
+	start := time.Now()
+	r := e.Run(context.Background(), workload(t, 1), presets.Candidate{Impl: "local", Warmup: 1}, engine.RunOptions{}, nil)
+	if r.ErrKind != engine.ErrTimeout || time.Since(start) > 10*time.Second {
+		t.Fatalf("hang: %+v after %s", r, time.Since(start))
+	}
+}
+
+func TestVersionMismatchAndMissingFrameworkFailTheStart(t *testing.T) {
+	script, _ := filepath.Abs("testdata/fake_worker.py")
+	for mode, want := range map[string]string{"version": "version 2", "noimport": "No module named 'megatron'"} {
+		cmd := worker.Command{Path: python(t), Args: []string{"-B", script}, Env: []string{"FAKE_MODE=" + mode}}
+		_, err := newWithCommand(Options{StartTimeout: 20 * time.Second}, cmd)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want it to name %q", mode, err, want)
+		}
+	}
+}
+
+func TestInstallIsPrivateAndReplacesTamperedCopies(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "workers")
+	entry, err := Install(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(entry)
+	for _, p := range []string{root, dir} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: mode %v, err %v; want 0700", p, fi.Mode().Perm(), err)
+		}
+	}
+	hash, _ := ContentHash()
+	if filepath.Base(dir) != hash {
+		t.Fatalf("installed under %s, want the content hash %s", dir, hash)
+	}
+	if err := os.WriteFile(entry, []byte("import os; os.system('evil')\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(dir); err == nil {
+		t.Fatal("Verify accepted a changed worker")
+	}
+	if _, err := Install(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(dir); err != nil {
+		t.Fatalf("after reinstall: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "extra.py"), []byte("x=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(dir); err == nil || !strings.Contains(err.Error(), "unexpected file") {
+		t.Fatalf("Verify with an extra file: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "extra.py"))
+	// A folder others could write to is closed before its files are
+	// checked, so nothing can be swapped in between.
+	os.Chmod(dir, 0o777)
+	if err := Verify(dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("Verify left %s at mode %o", dir, fi.Mode().Perm())
+	}
+	os.Chmod(entry, 0o666)
+	if err := Verify(dir); err == nil || !strings.Contains(err.Error(), "writable by others") {
+		t.Fatalf("Verify of a world-writable file: %v", err)
+	}
+}
+
+func TestInstallRefusesASymlinkedCacheFolder(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "elsewhere")
+	os.Mkdir(target, 0o700)
+	link := filepath.Join(base, "workers")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Install(link); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("Install through a symlink: %v", err)
+	}
+}
+
+func TestFindPythonOrder(t *testing.T) {
+	py := python(t)
+	t.Setenv(PythonEnv, "")
+	if got, err := FindPython(py); err != nil || got != py {
+		t.Fatalf("flag: %q %v", got, err)
+	}
+	t.Setenv(PythonEnv, py)
+	if got, err := FindPython(""); err != nil || got != py {
+		t.Fatalf("env: %q %v", got, err)
+	}
+	if _, err := FindPython(filepath.Join(t.TempDir(), "no-python")); err == nil {
+		t.Fatal("a missing --python was accepted")
+	}
+}
+
+func TestUsableNamesWhatIsMissing(t *testing.T) {
+	ok, why := Framework{Python: "py", Torch: "2.11", CUDA: true}.Usable()
+	if ok || !strings.Contains(why, "megatron.core") {
+		t.Fatalf("without mcore: %v %q", ok, why)
+	}
+	ok, why = Framework{Python: "py", Torch: "2.11", MCore: "0.20"}.Usable()
+	if ok || !strings.Contains(why, "CUDA device") {
+		t.Fatalf("without CUDA: %v %q", ok, why)
+	}
+	if ok, _ := (Framework{Torch: "2.11", CUDA: true, MCore: "0.20"}).Usable(); !ok {
+		t.Fatal("a complete framework is not usable")
+	}
+}

@@ -1,0 +1,137 @@
+"""Unit tests of the worker's pure parts (no torch): run by ./test.sh."""
+import unittest
+
+import plan
+import results
+
+G3_FIELDS = {"cuda_graph_impl", "cuda_graph_modules", "cuda_graph_scope", "cuda_graph_warmup_steps", "num_layers",
+             "num_attention_heads", "num_query_groups", "ffn_hidden_size", "num_moe_experts", "moe_router_topk",
+             "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "tensor_model_parallel_size",
+             "expert_model_parallel_size", "sequence_parallel", "moe_ffn_hidden_size", "moe_layer_freq"}
+G2_FIELDS = (G3_FIELDS - {"cuda_graph_modules"})
+
+
+def spec(tp=1, pp=1, cp=1, ep=1, num_gpus=1, gbs=4, mbs=1, layers=8, moe=None, dropless=None, hybrid=""):
+    arch = {"layers": layers, "hidden": 2048, "ffn_hidden": 8192, "heads": 16, "kv_groups": 4, "head_dim": 128,
+            "vocab": 32000}
+    if moe:
+        arch["moe"] = moe
+    if hybrid:
+        arch["hybrid_pattern"] = hybrid
+    opts = {} if dropless is None else {"dropless": dropless}
+    return {"model": {"name": "m", "arch": arch},
+            "layout": {"num_gpus": num_gpus, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "gbs": gbs, "mbs": mbs,
+                       "seq": 4096}, "options": opts}
+
+
+class CandidateTest(unittest.TestCase):
+    def test_rejects_what_megatron_would_not_take(self):
+        for bad in ({"impl": "banana"}, {"impl": "local", "scopes": ["everything"]},
+                    {"impl": "local", "warmup": -7}, {"impl": "local", "warmup": True},
+                    {"impl": "transformer_engine", "scopes": ["full_iteration"]},
+                    {"impl": "local", "scopes": ["full_iteration", "attn"]}, {"impl": "local", "scopes": ["attn", "attn"]}, "x"):
+            with self.assertRaises(plan.CandidateError, msg=bad):
+                plan.validate_candidate(bad)
+
+    def test_none_drops_scopes(self):
+        self.assertEqual(plan.validate_candidate({"impl": "none", "scopes": ["attn"], "warmup": 2})["scopes"], [])
+
+
+class GraphConfigTest(unittest.TestCase):
+    def cfg(self, impl, scopes, fields):
+        return plan.graph_config(plan.validate_candidate({"impl": impl, "scopes": scopes, "warmup": 2}), fields)
+
+    def test_g3_core(self):
+        self.assertEqual(self.cfg("local", ["full_iteration"], G3_FIELDS),
+                         {"cuda_graph_impl": "full_iteration", "cuda_graph_modules": [], "cuda_graph_warmup_steps": 2})
+        self.assertEqual(self.cfg("local", ["attn"], G3_FIELDS)["cuda_graph_modules"], ["attn"])
+        self.assertEqual(self.cfg("transformer_engine", [], G3_FIELDS)["cuda_graph_impl"], "transformer_engine")
+        self.assertEqual(self.cfg("none", [], G3_FIELDS)["cuda_graph_impl"], "none")
+
+    def test_g2_core(self):
+        c = self.cfg("local", ["full_iteration"], G2_FIELDS)
+        self.assertEqual((c["cuda_graph_impl"], c["cuda_graph_scope"]), ("local", ["full_iteration"]))
+        self.assertNotIn("cuda_graph_modules", self.cfg("transformer_engine", ["attn", "mlp"], G2_FIELDS))
+
+    def test_modes(self):
+        v = plan.validate_candidate
+        self.assertEqual(plan.graph_mode(v({"impl": "local", "scopes": ["full_iteration"]})), "full_iteration")
+        self.assertEqual(plan.graph_mode(v({"impl": "local", "scopes": ["attn"]})), "local")
+        self.assertEqual(plan.graph_mode(v({"impl": "none"})), "none")
+
+
+class ShapesTest(unittest.TestCase):
+    def test_per_rank_division(self):
+        moe = {"experts": 128, "top_k": 8, "ffn_hidden": 768}
+        s = plan.rank_shapes(spec(tp=2, pp=2, ep=4, num_gpus=16, gbs=32, layers=48, moe=moe))
+        self.assertEqual((s["heads"], s["kv_groups"], s["ffn_hidden"]), (8, 2, 4096))
+        self.assertEqual((s["stage_layers"], s["layers_built"]), (24, 8))
+        self.assertEqual(s["microbatches"], 8)  # 32 / (1 x DP 4)
+        self.assertEqual((s["moe"]["experts"], s["moe"]["topk"]), (32, 8))
+        self.assertTrue(s["moe"]["dropless"])
+        self.assertEqual(s["modelled"], ["TP 2", "EP 4", "PP 2", "DP 4"])
+
+    def test_topk_capped_by_local_experts(self):
+        s = plan.rank_shapes(spec(ep=16, num_gpus=16, moe={"experts": 32, "top_k": 8, "ffn_hidden": 384}))
+        self.assertEqual((s["moe"]["experts"], s["moe"]["topk"]), (2, 2))
+
+    def test_world_size_runs_tp_then_ep(self):
+        s = plan.rank_shapes(spec(tp=2, num_gpus=2), world=2)
+        self.assertEqual((s["tp_run"], s["ep_run"], s["heads"]), (2, 1, 8))
+        self.assertEqual(s["modelled"], [])
+        kw = plan.config_kwargs(s, plan.validate_candidate({"impl": "none"}), G3_FIELDS, te=False)
+        self.assertEqual((kw["num_attention_heads"], kw["tensor_model_parallel_size"]), (16, 2))
+        self.assertFalse(kw["sequence_parallel"])  # torch norms of the local spec refuse it
+        s = plan.rank_shapes(spec(ep=4, num_gpus=4, moe={"experts": 32, "top_k": 8, "ffn_hidden": 384}), world=2)
+        self.assertEqual((s["tp_run"], s["ep_run"], s["moe"]["experts"]), (1, 2, 8))
+        kw = plan.config_kwargs(s, plan.validate_candidate({"impl": "none"}), G3_FIELDS, te=False)
+        self.assertEqual((kw["num_moe_experts"], kw["expert_model_parallel_size"]), (16, 2))
+        self.assertEqual(s["modelled"], ["EP 4 (2 run)", "DP 4"])
+
+    def test_drop_and_pad(self):
+        s = plan.rank_shapes(spec(moe={"experts": 8, "top_k": 2, "ffn_hidden": 512}, dropless=False))
+        kw = plan.config_kwargs(s, plan.validate_candidate({"impl": "none"}), G3_FIELDS, te=False)
+        self.assertEqual((kw["moe_expert_capacity_factor"], kw["moe_pad_expert_input_to_capacity"]), (1.0, True))
+
+    def test_unsupported_and_bad_specs(self):
+        with self.assertRaises(plan.SpecError):
+            plan.rank_shapes(spec(hybrid="M*M*"))
+        with self.assertRaises(plan.SpecError):
+            plan.rank_shapes(spec(tp=3, num_gpus=3))  # 16 heads over TP 3
+        with self.assertRaises(plan.SpecError):
+            plan.rank_shapes({"model": {"arch": {"layers": -1}}, "layout": {"seq": 1}})
+
+    def test_scaling_says_what_was_scaled(self):
+        s = plan.rank_shapes(spec(layers=48, gbs=64), max_layers=4, max_microbatches=4)
+        fb, opt, text = plan.scaling(s)
+        self.assertEqual((fb, opt), (12 * 16, 12))
+        self.assertIn("built 4 of the stage's 48 layers", text)
+        self.assertEqual(plan.scaling(plan.rank_shapes(spec()))[2], "")
+
+
+class ResultsTest(unittest.TestCase):
+    def test_summarise_matches_go(self):
+        # engine.Summarise: median, nearest-rank p10/p90 with Go's rounding.
+        st = results.summarise([5.0, 1.0, 4.0, 2.0, 3.0, 6.0])
+        self.assertEqual((st["median_ms"], st["p10_ms"], st["p90_ms"], st["n"]), (3.5, 2.0, 6.0, 6))
+        self.assertEqual(results.summarise([])["n"], 0)
+
+    def test_drift(self):
+        d, tol = results.loss_drift(2.0, 2.0, moe=False)
+        self.assertEqual(d, 0.0)
+        d, tol = results.loss_drift(2.1, 2.0, moe=True)
+        self.assertGreater(d, tol)
+        self.assertEqual(results.loss_drift(float("nan"), 2.0, False)[0], float("inf"))
+
+    def test_result_speedup_and_errors(self):
+        r = results.result({"impl": "local"}, {}, [50.0, 50.0], results.summarise([100.0]))
+        self.assertAlmostEqual(r["speedup"], 2.0)
+        self.assertEqual(r["source"], "framework")
+        r = results.result({"impl": "local"}, {}, [], None, error="torch.OutOfMemoryError: CUDA out of memory")
+        self.assertEqual((r["error_kind"], r["speedup"]), ("oom", 0.0))
+        self.assertEqual(results.classify_error("cudaErrorStreamCaptureInvalidated: operation not permitted when stream is capturing"), "capture")
+        self.assertIn("host synchronisation", results.explain_capture("x cudaErrorStreamCaptureInvalidated y"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""A stand-in for the Megatron-Core worker in Go tests (no torch): speaks
+protocol v1 and behaves as FAKE_MODE says: ok, crash, hang, version."""
+import json, os, sys, time
+
+mode = os.environ.get("FAKE_MODE", "ok")
+out = sys.stdout
+
+def send(m):
+    out.write(json.dumps(m) + "\n"); out.flush()
+
+if mode == "noimport":
+    sys.stderr.write("megatron worker: cannot start: No module named 'megatron'\n")
+    sys.exit(3)
+send({"v": 2 if mode == "version" else 1, "type": "hello", "engine": "megatron",
+      "device": {"index": 0, "name": "Fake GPU", "memory_mib": 1000},
+      "framework": {"torch": "2.11", "mcore": "0.20.0", "layer_spec": "local", "world_size": 1},
+      "notes": ["fake worker"], "pid": os.getpid()})
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["type"] == "quit":
+        break
+    if req["type"] != "run":
+        continue
+    c = req["candidate"]
+    if mode == "crash" and c["impl"] != "none":
+        os._exit(9)
+    if mode == "hang" and c["impl"] != "none":
+        time.sleep(60)
+    send({"v": 1, "type": "sample", "id": req["id"], "sample": {"candidate": c["impl"], "phase": "measure", "step": 1, "step_ms": 10}})
+    if c["impl"] == "transformer_engine":
+        res = {"candidate": c, "source": "framework", "error": "transformer_engine is not importable on this node",
+               "error_kind": "unsupported"}
+    else:
+        step = 100.0 if c["impl"] == "none" else 50.0
+        st = {"median_ms": step, "p10_ms": step, "p90_ms": step, "n": 8}
+        ea = {"median_ms": 100.0, "p10_ms": 100.0, "p90_ms": 100.0, "n": 8}
+        res = {"candidate": c, "source": "framework", "step": st, "eager": ea, "speedup": 100.0 / step,
+               "framework": {"torch": "2.11", "mcore": "0.20.0", "layer_spec": "local", "world_size": 1,
+                             "modelled": req["spec"].get("modelled_hint", ["TP 2"])},
+               "memory": {"device_base_mib": 500}}
+    send({"v": 1, "type": "result", "id": req["id"], "result": res})
