@@ -12,7 +12,7 @@ DROPPAD="--set model.moe_expert_capacity_factor=1.0 --set model.moe_pad_expert_i
 search() { # name limit args...
   local name=$1 limit=$2; shift 2
   local t0=$(date +%s)
-  timeout -s INT -k 20 $limit bin/cgtune --headless --json --engine megatron --strategy exhaustive \
+  timeout -s INT -k 10 $limit bin/cgtune --headless --json --engine megatron --strategy exhaustive \
     --run-dir $R/run-$name "$@" >$R/$name.json 2>$R/$name.err
   echo "== $name: rc=$? wall $(( $(date +%s) - t0 )) s"
   tail -2 $R/$name.err | cut -c1-300
@@ -20,11 +20,15 @@ search() { # name limit args...
 case "$1" in
 one)
   nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
-  search dense-mbs1 190 --preset $P/dense-small-mbs1.yaml
-  search dense-mbs4 120 --preset $P/dense-small-mbs4.yaml
-  search moe-droppad-mbs1 80 --preset $P/moe-small-mbs1.yaml $DROPPAD
-  search moe-droppad-mbs4 100 --preset $P/moe-small-mbs4.yaml $DROPPAD
-  search moe-dropless-mbs1 60 --preset $P/moe-small-mbs1.yaml
+  search dense-mbs1 130 --preset $P/dense-small-mbs1.yaml
+  search dense-mbs4 75 --preset $P/dense-small-mbs4.yaml
+  search moe-droppad-mbs1 55 --preset $P/moe-small-mbs1.yaml $DROPPAD
+  search moe-droppad-mbs4 65 --preset $P/moe-small-mbs4.yaml $DROPPAD
+  search moe-dropless-mbs1 45 --preset $P/moe-small-mbs1.yaml
+  # qwen3_30b_a3b, default strategy (halving), a 4-layer 2-micro-batch slice scaled to the job
+  QS="--strategy halving --budget 60s --max-layers 4 --max-microbatches 2"
+  search qwen-h100 90 --model qwen3_30b_a3b --gpu-type h100 $QS
+  search qwen-tp2pp2ep4 90 --preset $P/qwen3-tp2pp2ep4.yaml $QS
   ;;
 multi)
   for p in dense-small-tp2-mbs1 dense-small-tp2-mbs4; do search $p 70 --preset $P/$p.yaml --gpu 0,1; done

@@ -177,6 +177,7 @@ def rank_shapes(spec, world=1, max_layers=8, max_microbatches=4):
         "activation": arch.get("activation") or "swiglu",
         "add_bias_linear": bool(arch.get("add_bias_linear")),
         "moe": None,
+        "notes": [],
     }
     moe = arch.get("moe")
     if moe:
@@ -193,6 +194,12 @@ def rank_shapes(spec, world=1, max_layers=8, max_microbatches=4):
             "capacity_factor": opts.get("moe_capacity_factor") or 1.0,
             "dispatcher": layout.get("dispatcher") or "alltoall",
         }
+        if s["moe"]["dispatcher"] == "flex":
+            # The flex dispatcher needs DeepEP or HybridEP kernels, which a
+            # node with plain torch does not have; alltoall moves the same
+            # tokens (megatron/core/transformer/moe/token_dispatcher.py).
+            s["moe"]["dispatcher"] = "alltoall"
+            s["notes"].append("layout's flex dispatcher (DeepEP/HybridEP) run as alltoall")
     s["modelled"] = modelled_degrees(job, dp, tp_run, ep_run)
     return s
 

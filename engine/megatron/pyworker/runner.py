@@ -240,7 +240,7 @@ def run(req, rank, world, port, gpu, send):
     te, eager = req["te"], req.get("eager") or {}
     base = device_used_mib(gpu)
     t_start = time.perf_counter()
-    notes = []
+    notes = list(shapes.get("notes") or [])
     sl = None
     info = {}
     try:
