@@ -56,12 +56,12 @@ func defaultEngine(ctx context.Context, pythonFlag string) (name, why string) {
 // framework cannot run go to a cuda (or estimate) engine started on first
 // use.
 func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int) error {
-	fw, err := detectFramework(ctx, f.python)
+	// The worker's own start checks the imports (torch with CUDA,
+	// megatron.core) and says what is missing; no separate check costs
+	// another 10–15 s import here.
+	py, err := megatron.FindPython(f.python)
 	if err != nil {
 		return fail(exitNoGPU, "--engine megatron: %v", err)
-	}
-	if ok, miss := fw.Usable(); !ok {
-		return fail(exitNoGPU, "--engine megatron: %s", miss)
 	}
 	if n, err := cuda.DeviceCount(); err != nil {
 		return fail(exitNoGPU, "--engine megatron: %v", err)
@@ -100,7 +100,7 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 	}
 	for i := 0; i < len(gpus); i += ranks {
 		e, err := megatron.New(megatron.Options{
-			Python: fw.Python, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
+			Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
 			GPUs: gpus[i : i+ranks], MaxLayers: f.maxLayers, MaxMicroBatches: f.maxMicroBatches,
 			Rates: rates, Fallback: fallback, Log: logWriter(log),
 			Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return megatronDeadline },
@@ -126,8 +126,23 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 	if est, err := estimateEngine(s.cfg.Layout.GPU); err == nil {
 		s.cfg.Estimator = est
 	}
-	s.notices = append(s.notices, fmt.Sprintf("engine megatron: %s; %d rank(s) per candidate on GPU %v", fw.String(), ranks, gpus))
+	s.notices = append(s.notices, fmt.Sprintf("engine megatron: %s; %d rank(s) per candidate on GPU %v", frameworkString(s.cfg.Engines[0]), ranks, gpus))
 	return nil
+}
+
+// frameworkString describes the framework a megatron engine's worker
+// reported when it started.
+func frameworkString(e engine.Engine) string {
+	m, ok := e.(*megatron.Engine)
+	if !ok || m.Framework() == nil {
+		return "megatron-core (versions not reported)"
+	}
+	fw := m.Framework()
+	te := "no Transformer Engine"
+	if fw.TE != "" {
+		te = "transformer_engine " + fw.TE
+	}
+	return fmt.Sprintf("megatron-core %s, torch %s, %s (%s layer spec)", fw.MCore, fw.Torch, te, fw.LayerSpec)
 }
 
 // logWriter is f as a writer, or nil when there is no log file (a nil
