@@ -16,8 +16,9 @@ import (
 //
 // Weights: the model's parameters in bf16, 2 bytes each
 // (Float16Module casts the model; fp8 and fp4 recipes keep bf16 weights
-// plus TE's cached low-precision copy of each GEMM weight and its
-// transpose, 2 bytes per parameter for fp8 and 1 for fp4).
+// plus Transformer Engine's cached low-precision copy of each weight,
+// reused across the step's micro-batches: 1 byte per parameter for fp8,
+// half a byte for fp4).
 //
 // Gradients: Megatron DDP's contiguous gradient buffer
 // (megatron/core/distributed/param_and_grad_buffer.py), one element per
@@ -65,7 +66,6 @@ const (
 	fp32GradBytes     = 4.0
 	bf16GradBytes     = 2.0
 	jobContextMiB     = 3072 // CUDA context (~0.5 GiB), cuBLAS/TE workspaces, NCCL buffers, allocator slack
-	flashChunkTokens  = 256.0
 	bytesPerMiB       = 1 << 20
 	attnLSEBytesPerHd = 4.0 // flash attention's fp32 log-sum-exp per head and token
 )
@@ -143,9 +143,9 @@ func stageMemory(w *Workload, p *CapturePlan, prof *FrameworkProfile, s int, opt
 	weights := weightBytes * params
 	switch {
 	case strings.HasPrefix(l.Precision, "fp8"):
-		weights += 2 * params
-	case strings.HasPrefix(l.Precision, "nvfp4"), strings.HasPrefix(l.Precision, "fp4"):
 		weights += params
+	case strings.HasPrefix(l.Precision, "nvfp4"), strings.HasPrefix(l.Precision, "fp4"):
+		weights += params / 2
 	}
 	grads := bf16GradBytes * params
 	if opt.GradReduceInFP32 {
@@ -337,8 +337,11 @@ func (x activations) re(m string) bool { return slices.Contains(x.recompute, m) 
 //	moe   k routed copies of: expert input 2h, fc1 output 2·upE/ETP,
 //	      activation output 2FE/ETP, permuted probability 4
 //	moe_postprocess  k expert outputs kept for the unpermute 2h each
-//	mamba norm input 2h·sp, in_proj input 2h·sp, in_proj output, conv
-//	      output, chunk states (fp32), scan output, gated-norm output
+//	mamba norm input 2h·sp, in_proj input 2h·sp, in_proj output (z, x,
+//	      B, C, dt: 2·(2·d_inner + 2·groups·state + heads)/TP), the scan
+//	      output and the gated norm's output 2·d_inner/TP each; the fused
+//	      mem-efficient path (mamba_split_conv1d_scan_combined) recomputes
+//	      the convolution and the chunk states in the backward
 //
 // Recompute modules drop what they recompute: layernorm the norm outputs
 // (GEMM inputs), mlp and moe everything but the block's input, moe_act the
@@ -420,8 +423,7 @@ func (x activations) perToken(scope string) float64 {
 		dIn := float64(mm.Heads*mm.HeadDim) / x.tp
 		gN := float64(mm.Groups*mm.StateDim) / x.tp
 		inW := 2*dIn + 2*gN + float64(mm.Heads)/x.tp
-		states := 4 * dIn * float64(mm.StateDim) / flashChunkTokens
-		return norm + gemmIn + 2*inW + 2*(dIn+2*gN) + states + 2*dIn + 2*dIn
+		return norm + gemmIn + 2*inW + 2*dIn + 2*dIn
 	}
 	return 0
 }
