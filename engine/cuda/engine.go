@@ -21,21 +21,22 @@ type Options struct {
 	// Host is the framework's per-op host cost the eager path emulates
 	// where no framework profile is found.
 	Host engine.HostCosts
-	// Profiles finds the framework profile of a workload (nil: none); the
-	// engine then spends the measured host and GPU times per region.
-	Profiles engine.ProfileSource
+	// Costs decides a workload's costs (nil: Host and Rates as given): with
+	// a framework profile the engine spends the measured host and GPU
+	// times per region.
+	Costs engine.CostSource
 }
 
 // Engine measures candidates on one GPU. Runs must not overlap.
 type Engine struct {
-	dev      *Device
-	k        *Kernels
-	stream   Stream
-	nvml     *NVML
-	rates    engine.Rates
-	host     engine.HostCosts
-	profiles engine.ProfileSource
-	info     engine.DeviceInfo
+	dev     *Device
+	k       *Kernels
+	stream  Stream
+	nvml    *NVML
+	rates   engine.Rates
+	host    engine.HostCosts
+	costSrc engine.CostSource
+	info    engine.DeviceInfo
 	// baselines caches the eager baseline and kernel sums per workload, so
 	// every candidate of a search compares against the same eager run.
 	baselines map[string]baseline
@@ -58,7 +59,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	defer unbind()
-	e := &Engine{dev: dev, rates: opts.Rates, host: opts.Host, profiles: opts.Profiles, baselines: map[string]baseline{}}
+	e := &Engine{dev: dev, rates: opts.Rates, host: opts.Host, costSrc: opts.Costs, baselines: map[string]baseline{}}
 	fail := func(err error) (*Engine, error) {
 		e.Close()
 		return nil, err
@@ -190,8 +191,8 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	start := time.Now()
 	opts = opts.WithDefaults()
 	costs := engine.Costs{Rates: e.rates, Host: e.host}
-	if e.profiles != nil {
-		costs.Profile = e.profiles.ProfileFor(w)
+	if e.costSrc != nil {
+		costs = e.costSrc.CostsFor(w, e.rates, e.host)
 	}
 	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
 	sched := engine.NewSchedule(w, plan, costs)

@@ -26,10 +26,10 @@ const (
 
 // Engine computes results for one GPU's rates and a framework's host costs.
 type Engine struct {
-	rates    engine.Rates
-	host     engine.HostCosts
-	dev      engine.DeviceInfo
-	profiles engine.ProfileSource
+	rates   engine.Rates
+	host    engine.HostCosts
+	dev     engine.DeviceInfo
+	costSrc engine.CostSource
 }
 
 // New makes an estimate engine from explicit rates (cached probe results
@@ -42,10 +42,11 @@ func New(rates engine.Rates, host engine.HostCosts, dev engine.DeviceInfo) *Engi
 	return &Engine{rates: rates, host: host, dev: dev}
 }
 
-// WithProfiles makes the engine compute from the framework profiles src
-// finds (nil: per-op costs only).
-func (e *Engine) WithProfiles(src engine.ProfileSource) *Engine {
-	e.profiles = src
+// WithCosts makes the engine compute from the costs src decides per
+// workload (a framework profile where one is cached, the user's
+// adjustments); nil: the per-op costs as given.
+func (e *Engine) WithCosts(src engine.CostSource) *Engine {
+	e.costSrc = src
 	return e
 }
 
@@ -116,11 +117,10 @@ func stepMs(s *engine.Schedule, st engine.Step, r engine.Rates) (step, fwdBwd fl
 // costs are the host and GPU costs for workload w: its framework profile
 // if one is found, else the per-op model.
 func (e *Engine) costs(w *engine.Workload) engine.Costs {
-	c := engine.Costs{Rates: e.rates, Host: e.host}
-	if e.profiles != nil {
-		c.Profile = e.profiles.ProfileFor(w)
+	if e.costSrc != nil {
+		return e.costSrc.CostsFor(w, e.rates, e.host)
 	}
-	return c
+	return engine.Costs{Rates: e.rates, Host: e.host}
 }
 
 // Run computes the candidate's result.
