@@ -176,7 +176,9 @@ func TestProfileSetCosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = &ProfileSet{Dir: dir, GPU: "h200", Adjust: &ProfileAdjust{HostScale: &two, Source: "test"},
-		Calibration: func(model, layout string) (float64, string, bool) { return 1.5, "job logs", strings.HasPrefix(model, "dense@") }}
+		Calibration: func(model, layout string) (float64, string, bool) {
+			return 1.5, "job logs", strings.HasPrefix(model, "dense@")
+		}}
 	c = s.CostsFor(w, r, DefaultHostCosts())
 	if c.Profile == nil || c.Kind() != HostCostsProfile || c.Profile.Layers["dense"].EagerFwd.HostMs != 2*2*1.5 {
 		t.Fatalf("with a profile: %+v", c.Profile)
