@@ -381,30 +381,36 @@ func (s *Schedule) GraphNodes(g int) []Item {
 // buffers): the profile's measurement per region, layer and captured
 // micro-batch where it has one, else the plan's.
 func (s *Schedule) GraphMemoryBytes() float64 {
-	p := s.Plan
-	if p.FullIteration != nil {
-		if pr := s.Costs.Profile; pr != nil && pr.FullIteration.GraphMiBPerMicroBatch > 0 {
-			return pr.FullIteration.GraphMiBPerMicroBatch * bytesPerMiB * float64(p.FullIteration.MicroBatches)
-		}
-		return p.PoolBytes() + p.StaticBytes()
-	}
 	var b float64
-	for _, g := range p.Graphs {
-		if pr := s.Costs.Profile; pr != nil {
-			if reg, ok := pr.region(string(s.W.Layers[g.Layer].Kind), g.Region); ok && reg.GraphMiB > 0 {
-				// Measured per layer and micro-batch, forward and backward
-				// graphs together; later micro-batches reuse the pool.
-				switch {
-				case g.Backward:
-				case g.PoolBytes > 0:
-					b += reg.GraphMiB * bytesPerMiB
-				default:
-					b += 2 * g.StaticBytes
-				}
-				continue
-			}
-		}
-		b += g.PoolBytes + g.StaticBytes
+	for g := range s.Plan.Graphs {
+		b += s.GraphBytes(g)
 	}
 	return b
+}
+
+// GraphBytes is the memory plan graph g holds, static buffers included.
+func (s *Schedule) GraphBytes(g int) float64 {
+	pg := s.Plan.Graphs[g]
+	pr := s.Costs.Profile
+	if pg.Layer < 0 {
+		if pr != nil && pr.FullIteration.GraphMiBPerMicroBatch > 0 {
+			return pr.FullIteration.GraphMiBPerMicroBatch * bytesPerMiB * float64(s.Plan.FullIteration.MicroBatches)
+		}
+		return pg.PoolBytes + pg.StaticBytes
+	}
+	if pr != nil {
+		if reg, ok := pr.region(string(s.W.Layers[pg.Layer].Kind), pg.Region); ok && reg.GraphMiB > 0 {
+			// Measured per layer and micro-batch, forward and backward
+			// graphs together; later micro-batches reuse the pool.
+			switch {
+			case pg.Backward:
+				return 0
+			case pg.PoolBytes > 0:
+				return reg.GraphMiB * bytesPerMiB
+			default:
+				return 2 * pg.StaticBytes
+			}
+		}
+	}
+	return pg.PoolBytes + pg.StaticBytes
 }

@@ -694,12 +694,15 @@ func (r *run) capture() error {
 		if err != nil {
 			return err
 		}
-		if pg.PoolBytes > 0 {
-			if _, err := r.alloc(int64(pg.PoolBytes)); err != nil {
+		// The rest of what the graph holds (the framework profile's
+		// measurement, or the plan's pool).
+		if pool := int64(r.s.GraphBytes(g)) - static; pool > 0 {
+			if _, err := r.alloc(pool); err != nil {
 				return err
 			}
+			r.staticB += pool
 		}
-		r.staticB += static + int64(pg.PoolBytes)
+		r.staticB += static
 		x, err := r.captureItems(r.s.GraphNodes(g))
 		if err != nil {
 			return err
