@@ -524,3 +524,30 @@ func planFullIteration(p *CapturePlan, w *Workload, act activations) {
 		}
 	}
 }
+
+// Describe is the plan in one line, for results' notes: what Megatron-Core
+// is configured with and what it captures (so that, e.g., a local [attn]
+// that graphs whole layers shows).
+func (p *CapturePlan) Describe() string {
+	if !p.Candidate.Graphed() {
+		return "capture plan: eager (" + p.Config + ")"
+	}
+	var regions []string
+	layers := 0
+	for _, l := range p.Layers {
+		if l.Graphed() {
+			layers++
+		}
+		for _, r := range l.Regions {
+			if !slices.Contains(regions, r) {
+				regions = append(regions, r)
+			}
+		}
+	}
+	s := fmt.Sprintf("capture plan: %s, %s: %d graphs, regions [%s] in %d of %d layers, %d captured micro-batch(es) in the run, %d in the real job",
+		p.Mechanism, p.Config, len(p.Graphs), strings.Join(regions, "; "), layers, len(p.Layers), p.Captured, p.RealCaptured)
+	if p.Failure != nil {
+		s += "; fails: " + p.Failure.Message
+	}
+	return s
+}

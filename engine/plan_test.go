@@ -253,6 +253,21 @@ func TestPlanMicroBatchesAndOrder(t *testing.T) {
 	}
 }
 
+// The plan's one-line description shows what is really captured: local
+// [attn] graphs whole layers.
+func TestPlanDescribe(t *testing.T) {
+	w := build(t, denseModel, oneGPU, false)
+	d := PlanCapture(w, cand(presets.ImplLocal, "attn"), presets.G2).Describe()
+	want := "capture plan: local per-layer (CudaGraphManager), cuda_graph_impl=local cuda_graph_scope=[attn]: 8 graphs, regions [layer] in 4 of 4 layers, 1 captured micro-batch(es) in the run, 1 in the real job"
+	if d != want {
+		t.Errorf("got  %s\nwant %s", d, want)
+	}
+	w = build(t, moeModel, oneGPU, true)
+	if d := PlanCapture(w, cand(presets.ImplLocal, "full_iteration"), presets.G3).Describe(); !strings.Contains(d, "cuda_graph_impl=full_iteration") || !strings.Contains(d, "fails: capture failed: token_counts_to_host") {
+		t.Errorf("%s", d)
+	}
+}
+
 func TestPlanNothingCapturedSaysSo(t *testing.T) {
 	w := build(t, moeModel, oneGPU, true)
 	p := PlanCapture(w, cand(presets.ImplLocal, presets.ScopeMoERouter), presets.G2)

@@ -358,6 +358,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 	if cfg.Workload, err = search.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
+	cfg.Workload.Generation, _ = presets.ParseMBridge(cfg.MBridge) // the capture plan names the generation's fields
 	return nil
 }
 

@@ -139,7 +139,7 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	}
 	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
 	s := engine.NewSchedule(w, plan, costs)
-	res.Notes = append(append(res.Notes, plan.Notes...), s.Notes...)
+	res.Notes = append(append(append(res.Notes, plan.Describe()), plan.Notes...), s.Notes...)
 	res.Memory.Breakdown = engine.PredictMemory(w, plan, costs.Profile, engine.JobGPUMiB(w.Layout, e.dev.MemoryMiB), engine.MemoryOptions{})
 	res.Notes = append(res.Notes, res.Memory.Breakdown.Describe())
 	if w.RunMicroBatches < w.MicroBatches {
