@@ -195,11 +195,15 @@ type Result struct {
 	EagerLoss *float64 `json:"eager_loss,omitempty"`
 	// CollectivesMs is the modelled collective time added to each step
 	// for parallel degrees the run did not execute.
-	CollectivesMs float64  `json:"collectives_ms,omitempty"`
-	Notes         []string `json:"notes,omitempty"`
-	Err           string   `json:"error,omitempty"`
-	ErrKind       string   `json:"error_kind,omitempty"`
-	WallMs        float64  `json:"wall_ms"` // wall time the run took
+	CollectivesMs float64 `json:"collectives_ms,omitempty"`
+	// HostCosts says where the emulation's host costs came from:
+	// "framework profile" (measured on the real framework) or "PyTorch
+	// per-op (fallback)"; the notes name the profile or the probe.
+	HostCosts string   `json:"host_costs,omitempty"`
+	Notes     []string `json:"notes,omitempty"`
+	Err       string   `json:"error,omitempty"`
+	ErrKind   string   `json:"error_kind,omitempty"`
+	WallMs    float64  `json:"wall_ms"` // wall time the run took
 }
 
 // Failed reports whether the candidate did not produce a step time.

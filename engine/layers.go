@@ -277,17 +277,21 @@ func (b *builder) moe() (fwd, bwd []Op) {
 	ef, eb := b.ffn("experts_", x, routed, float64(m.FFNHidden)/float64(b.etp))
 	unsort := small("unsort_chunks", x, 2*routed*h*bf16)
 	combine := b.epAllToAll("ep_alltoall_combine", x, routed*h*bf16)
+	// After the combine: MoELayer.postprocess (unpermute) and the layer's
+	// bias-dropout-add, what the hybrid MoETransformerLayer captures as its
+	// postprocess graph.
+	q := ScopeMoEPostprocess
 	unpermute := []Op{
-		small("unpermute_scale_probs", x, 2*routed*h*bf16),
-		small("unpermute_scatter_add", x, routed*h*bf16+b.T*h*bf16),
+		small("unpermute_scale_probs", q, 2*routed*h*bf16),
+		small("unpermute_scatter_add", q, routed*h*bf16+b.T*h*bf16),
 	}
-	resid := b.mem("residual_add", x, KindElementwise, 3*b.Ts*h*bf16)
+	resid := b.mem("residual_add", q, KindElementwise, 3*b.Ts*h*bf16)
 	experts = append(experts, permute...)
 	experts = append(experts, dispatch, sortc, offsets)
 	experts = append(experts, ef...)
 	experts = append(experts, unsort, combine)
 	experts = append(experts, unpermute...)
-	experts = append(experts, b.tpComm("sp_reduce_scatter", x)...)
+	experts = append(experts, b.tpComm("sp_reduce_scatter", q)...)
 	experts = append(experts, resid)
 
 	fwd = append(append(append(append(fwd, routerOps...), sharedF...), pre...), experts...)
@@ -310,7 +314,7 @@ func (b *builder) moe() (fwd, bwd []Op) {
 		return out
 	}
 	bwd = append(bwd, backward(resid))
-	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", x)...)
+	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", q)...)
 	bwd = append(bwd, rev(unpermute)...)
 	bwd = append(bwd, backward(combine), backward(unsort))
 	bwd = append(bwd, eb...)

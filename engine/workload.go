@@ -24,6 +24,11 @@ const (
 // covers (embedding, loss, pipeline p2p, optimizer).
 const (
 	ScopeOther = "other"
+	// ScopeMoEPostprocess tags the MoE ops after the expert combine
+	// (unpermute and the residual add): no cuda_graph_scope names them
+	// alone, but the moe scope covers them and the hybrid model's
+	// MoETransformerLayer graphs them as its postprocess graph.
+	ScopeMoEPostprocess = "moe_postprocess"
 )
 
 // Link is the interconnect a collective uses.
@@ -73,11 +78,6 @@ type Workload struct {
 	TokensPerMB     int `json:"tokens_per_microbatch"` // tokens of one micro-batch on this rank (MBS·seq/CP)
 	MicroBatches    int `json:"microbatches"`          // micro-batches per step in the real job
 	RunMicroBatches int `json:"run_microbatches"`      // micro-batches the engine runs per step
-	// CapturedMicroBatches is how many micro-batches TE captures graphs for:
-	// 1 when PP == 1, else every micro-batch (reference §4.3); capped at
-	// RunMicroBatches when the run emulates fewer.
-	CapturedMicroBatches     int `json:"captured_microbatches"`
-	RealCapturedMicroBatches int `json:"real_captured_microbatches"`
 	// DroplessMoE: token counts go to the host before the experts.
 	DroplessMoE bool         `json:"dropless_moe"`
 	Pre         []Op         `json:"pre"`
@@ -101,6 +101,9 @@ type WorkloadOptions struct {
 	// MoECapacityFactor is moe_expert_capacity_factor of a drop-and-pad
 	// MoE (0: none).
 	MoECapacityFactor float64 `json:"moe_capacity_factor,omitempty"`
+	// Generation is the Megatron-Bridge API generation the candidates are
+	// for (0: not known); the capture plan names its fields.
+	Generation presets.Generation `json:"generation,omitempty"`
 }
 
 // WorkloadSpec is what a workload is built from: enough to build it again
@@ -156,11 +159,6 @@ func BuildWorkload(m presets.Model, l presets.Layout, opt WorkloadOptions) (*Wor
 		run = 2
 	}
 	w.RunMicroBatches = min(run, w.MicroBatches)
-	w.RealCapturedMicroBatches = 1
-	if pp > 1 {
-		w.RealCapturedMicroBatches = w.MicroBatches
-	}
-	w.CapturedMicroBatches = min(w.RealCapturedMicroBatches, w.RunMicroBatches)
 	if w.RunMicroBatches < w.MicroBatches {
 		w.Notes = append(w.Notes, fmt.Sprintf("runs %d of %d micro-batches per step; forward-backward time scaled by %d/%d",
 			w.RunMicroBatches, w.MicroBatches, w.MicroBatches, w.RunMicroBatches))
@@ -198,36 +196,6 @@ func BuildWorkload(m presets.Model, l presets.Layout, opt WorkloadOptions) (*Wor
 	}
 	w.Optimizer = b.optimizer(w.ParamsLocal / float64(l.DP()))
 	return w, nil
-}
-
-// FullIterationVariant is the workload a full-iteration graph runs: the
-// graph cannot hold a host sync, so dropless MoE runs with padded experts
-// (static shapes), as Megatron-Bridge's full-iteration MoE recipes do with
-// moe_pad_experts_for_cuda_graph_inference.
-func (w *Workload) FullIterationVariant() *Workload {
-	if !w.DroplessMoE {
-		return w
-	}
-	c := *w
-	c.DroplessMoE = false
-	strip := func(ops []Op) []Op {
-		out := make([]Op, 0, len(ops))
-		for _, o := range ops {
-			if !o.HostSync {
-				out = append(out, o)
-			}
-		}
-		return out
-	}
-	c.Layers = make([]LayerTrace, len(w.Layers))
-	for i, lt := range w.Layers {
-		lt.Fwd = strip(lt.Fwd)
-		lt.Bwd = strip(lt.Bwd)
-		c.Layers[i] = lt
-	}
-	c.Optimizer = w.Optimizer
-	c.Notes = append(append([]string(nil), w.Notes...), "full iteration: MoE experts padded to static shapes (no token-count sync)")
-	return &c
 }
 
 // StepOps returns every op of one step of the emulated run, in launch order.

@@ -133,15 +133,6 @@ func TestDroplessMoEHasOneHostSyncBeforeExperts(t *testing.T) {
 	if count(w.Layers[0].Bwd, func(o Op) bool { return o.HostSync }) != 0 {
 		t.Error("backward has a host sync")
 	}
-	fi := w.FullIterationVariant()
-	for _, lt := range fi.Layers {
-		if count(lt.Fwd, func(o Op) bool { return o.HostSync }) != 0 {
-			t.Fatal("full-iteration variant kept a host sync in a layer")
-		}
-	}
-	if len(w.Layers[0].Fwd) != 37 {
-		t.Error("FullIterationVariant modified the original workload")
-	}
 }
 
 func TestMicroBatchesAndScaling(t *testing.T) {
@@ -153,16 +144,17 @@ func TestMicroBatchesAndScaling(t *testing.T) {
 	if w.MicroBatches != 64 || w.RunMicroBatches != 2 || w.ScaleFactor() != 32 {
 		t.Errorf("micro-batches %d run %d scale %v; want 64, 2, 32", w.MicroBatches, w.RunMicroBatches, w.ScaleFactor())
 	}
-	if w.CapturedMicroBatches != 1 {
-		t.Errorf("PP=1 captures %d micro-batches, want 1", w.CapturedMicroBatches)
+	if p := PlanCapture(w, presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}}, presets.G2); p.Captured != 1 || p.RealCaptured != 1 {
+		t.Errorf("PP=1 captures %d (real %d) micro-batches, want 1", p.Captured, p.RealCaptured)
 	}
 	l.PP, l.NumGPUs = 4, 64
 	w, err = BuildWorkload(qwen30b, l, WorkloadOptions{RunMicroBatches: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.RealCapturedMicroBatches != w.MicroBatches || w.CapturedMicroBatches != 3 || len(w.Layers) != 12 {
-		t.Errorf("PP=4: captured %d (real %d of %d), layers %d", w.CapturedMicroBatches, w.RealCapturedMicroBatches, w.MicroBatches, len(w.Layers))
+	p := PlanCapture(w, presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}}, presets.G2)
+	if p.RealCaptured != w.MicroBatches || p.Captured != 3 || len(w.Layers) != 12 {
+		t.Errorf("PP=4: captured %d (real %d of %d), layers %d", p.Captured, p.RealCaptured, w.MicroBatches, len(w.Layers))
 	}
 	if w.Layers[0].Index != 36 || len(w.Head) == 0 || w.Head[0].Name != "final_layernorm" {
 		t.Errorf("PP=4 should emulate the last stage with the loss; first layer %d", w.Layers[0].Index)

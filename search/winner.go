@@ -11,10 +11,10 @@ const KeyMoEPadForGraphs = "model.moe_pad_experts_for_cuda_graph_inference"
 // accepts): presets.BuildOverrides, plus, for a full-iteration graph of an
 // MoE model, moe_pad_experts_for_cuda_graph_inference=true as MB's
 // full-iteration MoE perf recipes set it (MB perf_recipes/qwen/common.py).
-// A graph cannot hold dropless MoE's token-count sync, so what cgtune
-// measured for such a candidate was the padded-expert step (see
-// engine.Workload.FullIterationVariant); without the flag the recipe would
-// not run what was measured.
+// A graph cannot hold dropless MoE's token-count sync (engine.PlanCapture
+// fails a dropless full-iteration graph), so a full-iteration winner of an
+// MoE model was measured with drop-and-pad experts; the flag keeps the
+// experts' shapes static in the recipe too.
 func WinnerOverrides(m presets.Model, c presets.Candidate, mbridge string) presets.Overrides {
 	gen, _ := presets.ParseMBridge(mbridge)
 	o := presets.BuildOverrides(c, gen)

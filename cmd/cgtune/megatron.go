@@ -123,7 +123,7 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 			c()
 		}
 	}
-	if est, err := estimateEngine(s.cfg.Layout.GPU); err == nil {
+	if est, err := estimateEngine(s.cfg.Layout.GPU, f.profile); err == nil {
 		s.cfg.Estimator = est
 	}
 	s.notices = append(s.notices, fmt.Sprintf("engine megatron: %s; %d rank(s) per candidate on GPU %v", frameworkString(s.cfg.Engines[0]), ranks, gpus))
@@ -170,11 +170,11 @@ func usableRanks(l presets.Layout, n int) int {
 // fallbackEngine measures what the framework cannot run: the cuda engine
 // on the GPU where there is a driver, else the estimate engine.
 func (f *rootFlags) fallbackEngine(gpu int) (engine.Engine, error) {
-	engines, closeAll, err := workerSupervisors([]int{gpu}, search.DeadlineFor(nil))
+	engines, closeAll, err := workerSupervisors([]int{gpu}, f.profile, search.DeadlineFor(nil))
 	if err == nil {
 		return closingEngine{engines[0], closeAll}, nil
 	}
-	return estimateEngine("h100")
+	return estimateEngine("h100", f.profile)
 }
 
 type closingEngine struct {

@@ -58,6 +58,7 @@ type rootFlags struct {
 	json        bool
 	resume      string
 	runDir      string
+	profile     profileFlags
 	// estimateDelay slows every estimate-engine run (hidden: tests and
 	// demos of an interrupted search need a search that takes time).
 	estimateDelay time.Duration
@@ -130,6 +131,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.BoolVar(&f.json, "json", false, "progress as JSON lines of the search events (stderr), the result as JSON (stdout)")
 	fl.StringVar(&f.resume, "resume", "", "continue the interrupted search in run folder RUN (a path, or a name under the runs folder)")
 	fl.StringVar(&f.runDir, "run-dir", "", "run folder for the journal (default: a new folder under the user cache folder, cgtune/runs)")
+	f.profile.register(root)
 	fl.DurationVar(&f.estimateDelay, "estimate-delay", 0, "slow the estimate engine by this much per candidate")
 	fl.MarkHidden("estimate-delay")
 }
@@ -356,6 +358,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 	if cfg.Workload, err = search.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
+	cfg.Workload.Generation, _ = presets.ParseMBridge(cfg.MBridge) // the capture plan names the generation's fields
 	return nil
 }
 
@@ -408,6 +411,9 @@ func (f *rootFlags) setup() (*searchSetup, error) {
 // in-process estimate engine per GPU; and the estimator that orders the
 // search and gives the workers their deadlines.
 func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
+	if _, err := f.profile.adjust(); err != nil { // before any worker starts: exit 2, not a worker failure
+		return err
+	}
 	name := f.engine
 	if name == "" {
 		var why string
@@ -426,7 +432,7 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 	case "estimate":
 		s.notices = append(s.notices, fmt.Sprintf("results are ESTIMATED for %s by the estimate engine, not measured on a GPU", estGPU))
 		for range gpus {
-			e, err := estimateEngine(estGPU)
+			e, err := estimateEngine(estGPU, f.profile)
 			if err != nil {
 				return err
 			}
@@ -435,7 +441,7 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 			}
 			s.cfg.Engines = append(s.cfg.Engines, e)
 		}
-		est, err := estimateEngine(estGPU)
+		est, err := estimateEngine(estGPU, f.profile)
 		if err != nil {
 			return err
 		}
@@ -449,7 +455,7 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 		// The workers' deadlines come from the estimator, which is for the
 		// GPU the first worker reports; it is set before any run starts.
 		var est engine.Engine
-		engines, closeAll, err := workerSupervisors(gpus, func(w *engine.Workload, c presets.Candidate) time.Duration {
+		engines, closeAll, err := workerSupervisors(gpus, f.profile, func(w *engine.Workload, c presets.Candidate) time.Duration {
 			return search.DeadlineFor(est)(w, c)
 		})
 		if err != nil {
@@ -459,7 +465,7 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 		if f.estimateGPU == "" {
 			estGPU = engines[0].Device().Name
 		}
-		if e, err := estimateEngine(estGPU); err == nil {
+		if e, err := estimateEngine(estGPU, f.profile); err == nil {
 			est = e
 			s.cfg.Estimator = e
 		} else {

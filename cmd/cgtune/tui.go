@@ -223,7 +223,7 @@ func (b *tuiBackend) config(req tui.Request) search.Config {
 
 func (b *tuiBackend) Plan(req tui.Request) ([]search.Planned, error) {
 	cfg := b.config(req)
-	est, err := estimateEngine(b.estimateGPU(req))
+	est, err := estimateEngine(b.estimateGPU(req), b.flags.profile)
 	switch {
 	case err != nil && req.Estimate:
 		return nil, err

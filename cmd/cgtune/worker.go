@@ -27,6 +27,7 @@ func newWorkerCmd() *cobra.Command {
 		gpu         int
 		engineName  string
 		estimateGPU string
+		prof        profileFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -39,7 +40,7 @@ dies or hangs.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 			defer stop()
-			eng, err := openLocalEngine(ctx, engineName, gpu, estimateGPU, cmd.ErrOrStderr())
+			eng, err := openLocalEngine(ctx, engineName, gpu, estimateGPU, prof, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -50,78 +51,130 @@ dies or hangs.`,
 	cmd.Flags().IntVar(&gpu, "gpu", 0, "GPU index")
 	cmd.Flags().StringVar(&engineName, "engine", "cuda", "engine: cuda or estimate")
 	cmd.Flags().StringVar(&estimateGPU, "estimate-gpu", "h200", "GPU the estimate engine estimates for (spec table: "+strings.Join(engine.SpecNames(), ", ")+")")
+	prof.register(cmd)
 	return cmd
 }
 
 // openLocalEngine opens an engine in this process: the CUDA engine with
 // the GPU's probe results (cached, or measured now), or the estimate
-// engine for a GPU of the spec table (or cached probes of one).
-func openLocalEngine(ctx context.Context, name string, gpu int, estimateGPU string, log interface{ Write([]byte) (int, error) }) (engine.Engine, error) {
+// engine for a GPU of the spec table (or cached probes of one); both with
+// the framework profiles cached for this GPU and the user's adjustments.
+func openLocalEngine(ctx context.Context, name string, gpu int, estimateGPU string, prof profileFlags, log interface{ Write([]byte) (int, error) }) (engine.Engine, error) {
 	switch name {
 	case "cuda":
+		costs, err := prof.source("")
+		if err != nil {
+			return nil, err
+		}
 		rep, err := probeGPU(ctx, gpu, probes.Options{}, false, "")
 		if err != nil {
 			return nil, err
 		}
-		host, err := hostScale(rep.Host)
-		if err != nil {
-			return nil, err
-		}
-		eng, err := cuda.New(cuda.Options{Ordinal: gpu, Rates: rep.Rates, Host: host})
+		eng, err := cuda.New(cuda.Options{Ordinal: gpu, Rates: rep.Rates, Host: rep.Host, Costs: costs})
 		if err != nil {
 			return nil, gpuError(err)
 		}
-		fmt.Fprintf(log, "worker: GPU %d %s, rates from %s, host costs %s\n", gpu, eng.Device().Name, rep.Rates.Source, host.Source)
+		costs.GPU = eng.Device().Name
+		fmt.Fprintf(log, "worker: GPU %d %s, rates from %s; host costs: a framework profile from %s where one is cached for the model and layout, else %s\n",
+			gpu, eng.Device().Name, rep.Rates.Source, costs.Dir, prof.describe(rep.Host.Source))
 		return eng, nil
 	case "estimate":
-		return estimateEngine(estimateGPU)
+		return estimateEngine(estimateGPU, prof)
 	}
 	return nil, fail(exitBadInput, "--engine %q: allowed: cuda, estimate", name)
 }
 
 // estimateEngine is the estimate engine for gpu: cached probe results of
-// a matching GPU if this machine measured one, else the spec table.
-func estimateEngine(gpu string) (engine.Engine, error) {
+// a matching GPU if this machine measured one, else the spec table; with
+// the framework profiles cached for that GPU.
+func estimateEngine(gpu string, prof profileFlags) (engine.Engine, error) {
+	costs, err := prof.source(gpu)
+	if err != nil {
+		return nil, err
+	}
 	if dir, err := probes.DefaultCacheDir(); err == nil {
 		if rep, ok := probes.FindCached(dir, gpu); ok {
 			dev := rep.Device
 			dev.Name += " (estimated from cached probes)"
-			host, err := hostScale(rep.Host)
-			if err != nil {
-				return nil, err
-			}
-			return estimate.New(rep.Rates, host, dev), nil
+			return estimate.New(rep.Rates, rep.Host, dev).WithCosts(costs), nil
 		}
 	}
 	r, ok := engine.SpecFor(gpu)
 	if !ok {
 		return nil, fail(exitBadInput, "--estimate-gpu %q: allowed: %s", gpu, strings.Join(engine.SpecNames(), ", "))
 	}
-	host, err := hostScale(engine.DefaultHostCosts())
+	return estimate.New(r, engine.DefaultHostCosts(), engine.DeviceInfo{Name: strings.TrimPrefix(r.Source, "spec table: ") + " (estimated)"}).WithCosts(costs), nil
+}
+
+// profileFlags are the flags that scale or override the emulation's host
+// and GPU costs (README: "Framework profiles"). They replace the former
+// CGTUNE_HOST_COST_SCALE.
+type profileFlags struct {
+	scale string // --profile-scale host=F[,gpu=F]
+	file  string // --profile-file FILE
+}
+
+func (p *profileFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&p.scale, "profile-scale", "", "scale the emulation's costs: host=F and/or gpu=F (e.g. host=1.3), F from 0.01 to 100")
+	fl.StringVar(&p.file, "profile-file", "", "YAML FILE that scales or overrides the framework profile (host_scale, gpu_scale, per-region values; README)")
+}
+
+// args are the flags for a worker process.
+func (p profileFlags) args() []string {
+	var a []string
+	if p.scale != "" {
+		a = append(a, "--profile-scale", p.scale)
+	}
+	if p.file != "" {
+		a = append(a, "--profile-file", p.file)
+	}
+	return a
+}
+
+// adjust parses the flags; bad values are usage errors (exit 2).
+func (p profileFlags) adjust() (*engine.ProfileAdjust, error) {
+	var a *engine.ProfileAdjust
+	var err error
+	if p.file != "" {
+		if a, err = engine.LoadProfileAdjust(p.file); err != nil {
+			return nil, fail(exitBadInput, "--profile-file %v", err)
+		}
+	}
+	if p.scale != "" {
+		if a, err = engine.ParseProfileScale(p.scale, a); err != nil {
+			return nil, fail(exitBadInput, "%v", err)
+		}
+	}
+	return a, nil
+}
+
+// jobCalibration is the hook for a host-cost scale fitted from the real
+// job's logs (engine.CalibrationFunc); nil until a calibration source is
+// wired in.
+var jobCalibration engine.CalibrationFunc
+
+// source is the cost source of an emulating engine for gpu: the profiles
+// cached under the user cache folder, the adjustments and the calibration.
+func (p profileFlags) source(gpu string) (*engine.ProfileSet, error) {
+	a, err := p.adjust()
 	if err != nil {
 		return nil, err
 	}
-	return estimate.New(r, host, engine.DeviceInfo{Name: strings.TrimPrefix(r.Source, "spec table: ") + " (estimated)"}), nil
+	dir, _ := engine.DefaultProfileDir() // no cache folder: no profiles
+	return &engine.ProfileSet{Dir: dir, GPU: gpu, Adjust: a, Calibration: jobCalibration}, nil
 }
 
-// HostScaleEnv multiplies the emulated framework host costs (both
-// engines; worker processes inherit it).
-const HostScaleEnv = "CGTUNE_HOST_COST_SCALE"
-
-func hostScale(h engine.HostCosts) (engine.HostCosts, error) {
-	v := os.Getenv(HostScaleEnv)
-	if v == "" {
-		return h, nil
+func (p profileFlags) describe(fallback string) string {
+	s := "PyTorch per-op costs (" + fallback + ")"
+	if p.scale != "" || p.file != "" {
+		s += ", adjusted by " + strings.TrimSpace(strings.Join(p.args(), " "))
 	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 {
-		return h, fail(exitBadInput, "$%s=%q: want a positive number such as 1.5", HostScaleEnv, v)
-	}
-	return h.Scaled(f), nil
+	return s
 }
 
 // workerSupervisors starts one `cgtune worker` per GPU.
-func workerSupervisors(gpus []int, deadline func(*engine.Workload, presets.Candidate) time.Duration) ([]engine.Engine, func(), error) {
+func workerSupervisors(gpus []int, prof profileFlags, deadline func(*engine.Workload, presets.Candidate) time.Duration) ([]engine.Engine, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -134,7 +187,7 @@ func workerSupervisors(gpus []int, deadline func(*engine.Workload, presets.Candi
 	}
 	var engines []engine.Engine
 	for _, g := range gpus {
-		s, err := worker.NewSupervisor(worker.Command{Path: exe, Args: []string{"worker", "--gpu", strconv.Itoa(g)}}, 2*time.Minute, deadline)
+		s, err := worker.NewSupervisor(worker.Command{Path: exe, Args: append([]string{"worker", "--gpu", strconv.Itoa(g)}, prof.args()...)}, 2*time.Minute, deadline)
 		if err != nil {
 			closeAll()
 			msg := err.Error()

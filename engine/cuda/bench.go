@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"cgtune/engine"
+	"cgtune/presets"
 )
 
 // Microbenchmarks the probes run on the engine's own launch paths, so that
@@ -145,13 +146,14 @@ func (e *Engine) SetRates(r engine.Rates) { e.rates = r }
 func (e *Engine) TimeOpUs(op engine.Op) (float64, error) {
 	var us float64
 	err := e.bound(func() error {
-		r := &run{e: e, ctx: context.Background()}
-		defer r.teardown()
 		w := &engine.Workload{Layers: []engine.LayerTrace{{Fwd: []engine.Op{op}}}, RunMicroBatches: 1, MicroBatches: 1}
+		s := engine.NewSchedule(w, engine.PlanCapture(w, presets.Candidate{Impl: presets.ImplNone}, 0), engine.Costs{Rates: e.rates, Host: e.host})
+		r := &run{e: e, ctx: context.Background(), w: w, s: s}
+		defer r.teardown()
 		if err := r.setup(w); err != nil {
 			return err
 		}
-		ms, _, err := r.kernelSums(w)
+		ms, _, err := r.kernelSums()
 		us = ms * 1000
 		return err
 	})

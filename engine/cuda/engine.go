@@ -18,19 +18,25 @@ type Options struct {
 	// Rates come from the probes (matrix rate through cuBLAS, copy
 	// bandwidth, launch costs) or the spec table.
 	Rates engine.Rates
-	// Host is the framework's per-op host cost the eager path emulates.
+	// Host is the framework's per-op host cost the eager path emulates
+	// where no framework profile is found.
 	Host engine.HostCosts
+	// Costs decides a workload's costs (nil: Host and Rates as given): with
+	// a framework profile the engine spends the measured host and GPU
+	// times per region.
+	Costs engine.CostSource
 }
 
 // Engine measures candidates on one GPU. Runs must not overlap.
 type Engine struct {
-	dev    *Device
-	k      *Kernels
-	stream Stream
-	nvml   *NVML
-	rates  engine.Rates
-	host   engine.HostCosts
-	info   engine.DeviceInfo
+	dev     *Device
+	k       *Kernels
+	stream  Stream
+	nvml    *NVML
+	rates   engine.Rates
+	host    engine.HostCosts
+	costSrc engine.CostSource
+	info    engine.DeviceInfo
 	// baselines caches the eager baseline and kernel sums per workload, so
 	// every candidate of a search compares against the same eager run.
 	baselines map[string]baseline
@@ -53,7 +59,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	defer unbind()
-	e := &Engine{dev: dev, rates: opts.Rates, host: opts.Host, baselines: map[string]baseline{}}
+	e := &Engine{dev: dev, rates: opts.Rates, host: opts.Host, costSrc: opts.Costs, baselines: map[string]baseline{}}
 	fail := func(err error) (*Engine, error) {
 		e.Close()
 		return nil, err
@@ -184,7 +190,17 @@ func (w *memWatch) finish() (peakDev, peakProc int64) {
 func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	start := time.Now()
 	opts = opts.WithDefaults()
-	res := engine.Result{Candidate: c, Source: engine.Measured, Device: e.info, Notes: append([]string(nil), w.Notes...)}
+	costs := engine.Costs{Rates: e.rates, Host: e.host}
+	if e.costSrc != nil {
+		costs = e.costSrc.CostsFor(w, e.rates, e.host)
+	}
+	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
+	sched := engine.NewSchedule(w, plan, costs)
+	res := engine.Result{Candidate: c, Source: engine.Measured, Device: e.info, HostCosts: costs.Kind()}
+	res.Notes = append([]string{"host costs: " + costs.Source()}, w.Notes...)
+	res.Notes = append(append(append(res.Notes, plan.Describe()), plan.Notes...), sched.Notes...)
+	res.Memory.Breakdown = engine.PredictMemory(w, plan, costs.Profile, engine.JobGPUMiB(w.Layout, e.info.MemoryMiB), engine.MemoryOptions{})
+	res.Notes = append(res.Notes, res.Memory.Breakdown.Describe())
 	if emit == nil {
 		emit = func(engine.StepSample) {}
 	}
@@ -195,7 +211,7 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	defer unbind()
 	res.Memory.DeviceBaseMiB = e.deviceUsed() >> 20
 	watch := e.watchMemory()
-	r := &run{e: e, ctx: ctx, w: w, c: c, opts: opts, emit: emit, key: c.Key()}
+	r := &run{e: e, ctx: ctx, w: w, c: c, opts: opts, emit: emit, key: c.Key(), s: sched, spin: costs.Profile != nil}
 	err = r.measure(&res)
 	if err == nil {
 		// The graphs are still alive here: this is the candidate's peak.
@@ -212,6 +228,9 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	if res.Step.Median > 0 {
 		res.Speedup = res.Eager.Median / res.Step.Median
 	}
+	if plan.Graphed() {
+		res.Memory.GraphFullJobMiB = res.Memory.Breakdown.Graphs
+	}
 	res.WallMs = msSince(start)
 	return res
 }
@@ -221,7 +240,10 @@ func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds())
 func failed(res engine.Result, err error, start time.Time) engine.Result {
 	res.Err = err.Error()
 	var ce *captureError
+	var pf *engine.CaptureFailure
 	switch {
+	case errors.As(err, &pf):
+		res.ErrKind = engine.ErrCapture
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		res.ErrKind = engine.ErrCancel
 	case IsOOM(err):
@@ -250,6 +272,11 @@ type run struct {
 	opts engine.RunOptions
 	emit func(engine.StepSample)
 	key  string
+	s    *engine.Schedule
+	// spin makes every kernel a spin kernel of the schedule's GPU time
+	// (costs from a framework profile); else memory-bound ops stream their
+	// bytes through the scratch.
+	spin bool
 
 	allocs   []DevPtr
 	host     *HostBuffer
@@ -258,7 +285,8 @@ type run struct {
 	syncSrc  DevPtr
 	events   []Event
 	programs []*Program
-	execs    []GraphExec
+	execs    []GraphExec // one per plan graph, in the plan's order
+	statics  []staticBuf // each plan graph's static input buffer
 	graphs   int
 	nodes    int
 	staticB  int64 // bytes of static buffers allocated for graphs
@@ -316,7 +344,7 @@ func (r *run) teardown() {
 	if r.host != nil {
 		r.host.Free()
 	}
-	r.execs, r.programs, r.events, r.allocs, r.host = nil, nil, nil, nil, nil
+	r.execs, r.statics, r.programs, r.events, r.allocs, r.host = nil, nil, nil, nil, nil, nil
 }
 
 // setup allocates the scratch the ops stream through and the sync buffers.
@@ -337,23 +365,21 @@ func (r *run) setup(w *engine.Workload) error {
 	return err
 }
 
-// addOp appends the launch that does op's work on this GPU.
-func (r *run) addOp(p *Program, op engine.Op, withHost bool) {
-	var hostNs int64
-	if withHost {
-		hostNs = int64(r.e.host.OpHostUs(op) * 1000)
-	}
+// addItem appends the launch that does an eager op or a graph node's work
+// on this GPU, after the framework host time the item carries.
+func (r *run) addItem(p *Program, it engine.Item) {
+	hostNs := int64(it.HostUs * 1000)
+	op := it.Op
 	k := r.e.k
-	switch op.Kind {
-	case engine.KindElementwise, engine.KindNorm, engine.KindOptimizer:
+	switch {
+	case op.Kind == engine.KindSync:
+		p.Sync(op.Name, r.syncSrc, max(4, int64(op.Bytes)), r.host, hostNs)
+	case !r.spin && (op.Kind == engine.KindElementwise || op.Kind == engine.KindNorm || op.Kind == engine.KindOptimizer):
 		n := max(1, int64(op.Bytes)/32)
 		n = min(n, r.half/16)
 		p.Stream(op.Name, k.Stream, k.StreamGrid(n), blockSize, r.scratch, r.scratch+DevPtr(r.half), n, hostNs)
-	case engine.KindSync:
-		p.Sync(op.Name, r.syncSrc, max(4, int64(op.Bytes)), r.host, hostNs)
-	default: // GEMM, attention, collectives: the op's time at this GPU's rates
-		us := r.e.rates.OpGPUUs(op)
-		p.Spin(op.Name, k.Spin, k.SpinGrid(), blockSize, k.spinOut, k.SpinIters(us), hostNs)
+	default: // GEMM, attention, collectives, and every op priced by a profile: its GPU time
+		p.Spin(op.Name, k.Spin, k.SpinGrid(), blockSize, k.spinOut, k.SpinIters(it.GPUUs), hostNs)
 	}
 }
 
@@ -397,22 +423,34 @@ func (r *run) runStep(p *Program, t stepTimer, w *engine.Workload) (stepMs, fbMs
 	return fb*w.ScaleFactor() + opt, fb * w.ScaleFactor(), nil
 }
 
-// eagerProgram is a whole step op by op, with the framework's host costs.
-func (r *run) eagerProgram(w *engine.Workload, t stepTimer) *Program {
-	ops := w.StepOps()
-	p := r.program(len(ops) + 3)
+// stepProgram is a step of the schedule as a program: its items between
+// the timer's events. Graph items launch the captured graphs; copy items
+// write the static input buffer of their graph.
+func (r *run) stepProgram(st engine.Step, t stepTimer) *Program {
+	p := r.program(len(st.FwdBwd) + len(st.Optimizer) + 3)
 	p.Event(t.e0)
-	for range w.RunMicroBatches {
-		for _, op := range w.MicroBatchOps() {
-			r.addOp(p, op, true)
-		}
+	for _, it := range st.FwdBwd {
+		r.addStepItem(p, it)
 	}
 	p.Event(t.e1)
-	for _, op := range w.Optimizer {
-		r.addOp(p, op, true)
+	for _, it := range st.Optimizer {
+		r.addStepItem(p, it)
 	}
 	p.Event(t.e2)
 	return p
+}
+
+func (r *run) addStepItem(p *Program, it engine.Item) {
+	switch it.Kind {
+	case engine.ItemGraph:
+		p.Graph(fmt.Sprintf("graph %d (%s)", it.Graph, r.s.Plan.Graphs[it.Graph].Region), r.execs[it.Graph], int64(it.HostUs*1000))
+	case engine.ItemCopy:
+		in := r.statics[it.Graph]
+		n := max(1, min(int64(it.Op.Bytes)/32, in.bytes/16, r.half/16))
+		p.Stream(it.Op.Name, r.e.k.Stream, r.e.k.StreamGrid(n), blockSize, r.scratch, in.p, n, int64(it.HostUs*1000))
+	default:
+		r.addItem(p, it)
+	}
 }
 
 func (r *run) steps(p *Program, t stepTimer, w *engine.Workload, phase string, n int) ([]float64, []float64, error) {
@@ -428,20 +466,17 @@ func (r *run) steps(p *Program, t stepTimer, w *engine.Workload, phase string, n
 	return ms, fbs, nil
 }
 
-func workloadKey(w *engine.Workload) string {
-	return fmt.Sprintf("%s|%+v|%d|%t|%d", w.Model, w.Layout, w.RunMicroBatches, w.DroplessMoE, len(w.Layers))
+// workloadKey names a workload and the costs it runs with, for the
+// baselines measured once per workload.
+func (r *run) workloadKey() string {
+	w := r.w
+	return fmt.Sprintf("%s|%+v|%d|%t|%d|%s", w.Model, w.Layout, w.RunMicroBatches, w.DroplessMoE, len(w.Layers), r.s.Costs.Source())
 }
 
 // measure runs the candidate: eager baseline (cached per workload),
 // warm-up steps, capture, measured steps.
 func (r *run) measure(res *engine.Result) error {
-	w := r.w
-	if r.c.FullIteration() {
-		w = w.FullIterationVariant()
-		if w != r.w {
-			res.Notes = w.Notes
-		}
-	}
+	w, plan := r.w, r.s.Plan
 	if err := r.setup(w); err != nil {
 		return err
 	}
@@ -449,24 +484,27 @@ func (r *run) measure(res *engine.Result) error {
 	if err != nil {
 		return err
 	}
-	// The eager baseline is always the workload as the user runs it (for a
-	// dropless MoE that is with the token-count sync), the kernel sums are
-	// those of what this candidate runs.
-	eagerP := r.eagerProgram(w, t)
-	baseP := eagerP
-	if w != r.w {
-		baseP = r.eagerProgram(r.w, t)
-	}
-	if res.Eager, err = r.eagerBaseline(r.w, baseP, t); err != nil {
+	eagerP := r.stepProgram(r.s.Eager(), t)
+	if res.Eager, err = r.eagerBaseline(eagerP, t); err != nil {
 		return err
 	}
-	kb, err := r.kernelBaseline(w)
+	kb, err := r.kernelBaseline()
 	if err != nil {
 		return err
 	}
 	res.KernelSumMs, res.FwdBwdKernelMs = kb.kernelMs, kb.fbKerMs
 	if w.RunMicroBatches < w.MicroBatches {
 		res.Scaling = fmt.Sprintf("ran %d of %d micro-batches per step; forward-backward scaled ×%.1f", w.RunMicroBatches, w.MicroBatches, w.ScaleFactor())
+	}
+	// A configuration the framework rejects when it builds the model, or
+	// a region the framework profile could not capture on this node, fails
+	// without a run; a capture failure of the plan's own (a host sync in a
+	// graph) is met by capturing.
+	if plan.Failure != nil && plan.Failure.Stage == engine.FailBuild {
+		return plan.Failure
+	}
+	if r.s.Failure != nil {
+		return r.s.Failure
 	}
 
 	// The candidate's own eager warm-up steps (at least one: lazy init).
@@ -477,27 +515,16 @@ func (r *run) measure(res *engine.Result) error {
 	res.WarmupMs = msSince(warm)
 
 	p := eagerP
-	if r.c.Graphed() {
+	if plan.Graphed() {
 		capStart := time.Now()
 		before := r.e.deviceUsed()
-		var err error
-		if r.c.FullIteration() {
-			p, err = r.captureFullIteration(w, t)
-		} else {
-			p, err = r.captureLayers(w, t)
-		}
-		if err != nil {
+		if err := r.capture(); err != nil {
 			return err
 		}
+		p = r.stepProgram(r.s.Graphed(), t)
 		res.CaptureMs = msSince(capStart)
 		res.Graphs, res.Nodes = r.graphs, r.nodes
 		res.Memory.GraphMiB = max(0, r.e.deviceUsed()-before) >> 20
-		res.Memory.GraphFullJobMiB = res.Memory.GraphMiB
-		if r.c.FullIteration() {
-			res.Memory.GraphFullJobMiB = int64(float64(res.Memory.GraphMiB) * w.ScaleFactor())
-		} else if w.CapturedMicroBatches < w.RealCapturedMicroBatches {
-			res.Memory.GraphFullJobMiB = res.Memory.GraphMiB * int64(w.RealCapturedMicroBatches) / int64(w.CapturedMicroBatches)
-		}
 		r.emit(engine.StepSample{Candidate: r.key, Phase: engine.PhaseCapture, StepMs: res.CaptureMs, DeviceMiB: r.e.deviceUsed() >> 20})
 	}
 	ms, fbs, err := r.steps(p, t, w, engine.PhaseMeasure, r.opts.MeasuredSteps)
@@ -509,17 +536,17 @@ func (r *run) measure(res *engine.Result) error {
 	return nil
 }
 
-// eagerBaseline is the eager step time of workload w, measured once per
+// eagerBaseline is the eager step time of the workload, measured once per
 // workload in this process.
-func (r *run) eagerBaseline(w *engine.Workload, eagerP *Program, t stepTimer) (engine.Stats, error) {
-	key := "eager|" + workloadKey(w)
+func (r *run) eagerBaseline(eagerP *Program, t stepTimer) (engine.Stats, error) {
+	key := "eager|" + r.workloadKey()
 	if b, ok := r.e.baselines[key]; ok {
 		return b.eager, nil
 	}
-	if _, _, err := r.steps(eagerP, t, w, engine.PhaseEager, 1); err != nil { // warm-up
+	if _, _, err := r.steps(eagerP, t, r.w, engine.PhaseEager, 1); err != nil { // warm-up
 		return engine.Stats{}, err
 	}
-	ms, _, err := r.steps(eagerP, t, w, engine.PhaseEager, r.opts.EagerSteps)
+	ms, _, err := r.steps(eagerP, t, r.w, engine.PhaseEager, r.opts.EagerSteps)
 	if err != nil {
 		return engine.Stats{}, err
 	}
@@ -527,30 +554,32 @@ func (r *run) eagerBaseline(w *engine.Workload, eagerP *Program, t stepTimer) (e
 	return r.e.baselines[key].eager, nil
 }
 
-// kernelBaseline is the kernel sums of workload w, measured once per workload.
-func (r *run) kernelBaseline(w *engine.Workload) (baseline, error) {
-	key := "kernels|" + workloadKey(w)
+// kernelBaseline is the kernel sums of the workload, measured once per workload.
+func (r *run) kernelBaseline() (baseline, error) {
+	key := "kernels|" + r.workloadKey()
 	if b, ok := r.e.baselines[key]; ok {
 		return b, nil
 	}
 	var b baseline
 	var err error
-	if b.kernelMs, b.fbKerMs, err = r.kernelSums(w); err != nil {
+	if b.kernelMs, b.fbKerMs, err = r.kernelSums(); err != nil {
 		return b, err
 	}
 	r.e.baselines[key] = b
 	return b, nil
 }
 
-// kernelSums times every distinct kernel of the step alone (ten back to
-// back behind a blocking kernel, so launch cost is hidden) and adds them
-// up over the real job's step: the GPU time a perfect launcher reaches.
-func (r *run) kernelSums(w *engine.Workload) (stepMs, fbMs float64, err error) {
+// kernelSums times every distinct kernel of the eager step alone (ten back
+// to back behind a blocking kernel, so launch cost is hidden) and adds
+// them up over the real job's step: the GPU time a perfect launcher
+// reaches.
+func (r *run) kernelSums() (stepMs, fbMs float64, err error) {
 	type sig struct {
 		kind           engine.OpKind
 		bytes, flops   float64
 		scale, netFrac float64
 		link           string
+		gpuUs          float64
 	}
 	cache := map[sig]float64{}
 	t, err := newEventTimer()
@@ -559,15 +588,17 @@ func (r *run) kernelSums(w *engine.Workload) (stepMs, fbMs float64, err error) {
 	}
 	defer t.destroy()
 	const reps = 10
-	timeOp := func(op engine.Op) (float64, error) {
+	timeItem := func(it engine.Item) (float64, error) {
+		op := it.Op
 		if op.Kind == engine.KindSync {
 			op.Kind = engine.KindElementwise // the copy, not the host's wait
 		}
-		s := sig{op.Kind, op.Bytes, op.FLOPs, op.RateScale, op.NetFrac, op.Link}
+		it.Op, it.HostUs = op, 0
+		s := sig{op.Kind, op.Bytes, op.FLOPs, op.RateScale, op.NetFrac, op.Link, it.GPUUs}
 		if v, ok := cache[s]; ok {
 			return v, nil
 		}
-		p := r.e.k.queued(t, 300, reps, func(p *Program) { r.addOp(p, op, false) })
+		p := r.e.k.queued(t, 300, reps, func(p *Program) { r.addItem(p, it) })
 		defer p.Free()
 		ms, err := t.runMs(r.e.stream, p)
 		if err != nil {
@@ -576,53 +607,39 @@ func (r *run) kernelSums(w *engine.Workload) (stepMs, fbMs float64, err error) {
 		cache[s] = ms / reps
 		return ms / reps, nil
 	}
+	st := r.s.Eager()
 	var mb, opt float64
-	for _, op := range w.MicroBatchOps() {
-		v, err := timeOp(op)
+	for _, it := range st.FwdBwd {
+		v, err := timeItem(it)
 		if err != nil {
 			return 0, 0, err
 		}
 		mb += v
 	}
-	for _, op := range w.Optimizer {
-		v, err := timeOp(op)
+	for _, it := range st.Optimizer {
+		v, err := timeItem(it)
 		if err != nil {
 			return 0, 0, err
 		}
 		opt += v
 	}
-	fb := mb * float64(w.MicroBatches)
+	fb := mb / float64(r.w.RunMicroBatches) * float64(r.w.MicroBatches)
 	return fb + opt, fb, nil
 }
 
-// segment is an engine.Segment with its captured graphs.
-type segment struct {
-	ops    []engine.Op
-	graphs []GraphExec // one per captured micro-batch; nil when eager
-	in     []DevPtr    // static input buffer per captured micro-batch
+// staticBuf is a graph's static input buffer.
+type staticBuf struct {
+	p     DevPtr
+	bytes int64
 }
 
-func split(ops []engine.Op, scopes []string) []*segment {
-	var out []*segment
-	for _, s := range engine.SplitScopes(ops, scopes) {
-		seg := &segment{ops: s.Ops}
-		if s.Graphed {
-			seg.graphs = []GraphExec{}
-		}
-		out = append(out, seg)
-	}
-	return out
-}
-
-func (s *segment) graphed() bool { return s.graphs != nil }
-
-// captureOps captures ops into one graph (with the host costs the
+// captureItems captures items into one graph (with the host costs the
 // framework spends during capture) and instantiates it.
-func (r *run) captureOps(ops []engine.Op, withHost bool) (GraphExec, error) {
-	p := NewProgram(len(ops))
+func (r *run) captureItems(items []engine.Item) (GraphExec, error) {
+	p := NewProgram(len(items))
 	defer p.Free()
-	for _, op := range ops {
-		r.addOp(p, op, withHost)
+	for _, it := range items {
+		r.addItem(p, it)
 	}
 	if err := r.e.stream.BeginCapture(); err != nil {
 		return GraphExec{}, &captureError{err}
@@ -649,177 +666,49 @@ func (r *run) captureOps(ops []engine.Op, withHost bool) (GraphExec, error) {
 	if err != nil {
 		return GraphExec{}, &captureError{err}
 	}
-	r.execs = append(r.execs, x)
 	r.graphs++
 	r.nodes += n
 	return x, nil
 }
 
-// captureLayers does what Transformer Engine's make_graphed_callables does
-// for the chosen scopes: warm-up passes of every graphed region, then one
-// forward and one backward graph per region, layer and captured
-// micro-batch, each with its static input buffer. It returns the replay
-// step program.
-func (r *run) captureLayers(w *engine.Workload, t stepTimer) (*Program, error) {
-	type layerSegs struct{ fwd, bwd []*segment }
-	layers := make([]layerSegs, len(w.Layers))
-	for i, lt := range w.Layers {
-		layers[i] = layerSegs{split(lt.Fwd, r.c.Scopes), split(lt.Bwd, r.c.Scopes)}
-	}
-	// TE's own warm-up: max(1, ceil((10 − warmup·M) / captured)) passes.
-	passes := engine.TEWarmupPasses(r.c.Warmup, w.MicroBatches, w.CapturedMicroBatches)
-	warm := r.program(1024)
-	for range passes * w.CapturedMicroBatches {
-		for _, l := range layers {
-			for _, s := range l.fwd {
-				if s.graphed() {
-					for _, op := range s.ops {
-						r.addOp(warm, op, true)
-					}
-				}
-			}
+// capture does what the plan's mechanism does: the eager warm-up passes
+// of the graphed regions (TE's, or each local runner's), then every
+// planned graph in capture order, each with its static buffers and the
+// pool memory its capture keeps (the activations its backward reads).
+func (r *run) capture() error {
+	if warm := r.s.Warmup(); len(warm) > 0 {
+		p := r.program(len(warm))
+		for _, it := range warm {
+			r.addItem(p, it)
 		}
-		for i := len(layers) - 1; i >= 0; i-- {
-			for _, s := range layers[i].bwd {
-				if s.graphed() {
-					for _, op := range s.ops {
-						r.addOp(warm, op, true)
-					}
-				}
-			}
+		if err := p.Run(r.e.stream, 0, p.Len()); err != nil {
+			return err
+		}
+		if err := r.e.stream.Sync(); err != nil {
+			return err
 		}
 	}
-	if err := warm.Run(r.e.stream, 0, warm.Len()); err != nil {
-		return nil, err
-	}
-	if err := r.e.stream.Sync(); err != nil {
-		return nil, err
-	}
-	static := int64(w.StaticBufferBytes())
-	capture := func(s *segment) error {
-		if !s.graphed() {
-			return nil
-		}
+	for g, pg := range r.s.Plan.Graphs {
+		static := max(1<<16, int64(pg.StaticBytes))
 		in, err := r.alloc(static)
 		if err != nil {
 			return err
 		}
-		out, err := r.alloc(static)
+		// The rest of what the graph holds (the framework profile's
+		// measurement, or the plan's pool).
+		if pool := int64(r.s.GraphBytes(g)) - static; pool > 0 {
+			if _, err := r.alloc(pool); err != nil {
+				return err
+			}
+			r.staticB += pool
+		}
+		r.staticB += static
+		x, err := r.captureItems(r.s.GraphNodes(g))
 		if err != nil {
 			return err
 		}
-		_ = out // the graph's static output; the next region reads it in place
-		r.staticB += 2 * static
-		x, err := r.captureOps(s.ops, true)
-		if err != nil {
-			return err
-		}
-		s.graphs = append(s.graphs, x)
-		s.in = append(s.in, in)
-		return nil
+		r.execs = append(r.execs, x)
+		r.statics = append(r.statics, staticBuf{in, static})
 	}
-	for range w.CapturedMicroBatches {
-		for _, l := range layers {
-			for _, s := range l.fwd {
-				if err := capture(s); err != nil {
-					return nil, err
-				}
-			}
-		}
-		for i := len(layers) - 1; i >= 0; i-- {
-			for _, s := range layers[i].bwd {
-				if err := capture(s); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	// Replay: uncovered ops eagerly, each region by its graph; an input
-	// that an eager op produced is first copied into the static buffer.
-	p := r.program(4096)
-	replay := func(segs []*segment, mb int, prevGraphed *bool) {
-		for _, s := range segs {
-			if !s.graphed() {
-				for _, op := range s.ops {
-					r.addOp(p, op, true)
-				}
-				*prevGraphed = false
-				continue
-			}
-			g := mb % len(s.graphs)
-			if !*prevGraphed {
-				n := static / 16
-				copyOp := engine.Op{Name: "static_input_copy", Kind: engine.KindElementwise, Bytes: float64(static) * 2}
-				p.Stream(copyOp.Name, r.e.k.Stream, r.e.k.StreamGrid(n), blockSize, r.scratch, s.in[g], min(n, r.half/16),
-					int64(r.e.host.OpHostUs(copyOp)*1000))
-			}
-			p.Graph("graph", s.graphs[g], int64((r.e.host.GraphReplayUs)*1000))
-			*prevGraphed = true
-		}
-	}
-	p.Event(t.e0)
-	for mb := range w.RunMicroBatches {
-		prev := false
-		for _, op := range w.Pre {
-			r.addOp(p, op, true)
-		}
-		for _, l := range layers {
-			replay(l.fwd, mb, &prev)
-		}
-		prev = false
-		for _, op := range w.Head {
-			r.addOp(p, op, true)
-		}
-		for i := len(layers) - 1; i >= 0; i-- {
-			replay(layers[i].bwd, mb, &prev)
-		}
-		for _, op := range w.PreBwd {
-			r.addOp(p, op, true)
-		}
-	}
-	p.Event(t.e1)
-	for _, op := range w.Optimizer {
-		r.addOp(p, op, true)
-	}
-	p.Event(t.e2)
-	return p, nil
-}
-
-// captureFullIteration does what FullCudaGraphWrapper does: the forward
-// and backward of every micro-batch in one graph, fed from static buffers
-// that hold every micro-batch's inputs; the optimizer stays outside.
-func (r *run) captureFullIteration(w *engine.Workload, t stepTimer) (*Program, error) {
-	var ops []engine.Op
-	for range w.RunMicroBatches {
-		ops = append(ops, w.MicroBatchOps()...)
-	}
-	// tokens, labels, loss mask and position ids of each micro-batch
-	inBytes := int64(w.StaticInputBytes())
-	var ins []DevPtr
-	for range w.RunMicroBatches {
-		in, err := r.alloc(inBytes)
-		if err != nil {
-			return nil, err
-		}
-		ins = append(ins, in)
-		r.staticB += inBytes
-	}
-	x, err := r.captureOps(ops, true)
-	if err != nil {
-		return nil, err
-	}
-	p := r.program(len(w.Optimizer) + w.RunMicroBatches + 4)
-	p.Event(t.e0)
-	copyOp := engine.Op{Name: "static_batch_copy", Kind: engine.KindElementwise, Bytes: float64(inBytes) * 2}
-	for _, in := range ins {
-		n := min(inBytes/16, r.half/16)
-		p.Stream(copyOp.Name, r.e.k.Stream, r.e.k.StreamGrid(n), blockSize, r.scratch, in, n, int64(r.e.host.OpHostUs(copyOp)*1000))
-	}
-	p.Graph("full_iteration_graph", x, int64(r.e.host.GraphReplayUs*1000))
-	p.Event(t.e1)
-	for _, op := range w.Optimizer {
-		r.addOp(p, op, true)
-	}
-	p.Event(t.e2)
-	return p, nil
+	return nil
 }

@@ -125,16 +125,21 @@ func TestAcceptanceTable(t *testing.T) {
 	defer e2.Close()
 	est := estimate.New(rep.Rates, rep.Host, e2.Device())
 	var all, ests []engine.Result
+	dropPad := false
 	for _, tc := range []struct {
 		model string
+		opt   engine.WorkloadOptions
 		cands []presets.Candidate
 	}{
-		{"qwen3_30b_a3b", []presets.Candidate{cand("none", "", 3), cand("transformer_engine", "attn", 3),
-			cand("transformer_engine", "attn,moe_router,moe_preprocess", 3), cand("local", "full_iteration", 3)}},
-		{"llama3_8b", []presets.Candidate{cand("none", "", 3), cand("transformer_engine", "attn", 3),
+		{"qwen3_30b_a3b", engine.WorkloadOptions{}, []presets.Candidate{cand("none", "", 3), cand("transformer_engine", "attn", 3),
+			cand("transformer_engine", "attn,moe_router,moe_preprocess", 3)}},
+		// A full-iteration graph cannot hold dropless MoE's token-count
+		// sync (TestSyncInsideCaptureIsACaptureError): drop-and-pad.
+		{"qwen3_30b_a3b", engine.WorkloadOptions{Dropless: &dropPad}, []presets.Candidate{cand("none", "", 3), cand("local", "full_iteration", 3)}},
+		{"llama3_8b", engine.WorkloadOptions{}, []presets.Candidate{cand("none", "", 3), cand("transformer_engine", "attn", 3),
 			cand("transformer_engine", "attn,mlp", 3), cand("local", "full_iteration", 3)}},
 	} {
-		w := workload(t, tc.model, "h100", engine.WorkloadOptions{})
+		w := workload(t, tc.model, "h100", tc.opt)
 		t.Logf("%s h100 layout: %d micro-batches/step (runs %d), %d layers, notes: %s", tc.model, w.MicroBatches, w.RunMicroBatches, len(w.Layers), strings.Join(w.Notes, "; "))
 		t.Logf("%-44s %9s %9s %8s %10s %6s %6s %9s %9s | %9s %7s %8s", "candidate", "eager ms", "graph ms", "speedup", "capture ms", "graphs", "nodes", "graph MiB", "peak MiB", "est. ms", "est err", "est. x")
 		for _, c := range tc.cands {
@@ -219,6 +224,11 @@ func TestSyncInsideCaptureIsACaptureError(t *testing.T) {
 		t.Fatalf("kind %q err %q", r.ErrKind, r.Err)
 	}
 	t.Logf("whole-layer dropless MoE: %s", r.Err)
+	full := e.Run(context.Background(), w, cand("local", "full_iteration", 1), engine.RunOptions{MeasuredSteps: 2}, nil)
+	if full.ErrKind != engine.ErrCapture {
+		t.Fatalf("dropless full iteration: kind %q err %q", full.ErrKind, full.Err)
+	}
+	t.Logf("full-iteration dropless MoE: %s", full.Err)
 	next := e.Run(context.Background(), w, cand("transformer_engine", "attn", 1), engine.RunOptions{MeasuredSteps: 2}, nil)
 	if next.Failed() {
 		t.Fatalf("after capture error: %s", next.Err)

@@ -1,0 +1,333 @@
+// Command threeway compares, candidate by candidate, what the megatron
+// engine measured on real Megatron-Core with what the calibrated emulating
+// engines give from the same framework profile: the cuda engine on this
+// node's GPU and the estimate engine. It prints one table (step time,
+// speed-up, graph memory, and each engine's error against megatron) and
+// whether the acceptance holds: every speed-up within 15%, the same
+// winner, graph memory within 25%.
+//
+//	go run ./bench/threeway --profile PROFILE.json --megatron RESULTS.json \
+//	    (--model NAME [--gpu-type h100] | --preset FILE) [--drop-pad] [--mbridge 0.4] \
+//	    [--gpu 0 | --no-cuda] [--json OUT.json]
+//
+// RESULTS.json is the megatron engine's results: a JSON array of results,
+// an object with "results", or the headless search's --json output (its
+// "ranking"). Exit 0 when the acceptance holds, 1 when it does not, 2 on
+// bad input, 3 when the cuda engine cannot open the GPU.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"cgtune/engine"
+	"cgtune/engine/cuda"
+	"cgtune/engine/estimate"
+	"cgtune/presets"
+	"cgtune/probes"
+)
+
+// Acceptance limits of the comparison.
+const (
+	speedupTol  = 0.15
+	graphMemTol = 0.25
+)
+
+type options struct {
+	profile, megatron, model, gpuType, preset, mbridge, jsonOut string
+	dropPad, noCUDA                                             bool
+	gpu                                                         int
+}
+
+func main() {
+	var o options
+	fl := flag.NewFlagSet("threeway", flag.ContinueOnError)
+	fl.StringVar(&o.profile, "profile", "", "framework profile JSON (the megatron engine's, for this model and layout)")
+	fl.StringVar(&o.megatron, "megatron", "", "the megatron engine's results JSON")
+	fl.StringVar(&o.model, "model", "", "built-in model")
+	fl.StringVar(&o.gpuType, "gpu-type", "h100", "GPU whose default layout the model uses")
+	fl.StringVar(&o.preset, "preset", "", "team preset FILE (inline model and layout) instead of --model")
+	fl.StringVar(&o.mbridge, "mbridge", "0.4", "Megatron-Bridge version of the candidates")
+	fl.BoolVar(&o.dropPad, "drop-pad", false, "MoE with drop-and-pad experts (moe_expert_capacity_factor=1.0, padded)")
+	fl.BoolVar(&o.noCUDA, "no-cuda", false, "leave out the cuda engine (no GPU)")
+	fl.IntVar(&o.gpu, "gpu", 0, "GPU the cuda engine runs on")
+	fl.StringVar(&o.jsonOut, "json", "", "also write the three results per candidate to this file")
+	if err := fl.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	code, err := run(context.Background(), o, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "threeway: "+err.Error())
+	}
+	os.Exit(code)
+}
+
+// fixedCosts prices every workload with one profile.
+type fixedCosts struct{ p *engine.FrameworkProfile }
+
+func (f fixedCosts) CostsFor(_ *engine.Workload, r engine.Rates, h engine.HostCosts) engine.Costs {
+	return engine.Costs{Rates: r, Host: h, Profile: f.p}
+}
+
+// Row is one candidate in the three engines.
+type Row struct {
+	Candidate presets.Candidate `json:"candidate"`
+	Megatron  engine.Result     `json:"megatron"`
+	CUDA      *engine.Result    `json:"cuda,omitempty"`
+	Estimate  engine.Result     `json:"estimate"`
+}
+
+func run(ctx context.Context, o options, out io.Writer) (int, error) {
+	if o.profile == "" || o.megatron == "" || (o.model == "") == (o.preset == "") {
+		return 2, errors.New("give --profile, --megatron and one of --model or --preset")
+	}
+	prof, err := engine.LoadProfile(o.profile)
+	if err != nil {
+		return 2, err
+	}
+	mres, err := loadResults(o.megatron)
+	if err != nil {
+		return 2, err
+	}
+	w, err := workload(o)
+	if err != nil {
+		return 2, err
+	}
+	if k := engine.LayoutKey(w.Layout); prof.Key.Layout != "" && prof.Key.Layout != k {
+		fmt.Fprintf(out, "note: the profile was measured for layout %s, the workload is %s\n", prof.Key.Layout, k)
+	}
+	costs := fixedCosts{prof}
+	rates, ok := engine.SpecFor(prof.Key.GPU)
+	if !ok {
+		rates, _ = engine.SpecFor("h200")
+	}
+	var ce *cuda.Engine
+	if !o.noCUDA {
+		if ce, rates, err = openCUDA(ctx, o.gpu, costs); err != nil {
+			return 3, err
+		}
+		defer ce.Close()
+	}
+	est := estimate.New(rates, engine.DefaultHostCosts(), engine.DeviceInfo{Name: prof.Key.GPU + " (estimated)"}).WithCosts(costs)
+	var rows []Row
+	for _, m := range mres {
+		r := Row{Candidate: m.Candidate, Megatron: m}
+		if ce != nil {
+			x := ce.Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
+			r.CUDA = &x
+		}
+		r.Estimate = est.Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
+		rows = append(rows, r)
+	}
+	okAll := table(out, rows)
+	if o.jsonOut != "" {
+		data, _ := json.MarshalIndent(rows, "", " ")
+		if err := presets.WriteFileAtomic(o.jsonOut, append(data, '\n'), 0o644); err != nil {
+			return 2, err
+		}
+	}
+	if !okAll {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// loadResults reads the megatron engine's results in any of the shapes it
+// writes them.
+func loadResults(path string) ([]engine.Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var list []engine.Result
+	if json.Unmarshal(data, &list) == nil && len(list) > 0 {
+		return list, nil
+	}
+	var obj struct {
+		Results []engine.Result `json:"results"`
+		Ranking []struct {
+			Result engine.Result `json:"result"`
+		} `json:"ranking"`
+	}
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	list = obj.Results
+	for _, r := range obj.Ranking {
+		list = append(list, r.Result)
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%s: no results (want an array of results, \"results\" or a search's \"ranking\")", path)
+	}
+	return list, nil
+}
+
+func workload(o options) (*engine.Workload, error) {
+	var m presets.Model
+	var l presets.Layout
+	if o.preset != "" {
+		p, err := presets.NewStore(o.preset, "", "").LoadFile(o.preset)
+		if err != nil {
+			return nil, err
+		}
+		if m, err = p.ResolveModel(); err != nil {
+			return nil, err
+		}
+		l = p.Layout
+	} else {
+		var err error
+		if m, err = presets.LookupModel(o.model); err != nil {
+			return nil, err
+		}
+		if l, err = m.Layout(o.gpuType); err != nil {
+			return nil, err
+		}
+	}
+	gen, err := presets.ParseMBridge(o.mbridge)
+	if err != nil {
+		return nil, err
+	}
+	opt := engine.WorkloadOptions{Generation: gen}
+	if o.dropPad {
+		dropless := false
+		opt.Dropless = &dropless
+	}
+	return engine.BuildWorkload(m, l, opt)
+}
+
+// openCUDA opens the cuda engine with this GPU's probe results (cached by
+// `cgtune probe`, or measured now) and the profile's costs.
+func openCUDA(ctx context.Context, gpu int, costs engine.CostSource) (*cuda.Engine, engine.Rates, error) {
+	spec, _ := engine.SpecFor("h200")
+	e, err := cuda.New(cuda.Options{Ordinal: gpu, Rates: spec, Host: engine.DefaultHostCosts()})
+	if err != nil {
+		return nil, engine.Rates{}, err
+	}
+	rep, ok := probes.Report{}, false
+	if dir, err := probes.DefaultCacheDir(); err == nil {
+		rep, ok = probes.LoadCached(dir, e.Device())
+	}
+	if !ok {
+		if rep, err = probes.Run(ctx, e, probes.Options{}); err != nil {
+			e.Close()
+			return nil, engine.Rates{}, err
+		}
+	}
+	e.Close()
+	e, err = cuda.New(cuda.Options{Ordinal: gpu, Rates: rep.Rates, Host: rep.Host, Costs: costs})
+	return e, rep.Rates, err
+}
+
+func rel(got, want float64) float64 {
+	if want == 0 {
+		return math.Inf(1)
+	}
+	return (got - want) / want
+}
+
+// graphMiB is a result's graph memory for the real job where the engine
+// gives it, else what the run captured.
+func graphMiB(r engine.Result) int64 {
+	if r.Memory.GraphFullJobMiB > 0 {
+		return r.Memory.GraphFullJobMiB
+	}
+	return r.Memory.GraphMiB
+}
+
+func winner(rows []Row, pick func(Row) *engine.Result) string {
+	best, key := math.Inf(1), "-"
+	for _, r := range rows {
+		x := pick(r)
+		if x != nil && !x.Failed() && x.Step.Median < best {
+			best, key = x.Step.Median, x.Candidate.Key()
+		}
+	}
+	return key
+}
+
+// table prints the rows and the acceptance; it reports whether it holds.
+func table(out io.Writer, rows []Row) bool {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "CANDIDATE\tMEGATRON MS\tX\tGRAPH MIB\t|\tCUDA MS\tX\tΔX\tGRAPH MIB\tΔMEM\t|\tEST MS\tX\tΔX\tGRAPH MIB\tΔMEM\t")
+	ok := true
+	cell := func(r *engine.Result, m engine.Result) string {
+		if r == nil {
+			return "-\t-\t-\t-\t-"
+		}
+		if r.Failed() {
+			if m.Failed() {
+				return "failed\t-\t-\t-\t-"
+			}
+			ok = false
+			return "FAILED\t-\t-\t-\t-"
+		}
+		if m.Failed() {
+			ok = false
+			return fmt.Sprintf("%.2f\t%.3f\t(megatron failed)\t%d\t-", r.Step.Median, r.Speedup, graphMiB(*r))
+		}
+		dx := rel(r.Speedup, m.Speedup)
+		mark := ""
+		if math.Abs(dx) > speedupTol {
+			ok, mark = false, "!"
+		}
+		dm, memMark := "-", ""
+		if mg := graphMiB(m); r.Candidate.Graphed() && mg > 0 {
+			d := rel(float64(graphMiB(*r)), float64(mg))
+			if math.Abs(d) > graphMemTol {
+				ok, memMark = false, "!"
+			}
+			dm = fmt.Sprintf("%+.0f%%%s", 100*d, memMark)
+		}
+		return fmt.Sprintf("%.2f\t%.3f\t%+.1f%%%s\t%d\t%s", r.Step.Median, r.Speedup, 100*dx, mark, graphMiB(*r), dm)
+	}
+	for _, r := range rows {
+		m := r.Megatron
+		ms := "failed: " + firstLine(m.Err)
+		if !m.Failed() {
+			ms = fmt.Sprintf("%.2f\t%.3f\t%d", m.Step.Median, m.Speedup, graphMiB(m))
+		} else {
+			ms += "\t-\t-"
+		}
+		est := r.Estimate
+		fmt.Fprintf(tw, "%s\t%s\t|\t%s\t|\t%s\t\n", r.Candidate.Label()+fmt.Sprintf(" w%d", r.Candidate.Warmup), ms, cell(r.CUDA, m), cell(&est, m))
+	}
+	tw.Flush()
+	wm := winner(rows, func(r Row) *engine.Result { return &r.Megatron })
+	we := winner(rows, func(r Row) *engine.Result { return &r.Estimate })
+	fmt.Fprintf(out, "\nwinner: megatron %s, estimate %s", wm, we)
+	if we != wm {
+		ok = false
+	}
+	if rows[0].CUDA != nil {
+		wc := winner(rows, func(r Row) *engine.Result { return r.CUDA })
+		fmt.Fprintf(out, ", cuda %s", wc)
+		if wc != wm {
+			ok = false
+		}
+	}
+	verdict := "HOLDS"
+	if !ok {
+		verdict = "FAILS"
+	}
+	fmt.Fprintf(out, "\nacceptance (speed-up within %.0f%%, same winner, graph memory within %.0f%%): %s\n", 100*speedupTol, 100*graphMemTol, verdict)
+	if len(rows) > 0 {
+		fmt.Fprintf(out, "host costs: %s\n", strings.TrimPrefix(rows[0].Estimate.Notes[0], "estimated: "))
+	}
+	return ok
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return s
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"cgtune/engine"
+	"cgtune/engine/estimate"
+	"cgtune/presets"
+)
+
+// The table runs without a GPU (--no-cuda): megatron results that agree
+// with the estimate pass, ones whose speed-up differs by more than 15% (or
+// whose winner differs) fail, and a candidate megatron could not capture
+// must fail in the emulation too.
+func TestThreeWayTable(t *testing.T) {
+	dir := t.TempDir()
+	m, _ := presets.LookupModel("llama3_8b")
+	l, _ := m.Layout("h100")
+	prof := &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "megatron-core test, NVIDIA H200",
+		Key: engine.ProfileKey{GPU: "NVIDIA H200", Model: "llama3_8b", Layout: engine.LayoutKey(l)},
+		Layers: map[string]engine.LayerProfile{"dense": {EagerFwd: engine.HostGPU{HostMs: 3, GPUMs: 2}, EagerBwd: engine.HostGPU{HostMs: 2, GPUMs: 4},
+			Graphed: map[string]engine.GraphedRegion{"layer": {ReplayHostMs: 0.2, GPUMs: 5.5, GraphMiB: 300}, "attn": {ReplayHostMs: 0.1, GPUMs: 1.8, GraphMiB: 80}}}},
+		OtherFwd: engine.HostGPU{HostMs: 1, GPUMs: 3}, OtherBwd: engine.HostGPU{HostMs: 1, GPUMs: 3}, Optimizer: engine.HostGPU{HostMs: 5, GPUMs: 20}}
+	profPath := filepath.Join(dir, "profile.json")
+	data, _ := json.Marshal(prof)
+	os.WriteFile(profPath, data, 0o644)
+
+	// "Megatron" results: here the estimate engine's own, so the table must hold.
+	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates, _ := engine.SpecFor("h200")
+	est := estimate.New(rates, engine.DefaultHostCosts(), engine.DeviceInfo{}).WithCosts(fixedCosts{prof})
+	var res []engine.Result
+	for _, c := range []presets.Candidate{{Impl: "none", Warmup: 3}, {Impl: "transformer_engine", Warmup: 3},
+		{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3}, {Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}} {
+		res = append(res, est.Run(context.Background(), w, c, engine.RunOptions{}, nil))
+	}
+	write := func(v any) string {
+		p := filepath.Join(dir, "megatron.json")
+		data, _ := json.Marshal(v)
+		os.WriteFile(p, data, 0o644)
+		return p
+	}
+	o := options{profile: profPath, model: "llama3_8b", gpuType: "h100", mbridge: "0.4", noCUDA: true}
+	o.megatron = write(res)
+	var out bytes.Buffer
+	code, err := run(context.Background(), o, &out)
+	if code != 0 || err != nil || !strings.Contains(out.String(), "HOLDS") || !strings.Contains(out.String(), "te whole-layer w3") {
+		t.Fatalf("agreeing results: exit %d %v\n%s", code, err, out.String())
+	}
+	t.Logf("\n%s", out.String())
+
+	// The search's --json shape works too.
+	o.megatron = write(map[string]any{"ranking": []map[string]any{{"result": res[0]}, {"result": res[2]}}})
+	out.Reset()
+	if code, err := run(context.Background(), o, &out); code != 0 || err != nil {
+		t.Errorf("ranking shape: exit %d %v\n%s", code, err, out.String())
+	}
+
+	// Megatron gains 30% more from attn graphs than the emulation predicts.
+	off := append([]engine.Result(nil), res...)
+	off[2].Speedup *= 1.3
+	o.megatron = write(off)
+	out.Reset()
+	if code, _ := run(context.Background(), o, &out); code != 1 || !strings.Contains(out.String(), "FAILS") || !strings.Contains(out.String(), "!") {
+		t.Errorf("disagreeing speed-up: exit %d\n%s", code, out.String())
+	}
+
+	// Bad input exits 2.
+	o.megatron = write(map[string]any{"nothing": 1})
+	if code, err := run(context.Background(), o, &out); code != 2 || err == nil {
+		t.Errorf("empty results: exit %d %v", code, err)
+	}
+}

@@ -1,0 +1,157 @@
+package estimate
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"cgtune/engine"
+	"cgtune/presets"
+)
+
+// fixedProfile is a cost source that uses one profile for every workload.
+type fixedProfile struct{ p *engine.FrameworkProfile }
+
+func (f fixedProfile) CostsFor(w *engine.Workload, r engine.Rates, h engine.HostCosts) engine.Costs {
+	return engine.Costs{Rates: r, Host: h, Profile: f.p}
+}
+
+// A four-layer dense model on one GPU, two micro-batches per step, both run.
+func profiled(t *testing.T, p *engine.FrameworkProfile) (*Engine, *engine.Workload) {
+	t.Helper()
+	e, err := ForGPU("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := presets.Model{Name: "tiny", Arch: presets.Arch{Layers: 4, Hidden: 1024, FFNHidden: 4096, Heads: 8, KVGroups: 8, HeadDim: 128, Vocab: 32000}}
+	w, err := engine.BuildWorkload(m, presets.Layout{NumGPUs: 1, GBS: 2, MBS: 1, Seq: 1024}, engine.WorkloadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.MicroBatches != 2 || w.RunMicroBatches != 2 || len(w.Layers) != 4 {
+		t.Fatalf("workload: %d micro-batches (run %d), %d layers", w.MicroBatches, w.RunMicroBatches, len(w.Layers))
+	}
+	return e.WithCosts(fixedProfile{p}), w
+}
+
+func hg(host, gpu float64) engine.HostGPU { return engine.HostGPU{HostMs: host, GPUMs: gpu} }
+
+// profile has one dense layer kind, eager fwd/bwd, a whole-layer graph and
+// the fixed costs of a step; hostBound picks which resource dominates.
+func profile(hostBound bool) *engine.FrameworkProfile {
+	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "megatron-core test, NVIDIA H200",
+		Layers: map[string]engine.LayerProfile{}}
+	if hostBound {
+		p.Layers["dense"] = engine.LayerProfile{EagerFwd: hg(10, 0.1), EagerBwd: hg(5, 0.2),
+			Graphed: map[string]engine.GraphedRegion{"layer": {ReplayHostMs: 0.4, GPUMs: 0.25, GraphMiB: 100}}}
+		p.OtherFwd, p.OtherBwd, p.Optimizer = hg(2, 0.1), hg(1, 0.1), hg(3, 0.5)
+		p.FullIteration = engine.FullIterationProfile{ReplayHostMs: 0.5, GraphMiBPerMicroBatch: 300}
+	} else {
+		p.Layers["dense"] = engine.LayerProfile{EagerFwd: hg(0.1, 10), EagerBwd: hg(0.1, 20),
+			Graphed: map[string]engine.GraphedRegion{"layer": {ReplayHostMs: 0.05, GPUMs: 28}}}
+		p.OtherFwd, p.OtherBwd, p.Optimizer = hg(0.1, 1), hg(0.1, 1), hg(0.1, 5)
+	}
+	return p
+}
+
+func near(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol*want {
+		t.Errorf("%s: %.3f ms, want %.3f ms (±%.0f%%)", what, got, want, 100*tol)
+	}
+}
+
+func run(t *testing.T, e *Engine, w *engine.Workload, c presets.Candidate) engine.Result {
+	t.Helper()
+	r := e.Run(context.Background(), w, c, engine.RunOptions{}, nil)
+	if r.Failed() {
+		t.Fatalf("%s: %s", c.Label(), r.Err)
+	}
+	return r
+}
+
+// Eager, host-bound: the step is the host's sum (the GPU waits for every
+// launch); GPU-bound: the GPU's sum (the host runs ahead).
+func TestProfileEagerHostAndGPUBound(t *testing.T) {
+	e, w := profiled(t, profile(true))
+	r := run(t, e, w, cand("none", ""))
+	hostSum := 2*(4*(10+5)+2+1) + 3.0 // two micro-batches, then the optimizer
+	near(t, "host-bound eager step", r.Step.Median, hostSum, 0.01)
+	if r.HostCosts != engine.HostCostsProfile || !strings.Contains(r.Notes[0], "host costs: framework profile (megatron-core test, NVIDIA H200)") {
+		t.Errorf("host costs %q, notes %q", r.HostCosts, r.Notes[0])
+	}
+
+	e, w = profiled(t, profile(false))
+	r = run(t, e, w, cand("none", ""))
+	gpuSum := 2*(4*(10+20)+1+1) + 5.0
+	near(t, "GPU-bound eager step", r.Step.Median, gpuSum, 0.01)
+}
+
+// Graphs remove the replayed host time: host-bound, a whole-layer graph
+// leaves the other forward and backward, one replay per layer and
+// micro-batch (forward and backward together) and the optimizer; the
+// full-iteration graph one replay per step, below the GPU's time.
+func TestProfileGraphsRemoveHostTime(t *testing.T) {
+	e, w := profiled(t, profile(true))
+	eager := run(t, e, w, cand("none", ""))
+	layer := run(t, e, w, cand("transformer_engine", ""))
+	want := 2*(2+1+4*0.4) + 3.0
+	near(t, "whole-layer graphs, host-bound", layer.Step.Median, want, 0.02)
+	if layer.Speedup < 10 || math.Abs(layer.Speedup-eager.Step.Median/layer.Step.Median) > 1e-9 {
+		t.Errorf("speed-up %.2f", layer.Speedup)
+	}
+	// Graph memory is the profile's, per layer and captured micro-batch.
+	if layer.Memory.GraphMiB < 4*100 || layer.Memory.GraphMiB > 4*100+2 {
+		t.Errorf("graph memory %d MiB, want the profile's 4 × 100", layer.Memory.GraphMiB)
+	}
+
+	full := run(t, e, w, cand("local", "full_iteration"))
+	// One replay per step (0.5 ms of host), then the graph's GPU time,
+	// 2 × (4 × 0.25 + 0.2): the forward-backward is their sum.
+	near(t, "full iteration forward-backward, host-bound", full.FwdBwdMs, 0.5+2*(4*0.25+0.2), 0.02)
+	if full.Step.Median >= layer.Step.Median {
+		t.Errorf("full iteration %.3f ms not below whole-layer graphs %.3f ms", full.Step.Median, layer.Step.Median)
+	}
+
+	// GPU-bound, the graphed GPU time is what the step takes.
+	e, w = profiled(t, profile(false))
+	layer = run(t, e, w, cand("transformer_engine", ""))
+	near(t, "whole-layer graphs, GPU-bound", layer.Step.Median, 2*(4*28+1+1)+5.0, 0.01)
+}
+
+// A region the profile did not measure falls back to the per-op replay
+// model and the result says so; a region the framework could not capture
+// fails with the framework's error.
+func TestProfileRegionsMissingOrFailing(t *testing.T) {
+	e, w := profiled(t, profile(true))
+	attn := run(t, e, w, cand("transformer_engine", "attn"))
+	if !strings.Contains(strings.Join(attn.Notes, "\n"), "did not measure the graphed region dense attn") {
+		t.Errorf("notes %q", attn.Notes)
+	}
+	p := profile(true)
+	l := p.Layers["dense"]
+	l.Graphed["layer"] = engine.GraphedRegion{CaptureError: "CUDA error: operation not permitted when stream is capturing"}
+	e, w = profiled(t, p)
+	r := e.Run(context.Background(), w, cand("transformer_engine", ""), engine.RunOptions{}, nil)
+	if r.ErrKind != engine.ErrCapture || !strings.Contains(r.Err, "operation not permitted") {
+		t.Errorf("kind %q err %q", r.ErrKind, r.Err)
+	}
+}
+
+// The user's host scale multiplies the profile's host times: host-bound,
+// the eager step scales with it.
+func TestProfileHostScale(t *testing.T) {
+	e, w := profiled(t, profile(true))
+	base := run(t, e, w, cand("none", ""))
+	adj, err := engine.ParseProfileScale("host=1.5", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2, w2 := profiled(t, adj.Apply(profile(true)))
+	scaled := run(t, e2, w2, cand("none", ""))
+	near(t, "eager step with host ×1.5", scaled.Step.Median, 1.5*base.Step.Median, 0.01)
+	if !strings.Contains(scaled.Notes[0], "host ×1.5") {
+		t.Errorf("notes %q", scaled.Notes[0])
+	}
+}

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"math"
+	"testing"
+
+	"cgtune/presets"
+)
+
+// The figures below are computed by hand from the architecture (Llama 3 8B:
+// 32 layers, hidden 4096, FFN 14336, 32 heads, 8 KV groups of 128, vocab
+// 128256, untied embedding and output layer), independently of the model's
+// code.
+const (
+	llamaLayerParams = 4096*(32+2*8)*128 + 32*128*4096 + 3*4096*14336 // QKV, output projection, SwiGLU MLP
+	llamaParams      = 32*llamaLayerParams + 2*128256*4096            // + embedding and output layer = 8.03e9
+	// Saved activations per token and layer, bf16, flash attention, no SP:
+	// attention: norm input 2h, QKV input 2h, Q K V 2·(32+16)·128, output
+	// 2·32·128, LSE 4·32; MLP: norm input 2h, fc1 input 2h, fc1 output
+	// 2·2·14336, activation output 2·14336.
+	llamaAttnPerToken = 2*4096 + 2*4096 + 2*(32+16)*128 + 2*32*128 + 4*32
+	llamaMLPPerToken  = 2*4096 + 2*4096 + 2*2*14336 + 2*14336
+	// The loss: final norm input and output-layer input 2h each, bf16 logits.
+	llamaHeadPerToken = 4*4096 + 2*128256
+)
+
+func mibOf(b float64) int64 { return int64(math.Ceil(b / (1 << 20))) }
+
+func llama(t *testing.T) presets.Model {
+	t.Helper()
+	m, err := presets.LookupModel("llama3_8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func breakdown(t *testing.T, m presets.Model, l presets.Layout, c presets.Candidate) *MemoryBreakdown {
+	t.Helper()
+	w, err := BuildWorkload(m, l, WorkloadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return PredictMemory(w, PlanCapture(w, c, presets.G3), nil, JobGPUMiB(l, 0), MemoryOptions{})
+}
+
+var eagerCand = presets.Candidate{Impl: presets.ImplNone}
+
+// Llama 3 8B on one 80 GB GPU cannot train: bf16 weights (2 B/param), the
+// bf16 gradient buffer and the optimizer's fp32 main gradients (2 + 4),
+// and Adam's fp32 state (12), unsharded with DP = 1, are 18 bytes per
+// parameter, 144 GB before any activation.
+func TestLlama8BOnOneGPUDoesNotFit(t *testing.T) {
+	l := presets.Layout{GPU: "h100", NumGPUs: 1, TP: 1, PP: 1, CP: 1, GBS: 8, MBS: 1, Seq: 8192, Precision: "bf16"}
+	m := breakdown(t, llama(t), l, eagerCand)
+	if m.Weights != mibOf(2*llamaParams) || m.Gradients != mibOf(6*llamaParams) || m.Optimizer != mibOf(12*llamaParams) {
+		t.Errorf("weights %d gradients %d optimizer %d MiB; want %d, %d, %d", m.Weights, m.Gradients, m.Optimizer,
+			mibOf(2*llamaParams), mibOf(6*llamaParams), mibOf(12*llamaParams))
+	}
+	wantAct := mibOf(8192 * (32*(llamaAttnPerToken+llamaMLPPerToken) + llamaHeadPerToken))
+	if m.Activations != wantAct {
+		t.Errorf("activations %d MiB, want %d", m.Activations, wantAct)
+	}
+	if m.Fits || m.GPUMiB != 81559 || m.Total <= m.GPUMiB {
+		t.Errorf("llama3_8b TP1 on one H100 fits: %s", m.Describe())
+	}
+	t.Log(m.Describe())
+}
+
+func TestLlama70BOnOneGPUDoesNotFit(t *testing.T) {
+	m70, err := presets.LookupModel("llama3_70b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gpu := range []string{"h100", "h200", "b200"} {
+		l := presets.Layout{GPU: gpu, NumGPUs: 1, TP: 1, PP: 1, CP: 1, GBS: 8, MBS: 1, Seq: 8192, Precision: "bf16"}
+		m := breakdown(t, m70, l, eagerCand)
+		if m.Fits || m.Weights < 130_000 { // 70.6e9 parameters × 2 bytes
+			t.Errorf("llama3_70b on one %s: %s", gpu, m.Describe())
+		}
+	}
+}
+
+// The default H100 layout (8 GPUs, CP 2: DP×CP = 8 shards the optimizer,
+// 4096 tokens per rank and micro-batch) fits: 2 + 2 + 16/8 bytes per
+// parameter plus one micro-batch of activations.
+func TestLlama8BDefaultLayoutFits(t *testing.T) {
+	mod := llama(t)
+	l, err := mod.Layout("h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := breakdown(t, mod, l, eagerCand)
+	tokens := 8192.0 / 2
+	want := MemoryBreakdown{
+		Weights:     mibOf(2 * llamaParams),
+		Gradients:   mibOf(2*llamaParams + 4*llamaParams/8.0),
+		Optimizer:   mibOf(12 * llamaParams / 8.0),
+		Activations: mibOf(tokens * (32*(llamaAttnPerToken+llamaMLPPerToken) + llamaHeadPerToken)),
+		Context:     jobContextMiB,
+	}
+	want.Total = want.Weights + want.Gradients + want.Optimizer + want.Activations + want.Context
+	want.GPUMiB, want.Fits = 81559, true
+	if *m != want {
+		t.Errorf("got  %+v\nwant %+v", *m, want)
+	}
+	t.Log(m.Describe())
+}
+
+// Graphs move the activations they cover into their pools and add their
+// static buffers; a full-iteration graph holds all of them.
+func TestGraphMemory(t *testing.T) {
+	mod := llama(t)
+	l, _ := mod.Layout("h100")
+	none := breakdown(t, mod, l, eagerCand)
+	whole := breakdown(t, mod, l, presets.Candidate{Impl: presets.ImplTE, Warmup: 3})
+	attn := breakdown(t, mod, l, presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 3})
+	full := breakdown(t, mod, l, presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{"full_iteration"}, Warmup: 3})
+	tokens := 8192.0 / 2
+	// Whole-layer graphs: only the loss's activations stay outside; the
+	// pool holds every layer's, plus per layer four hidden-state buffers
+	// (forward input and output, backward gradient input and output).
+	if want := mibOf(tokens * llamaHeadPerToken); whole.Activations != want {
+		t.Errorf("TE whole layer: activations %d MiB, want the loss's %d", whole.Activations, want)
+	}
+	static := 4 * tokens * 4096 * 2
+	if want := mibOf(32 * (tokens*(llamaAttnPerToken+llamaMLPPerToken) + static)); whole.Graphs != want {
+		t.Errorf("TE whole layer: graphs %d MiB, want %d", whole.Graphs, want)
+	}
+	if want := mibOf(32 * (tokens*llamaAttnPerToken + static)); attn.Graphs != want {
+		t.Errorf("TE attn: graphs %d MiB, want %d", attn.Graphs, want)
+	}
+	if attn.Activations+attn.Graphs <= none.Activations || attn.Total <= none.Total {
+		t.Errorf("attn graphs cost nothing: %s vs %s", attn.Describe(), none.Describe())
+	}
+	// 32 micro-batches of static inputs (tokens, labels, mask, positions: 16 B per token).
+	m := l.MicroBatches()
+	if want := mibOf(tokens*(32*(llamaAttnPerToken+llamaMLPPerToken)+llamaHeadPerToken) + float64(m)*8192*16); full.Activations != 0 || full.Graphs != want {
+		t.Errorf("full iteration: activations %d graphs %d MiB, want 0 and %d", full.Activations, full.Graphs, want)
+	}
+}
+
+// 1F1B keeps PP micro-batches in flight on the first stage: its
+// activations are PP times one micro-batch's.
+func TestPipelineInFlight(t *testing.T) {
+	mod := llama(t)
+	l := presets.Layout{GPU: "h100", NumGPUs: 32, TP: 1, PP: 4, CP: 1, GBS: 64, MBS: 1, Seq: 8192, Precision: "bf16"}
+	m := breakdown(t, mod, l, eagerCand)
+	perMB := 8192.0 * 8 * (llamaAttnPerToken + llamaMLPPerToken) // 8 layers per stage
+	if want := mibOf(4 * perMB); m.Activations != want {
+		t.Errorf("first stage activations %d MiB, want 4 micro-batches: %d", m.Activations, want)
+	}
+	// With VP 2 the first stage holds (PP−1)·2 + (VP−1)·PP + 1 = 11 chunks of 4 layers.
+	l.VP = 2
+	m = breakdown(t, mod, l, eagerCand)
+	if want := mibOf(11 * perMB / 2); m.Activations != want {
+		t.Errorf("interleaved first stage activations %d MiB, want 11 chunks: %d", m.Activations, want)
+	}
+}
+
+// Recompute drops what it recomputes: recomputing the MLP keeps its input only.
+func TestRecomputeModules(t *testing.T) {
+	mod := llama(t)
+	l := presets.Layout{GPU: "h100", NumGPUs: 8, TP: 1, PP: 1, CP: 1, GBS: 8, MBS: 1, Seq: 8192, Precision: "bf16", RecomputeModules: []string{"mlp"}}
+	m := breakdown(t, mod, l, eagerCand)
+	if want := mibOf(8192 * (32*(llamaAttnPerToken+2*4096) + llamaHeadPerToken)); m.Activations != want {
+		t.Errorf("recomputed MLP: activations %d MiB, want %d", m.Activations, want)
+	}
+}
+
+// Expert parameters shard over the expert data-parallel group
+// (world / (ETP·EP·PP)), dense ones over DP×CP.
+func TestExpertOptimizerSharding(t *testing.T) {
+	m, err := presets.LookupModel("qwen3_30b_a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := m.Layout("h100") // 16 GPUs, EP 16: every expert on one rank
+	b := breakdown(t, m, l, eagerCand)
+	h, e, f := 2048.0, 128.0, 768.0
+	expert := 48 * (e / 16) * 3 * h * f                                 // 8 local experts per layer
+	dense := 48*(h*(32+8)*128+32*128*h+h*e) + 2*151936*h                // attention, router, embedding, output layer
+	if want := mibOf(12 * (dense/16 + expert/1)); b.Optimizer != want { // dense DP×CP = 16, expert DP = 1
+		t.Errorf("optimizer %d MiB, want %d", b.Optimizer, want)
+	}
+}

@@ -1,0 +1,266 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"cgtune/presets"
+)
+
+// Framework profiles are cached per GPU, driver, framework versions, model
+// and layout under the user cache folder:
+//
+//	<cache>/cgtune/profiles/<model>/<layout>/<gpu>/<driver>_torch<v>_mcore<v>_te<v>_<spec>.json
+//
+// (os.UserCacheDir: ~/.cache on Linux). The megatron engine writes them
+// (SaveProfile); the emulating engines read the newest one measured on
+// the same GPU for the same model and layout, whatever the framework
+// versions (the result names the profile's source).
+
+// DefaultProfileDir is the profile cache folder.
+func DefaultProfileDir() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "cgtune", "profiles"), nil
+}
+
+// ModelKey names a model in profile keys: a built-in model by its name,
+// any other (an inline model, or a built-in name with another
+// architecture) by its name and a hash of its architecture.
+func ModelKey(m presets.Model) string {
+	if b, err := presets.LookupModel(m.Name); err == nil && reflect.DeepEqual(b.Arch, m.Arch) {
+		return m.Name
+	}
+	data, _ := json.Marshal(m.Arch)
+	sum := sha256.Sum256(data)
+	return m.Name + "@" + hex.EncodeToString(sum[:6])
+}
+
+// LayoutKey is a layout's per-rank shape as a stable string: everything
+// that changes what one rank runs per layer and per step.
+func LayoutKey(l presets.Layout) string {
+	prec := l.Precision
+	if prec == "" {
+		prec = "bf16"
+	}
+	k := fmt.Sprintf("tp%d-pp%d-vp%d-cp%d-ep%d-etp%d-dp%d-mbs%d-gbs%d-seq%d-%s",
+		l.TPSize(), l.PPSize(), l.VPSize(), l.CPSize(), l.EPSize(), l.ETPSize(), l.DP(), l.MBS, l.GBS, l.Seq, prec)
+	if l.Dispatcher != "" {
+		k += "-" + l.Dispatcher
+	}
+	if l.SequenceParallel {
+		k += "-sp"
+	}
+	if len(l.RecomputeModules) > 0 {
+		rc := append([]string(nil), l.RecomputeModules...)
+		sort.Strings(rc)
+		k += "-rc_" + strings.Join(rc, "_")
+	}
+	return k
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._@-]+`)
+
+func slug(s string) string {
+	s = strings.Trim(unsafeName.ReplaceAllString(s, "_"), "_")
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// ProfilePath is where a profile with key k is cached under dir.
+func ProfilePath(dir string, k ProfileKey) string {
+	name := fmt.Sprintf("%s_torch%s_mcore%s_te%s_%s_ws%d.json", slug(k.Driver), slug(k.Torch), slug(k.MCore), slug(k.TE), slug(k.LayerSpec), max(1, k.WorldSize))
+	return filepath.Join(dir, slug(k.Model), slug(k.Layout), slug(gpuKey(k.GPU)), name)
+}
+
+// gpuKey normalises a GPU name ("NVIDIA H200", "H200 (estimated)", "h200")
+// to the spec table's name where it has one.
+func gpuKey(name string) string {
+	n := strings.ToLower(name)
+	for _, s := range Specs {
+		for _, k := range s.Names {
+			if strings.Contains(n, k) {
+				return s.Names[0]
+			}
+		}
+	}
+	return strings.TrimSpace(n)
+}
+
+// SaveProfile writes p to its place under dir (atomically) and returns the path.
+func SaveProfile(dir string, p *FrameworkProfile) (string, error) {
+	if err := p.Validate(); err != nil {
+		return "", err
+	}
+	path := ProfilePath(dir, p.Key)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return path, presets.WriteFileAtomic(path, append(data, '\n'), 0o644)
+}
+
+// LoadProfile reads and checks a profile file.
+func LoadProfile(path string) (*FrameworkProfile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var p FrameworkProfile
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return &p, nil
+}
+
+// Validate checks a profile's version and that every time and size is a
+// finite, non-negative number.
+func (p *FrameworkProfile) Validate() error {
+	if p.Version != ProfileVersion {
+		return fmt.Errorf("profile version %d (this cgtune reads version %d)", p.Version, ProfileVersion)
+	}
+	check := func(field string, v float64) error {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("profile field %s: %v (want a finite number >= 0)", field, v)
+		}
+		return nil
+	}
+	hg := func(field string, x HostGPU) error {
+		if err := check(field+".host_ms", x.HostMs); err != nil {
+			return err
+		}
+		return check(field+".gpu_ms", x.GPUMs)
+	}
+	errs := []error{hg("other_fwd", p.OtherFwd), hg("other_bwd", p.OtherBwd), hg("optimizer", p.Optimizer),
+		check("full_iteration.replay_host_ms", p.FullIteration.ReplayHostMs),
+		check("full_iteration.graph_mib_per_microbatch", p.FullIteration.GraphMiBPerMicroBatch)}
+	for k, l := range p.Layers {
+		errs = append(errs, hg("layers."+k+".eager_fwd", l.EagerFwd), hg("layers."+k+".eager_bwd", l.EagerBwd))
+		for r, g := range l.Graphed {
+			f := "layers." + k + ".graphed." + r
+			errs = append(errs, check(f+".replay_host_ms", g.ReplayHostMs), check(f+".gpu_ms", g.GPUMs), check(f+".graph_mib", g.GraphMiB))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FindProfile is the newest cached profile under dir for the model and
+// layout measured on gpu, and its path; nil when there is none.
+func FindProfile(dir, model, layout, gpu string) (*FrameworkProfile, string, error) {
+	base := filepath.Join(dir, slug(model), slug(layout), slug(gpuKey(gpu)))
+	entries, err := os.ReadDir(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	var best *FrameworkProfile
+	var bestPath string
+	var bestTime int64
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		path := filepath.Join(base, e.Name())
+		p, err := LoadProfile(path)
+		if err != nil {
+			continue // a profile of another version or a broken file: not used
+		}
+		if t := info.ModTime().UnixNano(); best == nil || t > bestTime {
+			best, bestPath, bestTime = p, path, t
+		}
+	}
+	return best, bestPath, nil
+}
+
+// CostSource decides the costs a workload is emulated with.
+type CostSource interface {
+	CostsFor(w *Workload, rates Rates, fallback HostCosts) Costs
+}
+
+// CalibrationFunc is the hook for a host-cost scale fitted from the real
+// job's logs for a model (ModelKey) and layout (LayoutKey); ok is false
+// when there is none. It multiplies the host costs after the user's
+// adjustments.
+type CalibrationFunc func(model, layout string) (hostScale float64, source string, ok bool)
+
+// ProfileSet finds the framework profiles of the workloads an emulating
+// engine runs, for one GPU, and applies the user's adjustments and the
+// calibration. It is safe for concurrent use.
+type ProfileSet struct {
+	Dir         string         // profile cache folder ("" = none)
+	GPU         string         // the GPU the engine emulates; only its profiles apply
+	Adjust      *ProfileAdjust // the user's scale and overrides (nil = none)
+	Calibration CalibrationFunc
+
+	mu    sync.Mutex
+	found map[string]*FrameworkProfile
+}
+
+// CostsFor is the costs of workload w: its profile (adjusted) where one is
+// cached, else the per-op fallback (scaled by the user's host scale).
+func (s *ProfileSet) CostsFor(w *Workload, rates Rates, fallback HostCosts) Costs {
+	c := Costs{Rates: rates, Host: fallback}
+	model, layout := ModelKey(w.Spec.Model), LayoutKey(w.Layout)
+	if p := s.find(model, layout); p != nil {
+		c.Profile = s.Adjust.Apply(p)
+	} else {
+		c.Host = s.Adjust.ApplyHost(fallback)
+	}
+	if s.Calibration != nil {
+		if f, src, ok := s.Calibration(model, layout); ok && f > 0 && !math.IsInf(f, 0) {
+			if c.Profile != nil {
+				c.Profile = scaleProfile(c.Profile, f, 1, "calibrated ×"+fmt.Sprint(f)+" from "+src)
+			} else {
+				c.Host = c.Host.Scaled(f)
+				c.Host.Source += " (calibrated from " + src + ")"
+			}
+		}
+	}
+	return c
+}
+
+func (s *ProfileSet) find(model, layout string) *FrameworkProfile {
+	if s.Dir == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := model + "|" + layout
+	if p, ok := s.found[key]; ok {
+		return p
+	}
+	p, _, _ := FindProfile(s.Dir, model, layout, s.GPU)
+	if s.found == nil {
+		s.found = map[string]*FrameworkProfile{}
+	}
+	s.found[key] = p
+	return p
+}
