@@ -37,6 +37,9 @@ type DeviceInfo struct {
 type RunOptions struct {
 	MeasuredSteps int `json:"measured_steps,omitempty"` // graphed steps timed after capture (default 8)
 	EagerSteps    int `json:"eager_steps,omitempty"`    // eager baseline steps (default 5)
+	// Layers, when set, makes the megatron engine build exactly this many
+	// layers (profiling fits costs per layer from two layer counts).
+	Layers int `json:"layers,omitempty"`
 }
 
 // WithDefaults fills unset options.
@@ -193,6 +196,9 @@ type Result struct {
 	// Loss is the last step's loss; EagerLoss eager's at the same step.
 	Loss      *float64 `json:"loss,omitempty"`
 	EagerLoss *float64 `json:"eager_loss,omitempty"`
+	// Raw holds a framework run's unscaled medians (what ran, before
+	// scaling to the job); the framework profile is fitted from them.
+	Raw *RawTimes `json:"raw,omitempty"`
 	// CollectivesMs is the modelled collective time added to each step
 	// for parallel degrees the run did not execute.
 	CollectivesMs float64 `json:"collectives_ms,omitempty"`
@@ -204,6 +210,17 @@ type Result struct {
 	Err       string   `json:"error,omitempty"`
 	ErrKind   string   `json:"error_kind,omitempty"`
 	WallMs    float64  `json:"wall_ms"` // wall time the run took
+}
+
+// RawTimes are one framework run's medians per step, as run.
+type RawTimes struct {
+	LayersBuilt     int     `json:"layers_built"`
+	MicroBatchesRun int     `json:"microbatches_run"`
+	HostMs          float64 `json:"host_ms"`     // forward-backward enqueue on an idle GPU
+	HostFwdMs       float64 `json:"host_fwd_ms"` // forward-only enqueue (eager runs)
+	FwdBwdMs        float64 `json:"fwd_bwd_ms"`  // forward-backward, wall, synchronised
+	OptMs           float64 `json:"opt_ms"`      // optimizer step, wall, synchronised
+	GraphMiB        float64 `json:"graph_mib"`
 }
 
 // Failed reports whether the candidate did not produce a step time.

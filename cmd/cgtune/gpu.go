@@ -13,6 +13,7 @@ import (
 
 	"cgtune/engine/cuda"
 	"cgtune/probes"
+	"cgtune/search"
 )
 
 func init() { subcommands = append(subcommands, newGPUsCmd, newProbeCmd) }
@@ -83,12 +84,18 @@ func newProbeCmd() *cobra.Command {
 		gpu                      int
 		asJSON, refresh, launch  bool
 		python, cublas, cacheDir string
+		framework                bool
+		fp                       frameworkProbe
 	)
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Measure launch and graph costs, bandwidth, matrix rate and framework host cost on a GPU",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if framework {
+				fp.gpu, fp.python = gpu, python
+				return fp.run(cmd.Context(), cmd.OutOrStdout())
+			}
 			rep, err := probeGPU(cmd.Context(), gpu, probes.Options{Python: python, CuBLAS: cublas, LaunchOnly: launch}, refresh, cacheDir)
 			if err != nil {
 				return err
@@ -114,6 +121,13 @@ func newProbeCmd() *cobra.Command {
 	f.StringVar(&python, "python", "", `Python with PyTorch for the host-cost probe ("-" to skip)`)
 	f.StringVar(&cublas, "cublas", "", "cuBLAS library for the matrix-rate probe (default: search)")
 	f.StringVar(&cacheDir, "cache-dir", "", "probe cache folder (default: the user cache folder)")
+	f.BoolVar(&framework, "framework", false, "measure the framework profile of --model/--preset on the installed Megatron-Core (cached for the cuda and estimate engines)")
+	f.StringVar(&fp.model, "model", "", "with --framework: built-in model")
+	f.StringVar(&fp.preset, "preset", "", "with --framework: team preset FILE (model and layout)")
+	f.StringVar(&fp.gpuType, "gpu-type", "h100", "with --framework and --model: whose layout")
+	f.StringVar(&fp.mbridge, "mbridge", search.DefaultMBridge, "with --framework: Megatron-Bridge version")
+	f.StringArrayVar(&fp.sets, "set", nil, "with --framework: recipe override KEY=VALUE (e.g. drop-and-pad MoE)")
+	f.IntVar(&fp.maxMicroBatches, "max-microbatches", 4, "with --framework: micro-batches per step run")
 	return cmd
 }
 

@@ -225,3 +225,114 @@ func (l *lazyEngine) Close() error {
 	}
 	return nil
 }
+
+// frameworkProbe is `cgtune probe --framework`: the framework profile of a
+// model and layout, measured by the megatron engine on one GPU and cached
+// for the emulating engines.
+type frameworkProbe struct {
+	model, preset, gpuType, mbridge, python string
+	sets                                    []string
+	gpu, maxMicroBatches                    int
+}
+
+func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
+	m, l, mb, err := p.modelLayout()
+	if err != nil {
+		return err
+	}
+	sets, err := parseSets(p.sets)
+	if err != nil {
+		return err
+	}
+	wopts, err := search.MoEWorkload(engine.WorkloadOptions{}, m, l, mb, sets)
+	if err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
+	w, err := engine.BuildWorkload(m, l, wopts)
+	if err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
+	py, err := megatron.FindPython(p.python)
+	if err != nil {
+		return fail(exitNoGPU, "probe --framework: %v", err)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return fail(exitBadInput, "no user cache folder: %v", err)
+	}
+	e, err := megatron.New(megatron.Options{Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
+		GPUs: []int{p.gpu}, MaxMicroBatches: p.maxMicroBatches,
+		Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return megatronDeadline }})
+	if err != nil {
+		return fail(exitNoGPU, "probe --framework: %v", err)
+	}
+	defer e.Close()
+	fmt.Fprintf(out, "framework profile of %s (%s), %s\n", m.Name, engine.LayoutKey(l), frameworkString(e))
+	prof, err := e.MeasureProfile(ctx, w, func(line string) { fmt.Fprintln(out, "  "+line) })
+	if err != nil {
+		return fail(exitInvalid, "probe --framework: %v", err)
+	}
+	dir, err := engine.DefaultProfileDir()
+	if err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
+	path, err := engine.SaveProfile(dir, prof)
+	if err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
+	printProfile(out, prof)
+	fmt.Fprintf(out, "saved %s\n", path)
+	return nil
+}
+
+func (p frameworkProbe) modelLayout() (presets.Model, presets.Layout, string, error) {
+	mb := p.mbridge
+	switch {
+	case p.preset != "":
+		tp, err := presets.NewStore(p.preset, "", "").LoadFile(p.preset)
+		if err != nil {
+			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%v", err)
+		}
+		m, err := tp.ResolveModel()
+		if err != nil {
+			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%s: %v", p.preset, err)
+		}
+		if tp.MBridge != "" {
+			mb = tp.MBridge
+		}
+		return m, tp.Layout, mb, nil
+	case p.model != "":
+		m, err := presets.LookupModel(p.model)
+		if err != nil {
+			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%v", err)
+		}
+		l, err := m.Layout(p.gpuType)
+		if err != nil {
+			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%v", err)
+		}
+		return m, l, mb, nil
+	}
+	return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "probe --framework: give --model M or --preset FILE")
+}
+
+func printProfile(out io.Writer, p *engine.FrameworkProfile) {
+	fmt.Fprintf(out, "source: %s\nmeasured: %s\n", p.Source, p.MeasuredAt)
+	for kind, l := range p.Layers {
+		fmt.Fprintf(out, "%s layer, per layer and micro-batch: forward host %.3f ms GPU %.3f ms; backward host %.3f ms GPU %.3f ms\n",
+			kind, l.EagerFwd.HostMs, l.EagerFwd.GPUMs, l.EagerBwd.HostMs, l.EagerBwd.GPUMs)
+		for region, g := range l.Graphed {
+			if g.CaptureError != "" {
+				fmt.Fprintf(out, "  graphed %s: capture fails: %s\n", region, g.CaptureError)
+				continue
+			}
+			fmt.Fprintf(out, "  graphed %s: replay host %.3f ms, GPU %.3f ms, graph %.0f MiB per layer\n", region, g.ReplayHostMs, g.GPUMs, g.GraphMiB)
+		}
+	}
+	fmt.Fprintf(out, "outside the layers, per micro-batch: forward host %.3f GPU %.3f ms, backward host %.3f GPU %.3f ms\n",
+		p.OtherFwd.HostMs, p.OtherFwd.GPUMs, p.OtherBwd.HostMs, p.OtherBwd.GPUMs)
+	fmt.Fprintf(out, "optimizer per step: %.3f ms; full iteration replay host %.3f ms/step, graph %.0f MiB per micro-batch\n",
+		p.Optimizer.HostMs, p.FullIteration.ReplayHostMs, p.FullIteration.GraphMiBPerMicroBatch)
+	for _, n := range p.Notes {
+		fmt.Fprintln(out, "note: "+n)
+	}
+}

@@ -320,6 +320,10 @@ def measure(sl, opts, rank, send, notes):
     info["graphs"] = sl.count_graphs()
     info["capture_ms"], info["warmup_ms"] = cap_ms, warm_ms
     info["graph_mib"] = max(graph_mib, (torch.cuda.memory_reserved() - reserved_before) >> 20) if mode != "none" else 0
+    if mode == "none":
+        # Forward-only enqueue time, for the profile's forward/backward split.
+        fwd = [sl.step(forward_only=True)[0] for _ in range(3)]
+        info["host_fwd"] = slowest([results.summarise(fwd)["median_ms"]])[0]
     for k in ("steps", "host", "fwd_bwd", "opt"):
         info[k] = slowest(info[k])
     if mode == "local" and info["graphs"] == 0:
@@ -400,6 +404,11 @@ def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_sta
                        wall_ms=(time.perf_counter() - t_start) * 1e3, scaling=scale_text or None,
                        framework=framework, host_enqueue_ms=results.summarise(host)["median_ms"] if host else None,
                        loss=loss, eager_loss=eager_loss, error=err, error_kind=info.get("error_kind"))
+    if info.get("fwd_bwd"):
+        med = lambda k: results.summarise(info.get(k) or [])["median_ms"]
+        r["raw"] = {"layers_built": shapes["layers_built"], "microbatches_run": shapes["microbatches_run"],
+                    "host_ms": med("host"), "host_fwd_ms": info.get("host_fwd", 0.0), "fwd_bwd_ms": med("fwd_bwd"),
+                    "opt_ms": med("opt"), "graph_mib": info.get("graph_mib", 0)}
     if cand["impl"] == "none" and not err:
         r["losses"] = info.get("all_losses")
     return r

@@ -239,13 +239,16 @@ class Worker:
 
     def result_for(self, spec, cand, opts, rid):
         try:
-            shapes = plan.rank_shapes(spec, self.world, self.args.max_layers, self.args.max_microbatches)
+            layers = int(opts.get("layers") or 0)
+            shapes = plan.rank_shapes(spec, self.world, layers or self.args.max_layers, self.args.max_microbatches)
+            if layers:
+                shapes["layers_built"] = min(layers, shapes["stage_layers"])
         except plan.SpecError as e:
             return results.result(cand, self.device, [], None, error=str(e), error_kind="unsupported")
         if cand["impl"] == "transformer_engine" and not self.te:
             return results.result(cand, self.device, [], None, error_kind="unsupported",
                                   error="transformer_engine is not importable on this node")
-        key = json.dumps(spec, sort_keys=True)
+        key = json.dumps([spec, shapes["layers_built"]], sort_keys=True)
         opts = dict(opts, compare_steps=plan.compare_steps(opts))
         if key not in self.eager:
             eager_cand = {"impl": "none", "scopes": [], "warmup": 0}

@@ -1,0 +1,81 @@
+package megatron
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"cgtune/engine"
+)
+
+// synthetic runs of a framework whose costs are known: per layer and
+// micro-batch forward host 2 ms, backward host 3 ms, GPU 6 ms, graphed
+// replay host 0.1 ms and 100 MiB of graph; outside the layers forward host
+// 1 ms, backward 0.5 ms, GPU 3 ms; 4 micro-batches; optimizer 7 ms.
+func syntheticRuns(fullIteration bool) []profileRun {
+	const m = 4.0
+	var runs []profileRun
+	for _, n := range profileLayers {
+		l := float64(n)
+		runs = append(runs,
+			profileRun{mode: "eager", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
+				HostFwdMs: m * (1 + 2*l), HostMs: m * (1.5 + 5*l), FwdBwdMs: m * (1.5 + 5*l), OptMs: 7}},
+			profileRun{mode: "layer", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
+				HostMs: m * (1.5 + 0.1*l), FwdBwdMs: m * (3 + 6*l), GraphMiB: 100 * l}})
+		if fullIteration {
+			runs = append(runs, profileRun{mode: "full_iteration", layers: n, raw: &engine.RawTimes{LayersBuilt: n,
+				MicroBatchesRun: 4, HostMs: 0.8, FwdBwdMs: m * (3 + 6*l), GraphMiB: 50 * l}})
+		} else {
+			runs = append(runs, profileRun{mode: "full_iteration", layers: n, err: "capture failed: host sync"})
+		}
+	}
+	return runs
+}
+
+func near(t *testing.T, what string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-9 {
+		t.Errorf("%s = %.4f, want %.4f", what, got, want)
+	}
+}
+
+func TestFitRecoversPerLayerCosts(t *testing.T) {
+	p, err := Fit(syntheticRuns(true), "dense")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := p.Layers["dense"]
+	near(t, "layer forward host", l.EagerFwd.HostMs, 2)
+	near(t, "layer backward host", l.EagerBwd.HostMs, 3)
+	near(t, "layer GPU", l.EagerFwd.GPUMs+l.EagerBwd.GPUMs, 6)
+	near(t, "other forward host", p.OtherFwd.HostMs, 1)
+	near(t, "other backward host", p.OtherBwd.HostMs, 0.5)
+	near(t, "other GPU", p.OtherFwd.GPUMs+p.OtherBwd.GPUMs, 3)
+	g := l.Graphed["layer"]
+	near(t, "graphed replay host", g.ReplayHostMs, 0.1)
+	near(t, "graph MiB per layer", g.GraphMiB, 100)
+	near(t, "optimizer", p.Optimizer.HostMs, 7)
+	near(t, "full-iteration replay host", p.FullIteration.ReplayHostMs, 0.8)
+	if err := p.Validate(); err != nil {
+		t.Fatalf("fitted profile does not validate: %v", err)
+	}
+}
+
+func TestFitWithoutFullIterationSaysGPUIsAnUpperBound(t *testing.T) {
+	p, err := Fit(syntheticRuns(false), "moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.FullIteration.CaptureError == "" || !strings.Contains(strings.Join(p.Notes, " "), "upper bound") {
+		t.Fatalf("capture error %q, notes %v", p.FullIteration.CaptureError, p.Notes)
+	}
+	near(t, "layer GPU from eager wall", p.Layers["moe"].EagerFwd.GPUMs+p.Layers["moe"].EagerBwd.GPUMs, 5)
+}
+
+func TestFitNeedsTheEagerRuns(t *testing.T) {
+	runs := syntheticRuns(true)
+	runs[0].raw, runs[0].err = nil, "OutOfMemoryError"
+	if _, err := Fit(runs, "dense"); err == nil || !strings.Contains(err.Error(), "OutOfMemoryError") {
+		t.Fatalf("err = %v", err)
+	}
+}
