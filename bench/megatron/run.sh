@@ -18,6 +18,25 @@ search() { # name limit args...
   tail -2 $R/$name.err | cut -c1-300
 }
 case "$1" in
+final)
+  # The one call this session's device time allows: issue 8's searches
+  # (most important first), one framework profile with the three-way
+  # comparison of issue 9, then qwen3_30b_a3b's h100 layout.
+  nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
+  search dense-mbs1 110 --preset $P/dense-small-mbs1.yaml
+  search moe-droppad-mbs1 50 --preset $P/moe-small-mbs1.yaml $DROPPAD
+  search moe-dropless-mbs1 40 --preset $P/moe-small-mbs1.yaml
+  t0=$(date +%s)
+  timeout -s INT 70 bin/cgtune probe --framework --preset $P/moe-small-mbs1.yaml $DROPPAD >$R/profile-moe-droppad-mbs1.txt 2>&1
+  echo "== profile: rc=$? wall $(( $(date +%s) - t0 )) s"; tail -12 $R/profile-moe-droppad-mbs1.txt
+  prof=$(sed -n 's/^saved //p' $R/profile-moe-droppad-mbs1.txt); cp "$prof" $R/ 2>/dev/null
+  [ -n "$prof" ] && timeout -s INT 40 bin/threeway --profile "$prof" --megatron $R/moe-droppad-mbs1.json \
+    --preset $P/moe-small-mbs1.yaml --drop-pad --gpu 0 --json $R/threeway-moe-droppad-mbs1.json >$R/threeway.txt 2>&1
+  echo "== threeway: rc=$?"; cat $R/threeway.txt | tail -15
+  search dense-mbs4 55 --preset $P/dense-small-mbs4.yaml
+  search moe-droppad-mbs4 50 --preset $P/moe-small-mbs4.yaml $DROPPAD
+  search qwen-h100 75 --model qwen3_30b_a3b --gpu-type h100 --strategy halving --budget 45s --max-layers 4 --max-microbatches 2
+  ;;
 one)
   nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
   search dense-mbs1 130 --preset $P/dense-small-mbs1.yaml
