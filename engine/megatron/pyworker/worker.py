@@ -270,6 +270,16 @@ class Worker:
         return r
 
     def child_run(self, shapes, cand, opts, eager, rid):
+        """Runs the candidate on forked (or spawned) ranks. The free port
+        picked for the ranks' rendezvous can be taken by someone else before
+        rank 0 binds it; that start is retried on another port."""
+        for _ in range(3):
+            r = self.child_run_once(shapes, cand, opts, eager, rid)
+            if "EADDRINUSE" not in (r.get("error") or ""):
+                return r
+        return r
+
+    def child_run_once(self, shapes, cand, opts, eager, rid):
         port = free_port()
         req = {"candidate": cand, "shapes": shapes, "opts": opts, "te": self.te, "eager": eager,
                "versions": self.versions, "device": self.device}
