@@ -74,12 +74,12 @@ Without --scope a graph impl captures the whole layer.`,
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
-			if outPath == "" {
+			if outPath == "" || outPath == "-" {
 				_, err = cmd.OutOrStdout().Write(data)
-				return err
+				return stdoutErr(err)
 			}
 			if err := presets.WriteFileAtomic(outPath, data, 0o644); err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "-o %v", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", outPath)
 			return nil
@@ -90,7 +90,7 @@ Without --scope a graph impl captures the whole layer.`,
 	f.StringVar(&mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
 	f.StringVar(&model, "model", "", "check against this built-in model's recipe")
 	f.StringVar(&gpu, "gpu", "h100", "GPU whose default layout --model uses")
-	f.StringVarP(&outPath, "output", "o", "", "write to FILE (atomically) instead of stdout")
+	f.StringVarP(&outPath, "output", "o", "", "write to FILE (atomically; - for stdout) instead of stdout")
 	h.register(cmd)
 	return cmd
 }

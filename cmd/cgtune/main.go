@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -62,7 +64,22 @@ func newRootCmd() *cobra.Command {
 }
 
 func main() {
+	// A reader that goes away (cgtune ... | head -1) must not kill cgtune
+	// before it has written its files: with SIGPIPE caught, a write to the
+	// closed pipe fails with EPIPE instead, which stdoutErr forgives. The
+	// channel is never read; caught signals revert to the default in the
+	// worker processes cgtune starts.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// stdoutErr is err from writing results to stdout, except that a reader
+// that stopped reading (EPIPE) is not an error: what was asked for is done.
+func stdoutErr(err error) error {
+	if err == nil || errors.Is(err, syscall.EPIPE) {
+		return nil
+	}
+	return err
 }
 
 // run executes one command line; subcommands write results to

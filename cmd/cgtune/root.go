@@ -126,7 +126,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.IntVar(&f.trainIters, "train-iters", search.DefaultTrainIters, "job length the warm-up is chosen for (iterations)")
 	fl.StringVar(&f.mbridge, "mbridge", search.DefaultMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
 	fl.StringArrayVar(&f.sets, "set", nil, "recipe override KEY=VALUE the rules see (Hydra syntax); repeatable")
-	fl.StringVar(&f.emit, "emit", "", "write the winner's overrides to PATH (atomically)")
+	fl.StringVar(&f.emit, "emit", "", "write the winner's overrides to PATH (atomically; - for stdout, the ranking then goes to stderr)")
 	fl.StringVar(&f.format, "format", "yaml", "overrides format: "+strings.Join(presets.Formats, ", "))
 	fl.BoolVar(&f.json, "json", false, "progress as JSON lines of the search events (stderr), the result as JSON (stdout)")
 	fl.StringVar(&f.resume, "resume", "", "continue the interrupted search in run folder RUN (a path, or a name under the runs folder)")
@@ -508,6 +508,9 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	for _, n := range s.notices {
 		fmt.Fprintln(stderr, "cgtune: "+n)
 	}
+	if err := f.checkEmit(); err != nil {
+		return err
+	}
 	cfg := s.cfg
 	if cfg.RunDir == "" {
 		if f.runDir != "" {
@@ -543,34 +546,25 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 			return fail(exitBadInput, "%v", err)
 		}
 	}
-	if f.json {
-		out := struct {
-			search.DoneEvent
-			Overrides string `json:"overrides,omitempty"`
-			Format    string `json:"format"`
-			Emitted   string `json:"emitted,omitempty"`
-		}{DoneEvent: d, Overrides: string(overrides), Format: f.format}
-		if overrides != nil && f.emit != "" {
-			out.Emitted = f.emit
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return err
-		}
-	} else {
-		printRanking(stdout, d)
+	// The file first: whatever happens to stdout (a reader that quits
+	// early), the overrides are on disk before the ranking is printed.
+	var emitErr error
+	toFile := overrides != nil && f.emit != "" && f.emit != "-"
+	if toFile {
+		emitErr = presets.WriteFileAtomic(f.emit, overrides, 0o644)
 	}
-	if overrides != nil {
-		if f.emit != "" {
-			if err := presets.WriteFileAtomic(f.emit, overrides, 0o644); err != nil {
-				return fail(exitBadInput, "--emit: %v", err)
-			}
-			fmt.Fprintf(stderr, "wrote the winner's overrides (%s, MB %s, %s) to %s\n", f.format, cfg.MBridge, gen, f.emit)
-		} else if !f.json {
-			fmt.Fprintln(stdout)
-			stdout.Write(overrides)
-		}
+	table := stdout
+	if f.emit == "-" {
+		table = stderr // stdout carries the overrides alone
+	}
+	if err := f.printOutcome(stdout, table, d, overrides, toFile && emitErr == nil); err != nil {
+		return err
+	}
+	if emitErr != nil {
+		return fail(exitBadInput, "--emit %v", emitErr)
+	}
+	if toFile {
+		fmt.Fprintf(stderr, "wrote the winner's overrides (%s, MB %s, %s) to %s\n", f.format, cfg.MBridge, gen, f.emit)
 	}
 	switch {
 	case d.Err != "":
@@ -588,6 +582,53 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		return fail(exitInvalid, "no candidate succeeded")
 	}
 	return nil
+}
+
+// checkEmit refuses, before the search starts, an --emit target the
+// overrides could not be written to (a missing or read-only folder, a
+// device, a FIFO): finding that out after the search would lose it.
+func (f *rootFlags) checkEmit() error {
+	switch {
+	case f.emit == "":
+		return nil
+	case f.emit == "-" && f.json:
+		return fail(exitBadInput, "--emit - and --json both write to stdout; the JSON object carries the overrides")
+	case f.emit == "-":
+		return nil
+	}
+	if err := presets.CheckWritable(f.emit); err != nil {
+		return fail(exitBadInput, "--emit %v", err)
+	}
+	return nil
+}
+
+// printOutcome writes the result to stdout: the JSON object, or the
+// ranking (to table) followed by the overrides when they went to no file.
+// A reader that went away is no error: the file is written already.
+func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, overrides []byte, emitted bool) error {
+	if f.json {
+		out := struct {
+			search.DoneEvent
+			Overrides string `json:"overrides,omitempty"`
+			Format    string `json:"format"`
+			Emitted   string `json:"emitted,omitempty"`
+		}{DoneEvent: d, Overrides: string(overrides), Format: f.format}
+		if emitted {
+			out.Emitted = f.emit
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return stdoutErr(enc.Encode(out))
+	}
+	printRanking(table, d)
+	if overrides == nil || (f.emit != "" && f.emit != "-") {
+		return nil
+	}
+	if f.emit == "" {
+		fmt.Fprintln(stdout)
+	}
+	_, err := stdout.Write(overrides)
+	return stdoutErr(err)
 }
 
 // progress prints the search's events to stderr: one line per result (or

@@ -19,7 +19,7 @@ import (
 // CGTUNE_TEST_AS_MAIN=1), to send it signals.
 func TestMain(m *testing.M) {
 	if os.Getenv("CGTUNE_TEST_AS_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		main()
 	}
 	os.Exit(m.Run())
 }

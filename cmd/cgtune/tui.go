@@ -42,6 +42,12 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 	if err != nil {
 		return err
 	}
+	if f.emit != "" && f.emit != "-" {
+		// Refused now, not when the person presses w after a search.
+		if err := presets.CheckWritable(f.emit); err != nil {
+			return fail(exitBadInput, "--emit %v", err)
+		}
+	}
 	changed := f.cmd.Flags().Changed
 	opts := tui.Options{
 		NoColor:  noColor(),
