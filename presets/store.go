@@ -38,6 +38,11 @@ type Store struct {
 	file    string   // --preset FILE
 	envDirs []string // $CGTUNE_PRESETS folders, in order
 	userDir string   // <user config dir>/cgtune/presets; "" when there is none
+	// Warn, when set, is told about each entry of a presets folder that is
+	// skipped because it is no file to read (a FIFO, a device, a folder, a
+	// dangling link, one over MaxYAMLBytes): a shared folder with one odd
+	// entry must neither hang cgtune nor hide the other presets.
+	Warn func(msg string)
 }
 
 // DefaultUserDir is where presets are saved: os.UserConfigDir()/cgtune/presets.
@@ -96,8 +101,9 @@ func presetBase(name string) string {
 }
 
 // scanDir lists the preset files of a folder; a missing folder is empty
-// (the user folder does not exist until the first save).
-func scanDir(dir, source string) ([]PresetInfo, error) {
+// (the user folder does not exist until the first save). Entries that are
+// not regular files of a sane size are skipped (see Store.Warn).
+func (s *Store) scanDir(dir, source string) ([]PresetInfo, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -107,10 +113,16 @@ func scanDir(dir, source string) ([]PresetInfo, error) {
 	}
 	var out []PresetInfo
 	for _, e := range entries {
-		if e.IsDir() || !isPresetFile(e.Name()) {
+		if !isPresetFile(e.Name()) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
+		if err := readable(p); err != nil {
+			if s.Warn != nil {
+				s.Warn(fmt.Sprintf("skipped %s (%s): %v", p, source, err))
+			}
+			continue
+		}
 		info := PresetInfo{Name: presetBase(e.Name()), Path: p, Source: source}
 		fillInfo(&info, true)
 		out = append(out, info)
@@ -134,8 +146,23 @@ func fillInfo(info *PresetInfo, nameFromFile bool) {
 	info.GPU = p.GPU
 }
 
+// readable checks, without opening it, that path is a regular file (links
+// followed) that ReadFileLimited would read.
+func readable(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return unwrapPath(err)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s, not a regular file", fileKind(st.Mode()))
+	case st.Size() > MaxYAMLBytes:
+		return fmt.Errorf("larger than %s", byteSize(MaxYAMLBytes))
+	}
+	return nil
+}
+
 func loadPresetFile(path string) (TeamPreset, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFileLimited(path, MaxYAMLBytes)
 	if err != nil {
 		return TeamPreset{}, err
 	}
@@ -152,14 +179,14 @@ func (s *Store) List() ([]PresetInfo, error) {
 		all = append(all, info)
 	}
 	for _, d := range s.envDirs {
-		got, err := scanDir(d, SourceEnv)
+		got, err := s.scanDir(d, SourceEnv)
 		if err != nil {
 			return nil, err
 		}
 		all = append(all, got...)
 	}
 	if s.userDir != "" {
-		got, err := scanDir(s.userDir, SourceUser)
+		got, err := s.scanDir(s.userDir, SourceUser)
 		if err != nil {
 			return nil, err
 		}

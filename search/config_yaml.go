@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"cgtune/presets"
 )
 
 // LoadOverridesFile applies an overrides YAML file (nested model:, rng:,
 // ddp:, ... as MB's --config-file takes it, reference §6.3) to c.
 func (c *Recipe) LoadOverridesFile(path string) error {
-	data, err := os.ReadFile(path)
+	data, err := presets.ReadFileLimited(path, presets.MaxYAMLBytes)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,11 @@ const JournalFile = "journal.jsonl"
 // journalVersion is the journal format's version.
 const journalVersion = 1
 
+// maxJournalBytes caps what a journal may hold when it is read back: a few
+// KiB per finished run, so thousands of runs fit many times over, and a
+// journal replaced by /dev/zero or a huge file is an error, not a hang.
+const maxJournalBytes = 256 << 20
+
 // Fingerprint is what makes two searches the same search: a journal is
 // only resumed by a search with the same fingerprint, because its results
 // would not be comparable otherwise. The budget and the job length are not
@@ -124,7 +129,7 @@ func openJournal(dir string, fp Fingerprint, resume bool) (*journal, []journalLi
 // search in run folder dir (for a resume that takes its settings from the
 // folder, and for tools).
 func ReadJournal(dir string) (Fingerprint, []engine.Result, error) {
-	data, err := os.ReadFile(filepath.Join(dir, JournalFile))
+	data, err := presets.ReadFileLimited(filepath.Join(dir, JournalFile), maxJournalBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return Fingerprint{}, nil, fmt.Errorf("%s holds no search to resume (no %s)", dir, JournalFile)
@@ -185,7 +190,7 @@ func parseJournal(dir string, data []byte) (fp Fingerprint, lines []journalLine,
 }
 
 func reopenJournal(dir, path string, fp Fingerprint) (*journal, []journalLine, error) {
-	data, err := os.ReadFile(path)
+	data, err := presets.ReadFileLimited(path, maxJournalBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, fmt.Errorf("%s holds no search to resume (no %s)", dir, JournalFile)

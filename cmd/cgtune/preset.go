@@ -25,6 +25,14 @@ func presetStore(presetFile string) *presets.Store {
 	return presets.NewStore(presetFile, os.Getenv("CGTUNE_PRESETS"), cfg)
 }
 
+// warningStore is presetStore telling cmd's stderr about the entries of
+// the preset folders it skips (a FIFO, a device, an oversized file).
+func warningStore(cmd *cobra.Command, presetFile string) *presets.Store {
+	s := presetStore(presetFile)
+	s.Warn = func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), "cgtune: warning: "+msg) }
+	return s
+}
+
 func newPresetCmd() *cobra.Command {
 	var presetFile string
 	cmd := &cobra.Command{
@@ -41,7 +49,7 @@ shadows a later one. save and import write to the user folder.`,
 		},
 	}
 	cmd.PersistentFlags().StringVar(&presetFile, "preset", "", "a preset FILE searched before $CGTUNE_PRESETS and the user folder")
-	store := func() *presets.Store { return presetStore(presetFile) }
+	store := func(cmd *cobra.Command) *presets.Store { return warningStore(cmd, presetFile) }
 	cmd.AddCommand(newPresetListCmd(store), newPresetShowCmd(store), newPresetSaveCmd(store),
 		newPresetExportCmd(store), newPresetImportCmd(store), newPresetRmCmd(store))
 	return cmd
@@ -54,14 +62,14 @@ func presetUserDirHint() string {
 	return "<user config folder>/cgtune/presets"
 }
 
-func newPresetListCmd(store func() *presets.Store) *cobra.Command {
+func newPresetListCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the presets on the search path; shadowed and unreadable ones are marked",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s := store()
+			s := store(cmd)
 			list, err := s.List()
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
@@ -103,14 +111,14 @@ func presetOrDash(s string) string {
 	return s
 }
 
-func newPresetShowCmd(store func() *presets.Store) *cobra.Command {
+func newPresetShowCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Print a preset (YAML, with its layout written out)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s := store()
+			s := store(cmd)
 			info, err := s.Find(args[0])
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
@@ -170,7 +178,7 @@ func presetParseWarmups(s string) ([]int, error) {
 	return out, nil
 }
 
-func newPresetSaveCmd(store func() *presets.Store) *cobra.Command {
+func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 	var model, gpu, scopes, warmups, mbridge, description string
 	var impls []string
 	var force bool
@@ -210,7 +218,7 @@ func newPresetSaveCmd(store func() *presets.Store) *cobra.Command {
 			if err := p.FillLayout(); err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
-			s := store()
+			s := store(cmd)
 			path, err := s.Save(p, force)
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
@@ -243,14 +251,14 @@ func warnShadowed(cmd *cobra.Command, s *presets.Store, name string) {
 	}
 }
 
-func newPresetExportCmd(store func() *presets.Store) *cobra.Command {
+func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "export NAME [-o FILE]",
 		Short: "Write a preset to FILE (atomically) or to standard output",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s := store()
+			s := store(cmd)
 			if output == "" || output == "-" {
 				if err := s.ExportTo(args[0], cmd.OutOrStdout()); err != nil {
 					return fail(exitBadInput, "%v", err)
@@ -268,14 +276,14 @@ func newPresetExportCmd(store func() *presets.Store) *cobra.Command {
 	return cmd
 }
 
-func newPresetImportCmd(store func() *presets.Store) *cobra.Command {
+func newPresetImportCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Copy a preset file into the user folder (never replaces one without --force)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s := store()
+			s := store(cmd)
 			p, path, err := s.Import(args[0], force)
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
@@ -289,14 +297,14 @@ func newPresetImportCmd(store func() *presets.Store) *cobra.Command {
 	return cmd
 }
 
-func newPresetRmCmd(store func() *presets.Store) *cobra.Command {
+func newPresetRmCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 	return &cobra.Command{
 		Use:     "rm NAME",
 		Aliases: []string{"remove"},
 		Short:   "Remove a preset from the user folder",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := store().Remove(args[0])
+			path, err := store(cmd).Remove(args[0])
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // asMain is this test binary started as cgtune (TestMain runs main()).
@@ -113,5 +114,60 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cgtuneWithin is cgtune(t, args...) that fails the test instead of
+// hanging when the command has not returned after a few seconds.
+func cgtuneWithin(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	type res struct {
+		code     int
+		out, err string
+	}
+	done := make(chan res, 1)
+	go func() {
+		code, out, errb := cgtune(t, args...)
+		done <- res{code, out, errb}
+	}()
+	select {
+	case r := <-done:
+		return r.code, r.out, r.err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("cgtune %v: still running after 10 s", args)
+	}
+	return 0, "", ""
+}
+
+// Before: a FIFO or /dev/zero given as a preset, an overrides file or an
+// import, or lying in a $CGTUNE_PRESETS folder, hung the command.
+func TestReadingNeverHangs(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.yaml")
+	zero := filepath.Join(dir, "zero.yaml")
+	must(t, syscall.Mkfifo(fifo, 0o644))
+	must(t, syscall.Mknod(zero, syscall.S_IFCHR|0o644, 1<<8|5)) // a private /dev/zero
+	for _, p := range []string{fifo, zero} {
+		for _, args := range [][]string{
+			{"check", "--preset", p},
+			{"check", "--model", "llama3_8b", p},
+			{"preset", "import", p},
+			{"--headless", "--preset", p, "--engine", "estimate"},
+		} {
+			code, _, errb := cgtuneWithin(t, args...)
+			if code != exitBadInput || !strings.Contains(errb, p) || !strings.Contains(errb, "not a regular file") {
+				t.Errorf("%v: exit %d, %q", args, code, errb)
+			}
+		}
+	}
+	t.Setenv("CGTUNE_PRESETS", dir)
+	code, out, errb := cgtuneWithin(t, "preset", "list")
+	if code != exitOK || strings.Count(errb, "cgtune: warning: skipped ") != 2 || strings.Contains(out, "fifo") {
+		t.Errorf("preset list: exit %d\n%s\n%s", code, out, errb)
+	}
+	code, _, errb = cgtuneWithin(t, "preset", "save", "mine", "--model", "llama3_8b")
+	if code != exitOK || !strings.Contains(errb, "skipped "+fifo) {
+		t.Errorf("preset save: exit %d, %q", code, errb)
 	}
 }

@@ -244,7 +244,7 @@ func parseGPUs(s string) ([]int, error) {
 // applySaved takes a resumed run's settings for the flags this command
 // line does not give.
 func (f *rootFlags) applySaved(dir string) error {
-	data, err := os.ReadFile(filepath.Join(dir, runFile))
+	data, err := presets.ReadFileLimited(filepath.Join(dir, runFile), 1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // a search started by another program (the TUI): flags and defaults
 	}

@@ -1,0 +1,72 @@
+package presets
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+)
+
+// MaxYAMLBytes is the most a YAML input (a preset, a model file, an
+// overrides file) may hold. The real ones are a few KiB; the cap turns
+// /dev/zero or a runaway generator into an error instead of a process that
+// grows until the machine runs out of memory.
+const MaxYAMLBytes = 4 << 20
+
+// ReadFileLimited reads the regular file at path, which may hold at most
+// limit bytes. Anything that could block or never end — a FIFO, a device
+// such as /dev/zero, a socket, a folder — is refused before it is opened
+// for reading (and the open itself is non-blocking, so a file swapped for
+// a FIFO in between cannot hang either). Errors name path.
+func ReadFileLimited(path string, limit int64) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, notRegular(path, st.Mode())
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, notRegular(path, st.Mode())
+	}
+	if st.Size() > limit {
+		return nil, tooBig(path, limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, unwrapPath(err))
+	}
+	if int64(len(data)) > limit {
+		return nil, tooBig(path, limit)
+	}
+	return data, nil
+}
+
+func notRegular(path string, m os.FileMode) error {
+	return fmt.Errorf("%s is %s, not a regular file", path, fileKind(m))
+}
+
+func tooBig(path string, limit int64) error {
+	return fmt.Errorf("%s is larger than %s, the most cgtune reads from such a file", path, byteSize(limit))
+}
+
+// byteSize renders a power-of-two size as people write it (4 MiB).
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
