@@ -14,5 +14,5 @@ func TEWarmupPasses(warmup, microBatches, captured int) int {
 // StaticInputBytes is the per-micro-batch input a full-iteration graph's
 // StaticBufferLoader holds: tokens, labels, loss mask and position ids.
 func (w *Workload) StaticInputBytes() float64 {
-	return float64(w.Layout.MBS*w.Layout.Seq) * 16
+	return float64(w.Layout.MBS) * float64(w.Layout.Seq) * 16
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -115,13 +116,28 @@ type WorkloadSpec struct {
 }
 
 // Build builds the workload the spec describes.
-func (s WorkloadSpec) Build() (*Workload, error) { return BuildWorkload(s.Model, s.Layout, s.Options) }
+func (s WorkloadSpec) Build() (*Workload, error) {
+	return BuildWorkloadContext(context.Background(), s.Model, s.Layout, s.Options)
+}
+
+// BuildContext is Build that stops when ctx ends.
+func (s WorkloadSpec) BuildContext(ctx context.Context) (*Workload, error) {
+	return BuildWorkloadContext(ctx, s.Model, s.Layout, s.Options)
+}
 
 const bf16 = 2.0 // bytes per element
 
 // BuildWorkload builds the op trace of one training step of model m with
 // layout l on one rank.
 func BuildWorkload(m presets.Model, l presets.Layout, opt WorkloadOptions) (*Workload, error) {
+	return BuildWorkloadContext(context.Background(), m, l, opt)
+}
+
+// BuildWorkloadContext is BuildWorkload that stops, with ctx's error, when
+// ctx ends. Every size is checked against presets' bounds first, whoever
+// built the model (a preset, the TUI, a journal, the worker protocol), so
+// the build is bounded in time and memory too.
+func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout, opt WorkloadOptions) (*Workload, error) {
 	a := m.Arch
 	if a.Hidden <= 0 || a.Layers <= 0 {
 		return nil, fmt.Errorf("model %s: hidden and layers must be positive", m.Name)
@@ -129,13 +145,25 @@ func BuildWorkload(m presets.Model, l presets.Layout, opt WorkloadOptions) (*Wor
 	if l.Seq <= 0 || l.MBS <= 0 || l.GBS <= 0 {
 		return nil, fmt.Errorf("model %s: layout needs seq, mbs and gbs", m.Name)
 	}
+	if err := m.CheckSizes(); err != nil {
+		return nil, err
+	}
+	if err := l.CheckSizes(); err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Name, err)
+	}
+	if opt.RunMicroBatches < 0 || opt.RunMicroBatches > presets.MaxGBS {
+		return nil, fmt.Errorf("run_microbatches %d is out of range (allowed: 0 for the default, up to %d)", opt.RunMicroBatches, presets.MaxGBS)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	kinds := a.LayerKinds()
 	pp := l.PPSize()
 	if len(kinds)%pp != 0 && len(kinds) < pp {
 		return nil, fmt.Errorf("model %s: %d layers cannot be split over PP=%d", m.Name, len(kinds), pp)
 	}
 	b := &builder{a: a, l: l, tp: l.TPSize(), cp: l.CPSize(), ep: l.EPSize(), etp: l.ETPSize()}
-	b.T = float64(l.MBS * l.Seq / b.cp)
+	b.T = float64(l.MBS * l.Seq / b.cp) // bounded by CheckSizes: no overflow
 	b.Ts = b.T
 	if b.tp > 1 {
 		b.Ts = b.T / float64(b.tp) // sequence parallel: norms and residuals see T/TP tokens
@@ -173,6 +201,9 @@ func BuildWorkload(m presets.Model, l presets.Layout, opt WorkloadOptions) (*Wor
 		w.Notes = append(w.Notes, fmt.Sprintf("emulates pipeline stage %d of %d (layers %d-%d, with the loss)", w.Stage+1, pp, first, last-1))
 	}
 	for i := first; i < last; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		lt := LayerTrace{Index: i, Kind: kinds[i]}
 		b.layer(&lt)
 		w.Layers = append(w.Layers, lt)

@@ -233,15 +233,6 @@ func (m Model) ValidateLayout(l Layout) error {
 	return d.validateLayout(&m, &l, l.GPU, "")
 }
 
-func positive(d *strictDoc, path string, vals map[string]int, order ...string) error {
-	for _, k := range order {
-		if vals[k] <= 0 {
-			return d.errf(joinPath(path, k), "field %q must be a positive integer, got %d", k, vals[k])
-		}
-	}
-	return nil
-}
-
 func oneOf(d *strictDoc, path, field, v string, allowed []string) error {
 	if !slices.Contains(allowed, v) {
 		return d.errf(joinPath(path, field), "field %q: unknown value %q (allowed: %s)", field, v, strings.Join(allowed, ", "))
@@ -281,10 +272,7 @@ func (d *strictDoc) validateModel(m *Model, p string) error {
 }
 
 func (d *strictDoc) validateArch(a *Arch, p string) error {
-	if err := positive(d, p, map[string]int{
-		"layers": a.Layers, "hidden": a.Hidden, "ffn_hidden": a.FFNHidden,
-		"heads": a.Heads, "head_dim": a.HeadDim, "vocab": a.Vocab,
-	}, "layers", "hidden", "ffn_hidden", "heads", "head_dim", "vocab"); err != nil {
+	if err := d.validateArchSizes(a, p); err != nil {
 		return err
 	}
 	if a.Activation != "" {
@@ -296,13 +284,6 @@ func (d *strictDoc) validateArch(a *Arch, p string) error {
 		if a.KVGroups != 0 {
 			return d.errf(joinPath(p, "kv_groups"), "field \"kv_groups\" must be 0 (or left out) with mla, got %d", a.KVGroups)
 		}
-		mp := joinPath(p, "mla")
-		if err := positive(d, mp, map[string]int{
-			"q_lora_rank": a.MLA.QLoraRank, "kv_lora_rank": a.MLA.KVLoraRank, "qk_head_dim": a.MLA.QKHeadDim,
-			"qk_rope_dim": a.MLA.QKRopeDim, "v_head_dim": a.MLA.VHeadDim,
-		}, "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_dim", "v_head_dim"); err != nil {
-			return err
-		}
 	} else {
 		if a.KVGroups <= 0 {
 			return d.errf(joinPath(p, "kv_groups"), "field \"kv_groups\" must be a positive integer (0 only with mla), got %d", a.KVGroups)
@@ -313,16 +294,8 @@ func (d *strictDoc) validateArch(a *Arch, p string) error {
 	}
 	if a.MoE != nil {
 		mp := joinPath(p, "moe")
-		if err := positive(d, mp, map[string]int{
-			"experts": a.MoE.Experts, "top_k": a.MoE.TopK, "ffn_hidden": a.MoE.FFNHidden,
-		}, "experts", "top_k", "ffn_hidden"); err != nil {
-			return err
-		}
 		if a.MoE.TopK > a.MoE.Experts {
 			return d.errf(joinPath(mp, "top_k"), "field \"top_k\" (%d) is larger than experts (%d)", a.MoE.TopK, a.MoE.Experts)
-		}
-		if a.MoE.SharedExpertFFN < 0 {
-			return d.errf(joinPath(mp, "shared_expert_ffn"), "field \"shared_expert_ffn\" must not be negative, got %d", a.MoE.SharedExpertFFN)
 		}
 		if a.MoE.FirstDenseLayers < 0 || a.MoE.FirstDenseLayers >= a.Layers {
 			return d.errf(joinPath(mp, "first_dense_layers"), "field \"first_dense_layers\" must be in [0, layers-1] = [0, %d], got %d", a.Layers-1, a.MoE.FirstDenseLayers)
@@ -331,14 +304,6 @@ func (d *strictDoc) validateArch(a *Arch, p string) error {
 			if err := oneOf(d, mp, "router", a.MoE.Router, Routers()); err != nil {
 				return err
 			}
-		}
-	}
-	if a.Mamba != nil {
-		mp := joinPath(p, "mamba")
-		if err := positive(d, mp, map[string]int{
-			"state_dim": a.Mamba.StateDim, "heads": a.Mamba.Heads, "head_dim": a.Mamba.HeadDim, "groups": a.Mamba.Groups,
-		}, "state_dim", "heads", "head_dim", "groups"); err != nil {
-			return err
 		}
 	}
 	return d.validatePattern(a, p)
@@ -379,18 +344,8 @@ func (d *strictDoc) validatePattern(a *Arch, p string) error {
 }
 
 func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
-	if err := positive(d, p, map[string]int{
-		"num_gpus": l.NumGPUs, "gbs": l.GBS, "mbs": l.MBS, "seq": l.Seq,
-	}, "num_gpus", "gbs", "mbs", "seq"); err != nil {
+	if err := checkSizes(d, p, layoutSizes(l)); err != nil {
 		return err
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"tp", l.TP}, {"pp", l.PP}, {"vp", l.VP}, {"cp", l.CP}, {"ep", l.EP}, {"etp", l.ETP}} {
-		if f.v < 0 {
-			return d.errf(joinPath(p, f.name), "field %q must not be negative, got %d", f.name, f.v)
-		}
 	}
 	if err := oneOf(d, p, "precision", l.Precision, Precisions()); err != nil {
 		return err
@@ -410,15 +365,18 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 	if gpu != "" {
 		where = "layout for " + gpu
 	}
-	tpppcp := l.TPSize() * l.PPSize() * l.CPSize()
-	if l.NumGPUs%tpppcp != 0 {
-		return d.errf(joinPath(p, "num_gpus"), "%s: tp×pp×cp = %d×%d×%d = %d does not divide num_gpus %d",
-			where, l.TPSize(), l.PPSize(), l.CPSize(), tpppcp, l.NumGPUs)
+	prod, err := layoutProducts(d, l, p, where)
+	if err != nil {
+		return err
 	}
-	dp := l.NumGPUs / tpppcp
-	if l.GBS%(l.MBS*dp) != 0 {
+	if l.NumGPUs%prod.tpppcp != 0 {
+		return d.errf(joinPath(p, "num_gpus"), "%s: tp×pp×cp = %d×%d×%d = %d does not divide num_gpus %d",
+			where, l.TPSize(), l.PPSize(), l.CPSize(), prod.tpppcp, l.NumGPUs)
+	}
+	dp := l.NumGPUs / prod.tpppcp
+	if l.GBS%prod.mbsdp != 0 {
 		return d.errf(joinPath(p, "gbs"), "%s: gbs %d is not divisible by mbs×dp = %d×%d = %d",
-			where, l.GBS, l.MBS, dp, l.MBS*dp)
+			where, l.GBS, l.MBS, dp, prod.mbsdp)
 	}
 	// MCore's expert rank generator needs ETP×EP×PP to divide the world size
 	// (parallel_state.initialize_model_parallel); ETP defaults to TP there.
@@ -426,9 +384,9 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 	if etp == 0 {
 		etp = l.TPSize()
 	}
-	if e := etp * l.EPSize() * l.PPSize(); l.NumGPUs%e != 0 {
+	if l.NumGPUs%prod.etpeppp != 0 {
 		return d.errf(joinPath(p, "ep"), "%s: etp×ep×pp = %d×%d×%d = %d does not divide num_gpus %d",
-			where, etp, l.EPSize(), l.PPSize(), e, l.NumGPUs)
+			where, etp, l.EPSize(), l.PPSize(), prod.etpeppp, l.NumGPUs)
 	}
 	if l.VP > 1 && l.PPSize() == 1 {
 		return d.errf(joinPath(p, "vp"), "%s: vp %d needs pp > 1 (interleaved pipeline)", where, l.VP)

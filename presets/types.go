@@ -110,14 +110,16 @@ func (l Layout) VPSize() int  { return atLeast1(l.VP) }
 
 // DP is the data-parallel size: GPUs over TP×PP×CP.
 func (l Layout) DP() int {
-	d := l.NumGPUs / (l.TPSize() * l.PPSize() * l.CPSize())
+	// Saturating: a layout that was never validated must not divide by a
+	// product that wrapped around to zero.
+	d := l.NumGPUs / mulSat(l.TPSize(), l.PPSize(), l.CPSize())
 	return atLeast1(d)
 }
 
 // MicroBatches is the number of micro-batches one rank runs per step,
 // GBS / (MBS × DP), as get_num_microbatches() computes it.
 func (l Layout) MicroBatches() int {
-	return atLeast1(l.GBS / (atLeast1(l.MBS) * l.DP()))
+	return atLeast1(l.GBS / mulSat(atLeast1(l.MBS), l.DP()))
 }
 
 // LayerKind is what one decoder layer contains.

@@ -154,7 +154,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	if s := cfg.strategy(); s != StrategyHalving && s != StrategyExhaustive {
 		return DoneEvent{}, fmt.Errorf("unknown strategy %q (allowed: %s, %s)", s, StrategyHalving, StrategyExhaustive)
 	}
-	w, err := engine.BuildWorkload(cfg.Model, cfg.Layout, cfg.Workload)
+	w, err := engine.BuildWorkloadContext(ctx, cfg.Model, cfg.Layout, cfg.Workload)
 	if err != nil {
 		return DoneEvent{}, err
 	}
@@ -290,7 +290,7 @@ func DeadlineFor(est engine.Engine) func(*engine.Workload, presets.Candidate) ti
 		}
 		opts := engine.RunOptions{MeasuredSteps: finalSteps}
 		r := est.Run(context.Background(), w, c, opts, nil)
-		d := time.Duration(5 * runCostMs(r, w.ScaleFactor(), opts) * float64(time.Millisecond))
+		d := engine.MsDuration(5 * runCostMs(r, w.ScaleFactor(), opts))
 		return max(time.Minute, d)
 	}
 }
@@ -331,7 +331,7 @@ func (r *runner) eta() time.Duration {
 		wallPerPred = r.wallMs / r.predMs
 	}
 	ms := (r.pendMs + r.inflight) * wallPerPred / float64(len(r.cfg.Engines))
-	return time.Duration(ms * float64(time.Millisecond)).Round(time.Second)
+	return engine.MsDuration(ms).Round(time.Second)
 }
 
 // job is one candidate run a strategy asks for.

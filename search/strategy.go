@@ -37,7 +37,7 @@ func fmtMs(ms float64) string {
 	if math.IsInf(ms, 1) {
 		return "unlimited"
 	}
-	return time.Duration(ms * float64(time.Millisecond)).Round(time.Second).String()
+	return engine.MsDuration(ms).Round(time.Second).String()
 }
 
 // estimateOrder orders candidates by their estimates with the ranking's

@@ -171,3 +171,34 @@ func TestReadingNeverHangs(t *testing.T) {
 		t.Errorf("preset save: exit %d, %q", code, errb)
 	}
 }
+
+// Before: these inline models passed `check` and the search; 10^8 layers
+// grew the process by a GB every few seconds, seq 2^63-1 ranked a winner
+// with -8796093022208 MiB of graphs marked as fitting and wrote it.
+func TestOversizedModelsRefusedAtTheEdge(t *testing.T) {
+	isolate(t)
+	arch := "{layers: 32, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_groups: 8, head_dim: 128, vocab: 128256}"
+	layout := "{num_gpus: 8, precision: bf16, tp: 1, pp: 1, cp: 1, ep: 1, gbs: 128, mbs: 1, seq: 8192}"
+	preset := func(arch, layout string) string {
+		return writeFile(t, "big.yaml", "version: 1\nname: big\nmodel_inline:\n  name: big\n  arch: "+arch+
+			"\n  layouts:\n    h100: "+layout+"\ngpu: h100\nspace: {impls: [none, local], warmups: [3]}\nmbridge: \"0.4\"\n")
+	}
+	emit := filepath.Join(t.TempDir(), "o.yaml")
+	for _, tc := range []struct{ file, want string }{
+		{preset(strings.Replace(arch, "layers: 32", "layers: 100000000", 1), layout), `field "layers": 100000000 is out of range (allowed: 1 to 1024)`},
+		{preset(strings.Replace(arch, "hidden: 4096", "hidden: 1099511627776", 1), layout), `field "hidden": 1099511627776 is out of range`},
+		{preset(arch, strings.Replace(layout, "seq: 8192", "seq: 9223372036854775807", 1)), `field "seq": 9223372036854775807 is out of range`},
+		{preset(arch, strings.Replace(layout, "mbs: 1", "mbs: 4611686018427387903", 1)), `field "mbs": 4611686018427387903 is out of range`},
+		{preset(arch, strings.Replace(layout, "num_gpus: 8", "num_gpus: 4611686018427387904", 1)), `field "num_gpus": 4611686018427387904 is out of range`},
+	} {
+		for _, args := range [][]string{{"check", "--preset", tc.file}, {"--headless", "--preset", tc.file, "--engine", "estimate", "--emit", emit}} {
+			code, out, errb := cgtuneWithin(t, args...)
+			if code != exitBadInput || !strings.Contains(errb, tc.want) || out != "" {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q; want %s", args, code, out, errb, tc.want)
+			}
+		}
+	}
+	if _, err := os.Stat(emit); err == nil {
+		t.Error("overrides were written for an oversized model")
+	}
+}

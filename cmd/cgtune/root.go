@@ -534,6 +534,9 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	p := &progress{w: stderr, json: f.json, cfg: cfg}
 	d, err := search.Run(ctx, cfg, p.event)
 	if err != nil && d.Err == "" {
+		if ctx.Err() != nil {
+			return fail(exitInterrupted, "interrupted before the search started")
+		}
 		// The search did not start (another search's folder, a bad --set).
 		return fail(exitBadInput, "%v", err)
 	}
@@ -715,7 +718,7 @@ func (p *progress) event(e search.Event) {
 		for _, n := range x.Notes {
 			fmt.Fprintln(p.w, "note: "+n)
 		}
-		fmt.Fprintf(p.w, "done: %d runs (%d from the journal), engine time %s\n", x.Runs, x.Resumed, time.Duration(x.GPUTimeMs*float64(time.Millisecond)).Round(time.Second))
+		fmt.Fprintf(p.w, "done: %d runs (%d from the journal), engine time %s\n", x.Runs, x.Resumed, engine.MsDuration(x.GPUTimeMs).Round(time.Second))
 	}
 }
 
