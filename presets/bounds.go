@@ -30,6 +30,9 @@ const (
 	// MaxTokensPerMicroBatch bounds mbs × seq, the tokens one micro-batch
 	// carries before context parallelism splits them.
 	MaxTokensPerMicroBatch = 1 << 24
+
+	// MaxWarmup bounds cuda_graph_warmup_steps (MCore's default is 3).
+	MaxWarmup = 1000
 )
 
 // sized is one integer field and its allowed range.

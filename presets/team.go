@@ -263,8 +263,8 @@ func (d *strictDoc) validateSpace(s *Space, p string) error {
 		return d.errf(p, "missing field \"warmups\" in space (e.g. [%d], MCore's default)", DefaultWarmup)
 	}
 	for i, w := range s.Warmups {
-		if w < 0 || w > 1000 {
-			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "warmups"), i), "field \"warmups\": %d is out of range (allowed: 0 to 1000)", w)
+		if w < 0 || w > MaxWarmup {
+			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "warmups"), i), "field \"warmups\": %d is out of range (allowed: 0 to %d)", w, MaxWarmup)
 		}
 	}
 	return nil
@@ -282,8 +282,8 @@ func (d *strictDoc) validateCandidate(c *Candidate, p string) error {
 			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "scopes"), i), "field \"scopes\": unknown scope %q (allowed: %s)", sc, strings.Join(Scopes, ", "))
 		}
 	}
-	if c.Warmup < 0 || c.Warmup > 1000 {
-		return d.errf(joinPath(p, "warmup"), "field \"warmup\": %d is out of range (allowed: 0 to 1000)", c.Warmup)
+	if c.Warmup < 0 || c.Warmup > MaxWarmup {
+		return d.errf(joinPath(p, "warmup"), "field \"warmup\": %d is out of range (allowed: 0 to %d)", c.Warmup, MaxWarmup)
 	}
 	return nil
 }

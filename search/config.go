@@ -38,11 +38,16 @@ type Field struct {
 	Allowed  []string // TEnum values or TList elements
 	OnlyG3   []string // elements of Allowed that only G3's MCore knows
 	Min      *int     // TInt lower bound, nil for none
+	Max      *int     // TInt upper bound, nil for none
 	Gen      presets.Generation
 	Doc      string
 }
 
 func minInt(n int) *int { return &n }
+
+// maxInt is an upper bound; the sizes share presets' bounds, so a value
+// --set accepts is one a preset could hold.
+func maxInt(n int) *int { return &n }
 
 // scopeNames are the G2 CudaGraphScope / G3 CudaGraphModule names a recipe
 // can write into its scope field, plus the two special strings MCore
@@ -64,7 +69,7 @@ var schema = []Field{
 	{Key: "model.cuda_graph_scope", Type: TList, Nullable: true, Allowed: scopeNames,
 		Doc: "G2: the scope list; G3: deprecated alias of cuda_graph_modules"},
 	{Key: "model.cuda_graph_modules", Type: TList, Nullable: true, Allowed: scopeNames, Gen: presets.G3},
-	{Key: "model.cuda_graph_warmup_steps", Type: TInt},
+	{Key: "model.cuda_graph_warmup_steps", Type: TInt, Min: minInt(0), Max: maxInt(presets.MaxWarmup)},
 	{Key: "model.enable_cuda_graph", Type: TBool, Doc: "deprecated: cuda_graph_impl=local"},
 	{Key: "model.external_cuda_graph", Type: TBool, Doc: "deprecated: cuda_graph_impl=transformer_engine"},
 	{Key: "model.use_te_rng_tracker", Type: TBool},
@@ -75,14 +80,14 @@ var schema = []Field{
 	{Key: "model.cpu_offloading", Type: TBool},
 
 	// MoE.
-	{Key: "model.num_moe_experts", Type: TInt, Nullable: true, Min: minInt(1)},
+	{Key: "model.num_moe_experts", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxExperts)},
 	{Key: "model.moe_layer_freq", Type: TIntOrList},
 	{Key: "model.moe_expert_capacity_factor", Type: TFloat, Nullable: true},
 	{Key: "model.moe_pad_expert_input_to_capacity", Type: TBool},
 	{Key: "model.moe_token_dispatcher_type", Type: TEnum, Allowed: []string{"allgather", "alltoall", "flex"}},
 	{Key: "model.moe_router_padding_for_fp8", Type: TBool},
 	{Key: "model.moe_input_jitter_eps", Type: TFloat, Nullable: true},
-	{Key: "model.moe_shared_expert_intermediate_size", Type: TInt, Nullable: true, Min: minInt(1)},
+	{Key: "model.moe_shared_expert_intermediate_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxFFN)},
 	{Key: "model.moe_shared_expert_overlap", Type: TBool},
 	{Key: "model.moe_pad_experts_for_cuda_graph_inference", Type: TBool,
 		Doc: "drop-and-pad routing with static expert shapes; MB's full-iteration MoE perf recipes set it (reference §1.3)"},
@@ -90,7 +95,7 @@ var schema = []Field{
 	// Recompute and dropout.
 	{Key: "model.recompute_granularity", Type: TEnum, Nullable: true, Allowed: []string{"full", "selective"}},
 	{Key: "model.recompute_method", Type: TEnum, Nullable: true, Allowed: []string{"uniform", "block"}},
-	{Key: "model.recompute_num_layers", Type: TInt, Nullable: true, Min: minInt(1)},
+	{Key: "model.recompute_num_layers", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxLayers)},
 	{Key: "model.recompute_modules", Type: TList, Nullable: true,
 		Allowed: []string{"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out"},
 		OnlyG3:  []string{"gdn_norm_out"}},
@@ -117,15 +122,15 @@ var schema = []Field{
 	{Key: "ddp.overlap_grad_reduce", Type: TBool},
 
 	// Parallelism.
-	{Key: "model.tensor_model_parallel_size", Type: TInt, Min: minInt(1)},
-	{Key: "model.pipeline_model_parallel_size", Type: TInt, Min: minInt(1)},
-	{Key: "model.virtual_pipeline_model_parallel_size", Type: TInt, Nullable: true, Min: minInt(1)},
-	{Key: "model.context_parallel_size", Type: TInt, Min: minInt(1)},
-	{Key: "model.expert_model_parallel_size", Type: TInt, Min: minInt(1)},
-	{Key: "model.expert_tensor_parallel_size", Type: TInt, Nullable: true, Min: minInt(1)},
+	{Key: "model.tensor_model_parallel_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree)},
+	{Key: "model.pipeline_model_parallel_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree)},
+	{Key: "model.virtual_pipeline_model_parallel_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxVP)},
+	{Key: "model.context_parallel_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree)},
+	{Key: "model.expert_model_parallel_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree)},
+	{Key: "model.expert_tensor_parallel_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxDegree)},
 	{Key: "model.sequence_parallel", Type: TBool},
-	{Key: "model.mtp_num_layers", Type: TInt, Nullable: true, Min: minInt(0)},
-	{Key: "model.gtp_weight_remat_size", Type: TInt, Min: minInt(1), Gen: presets.G3},
+	{Key: "model.mtp_num_layers", Type: TInt, Nullable: true, Min: minInt(0), Max: maxInt(presets.MaxLayers)},
+	{Key: "model.gtp_weight_remat_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree), Gen: presets.G3},
 
 	// Precision (MB mixed_precision.py recipes write these model fields).
 	{Key: "model.bf16", Type: TBool},
@@ -182,8 +187,13 @@ func (f Field) allowed(gen presets.Generation) string {
 		s = "true, false"
 	case TInt:
 		s = "an integer"
-		if f.Min != nil {
+		switch {
+		case f.Min != nil && f.Max != nil:
+			s += fmt.Sprintf(" from %d to %d", *f.Min, *f.Max)
+		case f.Min != nil:
 			s += fmt.Sprintf(" >= %d", *f.Min)
+		case f.Max != nil:
+			s += fmt.Sprintf(" <= %d", *f.Max)
 		}
 	case TFloat:
 		s = "a number"
@@ -202,6 +212,11 @@ func (f Field) allowed(gen presets.Generation) string {
 		s += ", null"
 	}
 	return s
+}
+
+// inRange reports whether n is within the field's Min and Max.
+func (f Field) inRange(n int) bool {
+	return (f.Min == nil || n >= *f.Min) && (f.Max == nil || n <= *f.Max)
 }
 
 func (f Field) elems(gen presets.Generation) []string {
@@ -525,7 +540,7 @@ func checkValue(f Field, v Value, gen presets.Generation) error {
 	bad := func(s string) error { return fmt.Errorf("bad value %q (allowed: %s)", s, f.allowed(gen)) }
 	switch f.Type {
 	case TInt:
-		if f.Min != nil && v.Int < *f.Min {
+		if !f.inRange(v.Int) {
 			return bad(strconv.Itoa(v.Int))
 		}
 	case TEnum:
@@ -616,7 +631,7 @@ func coerce(f Field, r raw, gen presets.Generation) (Value, *badValue) {
 		return Value{Bool: strings.EqualFold(r.text, "true")}, nil
 	case TInt:
 		n, err := strconv.Atoi(r.text)
-		if r.tag != "!!int" || err != nil || (f.Min != nil && n < *f.Min) {
+		if r.tag != "!!int" || err != nil || !f.inRange(n) {
 			return Value{}, whole
 		}
 		return Value{Int: n}, nil

@@ -157,8 +157,8 @@ func TestApplyYAMLErrors(t *testing.T) {
 		{"0.4", "model:\n  cuda_graph_scope: attn,mlpp\n",
 			`o.yaml:2: field model.cuda_graph_scope: bad value "mlpp" (allowed: a list of: full, full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba, null)`},
 		{"0.4", "model:\n  cpu_offloading: yes\n", `o.yaml:2: field model.cpu_offloading: bad value "yes" (allowed: true, false)`},
-		{"0.4", "model:\n  cuda_graph_warmup_steps: 2.5\n", `o.yaml:2: field model.cuda_graph_warmup_steps: bad value "2.5" (allowed: an integer)`},
-		{"0.4", "model:\n  tensor_model_parallel_size: 0\n", `o.yaml:2: field model.tensor_model_parallel_size: bad value "0" (allowed: an integer >= 1)`},
+		{"0.4", "model:\n  cuda_graph_warmup_steps: 2.5\n", `o.yaml:2: field model.cuda_graph_warmup_steps: bad value "2.5" (allowed: an integer from 0 to 1000)`},
+		{"0.4", "model:\n  tensor_model_parallel_size: 0\n", `o.yaml:2: field model.tensor_model_parallel_size: bad value "0" (allowed: an integer from 1 to 65536)`},
 		{"0.4", "model:\n  cuda_graph_impl: null\n", `o.yaml:2: field model.cuda_graph_impl: bad value "null" (allowed: none, local, transformer_engine, full_iteration)`},
 		{"0.4", "model:\n  cuda_graph_impl: [local]\n", `o.yaml:2: field model.cuda_graph_impl: bad value "[local]" (allowed: none, local, transformer_engine, full_iteration)`},
 		{"0.4", "model:\n  cuda_graph_impl: {a: 1}\n", `o.yaml:2: field model.cuda_graph_impl: bad value "a mapping" (allowed: none, local, transformer_engine, full_iteration)`},
@@ -257,12 +257,12 @@ func TestApplySet(t *testing.T) {
 		{"model.cpu_offloading", "0.4", "--set model.cpu_offloading: expected KEY=VALUE"},
 		{"=1", "0.4", "--set =1: expected KEY=VALUE"},
 		{"model.cpu_offloading=1", "0.4", `--set model.cpu_offloading=1: field model.cpu_offloading: bad value "1" (allowed: true, false)`},
-		{"model.cuda_graph_warmup_steps=1.5", "0.4", `--set model.cuda_graph_warmup_steps=1.5: field model.cuda_graph_warmup_steps: bad value "1.5" (allowed: an integer)`},
+		{"model.cuda_graph_warmup_steps=1.5", "0.4", `--set model.cuda_graph_warmup_steps=1.5: field model.cuda_graph_warmup_steps: bad value "1.5" (allowed: an integer from 0 to 1000)`},
 		{"model.cuda_graph_impl=local,none", "0.4",
 			`--set model.cuda_graph_impl=local,none: field model.cuda_graph_impl: bad value "local,none" (allowed: none, local, transformer_engine, full_iteration)`},
-		{"model.num_moe_experts=[1]", "0.4", `--set model.num_moe_experts=[1]: field model.num_moe_experts: bad value "[1]" (allowed: an integer >= 1, null)`},
+		{"model.num_moe_experts=[1]", "0.4", `--set model.num_moe_experts=[1]: field model.num_moe_experts: bad value "[1]" (allowed: an integer from 1 to 4096, null)`},
 		{"model.cuda_graph_warmup_steps=null", "0.4",
-			`--set model.cuda_graph_warmup_steps=null: field model.cuda_graph_warmup_steps: bad value "null" (allowed: an integer)`},
+			`--set model.cuda_graph_warmup_steps=null: field model.cuda_graph_warmup_steps: bad value "null" (allowed: an integer from 0 to 1000)`},
 		{"model.attention_dropout=nan", "0.4", `--set model.attention_dropout=nan: field model.attention_dropout: bad value "nan" (allowed: a number)`},
 		{"+model.foo=1", "0.4", "--set +model.foo=1: unknown field +model.foo"},
 	}
@@ -310,5 +310,34 @@ func TestCheckDoesNotModifyConfig(t *testing.T) {
 	if r := Check(c, "0.4"); r.OK() || r.Violations[0].ID != ConfigID ||
 		r.Violations[0].Message != "the configuration was read for G3, but Megatron-Bridge 0.4 is G2" {
 		t.Errorf("generation mismatch: %v", r.Violations)
+	}
+}
+
+// Before: --set model.cuda_graph_warmup_steps=-5 was valid while the
+// harness flag --warmup -1 was refused; sizes had no upper bound.
+func TestApplySetRejectsOutOfRange(t *testing.T) {
+	m, l := moeModel, layoutFor(moeModel)
+	for _, tc := range []struct{ set, want string }{
+		{"model.cuda_graph_warmup_steps=-5", `bad value "-5" (allowed: an integer from 0 to 1000)`},
+		{"model.cuda_graph_warmup_steps=1001", `bad value "1001" (allowed: an integer from 0 to 1000)`},
+		{"model.tensor_model_parallel_size=4611686018427387904", `bad value "4611686018427387904" (allowed: an integer from 1 to 65536)`},
+		{"model.num_moe_experts=99999999999999999999", `bad value "99999999999999999999"`},
+		{"model.moe_expert_capacity_factor=nan", `bad value "nan" (allowed: a number, null)`},
+		{"model.moe_expert_capacity_factor=1e309", `bad value "1e309" (allowed: a number, null)`},
+		{"model.hidden_dropout=inf", `bad value "inf" (allowed: a number)`},
+	} {
+		c, err := NewRecipe(m, l, "0.4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ApplySet(tc.set); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--set %s: %v; want %s", tc.set, err, tc.want)
+		}
+	}
+	c, _ := NewRecipe(m, l, "0.4")
+	for _, ok := range []string{"model.cuda_graph_warmup_steps=0", "model.cuda_graph_warmup_steps=1000", "model.moe_expert_capacity_factor=1e3"} {
+		if err := c.ApplySet(ok); err != nil {
+			t.Errorf("--set %s: %v", ok, err)
+		}
 	}
 }

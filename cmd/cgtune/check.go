@@ -38,6 +38,9 @@ func (h *harnessFlags) candidate(cmd *cobra.Command) (presets.Candidate, error) 
 	if h.warmup < 0 {
 		return c, fail(exitBadInput, "--warmup %d: must be >= 0", h.warmup)
 	}
+	if h.warmup > presets.MaxWarmup {
+		return c, fail(exitBadInput, "--warmup %d: out of range (allowed: 0 to %d)", h.warmup, presets.MaxWarmup)
+	}
 	return c, nil
 }
 

@@ -202,3 +202,33 @@ func TestOversizedModelsRefusedAtTheEdge(t *testing.T) {
 		t.Error("overrides were written for an oversized model")
 	}
 }
+
+// Before: CGTUNE_HOST_COST_SCALE=NaN (or Inf, or 1e308) passed the "<= 0"
+// check and the search died at its end with "json: unsupported value:
+// NaN" (exit 1); --set model.cuda_graph_warmup_steps=-5 was "valid". The
+// variable is now --profile-scale host=F (engine/profileadjust.go), whose
+// values are refused at the edge the same way.
+func TestNonFiniteAndOutOfRangeRejectedAtTheEdge(t *testing.T) {
+	isolate(t)
+	for _, v := range []string{"NaN", "Inf", "-Inf", "1e308", "1e999", "0", "-2", "x"} {
+		code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--profile-scale", "host="+v)
+		if code != exitBadInput || !strings.Contains(errb, "--profile-scale") || strings.Contains(errb, "plan:") || out != "" {
+			t.Errorf("--profile-scale host=%s: exit %d, %q", v, code, errb)
+		}
+	}
+	if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--profile-scale", "host=1.5"); code != exitOK {
+		t.Errorf("--profile-scale host=1.5: exit %d, %s", code, errb)
+	}
+	for _, args := range [][]string{
+		{"check", "--model", "llama3_8b", "--set", "model.cuda_graph_warmup_steps=-5"},
+		{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--set", "model.cuda_graph_warmup_steps=-5"},
+		{"check", "--model", "llama3_8b", "--impl", "local", "--warmup", "1001"},
+		{"emit", "--impl", "local", "--warmup", "1001"},
+		{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--train-iters", "9223372036854775807"},
+	} {
+		code, out, errb := cgtune(t, args...)
+		if code != exitBadInput || !strings.Contains(errb, "allowed: ") || strings.Contains(out, "valid") {
+			t.Errorf("%v: exit %d, %q %q", args, code, out, errb)
+		}
+	}
+}

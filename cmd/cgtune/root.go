@@ -38,6 +38,10 @@ var startTUI func(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, st
 // journal's fingerprint holds what was searched.
 const runFile = "run.json"
 
+// maxTrainIters bounds --train-iters: a billion iterations is far past any
+// training job, and job-level times stay exact in a float64 below it.
+const maxTrainIters = 1_000_000_000
+
 // rootFlags are the flags of `cgtune` itself (the search; subcommands have
 // their own).
 type rootFlags struct {
@@ -386,8 +390,8 @@ func (f *rootFlags) setup() (*searchSetup, error) {
 	if !slices.Contains(presets.Formats, f.format) {
 		return nil, fail(exitBadInput, "--format %q: allowed: %s", f.format, strings.Join(presets.Formats, ", "))
 	}
-	if f.trainIters <= 0 {
-		return nil, fail(exitBadInput, "--train-iters %d: must be positive", f.trainIters)
+	if f.trainIters <= 0 || f.trainIters > maxTrainIters {
+		return nil, fail(exitBadInput, "--train-iters %d: out of range (allowed: 1 to %d)", f.trainIters, maxTrainIters)
 	}
 	cfg.Strategy, cfg.TrainIters = f.strategy, f.trainIters
 	cfg.Budget = f.budget
