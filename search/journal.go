@@ -21,6 +21,10 @@ import (
 // JournalFile is the name of the journal in a run folder.
 const JournalFile = "journal.jsonl"
 
+// UnreadableFile keeps, in a run folder, the journal lines a resume with
+// SkipBadLines dropped from the journal: nothing is thrown away.
+const UnreadableFile = "journal-unreadable.txt"
+
 // journalVersion is the journal format's version.
 const journalVersion = 1
 

@@ -47,6 +47,10 @@ type Config struct {
 	// RunDir holds the journal; "" keeps no journal (and cannot resume).
 	RunDir string
 	Resume bool
+	// Lock is the caller's lock on RunDir (LockRunDir), for a caller that
+	// writes its own files there first; nil: Run takes the lock itself
+	// and holds it until it returns.
+	Lock *RunLock
 	// JobGPUMemoryMiB is the real job's GPU memory; candidates whose peak
 	// would not fit rank after those that do. 0: not checked.
 	JobGPUMemoryMiB int64
@@ -153,6 +157,18 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	}
 	if s := cfg.strategy(); s != StrategyHalving && s != StrategyExhaustive {
 		return DoneEvent{}, fmt.Errorf("unknown strategy %q (allowed: %s, %s)", s, StrategyHalving, StrategyExhaustive)
+	}
+	if cfg.RunDir != "" {
+		switch {
+		case cfg.Lock == nil:
+			l, err := LockRunDir(cfg.RunDir)
+			if err != nil {
+				return DoneEvent{}, err
+			}
+			defer l.Release()
+		case cfg.Lock.Dir() != cfg.RunDir:
+			return DoneEvent{}, fmt.Errorf("the lock held is on %s, not on the run folder %s", cfg.Lock.Dir(), cfg.RunDir)
+		}
 	}
 	w, err := engine.BuildWorkloadContext(ctx, cfg.Model, cfg.Layout, cfg.Workload)
 	if err != nil {

@@ -4,10 +4,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"cgtune/search"
 )
 
 // asMain is this test binary started as cgtune (TestMain runs main()).
@@ -230,5 +233,73 @@ func TestNonFiniteAndOutOfRangeRejectedAtTheEdge(t *testing.T) {
 		if code != exitBadInput || !strings.Contains(errb, "allowed: ") || strings.Contains(out, "valid") {
 			t.Errorf("%v: exit %d, %q %q", args, code, out, errb)
 		}
+	}
+}
+
+// waitForSearch waits until the search in dir has written its journal and
+// returns what its lock file says.
+func waitForSearch(t *testing.T, dir string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(filepath.Join(dir, search.JournalFile)); err == nil {
+			data, _ := os.ReadFile(filepath.Join(dir, search.LockFile))
+			return strings.TrimSpace(string(data))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no search started in %s", dir)
+	return ""
+}
+
+// Before: two --resume of one run both ran every remaining candidate (each
+// journalled twice), a second fresh start overwrote the first one's
+// run.json, and --run-dir overwrote an unrelated run.json.
+func TestRunFolderIsLocked(t *testing.T) {
+	cache := isolate(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	first := asMain(t, cache, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive",
+		"--estimate-delay", "100ms", "--run-dir", dir, "--emit", filepath.Join(t.TempDir(), "first.yaml"))
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		first.Process.Signal(syscall.SIGINT)
+		first.Wait()
+	}()
+	pid := waitForSearch(t, dir)
+	if pid != strconv.Itoa(first.Process.Pid) {
+		t.Errorf("the lock file names pid %q, want %d", pid, first.Process.Pid)
+	}
+	savedBefore, _ := os.ReadFile(filepath.Join(dir, runFile))
+	for _, args := range [][]string{
+		{"--headless", "--resume", dir},
+		{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--run-dir", dir, "--emit", "second.yaml"},
+	} {
+		code, out, errb := cgtune(t, args...)
+		if code != exitBadInput || out != "" || strings.Contains(errb, "plan:") {
+			t.Errorf("%v while the first search runs: exit %d, %q %q", args, code, out, errb)
+		}
+		if args[1] == "--resume" && !strings.Contains(errb, "is in use by another cgtune (pid "+pid+")") {
+			t.Errorf("--resume: %q does not name the holder", errb)
+		}
+	}
+	if saved, _ := os.ReadFile(filepath.Join(dir, runFile)); string(saved) != string(savedBefore) {
+		t.Errorf("run.json changed under the running search:\n%s\n%s", savedBefore, saved)
+	}
+
+	foreign := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(foreign, runFile), []byte(`{"mine": true}`), 0o644))
+	code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--run-dir", foreign)
+	if code != exitBadInput || !strings.Contains(errb, "is not a cgtune run file") {
+		t.Errorf("--run-dir with a foreign run.json: exit %d, %q", code, errb)
+	}
+	if got, _ := os.ReadFile(filepath.Join(foreign, runFile)); string(got) != `{"mine": true}` {
+		t.Errorf("the foreign run.json was overwritten: %q", got)
+	}
+	must(t, os.WriteFile(filepath.Join(foreign, "thesis.tex"), nil, 0o644))
+	code, _, errb = cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--run-dir", foreign)
+	if code != exitBadInput || !strings.Contains(errb, "holds files that are not a cgtune run (thesis.tex)") {
+		t.Errorf("--run-dir with other files: exit %d, %q", code, errb)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -294,6 +295,13 @@ type searchSetup struct {
 	cfg     search.Config
 	close   func()
 	notices []string
+	lock    *search.RunLock // the run folder, held from before run.json is read or written
+}
+
+// release closes the engines and gives the run folder up.
+func (s *searchSetup) release() {
+	s.close()
+	s.lock.Release()
 }
 
 // what resolves the model, layout, MB release, space and sets from
@@ -368,15 +376,25 @@ func (f *rootFlags) what(cfg *search.Config) error {
 
 // setup builds the search from the flags: what to search, the run
 // folder, and the engines (cuda workers, or in-process estimate engines).
-func (f *rootFlags) setup() (*searchSetup, error) {
+func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	s := &searchSetup{close: func() {}}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
 	cfg := &s.cfg
 	if f.resume != "" {
 		dir, err := resolveRun(f.resume)
 		if err != nil {
 			return nil, err
 		}
-		cfg.RunDir, cfg.Resume = dir, true
+		// Locked before run.json is read: another process resuming the
+		// same run would run every remaining candidate a second time.
+		if s.lock, err = lockRun(dir); err != nil {
+			return nil, err
+		}
+		cfg.RunDir, cfg.Resume, cfg.Lock = dir, true, s.lock
 		if err := f.applySaved(dir); err != nil {
 			return nil, err
 		}
@@ -405,10 +423,83 @@ func (f *rootFlags) setup() (*searchSetup, error) {
 	if spec, ok := engine.SpecFor(cfg.Layout.GPU); ok {
 		cfg.JobGPUMemoryMiB = spec.MemoryMiB
 	}
+	if err := f.checkEmit(); err != nil {
+		return nil, err
+	}
+	if !cfg.Resume {
+		if err := f.claimRunDir(s); err != nil {
+			return nil, err
+		}
+	}
 	if err := f.openEngines(s, gpus); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// lockRun takes the lock on a run folder; one held by another process is
+// bad input (exit 2), with that process's pid.
+func lockRun(dir string) (*search.RunLock, error) {
+	l, err := search.LockRunDir(dir)
+	if err != nil {
+		return nil, fail(exitBadInput, "%v", err)
+	}
+	return l, nil
+}
+
+// claimRunDir finds and locks the folder of a new search: --run-dir, which
+// must be new, empty or a cgtune run that never started (nothing of
+// anyone else's is overwritten), or a fresh folder under the runs folder.
+func (f *rootFlags) claimRunDir(s *searchSetup) error {
+	dir := f.runDir
+	if dir == "" {
+		var err error
+		if dir, err = newRunDir(); err != nil {
+			return err
+		}
+	} else if err := checkRunDir(dir); err != nil {
+		return err
+	}
+	l, err := lockRun(dir)
+	if err != nil {
+		return err
+	}
+	s.lock = l
+	// Checked again under the lock: another search may have started there
+	// between the first look and the lock.
+	if err := checkRunDir(dir); err != nil {
+		return err
+	}
+	s.cfg.RunDir, s.cfg.Lock = dir, l
+	return nil
+}
+
+// checkRunDir refuses a --run-dir that holds a search already (that is
+// --resume) or anything that is not a cgtune run.
+func checkRunDir(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, search.JournalFile)); err == nil {
+		return fail(exitBadInput, "--run-dir %s holds a search already: continue it with --resume %s", dir, dir)
+	}
+	if err := search.CheckRunDir(dir, runFile); err != nil {
+		return fail(exitBadInput, "--run-dir %v", err)
+	}
+	path := filepath.Join(dir, runFile)
+	if _, err := os.Lstat(path); err == nil && !isSavedRun(path) {
+		return fail(exitBadInput, "--run-dir %s: %s is not a cgtune run file; give an empty or new folder", dir, path)
+	}
+	return nil
+}
+
+// isSavedRun reports whether path is a run.json cgtune wrote.
+func isSavedRun(path string) bool {
+	data, err := presets.ReadFileLimited(path, 1<<20)
+	if err != nil {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s savedRun
+	return dec.Decode(&s) == nil && s.Engine != "" && s.Format != ""
 }
 
 // openEngines starts the engines: one cuda worker per GPU, or one
@@ -508,27 +599,11 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.release()
 	for _, n := range s.notices {
 		fmt.Fprintln(stderr, "cgtune: "+n)
 	}
-	if err := f.checkEmit(); err != nil {
-		return err
-	}
 	cfg := s.cfg
-	if cfg.RunDir == "" {
-		if f.runDir != "" {
-			cfg.RunDir = f.runDir
-			if _, err := os.Stat(filepath.Join(cfg.RunDir, search.JournalFile)); err == nil {
-				return fail(exitBadInput, "--run-dir %s holds a search already: continue it with --resume %s", cfg.RunDir, cfg.RunDir)
-			}
-			if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
-				return fail(exitBadInput, "%v", err)
-			}
-		} else if cfg.RunDir, err = newRunDir(); err != nil {
-			return err
-		}
-	}
 	saved, _ := json.MarshalIndent(savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus,
 		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format}, "", "  ")
 	if err := presets.WriteFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
