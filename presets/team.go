@@ -270,6 +270,15 @@ func (d *strictDoc) validateSpace(s *Space, p string) error {
 	return nil
 }
 
+// Validate checks a candidate's names and warm-up: impl one of Impls,
+// each scope one of Scopes and listed once, warm-up 0 to MaxWarmup. Which
+// combinations Megatron accepts is the rules' business (search); this is
+// what any candidate must be before it is run at all.
+func (c Candidate) Validate() error {
+	d := &strictDoc{lines: map[string]int{}}
+	return d.validateCandidate(&c, "")
+}
+
 func (d *strictDoc) validateCandidate(c *Candidate, p string) error {
 	if c.Impl == "" {
 		return d.errf(p, "missing field \"impl\" (allowed: %s)", strings.Join(Impls, ", "))
@@ -280,6 +289,9 @@ func (d *strictDoc) validateCandidate(c *Candidate, p string) error {
 	for i, sc := range c.Scopes {
 		if !slices.Contains(Scopes, sc) {
 			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "scopes"), i), "field \"scopes\": unknown scope %q (allowed: %s)", sc, strings.Join(Scopes, ", "))
+		}
+		if slices.Index(c.Scopes, sc) != i {
+			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "scopes"), i), "field \"scopes\": %q listed twice", sc)
 		}
 	}
 	if c.Warmup < 0 || c.Warmup > MaxWarmup {

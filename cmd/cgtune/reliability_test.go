@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"cgtune/engine"
+	"cgtune/presets"
 	"cgtune/search"
 )
 
@@ -302,4 +307,52 @@ func TestRunFolderIsLocked(t *testing.T) {
 	if code != exitBadInput || !strings.Contains(errb, "holds files that are not a cgtune run (thesis.tex)") {
 		t.Errorf("--run-dir with other files: exit %d, %q", code, errb)
 	}
+}
+
+// Before: `cgtune worker` ran a candidate with impl banana and warm-up -7
+// like any other, and, waiting for a request, ignored SIGTERM until its
+// stdin closed.
+func TestWorkerCommandValidatesAndStopsOnSIGTERM(t *testing.T) {
+	cache := isolate(t)
+	cmd := asMain(t, cache, "worker", "--engine", "estimate")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"hello"`) {
+		t.Fatalf("no hello: %q", sc.Text())
+	}
+	m, _ := presets.LookupModel("llama3_8b")
+	l, _ := m.Layout("h100")
+	req := fmt.Sprintf(`{"v":1,"type":"run","id":"c1","spec":%s,"candidate":{"impl":"banana","scopes":["attn"],"warmup":-7}}`+"\n",
+		mustJSON(t, engine.WorkloadSpec{Model: m, Layout: l}))
+	in.Write([]byte(req))
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"type":"error"`) || !strings.Contains(sc.Text(), `unknown impl \"banana\"`) {
+		t.Errorf("banana: %s", sc.Text())
+	}
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("exited %s after SIGTERM", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("worker still running 5 s after SIGTERM")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

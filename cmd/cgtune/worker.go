@@ -44,8 +44,15 @@ dies or hangs.`,
 			if err != nil {
 				return err
 			}
-			defer eng.Close()
-			return worker.Serve(ctx, eng, os.Stdin, cmd.OutOrStdout())
+			err = worker.Serve(ctx, eng, cmd.InOrStdin(), cmd.OutOrStdout())
+			if ctx.Err() != nil {
+				// SIGTERM: Serve has given the running candidate its grace;
+				// closing the engine under it could block, and exiting
+				// frees the GPU as well.
+				return quiet(exitInterrupted)
+			}
+			eng.Close()
+			return err
 		},
 	}
 	cmd.Flags().IntVar(&gpu, "gpu", 0, "GPU index")

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"slices"
+	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,8 +16,12 @@ import (
 	"cgtune/presets"
 )
 
+// hangWarmup marks a candidate the fake engine never returns from.
+const hangWarmup = 999
+
 // fakeEngine stands in for the CUDA engine: each step sleeps stepMs and
-// emits a sample; a candidate with scope "hang" never returns.
+// emits a sample; a candidate with warm-up hangWarmup never returns, even
+// when cancelled (a wedged GPU call).
 type fakeEngine struct{ stepMs int }
 
 func (f fakeEngine) Name() string { return "fake" }
@@ -26,7 +30,7 @@ func (f fakeEngine) Device() engine.DeviceInfo {
 }
 func (f fakeEngine) Close() error { return nil }
 func (f fakeEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
-	if slices.Contains(c.Scopes, "hang") {
+	if c.Warmup == hangWarmup {
 		time.Sleep(time.Hour) // a wedged GPU call: the process lives, nothing answers
 	}
 	var ms []float64
@@ -42,7 +46,10 @@ func (f fakeEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candi
 // it as a child process, as cgtune starts `cgtune worker`.
 func TestMain(m *testing.M) {
 	if os.Getenv("CGTUNE_TEST_WORKER") == "fake" {
-		if err := Serve(context.Background(), fakeEngine{stepMs: 100}, os.Stdin, os.Stdout); err != nil {
+		// As cmd/cgtune's worker: SIGTERM cancels the context.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		if err := Serve(ctx, fakeEngine{stepMs: 100}, os.Stdin, os.Stdout); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -165,7 +172,7 @@ func TestHungWorkerIsKilledAtItsDeadline(t *testing.T) {
 	w, _ := spec(t).Build()
 	pid := sup.Current().PID()
 	start := time.Now()
-	res := sup.Run(context.Background(), w, presets.Candidate{Impl: "transformer_engine", Scopes: []string{"hang"}}, engine.RunOptions{}, nil)
+	res := sup.Run(context.Background(), w, presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: hangWarmup}, engine.RunOptions{}, nil)
 	took := time.Since(start)
 	if res.ErrKind != engine.ErrTimeout || !strings.Contains(res.Err, "700ms deadline") {
 		t.Fatalf("hung worker: kind %q err %q", res.ErrKind, res.Err)
