@@ -356,3 +356,28 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// Before: /dev/null is a character device, so `cgtune </dev/null` on a
+// terminal counted as interactive and the TUI failed with "bubbletea:
+// could not create cancelable reader: add reader to epoll interest list".
+func TestNoTerminalOnStdin(t *testing.T) {
+	cache := isolate(t)
+	devnull := filepath.Join(t.TempDir(), "null")
+	must(t, syscall.Mknod(devnull, syscall.S_IFCHR|0o666, 1<<8|3)) // a private /dev/null
+	f, err := os.OpenFile(devnull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(f) {
+		t.Error("a /dev/null counts as a terminal")
+	}
+	cmd := asMain(t, cache)
+	cmd.Stdin = f
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != exitBadInput || stderr.String() != "cgtune: no terminal on stdin: use --headless (cgtune --headless --model M [--emit PATH]; cgtune --help)\n" {
+		t.Errorf("cgtune </dev/null: exit %d, %q", code, stderr.String())
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unsafe"
 
 	"github.com/spf13/cobra"
 
@@ -144,8 +145,13 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 // interactive starts the TUI on a terminal; without one it says how to run
 // headless instead of failing on the terminal.
 func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command) error {
-	if !isTerminal(cmd.InOrStdin()) || !isTerminal(cmd.OutOrStdout()) {
-		return fail(exitBadInput, "no terminal for the interactive program: use cgtune --headless --model M [--emit PATH] (cgtune --help)")
+	for _, end := range []struct {
+		name string
+		f    any
+	}{{"stdin", cmd.InOrStdin()}, {"stdout", cmd.OutOrStdout()}} {
+		if !isTerminal(end.f) {
+			return fail(exitBadInput, "no terminal on %s: use --headless (cgtune --headless --model M [--emit PATH]; cgtune --help)", end.name)
+		}
 	}
 	if startTUI == nil {
 		return fail(exitBadInput, "the interactive program is not built into this cgtune: use cgtune --headless --model M")
@@ -153,13 +159,17 @@ func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command) error {
 	return startTUI(ctx, f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
 
+// isTerminal reports whether v is a terminal: a file the terminal ioctl
+// answers on. Being a character device is not enough: /dev/null is one, and
+// the TUI's input reader then fails on it with an epoll error.
 func isTerminal(v any) bool {
-	fd, ok := v.(*os.File)
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := fd.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
 }
 
 // runsRoot is where run folders go by default.
