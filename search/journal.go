@@ -1,7 +1,6 @@
 package search
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"cgtune/engine"
@@ -94,8 +95,10 @@ type journal struct {
 
 // openJournal starts the journal of a new search in dir, or, with resume,
 // reads the one there, checks that it is the same search and returns its
-// results. An empty dir means no journal (nil, nil, nil).
-func openJournal(dir string, fp Fingerprint, resume bool) (*journal, []journalLine, error) {
+// results. An empty dir means no journal (nil, nil, nil). skipBad lets a
+// resume go on past unreadable lines in the middle of the journal (see
+// BadLinesError).
+func openJournal(dir string, fp Fingerprint, resume, skipBad bool) (*journal, []journalLine, error) {
 	if dir == "" {
 		if resume {
 			return nil, nil, errors.New("resume needs the run folder of the search to resume")
@@ -104,7 +107,7 @@ func openJournal(dir string, fp Fingerprint, resume bool) (*journal, []journalLi
 	}
 	path := filepath.Join(dir, JournalFile)
 	if resume {
-		return reopenJournal(dir, path, fp)
+		return reopenJournal(dir, path, fp, skipBad)
 	}
 	if _, err := os.Stat(path); err == nil {
 		return nil, nil, fmt.Errorf("%s already holds a search (%s); resume it or choose another run folder", dir, JournalFile)
@@ -131,96 +134,182 @@ func openJournal(dir string, fp Fingerprint, resume bool) (*journal, []journalLi
 
 // ReadJournal reads the fingerprint and the finished results of the
 // search in run folder dir (for a resume that takes its settings from the
-// folder, and for tools).
-func ReadJournal(dir string) (Fingerprint, []engine.Result, error) {
-	data, err := presets.ReadFileLimited(filepath.Join(dir, JournalFile), maxJournalBytes)
+// folder, and for tools). Unreadable lines in the middle are a
+// *BadLinesError unless skipBad is set; the file is not changed.
+func ReadJournal(dir string, skipBad bool) (Fingerprint, []engine.Result, error) {
+	pj, err := readJournal(dir, filepath.Join(dir, JournalFile))
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return Fingerprint{}, nil, fmt.Errorf("%s holds no search to resume (no %s)", dir, JournalFile)
-		}
 		return Fingerprint{}, nil, err
 	}
-	fp, lines, _, err := parseJournal(dir, data)
-	if err != nil {
+	if err := pj.badLinesError(skipBad); err != nil {
 		return Fingerprint{}, nil, err
 	}
 	var rs []engine.Result
-	for _, l := range lines {
+	for _, l := range pj.results {
 		rs = append(rs, *l.Result)
 	}
-	return fp, rs, nil
+	return pj.fp, rs, nil
 }
 
-// parseJournal reads a journal. A last line cut short (the process died
-// while writing it) is ignored; good is the length of the intact part.
-func parseJournal(dir string, data []byte) (fp Fingerprint, lines []journalLine, good int64, err error) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	n := 0
-	var off int64
-	for sc.Scan() {
-		n++
-		raw := sc.Bytes()
-		end := off + int64(len(raw)) + 1
-		var l journalLine
-		if jerr := json.Unmarshal(raw, &l); jerr != nil {
-			if end >= int64(len(data)) && !bytes.HasSuffix(data, []byte("\n")) {
-				break // the torn last line
-			}
-			return fp, nil, 0, fmt.Errorf("%s line %d: %v", filepath.Join(dir, JournalFile), n, jerr)
-		}
-		switch {
-		case n == 1:
-			if l.Type != "header" || l.Fingerprint == nil {
-				return fp, nil, 0, fmt.Errorf("%s: the first line is not a cgtune journal header", filepath.Join(dir, JournalFile))
-			}
-			if l.Version != journalVersion {
-				return fp, nil, 0, fmt.Errorf("%s: journal version %d, this cgtune reads version %d", filepath.Join(dir, JournalFile), l.Version, journalVersion)
-			}
-			fp = *l.Fingerprint
-		case l.Type == "result" && l.Result != nil:
-			lines = append(lines, l)
-		}
-		off = min(end, int64(len(data)))
-		good = off
-	}
-	if err := sc.Err(); err != nil {
-		return fp, nil, 0, err
-	}
-	if n == 0 {
-		return fp, nil, 0, fmt.Errorf("%s is empty", filepath.Join(dir, JournalFile))
-	}
-	return fp, lines, good, nil
-}
-
-func reopenJournal(dir, path string, fp Fingerprint) (*journal, []journalLine, error) {
+func readJournal(dir, path string) (parsedJournal, error) {
 	data, err := presets.ReadFileLimited(path, maxJournalBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("%s holds no search to resume (no %s)", dir, JournalFile)
+			return parsedJournal{}, fmt.Errorf("%s holds no search to resume (no %s)", dir, JournalFile)
 		}
-		return nil, nil, err
+		return parsedJournal{}, err
 	}
-	old, lines, good, err := parseJournal(dir, data)
+	return parseJournal(path, data)
+}
+
+// parsedJournal is a journal read back.
+type parsedJournal struct {
+	path    string
+	fp      Fingerprint
+	results []journalLine
+	// good holds the readable lines, each with its newline, in order: what
+	// the journal is rewritten to when the unreadable ones are dropped.
+	good [][]byte
+	bad  []badLine
+	// intact is the length of the file without a torn last line.
+	intact int64
+	size   int64
+}
+
+// badLine is a line in the middle of a journal that cannot be read.
+type badLine struct {
+	n    int // line number, from 1
+	text []byte
+	err  error
+}
+
+// BadLinesError says that lines in the middle of a journal cannot be read
+// (a disk fault, an edit by hand); the readable results around them are
+// intact and a resume may skip the bad lines (Config.SkipBadLines).
+type BadLinesError struct {
+	Path     string
+	Lines    []int // line numbers, from 1
+	First    error // why the first of them cannot be read
+	Readable int   // results that can be read
+}
+
+func (e *BadLinesError) Error() string {
+	nums := make([]string, len(e.Lines))
+	for i, n := range e.Lines {
+		nums[i] = strconv.Itoa(n)
+	}
+	what := "line " + nums[0] + " is"
+	if len(nums) > 1 {
+		what = "lines " + strings.Join(nums, ", ") + " are"
+	}
+	return fmt.Sprintf("%s: %s unreadable (line %d: %v); its %d readable results are intact", e.Path, what, e.Lines[0], e.First, e.Readable)
+}
+
+func (pj parsedJournal) badLinesError(skipBad bool) error {
+	if len(pj.bad) == 0 || skipBad {
+		return nil
+	}
+	e := &BadLinesError{Path: pj.path, First: pj.bad[0].err, Readable: len(pj.results)}
+	for _, b := range pj.bad {
+		e.Lines = append(e.Lines, b.n)
+	}
+	return e
+}
+
+// parseJournal reads a journal. A last line cut short (the process died
+// while writing it) is ignored; unreadable lines elsewhere are collected
+// in bad, never silently dropped. Only a missing or foreign header (the
+// journal of what?) is an error here.
+func parseJournal(path string, data []byte) (parsedJournal, error) {
+	pj := parsedJournal{path: path, size: int64(len(data)), intact: int64(len(data))}
+	var off int64
+	for n := 1; off < int64(len(data)); n++ {
+		rest := data[off:]
+		raw, end, last := rest, int64(len(data)), true
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			raw, end, last = rest[:i], off+int64(i)+1, false
+		}
+		var l journalLine
+		jerr := json.Unmarshal(raw, &l)
+		switch {
+		case n == 1 && (jerr != nil || l.Type != "header" || l.Fingerprint == nil):
+			return pj, fmt.Errorf("%s: the first line is not a cgtune journal header", path)
+		case n == 1 && l.Version != journalVersion:
+			return pj, fmt.Errorf("%s: journal version %d, this cgtune reads version %d", path, l.Version, journalVersion)
+		case jerr != nil && last:
+			pj.intact = off // the torn last line
+		case jerr == nil && l.Type == "result" && l.Result == nil:
+			pj.bad = append(pj.bad, badLine{n: n, text: raw, err: errors.New("a result line without a result")})
+		case jerr != nil:
+			pj.bad = append(pj.bad, badLine{n: n, text: raw, err: jerr})
+		default:
+			if n == 1 {
+				pj.fp = *l.Fingerprint
+			} else if l.Type == "result" {
+				pj.results = append(pj.results, l)
+			}
+			pj.good = append(pj.good, append(append([]byte(nil), raw...), '\n'))
+		}
+		off = end
+	}
+	if len(data) == 0 {
+		return pj, fmt.Errorf("%s is empty", path)
+	}
+	return pj, nil
+}
+
+func reopenJournal(dir, path string, fp Fingerprint, skipBad bool) (*journal, []journalLine, error) {
+	pj, err := readJournal(dir, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	if d := old.diff(fp); len(d) > 0 {
+	if err := pj.badLinesError(skipBad); err != nil {
+		return nil, nil, err
+	}
+	if d := pj.fp.diff(fp); len(d) > 0 {
 		return nil, nil, fmt.Errorf("cannot resume %s: it holds a different search (%s differ: it was %s); start a new run instead",
-			dir, strings.Join(d, ", "), describeFingerprint(old))
+			dir, strings.Join(d, ", "), describeFingerprint(pj.fp))
+	}
+	if len(pj.bad) > 0 {
+		if err := setAsideBadLines(dir, path, pj); err != nil {
+			return nil, nil, err
+		}
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
-	if good < int64(len(data)) {
+	if len(pj.bad) == 0 && pj.intact < pj.size {
 		// Drop the torn line, or the next result would be glued to it.
-		if err := f.Truncate(good); err != nil {
+		if err := f.Truncate(pj.intact); err != nil {
 			f.Close()
 			return nil, nil, err
 		}
 	}
-	return &journal{f: f, path: path}, lines, nil
+	return &journal{f: f, path: path}, pj.results, nil
+}
+
+// setAsideBadLines moves the unreadable lines of a journal to
+// UnreadableFile (appended, synced) and then replaces the journal, in one
+// rename, by its readable lines: later reads see a clean journal, and not
+// a byte of the old one is lost. A crash in between leaves the bad lines
+// in both files, never in neither.
+func setAsideBadLines(dir, path string, pj parsedJournal) error {
+	var buf bytes.Buffer
+	for _, b := range pj.bad {
+		fmt.Fprintf(&buf, "%s line %d (%v): %s\n", JournalFile, b.n, b.err, b.text)
+	}
+	aside := filepath.Join(dir, UnreadableFile)
+	f, err := os.OpenFile(aside, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(buf.Bytes())
+	serr := f.Sync()
+	if err := errors.Join(werr, serr, f.Close()); err != nil {
+		return fmt.Errorf("%s: %w", aside, err)
+	}
+	return presets.WriteFileAtomic(path, bytes.Join(pj.good, nil), 0o644)
 }
 
 func describeFingerprint(f Fingerprint) string {

@@ -47,6 +47,10 @@ type Config struct {
 	// RunDir holds the journal; "" keeps no journal (and cannot resume).
 	RunDir string
 	Resume bool
+	// SkipBadLines lets a resume go on past unreadable lines in the middle
+	// of the journal: they are moved to UnreadableFile and the readable
+	// results are resumed. Without it such a journal is a *BadLinesError.
+	SkipBadLines bool
 	// Lock is the caller's lock on RunDir (LockRunDir), for a caller that
 	// writes its own files there first; nil: Run takes the lock itself
 	// and holds it until it returns.
@@ -178,7 +182,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	if err != nil {
 		return DoneEvent{}, err
 	}
-	j, prior, err := openJournal(cfg.RunDir, cfg.fingerprint(), cfg.Resume)
+	j, prior, err := openJournal(cfg.RunDir, cfg.fingerprint(), cfg.Resume, cfg.SkipBadLines)
 	if err != nil {
 		return DoneEvent{}, err
 	}

@@ -452,7 +452,7 @@ func TestJournalRefusals(t *testing.T) {
 	if n := len(journalLines(t, dir)); n != 2 {
 		t.Errorf("journal has %d lines", n)
 	}
-	fp, rs, err := ReadJournal(dir)
+	fp, rs, err := ReadJournal(dir, false)
 	if err != nil || fp.Strategy != StrategyExhaustive || len(rs) != 1 {
 		t.Errorf("ReadJournal: %v %v %d", err, fp.Strategy, len(rs))
 	}

@@ -381,3 +381,37 @@ func TestNoTerminalOnStdin(t *testing.T) {
 		t.Errorf("cgtune </dev/null: exit %d, %q", code, stderr.String())
 	}
 }
+
+// Before: a journal with an unreadable line in the middle could not be
+// resumed at all ("journal.jsonl line 3: invalid character ..."), with no
+// way forward but editing it by hand.
+func TestResumeSkipBadLines(t *testing.T) {
+	isolate(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive", "--run-dir", dir); code != exitOK {
+		t.Fatalf("first run: exit %d %s", code, errb)
+	}
+	path := filepath.Join(dir, search.JournalFile)
+	data, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(data), "\n")
+	results := len(lines) - 2 // the header, and the empty string after the last newline
+	lines[2] = "garbage{\n"
+	must(t, os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644))
+
+	code, out, errb := cgtune(t, "--headless", "--resume", dir)
+	want := "line 3 is unreadable (line 3: invalid character 'g' looking for beginning of value); its " + strconv.Itoa(results-1) +
+		" readable results are intact; continue without the unreadable lines: cgtune --headless --resume " + dir + " --skip-bad-lines\n"
+	if code != exitBadInput || out != "" || !strings.HasSuffix(errb, want) {
+		t.Fatalf("resume: exit %d, %q\nwant suffix %q", code, errb, want)
+	}
+	code, out, errb = cgtune(t, "--headless", "--resume", dir, "--skip-bad-lines")
+	if code != exitOK || !strings.Contains(errb, "done: 1 runs ("+strconv.Itoa(results-1)+" from the journal)") || !strings.Contains(out, "winner") {
+		t.Errorf("resume --skip-bad-lines: exit %d\n%s\n%s", code, out, errb)
+	}
+	if aside, err := os.ReadFile(filepath.Join(dir, search.UnreadableFile)); err != nil || !strings.Contains(string(aside), "garbage{") {
+		t.Errorf("the unreadable line was not kept: %q %v", aside, err)
+	}
+	if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--skip-bad-lines"); code != exitBadInput || !strings.Contains(errb, "--skip-bad-lines is for --resume") {
+		t.Errorf("--skip-bad-lines without --resume: exit %d %q", code, errb)
+	}
+}

@@ -65,6 +65,7 @@ type rootFlags struct {
 	resume      string
 	runDir      string
 	profile     profileFlags
+	skipBad     bool
 	// estimateDelay slows every estimate-engine run (hidden: tests and
 	// demos of an interrupted search need a search that takes time).
 	estimateDelay time.Duration
@@ -136,6 +137,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.format, "format", "yaml", "overrides format: "+strings.Join(presets.Formats, ", "))
 	fl.BoolVar(&f.json, "json", false, "progress as JSON lines of the search events (stderr), the result as JSON (stdout)")
 	fl.StringVar(&f.resume, "resume", "", "continue the interrupted search in run folder RUN (a path, or a name under the runs folder)")
+	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "with --resume: go on past unreadable lines in the middle of the journal (they are moved to "+search.UnreadableFile+" in the run folder)")
 	fl.StringVar(&f.runDir, "run-dir", "", "run folder for the journal (default: a new folder under the user cache folder, cgtune/runs)")
 	f.profile.register(root)
 	fl.DurationVar(&f.estimateDelay, "estimate-delay", 0, "slow the estimate engine by this much per candidate")
@@ -357,9 +359,9 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		}
 	case f.resume != "":
 		// The journal says what was searched.
-		fp, _, err := search.ReadJournal(cfg.RunDir)
+		fp, _, err := search.ReadJournal(cfg.RunDir, f.skipBad)
 		if err != nil {
-			return fail(exitBadInput, "%v", err)
+			return journalError(err, cfg.RunDir)
 		}
 		cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured
 		if !changed("mbridge") {
@@ -394,6 +396,9 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		}
 	}()
 	cfg := &s.cfg
+	if f.skipBad && f.resume == "" {
+		return nil, fail(exitBadInput, "--skip-bad-lines is for --resume RUN")
+	}
 	if f.resume != "" {
 		dir, err := resolveRun(f.resume)
 		if err != nil {
@@ -404,7 +409,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		if s.lock, err = lockRun(dir); err != nil {
 			return nil, err
 		}
-		cfg.RunDir, cfg.Resume, cfg.Lock = dir, true, s.lock
+		cfg.RunDir, cfg.Resume, cfg.Lock, cfg.SkipBadLines = dir, true, s.lock, f.skipBad
 		if err := f.applySaved(dir); err != nil {
 			return nil, err
 		}
@@ -445,6 +450,16 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// journalError is a search that could not start, as bad input; for a
+// journal with unreadable lines it says how to go on without them.
+func journalError(err error, dir string) error {
+	var bad *search.BadLinesError
+	if errors.As(err, &bad) {
+		return fail(exitBadInput, "%v; continue without the unreadable lines: cgtune --headless --resume %s --skip-bad-lines", err, dir)
+	}
+	return fail(exitBadInput, "%v", err)
 }
 
 // lockRun takes the lock on a run folder; one held by another process is
@@ -627,7 +642,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 			return fail(exitInterrupted, "interrupted before the search started")
 		}
 		// The search did not start (another search's folder, a bad --set).
-		return fail(exitBadInput, "%v", err)
+		return journalError(err, cfg.RunDir)
 	}
 
 	gen, _ := presets.ParseMBridge(cfg.MBridge)

@@ -247,7 +247,7 @@ func TestHeadlessInterruptAndResume(t *testing.T) {
 	if !first.Interrupted || first.Runs < 3 || first.Runs >= 28 || first.Runs != len(firstKeys) || first.Overrides != "" {
 		t.Fatalf("interrupted run: %+v, %d results seen", first, len(firstKeys))
 	}
-	_, journalled, err := search.ReadJournal(first.RunDir)
+	_, journalled, err := search.ReadJournal(first.RunDir, false)
 	if err != nil || len(journalled) != first.Runs {
 		t.Fatalf("journal: %d results, %v; want %d", len(journalled), err, first.Runs)
 	}
