@@ -190,6 +190,11 @@ func FuzzParsePreset(f *testing.F) {
 			}
 			return
 		}
+		// Whatever is accepted is within the size bounds (no overflow, no
+		// runaway workload downstream).
+		if m, err := p.ResolveModel(); err != nil || m.CheckSizes() != nil || p.Layout.CheckSizes() != nil {
+			t.Fatalf("accepted preset out of bounds: %v %v %v", err, m.CheckSizes(), p.Layout.CheckSizes())
+		}
 		out, err := MarshalPreset(p)
 		if err != nil {
 			t.Fatalf("accepted preset does not marshal: %v", err)

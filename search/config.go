@@ -506,9 +506,19 @@ func (c *Recipe) unknownField(key string) string {
 		return fmt.Sprintf("unknown field %s (Megatron-Bridge 0.%d is %s: it has no such field)", key, c.mb, c.gen)
 	}
 	if strings.HasPrefix(key, envPrefix) {
-		return fmt.Sprintf("bad environment variable name in %s", key)
+		return fmt.Sprintf("bad environment variable name in %s", printable(key))
 	}
-	return fmt.Sprintf("unknown field %s", key)
+	return fmt.Sprintf("unknown field %s", printable(key))
+}
+
+// printable is s as it goes into a one-line message: as written, or
+// quoted when it holds a newline or another character a terminal would
+// not show as itself.
+func printable(s string) string {
+	if q := strconv.Quote(s); q[1:len(q)-1] != s {
+		return q
+	}
+	return s
 }
 
 // setValue stores v under key after checking it against the schema.
@@ -761,22 +771,23 @@ func parseHydraValue(s string, listField bool) raw {
 // ApplySet applies one `--set key=value` override. Errors name the flag:
 // `--set model.xyz=...: ...`.
 func (c *Recipe) ApplySet(arg string) error {
+	flag := printable(arg)
 	key, val, ok := strings.Cut(arg, "=")
 	key = strings.TrimSpace(key)
 	if !ok || key == "" {
-		return fmt.Errorf("--set %s: expected KEY=VALUE", arg)
+		return fmt.Errorf("--set %s: expected KEY=VALUE", flag)
 	}
 	f, known := c.field(key)
 	if !known {
-		return fmt.Errorf("--set %s: %s", arg, c.unknownField(key))
+		return fmt.Errorf("--set %s: %s", flag, c.unknownField(key))
 	}
 	r := parseHydraValue(val, f.Type == TList || f.Type == TIntOrList)
 	v, bad := coerce(f, r, c.gen)
 	if bad != nil {
-		return fmt.Errorf("--set %s: field %s: bad value %q (allowed: %s)", arg, key, bad.text, f.allowed(c.gen))
+		return fmt.Errorf("--set %s: field %s: bad value %q (allowed: %s)", flag, key, bad.text, f.allowed(c.gen))
 	}
 	if err := c.setValue(key, v); err != nil {
-		return fmt.Errorf("--set %s: %v", arg, err)
+		return fmt.Errorf("--set %s: %v", flag, err)
 	}
 	return nil
 }

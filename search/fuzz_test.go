@@ -1,0 +1,126 @@
+package search
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"cgtune/engine"
+	"cgtune/presets"
+)
+
+// FuzzApplySet: no --set argument panics; a refusal is one line naming the
+// flag; an accepted value is one the schema allows (in range, finite) and
+// reads back through Get.
+func FuzzApplySet(f *testing.F) {
+	for _, s := range []string{
+		"model.cuda_graph_warmup_steps=3", "model.cuda_graph_warmup_steps=-5", "model.cuda_graph_scope=[attn,moe_router]",
+		"model.cuda_graph_scope=attn,mlp", "model.moe_expert_capacity_factor=1.0", "model.moe_expert_capacity_factor=nan",
+		"model.moe_layer_freq=[0,1,1]", "model.recompute_granularity=null", "env.NCCL_GRAPH_REGISTER=1", "te_version=2.11",
+		"model.tensor_model_parallel_size=9223372036854775807", "=", "model.hidden_dropout=1e309", "rng.te_rng_tracker='true'",
+	} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, arg string, g3 bool) {
+		mb := "0.4"
+		if g3 {
+			mb = "0.6"
+		}
+		c, err := NewRecipe(moeModel, layoutFor(moeModel), mb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ApplySet(arg); err != nil {
+			if msg := err.Error(); !strings.HasPrefix(msg, "--set ") || strings.Contains(msg, "\n") {
+				t.Fatalf("error %q is not one --set line", msg)
+			}
+			return
+		}
+		key, _, _ := strings.Cut(arg, "=")
+		key = strings.TrimSpace(key)
+		f, known := c.field(key)
+		v, ok := c.Get(key)
+		switch {
+		case !known:
+			t.Fatalf("accepted unknown key %q", key)
+		case f.Type == TString && !ok:
+			return // a null environment variable unsets it
+		case !ok:
+			t.Fatalf("accepted %q but Get(%q) has nothing", arg, key)
+		}
+		if err := checkValue(f, v, c.gen); err != nil {
+			t.Fatalf("accepted %q holds a value the schema refuses: %v", arg, err)
+		}
+		if f.Type == TFloat && (math.IsNaN(v.Float) || math.IsInf(v.Float, 0)) {
+			t.Fatalf("accepted a non-finite %v", v.Float)
+		}
+		if f.Type == TInt && !v.Null && !f.inRange(v.Int) {
+			t.Fatalf("accepted %d outside the field's range", v.Int)
+		}
+	})
+}
+
+// FuzzJournalReader: no journal content panics the reader; what it reads
+// is accounted for (every line is readable, unreadable or the torn tail);
+// the readable lines alone read back to the same results with nothing
+// unreadable (what --skip-bad-lines writes); and a header is required.
+func FuzzJournalReader(f *testing.F) {
+	dir := f.TempDir()
+	run := filepath.Join(dir, "run")
+	fe := &fakeEngine{}
+	cfg := Config{Model: denseModel, Layout: layoutFor(denseModel), Engines: []engine.Engine{fe}, RunDir: run, Strategy: StrategyExhaustive,
+		Space: presets.Space{Impls: []string{presets.ImplTE}, Scopes: [][]string{{"attn"}, {"mlp"}}, Warmups: []int{3}}}
+	if _, err := Run(context.Background(), cfg, nil); err != nil {
+		f.Fatal(err)
+	}
+	journal, err := presets.ReadFileLimited(filepath.Join(run, JournalFile), maxJournalBytes)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(journal)
+	f.Add(journal[:len(journal)-7])                                                           // torn last line
+	f.Add(bytes.Replace(journal, []byte(`{"type":"result"`), []byte(`{"type":"result"x`), 1)) // bad middle line
+	f.Add([]byte(""))
+	f.Add([]byte("\n\n"))
+	f.Add([]byte(`{"type":"header","version":1,"fingerprint":{}}` + "\n" + `{"type":"result","result":null}` + "\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pj, err := parseJournal("journal.jsonl", data)
+		if err != nil {
+			if msg := err.Error(); !strings.HasPrefix(msg, "journal.jsonl") || strings.Contains(msg, "\n") {
+				t.Fatalf("error %q", msg)
+			}
+			return
+		}
+		if len(data) == 0 || pj.intact > pj.size || pj.intact < 0 {
+			t.Fatalf("intact %d of %d bytes", pj.intact, pj.size)
+		}
+		var header journalLine
+		if json.Unmarshal(pj.good[0], &header) != nil || header.Type != "header" {
+			t.Fatalf("accepted without a header: %q", pj.good[0])
+		}
+		lines := bytes.Count(data[:pj.intact], []byte("\n"))
+		if pj.intact == pj.size && !bytes.HasSuffix(data, []byte("\n")) {
+			lines++ // a last line without a newline that reads as JSON
+		}
+		if len(pj.good)+len(pj.bad) != lines {
+			t.Fatalf("%d readable + %d unreadable lines, the file has %d", len(pj.good), len(pj.bad), lines)
+		}
+		for _, r := range pj.results {
+			if r.Result == nil {
+				t.Fatal("a result line without a result was kept")
+			}
+		}
+		if (pj.badLinesError(false) == nil) != (len(pj.bad) == 0) {
+			t.Fatal("unreadable lines without an error, or an error without them")
+		}
+		clean, err := parseJournal("journal.jsonl", bytes.Join(pj.good, nil))
+		if err != nil || len(clean.bad) != 0 || len(clean.results) != len(pj.results) {
+			t.Fatalf("the readable lines alone: %v, %d unreadable, %d results (want %d)", err, len(clean.bad), len(clean.results), len(pj.results))
+		}
+	})
+}
