@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"cgtune/presets"
 )
 
 // ProfileAdjust is the user's correction of the emulation's costs, from a
@@ -85,7 +86,7 @@ var layerKindNames = []string{"dense", "moe", "mamba", "attention", "mlp", "moe_
 // LoadProfileAdjust reads a profile adjustment file. Errors are one line
 // naming the file, the field and what is allowed.
 func LoadProfileAdjust(path string) (*ProfileAdjust, error) {
-	data, err := os.ReadFile(path)
+	data, err := presets.ReadFileLimited(path, presets.MaxYAMLBytes) // a FIFO or /dev/zero must not hang
 	if err != nil {
 		return nil, err
 	}

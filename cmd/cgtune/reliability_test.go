@@ -162,6 +162,7 @@ func TestReadingNeverHangs(t *testing.T) {
 			{"check", "--model", "llama3_8b", p},
 			{"preset", "import", p},
 			{"--headless", "--preset", p, "--engine", "estimate"},
+			{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--profile-file", p},
 		} {
 			code, _, errb := cgtuneWithin(t, args...)
 			if code != exitBadInput || !strings.Contains(errb, p) || !strings.Contains(errb, "not a regular file") {

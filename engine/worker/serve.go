@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/presets"
 )
 
 // StopGrace is how long Serve waits, once ctx ends, for the running
@@ -113,9 +114,10 @@ func checkRun(req Request) error {
 		for _, f := range []struct {
 			name string
 			v    int
-		}{{"measured_steps", o.MeasuredSteps}, {"eager_steps", o.EagerSteps}} {
-			if f.v < 0 || f.v > MaxSteps {
-				return fmt.Errorf("invalid run options: %s %d is out of range (allowed: 0 for the default, up to %d)", f.name, f.v, MaxSteps)
+			max  int
+		}{{"measured_steps", o.MeasuredSteps, MaxSteps}, {"eager_steps", o.EagerSteps, MaxSteps}, {"layers", o.Layers, presets.MaxLayers}} {
+			if f.v < 0 || f.v > f.max {
+				return fmt.Errorf("invalid run options: %s %d is out of range (allowed: 0 for the default, up to %d)", f.name, f.v, f.max)
 			}
 		}
 	}

@@ -71,6 +71,7 @@ func TestWorkerRefusesInvalidRequests(t *testing.T) {
 		{presets.Candidate{Impl: "local", Scopes: []string{"attn", "attn"}}, sp, engine.RunOptions{}, `"attn" listed twice`},
 		{presets.Candidate{Impl: "local"}, sp, engine.RunOptions{MeasuredSteps: -1}, `measured_steps -1 is out of range`},
 		{presets.Candidate{Impl: "local"}, sp, engine.RunOptions{EagerSteps: 1 << 40}, `eager_steps 1099511627776 is out of range`},
+		{presets.Candidate{Impl: "local"}, sp, engine.RunOptions{Layers: -1}, `layers -1 is out of range`},
 		{presets.Candidate{Impl: "local"}, huge, engine.RunOptions{}, `field "layers": 100000000 is out of range`},
 	} {
 		s.send(t, Request{V: Version, Type: TypeRun, ID: "x", Spec: &tc.spec, Candidate: &tc.cand, Opts: &tc.opts})
