@@ -23,6 +23,9 @@ import (
 const megatronDeadline = 15 * time.Minute
 
 // detectFramework asks the node's Python what it imports (10–15 s).
+// megatronWorkerLog is the megatron worker's stderr, kept in the run folder.
+const megatronWorkerLog = "megatron-worker.log"
+
 func detectFramework(ctx context.Context, pythonFlag string) (megatron.Framework, error) {
 	py, err := megatron.FindPython(pythonFlag)
 	if err != nil {
@@ -94,7 +97,7 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 	}
 	var log *os.File
 	if err := os.MkdirAll(logDir, 0o700); err == nil {
-		if log, err = os.OpenFile(filepath.Join(logDir, "megatron-worker.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+		if log, err = os.OpenFile(filepath.Join(logDir, megatronWorkerLog), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
 			closers = append(closers, log.Close)
 		}
 	}

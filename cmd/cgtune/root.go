@@ -441,13 +441,14 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.checkEmit(); err != nil {
 		return nil, err
 	}
+	if err := f.openEngines(s, gpus); err != nil {
+		return nil, err
+	}
+	// Last, so that a search that cannot start leaves no run folder.
 	if !cfg.Resume {
 		if err := f.claimRunDir(s); err != nil {
 			return nil, err
 		}
-	}
-	if err := f.openEngines(s, gpus); err != nil {
-		return nil, err
 	}
 	return s, nil
 }
@@ -505,7 +506,7 @@ func checkRunDir(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, search.JournalFile)); err == nil {
 		return fail(exitBadInput, "--run-dir %s holds a search already: continue it with --resume %s", dir, dir)
 	}
-	if err := search.CheckRunDir(dir, runFile); err != nil {
+	if err := search.CheckRunDir(dir, runFile, megatronWorkerLog); err != nil {
 		return fail(exitBadInput, "--run-dir %v", err)
 	}
 	path := filepath.Join(dir, runFile)
