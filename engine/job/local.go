@@ -1,6 +1,7 @@
 package job
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -165,18 +167,53 @@ func (j *localJob) Cancel(ctx context.Context) error {
 // killGroup stops what is left of process group pgid: SIGTERM, and
 // SIGKILL to whatever is still there after grace.
 func killGroup(pgid int, grace time.Duration) {
-	if syscall.Kill(-pgid, 0) != nil {
-		return // the group is empty
+	if !groupAlive(pgid) {
+		return
 	}
 	syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
-		if syscall.Kill(-pgid, 0) != nil {
+		if !groupAlive(pgid) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// groupAlive reports whether process group pgid has a process that is not
+// a zombie (an orphan's zombie waits for init, which may take a while, and
+// holds nothing). Without /proc it asks kill(-pgid, 0).
+func groupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid {
+			return true
+		}
+	}
+	return false
 }
 
 func oneLine(s string) string {

@@ -19,7 +19,7 @@ import (
 // train_utils.py (training_log, v0.4.0 to v0.6.0) both print, every
 // log_interval iterations (and MLM also after the first one),
 //
-//	 [2026-08-22 15:22:22.123456] iteration       12/      30 | consumed samples:           12 | elapsed time per iteration (ms): 41.3 | ...
+//	[2026-08-22 15:22:22.123456] iteration       12/      30 | consumed samples:           12 | elapsed time per iteration (ms): 41.3 | ...
 //
 // where the time is the average over the iterations since the previous
 // line (MLM does not reset its timer after the first line, so its second
@@ -39,7 +39,7 @@ import (
 // local forward loss calculation", pretrain_gpt.py; "found NaN in local
 // grad norm", megatron/core/distributed/param_and_grad_buffer.py).
 var (
-	iterRe = regexp.MustCompile(`\biteration\s+(\d+)\s*/\s*(\d+)\s*\|.*?elapsed time per iteration \(ms\):\s*([0-9.]+(?:[eE][-+]?\d+)?)`)
+	iterRe  = regexp.MustCompile(`\biteration\s+(\d+)\s*/\s*(\d+)\s*\|.*?elapsed time per iteration \(ms\):\s*([0-9.]+(?:[eE][-+]?\d+)?)`)
 	nanItRe = regexp.MustCompile(`number of nan iterations:\s*(\d+)`)
 	// memory reports
 	memMBRe    = regexp.MustCompile(`memory \(MB\)\s*\|`)
@@ -62,11 +62,11 @@ var (
 
 // Iteration is one iteration line of the log.
 type Iteration struct {
-	Iter int     `json:"iter"`  // the iteration the line reports
-	Of   int     `json:"of"`    // train_iters
-	Ms   float64 `json:"ms"`    // elapsed time per iteration, averaged over Span
-	Span int     `json:"span"`  // iterations the line covers (log_interval)
-	Line int     `json:"line"`  // line number in the log
+	Iter int     `json:"iter"` // the iteration the line reports
+	Of   int     `json:"of"`   // train_iters
+	Ms   float64 `json:"ms"`   // elapsed time per iteration, averaged over Span
+	Span int     `json:"span"` // iterations the line covers (log_interval)
+	Line int     `json:"line"` // line number in the log
 }
 
 // First is the first iteration the line covers.

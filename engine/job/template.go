@@ -167,7 +167,7 @@ var shellSafeRe = regexp.MustCompile(`^[A-Za-z0-9_./,:=@%+-]+$`)
 
 // Quote makes s one shell word: as it is when it holds only characters no
 // POSIX shell treats specially, else in single quotes (a single quote
-// inside written as '\''). Newlines, $(...), backticks and quotes all end
+// inside written as '\”). Newlines, $(...), backticks and quotes all end
 // up literal.
 func Quote(s string) string {
 	if shellSafeRe.MatchString(s) {
