@@ -92,6 +92,7 @@ func (u *updates) states() []string {
 }
 
 func TestLocalJobsMeasureWhatTheJobPrints(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := newEngine(t, &Local{}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", dir, nil)
 	// The fake job prints step + 0.0/0.3/0.6 ms by iteration: the medians
@@ -139,6 +140,7 @@ func TestLocalJobsMeasureWhatTheJobPrints(t *testing.T) {
 }
 
 func TestLocalJobFailures(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := newEngine(t, &Local{}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", dir, nil)
 	res := e.RunJob(context.Background(), oomCand, 0, nil)
@@ -166,6 +168,7 @@ func TestLocalJobFailures(t *testing.T) {
 }
 
 func TestLocalJobTimeoutKillsTheGroup(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t, &Local{Grace: time.Second}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", t.TempDir(),
 		func(c *Config) { c.Timeout = 2 * time.Second })
 	start := time.Now()
@@ -182,6 +185,7 @@ func TestLocalJobTimeoutKillsTheGroup(t *testing.T) {
 }
 
 func TestLocalJobCancel(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t, &Local{Grace: time.Second}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", t.TempDir(), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var id string
@@ -203,6 +207,7 @@ func TestLocalJobCancel(t *testing.T) {
 }
 
 func TestLocalJobStoppedAfterEnoughIterations(t *testing.T) {
+	t.Parallel()
 	// The command has no {iters}: the job would run 1000 iterations;
 	// cgtune stops it after Iters and keeps the result.
 	e := newEngine(t, &Local{Grace: time.Second}, "bash "+Quote(fakeJob(t))+" --train-iters 1000 {flags}", t.TempDir(), nil)
@@ -220,6 +225,7 @@ func TestLocalJobStoppedAfterEnoughIterations(t *testing.T) {
 }
 
 func TestEngineInterfaceStreamsSamples(t *testing.T) {
+	t.Parallel()
 	var e engine.Engine = newEngine(t, &Local{}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", t.TempDir(), nil)
 	var n int
 	res := e.Run(context.Background(), nil, perLayer, engine.RunOptions{MeasuredSteps: 4}, func(s engine.StepSample) {
@@ -234,6 +240,7 @@ func TestEngineInterfaceStreamsSamples(t *testing.T) {
 }
 
 func TestLocalValidateRanksAndCompares(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := newEngine(t, &Local{}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", dir, nil)
 	pred := func(ms float64) *engine.Result {
