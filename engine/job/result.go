@@ -142,3 +142,9 @@ func failure(rep Report, st Status) (kind, msg string) {
 	}
 	return engine.ErrCrash, msg
 }
+
+// FromLog is the Result a finished job's log gives for candidate c, as if
+// the job completed (for logs a user points at: cgtune calibrate).
+func FromLog(c presets.Candidate, rep Report, path string) engine.Result {
+	return buildResult(c, rep, Status{State: StateCompleted, Done: true}, false, engine.JobInfo{Launcher: "log", ID: path, Output: path})
+}

@@ -10,7 +10,8 @@
 #
 # What it does depends only on those arguments:
 #   iteration time (ms): none 40, local whole layer 30, local with modules 34,
-#     transformer_engine 32, full_iteration 22 (each +0.0/0.3/0.6 by iteration);
+#     transformer_engine 32, full_iteration (or local with scope
+#     full_iteration) 22 (each +0.0/0.3/0.6 by iteration);
 #     the warm-up iterations run at 40, the capture iteration at 40 + 150.
 #   modules with mlp:   CUDA out of memory at the capture iteration (exit 1)
 #   modules with moe:   stream-capture error at the capture iteration (exit 1)
@@ -33,10 +34,10 @@ while [ $# -gt 0 ]; do
 	*) echo "pretrain_gpt.py: error: unrecognized arguments: $1" >&2; exit 2 ;;
 	esac
 done
+has() { local m; for m in "${mods[@]+"${mods[@]}"}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 case $impl in none | local | transformer_engine | full_iteration) ;;
 *) echo "pretrain_gpt.py: error: argument --cuda-graph-impl: invalid choice: '$impl'" >&2; exit 2 ;;
 esac
-has() { local m; for m in "${mods[@]+"${mods[@]}"}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 
 modlist="[$(IFS=,; echo "${mods[*]+"${mods[*]}"}")]"
 echo "------------------------ arguments ------------------------"
@@ -50,6 +51,15 @@ if [ "$impl" = full_iteration ] && [ $nancheck = 1 ]; then
 	exit 1
 fi
 
+# Megatron-Core before cuda_graph_modules (MB v0.3-v0.4, MLM core 0.15)
+# wrote full iteration as impl local with scope full_iteration.
+if [ "$impl" = local ] && has full_iteration; then
+	if [ $nancheck = 1 ]; then
+		echo "AssertionError: --no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training."
+		exit 1
+	fi
+	impl=full_iteration mods=()
+fi
 graphed=1 step=40 mem=1000
 case $impl in
 none) graphed=0 ;;
