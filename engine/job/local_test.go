@@ -113,8 +113,11 @@ func TestLocalJobsMeasureWhatTheJobPrints(t *testing.T) {
 		if res.Memory.ProcessPeakMiB != tc.peakMiB {
 			t.Errorf("%s: peak %d MiB, want %d", tc.c.Key(), res.Memory.ProcessPeakMiB, tc.peakMiB)
 		}
-		if tc.c.Graphed() && (res.CaptureMs < 140 || res.CaptureMs > 170) {
+		if tc.c.FullIteration() && (res.CaptureMs < 160 || res.CaptureMs > 170) {
 			t.Errorf("%s: capture %v ms, want about 190 - step", tc.c.Key(), res.CaptureMs)
+		}
+		if tc.c.Graphed() && !tc.c.FullIteration() && (res.CaptureMs != 0 || !strings.Contains(strings.Join(res.Notes, ";"), "first iteration")) {
+			t.Errorf("%s: local per-layer capture %v ms, notes %q", tc.c.Key(), res.CaptureMs, res.Notes)
 		}
 		if res.Source != engine.FromJob || res.Job == nil || res.Job.Launcher != "local" || res.Job.State != StateCompleted {
 			t.Errorf("%s: source %s job %+v", tc.c.Key(), res.Source, res.Job)

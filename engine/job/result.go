@@ -7,20 +7,34 @@ import (
 	"cgtune/presets"
 )
 
-// FirstMeasured is the first iteration whose time counts for candidate c.
-// Megatron's training loop runs cuda_graph_warmup_steps eager iterations,
-// captures in the next one (TE: at the top of iteration warmup+1; full
-// iteration: FullCudaGraphWrapper's call number warmup; local: the
-// managers record and capture within the first iterations), so the
-// steady state starts at warmup+2 (MB docs/training/cuda-graphs.md:
-// compare replay iterations only). Iterations 1 and 2 never count:
-// the first pays lazy initialisation and autotuning, and Megatron-LM's
-// second log line averages from iteration 1.
-func FirstMeasured(c presets.Candidate) int {
-	if !c.Graphed() {
-		return 3
+// CaptureIteration is the iteration in which Megatron's training loop
+// captures candidate c's graphs (0: none). Transformer Engine graphs are
+// captured at the top of iteration cuda_graph_warmup_steps+1 (MLM
+// megatron/training/training.py, MB src/megatron/bridge/training/train.py:
+// create_cudagraphs when iteration - start == warmup); a full-iteration
+// graph is FullCudaGraphWrapper's call number warmup (MLM
+// megatron/core/full_cuda_graph.py), the same iteration; MCore's local
+// per-layer graphs record during the first iteration and are captured at
+// its end (schedules.py calls create_cudagraphs, which runs the
+// cuda_graph_warmup_steps warm-up passes itself; MLM
+// megatron/core/transformer/cuda_graphs.py), so iteration 2 replays.
+func CaptureIteration(c presets.Candidate) int {
+	switch {
+	case !c.Graphed():
+		return 0
+	case c.Impl == presets.ImplLocal && !c.FullIteration():
+		return 1
 	}
-	return max(c.Warmup+2, 3)
+	return c.Warmup + 1
+}
+
+// FirstMeasured is the first iteration whose time counts for candidate c:
+// the one after the capture (MB docs/training/cuda-graphs.md: compare
+// replay iterations only), and never iteration 1 or 2: the first pays
+// lazy initialisation and autotuning, and Megatron-LM's second log line
+// averages from iteration 1.
+func FirstMeasured(c presets.Candidate) int {
+	return max(CaptureIteration(c)+1, 3)
 }
 
 // Phase is the phase of iteration it for candidate c (engine.Phase*).
@@ -28,7 +42,7 @@ func Phase(c presets.Candidate, it Iteration) string {
 	switch {
 	case it.First() >= FirstMeasured(c):
 		return engine.PhaseMeasure
-	case c.Graphed() && it.Iter == c.Warmup+1 && it.Span == 1:
+	case c.Graphed() && it.Iter == CaptureIteration(c) && it.Span == 1:
 		return engine.PhaseCapture
 	}
 	return engine.PhaseWarmup
@@ -58,7 +72,7 @@ func splitSteps(c presets.Candidate, its []Iteration) steps {
 		case engine.PhaseCapture:
 			s.captureMs = it.Ms
 		default:
-			if !c.Graphed() || it.Iter <= c.Warmup {
+			if !c.Graphed() || it.Iter < CaptureIteration(c) {
 				s.warmupMs += it.Ms * float64(it.Span)
 				if it.First() >= 3 {
 					s.eager = append(s.eager, it.Ms)
@@ -85,7 +99,12 @@ func buildResult(c presets.Candidate, rep Report, st Status, stoppedByUs bool, i
 	if res.Step.N > 0 && res.Eager.N > 0 {
 		res.Speedup = res.Eager.Median / res.Step.Median
 	}
-	if s.captureMs > 0 && res.Step.N > 0 {
+	switch {
+	case CaptureIteration(c) == 1:
+		// The first iteration also pays the job's start-up: its excess
+		// over the steady state is not the capture's.
+		res.Notes = append(res.Notes, "graphs captured in the first iteration, with the job's start-up: capture time not separable")
+	case s.captureMs > 0 && res.Step.N > 0:
 		res.CaptureMs = max(0, s.captureMs-res.Step.Median)
 	}
 	res.WarmupMs = s.warmupMs

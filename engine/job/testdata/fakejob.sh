@@ -12,7 +12,9 @@
 #   iteration time (ms): none 40, local whole layer 30, local with modules 34,
 #     transformer_engine 32, full_iteration (or local with scope
 #     full_iteration) 22 (each +0.0/0.3/0.6 by iteration);
-#     the warm-up iterations run at 40, the capture iteration at 40 + 150.
+#     the warm-up iterations run at 40, the capture iteration at 40 + 150;
+#     as in Megatron-Core, local per-layer graphs are captured in iteration 1,
+#     the others in iteration warm-up + 1.
 #   modules with mlp:   CUDA out of memory at the capture iteration (exit 1)
 #   modules with moe:   stream-capture error at the capture iteration (exit 1)
 #   modules with mamba: NaN in the loss at the capture iteration (exit 1)
@@ -68,10 +70,12 @@ transformer_engine) step=32; mem=1300 ;;
 full_iteration) step=22; mem=1400 ;;
 esac
 
+capture=$((warm + 1))
+[ "$impl" = local ] && capture=1
 for ((i = 1; i <= iters; i++)); do
 	ms=$step
-	if [ $graphed = 1 ] && [ $i -le "$warm" ]; then ms=40; fi
-	if [ $graphed = 1 ] && [ $i -eq $((warm + 1)) ]; then
+	if [ $graphed = 1 ] && [ $i -lt $capture ]; then ms=40; fi
+	if [ $graphed = 1 ] && [ $i -eq $capture ]; then
 		if has mlp; then
 			echo "[rank0]: Traceback (most recent call last):"
 			echo "[rank0]:   File \"pretrain_gpt.py\", line 300, in <module>"
