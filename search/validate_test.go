@@ -3,8 +3,11 @@ package search
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"cgtune/engine"
 	"cgtune/engine/estimate"
@@ -105,5 +108,79 @@ func TestFitCalibrationFromValidation(t *testing.T) {
 	}
 	if len(cal.Jobs) != 2 || cal.Layout != engine.CalibrationLayoutKey(l) || cal.Model != m.Name || cal.Source != "validate test" {
 		t.Errorf("calibration %+v", cal)
+	}
+}
+
+// TestValidateOnJobs is the TUI's "validate top 3": a run's top candidates
+// as local jobs (engine/job's fake training job), streamed job states,
+// the calibration saved, and a preset made from the outcome.
+func TestValidateOnJobs(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	m, l := denseModel, layoutFor(denseModel)
+	dir := t.TempDir()
+	fe := &fakeEngine{step: func(c presets.Candidate) float64 { return 900 - 100*float64(len(c.Scopes)) }}
+	cfg := Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Strategy: StrategyExhaustive, RunDir: dir,
+		Space: presets.Space{Impls: []string{"none", "local"}, Scopes: [][]string{{}, {"full_iteration"}}, Warmups: []int{3}}}
+	if _, err := Run(context.Background(), cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	v, err := JobValidationForRun(dir, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, _ := filepath.Abs(filepath.Join("..", "engine", "job", "testdata", "fakejob.sh"))
+	v.Launcher = &jobs.Local{}
+	if v.Command, err = jobs.ParseCommand("bash "+jobs.Quote(fake)+" --train-iters {iters} {flags}", ""); err != nil {
+		t.Fatal(err)
+	}
+	v.Iters, v.Poll, v.MBridge = 10, 50*time.Millisecond, "0.6"
+	rates, _ := engine.SpecFor("h100")
+	v.Estimator = func(s float64) (engine.Engine, error) {
+		return estimate.New(rates, engine.DefaultHostCosts().Scaled(s), engine.DeviceInfo{Name: "est"}), nil
+	}
+	states := map[string][]string{}
+	var tails int
+	out, err := ValidateOnJobs(context.Background(), v, func(ev jobs.ValidateEvent) {
+		if je, ok := ev.(jobs.JobEvent); ok {
+			k := je.Update.Candidate.Key()
+			if s := states[k]; len(s) == 0 || s[len(s)-1] != je.Update.State {
+				states[k] = append(s, je.Update.State)
+			}
+			if len(je.Update.Tail) > 0 {
+				tails++
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Rows) != 3 || out.Rows[0].Candidate.ScopeString() != "full_iteration" || out.Calibration == nil || out.CalibrationFile == "" {
+		t.Fatalf("outcome %+v", out)
+	}
+	for k, s := range states {
+		if strings.Join(s, ",") != "SUBMITTING,RUNNING,COMPLETED" {
+			t.Errorf("%s: states %v", k, s)
+		}
+	}
+	if tails == 0 {
+		t.Error("no log tail streamed")
+	}
+	p, err := ValidatedPreset("dense-validated", nil, v, out.Validation, presets.JobSetup{Launcher: "local", Command: v.Command.Text}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ModelInline == nil || p.Result.Engine != "job" || len(p.Result.Job.IDs) != 2 || !p.Result.Winner.FullIteration() || p.MBridge != "0.6" {
+		t.Errorf("preset %+v result %+v", p, p.Result)
+	}
+	// Interrupted before anything ran: no calibration, no validation.json.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	v.Dir = filepath.Join(t.TempDir(), "v2")
+	out, err = ValidateOnJobs(ctx, v, nil)
+	if err != nil || !out.Interrupted || out.Calibration != nil {
+		t.Errorf("interrupted: %+v %v", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(v.Dir, jobs.ValidationFile)); err == nil {
+		t.Error("an interrupted validation wrote validation.json")
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cgtune/engine"
 	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/search"
@@ -150,16 +148,12 @@ func newValidateCmd() *cobra.Command {
 	return cmd
 }
 
-// validateSource is what is validated and what it knows about the job.
+// validateSource is what is validated: the request without the launcher,
+// and the preset it came from (nil for a run).
 type validateSource struct {
-	name    string // "run DIR" or "preset NAME"
-	runDir  string
-	preset  *presets.TeamPreset
-	fp      search.Fingerprint
-	model   presets.Model
-	layout  presets.Layout
-	mbridge string
-	targets []job.Target
+	req    search.JobValidation
+	runDir string
+	preset *presets.TeamPreset
 }
 
 func (f *validateFlags) source(args []string) (*validateSource, error) {
@@ -172,11 +166,10 @@ func (f *validateFlags) source(args []string) (*validateSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		fp, targets, err := search.ValidationTargets(dir, f.top)
-		if err != nil {
+		if s.req, err = search.JobValidationForRun(dir, f.top); err != nil {
 			return nil, fail(exitBadInput, "%v", err)
 		}
-		s.name, s.runDir, s.fp, s.model, s.layout, s.mbridge, s.targets = "run "+dir, dir, fp, fp.Model, fp.Layout, fp.MBridge, targets
+		s.runDir = dir
 	case f.preset != "":
 		p, err := loadPreset(f.preset)
 		if err != nil {
@@ -190,14 +183,15 @@ func (f *validateFlags) source(args []string) (*validateSource, error) {
 		if err != nil {
 			return nil, fail(exitBadInput, "%v", err)
 		}
-		s.name, s.preset, s.model, s.layout, s.mbridge, s.targets = "preset "+p.Name, &p, m, p.Layout, p.MBridge, targets
+		s.preset = &p
+		s.req = search.JobValidation{Source: "preset " + p.Name, Model: m, Layout: p.Layout, MBridge: p.MBridge, Space: p.Space, Targets: targets}
 	default:
 		return nil, fail(exitBadInput, "give the run folder of a finished search (cgtune validate RUN) or --preset F")
 	}
 	if f.mbridge != "" {
-		s.mbridge = f.mbridge
+		s.req.MBridge = f.mbridge
 	}
-	if _, err := presets.ParseMBridge(s.mbridge); err != nil {
+	if _, err := presets.ParseMBridge(s.req.MBridge); err != nil {
 		return nil, fail(exitBadInput, "--mbridge: %v", err)
 	}
 	return s, nil
@@ -306,8 +300,8 @@ func (f *validateFlags) validationDir(s *validateSource) (string, error) {
 	switch {
 	case f.dir != "":
 		return f.dir, nil
-	case s.runDir != "":
-		return filepath.Join(s.runDir, "validate"), nil
+	case s.req.Dir != "":
+		return s.req.Dir, nil
 	case f.resume:
 		return "", fail(exitBadInput, "--resume with --preset: give the validation folder with --dir")
 	}
@@ -332,87 +326,88 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 		return err
 	}
 	if fromPreset {
-		fmt.Fprintf(stderr, "the command template comes from %s:\n  %s\n", s.name, strings.ReplaceAll(js.Command, "\n", "\n  "))
+		fmt.Fprintf(stderr, "the command template comes from %s:\n  %s\n", s.req.Source, strings.ReplaceAll(js.Command, "\n", "\n  "))
 		if !f.trust && !f.dryRun {
 			return fail(exitBadInput, "a preset's command template is shared input and runs only with --trust-preset-command: read it above first")
 		}
 	}
-	tmpl, err := job.ParseCommand(js.Command, js.Format)
-	if err != nil {
+	req := &s.req
+	if req.Command, err = job.ParseCommand(js.Command, js.Format); err != nil {
 		return fail(exitBadInput, "--command: %v", err)
 	}
-	for _, t := range s.targets {
+	for _, t := range req.Targets {
 		if first := job.FirstMeasured(t.Candidate); f.iters < first {
-			return fail(exitBadInput, "--iters %d: %s (warm-up %d) is measured from iteration %d; give --iters %d or more",
-				f.iters, t.Candidate.Key(), t.Candidate.Warmup, first, first+4)
+			return fail(exitBadInput, "--iters %d: %s is measured from iteration %d; give --iters %d or more",
+				f.iters, t.Candidate.Key(), first, first+4)
 		}
 	}
-	l, err := f.launcherFor(js)
-	if err != nil {
+	if req.Launcher, err = f.launcherFor(js); err != nil {
 		return err
 	}
-	dir, err := f.validationDir(s)
-	if err != nil {
+	if req.Dir, err = f.validationDir(s); err != nil {
 		return err
 	}
-	model, mb := s.model, s.mbridge
-	e, err := job.New(job.Config{Launcher: l, Command: tmpl, Dir: dir, Iters: f.iters, Timeout: f.jobTimeout, Poll: f.poll,
-		Overrides: func(c presets.Candidate) presets.Overrides { return search.WinnerOverrides(model, c, mb) }})
-	if err != nil {
-		return fail(exitBadInput, "%v", err)
+	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume
+	if !f.noCalibrate {
+		req.Estimator = calibrationEstimator(req.Layout.GPU)
 	}
 	if f.dryRun {
-		return f.printDryRun(stdout, e, l, s.targets)
+		return f.printDryRun(stdout, *req)
 	}
-	if !tmpl.Has(job.PhIters) {
+	if !req.Command.Has(job.PhIters) {
 		fmt.Fprintf(stderr, "note: the command has no {iters}: cgtune stops each job once it has logged %d iterations\n", f.iters)
 	}
-	fmt.Fprintf(stderr, "validate %s: %d jobs (%s launcher, %d iterations each, %d at a time) in %s\n", s.name, len(s.targets), l.Name(), f.iters, f.parallel, dir)
+	fmt.Fprintf(stderr, "validate %s: %d jobs (%s launcher, %d iterations each, %d at a time) in %s\n",
+		req.Source, len(req.Targets), req.Launcher.Name(), f.iters, f.parallel, req.Dir)
 
 	p := &validateProgress{w: stderr, json: f.json}
-	v, err := job.Validate(ctx, job.ValidateConfig{Engine: e, Targets: s.targets, Parallel: f.parallel, Resume: f.resume, Source: s.name}, p.event)
-	if err != nil && len(v.Rows) == 0 {
+	out, err := search.ValidateOnJobs(ctx, *req, p.event)
+	if err != nil && len(out.Rows) == 0 {
 		return fail(exitBadInput, "%v", err)
 	}
-	out := validateOutput{Validation: v, Dir: dir}
-	if !v.Interrupted && !f.noCalibrate {
-		out.Calibration, out.CalibrationFile, out.CalibrationErr = f.calibrate(s, v)
-	}
+	v := out.Validation
+	res := validateOutput{JobOutcome: out}
 	if f.savePreset != "" && !v.Interrupted && v.Winner() != nil {
-		path, err := saveValidatedPreset(f.savePreset, f.force, s, js, v, l)
+		pr, err := search.ValidatedPreset(f.savePreset, s.preset, *req, v, js, version)
+		if err == nil {
+			res.Preset, err = presetStore("").Save(pr, f.force)
+		}
 		if err != nil {
 			return fail(exitBadInput, "--save-preset: %v", err)
 		}
-		out.Preset = path
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := enc.Encode(res); err != nil {
 			return err
 		}
 	} else {
-		printValidation(stdout, out)
+		printValidation(stdout, res)
 	}
 	switch {
 	case err != nil:
 		return fail(exitInvalid, "validation journal: %v", err)
 	case v.Interrupted:
-		return fail(exitInterrupted, "interrupted: the jobs were cancelled; %d finished are kept in %s; continue with --resume", len(v.Rows), dir)
+		return fail(exitInterrupted, "interrupted: the jobs were cancelled; %d finished are kept in %s; continue with --resume", len(v.Rows), req.Dir)
 	case v.Winner() == nil:
-		return fail(exitInvalid, "no job succeeded (logs in %s)", dir)
+		return fail(exitInvalid, "no job succeeded (logs in %s)", req.Dir)
 	}
 	return nil
 }
 
-func (f *validateFlags) printDryRun(w io.Writer, e *job.Engine, l job.Launcher, targets []job.Target) error {
-	for _, t := range targets {
+func (f *validateFlags) printDryRun(w io.Writer, req search.JobValidation) error {
+	e, err := req.Engine()
+	if err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
+	for _, t := range req.Targets {
 		cmd, err := e.Command(t.Candidate, e.JobDir(t.Candidate))
 		if err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
 		fmt.Fprintf(w, "# %s\n", t.Candidate.Key())
-		if s, ok := l.(*job.Slurm); ok {
+		if s, ok := req.Launcher.(*job.Slurm); ok {
 			fmt.Fprintln(w, s.Script(job.Request{Name: job.JobName(t.Candidate), Command: cmd, Candidate: t.Candidate.Key()}))
 		} else {
 			fmt.Fprintln(w, cmd)
@@ -423,30 +418,8 @@ func (f *validateFlags) printDryRun(w io.Writer, e *job.Engine, l job.Launcher, 
 
 // validateOutput is what validate prints (--json: as is).
 type validateOutput struct {
-	job.Validation
-	Dir             string              `json:"dir"`
-	Calibration     *engine.Calibration `json:"calibration,omitempty"`
-	CalibrationFile string              `json:"calibration_file,omitempty"`
-	CalibrationErr  string              `json:"calibration_error,omitempty"`
-	Preset          string              `json:"preset,omitempty"`
-}
-
-// calibrate fits and saves the host-cost scale from the validation's jobs.
-func (f *validateFlags) calibrate(s *validateSource, v job.Validation) (*engine.Calibration, string, string) {
-	pts := search.ValidationPoints(v)
-	if len(pts) == 0 {
-		return nil, "", ""
-	}
-	cal, err := search.FitCalibration(s.model, s.layout, s.fp.Workload, pts, calibrationEstimator(s.layout.GPU), "validate "+s.name)
-	if err != nil {
-		return nil, "", err.Error()
-	}
-	cal.Fitted = time.Now().UTC()
-	path, err := engine.SaveCalibration(cal)
-	if err != nil {
-		return &cal, "", err.Error()
-	}
-	return &cal, path, ""
+	search.JobOutcome
+	Preset string `json:"preset,omitempty"`
 }
 
 // validateProgress prints job states and results to stderr.
@@ -580,47 +553,4 @@ func predictionSource(v job.Validation) string {
 		}
 	}
 	return strings.Join(srcs, ", ")
-}
-
-// saveValidatedPreset writes a team preset whose result is the validated
-// winner (engine "job", its job ids, nodes and GPUs) and whose job section
-// is how the jobs were run.
-func saveValidatedPreset(name string, force bool, s *validateSource, js presets.JobSetup, v job.Validation, l job.Launcher) (string, error) {
-	if !presets.ValidName(name) {
-		return "", fmt.Errorf("invalid preset name %q (allowed: [a-z0-9][a-z0-9._-]*)", name)
-	}
-	var p presets.TeamPreset
-	if s.preset != nil {
-		p = *s.preset
-	} else {
-		p = presets.TeamPreset{GPU: s.layout.GPU, Layout: s.layout, Space: s.fp.Space, MBridge: s.mbridge}
-		if b, err := presets.LookupModel(s.model.Name); err == nil && reflect.DeepEqual(b, s.model) {
-			p.Model = s.model.Name
-		} else {
-			m := s.model.Clone()
-			p.ModelInline = &m
-		}
-		if len(p.Space.Impls) == 0 {
-			p.Space = presets.DefaultSpace()
-		}
-	}
-	p.Version, p.Name, p.MBridge = presets.FileVersion, name, s.mbridge
-	p.Description = fmt.Sprintf("validated on %s jobs by cgtune validate (%s)", l.Name(), s.name)
-	win, eager := v.Winner(), v.Eager()
-	r := &presets.Result{Winner: win.Candidate, StepMS: win.Real.Step.Median, Speedup: win.RealSpeedup,
-		MemoryMiB: float64(win.Real.Memory.ProcessPeakMiB), Engine: "job", CgtuneVersion: version, MeasuredAt: time.Now().UTC(),
-		Job: &presets.JobRecord{Launcher: l.Name(), Nodes: l.Nodes(), GPUs: l.GPUs()}}
-	if win.Real.Job != nil {
-		r.Job.IDs = append(r.Job.IDs, win.Real.Job.ID)
-		r.GPUName = win.Real.Job.Launcher + " job"
-	}
-	if eager != nil && !eager.Real.Failed() {
-		r.EagerStepMS = eager.Real.Step.Median
-		if eager.Real.Job != nil && eager != win {
-			r.Job.IDs = append(r.Job.IDs, eager.Real.Job.ID)
-		}
-	}
-	p.Result = r
-	p.Job = &js
-	return presetStore("").Save(p, force)
 }
