@@ -176,7 +176,7 @@ type JobValidation struct {
 	Layout   presets.Layout
 	MBridge  string // field names of the overrides
 	Workload engine.WorkloadOptions
-	Space    presets.Space  // what the search searched (for a saved preset)
+	Space    presets.Space // what the search searched (for a saved preset)
 	Targets  []jobs.Target // the eager baseline and the candidates
 
 	Dir      string // validation folder: jobs, their logs, journal, validation.json
