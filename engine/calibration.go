@@ -11,21 +11,23 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"time"
 
 	"cgtune/presets"
 )
 
 // Calibration is what real training jobs taught cgtune about one model and
-// layout: the factor by which the emulating engines' framework host costs
-// must be scaled for their predictions to match the jobs. It is fitted by
-// `cgtune validate` (from the jobs it ran) and `cgtune calibrate` (from
-// logs a user points at), and read by the emulating engines, whose results
-// then say which calibration they used.
+// layout: the factor by which the emulating engines' host costs (the
+// framework profile's, else the per-op ones, after the user's
+// adjustments) must be scaled for their predictions to match the jobs. It
+// is fitted by `cgtune validate` (from the jobs it ran) and `cgtune
+// calibrate` (from logs a user points at), and read by the emulating
+// engines through ProfileSet.Calibration, whose costs then say which
+// calibration they used.
 type Calibration struct {
-	Model     string  `json:"model"`
-	Layout    string  `json:"layout"` // CalibrationLayoutKey of the layout
+	Model     string  `json:"model"`  // ModelKey
+	Layout    string  `json:"layout"` // LayoutKey
+	GPU       string  `json:"gpu,omitempty"`
 	HostScale float64 `json:"host_scale"`
 	// Source says what the fit came from: "validate RUN", "calibrate
 	// eager.log graphed.log", ...
@@ -57,15 +59,6 @@ func (c Calibration) String() string {
 	return fmt.Sprintf("host-cost scale %.3g for %s (%s, %s)", c.HostScale, c.Model, c.Source, c.Fitted.Format("2006-01-02"))
 }
 
-// CalibrationLayoutKey is the stable text of the layout's shape that a
-// calibration is keyed by: what changes the per-rank work (GPU, parallel
-// degrees, batch and sequence, precision, dispatcher, recompute).
-func CalibrationLayoutKey(l presets.Layout) string {
-	return fmt.Sprintf("%s gpus%d tp%d pp%d vp%d cp%d ep%d etp%d mbs%d gbs%d seq%d %s sp%t %s rc[%s]",
-		l.GPU, l.NumGPUs, l.TPSize(), l.PPSize(), l.VPSize(), l.CPSize(), l.EPSize(), l.ETPSize(),
-		l.MBS, l.GBS, l.Seq, l.Precision, l.SequenceParallel, l.Dispatcher, strings.Join(l.RecomputeModules, ","))
-}
-
 // CalibrationDir is where calibrations are kept:
 // os.UserCacheDir()/cgtune/calibration.
 func CalibrationDir() (string, error) {
@@ -85,8 +78,8 @@ func calibrationFile(model, layoutKey string) string {
 	return fileSafeRe.ReplaceAllString(model, "_") + "-" + hex.EncodeToString(h[:6]) + ".json"
 }
 
-// LoadCalibration reads the calibration for model and layoutKey
-// (CalibrationLayoutKey) from CalibrationDir; ok is false when there is
+// LoadCalibration reads the calibration for model (ModelKey) and
+// layoutKey (LayoutKey) from CalibrationDir; ok is false when there is
 // none.
 func LoadCalibration(model, layoutKey string) (Calibration, bool, error) {
 	dir, err := CalibrationDir()

@@ -67,7 +67,7 @@ func TestCalibrationSaveLoad(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", dir)
 	l := presets.Layout{GPU: "h100", NumGPUs: 8, TP: 2, MBS: 1, GBS: 64, Seq: 4096, Precision: "bf16"}
-	key := CalibrationLayoutKey(l)
+	key := LayoutKey(l)
 	if _, ok, err := LoadCalibration("llama3_8b", key); ok || err != nil {
 		t.Fatalf("empty cache: ok %v err %v", ok, err)
 	}
@@ -85,7 +85,7 @@ func TestCalibrationSaveLoad(t *testing.T) {
 	}
 	// Another layout is another calibration.
 	l.TP = 4
-	if _, ok, _ := LoadCalibration("llama3_8b", CalibrationLayoutKey(l)); ok {
+	if _, ok, _ := LoadCalibration("llama3_8b", LayoutKey(l)); ok {
 		t.Error("a TP4 layout found the TP2 calibration")
 	}
 	// A damaged file is an error naming it, not a silent default.

@@ -89,7 +89,7 @@ func PresetTargets(p presets.TeamPreset) ([]jobs.Target, error) {
 	eager := presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}
 	src := r.Engine
 	if src == "job" {
-		src = engine.FromJob
+		src = engine.Job
 	}
 	pred := func(ms float64) *engine.Result {
 		if ms <= 0 {
@@ -140,7 +140,7 @@ func FitCalibration(m presets.Model, l presets.Layout, wo engine.WorkloadOptions
 	if err != nil {
 		return engine.Calibration{}, err
 	}
-	cal := engine.Calibration{Model: m.Name, Layout: engine.CalibrationLayoutKey(l), HostScale: scale, Source: source, Points: pts, Notes: notes}
+	cal := engine.Calibration{Model: engine.ModelKey(m), Layout: engine.LayoutKey(l), GPU: l.GPU, HostScale: scale, Source: source, Points: pts, Notes: notes}
 	for _, p := range pts {
 		if p.Job != "" {
 			cal.Jobs = append(cal.Jobs, p.Job)

@@ -106,7 +106,7 @@ func TestFitCalibrationFromValidation(t *testing.T) {
 	if math.Abs(cal.HostScale-4)/4 > 0.05 {
 		t.Errorf("fitted %v, want 4 (points %+v, notes %q)", cal.HostScale, cal.Points, cal.Notes)
 	}
-	if len(cal.Jobs) != 2 || cal.Layout != engine.CalibrationLayoutKey(l) || cal.Model != m.Name || cal.Source != "validate test" {
+	if len(cal.Jobs) != 2 || cal.Layout != engine.LayoutKey(l) || cal.Model != engine.ModelKey(m) || cal.Source != "validate test" {
 		t.Errorf("calibration %+v", cal)
 	}
 }

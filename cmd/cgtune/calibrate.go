@@ -19,7 +19,22 @@ import (
 	"cgtune/search"
 )
 
-func init() { subcommands = append(subcommands, newCalibrateCmd) }
+func init() {
+	subcommands = append(subcommands, newCalibrateCmd)
+	jobCalibration = savedCalibration
+}
+
+// savedCalibration hands the emulating engines the host-cost scale that
+// cgtune validate or cgtune calibrate fitted from the real job for a model
+// and layout; their costs then name it. A damaged calibration file counts
+// as none (cgtune calibrate writes a new one).
+func savedCalibration(model, layout string) (float64, string, bool) {
+	c, ok, err := engine.LoadCalibration(model, layout)
+	if err != nil || !ok {
+		return 0, "", false
+	}
+	return c.HostScale, c.Source, true
+}
 
 const calibrateLong = `Reads training logs of the real job (Megatron-LM pretrain_gpt.py or
 Megatron-Bridge, one configuration per log, --log-interval 1), takes each
@@ -164,10 +179,11 @@ func logPoint(spec string) (engine.CalibrationPoint, error) {
 	return engine.CalibrationPoint{Candidate: c, RealMs: res.Step.Median, Job: path}, nil
 }
 
-// calibrationEstimator predicts with the estimate engine for gpu at a
-// host-cost scale, from the same base host costs the emulating engines
-// start from (this machine's cached probes of that GPU, else the
-// defaults), without $CGTUNE_HOST_COST_SCALE.
+// calibrationEstimator predicts with the estimate engine for gpu with the
+// cost source the emulating engines use (the framework profile cached for
+// the model and layout, else this machine's probed or the default per-op
+// host costs) and the calibration hook set to the scale being tried, so a
+// fitted scale means what the engines will do with it.
 func calibrationEstimator(gpu string) search.EstimatorAt {
 	rates, ok := engine.SpecFor(gpu)
 	host := engine.DefaultHostCosts()
@@ -177,11 +193,15 @@ func calibrationEstimator(gpu string) search.EstimatorAt {
 			rates, host, dev, ok = rep.Rates, rep.Host, rep.Device, true
 		}
 	}
+	profiles, _ := engine.DefaultProfileDir()
 	return func(scale float64) (engine.Engine, error) {
 		if !ok {
 			return nil, fmt.Errorf("no estimate for GPU %q (allowed: %s)", gpu, strings.Join(engine.SpecNames(), ", "))
 		}
-		return estimate.New(rates, host.Scaled(scale), dev), nil
+		set := &engine.ProfileSet{Dir: profiles, GPU: gpu, Calibration: func(string, string) (float64, string, bool) {
+			return scale, "the fit", true
+		}}
+		return estimate.New(rates, host, dev).WithCosts(set), nil
 	}
 }
 

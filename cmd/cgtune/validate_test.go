@@ -90,7 +90,7 @@ func TestValidateLocalEndToEnd(t *testing.T) {
 		t.Errorf("stderr:\n%s", errb)
 	}
 	v, err := job.ReadValidation(filepath.Join(run, "validate"))
-	if err != nil || len(v.Rows) != 4 || v.Rows[0].Real.Source != engine.FromJob {
+	if err != nil || len(v.Rows) != 4 || v.Rows[0].Real.Source != engine.Job {
 		t.Fatalf("validation.json: %v %+v", err, v)
 	}
 	cals, _ := filepath.Glob(filepath.Join(cache, "cgtune", "calibration", "llama3_8b-*.json"))
@@ -251,6 +251,12 @@ func TestCalibrateFromLogs(t *testing.T) {
 	b, _ := os.ReadFile(cals[0])
 	if err := json.Unmarshal(b, &c); err != nil || !(c.HostScale > 0) || len(c.Points) != 2 || !strings.HasPrefix(c.Source, "calibrate eager.log full.log") {
 		t.Errorf("calibration %+v %v", c, err)
+	}
+
+	// Later estimates of the same model and layout use it and say so.
+	code, out, errb = cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--json")
+	if code != exitOK || !strings.Contains(out, "calibrated from calibrate eager.log full.log") {
+		t.Errorf("a later search does not name the calibration: exit %d\n%s", code, errb)
 	}
 
 	// A log that does not say its configuration needs one written after it.

@@ -119,7 +119,7 @@ func TestLocalJobsMeasureWhatTheJobPrints(t *testing.T) {
 		if tc.c.Graphed() && !tc.c.FullIteration() && (res.CaptureMs != 0 || !strings.Contains(strings.Join(res.Notes, ";"), "first iteration")) {
 			t.Errorf("%s: local per-layer capture %v ms, notes %q", tc.c.Key(), res.CaptureMs, res.Notes)
 		}
-		if res.Source != engine.FromJob || res.Job == nil || res.Job.Launcher != "local" || res.Job.State != StateCompleted {
+		if res.Source != engine.Job || res.Job == nil || res.Job.Launcher != "local" || res.Job.State != StateCompleted {
 			t.Errorf("%s: source %s job %+v", tc.c.Key(), res.Source, res.Job)
 		}
 		if st := u.states(); st[0] != StateSubmitting || st[len(st)-1] != StateCompleted {
