@@ -28,11 +28,24 @@ func fakeJobCommand(t *testing.T) string {
 	return "bash " + job.Quote(p) + " --train-iters {iters} {flags}"
 }
 
-// searchRun makes a finished estimate-engine search to validate.
+// searchRun makes a finished estimate-engine search to validate, over a
+// space whose graphed arms are exactly the three the validation takes
+// (local whole layer, local full iteration, TE whole layer), so that what
+// the jobs do, not the estimate's order, decides the rows.
 func searchRun(t *testing.T) string {
 	t.Helper()
+	preset := writeFile(t, "space.yaml", `version: 1
+name: space
+model: llama3_8b
+gpu: h100
+space:
+  impls: [none, local, transformer_engine]
+  scopes: [[], [full_iteration]]
+  warmups: [3]
+mbridge: "0.4"
+`)
 	dir := filepath.Join(t.TempDir(), "run")
-	code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--run-dir", dir)
+	code, out, errb := cgtune(t, "--headless", "--preset", preset, "--engine", "estimate", "--strategy", "exhaustive", "--run-dir", dir)
 	if code != exitOK {
 		t.Fatalf("search: exit %d\n%s%s", code, out, errb)
 	}
