@@ -184,3 +184,55 @@ func TestValidateOnJobs(t *testing.T) {
 		t.Error("an interrupted validation wrote validation.json")
 	}
 }
+
+// TestSearchOnTheJobEngine runs a whole search with the job engine (local
+// jobs of engine/job's fake training job): results come from the jobs'
+// logs, the journal keeps them with their job ids, and a resume runs none
+// again.
+func TestSearchOnTheJobEngine(t *testing.T) {
+	m, l := denseModel, layoutFor(denseModel)
+	dir := t.TempDir()
+	fake, _ := filepath.Abs(filepath.Join("..", "engine", "job", "testdata", "fakejob.sh"))
+	tmpl, err := jobs.ParseCommand("bash "+jobs.Quote(fake)+" --train-iters {iters} {flags}", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newEngine := func() *jobs.Engine {
+		e, err := jobs.New(jobs.Config{Launcher: &jobs.Local{}, Command: tmpl, Dir: filepath.Join(dir, "jobs"), Iters: 10, Poll: 50 * time.Millisecond,
+			Overrides: func(c presets.Candidate) presets.Overrides { return WinnerOverrides(m, c, "0.6") }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	cfg := Config{Model: m, Layout: l, MBridge: "0.6", Engines: []engine.Engine{newEngine()}, Strategy: StrategyExhaustive, RunDir: dir,
+		Space: presets.Space{Impls: []string{"none", "local"}, Scopes: [][]string{{}, {"full_iteration"}}, Warmups: []int{3}},
+		Measured: engine.RunOptions{MeasuredSteps: 4}}
+	d, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Winner == nil || !d.Winner.Result.Candidate.FullIteration() || d.Winner.Result.Source != engine.Job {
+		t.Fatalf("winner %+v", d.Winner)
+	}
+	_, rs, err := ReadJournal(dir)
+	if err != nil || len(rs) != d.Runs || d.Runs == 0 {
+		t.Fatalf("journal: %d results, %d runs, %v", len(rs), d.Runs, err)
+	}
+	for _, r := range rs {
+		if r.Job == nil || r.Job.Launcher != "local" || r.Job.ID == "" {
+			t.Errorf("%s: journal has no job: %+v", r.Candidate.Key(), r.Job)
+		}
+	}
+	ledger, _ := jobs.OpenLedger(filepath.Join(dir, "jobs"))
+	before := len(ledger.Entries())
+	cfg.Resume, cfg.Engines = true, []engine.Engine{newEngine()}
+	d2, err := Run(context.Background(), cfg, nil)
+	if err != nil || d2.Runs != 0 || d2.Resumed != d.Runs || d2.Winner.Result.Step != d.Winner.Result.Step {
+		t.Errorf("resume: %d runs, %d resumed, %v", d2.Runs, d2.Resumed, err)
+	}
+	ledger, _ = jobs.OpenLedger(filepath.Join(dir, "jobs"))
+	if len(ledger.Entries()) != before {
+		t.Error("the resume launched jobs")
+	}
+}
