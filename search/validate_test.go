@@ -206,7 +206,7 @@ func TestSearchOnTheJobEngine(t *testing.T) {
 		return e
 	}
 	cfg := Config{Model: m, Layout: l, MBridge: "0.6", Engines: []engine.Engine{newEngine()}, Strategy: StrategyExhaustive, RunDir: dir,
-		Space: presets.Space{Impls: []string{"none", "local"}, Scopes: [][]string{{}, {"full_iteration"}}, Warmups: []int{3}},
+		Space:    presets.Space{Impls: []string{"none", "local"}, Scopes: [][]string{{}, {"full_iteration"}}, Warmups: []int{3}},
 		Measured: engine.RunOptions{MeasuredSteps: 4}}
 	d, err := Run(context.Background(), cfg, nil)
 	if err != nil {
