@@ -124,8 +124,12 @@ type Update struct {
 	Output     string // the log file
 }
 
-// JobName is the job's name for candidate c: cgtune-impl-scopes-wN.
+// JobName is the job's name for candidate c: cgtune-impl-scopes-wN, or
+// cgtune-none for the eager baseline.
 func JobName(c presets.Candidate) string {
+	if !c.Graphed() {
+		return "cgtune-none"
+	}
 	r := strings.NewReplacer("/", "-", ",", "+")
 	return "cgtune-" + r.Replace(c.Key())
 }
