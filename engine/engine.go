@@ -133,13 +133,15 @@ const (
 	ErrOOM     = "oom"     // out of device memory
 	ErrCUDA    = "cuda"    // any other CUDA error
 	ErrTimeout = "timeout" // the watchdog's deadline passed
-	ErrCrash   = "crash"   // the worker died
+	ErrCrash   = "crash"   // the worker died (a training job: it exited non-zero)
 	ErrCancel  = "cancelled"
 	// ErrUnsupported: the installed framework cannot run the candidate
 	// (e.g. transformer_engine without Transformer Engine).
 	ErrUnsupported = "unsupported"
 	// ErrDrift: a graphed run whose loss left eager's; broken, not fast.
-	ErrDrift = "drift"
+	ErrDrift   = "drift"
+	ErrNaN     = "nan"      // a training job found NaN or Inf in its loss or gradients
+	ErrNoSteps = "no_steps" // a training job ended without logging steady-state iterations
 )
 
 // Source of a result, in the order of how far it can be trusted: a real
@@ -164,10 +166,22 @@ type FrameworkInfo struct {
 	Modelled []string `json:"modelled,omitempty"`
 }
 
+// JobInfo names the training job a result was read from.
+type JobInfo struct {
+	Launcher string `json:"launcher"` // local or slurm
+	ID       string `json:"id"`       // the Slurm job id, or local:PID
+	Nodes    int    `json:"nodes,omitempty"`
+	GPUs     int    `json:"gpus,omitempty"` // all nodes together, 0 when not known
+	Output   string `json:"output,omitempty"`
+	State    string `json:"state,omitempty"` // the launcher's last state (COMPLETED, FAILED, ...)
+	ExitCode int    `json:"exit_code,omitempty"`
+	Command  string `json:"command,omitempty"` // the rendered command line
+}
+
 // Result is what one candidate did on one workload.
 type Result struct {
 	Candidate presets.Candidate `json:"candidate"`
-	Source    string            `json:"source"` // measured | estimated
+	Source    string            `json:"source"` // measured | estimated | job
 	Device    DeviceInfo        `json:"device"`
 	Step      Stats             `json:"step"`  // steady-state step time of the candidate
 	Eager     Stats             `json:"eager"` // eager baseline, same workload, same process
@@ -210,6 +224,8 @@ type Result struct {
 	Err       string   `json:"error,omitempty"`
 	ErrKind   string   `json:"error_kind,omitempty"`
 	WallMs    float64  `json:"wall_ms"` // wall time the run took
+	// Job names the training job a result of source job was read from.
+	Job *JobInfo `json:"job,omitempty"`
 }
 
 // RawTimes are one framework run's medians per step, as run.

@@ -371,3 +371,53 @@ func (o Overrides) renderJSON() ([]byte, error) {
 	b.WriteString("\n}\n")
 	return b.Bytes(), nil
 }
+
+// MegatronLMFlagTokens renders the overrides as Megatron-LM pretrain_gpt.py
+// arguments (MLM megatron/training/arguments.py: --cuda-graph-impl from
+// TransformerConfig.cuda_graph_impl, --cuda-graph-modules nargs='+' in G3
+// and the older --cuda-graph-scope nargs='+' in G2,
+// --cuda-graph-warmup-steps, --no-check-for-nan-in-loss-and-grad). The TE
+// RNG tracker is not rendered: validate_args turns --te-rng-tracker on
+// itself where Transformer Engine needs it, and without Transformer Engine
+// MCore's graph-safe tracker is the one that works. Tokens are exec
+// arguments; with quote, each is shell-quoted.
+func (o Overrides) MegatronLMFlagTokens(quote bool) ([]string, error) {
+	implV, _ := o.Get(KeyImpl)
+	impl, ok := implV.(string)
+	if !ok {
+		return nil, fmt.Errorf("overrides have no string %s; cannot render Megatron-LM flags", KeyImpl)
+	}
+	listKey, listFlag := KeyScope, "--cuda-graph-scope"
+	if o.Gen >= G3 {
+		listKey, listFlag = KeyModules, "--cuda-graph-modules"
+	}
+	var mods []string
+	if v, ok := o.Get(listKey); ok {
+		mods, _ = v.([]string)
+	}
+	toks := []string{"--cuda-graph-impl", impl}
+	if len(mods) > 0 {
+		toks = append(toks, listFlag)
+		toks = append(toks, mods...)
+	}
+	if v, ok := o.Get(KeyWarmup); ok {
+		w, isInt := v.(int)
+		if !isInt {
+			return nil, fmt.Errorf("override %s is %v, not an integer", KeyWarmup, v)
+		}
+		toks = append(toks, "--cuda-graph-warmup-steps", strconv.Itoa(w))
+	}
+	// MCore's one switch covers both NaN checks (arguments.py maps
+	// --no-check-for-nan-in-loss-and-grad onto the rerun state machine and DDP).
+	nanLoss, _ := o.Get(KeyNaNLoss)
+	nanGrad, _ := o.Get(KeyNaNGrad)
+	if nanLoss == false || nanGrad == false {
+		toks = append(toks, "--no-check-for-nan-in-loss-and-grad")
+	}
+	if quote {
+		for i, t := range toks {
+			toks[i] = shellQuote(t)
+		}
+	}
+	return toks, nil
+}

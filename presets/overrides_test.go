@@ -284,3 +284,40 @@ func TestYAMLQuotesAmbiguousStrings(t *testing.T) {
 		t.Fatalf("yaml reads back as %v\n%s", nested["model"], y)
 	}
 }
+
+func TestMegatronLMFlagTokens(t *testing.T) {
+	cases := []struct {
+		c    Candidate
+		gen  Generation
+		want string
+	}{
+		{Candidate{Impl: ImplNone, Warmup: 3}, G3, "--cuda-graph-impl none --cuda-graph-warmup-steps 3"},
+		{Candidate{Impl: ImplLocal, Warmup: 2}, G3, "--cuda-graph-impl local --cuda-graph-warmup-steps 2"},
+		{Candidate{Impl: ImplTE, Scopes: []string{ScopeAttn, ScopeMoERouter}, Warmup: 3}, G3,
+			"--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router --cuda-graph-warmup-steps 3"},
+		{Candidate{Impl: ImplTE, Scopes: []string{ScopeAttn}, Warmup: 3}, G2,
+			"--cuda-graph-impl transformer_engine --cuda-graph-scope attn --cuda-graph-warmup-steps 3"},
+		{Candidate{Impl: ImplLocal, Scopes: []string{ScopeFullIteration}, Warmup: 1}, G3,
+			"--cuda-graph-impl full_iteration --cuda-graph-warmup-steps 1 --no-check-for-nan-in-loss-and-grad"},
+		{Candidate{Impl: ImplLocal, Scopes: []string{ScopeFullIteration}, Warmup: 1}, G2,
+			"--cuda-graph-impl local --cuda-graph-scope full_iteration --cuda-graph-warmup-steps 1 --no-check-for-nan-in-loss-and-grad"},
+	}
+	for _, tc := range cases {
+		toks, err := BuildOverrides(tc.c, tc.gen).MegatronLMFlagTokens(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(toks, " "); got != tc.want {
+			t.Errorf("%s %s:\n got %s\nwant %s", tc.gen, tc.c.Key(), got, tc.want)
+		}
+	}
+	// Values that are not plain words are quoted for the shell.
+	o := Overrides{Gen: G3, Entries: []Entry{{KeyImpl, "local"}, {KeyModules, []string{"a b", "$(x)"}}}}
+	toks, err := o.MegatronLMFlagTokens(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(toks, " "), `--cuda-graph-impl local --cuda-graph-modules 'a b' '$(x)'`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package presets
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -23,7 +24,35 @@ type TeamPreset struct {
 	Space       Space   `yaml:"space" json:"space"`
 	MBridge     string  `yaml:"mbridge" json:"mbridge"`
 	Result      *Result `yaml:"result,omitempty" json:"result,omitempty"`
+	// Job is how the team launches the real training job, for
+	// `cgtune validate --preset`. Its command is untrusted input: cgtune
+	// shows it and runs it only with --trust-preset-command.
+	Job *JobSetup `yaml:"job,omitempty" json:"job,omitempty"`
 }
+
+// JobSetup is the training job of a team preset.
+type JobSetup struct {
+	Launcher string `yaml:"launcher,omitempty" json:"launcher,omitempty"` // local or slurm
+	// Command is a command template ({overrides}, {flags}, {iters}, ...).
+	Command     string `yaml:"command,omitempty" json:"command,omitempty"`
+	Format      string `yaml:"format,omitempty" json:"format,omitempty"` // what {overrides} renders: dotlist, flags, run_script_flags
+	Nodes       int    `yaml:"nodes,omitempty" json:"nodes,omitempty"`
+	GPUsPerNode int    `yaml:"gpus_per_node,omitempty" json:"gpus_per_node,omitempty"`
+	Time        string `yaml:"time,omitempty" json:"time,omitempty"` // Slurm --time
+	Partition   string `yaml:"partition,omitempty" json:"partition,omitempty"`
+	Account     string `yaml:"account,omitempty" json:"account,omitempty"`
+}
+
+// JobRecord names the training jobs a result was read from.
+type JobRecord struct {
+	Launcher string   `yaml:"launcher" json:"launcher"`
+	IDs      []string `yaml:"ids" json:"ids"` // the winner's job first
+	Nodes    int      `yaml:"nodes,omitempty" json:"nodes,omitempty"`
+	GPUs     int      `yaml:"gpus,omitempty" json:"gpus,omitempty"`
+}
+
+// Launchers are the values of JobSetup.Launcher and JobRecord.Launcher.
+var Launchers = []string{"local", "slurm"}
 
 // Result is the measured (or estimated) outcome stored with a preset.
 type Result struct {
@@ -37,10 +66,13 @@ type Result struct {
 	DriverVersion string    `yaml:"driver_version,omitempty" json:"driver_version,omitempty"`
 	CgtuneVersion string    `yaml:"cgtune_version,omitempty" json:"cgtune_version,omitempty"`
 	MeasuredAt    time.Time `yaml:"measured_at,omitempty" json:"measured_at,omitempty"`
+	// Job is set for engine "job": the real training jobs it came from.
+	Job *JobRecord `yaml:"job,omitempty" json:"job,omitempty"`
 }
 
-// Engines are the values of Result.Engine.
-var Engines = []string{"measured", "estimated"}
+// Engines are the values of Result.Engine ("job": read from the logs of
+// real training jobs by `cgtune validate`).
+var Engines = []string{"measured", "estimated", "job"}
 
 // DefaultMBridge is the Megatron-Bridge version a new preset targets: the
 // latest release (v0.6.0) at the time of the reference snapshot.
@@ -220,6 +252,40 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 			return err
 		}
 	}
+	if p.Job != nil {
+		if err := d.validateJobSetup(p.Job, "job"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jobTokenRe is what a Slurm time, partition or account may hold; the
+// launcher checks them again before they reach a batch script.
+var jobTokenRe = regexp.MustCompile(`^[A-Za-z0-9_.,:+-]*$`)
+
+func (d *strictDoc) validateJobSetup(j *JobSetup, p string) error {
+	if j.Launcher != "" {
+		if err := oneOf(d, p, "launcher", j.Launcher, Launchers); err != nil {
+			return err
+		}
+	}
+	if strings.ContainsRune(j.Command, 0) {
+		return d.errf(joinPath(p, "command"), "field \"command\" contains a NUL byte")
+	}
+	if j.Format != "" {
+		if err := oneOf(d, p, "format", j.Format, []string{"dotlist", "flags", "run_script_flags"}); err != nil {
+			return err
+		}
+	}
+	if j.Nodes < 0 || j.GPUsPerNode < 0 {
+		return d.errf(p, "fields \"nodes\" and \"gpus_per_node\" must be 0 or more")
+	}
+	for _, f := range []struct{ name, v string }{{"time", j.Time}, {"partition", j.Partition}, {"account", j.Account}} {
+		if !jobTokenRe.MatchString(f.v) {
+			return d.errf(joinPath(p, f.name), "field %q: %q holds characters Slurm does not take (allowed: letters, digits and _.,:+-)", f.name, f.v)
+		}
+	}
 	return nil
 }
 
@@ -317,6 +383,20 @@ func (d *strictDoc) validateResult(r *Result, p string) error {
 	}
 	if err := oneOf(d, p, "engine", r.Engine, Engines); err != nil {
 		return err
+	}
+	if r.Job != nil {
+		jp := joinPath(p, "job")
+		if err := oneOf(d, jp, "launcher", r.Job.Launcher, Launchers); err != nil {
+			return err
+		}
+		for i, id := range r.Job.IDs {
+			if id == "" || !jobTokenRe.MatchString(id) {
+				return d.errf(fmt.Sprintf("%s[%d]", joinPath(jp, "ids"), i), "field \"ids\": %q is not a job id", id)
+			}
+		}
+		if r.Job.Nodes < 0 || r.Job.GPUs < 0 {
+			return d.errf(jp, "fields \"nodes\" and \"gpus\" must be 0 or more")
+		}
 	}
 	return nil
 }

@@ -99,12 +99,16 @@ func TestParsePresetErrors(t *testing.T) {
 		{"inline pattern", inline, 5, []string{"has 3 layers", "but layers is 2"}},
 		{"layout divisibility", strings.Replace(basePreset, "gpu: b200\n", "gpu: b200\nlayout: {num_gpus: 8, precision: bf16, tp: 3, gbs: 8, mbs: 1, seq: 128}\n", 1), 5, []string{"tp×pp×cp = 3×1×1 = 3 does not divide num_gpus 8"}},
 		{"layout gpu mismatch", strings.Replace(basePreset, "gpu: b200\n", "gpu: b200\nlayout: {gpu: h100, num_gpus: 8, precision: bf16, gbs: 8, mbs: 1, seq: 128}\n", 1), 5, []string{`layout is "h100" but the preset's gpu is "b200"`}},
-		{"bad engine", strings.Replace(withResult, "engine: measured", "engine: guessed", 1), 17, []string{`unknown value "guessed"`, "allowed: measured, estimated"}},
+		{"bad engine", strings.Replace(withResult, "engine: measured", "engine: guessed", 1), 17, []string{`unknown value "guessed"`, "allowed: measured, estimated, job"}},
 		{"nan step", strings.Replace(withResult, "step_ms: 10", "step_ms: .nan", 1), 13, []string{`"step_ms" must be a finite number`}},
 		{"winner impl", strings.Replace(withResult, "{impl: transformer_engine,", "{impl: cuda,", 1), 12, []string{`unknown impl "cuda"`}},
 		{"float for int", strings.Replace(basePreset, "warmups: [3]", "warmups: [2.5]", 1), 9, []string{`"space.warmups[0]"`, "want an integer", `"2.5"`}},
 		{"bad timestamp", withResult + "  measured_at: yesterday\n", 18, []string{`"result.measured_at"`, "timestamp"}},
 		{"tabs", "version: 1\n\tname: x\n", 2, []string{"bad.yaml:2:"}},
+		{"job launcher", basePreset + "job:\n  launcher: ssh\n", 12, []string{`unknown value "ssh"`, "allowed: local, slurm"}},
+		{"job partition", basePreset + "job:\n  launcher: slurm\n  partition: \"gpu\\n#SBATCH --wrap=x\"\n", 13, []string{`"partition"`, "characters Slurm does not take"}},
+		{"job format", basePreset + "job:\n  format: yaml\n", 12, []string{`unknown value "yaml"`}},
+		{"result job id", strings.Replace(withResult, "engine: measured", "engine: job\n  job: {launcher: slurm, ids: [\"12;rm -rf\"]}", 1), 18, []string{`is not a job id`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParsePreset("bad.yaml", []byte(tc.src))
@@ -125,6 +129,26 @@ func TestParsePresetErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPresetJobRoundTrip(t *testing.T) {
+	src := basePreset + "job:\n  launcher: slurm\n  command: torchrun pretrain_gpt.py --train-iters {iters} {flags} $(hostname)\n  format: flags\n  nodes: 2\n  gpus_per_node: 8\n  time: \"0:30:00\"\n  partition: batch\n" +
+		"result:\n  winner: {impl: local, scopes: [full_iteration], warmup: 3}\n  step_ms: 10\n  eager_step_ms: 12\n  speedup: 1.2\n  memory_mib: 100\n  engine: job\n  job: {launcher: slurm, ids: [\"101\", \"100\"], nodes: 2, gpus: 16}\n"
+	p, err := ParsePreset("team.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Job == nil || p.Job.Command != "torchrun pretrain_gpt.py --train-iters {iters} {flags} $(hostname)" || p.Job.GPUsPerNode != 8 || p.Result.Job.GPUs != 16 || p.Result.Job.IDs[1] != "100" {
+		t.Fatalf("job %+v result %+v", p.Job, p.Result)
+	}
+	out, err := MarshalPreset(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ParsePreset("out.yaml", out)
+	if err != nil || !reflect.DeepEqual(p.Job, q.Job) || !reflect.DeepEqual(p.Result.Job, q.Result.Job) {
+		t.Errorf("round trip: %v\n%s", err, out)
 	}
 }
 

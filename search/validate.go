@@ -1,0 +1,307 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"cgtune/engine"
+	jobs "cgtune/engine/job"
+	"cgtune/presets"
+)
+
+// ValidationTargets reads the search in run folder dir and picks what
+// `cgtune validate` runs as real jobs: the top successful graphed
+// candidates of its ranking (each impl×scope once, with the warm-up the
+// ranking put first) and the eager baseline, each with the search's result
+// as the prediction. Each candidate's result is its latest round's.
+func ValidationTargets(dir string, top int) (Fingerprint, []jobs.Target, error) {
+	data, err := os.ReadFile(filepath.Join(dir, JournalFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Fingerprint{}, nil, fmt.Errorf("%s holds no search (no %s)", dir, JournalFile)
+		}
+		return Fingerprint{}, nil, err
+	}
+	fp, lines, _, err := parseJournal(dir, data)
+	if err != nil {
+		return Fingerprint{}, nil, err
+	}
+	latest := map[string]journalLine{}
+	var order []string
+	for _, l := range lines {
+		if old, ok := latest[l.Key]; !ok {
+			order = append(order, l.Key)
+		} else if old.Round > l.Round {
+			continue
+		}
+		latest[l.Key] = l
+	}
+	var results []engine.Result
+	for _, k := range order {
+		results = append(results, *latest[k].Result)
+	}
+	opts := RankOptions{}
+	if spec, ok := engine.SpecFor(fp.Layout.GPU); ok {
+		opts.JobGPUMemoryMiB = spec.MemoryMiB
+	}
+	ranking := Rank(results, opts)
+	var targets []jobs.Target
+	seen := map[string]bool{}
+	for _, r := range ranking {
+		c := r.Result.Candidate
+		arm := c.Impl + "/" + c.ScopeString()
+		if r.Result.Failed() || !r.Fits || !c.Graphed() || seen[arm] || len(targets) >= top {
+			continue
+		}
+		seen[arm] = true
+		res := r.Result
+		targets = append(targets, jobs.Target{Candidate: c, Predicted: &res})
+	}
+	if len(targets) == 0 {
+		return fp, nil, fmt.Errorf("%s: the search has no successful graphed candidate to validate", dir)
+	}
+	eager := presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}
+	var pred *engine.Result
+	if i := slices.IndexFunc(ranking, func(r Ranked) bool { return !r.Result.Candidate.Graphed() && !r.Result.Failed() }); i >= 0 {
+		res := ranking[i].Result
+		pred = &res
+	} else if res, ok := eagerAsNone(results); ok {
+		pred = &res
+	}
+	return fp, append([]jobs.Target{{Candidate: eager, Predicted: pred}}, targets...), nil
+}
+
+// PresetTargets are what `cgtune validate --preset` runs: the preset's
+// result's winner and the eager baseline, with its step times as the
+// predictions.
+func PresetTargets(p presets.TeamPreset) ([]jobs.Target, error) {
+	r := p.Result
+	if r == nil {
+		return nil, fmt.Errorf("preset %s has no result to validate (run a search and save it with the result)", p.Name)
+	}
+	eager := presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}
+	src := r.Engine
+	if src == "job" {
+		src = engine.Job
+	}
+	pred := func(ms float64) *engine.Result {
+		if ms <= 0 {
+			return nil
+		}
+		return &engine.Result{Source: src, Step: engine.Stats{Median: ms, P10: ms, P90: ms, N: 1}}
+	}
+	ts := []jobs.Target{{Candidate: eager, Predicted: pred(r.EagerStepMS)}}
+	if r.Winner.Graphed() {
+		ts = append(ts, jobs.Target{Candidate: r.Winner, Predicted: pred(r.StepMS)})
+	}
+	return ts, nil
+}
+
+// EstimatorAt builds an engine that predicts with the framework host
+// costs scaled by scale (the estimate engine for the job's GPU).
+type EstimatorAt func(scale float64) (engine.Engine, error)
+
+// FitCalibration fits the host-cost scale of model m on layout l to the
+// jobs' step times (FitHostScale with the estimate engine's predictions)
+// and returns the calibration, not yet saved.
+func FitCalibration(m presets.Model, l presets.Layout, wo engine.WorkloadOptions, points []engine.CalibrationPoint, est EstimatorAt, source string) (engine.Calibration, error) {
+	w, err := engine.BuildWorkload(m, l, wo)
+	if err != nil {
+		return engine.Calibration{}, err
+	}
+	var mu sync.Mutex
+	engines := map[float64]engine.Engine{}
+	predict := func(scale float64, c presets.Candidate) (float64, error) {
+		mu.Lock()
+		e, ok := engines[scale]
+		mu.Unlock()
+		if !ok {
+			if e, err = est(scale); err != nil {
+				return 0, err
+			}
+			mu.Lock()
+			engines[scale] = e
+			mu.Unlock()
+		}
+		r := e.Run(context.Background(), w, c, engine.RunOptions{}, nil)
+		if r.Failed() {
+			return 0, fmt.Errorf("%s", r.Err)
+		}
+		return r.Step.Median, nil
+	}
+	scale, pts, notes, err := engine.FitHostScale(points, predict)
+	if err != nil {
+		return engine.Calibration{}, err
+	}
+	cal := engine.Calibration{Model: engine.ModelKey(m), Layout: engine.LayoutKey(l), GPU: l.GPU, HostScale: scale, Source: source, Points: pts, Notes: notes}
+	for _, p := range pts {
+		if p.Job != "" {
+			cal.Jobs = append(cal.Jobs, p.Job)
+		}
+	}
+	return cal, nil
+}
+
+// ValidationPoints are the successful jobs of a validation as calibration
+// points.
+func ValidationPoints(v jobs.Validation) []engine.CalibrationPoint {
+	var pts []engine.CalibrationPoint
+	for _, r := range v.Rows {
+		if r.Real.Failed() {
+			continue
+		}
+		p := engine.CalibrationPoint{Candidate: r.Candidate, RealMs: r.Real.Step.Median}
+		if r.Real.Job != nil {
+			p.Job = r.Real.Job.ID
+		}
+		pts = append(pts, p)
+	}
+	return pts
+}
+
+// JobValidation is one validation of candidates on the real training job:
+// what to run (from a run folder: JobValidationForRun, or a preset), where
+// and how. The CLI (`cgtune validate`) and the TUI's "validate top 3" both
+// run it with ValidateOnJobs.
+type JobValidation struct {
+	Source   string // "run DIR", "preset NAME": what the targets came from
+	Model    presets.Model
+	Layout   presets.Layout
+	MBridge  string // field names of the overrides
+	Workload engine.WorkloadOptions
+	Space    presets.Space // what the search searched (for a saved preset)
+	Targets  []jobs.Target // the eager baseline and the candidates
+
+	Dir      string // validation folder: jobs, their logs, journal, validation.json
+	Launcher jobs.Launcher
+	Command  jobs.Template
+	Iters    int           // per job (default jobs.DefaultIters)
+	Parallel int           // jobs queued or running at once (default 1)
+	Timeout  time.Duration // per job's running time; 0: none
+	Poll     time.Duration // how often states and logs are read (default 1 s)
+	Resume   bool
+	// Estimator predicts at a host-cost scale for the calibration that the
+	// jobs' step times fit; nil: no calibration.
+	Estimator EstimatorAt
+}
+
+// JobValidationForRun fills what to validate from run folder dir: its top
+// candidates and eager baseline with their predictions, its model, layout
+// and MB release; the validation folder is dir/validate.
+func JobValidationForRun(dir string, top int) (JobValidation, error) {
+	fp, targets, err := ValidationTargets(dir, top)
+	if err != nil {
+		return JobValidation{}, err
+	}
+	return JobValidation{Source: "run " + dir, Model: fp.Model, Layout: fp.Layout, MBridge: fp.MBridge,
+		Workload: fp.Workload, Space: fp.Space, Targets: targets, Dir: filepath.Join(dir, "validate")}, nil
+}
+
+// JobOutcome is a finished (or interrupted) validation and the calibration
+// its jobs gave.
+type JobOutcome struct {
+	jobs.Validation
+	Dir             string              `json:"dir"`
+	Calibration     *engine.Calibration `json:"calibration,omitempty"`
+	CalibrationFile string              `json:"calibration_file,omitempty"`
+	CalibrationErr  string              `json:"calibration_error,omitempty"`
+}
+
+// Engine builds v's job engine (for a dry run's commands, say).
+func (v JobValidation) Engine() (*jobs.Engine, error) {
+	m, mb := v.Model, v.MBridge
+	return jobs.New(jobs.Config{Launcher: v.Launcher, Command: v.Command, Dir: v.Dir, Iters: v.Iters, Timeout: v.Timeout, Poll: v.Poll,
+		Overrides: func(c presets.Candidate) presets.Overrides { return WinnerOverrides(m, c, mb) }})
+}
+
+// ValidateOnJobs runs v's targets as jobs and streams their state and log
+// tail to emit (jobs.JobEvent, jobs.JobDone; called from one goroutine at a
+// time). When it was not interrupted it saves validation.json and, with an
+// Estimator, fits and saves the host-cost calibration for the model and
+// layout. A cancelled ctx cancels the queued and running jobs.
+func ValidateOnJobs(ctx context.Context, v JobValidation, emit func(jobs.ValidateEvent)) (JobOutcome, error) {
+	if _, err := presets.ParseMBridge(v.MBridge); err != nil {
+		return JobOutcome{}, err
+	}
+	e, err := v.Engine()
+	if err != nil {
+		return JobOutcome{}, err
+	}
+	val, err := jobs.Validate(ctx, jobs.ValidateConfig{Engine: e, Targets: v.Targets, Parallel: v.Parallel, Resume: v.Resume, Source: v.Source}, emit)
+	out := JobOutcome{Validation: val, Dir: v.Dir}
+	if err != nil || val.Interrupted || v.Estimator == nil {
+		return out, err
+	}
+	if pts := ValidationPoints(val); len(pts) > 0 {
+		cal, err := FitCalibration(v.Model, v.Layout, v.Workload, pts, v.Estimator, "validate "+v.Source)
+		if err != nil {
+			out.CalibrationErr = err.Error()
+			return out, nil
+		}
+		cal.Fitted = time.Now().UTC()
+		out.Calibration = &cal
+		if out.CalibrationFile, err = engine.SaveCalibration(cal); err != nil {
+			out.CalibrationErr = err.Error()
+		}
+	}
+	return out, nil
+}
+
+// ValidatedPreset is a team preset of v's model, layout, space and MB
+// release whose result is the validation's winner on the real job (engine
+// "job", with the winner's and the eager baseline's job ids, the nodes and
+// GPUs) and whose job section is how the jobs ran. base, when not nil, is
+// the preset the validation started from.
+func ValidatedPreset(name string, base *presets.TeamPreset, v JobValidation, out jobs.Validation, setup presets.JobSetup, cgtuneVersion string) (presets.TeamPreset, error) {
+	win, eager := out.Winner(), out.Eager()
+	if win == nil {
+		return presets.TeamPreset{}, errors.New("no job succeeded: nothing to save")
+	}
+	var p presets.TeamPreset
+	if base != nil {
+		p = *base
+	} else {
+		p = presets.TeamPreset{GPU: v.Layout.GPU, Layout: v.Layout, Space: v.Space}
+		if b, err := presets.LookupModel(v.Model.Name); err == nil && reflect.DeepEqual(b, v.Model) {
+			p.Model = v.Model.Name
+		} else {
+			m := v.Model.Clone()
+			if _, ok := m.Layouts[v.Layout.GPU]; !ok {
+				// An inline model names at least the layout it ran with.
+				if m.Layouts == nil {
+					m.Layouts = map[string]presets.Layout{}
+				}
+				m.Layouts[v.Layout.GPU] = v.Layout
+			}
+			p.ModelInline = &m
+		}
+		if len(p.Space.Impls) == 0 {
+			p.Space = presets.DefaultSpace()
+		}
+	}
+	p.Version, p.Name, p.MBridge = presets.FileVersion, name, v.MBridge
+	l := v.Launcher
+	p.Description = fmt.Sprintf("validated on %s jobs by cgtune validate (%s)", l.Name(), v.Source)
+	r := &presets.Result{Winner: win.Candidate, StepMS: win.Real.Step.Median, Speedup: win.RealSpeedup,
+		MemoryMiB: float64(win.Real.Memory.ProcessPeakMiB), Engine: "job", CgtuneVersion: cgtuneVersion, MeasuredAt: time.Now().UTC(),
+		Job: &presets.JobRecord{Launcher: l.Name(), Nodes: l.Nodes(), GPUs: l.GPUs()}}
+	if win.Real.Job != nil {
+		r.Job.IDs = append(r.Job.IDs, win.Real.Job.ID)
+	}
+	if eager != nil && !eager.Real.Failed() {
+		r.EagerStepMS = eager.Real.Step.Median
+		if eager.Real.Job != nil && eager != win {
+			r.Job.IDs = append(r.Job.IDs, eager.Real.Job.ID)
+		}
+	}
+	p.Result = r
+	p.Job = &setup
+	return p, p.Validate()
+}
