@@ -22,17 +22,17 @@ import (
 // ranking put first) and the eager baseline, each with the search's result
 // as the prediction. Each candidate's result is its latest round's.
 func ValidationTargets(dir string, top int) (Fingerprint, []jobs.Target, error) {
-	data, err := os.ReadFile(filepath.Join(dir, JournalFile))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return Fingerprint{}, nil, fmt.Errorf("%s holds no search (no %s)", dir, JournalFile)
-		}
-		return Fingerprint{}, nil, err
+	if _, err := os.Stat(filepath.Join(dir, JournalFile)); errors.Is(err, os.ErrNotExist) {
+		return Fingerprint{}, nil, fmt.Errorf("%s holds no search (no %s)", dir, JournalFile)
 	}
-	fp, lines, _, err := parseJournal(dir, data)
+	pj, err := readJournal(dir, filepath.Join(dir, JournalFile))
 	if err != nil {
 		return Fingerprint{}, nil, err
 	}
+	if err := pj.badLinesError(false); err != nil {
+		return Fingerprint{}, nil, err
+	}
+	fp, lines := pj.fp, pj.results
 	latest := map[string]journalLine{}
 	var order []string
 	for _, l := range lines {

@@ -215,7 +215,7 @@ func TestSearchOnTheJobEngine(t *testing.T) {
 	if d.Winner == nil || !d.Winner.Result.Candidate.FullIteration() || d.Winner.Result.Source != engine.Job {
 		t.Fatalf("winner %+v", d.Winner)
 	}
-	_, rs, err := ReadJournal(dir)
+	_, rs, err := ReadJournal(dir, false)
 	if err != nil || len(rs) != d.Runs || d.Runs == 0 {
 		t.Fatalf("journal: %d results, %d runs, %v", len(rs), d.Runs, err)
 	}

@@ -275,7 +275,7 @@ func TestCalibrateFromLogs(t *testing.T) {
 	// A log that does not say its configuration needs one written after it.
 	bare := filepath.Join(dir, "bare.log")
 	var lines []string
-	for _, l := range strings.Split(string(must(os.ReadFile(full))), "\n") {
+	for _, l := range strings.Split(string(mustRead(os.ReadFile(full))), "\n") {
 		if strings.Contains(l, "iteration ") && strings.Contains(l, "elapsed") {
 			lines = append(lines, l)
 		}
@@ -306,7 +306,7 @@ func TestCalibrateFromLogs(t *testing.T) {
 	}
 }
 
-func must[T any](v T, err error) T {
+func mustRead[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
 	}
