@@ -7,6 +7,7 @@ cd "$(dirname "$0")"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt needed: $unformatted" >&2; exit 1; fi
 go vet ./...
-# The embedded Megatron-Core worker's pure parts (no torch needed).
+# The embedded Python (the Megatron-Core worker, the NCCL probe): pure parts, no torch needed.
 python3 -m unittest discover -s engine/megatron/pyworker -p 'test_*.py' -q
+python3 -m unittest discover -s probes -p 'test_*.py' -q
 go test ./... "$@"

@@ -81,10 +81,10 @@ func processList(ps []cuda.ProcessUse) string {
 
 func newProbeCmd() *cobra.Command {
 	var (
-		gpu                      int
+		gpuList                  string
 		asJSON, refresh, launch  bool
 		python, cublas, cacheDir string
-		framework                bool
+		framework, nccl          bool
 		fp                       frameworkProbe
 	)
 	cmd := &cobra.Command{
@@ -92,29 +92,74 @@ func newProbeCmd() *cobra.Command {
 		Short: "Measure launch and graph costs, bandwidth, matrix rate and framework host cost on a GPU",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if framework {
-				fp.gpu, fp.python = gpu, python
-				return fp.run(cmd.Context(), cmd.OutOrStdout())
+			var gpus []int // nil: the default (GPU 0; every GPU for NCCL)
+			if cmd.Flags().Changed("gpu") {
+				var err error
+				if gpus, err = parseGPUs(gpuList); err != nil {
+					return err
+				}
 			}
-			rep, err := probeGPU(cmd.Context(), gpu, probes.Options{Python: python, CuBLAS: cublas, LaunchOnly: launch}, refresh, cacheDir)
+			first := 0
+			if len(gpus) > 0 {
+				first = gpus[0]
+			}
+			out := cmd.OutOrStdout()
+			np := ncclProbe{gpus: gpus, python: python, refresh: refresh, cacheDir: cacheDir}
+			switch {
+			case framework:
+				fp.gpu, fp.python = first, python
+				return fp.run(cmd.Context(), out)
+			case nccl:
+				rep, err := np.run(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(out).Encode(rep)
+				}
+				printNCCL(out, rep)
+				return nil
+			}
+			rep, err := probeGPU(cmd.Context(), first, probes.Options{Python: python, CuBLAS: cublas, LaunchOnly: launch}, refresh, cacheDir)
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				if launch {
-					return json.NewEncoder(out).Encode(map[string]float64{
-						"launch_us": rep.Rates.LaunchUs, "graph_node_us": rep.Rates.GraphNodeUs, "graph_launch_us": rep.Rates.GraphLaunchUs,
-						"kernel_us": rep.Rates.KernelUs})
+			if asJSON && launch {
+				return json.NewEncoder(out).Encode(map[string]float64{
+					"launch_us": rep.Rates.LaunchUs, "graph_node_us": rep.Rates.GraphNodeUs, "graph_launch_us": rep.Rates.GraphLaunchUs,
+					"kernel_us": rep.Rates.KernelUs})
+			}
+			// With more than one GPU visible, the collectives are measured too
+			// (a failure leaves the spec table's figures and says why).
+			var nr *probes.NCCLReport
+			var nerr error
+			if !launch && python != "-" && np.several() {
+				if r, err := np.run(cmd.Context()); err == nil {
+					nr = &r
+				} else {
+					nerr = err
 				}
-				return json.NewEncoder(out).Encode(rep)
+			}
+			if asJSON {
+				return json.NewEncoder(out).Encode(struct {
+					probes.Report
+					NCCL *probes.NCCLReport `json:"nccl,omitempty"`
+				}{rep, nr})
 			}
 			printProbe(out, rep)
+			switch {
+			case nr != nil:
+				fmt.Fprintln(out)
+				printNCCL(out, *nr)
+			case nerr != nil:
+				fmt.Fprintf(out, "\nNCCL probe failed (%v): collectives keep the spec table's NVLink figure\n", nerr)
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&gpu, "gpu", 0, "GPU index")
+	f.StringVar(&gpuList, "gpu", "0", "GPU index (with --nccl: the GPUs measured together, comma-separated; default every GPU)")
+	f.BoolVar(&nccl, "nccl", false, "measure NCCL bus bandwidth and latency (all-reduce, all-gather, reduce-scatter, all-to-all, send/recv) over the GPUs; plain probe does it too when more than one GPU is visible")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&refresh, "refresh", false, "measure again instead of using the cached results")
 	f.BoolVar(&launch, "launch-only", false, "only the launch and graph-node probes (not cached)")

@@ -86,6 +86,7 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 	if !ok {
 		rates, _ = engine.SpecFor("h100")
 	}
+	rates = withMeasuredNCCL(rates, s.cfg.Layout.GPU)
 	fallback := &lazyEngine{open: func() (engine.Engine, error) { return f.fallbackEngine(gpus[0]) }}
 	var closers []func() error
 	logDir := s.cfg.RunDir

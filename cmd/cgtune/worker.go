@@ -77,13 +77,14 @@ func openLocalEngine(ctx context.Context, name string, gpu int, estimateGPU stri
 		if err != nil {
 			return nil, err
 		}
-		eng, err := cuda.New(cuda.Options{Ordinal: gpu, Rates: rep.Rates, Host: rep.Host, Costs: costs})
+		rates := withMeasuredNCCL(rep.Rates, rep.Device.Name)
+		eng, err := cuda.New(cuda.Options{Ordinal: gpu, Rates: rates, Host: rep.Host, Costs: costs})
 		if err != nil {
 			return nil, gpuError(err)
 		}
 		costs.GPU = eng.Device().Name
 		fmt.Fprintf(log, "worker: GPU %d %s, rates from %s; host costs: a framework profile from %s where one is cached for the model and layout, else %s\n",
-			gpu, eng.Device().Name, rep.Rates.Source, costs.Dir, prof.describe(rep.Host.Source))
+			gpu, eng.Device().Name, rates.Source, costs.Dir, prof.describe(rep.Host.Source))
 		return eng, nil
 	case "estimate":
 		return estimateEngine(estimateGPU, prof)
@@ -103,14 +104,15 @@ func estimateEngine(gpu string, prof profileFlags) (engine.Engine, error) {
 		if rep, ok := probes.FindCached(dir, gpu); ok {
 			dev := rep.Device
 			dev.Name += " (estimated from cached probes)"
-			return estimate.New(rep.Rates, rep.Host, dev).WithCosts(costs), nil
+			return estimate.New(withMeasuredNCCL(rep.Rates, rep.Device.Name), rep.Host, dev).WithCosts(costs), nil
 		}
 	}
 	r, ok := engine.SpecFor(gpu)
 	if !ok {
 		return nil, fail(exitBadInput, "--estimate-gpu %q: allowed: %s", gpu, strings.Join(engine.SpecNames(), ", "))
 	}
-	return estimate.New(r, engine.DefaultHostCosts(), engine.DeviceInfo{Name: strings.TrimPrefix(r.Source, "spec table: ") + " (estimated)"}).WithCosts(costs), nil
+	name := strings.TrimPrefix(r.Source, "spec table: ") + " (estimated)"
+	return estimate.New(withMeasuredNCCL(r, gpu), engine.DefaultHostCosts(), engine.DeviceInfo{Name: name}).WithCosts(costs), nil
 }
 
 // profileFlags are the flags that scale or override the emulation's host
