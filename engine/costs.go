@@ -27,7 +27,9 @@ import (
 //
 // Collectives and host syncs keep the model's costs: the profile is
 // measured on one GPU, without the job's collectives ("collectives:
-// modelled").
+// modelled"). What the layers' collectives expose of the ranks' host work
+// at the layout's rank count comes on top, from the profile's Collectives
+// where it has them (exposure.go).
 type Costs struct {
 	Rates   Rates
 	Host    HostCosts

@@ -22,10 +22,36 @@ type FrameworkProfile struct {
 	Optimizer HostGPU `json:"optimizer"`
 	// FullIteration holds what a full-iteration graph costs per step.
 	FullIteration FullIterationProfile `json:"full_iteration"`
+	// Collectives records how the layers' collectives expose the ranks'
+	// host work, per rank count the slice ran at (2 or more); empty when
+	// the profile was only measured at world size 1. The emulating engines
+	// add the exposure of the layout's rank count (CollectiveRanks) to the
+	// layers' collectives; without it they say the collective effect is
+	// extrapolated from world size 1.
+	Collectives []CollectiveExposure `json:"collectives,omitempty"`
 	// MeasuredAt says how the profile was measured (layer and micro-batch
 	// counts of the runs it was fitted from).
 	MeasuredAt string   `json:"measured_at,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
+}
+
+// CollectiveExposure is what a layer's collectives cost at world size N
+// beyond what the world-size-1 slice and the modelled collective time
+// account for. In eager mode every collective makes the ranks wait for
+// each other's host work (the slowest rank's enqueue sets the pace), so
+// host overhead compounds with the rank count; a graph replays its
+// collectives without the host in between, and exposes less.
+//
+// Milliseconds per layer per micro-batch, forward and backward together.
+// The emulation spreads each figure evenly over the layer's collectives:
+// the eager one as host time before each eagerly issued collective, the
+// graphed one on the replay of each graph that holds collectives.
+type CollectiveExposure struct {
+	WorldSize                    int     `json:"world_size"`
+	EagerExposedHostMsPerLayer   float64 `json:"eager_exposed_host_ms_per_layer"`
+	GraphedExposedHostMsPerLayer float64 `json:"graphed_exposed_host_ms_per_layer"`
+	// Source says how the figures were measured.
+	Source string `json:"source,omitempty"`
 }
 
 // ProfileVersion is the version of the profile file format.

@@ -263,6 +263,7 @@ func cloneProfile(p *FrameworkProfile) *FrameworkProfile {
 		l.Graphed = g
 		q.Layers[k] = l
 	}
+	q.Collectives = append([]CollectiveExposure(nil), p.Collectives...)
 	q.Notes = append([]string(nil), p.Notes...)
 	return &q
 }
@@ -276,6 +277,10 @@ func scaleProfile(p *FrameworkProfile, host, gpu float64, why string) *Framework
 	hg(&q.OtherBwd)
 	hg(&q.Optimizer)
 	q.FullIteration.ReplayHostMs *= host
+	for i := range q.Collectives {
+		q.Collectives[i].EagerExposedHostMsPerLayer *= host
+		q.Collectives[i].GraphedExposedHostMsPerLayer *= host
+	}
 	for k, l := range q.Layers {
 		hg(&l.EagerFwd)
 		hg(&l.EagerBwd)

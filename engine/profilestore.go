@@ -156,6 +156,16 @@ func (p *FrameworkProfile) Validate() error {
 	errs := []error{hg("other_fwd", p.OtherFwd), hg("other_bwd", p.OtherBwd), hg("optimizer", p.Optimizer),
 		check("full_iteration.replay_host_ms", p.FullIteration.ReplayHostMs),
 		check("full_iteration.graph_mib_per_microbatch", p.FullIteration.GraphMiBPerMicroBatch)}
+	seen := map[int]bool{}
+	for i, c := range p.Collectives {
+		f := fmt.Sprintf("collectives[%d]", i)
+		if c.WorldSize < 2 || seen[c.WorldSize] {
+			errs = append(errs, fmt.Errorf("profile field %s.world_size: %d (want 2 or more, each rank count once)", f, c.WorldSize))
+		}
+		seen[c.WorldSize] = true
+		errs = append(errs, check(f+".eager_exposed_host_ms_per_layer", c.EagerExposedHostMsPerLayer),
+			check(f+".graphed_exposed_host_ms_per_layer", c.GraphedExposedHostMsPerLayer))
+	}
 	for k, l := range p.Layers {
 		errs = append(errs, hg("layers."+k+".eager_fwd", l.EagerFwd), hg("layers."+k+".eager_bwd", l.EagerBwd))
 		for r, g := range l.Graphed {

@@ -187,3 +187,48 @@ func TestProfileSetCosts(t *testing.T) {
 		t.Errorf("source %q", c.Source())
 	}
 }
+
+// A profile's collective exposures survive the cache; a rank count below
+// 2, twice the same rank count or a negative figure is refused.
+func TestProfileCollectivesRoundTripAndValidation(t *testing.T) {
+	dir := t.TempDir()
+	p := testProfile("m", "tp2", "NVIDIA H200", "0.16.0")
+	p.Collectives = []CollectiveExposure{{WorldSize: 2, EagerExposedHostMsPerLayer: 0.8, GraphedExposedHostMsPerLayer: 0.05, Source: "test"}}
+	path, err := SaveProfile(dir, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadProfile(path)
+	if err != nil || len(got.Collectives) != 1 || got.Collectives[0] != p.Collectives[0] {
+		t.Fatalf("loaded %+v (%v)", got, err)
+	}
+	data, _ := os.ReadFile(path)
+	for _, field := range []string{`"collectives"`, `"world_size": 2`, `"eager_exposed_host_ms_per_layer": 0.8`, `"graphed_exposed_host_ms_per_layer": 0.05`} {
+		if !strings.Contains(string(data), field) {
+			t.Errorf("file lacks %s", field)
+		}
+	}
+	for _, tc := range []struct {
+		c    []CollectiveExposure
+		want string
+	}{
+		{[]CollectiveExposure{{WorldSize: 1}}, "collectives[0].world_size: 1 (want 2 or more"},
+		{[]CollectiveExposure{{WorldSize: 2}, {WorldSize: 2}}, "collectives[1].world_size: 2"},
+		{[]CollectiveExposure{{WorldSize: 4, EagerExposedHostMsPerLayer: -1}}, "collectives[0].eager_exposed_host_ms_per_layer: -1"},
+	} {
+		bad := testProfile("m", "tp2", "NVIDIA H200", "0.16.0")
+		bad.Collectives = tc.c
+		if _, err := SaveProfile(dir, bad); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v; want %q", tc.c, err, tc.want)
+		}
+	}
+	// A profile without the field (older files) still loads.
+	q := testProfile("m", "tp1", "NVIDIA H200", "0.16.0")
+	path, err = SaveProfile(dir, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); strings.Contains(string(data), "collectives") {
+		t.Error("an empty exposure list is written")
+	}
+}

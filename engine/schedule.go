@@ -64,11 +64,13 @@ type segKey struct {
 func NewSchedule(w *Workload, p *CapturePlan, c Costs) *Schedule {
 	s := &Schedule{W: w, Plan: p, Costs: c, sc: c.costsOf(w), node: map[segKey][]float64{}}
 	s.Notes = append(s.Notes, s.sc.notes...)
+	graphedExposure := s.exposeCollectives()
 	if p.FullIteration != nil {
 		s.priceFullIteration()
 	} else {
 		s.priceRegions()
 	}
+	s.exposeGraphs(graphedExposure)
 	return s
 }
 
