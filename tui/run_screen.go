@@ -584,10 +584,10 @@ func (m *Model) memoryLines(w int, labelled bool) []string {
 		label := st.Label.Render(fmt.Sprintf("GPU %-2d ", g))
 		ev, ok := r.mem[g]
 		if !ok {
-			lines = append(lines, label+st.Faint.Render("no reading yet"))
+			lines = append(lines, label+st.Faint.Render("no reading yet"+r.runningOn(g)))
 			continue
 		}
-		text := fmt.Sprintf(" %s/%s GiB · util %3d%%", fmtGiB(ev.UsedMiB), fmtGiB(ev.TotalMiB), ev.UtilGPU)
+		text := fmt.Sprintf(" %s/%s GiB · util %3d%%%s", fmtGiB(ev.UsedMiB), fmtGiB(ev.TotalMiB), ev.UtilGPU, r.runningOn(g))
 		frac := 0.0
 		if ev.TotalMiB > 0 {
 			frac = float64(ev.UsedMiB) / float64(ev.TotalMiB)
@@ -596,4 +596,15 @@ func (m *Model) memoryLines(w int, labelled bool) []string {
 		lines = append(lines, label+gauge(frac, barW, m.gaugeStyle(frac), lipgloss.NewStyle().Foreground(st.BarEmpty))+st.Muted.Render(text))
 	}
 	return lines
+}
+
+// runningOn names the candidate running on GPU g, for its gauge (several
+// GPUs run candidates at once); "" when it runs none.
+func (r *runState) runningOn(g int) string {
+	for _, row := range r.rows {
+		if row.state == stRunning && row.gpu == g {
+			return " · ▶ " + row.cand.Label()
+		}
+	}
+	return ""
 }

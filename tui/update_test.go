@@ -636,3 +636,36 @@ func TestFailedRunsRankLast(t *testing.T) {
 		t.Errorf("the cursor starts on %s, not the winner", rk.Result.Candidate.Key())
 	}
 }
+
+// With several GPUs, every GPU's gauge shows its memory and the candidate
+// it runs now.
+func TestRunScreenGaugesPerGPU(t *testing.T) {
+	f := newFake(t)
+	m, _, _ := startRun(t, f)
+	for _, ev := range []search.Event{
+		search.PlanEvent{Space: []search.Planned{{Candidate: cNone}, {Candidate: cTEAttn}, {Candidate: cTEAttnMLP}}, Total: 3},
+		search.StartEvent{Candidate: cNone, GPU: 0, Round: 1, Steps: 8},
+		search.StartEvent{Candidate: cTEAttn, GPU: 1, Round: 1, Steps: 8},
+		search.MemoryEvent{GPU: 0, UsedMiB: 10_240, TotalMiB: 143771, UtilGPU: 50},
+		search.MemoryEvent{GPU: 1, UsedMiB: 30_720, TotalMiB: 143771, UtilGPU: 90},
+	} {
+		send(m, eventMsg{ev: ev})
+	}
+	gauge := func(gpu string) string {
+		for _, l := range strings.Split(view(m), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), gpu+" ") && strings.Contains(l, "GiB") {
+				return l
+			}
+		}
+		return ""
+	}
+	if g0, g1 := gauge("GPU 0"), gauge("GPU 1"); !strings.Contains(g0, "10.0/140.4 GiB") || !strings.Contains(g0, "▶ none") ||
+		!strings.Contains(g1, "30.0/140.4 GiB") || !strings.Contains(g1, "▶ te attn") {
+		t.Errorf("gauges:\n%s\n%s\nview:\n%s", g0, g1, view(m))
+	}
+	// A finished candidate leaves its GPU's gauge; the other still runs.
+	send(m, eventMsg{ev: search.ResultEvent{GPU: 0, Round: 1, Result: result(cNone, 130, 0), Done: 1, Total: 3}})
+	if g0, g1 := gauge("GPU 0"), gauge("GPU 1"); strings.Contains(g0, "▶") || !strings.Contains(g1, "▶ te attn") {
+		t.Errorf("after GPU 0's result:\n%s\n%s", g0, g1)
+	}
+}
