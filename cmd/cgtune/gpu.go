@@ -107,7 +107,7 @@ func newProbeCmd() *cobra.Command {
 			np := ncclProbe{gpus: gpus, python: python, refresh: refresh, cacheDir: cacheDir}
 			switch {
 			case framework:
-				fp.gpu, fp.python = first, python
+				fp.gpus, fp.python = gpus, python
 				return fp.run(cmd.Context(), out)
 			case nccl:
 				rep, err := np.run(cmd.Context())
@@ -166,7 +166,7 @@ func newProbeCmd() *cobra.Command {
 	f.StringVar(&python, "python", "", `Python with PyTorch for the host-cost probe ("-" to skip)`)
 	f.StringVar(&cublas, "cublas", "", "cuBLAS library for the matrix-rate probe (default: search)")
 	f.StringVar(&cacheDir, "cache-dir", "", "probe cache folder (default: the user cache folder)")
-	f.BoolVar(&framework, "framework", false, "measure the framework profile of --model/--preset on the installed Megatron-Core (cached for the cuda and estimate engines)")
+	f.BoolVar(&framework, "framework", false, "measure the framework profile of --model/--preset on the installed Megatron-Core (cached for the cuda and estimate engines); with --gpu 0,1,... also the collective exposure at the layout's rank count")
 	f.StringVar(&fp.model, "model", "", "with --framework: built-in model")
 	f.StringVar(&fp.preset, "preset", "", "with --framework: team preset FILE (model and layout)")
 	f.StringVar(&fp.gpuType, "gpu-type", "h100", "with --framework and --model: whose layout")

@@ -236,7 +236,10 @@ func (l *lazyEngine) Close() error {
 type frameworkProbe struct {
 	model, preset, gpuType, mbridge, python string
 	sets                                    []string
-	gpu, maxMicroBatches                    int
+	maxMicroBatches                         int
+	// gpus: the profile is measured on the first; with more, the
+	// collective exposure at the layout's usable rank count too.
+	gpus []int
 }
 
 func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
@@ -264,17 +267,30 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fail(exitBadInput, "no user cache folder: %v", err)
 	}
-	e, err := megatron.New(megatron.Options{Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
-		GPUs: []int{p.gpu}, MaxMicroBatches: p.maxMicroBatches,
-		Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return megatronDeadline }})
+	gpus := p.gpus
+	if len(gpus) == 0 {
+		gpus = []int{0}
+	}
+	open := func(ranks []int) (*megatron.Engine, error) {
+		return megatron.New(megatron.Options{Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
+			GPUs: ranks, MaxMicroBatches: p.maxMicroBatches,
+			Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return megatronDeadline }})
+	}
+	e, err := open(gpus[:1])
 	if err != nil {
 		return fail(exitNoGPU, "probe --framework: %v", err)
 	}
 	defer e.Close()
 	fmt.Fprintf(out, "framework profile of %s (%s), %s\n", m.Name, engine.LayoutKey(l), frameworkString(e))
-	prof, err := e.MeasureProfile(ctx, w, func(line string) { fmt.Fprintln(out, "  "+line) })
+	progress := func(line string) { fmt.Fprintln(out, "  "+line) }
+	prof, err := e.MeasureProfile(ctx, w, progress)
 	if err != nil {
 		return fail(exitInvalid, "probe --framework: %v", err)
+	}
+	if ranks := usableRanks(l, len(gpus)); len(gpus) > 1 && ranks < 2 {
+		fmt.Fprintf(out, "collective exposure: not measured (the layout's TP×EP = %d has no rank count that %d GPUs can run)\n", l.TPSize()*l.EPSize(), len(gpus))
+	} else if ranks > 1 {
+		p.measureExposure(ctx, out, e, open, gpus[:ranks], w, l, prof, progress)
 	}
 	dir, err := engine.DefaultProfileDir()
 	if err != nil {
@@ -287,6 +303,32 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 	printProfile(out, prof)
 	fmt.Fprintf(out, "saved %s\n", path)
 	return nil
+}
+
+// measureExposure measures the collective exposure at world size
+// len(ranks) and adds it to the profile; a failure is said and leaves the
+// world-size-1 profile as it is.
+func (p frameworkProbe) measureExposure(ctx context.Context, out io.Writer, one *megatron.Engine, open func([]int) (*megatron.Engine, error),
+	ranks []int, w *engine.Workload, l presets.Layout, prof *engine.FrameworkProfile, progress func(string)) {
+	many, err := open(ranks)
+	if err != nil {
+		fmt.Fprintf(out, "collective exposure at world size %d: not measured: %v\n", len(ranks), err)
+		return
+	}
+	defer many.Close()
+	// The ranks ran their collectives on this node's GPUs.
+	rates, ok := engine.SpecFor(one.Device().Name)
+	if !ok {
+		rates, _ = engine.SpecFor(l.GPU)
+	}
+	rates = withMeasuredNCCL(rates, one.Device().Name)
+	x, err := megatron.MeasureCollectives(ctx, one, many, w, rates, progress)
+	if err != nil {
+		fmt.Fprintf(out, "collective exposure at world size %d: not measured: %v\n", len(ranks), err)
+		return
+	}
+	x.Source += " (rates: " + rates.Source + ")"
+	megatron.AddExposure(prof, x)
 }
 
 func (p frameworkProbe) modelLayout() (presets.Model, presets.Layout, string, error) {
@@ -336,6 +378,10 @@ func printProfile(out io.Writer, p *engine.FrameworkProfile) {
 		p.OtherFwd.HostMs, p.OtherFwd.GPUMs, p.OtherBwd.HostMs, p.OtherBwd.GPUMs)
 	fmt.Fprintf(out, "optimizer per step: %.3f ms; full iteration replay host %.3f ms/step, graph %.0f MiB per micro-batch\n",
 		p.Optimizer.HostMs, p.FullIteration.ReplayHostMs, p.FullIteration.GraphMiBPerMicroBatch)
+	for _, c := range p.Collectives {
+		fmt.Fprintf(out, "collective exposure at world size %d, per layer and micro-batch: eager %.3f ms, graphed %.3f ms (%s)\n",
+			c.WorldSize, c.EagerExposedHostMsPerLayer, c.GraphedExposedHostMsPerLayer, c.Source)
+	}
 	for _, n := range p.Notes {
 		fmt.Fprintln(out, "note: "+n)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/cuda"
+	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/search"
 )
@@ -116,6 +117,28 @@ func TestPrintNCCL(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// The printed framework profile lists its collective exposures.
+func TestPrintProfileShowsCollectives(t *testing.T) {
+	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "test",
+		Collectives: []engine.CollectiveExposure{{WorldSize: 2, EagerExposedHostMsPerLayer: 1.25, GraphedExposedHostMsPerLayer: 0.05, Source: "fit"}}}
+	var b strings.Builder
+	printProfile(&b, p)
+	if want := "collective exposure at world size 2, per layer and micro-batch: eager 1.250 ms, graphed 0.050 ms (fit)"; !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
+}
+
+// The framework probe measures the exposure at the rank count the layout
+// can use on the GPUs given: TP×EP's divisors among them.
+func TestUsableRanksForExposure(t *testing.T) {
+	for _, tc := range []struct{ tp, ep, gpus, want int }{{2, 1, 2, 2}, {1, 1, 2, 1}, {4, 1, 2, 2}, {2, 4, 8, 8}, {2, 1, 3, 1}} {
+		l := presets.Layout{TP: tc.tp, EP: tc.ep}
+		if got := usableRanks(l, tc.gpus); got != tc.want {
+			t.Errorf("TP %d EP %d on %d GPUs: %d ranks, want %d", tc.tp, tc.ep, tc.gpus, got, tc.want)
 		}
 	}
 }

@@ -35,8 +35,19 @@ for line in sys.stdin:
         step = 100.0 if c["impl"] == "none" else 50.0
         st = {"median_ms": step, "p10_ms": step, "p90_ms": step, "n": 8}
         ea = {"median_ms": 100.0, "p10_ms": 100.0, "p90_ms": 100.0, "n": 8}
+        modelled = req["spec"].get("modelled_hint", ["TP 2"])
+        if "FAKE_MODELLED" in os.environ:  # e.g. "" at world size 2: TP ran for real
+            modelled = [m for m in os.environ["FAKE_MODELLED"].split(",") if m]
         res = {"candidate": c, "source": "framework", "step": st, "eager": ea, "speedup": 100.0 / step,
                "framework": {"torch": "2.11", "mcore": "0.20.0", "layer_spec": "local", "world_size": 1,
-                             "modelled": req["spec"].get("modelled_hint", ["TP 2"])},
+                             "modelled": modelled},
                "memory": {"device_base_mib": 500}}
+        if os.environ.get("FAKE_LAYER_MS"):
+            # Raw times of a slice whose layer costs EAGER,GRAPHED ms per
+            # micro-batch (forward-backward wall), 4 micro-batches, 2 ms outside.
+            eager_l, graphed_l = map(float, os.environ["FAKE_LAYER_MS"].split(","))
+            n = (req.get("opts") or {}).get("layers") or 1
+            per = eager_l if c["impl"] == "none" else graphed_l
+            res["raw"] = {"layers_built": n, "microbatches_run": 4, "fwd_bwd_ms": 4 * (2 + n * per),
+                          "host_ms": 4 * (1 + n * per), "host_fwd_ms": 2 * (1 + n * per), "opt_ms": 1}
     send({"v": 1, "type": "result", "id": req["id"], "result": res})

@@ -1,0 +1,134 @@
+package megatron
+
+import (
+	"context"
+	"fmt"
+
+	"cgtune/engine"
+)
+
+// exposureModes are the runs the collective exposure is fitted from:
+// eager and whole-layer graphs, at the profile's two layer counts.
+var exposureModes = []string{"eager", "layer"}
+
+// MeasureCollectives measures how the layers' collectives expose the
+// ranks' host work at many's world size: the eager and whole-layer-graphed
+// runs at one and two layers on one (world size 1) and on many (world size
+// 2 or more, the layout's TP then EP run for real), fitted by
+// FitExposure. rates time the collectives the ranks ran (a cached NCCL
+// measurement where there is one).
+func MeasureCollectives(ctx context.Context, one, many *Engine, w *engine.Workload, rates engine.Rates, emit func(string)) (engine.CollectiveExposure, error) {
+	if one.WorldSize() != 1 || many.WorldSize() < 2 {
+		return engine.CollectiveExposure{}, fmt.Errorf("collective exposure: want engines at world size 1 and 2 or more (have %d and %d)", one.WorldSize(), many.WorldSize())
+	}
+	measure := func(e *Engine) ([]profileRun, *engine.FrameworkInfo, error) {
+		var runs []profileRun
+		var fw *engine.FrameworkInfo
+		for _, mode := range exposureModes {
+			for _, n := range profileLayers {
+				r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: 5, EagerSteps: 5}, nil)
+				pr := profileRun{mode: mode, layers: n, raw: r.Raw, err: r.Err}
+				if emit != nil {
+					emit(fmt.Sprintf("world size %d, %s, %d layer(s): %s", e.WorldSize(), mode, n, describeRaw(pr)))
+				}
+				if ctx.Err() != nil {
+					return nil, nil, ctx.Err()
+				}
+				if r.Framework != nil {
+					fw = r.Framework
+				}
+				runs = append(runs, pr)
+			}
+		}
+		return runs, fw, nil
+	}
+	runs1, _, err := measure(one)
+	if err != nil {
+		return engine.CollectiveExposure{}, err
+	}
+	runsN, fw, err := measure(many)
+	if err != nil {
+		return engine.CollectiveExposure{}, err
+	}
+	if fw == nil {
+		return engine.CollectiveExposure{}, fmt.Errorf("collective exposure: the world-size-%d runs failed: %s", many.WorldSize(), firstErr(runsN, "eager"))
+	}
+	coll := layerCollectiveMs(w, rates, executed(fw, w.Layout))
+	return FitExposure(runs1, runsN, many.WorldSize(), coll)
+}
+
+// layerCollectiveMs is the modelled time, per layer and micro-batch, of
+// the collectives of the families in ran (those the ranks executed), over
+// the workload's first layer.
+func layerCollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bool) float64 {
+	if len(w.Layers) == 0 {
+		return 0
+	}
+	var us float64
+	for _, ops := range [][]engine.Op{w.Layers[0].Fwd, w.Layers[0].Bwd} {
+		for _, o := range ops {
+			if o.Kind == engine.KindCollective && ran[prefix(o.Name)] {
+				us += rates.OpGPUUs(o)
+			}
+		}
+	}
+	return us / 1e3
+}
+
+// FitExposure is the collective exposure at world size world from runs at
+// world size 1 (one) and at world (many) of the same per-rank slice. With
+// W(n) the forward-backward wall time per step at n layers and M
+// micro-batches, a layer costs (W(2) − W(1))/M per micro-batch; what a
+// layer costs more at world size N than at 1, less the modelled time of
+// the collectives the ranks ran (collMs per layer and micro-batch), is the
+// host work the collectives exposed: eager from the eager runs, graphed
+// from the whole-layer-graphed ones. Negative differences (the collectives
+// hidden under other work, or noise) count as none.
+func FitExposure(one, many []profileRun, world int, collMs float64) (engine.CollectiveExposure, error) {
+	perLayer := func(runs []profileRun, mode string) (float64, error) {
+		var r [2]*engine.RawTimes
+		for _, pr := range runs {
+			for i, n := range profileLayers {
+				if pr.mode == mode && pr.layers == n && pr.raw != nil {
+					r[i] = pr.raw
+				}
+			}
+		}
+		if r[0] == nil || r[1] == nil {
+			return 0, fmt.Errorf("the %s runs failed: %s", mode, firstErr(runs, mode))
+		}
+		m := float64(max(1, r[0].MicroBatchesRun))
+		return (r[1].FwdBwdMs - r[0].FwdBwdMs) / m, nil
+	}
+	x := engine.CollectiveExposure{WorldSize: world,
+		Source: fmt.Sprintf("eager and whole-layer-graphed runs at 1 and 2 layers, world size %d against 1, less %.3f ms/layer of modelled collectives", world, collMs)}
+	for _, mode := range exposureModes {
+		a, err := perLayer(one, mode)
+		if err != nil {
+			return x, fmt.Errorf("collective exposure at world size 1: %w", err)
+		}
+		b, err := perLayer(many, mode)
+		if err != nil {
+			return x, fmt.Errorf("collective exposure at world size %d: %w", world, err)
+		}
+		v := max(0, b-a-collMs)
+		if mode == "eager" {
+			x.EagerExposedHostMsPerLayer = v
+		} else {
+			x.GraphedExposedHostMsPerLayer = v
+		}
+	}
+	return x, nil
+}
+
+// AddExposure puts x into p's collective exposures, replacing one of the
+// same world size.
+func AddExposure(p *engine.FrameworkProfile, x engine.CollectiveExposure) {
+	for i, c := range p.Collectives {
+		if c.WorldSize == x.WorldSize {
+			p.Collectives[i] = x
+			return
+		}
+	}
+	p.Collectives = append(p.Collectives, x)
+}
