@@ -87,7 +87,6 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 		rates, _ = engine.SpecFor("h100")
 	}
 	rates = withMeasuredNCCL(rates, s.cfg.Layout.GPU)
-	fallback := &lazyEngine{open: func() (engine.Engine, error) { return f.fallbackEngine(gpus[0]) }}
 	var closers []func() error
 	logDir := s.cfg.RunDir
 	if logDir == "" {
@@ -103,6 +102,11 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 		}
 	}
 	for i := 0; i < len(gpus); i += ranks {
+		// Each group's fallback runs on the group's first GPU: engines run
+		// candidates at once, and one worker serves one candidate at a time.
+		first := gpus[i]
+		fallback := &lazyEngine{open: func() (engine.Engine, error) { return f.fallbackEngine(first) }}
+		closers = append(closers, fallback.Close)
 		e, err := megatron.New(megatron.Options{
 			Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
 			GPUs: gpus[i : i+ranks], MaxLayers: f.maxLayers, MaxMicroBatches: f.maxMicroBatches,
@@ -121,7 +125,6 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 			s.notices = append(s.notices, "megatron worker: "+n)
 		}
 	}
-	closers = append(closers, fallback.Close)
 	s.close = func() {
 		for _, c := range closers {
 			c()
