@@ -4,9 +4,12 @@
 # at ./bin/cgtune. Each part fits one device call; results land in
 # $OUT/bench-multigpu-PART.tgz (raw JSON, journals, probe and profile output).
 #   bench/multigpu/run.sh nccl     cgtune probe --nccl --gpu 0,1, then plain cgtune probe (NCCL part included)
-#   bench/multigpu/run.sh worlds   dense-small TP2 mbs 1/4, moe-small EP2 mbs 1/4 (drop-and-pad, dropless):
-#                                  world size 2, world size 1 with modelled collectives, the framework
-#                                  profile with its collective exposure, the calibrated emulation; table
+#   bench/multigpu/run.sh worlds [CASE...]   dense-small TP2 mbs 1/4, moe-small EP2 mbs 1/4 (drop-and-pad,
+#                                  dropless): world size 2, world size 1 with modelled collectives, the
+#                                  framework profile with its collective exposure, the calibrated emulation;
+#                                  table of every case run so far. CASE: dense-tp2-mbs1 dense-tp2-mbs4
+#                                  moe-ep2-mbs1-droppad moe-ep2-mbs4-droppad moe-ep2-mbs1-dropless
+#                                  moe-ep2-mbs4-dropless (default all; two per call fit a 10-minute call)
 #   bench/multigpu/run.sh halve    single-rank candidates: --gpu 0 against --gpu 0,1 --ranks 1 (wall, winner)
 cd "$(dirname "$0")/../.."
 part=$1
@@ -34,10 +37,12 @@ nccl)
   ;;
 worlds)
   nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
+  shift; want=" $* "
   for c in "dense-tp2-mbs1 dense-small-tp2-mbs1" "dense-tp2-mbs4 dense-small-tp2-mbs4" \
            "moe-ep2-mbs1-droppad moe-small-ep2-mbs1 DROPPAD" "moe-ep2-mbs4-droppad moe-small-ep2-mbs4 DROPPAD" \
            "moe-ep2-mbs1-dropless moe-small-ep2-mbs1" "moe-ep2-mbs4-dropless moe-small-ep2-mbs4"; do
     set -- $c; name=$1; preset=$P/$2.yaml; sets=""; [ "$3" = DROPPAD ] && sets=$DROPPAD
+    [ "$want" = "  " ] || [[ "$want" == *" $name "* ]] || continue
     search $name-ws2 90 --engine megatron --preset $preset --gpu 0,1 $sets
     search $name-ws1 90 --engine megatron --preset $preset --gpu 0 --ranks 1 $sets
     timeout -s INT 120 bin/cgtune probe --framework --preset $preset --gpu 0,1 $sets >$R/profile-$name.txt 2>&1
