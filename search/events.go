@@ -16,6 +16,11 @@ type Event interface{ isEvent() }
 type Planned struct {
 	Candidate  presets.Candidate `json:"candidate"`
 	Violations []Violation       `json:"violations,omitempty"`
+	// Also are the other spellings in the space that Megatron runs as
+	// Candidate (its effective configuration, Canonical); Why says what
+	// rewrote them. They are not run on their own.
+	Also []presets.Candidate `json:"also,omitempty"`
+	Why  []string            `json:"why,omitempty"`
 	// Estimate is the estimate engine's result for a valid candidate, used
 	// for ordering, deadlines and the ETA (nil if none was made).
 	Estimate *engine.Result `json:"estimate,omitempty"`
