@@ -46,6 +46,11 @@ type Ranked struct {
 	// the same impl×scope (same steady state), or none from the eager
 	// baselines every run measures.
 	Derived bool `json:"derived,omitempty"`
+	// Tie numbers the group of candidates tied within noise this one
+	// belongs to (1, 2, ... in rank order; 0: not tied); TieBandMs is the
+	// group's band, ± around its fastest step.
+	Tie       int     `json:"tie,omitempty"`
+	TieBandMs float64 `json:"tie_band_ms,omitempty"`
 }
 
 // PlanEvent is the whole space, sent once before anything runs.
