@@ -59,8 +59,8 @@ type Config struct {
 	// would not fit rank after those that do. 0: not checked.
 	JobGPUMemoryMiB int64
 	// Tie is the ranking's tie band (RankOptions.Tie).
-	Tie float64
-	Workload        engine.WorkloadOptions
+	Tie      float64
+	Workload engine.WorkloadOptions
 	// Measured are the run options: EagerSteps for every run; MeasuredSteps
 	// for exhaustive runs (halving sets its own per round).
 	Measured engine.RunOptions
