@@ -378,12 +378,7 @@ func Reason(rs []Ranked, opts RankOptions) string {
 				group = append(group, r)
 			}
 		}
-		fastest := group[0]
-		for _, r := range group {
-			if r.Result.Step.Median < fastest.Result.Step.Median {
-				fastest = r
-			}
-		}
+		fastest, _ := TieLeader(rs, w.Tie)
 		if fastest.Result.Candidate.Key() == w.Result.Candidate.Key() {
 			parts = append(parts, fmt.Sprintf("%s wins: the fastest (%.2f ms/step) of %d candidates tied within ±%.2f ms (%s)",
 				name, step, len(group), w.TieBandMs, band))
@@ -412,6 +407,28 @@ func Reason(rs []Ranked, opts RankOptions) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// TieLeader is the fastest candidate of tied group tie (the one the band
+// is measured from: the least step time, then the first key), and the
+// group's size; 0 when there is no such group.
+func TieLeader(rs []Ranked, tie int) (Ranked, int) {
+	var lead Ranked
+	n := 0
+	for _, r := range rs {
+		if tie == 0 || r.Tie != tie || r.Result.Failed() {
+			continue
+		}
+		n++
+		m, lm := r.Result.Step.Median, lead.Result.Step.Median
+		if n == 1 || m < lm || (m == lm && r.Result.Candidate.Key() < lead.Result.Candidate.Key()) {
+			lead = r
+		}
+	}
+	return lead, n
+}
+
+// TieRule says how a tied group is ordered, for a line under a table.
+const TieRule = "in a tie, less graph memory ranks first, then fewer scopes, the simpler impl (none < transformer_engine < local), the shorter job"
 
 // bandText describes the tie band of opts.
 func bandText(opts RankOptions) string {
