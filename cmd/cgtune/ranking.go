@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/report"
 	"cgtune/search"
 )
 
@@ -135,4 +138,43 @@ func fmtWall(d time.Duration) string {
 		return fmt.Sprintf("%.1fs", d.Seconds())
 	}
 	return d.Round(time.Second).String()
+}
+
+// checkReportPath refuses a --report path the report cannot be written to
+// before the search starts: not Markdown, or in a folder that is not there.
+func checkReportPath(path string) error {
+	if path == "" {
+		return nil
+	}
+	if ext := filepath.Ext(path); ext != ".md" && ext != ".markdown" {
+		return fail(exitBadInput, "--report %s: want a Markdown file (FILE.md); the plot is written beside it as FILE.svg", path)
+	}
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return fail(exitBadInput, "--report %s: folder %s does not exist", path, filepath.Dir(path))
+	}
+	return nil
+}
+
+// writeReport writes --report (and its plot) for a finished or interrupted
+// search.
+func (f *rootFlags) writeReport(stderr io.Writer, cfg search.Config, plan []search.Planned, d search.DoneEvent, overrides []byte) error {
+	if f.report == "" {
+		return nil
+	}
+	in := report.Input{
+		Version: version, Now: time.Now(), Model: cfg.Model, Layout: cfg.Layout, MBridge: cfg.MBridge,
+		Engine: f.engine, Strategy: cfg.Strategy, TrainIters: cfg.TrainIters, Tie: cfg.Tie,
+		JobGPUMemoryMiB: cfg.JobGPUMemoryMiB, Sets: cfg.Sets, Plan: plan, Done: d,
+		Overrides: overrides, Format: f.format,
+	}
+	plot, err := report.Write(f.report, in)
+	if err != nil {
+		return fail(exitBadInput, "--report: %v", err)
+	}
+	if plot != "" {
+		fmt.Fprintf(stderr, "wrote the report to %s and its plot to %s\n", f.report, plot)
+	} else {
+		fmt.Fprintf(stderr, "wrote the report to %s (no candidate finished: no plot)\n", f.report)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -170,5 +171,29 @@ func TestPresetByName(t *testing.T) {
 	code, _, errb = cgtune(t, "check", "--preset", "./missing.yaml", "--impl", "none")
 	if code != exitBadInput || !strings.Contains(errb, "no such file") {
 		t.Errorf("missing preset file: exit %d %q", code, errb)
+	}
+}
+
+// --report writes the Markdown report and its plot beside it; a path that
+// cannot take it is refused before the search starts.
+func TestHeadlessReport(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	md := filepath.Join(dir, "r.md")
+	code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--report", md)
+	if code != exitOK || !strings.Contains(errb, "wrote the report to "+md+" and its plot to "+filepath.Join(dir, "r.svg")) {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	data, err := os.ReadFile(md)
+	if err != nil || !strings.Contains(string(data), "# cgtune report: llama3_8b on h100") || !strings.Contains(string(data), "](r.svg)") {
+		t.Errorf("report %v:\n%.400s", err, data)
+	}
+	if svg, err := os.ReadFile(filepath.Join(dir, "r.svg")); err != nil || !strings.Contains(string(svg), "<svg") {
+		t.Errorf("plot: %v", err)
+	}
+	for _, bad := range []string{filepath.Join(dir, "r.svg"), filepath.Join(dir, "missing", "r.md")} {
+		if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--report", bad); code != exitBadInput || !strings.Contains(errb, "--report") {
+			t.Errorf("--report %s: exit %d %q", bad, code, errb)
+		}
 	}
 }

@@ -430,6 +430,9 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if !slices.Contains(presets.Formats, f.format) {
 		return nil, fail(exitBadInput, "--format %q: allowed: %s", f.format, strings.Join(presets.Formats, ", "))
 	}
+	if err := checkReportPath(f.report); err != nil {
+		return nil, err
+	}
 	if f.trainIters <= 0 || f.trainIters > maxTrainIters {
 		return nil, fail(exitBadInput, "--train-iters %d: out of range (allowed: 1 to %d)", f.trainIters, maxTrainIters)
 	}
@@ -689,6 +692,9 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	if toFile {
 		fmt.Fprintf(stderr, "wrote the winner's overrides (%s, MB %s, %s) to %s\n", f.format, cfg.MBridge, gen, f.emit)
+	}
+	if err := f.writeReport(stderr, cfg, p.plan, d, overrides); err != nil {
+		return err
 	}
 	switch {
 	case d.Err != "":
