@@ -421,3 +421,28 @@ func (o Overrides) MegatronLMFlagTokens(quote bool) ([]string, error) {
 	}
 	return toks, nil
 }
+
+// Annotate adds comment lines to rendered overrides, for the formats that
+// have comments: after the header line of yaml and python, before the
+// tokens of dotlist and flags (a shell comment line). JSON has no comments:
+// ok is false and data comes back as it was.
+func Annotate(data []byte, format string, lines ...string) (out []byte, ok bool) {
+	if len(lines) == 0 {
+		return data, true
+	}
+	var c bytes.Buffer
+	for _, l := range lines {
+		c.WriteString("# " + l + "\n")
+	}
+	switch format {
+	case "yaml", "python":
+		head, rest, found := bytes.Cut(data, []byte("\n"))
+		if found && bytes.HasPrefix(head, []byte("#")) {
+			return slices.Concat(head, []byte("\n"), c.Bytes(), rest), true
+		}
+		return slices.Concat(c.Bytes(), data), true
+	case "dotlist", "flags":
+		return slices.Concat(c.Bytes(), data), true
+	}
+	return data, false
+}

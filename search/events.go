@@ -51,6 +51,9 @@ type Ranked struct {
 	// group's band, ± around its fastest step.
 	Tie       int     `json:"tie,omitempty"`
 	TieBandMs float64 `json:"tie_band_ms,omitempty"`
+	// Origin is what the search said of the result before ranking it
+	// (how a derived result was derived), kept so Rerank can rank again.
+	Origin string `json:"origin,omitempty"`
 }
 
 // PlanEvent is the whole space, sent once before anything runs.

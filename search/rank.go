@@ -177,7 +177,7 @@ func orderTied(group []Ranked) (why []string) {
 func rankEntries(es []entry, opts RankOptions) []Ranked {
 	var ok, failed []Ranked
 	for _, e := range es {
-		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note}
+		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note, Origin: e.note}
 		if e.res.Failed() {
 			failed = append(failed, r)
 			continue
@@ -268,6 +268,17 @@ func fits(r *Ranked, opts RankOptions) bool {
 	}
 	r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB in the job, more than the GPU's %d MiB", need, opts.JobGPUMemoryMiB))
 	return false
+}
+
+// Rerank ranks a ranking again under other options (another tie band, say):
+// the same results, rounds and derivations, as the search would have
+// ranked them.
+func Rerank(rs []Ranked, opts RankOptions) []Ranked {
+	es := make([]entry, len(rs))
+	for i, r := range rs {
+		es[i] = entry{res: r.Result, round: r.Round, derived: r.Derived, note: r.Origin}
+	}
+	return rankEntries(es, opts)
 }
 
 // firstReason says why the head of a tied group ranks before the fastest

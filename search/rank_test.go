@@ -222,3 +222,24 @@ func TestReason(t *testing.T) {
 		t.Errorf("empty: %q", got)
 	}
 }
+
+// Rerank gives what ranking the results under the new options gives, and
+// keeps how derived results were derived.
+func TestRerank(t *testing.T) {
+	es := []entry{
+		{res: res(presets.ImplTE, []string{"attn"}, 3, 970, 4000), round: 2},
+		{res: res(presets.ImplTE, []string{"attn"}, 1, 970, 4000), round: 2, derived: true, note: "derived from w3"},
+		{res: res(presets.ImplNone, nil, 3, 1000, 0), round: 2, derived: true, note: "eager baseline of the runs"},
+	}
+	first := rankEntries(es, RankOptions{})
+	wide := Rerank(first, RankOptions{Tie: 0.05})
+	want := rankEntries(es, RankOptions{Tie: 0.05})
+	if strings.Join(order(wide), " ") != strings.Join(order(want), " ") || wide[0].Result.Candidate.Impl != presets.ImplNone {
+		t.Errorf("rerank %v, want %v", order(wide), order(want))
+	}
+	for i := range wide {
+		if wide[i].Note != want[i].Note || wide[i].Derived != want[i].Derived {
+			t.Errorf("row %d: %q/%v, want %q/%v", i, wide[i].Note, wide[i].Derived, want[i].Note, want[i].Derived)
+		}
+	}
+}

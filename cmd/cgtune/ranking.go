@@ -178,3 +178,14 @@ func (f *rootFlags) writeReport(stderr io.Writer, cfg search.Config, plan []sear
 	}
 	return nil
 }
+
+// markEstimate says in an overrides file that it comes from an estimate,
+// in a comment (JSON has none: it stays as it is, and the progress lines
+// and the report say it).
+func markEstimate(data []byte, format string, winner engine.Result) []byte {
+	if winner.Source != engine.Estimated {
+		return data
+	}
+	out, _ := presets.Annotate(data, format, search.EstimateNote(winner))
+	return out
+}

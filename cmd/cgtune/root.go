@@ -672,6 +672,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		if overrides, err = o.Render(f.format); err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
+		overrides = markEstimate(overrides, f.format, d.Winner.Result)
 	}
 	// The file first: whatever happens to stdout (a reader that quits
 	// early), the overrides are on disk before the ranking is printed.
