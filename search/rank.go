@@ -242,8 +242,10 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 		}
 		i = j
 	}
+	// Failures by impl and scopes, then warm-up as a number (w2 before w10).
 	slices.SortStableFunc(failed, func(a, b Ranked) int {
-		return cmp.Compare(a.Result.Candidate.Key(), b.Result.Candidate.Key())
+		ca, cb := a.Result.Candidate, b.Result.Candidate
+		return cmp.Or(cmp.Compare(ca.Impl, cb.Impl), cmp.Compare(ca.ScopeString(), cb.ScopeString()), cmp.Compare(ca.Warmup, cb.Warmup))
 	})
 	for i := range ok {
 		ok[i].Rank = i + 1

@@ -243,3 +243,18 @@ func TestRerank(t *testing.T) {
 		}
 	}
 }
+
+// Failed candidates are listed by impl and scopes, warm-ups in numeric
+// order (w2 before w10), unranked.
+func TestRankFailuresOrder(t *testing.T) {
+	var rs []engine.Result
+	for _, w := range []int{10, 2, 1} {
+		r := res(presets.ImplTE, []string{}, w, 0, 0)
+		r.Err, r.ErrKind = "capture failed", engine.ErrCapture
+		rs = append(rs, r)
+	}
+	got := order(Rank(rs, RankOptions{}))
+	if strings.Join(got, " ") != "transformer_engine/layer/w1 transformer_engine/layer/w2 transformer_engine/layer/w10" {
+		t.Errorf("failures %v", got)
+	}
+}
