@@ -568,8 +568,12 @@ func (m *Model) modelHelp() helpKeys {
 
 func (m *Model) modelView(w, h int) string {
 	listW := 30
-	if w >= 120 {
+	switch {
+	case w >= 120:
 		listW = 50
+	case w < 80:
+		// A small window: the layout editor needs the room more.
+		listW = 24
 	}
 	right := m.modelDetail(w-listW-3, h)
 	return sideBySide(m.modelList(listW, h), listW, right, 3)
@@ -604,6 +608,9 @@ func (m *Model) modelList(w, h int) string {
 	cursorRow := 0
 	lastKind := ""
 	nameW := 18
+	if w < 30 {
+		nameW = 15
+	}
 	// A wide list has room for the display name too.
 	wide := w >= 48
 	for i, it := range items {
@@ -703,7 +710,7 @@ func (m *Model) modelDetail(w, h int) string {
 		shape = fmt.Sprintf("for %s · DP — · micro-batches —", l.GPU)
 	}
 	b.WriteString(truncate(title+"  "+st.Muted.Render(shape), w) + "\n")
-	colW := max(min((w-2)/2, 24), 18)
+	colW := max(min((w-2)/2, 24), 16)
 	for r, cells := range layoutGrid() {
 		var line strings.Builder
 		for c, f := range cells {

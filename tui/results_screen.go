@@ -522,7 +522,9 @@ func (m *Model) resultsView(w, h int) string {
 	if w >= 140 {
 		// Wide: ranking, why, the candidate's details and the search's
 		// notes on the left; the overrides on the right.
-		leftW := w * 11 / 20
+		// The ranking gets the room its names need, the overrides at
+		// least 48 cells.
+		leftW := min(max(w*11/20, m.rankingWidth()), w-48-3)
 		rightW := w - leftW - 3
 		ov := m.overridesLines(rightW)
 		why := m.reasonLines(leftW, 4)
@@ -543,9 +545,13 @@ func (m *Model) resultsView(w, h int) string {
 	}
 	// Narrow: the table takes what the reason, the memory line and the
 	// overrides leave; the overrides keep at least 3 lines.
-	why := m.reasonLines(w, 3)
+	whyLines := 3
+	if h < 18 {
+		whyLines = 2
+	}
+	why := m.reasonLines(w, whyLines)
 	mem := m.memoryLine(w)
-	ov := m.overridesLines(w)
+	ov := m.overridesPane(w, h < 30)
 	fixed := headLines + 1 + len(why) + len(mem) + 1 // gap, why, memory, gap
 	avail := h - 1 - fixed
 	tableH := min(len(d.Ranking)+1, max(avail-4, 3))
@@ -568,7 +574,11 @@ func (m *Model) reasonLines(w, n int) []string {
 	lines := strings.Split(wrap("Why: "+why, w), "\n")
 	if len(lines) > n {
 		lines = lines[:n]
-		lines[n-1] = truncate(lines[n-1], w-1) + "…"
+		if last := lines[n-1]; ansi.StringWidth(last) < w {
+			lines[n-1] = last + "…"
+		} else {
+			lines[n-1] = truncate(last, w)
+		}
 	}
 	for i := range lines {
 		lines[i] = st.Muted.Render(lines[i])
@@ -623,6 +633,16 @@ func fitLines(lines []string, h, w int) []string {
 	return out
 }
 
+// rankingWidth is the width the ranking table needs for its longest name
+// (a derived row's "≈ " included) with every column.
+func (m *Model) rankingWidth() int {
+	longest := 0
+	for _, rk := range m.ranking() {
+		longest = max(longest, ansi.StringWidth(candName(rk.Result.Candidate)))
+	}
+	return longest + 2 + 2 + 7 + 6 + 7 + 9 + 6 + 4 + 3 + 2*8
+}
+
 func (m *Model) rankingTable(w, h int) string {
 	st := m.st
 	r := m.ranking()
@@ -631,9 +651,10 @@ func (m *Model) rankingTable(w, h int) string {
 		cands = append(cands, rk.Result.Candidate)
 	}
 	// The name column is as wide as the names (with their warm-up and a
-	// "≈ " for derived rows); the capture column goes first when the
-	// window is narrow.
-	capture := w >= 100
+	// "≈ " for derived rows); in a narrow window the capture column goes
+	// first, then graph memory and job time (the lines under the table
+	// and the details have them), before the names are cut.
+	capture, wide := w >= 100, w >= 70
 	cols := []column{
 		{title: "#", width: 2, right: true},
 		{title: "CANDIDATE"},
@@ -643,9 +664,10 @@ func (m *Model) rankingTable(w, h int) string {
 	if capture {
 		cols = append(cols, column{title: "CAPT ms", width: 7, right: true})
 	}
+	if wide {
+		cols = append(cols, column{title: "GRAPH MiB", width: 9, right: true}, column{title: "JOB", width: 6, right: true})
+	}
 	cols = append(cols,
-		column{title: "GRAPH MiB", width: 9, right: true},
-		column{title: "JOB", width: 6, right: true},
 		column{title: "FITS", width: 4},
 		column{title: "TIE", width: 3, flex: true},
 	)
@@ -656,11 +678,16 @@ func (m *Model) rankingTable(w, h int) string {
 	candW := nameWidth(cands, w-fixed-2) + 2
 	cols[1].width = candW
 	t := newTable(w, cols...)
+	// cells takes every column's cell and keeps the shown columns'.
 	cells := func(c ...string) []string {
-		if !capture {
-			c = append(c[:4:4], c[5:]...)
+		out := c[:4:4]
+		if capture {
+			out = append(out, c[4])
 		}
-		return c
+		if wide {
+			out = append(out, c[5], c[6])
+		}
+		return append(out, c[7:]...)
 	}
 	var b strings.Builder
 	b.WriteString(t.header(st) + "\n")
@@ -827,7 +854,12 @@ func memoryText(r engine.Result) string {
 // to w so that what is copied from the pane still parses: a long comment
 // goes on over lines that start with "# " again, and a dotlist or flags
 // line breaks between tokens with a shell continuation ("\").
-func (m *Model) overridesLines(w int) []string {
+func (m *Model) overridesLines(w int) []string { return m.overridesPane(w, false) }
+
+// overridesPane is overridesLines; brief leaves out the comments the
+// file starts with (which say where it comes from), for a short pane: the
+// overrides themselves are what has to show.
+func (m *Model) overridesPane(w int, brief bool) []string {
 	st := m.st
 	var tabs []string
 	for i, f := range presets.Formats {
@@ -857,7 +889,17 @@ func (m *Model) overridesLines(w int) []string {
 	if err != nil {
 		return append(lines, st.Faint.Render(err.Error()))
 	}
-	for _, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+	body := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if brief {
+		head := 0
+		for head < len(body) && strings.HasPrefix(body[head], "#") {
+			head++
+		}
+		if head > 0 && head < len(body) {
+			body = body[head:]
+		}
+	}
+	for _, l := range body {
 		for _, part := range copyableLines(l, m.format(), w-2) {
 			lines = append(lines, "  "+st.Value.Render(part))
 		}

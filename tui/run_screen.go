@@ -46,6 +46,7 @@ type runState struct {
 	pinned   bool
 	mem      map[int]search.MemoryEvent
 
+	pausedAt time.Time      // when the stop question paused the search (zero: running)
 	last     *engine.Result // the latest finished candidate
 	lastOK   *engine.Result // the latest one that succeeded
 	confirm  bool           // "stop the search?" is asked
@@ -246,11 +247,11 @@ func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 		case key.Matches(msg, k.Confirm):
 			r.confirm, r.stopping = false, true
 			r.cancel()
-			m.backend.Pause(false)
+			m.resume()
 			m.setStatus("stopping: the running candidates end, finished results are kept…")
 		case key.Matches(msg, k.Deny):
 			r.confirm = false
-			m.backend.Pause(false)
+			m.resume()
 			m.setStatus("search running")
 		}
 		return nil
@@ -262,7 +263,7 @@ func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 	case (key.Matches(msg, k.Stop) || key.Matches(msg, k.Back)) && !r.stopping:
 		// While the question is open no new candidate starts; the
 		// running ones finish.
-		r.confirm = true
+		r.confirm, r.pausedAt = true, m.opts.Now()
 		m.backend.Pause(true)
 		m.setStatus("paused: no new candidate starts until you answer")
 		return nil
@@ -274,6 +275,17 @@ func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	return m.runScroll(msg)
+}
+
+// resume lets the paused search go on; the ETA's countdown did not run
+// while it was paused.
+func (m *Model) resume() {
+	r := m.run
+	if !r.pausedAt.IsZero() {
+		r.etaAt = r.etaAt.Add(m.opts.Now().Sub(r.pausedAt))
+		r.pausedAt = time.Time{}
+	}
+	m.backend.Pause(false)
 }
 
 func (m *Model) runScroll(msg tea.KeyPressMsg) tea.Cmd {
@@ -406,6 +418,8 @@ func (m *Model) progressLine(w int) string {
 	switch {
 	case r.finished:
 		text += " · done"
+	case r.done > 0 && !r.pausedAt.IsZero():
+		text += " · paused, ETA " + fmtDur(r.etaLeft(r.pausedAt))
 	case r.done > 0:
 		text += " · ETA " + fmtDur(r.etaLeft(now))
 	default:
@@ -459,15 +473,26 @@ func (m *Model) runTable(w, h int) string {
 	for _, row := range r.rows {
 		cands = append(cands, row.cand)
 	}
-	candW := nameWidth(cands, w-(1+8+6+9+12+2*5))
-	t := newTable(w,
-		column{title: "", width: 1},
-		column{title: "CANDIDATE", width: candW},
-		column{title: "STEP ms", width: 8, right: true},
-		column{title: "×EAGER", width: 6, right: true},
-		column{title: "GRAPH MiB", width: 9, right: true},
-		column{title: "NOTE", width: 10, flex: true},
-	)
+	// A narrow window drops the graph memory column (the results show it)
+	// before it cuts the names.
+	graphCol := w >= 80
+	cols := []column{
+		{title: "", width: 1},
+		{title: "CANDIDATE"},
+		{title: "STEP ms", width: 8, right: true},
+		{title: "×EAGER", width: 6, right: true},
+	}
+	if graphCol {
+		cols = append(cols, column{title: "GRAPH MiB", width: 9, right: true})
+	}
+	cols = append(cols, column{title: "NOTE", width: 10, flex: true})
+	fixed := 2 + 2*(len(cols)-1) // the NOTE column keeps 12 cells
+	for _, c := range cols {
+		fixed += c.width
+	}
+	cols[1].width = nameWidth(cands, w-fixed)
+	candW := cols[1].width
+	t := newTable(w, cols...)
 	var b strings.Builder
 	b.WriteString(t.header(st) + "\n")
 	rows := max(h-1, 1)
@@ -508,7 +533,11 @@ func (m *Model) runTable(w, h int) string {
 			mark, style = "✗", st.Err
 			note = row.result.ErrKind + ": " + row.result.Err
 		}
-		b.WriteString(style.Render(t.row(mark, nameCell(row.cand, candW), step, sp, graph, note)) + "\n")
+		cells := []string{mark, nameCell(row.cand, candW), step, sp}
+		if graphCol {
+			cells = append(cells, graph)
+		}
+		b.WriteString(style.Render(t.row(append(cells, note)...)) + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

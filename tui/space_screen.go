@@ -10,6 +10,7 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/presets"
 	"cgtune/search"
@@ -419,7 +420,23 @@ func (m *Model) spaceView(w, h int) string {
 		engine += st.Value.Render(fmt.Sprintf("%d GPU(s)", len(m.request().GPUs)))
 	}
 	tie := st.Label.Render("Tie ") + st.Value.Render(tieText(m.tie)) + st.Faint.Render(" (t)")
-	b.WriteString(padRight("Run", 9) + strategy + "  " + budget + "  " + tie + "  " + engine + "\n\n")
+	// The run settings wrap under their label like the toggles do.
+	run := padRight("Run", 9)
+	runW := 9
+	for i, item := range []string{strategy, budget, tie, engine} {
+		iw := ansi.StringWidth(item)
+		if i > 0 && runW+2+iw > w {
+			b.WriteString(run + "\n")
+			lines++
+			run, runW = strings.Repeat(" ", 9), 9
+		} else if i > 0 {
+			run += "  "
+			runW += 2
+		}
+		run += item
+		runW += iw
+	}
+	b.WriteString(run + "\n\n")
 	lines += 2
 
 	ctitle := "Candidates"
@@ -483,11 +500,15 @@ func (m *Model) spaceView(w, h int) string {
 	}
 	var cands []presets.Candidate
 	for _, p := range m.plan {
-		cands = append(cands, p.Candidate)
+		// The rows that run (or will fail) size the column; a long
+		// rejected spelling is cut rather than push the notes away.
+		if p.Valid() || p.Violations[0].ID == search.WillFailID {
+			cands = append(cands, p.Candidate)
+		}
 	}
 	// The candidate column is as wide as the longest name, leaving the
-	// notes at least 24 cells; a name cut to fit keeps its warm-up.
-	candW := nameWidth(cands, w-(1+8+6+24+2*4))
+	// notes at least 16 cells; a name cut to fit keeps its warm-up.
+	candW := nameWidth(cands, w-(1+8+6+16+2*4))
 	t := newTable(w,
 		column{title: "", width: 1},
 		column{title: "CANDIDATE", width: candW},
