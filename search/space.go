@@ -237,12 +237,12 @@ func Plan(cfg Config) ([]Planned, error) {
 	if err := checkSets(cfg.Model, cfg.Layout, mb, cfg.Sets); err != nil {
 		return nil, err
 	}
-	w, err := engine.BuildWorkload(cfg.Model, cfg.Layout, predictOptions(cfg, mb))
+	w, err := engine.BuildWorkload(cfg.Model, cfg.Layout, planOptions(cfg, mb, gen))
 	if err != nil {
 		return nil, err
 	}
 	var plan []Planned
-	rows := map[string]int{} // canonical key → row in plan
+	rows := map[string]int{} // effective configuration → row in plan
 	for _, c := range enumerate(withDefaults(cfg.Space)) {
 		r := ValidateCandidate(cfg.Model, cfg.Layout, c, mb, cfg.Sets)
 		if !r.OK() {
@@ -254,42 +254,101 @@ func Plan(cfg Config) ([]Planned, error) {
 			plan = append(plan, Planned{Candidate: c, Violations: []Violation{{ID: SpaceID, Message: e.Nothing + " (nothing is captured)"}}})
 			continue
 		}
-		if e.Candidate.Key() != c.Key() && !ValidateCandidate(cfg.Model, cfg.Layout, e.Candidate, mb, cfg.Sets).OK() {
-			// The rules read the canonical spelling differently: keep
-			// the one the space holds.
-			e = Effective{Candidate: c}
+		cp := engine.PlanCapture(w, c, gen)
+		if c.Graphed() && cp.Failure == nil && !cp.Graphed() {
+			plan = append(plan, Planned{Candidate: c, Violations: []Violation{{ID: SpaceID, Message: fmt.Sprintf(
+				"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Label(), cp.Config, cfg.Model.Name)}}})
+			continue
 		}
-		key := e.Candidate.Key()
+		key := effectiveKey(cp, c)
 		if i, ok := rows[key]; ok {
-			if c.Key() != key {
+			if c.Key() != plan[i].Candidate.Key() {
 				plan[i].Also = append(plan[i].Also, c)
 				plan[i].Why = appendNew(plan[i].Why, e.Why...)
 			}
 			continue
 		}
-		p := Planned{Candidate: e.Candidate, Why: e.Why}
-		if c.Key() != key {
-			p.Also = []presets.Candidate{c}
+		// The row is written in the canonical spelling when Megatron
+		// runs that spelling the same way and the rules take it.
+		rep := c
+		if e.Candidate.Key() != c.Key() && effectiveKey(engine.PlanCapture(w, e.Candidate, gen), e.Candidate) == key &&
+			ValidateCandidate(cfg.Model, cfg.Layout, e.Candidate, mb, cfg.Sets).OK() {
+			rep = e.Candidate
 		}
-		if why := CaptureFailure(w, e.Candidate); why != "" {
-			p.Violations = []Violation{{ID: WillFailID, Message: why}}
+		p := Planned{Candidate: rep}
+		if rep.Key() != c.Key() {
+			p.Also, p.Why = []presets.Candidate{c}, e.Why
+		}
+		if cp.Failure != nil {
+			p.Violations = []Violation{{ID: WillFailID, Message: willFailText(cp)}}
 		}
 		rows[key] = len(plan)
 		plan = append(plan, p)
 	}
 	if cfg.Estimator != nil {
-		ew, err := engine.BuildWorkload(cfg.Model, cfg.Layout, cfg.Workload)
-		if err != nil {
-			return nil, err
-		}
 		for i := range plan {
 			if plan[i].Valid() {
-				r := cfg.Estimator.Run(context.Background(), ew, plan[i].Candidate, engine.RunOptions{EagerSteps: cfg.Measured.EagerSteps, MeasuredSteps: finalSteps}, nil)
+				r := cfg.Estimator.Run(context.Background(), w, plan[i].Candidate, engine.RunOptions{EagerSteps: cfg.Measured.EagerSteps, MeasuredSteps: finalSteps}, nil)
 				plan[i].Estimate = &r
 			}
 		}
 	}
 	return plan, nil
+}
+
+// planOptions are the workload options of the search: the config's, with
+// the MoE mode the recipe asks for (drop-and-pad from --set, else
+// Megatron's dropless default) and the generation, when the config leaves
+// them to the search; the engines are given the same.
+func planOptions(cfg Config, mbridge string, gen presets.Generation) engine.WorkloadOptions {
+	opts := cfg.Workload
+	if opts.Dropless == nil {
+		if o, err := MoEWorkload(opts, cfg.Model, cfg.Layout, mbridge, cfg.Sets); err == nil {
+			opts = o
+		}
+	}
+	if opts.Generation == 0 {
+		opts.Generation = gen
+	}
+	return opts
+}
+
+// effectiveKey names what Megatron-Core runs for a candidate: the capture
+// mechanism and the graphed regions of each layer kind, as
+// engine.PlanCapture decides them, and the warm-up when something is
+// graphed. Candidates with one key are one configuration.
+func effectiveKey(p *engine.CapturePlan, c presets.Candidate) string {
+	if !c.Graphed() {
+		return "none"
+	}
+	var kinds []string
+	seen := map[presets.LayerKind]bool{}
+	for _, l := range p.Layers {
+		if !seen[l.Kind] {
+			seen[l.Kind] = true
+			kinds = append(kinds, fmt.Sprintf("%s:%s", l.Kind, strings.Join(l.Regions, ";")))
+		}
+	}
+	return fmt.Sprintf("%s|%s|w%d", p.Mechanism, strings.Join(kinds, " "), c.Warmup)
+}
+
+// willFailText says why a planned capture fails, the cause first (a table
+// cell shows the start), with the way out for dropless MoE's host sync.
+func willFailText(p *engine.CapturePlan) string {
+	f := p.Failure
+	if f.Stage != engine.FailCapture || f.Op == "" {
+		return f.Message
+	}
+	graph := "the " + f.Region + " graph of layer " + fmt.Sprint(f.Layer)
+	switch f.Region {
+	case engine.RegionLayer:
+		graph = "the whole-layer graph of layer " + fmt.Sprint(f.Layer)
+	case engine.RegionFullIteration:
+		graph = "the full-iteration graph"
+	}
+	return fmt.Sprintf("dropless MoE syncs with the host inside %s (%s copies the tokens per expert to the host to size the dispatch): "+
+		"stream capture fails with cudaErrorStreamCaptureInvalidated; drop-and-pad MoE "+
+		"(model.moe_expert_capacity_factor=1.0, model.moe_pad_expert_input_to_capacity=true) captures", graph, f.Op)
 }
 
 func appendNew(list []string, items ...string) []string {

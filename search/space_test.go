@@ -77,7 +77,9 @@ func TestPlanDefaultSpace(t *testing.T) {
 	}{
 		{"transformer_engine/attn/w1", nil, ""},
 		{"transformer_engine/attn,moe_router,moe_preprocess/w2", nil, ""},
-		{"local/full_iteration/w3", nil, ""},
+		// Dropless MoE syncs with the host: a graph of the whole
+		// iteration cannot be captured.
+		{"local/full_iteration/w3", []string{WillFailID}, "syncs with the host inside the full-iteration graph"},
 		{"transformer_engine/moe/w3", []string{"TC-22"}, "moe cuda graph is only supported with drop-padding MoE."},
 		{"transformer_engine/mlp/w3", []string{"TC-21"}, "mlp cuda graph is only supported for dense layers"},
 		{"transformer_engine/moe,moe_router/w1", []string{"TC-18", "TC-22"}, "must not contain both moe and moe_router"},
@@ -86,9 +88,9 @@ func TestPlanDefaultSpace(t *testing.T) {
 		{"transformer_engine/mamba/w3", []string{SpaceID}, "mamba captures nothing on qwen3_30b_a3b: the model has no Mamba layer (nothing is captured)"},
 		// The whole-layer graph holds the dropless dispatch's host sync.
 		{"transformer_engine/layer/w3", []string{WillFailID}, "token_counts_to_host"},
-		// MB 0.4 takes per-layer scopes with impl local, and MCore then
-		// captures moe_router and moe_preprocess together (TC-17).
-		{"local/moe_router,moe_preprocess/w3", nil, ""},
+		// MB 0.4 takes per-layer scopes with impl local, but GPTModel's
+		// TransformerLayer is graphed by local only for attn or mlp.
+		{"local/moe_router,moe_preprocess/w3", []string{SpaceID}, "captures nothing on qwen3_30b_a3b's layers"},
 	} {
 		p, ok := byKey[tc.key]
 		if !ok {
@@ -216,7 +218,7 @@ func BenchmarkPlan(b *testing.B) {
 // row, written local full_iteration, with the other spelling under it, on
 // MB 0.4 (from 0.5 on, the rules reject the combination: TC-15, PERF-03).
 func TestPlanFullIterationAliases(t *testing.T) {
-	m, l := builtin(t, "qwen3_30b_a3b", "h100")
+	m, l := builtin(t, "llama3_8b", "h100")
 	for _, mb := range []string{"0.3", "0.4"} {
 		plan, err := Plan(Config{Model: m, Layout: l, MBridge: mb, Space: presets.Space{
 			Impls:   []string{presets.ImplLocal},
@@ -289,20 +291,22 @@ func TestPlanWillFail(t *testing.T) {
 		"local/layer/w3":                                       WillFailID, // local attn, local moe_router,... on a GPT layer
 		"transformer_engine/attn/w3":                           "",
 		"transformer_engine/attn,moe_router,moe_preprocess/w3": "",
-		"local/full_iteration/w3":                              "", // runs with padded experts
+		"local/full_iteration/w3":                              WillFailID, // the whole iteration holds the sync
 	} {
 		got := strings.Join(planIDs(p[key]), ",")
 		if got != want {
 			t.Errorf("%s: %q (%v), want %q", key, got, p[key].Violations, want)
 		}
 	}
-	if msg := p["transformer_engine/layer/w3"].Violations[0].Message; !strings.Contains(msg, "whole-layer graph") || !strings.Contains(msg, "drop-and-pad") {
+	if msg := p["transformer_engine/layer/w3"].Violations[0].Message; !strings.Contains(msg, "dropless MoE syncs with the host inside the whole-layer graph of layer 0") || !strings.Contains(msg, "drop-and-pad") {
 		t.Errorf("will-fail message %q", msg)
 	}
 	padded := planOf(t, Config{Model: m, Layout: l, Sets: map[string]string{
 		"model.moe_expert_capacity_factor": "1.0", "model.moe_pad_expert_input_to_capacity": "true"}})
-	if !padded["transformer_engine/layer/w3"].Valid() {
-		t.Errorf("drop-and-pad whole layer: %v", padded["transformer_engine/layer/w3"].Violations)
+	for _, key := range []string{"transformer_engine/layer/w3", "local/full_iteration/w3"} {
+		if !padded[key].Valid() {
+			t.Errorf("drop-and-pad %s: %v", key, padded[key].Violations)
+		}
 	}
 	// A dense model has no host sync in any layer.
 	dm, dl := builtin(t, "llama3_8b", "h100")

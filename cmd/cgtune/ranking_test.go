@@ -15,7 +15,7 @@ import (
 // [full_iteration, attn] are both spelled out.
 const aliasPreset = `version: 1
 name: alias-space
-model: qwen3_30b_a3b
+model: llama3_8b
 gpu: h100
 space:
   impls: [none, local, transformer_engine]
@@ -51,7 +51,7 @@ func TestHeadlessOneRowPerEffectiveConfiguration(t *testing.T) {
 		if c.FullIteration() {
 			full++
 		}
-		o, err := search.WinnerOverrides(mustModel(t, "qwen3_30b_a3b"), c, "0.4").Render("dotlist")
+		o, err := search.WinnerOverrides(mustModel(t, "llama3_8b"), c, "0.4").Render("dotlist")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,21 +60,21 @@ func TestHeadlessOneRowPerEffectiveConfiguration(t *testing.T) {
 		}
 		seen[string(o)] = c.Key()
 	}
-	// none, and per warm-up: local full_iteration, te attn (local attn is
-	// local's whole-layer graph, which fails on dropless MoE: not run).
-	if full != 2 || len(res.Ranking) != 5 {
+	// none, and per warm-up: local full_iteration, local whole-layer
+	// (what local attn graphs), te attn.
+	if full != 2 || len(res.Ranking) != 7 {
 		t.Errorf("%d full-iteration rows in %d: %v", full, len(res.Ranking), keysOf(res.Ranking))
 	}
 	code, out, errb = cgtune(t, "--headless", "--preset", p, "--engine", "estimate", "--strategy", "exhaustive")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
-	for _, want := range []string{"also: local full_iteration,attn w3", "also: te attn,mamba w1", "\nwhy: "} {
+	for _, want := range []string{"also: local full_iteration,attn w3", "also: local attn w3, local attn,mamba w3", "also: te attn,mamba w1", "\nwhy: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	for _, want := range []string{"11 configurations (8 other spellings run as one of them), 5 valid, 6 rejected (PERF-05 4, WILL-FAIL 2)"} {
+	for _, want := range []string{"11 configurations (8 other spellings run as one of them), 7 valid, 4 rejected (PERF-05 4)"} {
 		if !strings.Contains(errb, want) {
 			t.Errorf("progress lacks %q:\n%s", want, errb)
 		}

@@ -231,6 +231,12 @@ func (b *tuiBackend) config(req tui.Request) search.Config {
 	if req.TrainIters > 0 {
 		cfg.TrainIters = req.TrainIters
 	}
+	// The engines build the MoE the rules judged and the generation's
+	// capture plan, as the headless search does.
+	if w, err := search.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err == nil {
+		cfg.Workload = w
+	}
+	cfg.Workload.Generation, _ = presets.ParseMBridge(cfg.MBridge)
 	// The real job runs on the layout's GPU type: its memory is the limit.
 	if spec, ok := engine.SpecFor(req.Layout.GPU); ok {
 		cfg.JobGPUMemoryMiB = spec.MemoryMiB
