@@ -13,7 +13,7 @@ import (
 //go:embed models/*.yaml
 var modelFiles embed.FS
 
-// builtinOrder is the order of reference §7, which is also the order
+// builtinOrder is dense, MoE, then hybrid, each family smallest first: the order
 // BuiltinModels returns and `cgtune models` prints.
 var builtinOrder = []string{
 	"llama3_8b", "llama3_70b", "llama31_405b",
@@ -76,7 +76,7 @@ type modelFile struct {
 	Models  []Model `yaml:"models"`
 }
 
-// BuiltinModels returns the embedded model presets in the order of reference §7.
+// BuiltinModels returns the embedded model presets in builtinOrder.
 func BuiltinModels() ([]Model, error) {
 	entries, err := modelFiles.ReadDir("models")
 	if err != nil {

@@ -79,7 +79,7 @@ func TestHybridPatterns(t *testing.T) {
 	}
 }
 
-// TestBuiltinArch checks the architecture facts of reference §7 the search
+// TestBuiltinArch checks the architecture facts (from the MB model providers each file cites) the search
 // rules depend on.
 func TestBuiltinArch(t *testing.T) {
 	get := func(n string) Model {
@@ -116,7 +116,7 @@ func TestBuiltinArch(t *testing.T) {
 		t.Errorf("llama31_405b arch = %+v", l)
 	}
 	if get("nemotronh_56b").Arch.Mamba.StateDim != 256 || get("nemotron_3_nano").Arch.Mamba.StateDim != 128 {
-		t.Error("mamba state dims differ from §7")
+		t.Error("mamba state dims differ from the MB provider")
 	}
 	if m := get("nemotron_3_nano").Arch.MoE; m.TopK != 6 || m.SharedExpertFFN != 3712 {
 		t.Errorf("nemotron_3_nano MoE = %+v", m)

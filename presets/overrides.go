@@ -45,7 +45,8 @@ var Formats = []string{"yaml", "dotlist", "python", "flags", "json"}
 
 // BuildOverrides applies a candidate (in the perf-harness vocabulary) the way
 // MB's _set_cuda_graph_overrides does, with the companions it implies, and
-// the field names of gen (reference §5.2, §6.2). It does not validate c.
+// the field names of gen (MB scripts/performance/utils/overrides.py; G2 writes
+// cuda_graph_scope, G3 cuda_graph_modules). It does not validate c.
 func BuildOverrides(c Candidate, gen Generation) Overrides {
 	o := Overrides{Gen: gen}
 	add := func(k string, v any) { o.Entries = append(o.Entries, Entry{k, v}) }
@@ -216,7 +217,7 @@ func (o Overrides) renderYAML() ([]byte, error) {
 }
 
 // hydraValue writes a value in Hydra's override grammar: lists always in
-// brackets (an unbracketed a,b is a choice sweep, reference §6.2).
+// brackets (Hydra's override grammar reads an unbracketed a,b as a choice sweep).
 func hydraValue(v any) (string, error) {
 	return flowValue(v, func(x string) string {
 		return "'" + strings.ReplaceAll(strings.ReplaceAll(x, `\`, `\\`), `'`, `\'`) + "'"
@@ -260,7 +261,8 @@ func (o Overrides) DotlistTokens(quote bool) []string {
 // FlagTokens renders the overrides for MB's scripts/performance/run_script.py:
 // --cuda_graph_impl and --cuda_graph_scope (comma string, harness vocabulary,
 // so full iteration is "local full_iteration" in both generations), then the
-// rest as trailing Hydra overrides, which the harness applies first (§5.1).
+// rest as trailing Hydra overrides, which the harness applies first (MB
+// scripts/performance/run_script.py).
 func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 	implV, ok := o.Get(KeyImpl)
 	impl, isStr := implV.(string)
