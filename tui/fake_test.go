@@ -252,6 +252,13 @@ func estimatedResult(r engine.Result) engine.Result {
 	r.Step.P10, r.Step.P90 = r.Step.Median, r.Step.Median
 	if !r.Failed() {
 		r.Memory.DevicePeakMiB = 9000 + r.Memory.GraphMiB
+		// The memory model's per-GPU figures, as the estimate engine
+		// reports them.
+		graphs := r.Memory.GraphFullJobMiB
+		b := &engine.MemoryBreakdown{Weights: 8600, Gradients: 17200, Optimizer: 12900, Activations: 21500, Graphs: graphs, Context: 600, GPUMiB: 81559}
+		b.Total = b.Weights + b.Gradients + b.Optimizer + b.Activations + b.Graphs + b.Context
+		b.Fits = b.Total <= b.GPUMiB
+		r.Memory.Breakdown = b
 	}
 	return r
 }

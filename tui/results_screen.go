@@ -489,6 +489,11 @@ func (m *Model) resultsView(w, h int) string {
 	if d.Runs > 0 {
 		sub += fmt.Sprintf(" · %d runs", d.Runs)
 	}
+	estimated := m.estimate || (m.run != nil && m.run.req.Estimate)
+	if d.GPUTimeMs > 0 && !estimated {
+		// An estimate spends no GPU time; a measured search says what it spent.
+		sub += " · GPU time " + fmtJob(d.GPUTimeMs)
+	}
 	if m.run != nil {
 		sub += " · " + m.run.req.Strategy
 	}
@@ -586,8 +591,10 @@ func (m *Model) reasonLines(w, n int) []string {
 	return lines
 }
 
-// memoryLine is the selected candidate's memory in the job in one line, for
-// the narrow layout (the wide one shows the full breakdown in the details).
+// memoryLine is the selected candidate's memory in the job, for the
+// narrow layout (the wide one shows it in the details): the total against
+// the job GPU, a warning when it will not fit, and the memory model's
+// breakdown on a second line when the engine made one.
 func (m *Model) memoryLine(w int) []string {
 	rk, ok := m.shownCandidate()
 	if !ok || rk.Result.Failed() {
@@ -599,23 +606,28 @@ func (m *Model) memoryLine(w int) []string {
 		req = m.run.req
 	}
 	need, total, what := jobMemory(rk.Result, m.jobGPUMiB(req))
-	text := fmt.Sprintf("Memory %s GiB %s", fmtGiB(need), what)
+	text := fmt.Sprintf("%s GiB %s", fmtGiB(need), what)
 	if total > 0 {
-		text = fmt.Sprintf("Memory %s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
+		text = fmt.Sprintf("%s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
 	}
-	if b := rk.Result.Memory.Breakdown; b != nil {
-		text += fmt.Sprintf(" (weights %s, grads %s, optimizer %s, activations %s, graphs %s, context %s GiB)",
-			fmtGiB(b.Weights), fmtGiB(b.Gradients), fmtGiB(b.Optimizer), fmtGiB(b.Activations), fmtGiB(b.Graphs), fmtGiB(b.Context))
-	} else {
+	b := rk.Result.Memory.Breakdown
+	if b == nil {
 		text += fmt.Sprintf(" (graphs %s GiB)", fmtGiB(graphMiB(rk.Result)))
 	}
 	if rk.Result.Source == engine.Estimated {
 		text += " · estimated"
 	}
-	if !rk.Fits {
-		return []string{st.Warn.Render(truncate("⚠ will not fit the job's GPU: "+strings.TrimPrefix(text, "Memory "), w))}
+	var lines []string
+	if rk.Fits {
+		lines = append(lines, st.Muted.Render(truncate("Memory "+text, w)))
+	} else {
+		lines = append(lines, st.Warn.Render(truncate("⚠ will not fit the job's GPU: "+text, w)))
 	}
-	return []string{st.Muted.Render(truncate(text, w))}
+	if b != nil {
+		lines = append(lines, st.Faint.Render(truncate(fmt.Sprintf("  weights %s · grads %s · optimizer %s · activations %s · graphs %s · context %s GiB",
+			fmtGiB(b.Weights), fmtGiB(b.Gradients), fmtGiB(b.Optimizer), fmtGiB(b.Activations), fmtGiB(b.Graphs), fmtGiB(b.Context)), w)))
+	}
+	return lines
 }
 
 // fitLines keeps the first h lines, ending in … when some were left out.
@@ -803,7 +815,7 @@ func (m *Model) breakdownLines(rk search.Ranked, w int) []string {
 	var lines []string
 	if b := res.Memory.Breakdown; b != nil {
 		lines = append(lines, truncate(st.Label.Render(padRight("", 10))+st.Muted.Render(fmt.Sprintf(
-			"weights %s · gradients %s · optimizer %s · activations %s · graphs %s · context %s GiB", fmtGiB(b.Weights), fmtGiB(b.Gradients),
+			"weights %s · grads %s · optimizer %s · activations %s · graphs %s · context %s GiB", fmtGiB(b.Weights), fmtGiB(b.Gradients),
 			fmtGiB(b.Optimizer), fmtGiB(b.Activations), fmtGiB(b.Graphs), fmtGiB(b.Context))), w))
 	}
 	text := fmt.Sprintf("%s GiB %s", fmtGiB(need), what)
@@ -816,11 +828,11 @@ func (m *Model) breakdownLines(rk search.Ranked, w int) []string {
 	if res.Source == engine.Estimated {
 		text += " · estimated"
 	}
-	line := st.Label.Render(padRight("in job", 10)) + text
+	line := st.Label.Render(padRight("in job", 10))
 	if !rk.Fits {
-		line += " " + st.Warn.Render("⚠ will not fit")
+		line += st.Warn.Render("⚠ will not fit ")
 	}
-	return append(lines, truncate(line, w))
+	return append(lines, truncate(line+text, w))
 }
 
 // stepText is the step time with its spread; an estimate has none.

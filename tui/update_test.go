@@ -872,3 +872,29 @@ func TestChartCaptureOffScale(t *testing.T) {
 		t.Errorf("chart:\n%s", strings.Join(lines, "\n"))
 	}
 }
+
+// The selected candidate's memory in the job: the memory model's breakdown,
+// and a warning when it will not fit, in both layouts.
+func TestResultsMemoryWarning(t *testing.T) {
+	for _, sz := range [][2]int{{80, 24}, {160, 48}} {
+		f := newFake(t)
+		f.events = estimated(f.events)
+		done := f.events[len(f.events)-1].(search.DoneEvent)
+		big := done.Ranking[1]
+		b := *big.Result.Memory.Breakdown
+		b.Activations, b.Total, b.Fits = 70000, b.Total+70000-b.Activations, false
+		big.Result.Memory.Breakdown, big.Fits = &b, false
+		done.Ranking[1] = big
+		f.events[len(f.events)-1] = done
+		m := finishRun(t, f)
+		m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+		press(m, "down")
+		v := view(m)
+		for _, want := range []string{"will not fit", "activations 68.4"} {
+			if !strings.Contains(v, want) {
+				t.Errorf("%dx%d: view lacks %q:\n%s", sz[0], sz[1], want, v)
+			}
+		}
+		checkFrame(t, v, sz[0], sz[1])
+	}
+}
