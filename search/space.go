@@ -262,10 +262,22 @@ func Plan(cfg Config) ([]Planned, error) {
 		}
 		key := effectiveKey(cp, c)
 		if i, ok := rows[key]; ok {
-			if c.Key() != plan[i].Candidate.Key() {
-				plan[i].Also = append(plan[i].Also, c)
-				plan[i].Why = appendNew(plan[i].Why, e.Why...)
+			row := &plan[i]
+			if c.Key() == row.Candidate.Key() {
+				continue
 			}
+			why := e.Why
+			if len(why) == 0 {
+				why = []string{fmt.Sprintf("%s graphs the same ops as %s on %s", c.Label(), row.Candidate.Label(), cfg.Model.Name)}
+			}
+			row.Why = appendNew(row.Why, why...)
+			if len(c.Scopes) < len(row.Candidate.Scopes) {
+				// The row is written in its simplest spelling.
+				row.Also = append(row.Also, row.Candidate)
+				row.Candidate = c
+				continue
+			}
+			row.Also = append(row.Also, c)
 			continue
 		}
 		// The row is written in the canonical spelling when Megatron
@@ -314,9 +326,10 @@ func planOptions(cfg Config, mbridge string, gen presets.Generation) engine.Work
 }
 
 // effectiveKey names what Megatron-Core runs for a candidate: the capture
-// mechanism and the graphed regions of each layer kind, as
-// engine.PlanCapture decides them, and the warm-up when something is
-// graphed. Candidates with one key are one configuration.
+// mechanism and, for each layer kind, the runs of forward and backward ops
+// its graphs cover, as engine.PlanCapture decides them, and the warm-up
+// when something is graphed. Candidates with one key capture the same
+// graphs: they are one configuration.
 func effectiveKey(p *engine.CapturePlan, c presets.Candidate) string {
 	if !c.Graphed() {
 		return "none"
@@ -324,12 +337,22 @@ func effectiveKey(p *engine.CapturePlan, c presets.Candidate) string {
 	var kinds []string
 	seen := map[presets.LayerKind]bool{}
 	for _, l := range p.Layers {
-		if !seen[l.Kind] {
-			seen[l.Kind] = true
-			kinds = append(kinds, fmt.Sprintf("%s:%s", l.Kind, strings.Join(l.Regions, ";")))
+		if seen[l.Kind] {
+			continue
 		}
+		seen[l.Kind] = true
+		k := string(l.Kind) + ":"
+		for _, segs := range [][]engine.Segment{l.Fwd, l.Bwd} {
+			for _, sg := range segs {
+				if sg.Graphed() {
+					k += fmt.Sprintf("%d-%d,", sg.From, sg.To)
+				}
+			}
+			k += "/"
+		}
+		kinds = append(kinds, k)
 	}
-	return fmt.Sprintf("%s|%s|w%d", p.Mechanism, strings.Join(kinds, " "), c.Warmup)
+	return fmt.Sprintf("%s|%d graphs|%s|w%d", p.Mechanism, len(p.Graphs), strings.Join(kinds, " "), c.Warmup)
 }
 
 // willFailText says why a planned capture fails, the cause first (a table
