@@ -72,13 +72,16 @@ type HostCosts struct {
 	GraphReplayUs float64 `json:"graph_replay_us"`
 }
 
-// DefaultHostCosts are PyTorch 2.11 figures measured on an H200 node
-// (DESIGN.md: add 8 µs, mm 19 µs, nn.Linear 36 µs; graph replay of the same
-// ops 1.1–2.4 µs each). Norm, attention, collective and sync costs are set
-// between those; the PyTorch probe replaces all of them when torch is there.
+// DefaultHostCosts are PyTorch 2.11 per-op host costs of the order measured
+// on an H200 node (torch.add about 8 µs, nn.Linear forward about 36 µs on
+// the first node measured; the probe of bench/results/2026-11-29-run5-
+// gpu-tests.txt measured 6.7 µs per elementwise op, 24 µs per GEMM module,
+// 9 µs per norm, 17 µs per attention call, 23 µs per graph replay). They
+// are used only where the PyTorch probe cannot run; it replaces all of them
+// when torch is there.
 func DefaultHostCosts() HostCosts {
 	return HostCosts{
-		Source:        "default (PyTorch 2.11 on H200, DESIGN.md)",
+		Source:        "default (PyTorch 2.11 on an H200)",
 		ElementwiseUs: 8, GEMMUs: 36, NormUs: 20, AttentionUs: 45, CollectiveUs: 15, SyncUs: 10,
 		BackwardScale: 0.5, GraphReplayUs: 20,
 	}
@@ -140,24 +143,61 @@ func (h HostCosts) OpHostUs(o Op) float64 {
 type Spec struct {
 	Names []string // lower-case substrings of the NVML name that select it
 	Rates Rates
+	// StandIn is set when the row has no datasheet rates of its own: it
+	// says whose rates it borrows and why, and every estimate for it says
+	// so.
+	StandIn string
 }
 
-// Specs is the spec table. Matrix rates are the dense bf16 datasheet figure
-// times the fraction reached on random data in practice (0.8: 788 of 989
-// TFLOP/s measured on an H200 here, KINDS.md); copy bandwidth is 0.9 of the
-// datasheet HBM figure (4.3 of 4.8 TB/s measured on an H200 here); NVLink is
-// the per-GPU one-direction figure; network is one 400 Gb/s NIC per GPU.
-// Sources: NVIDIA H100 datasheet (SXM5: 989 TFLOP/s bf16 dense, 3.35 TB/s,
-// NVLink 900 GB/s bidirectional); NVIDIA H200 datasheet (989 TFLOP/s,
-// 4.8 TB/s, 141 GB); NVIDIA DGX B200 / HGX B200 datasheet (2.25 PFLOP/s bf16
-// dense per GPU, 8 TB/s, NVLink 5 1.8 TB/s); NVIDIA GB200 NVL72 datasheet
-// (2.5 PFLOP/s bf16 dense per GPU, 8 TB/s, 186 GB). Launch and node costs:
-// DESIGN.md's H200 figures (3.9 µs launch, 0.5 µs per node).
+// Specs is the spec table; a probe on a real GPU replaces it. Matrix rates
+// are the dense bf16 datasheet figure times the fraction reached on random
+// data in practice (0.8: cuBLAS reached 797–800 of 989 TFLOP/s on an H200,
+// bench/results/2026-11-29-run5-gpu-tests.txt); copy bandwidth is 0.9 of
+// the datasheet HBM figure (cgtune's streaming kernel reached 3.9 of
+// 4.8 TB/s on that H200, 0.82); NVLink is the per-GPU one-direction
+// figure; network is one 400 Gb/s NIC per GPU.
+//
+// Sources: NVIDIA H100 Tensor Core GPU datasheet (SXM5: 989 TFLOP/s bf16
+// dense, 3.35 TB/s, NVLink 900 GB/s bidirectional); NVIDIA H200 Tensor Core
+// GPU datasheet (989 TFLOP/s, 4.8 TB/s, 141 GB); NVIDIA DGX B200 / HGX B200
+// datasheet (2.25 PFLOP/s bf16 dense per GPU, 8 TB/s, NVLink 5 1.8 TB/s);
+// NVIDIA GB200 NVL72 datasheet (2.5 PFLOP/s bf16 dense per GPU, 8 TB/s,
+// 186 GB). Launch and node costs are an H200's: 3.1–3.9 µs per
+// cuLaunchKernel and 0.5 µs per replayed graph node
+// (bench/results/2026-11-29-run5-launch.txt and -gpu-tests.txt).
+//
+// Blackwell Ultra (b300, gb300) and Rubin (vr200, r100) have no dense bf16
+// figure cgtune can cite: their rows borrow B200's and GB200's rates (see
+// StandIn) with their own memory (288 GB of HBM per GPU, NVIDIA's
+// Blackwell Ultra and Vera Rubin announcements, GTC 2025), so an estimate
+// for them is a Blackwell-class estimate and says so.
 var Specs = []Spec{
 	{Names: []string{"h100"}, Rates: Rates{Source: "spec table: H100 SXM", MatrixTFLOPS: 790, AttentionEff: 0.6, CopyGBps: 3000, NVLinkGBps: 450, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 81559}},
 	{Names: []string{"h200"}, Rates: Rates{Source: "spec table: H200", MatrixTFLOPS: 790, AttentionEff: 0.6, CopyGBps: 4300, NVLinkGBps: 450, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 143771}},
+	{Names: []string{"gb300"}, Rates: Rates{Source: "spec table: GB300 (GB200's rates, 288 GB)", MatrixTFLOPS: 2000, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 274658},
+		StandIn: "GB300 is estimated with GB200's rates (no Blackwell Ultra bf16 datasheet figure in cgtune's table) and GB300's 288 GB"},
+	{Names: []string{"b300"}, Rates: Rates{Source: "spec table: B300 (B200's rates, 288 GB)", MatrixTFLOPS: 1800, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 274658},
+		StandIn: "B300 is estimated with B200's rates (no Blackwell Ultra bf16 datasheet figure in cgtune's table) and B300's 288 GB"},
 	{Names: []string{"gb200"}, Rates: Rates{Source: "spec table: GB200", MatrixTFLOPS: 2000, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 189471}},
 	{Names: []string{"b200"}, Rates: Rates{Source: "spec table: B200", MatrixTFLOPS: 1800, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 183359}},
+	{Names: []string{"vr200"}, Rates: Rates{Source: "spec table: VR200 (GB200's rates, 288 GB)", MatrixTFLOPS: 2000, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 274658},
+		StandIn: "VR200 (Rubin) is estimated with GB200's rates (no Rubin datasheet rates in cgtune's table; a Rubin GPU is faster) and Rubin's 288 GB"},
+	{Names: []string{"r100"}, Rates: Rates{Source: "spec table: R100 (B200's rates, 288 GB)", MatrixTFLOPS: 1800, AttentionEff: 0.6, CopyGBps: 7200, NVLinkGBps: 900, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 274658},
+		StandIn: "R100 (Rubin) is estimated with B200's rates (no Rubin datasheet rates in cgtune's table; a Rubin GPU is faster) and Rubin's 288 GB"},
+}
+
+// SpecStandIn says whose rates the spec row of name borrows, "" when the
+// row has datasheet rates of its own (or there is no row).
+func SpecStandIn(name string) string {
+	n := strings.ToLower(name)
+	for _, s := range Specs {
+		for _, k := range s.Names {
+			if strings.Contains(n, k) {
+				return s.StandIn
+			}
+		}
+	}
+	return ""
 }
 
 // SpecFor finds the spec of a GPU by a name such as "h100", "NVIDIA H200"

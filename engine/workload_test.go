@@ -8,7 +8,7 @@ import (
 	"cgtune/presets"
 )
 
-// Inline copies of two §7 architectures keep these tests independent of
+// Inline copies of two built-in architectures keep these tests independent of
 // the preset files; TestBuiltinPresetsBuild checks the real presets.
 var (
 	llama8b = presets.Model{Name: "llama3_8b", Arch: presets.Arch{Layers: 32, Hidden: 4096, FFNHidden: 14336, Heads: 32, KVGroups: 8, HeadDim: 128, Vocab: 128256}}

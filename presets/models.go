@@ -13,7 +13,7 @@ import (
 //go:embed models/*.yaml
 var modelFiles embed.FS
 
-// builtinOrder is the order of reference §7, which is also the order
+// builtinOrder is dense, MoE, then hybrid, each family smallest first: the order
 // BuiltinModels returns and `cgtune models` prints.
 var builtinOrder = []string{
 	"llama3_8b", "llama3_70b", "llama31_405b",
@@ -26,10 +26,23 @@ var builtinOrder = []string{
 // BuiltinModelNames lists the built-in model presets in display order.
 func BuiltinModelNames() []string { return slices.Clone(builtinOrder) }
 
-// GPUs are the GPU names of the MB perf harness (`run_script.py -g`), the
-// keys a model's layouts may use.
+// GPUs are the GPU types cgtune knows: the GPU names of the MB perf
+// harness (`run_script.py -g`), the keys a model's layouts may use, plus
+// h200, which has no MB perf recipes of its own and takes h100's layouts
+// (BorrowsLayouts).
 func GPUs() []string {
-	return []string{"h100", "b200", "b300", "gb200", "gb300", "vr200", "r100"}
+	return []string{"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200", "r100"}
+}
+
+// BorrowsLayouts names the GPU type whose default layouts gpu uses when a
+// model has none for gpu itself ("" for none): an H200 is an H100 system
+// with 141 GB of HBM instead of 80 GB, and MB's perf recipes have no h200
+// configurations, so its jobs run the h100 ones.
+func BorrowsLayouts(gpu string) string {
+	if gpu == "h200" {
+		return "h100"
+	}
+	return ""
 }
 
 // Precisions are the compute dtypes of MB perf recipe names.
@@ -63,7 +76,7 @@ type modelFile struct {
 	Models  []Model `yaml:"models"`
 }
 
-// BuiltinModels returns the embedded model presets in the order of reference §7.
+// BuiltinModels returns the embedded model presets in builtinOrder.
 func BuiltinModels() ([]Model, error) {
 	entries, err := modelFiles.ReadDir("models")
 	if err != nil {
@@ -154,6 +167,14 @@ func ParseModelYAML(file string, data []byte) ([]Model, error) {
 // Layout returns the model's default parallel layout for gpu, with GPU set.
 func (m Model) Layout(gpu string) (Layout, error) {
 	l, ok := m.Layouts[gpu]
+	if from := BorrowsLayouts(gpu); !ok && from != "" {
+		if l, ok = m.Layouts[from]; ok {
+			if l.Source != "" {
+				l.Source += "; "
+			}
+			l.Source += fmt.Sprintf("%s has no MB perf recipe: %s's layout", gpu, from)
+		}
+	}
 	if !ok {
 		return Layout{}, fmt.Errorf("model %s has no layout for gpu %q (allowed: %s)", m.Name, gpu, strings.Join(m.GPUs(), ", "))
 	}
@@ -166,7 +187,9 @@ func (m Model) Layout(gpu string) (Layout, error) {
 func (m Model) GPUs() []string {
 	var out []string
 	for _, g := range GPUs() {
-		if _, ok := m.Layouts[g]; ok {
+		_, own := m.Layouts[g]
+		_, borrowed := m.Layouts[BorrowsLayouts(g)]
+		if own || borrowed {
 			out = append(out, g)
 		}
 	}
@@ -254,7 +277,10 @@ func (d *strictDoc) validateModel(m *Model, p string) error {
 		return d.errf(p, "model %s: missing field \"layouts\" (at least one GPU, e.g. %s)", m.Name, strings.Join(GPUs()[:3], ", "))
 	}
 	for _, g := range m.GPUs() {
-		l := m.Layouts[g]
+		l, own := m.Layouts[g]
+		if !own {
+			continue // borrowed from another GPU type (BorrowsLayouts), checked there
+		}
 		lp := joinPath(joinPath(p, "layouts"), g)
 		if !slices.Contains(GPUs(), g) {
 			return d.errf(lp, "layouts: unknown gpu %q (allowed: %s)", g, strings.Join(GPUs(), ", "))

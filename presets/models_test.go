@@ -79,7 +79,7 @@ func TestHybridPatterns(t *testing.T) {
 	}
 }
 
-// TestBuiltinArch checks the architecture facts of reference §7 the search
+// TestBuiltinArch checks the architecture facts (from the MB model providers each file cites) the search
 // rules depend on.
 func TestBuiltinArch(t *testing.T) {
 	get := func(n string) Model {
@@ -116,20 +116,21 @@ func TestBuiltinArch(t *testing.T) {
 		t.Errorf("llama31_405b arch = %+v", l)
 	}
 	if get("nemotronh_56b").Arch.Mamba.StateDim != 256 || get("nemotron_3_nano").Arch.Mamba.StateDim != 128 {
-		t.Error("mamba state dims differ from §7")
+		t.Error("mamba state dims differ from the MB provider")
 	}
 	if m := get("nemotron_3_nano").Arch.MoE; m.TopK != 6 || m.SharedExpertFFN != 3712 {
 		t.Errorf("nemotron_3_nano MoE = %+v", m)
 	}
 }
 
-// TestBuiltinLayouts pins one row per model to reference §5.3/§5.4, and
-// checks that every model covers the GPUs the tables have rows for.
+// TestBuiltinLayouts pins one row per model to the MB perf recipes, and
+// checks that every model covers the GPUs they have rows for (h200 takes
+// h100's).
 func TestBuiltinLayouts(t *testing.T) {
 	for _, m := range builtins(t) {
-		want := []string{"h100", "b200", "b300", "gb200", "gb300"}
+		want := []string{"h100", "h200", "b200", "b300", "gb200", "gb300"}
 		if m.Name == "gpt_oss_20b" {
-			// Neither §5.3 nor §5.4 has an h100 or b200 row for it.
+			// MB's perf recipes have no h100 or b200 row for it.
 			want = []string{"b300", "gb200", "gb300"}
 		}
 		if got := m.GPUs(); !slices.Equal(got, want) {
@@ -268,7 +269,7 @@ func TestParseModelYAMLErrors(t *testing.T) {
 		{"tp pp cp", "pp: 1", "pp: 3", 14, []string{"tp×pp×cp = 2×3×1 = 6 does not divide num_gpus 8"}},
 		{"gbs", "gbs: 32", "gbs: 30", 20, []string{"gbs 30 is not divisible by mbs×dp = 1×4 = 4"}},
 		{"precision", "precision: bf16", "precision: fp32", 15, []string{`unknown value "fp32"`, "allowed: bf16, fp8cs"}},
-		{"gpu key", "      h100:\n", "      h200:\n", 13, []string{`unknown gpu "h200"`, "allowed: h100, b200"}},
+		{"gpu key", "      h100:\n", "      a100:\n", 13, []string{`unknown gpu "a100"`, "allowed: h100, h200, b200"}},
 		{"ep on dense", "ep: 1", "ep: 2", 19, []string{"ep 2 needs a MoE model"}},
 		{"duplicate key", "      vocab: 1000\n", "      vocab: 1000\n      vocab: 1001\n", 12, []string{`field "vocab" given twice (first at line 11)`}},
 		{"pattern count", "      vocab: 1000\n", "      vocab: 1000\n      hybrid_pattern: \"*-*\"\n", 12, []string{"has 3 layers", "but layers is 4"}},
@@ -351,5 +352,29 @@ func TestModelCloneIsDeep(t *testing.T) {
 	}
 	if m.Layouts["h100"].GPU != "" {
 		t.Fatal("Validate changed the caller's model")
+	}
+}
+
+// h200 has no MB perf recipe: a model's h200 layout is its h100 one, with
+// the GPU type set and the borrowing said in the source.
+func TestH200BorrowsH100Layouts(t *testing.T) {
+	m, err := LookupModel("qwen3_30b_a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h100, _ := m.Layout("h100")
+	h200, err := m.Layout("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h200.GPU != "h200" || h200.TP != h100.TP || h200.EP != h100.EP || h200.GBS != h100.GBS || h200.NumGPUs != h100.NumGPUs {
+		t.Errorf("h200 layout %+v, h100 %+v", h200, h100)
+	}
+	if !strings.Contains(h200.Source, "h200 has no MB perf recipe: h100's layout") {
+		t.Errorf("source %q", h200.Source)
+	}
+	oss, _ := LookupModel("gpt_oss_20b") // no h100 layout to borrow
+	if _, err := oss.Layout("h200"); err == nil {
+		t.Error("gpt_oss_20b has an h200 layout without an h100 one")
 	}
 }

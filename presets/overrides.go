@@ -45,7 +45,8 @@ var Formats = []string{"yaml", "dotlist", "python", "flags", "json"}
 
 // BuildOverrides applies a candidate (in the perf-harness vocabulary) the way
 // MB's _set_cuda_graph_overrides does, with the companions it implies, and
-// the field names of gen (reference §5.2, §6.2). It does not validate c.
+// the field names of gen (MB scripts/performance/utils/overrides.py; G2 writes
+// cuda_graph_scope, G3 cuda_graph_modules). It does not validate c.
 func BuildOverrides(c Candidate, gen Generation) Overrides {
 	o := Overrides{Gen: gen}
 	add := func(k string, v any) { o.Entries = append(o.Entries, Entry{k, v}) }
@@ -216,7 +217,7 @@ func (o Overrides) renderYAML() ([]byte, error) {
 }
 
 // hydraValue writes a value in Hydra's override grammar: lists always in
-// brackets (an unbracketed a,b is a choice sweep, reference §6.2).
+// brackets (Hydra's override grammar reads an unbracketed a,b as a choice sweep).
 func hydraValue(v any) (string, error) {
 	return flowValue(v, func(x string) string {
 		return "'" + strings.ReplaceAll(strings.ReplaceAll(x, `\`, `\\`), `'`, `\'`) + "'"
@@ -260,7 +261,8 @@ func (o Overrides) DotlistTokens(quote bool) []string {
 // FlagTokens renders the overrides for MB's scripts/performance/run_script.py:
 // --cuda_graph_impl and --cuda_graph_scope (comma string, harness vocabulary,
 // so full iteration is "local full_iteration" in both generations), then the
-// rest as trailing Hydra overrides, which the harness applies first (§5.1).
+// rest as trailing Hydra overrides, which the harness applies first (MB
+// scripts/performance/run_script.py).
 func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 	implV, ok := o.Get(KeyImpl)
 	impl, isStr := implV.(string)
@@ -420,4 +422,29 @@ func (o Overrides) MegatronLMFlagTokens(quote bool) ([]string, error) {
 		}
 	}
 	return toks, nil
+}
+
+// Annotate adds comment lines to rendered overrides, for the formats that
+// have comments: after the header line of yaml and python, before the
+// tokens of dotlist and flags (a shell comment line). JSON has no comments:
+// ok is false and data comes back as it was.
+func Annotate(data []byte, format string, lines ...string) (out []byte, ok bool) {
+	if len(lines) == 0 {
+		return data, true
+	}
+	var c bytes.Buffer
+	for _, l := range lines {
+		c.WriteString("# " + l + "\n")
+	}
+	switch format {
+	case "yaml", "python":
+		head, rest, found := bytes.Cut(data, []byte("\n"))
+		if found && bytes.HasPrefix(head, []byte("#")) {
+			return slices.Concat(head, []byte("\n"), c.Bytes(), rest), true
+		}
+		return slices.Concat(c.Bytes(), data), true
+	case "dotlist", "flags":
+		return slices.Concat(c.Bytes(), data), true
+	}
+	return data, false
 }

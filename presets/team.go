@@ -74,16 +74,26 @@ type Result struct {
 // real training jobs by `cgtune validate`).
 var Engines = []string{"measured", "estimated", "job"}
 
-// DefaultMBridge is the Megatron-Bridge version a new preset targets: the
-// latest release (v0.6.0) at the time of the reference snapshot.
-const DefaultMBridge = "0.6"
+// DefaultMBridge is the Megatron-Bridge version cgtune targets when none is
+// given, everywhere (search, check, emit, presets, the TUI): v0.4, the last
+// release of the G2 API (cuda_graph_scope) that most recipes in use were
+// written for.
+const DefaultMBridge = "0.4"
 
-// DefaultWarmup is MCore's default cuda_graph_warmup_steps (reference §3).
+// DefaultWarmup is MCore's default cuda_graph_warmup_steps (MLM
+// megatron/core/transformer/transformer_config.py, core_v0.16.0).
 const DefaultWarmup = 3
 
-// DefaultSpace tries every impl and every scope subset with MCore's default warm-up.
+// DefaultWarmups are the warm-up values a search tries when the space names
+// none, in the TUI and headless alike: 3 is MCore's default; MB's perf
+// recipes also use 1 (MB src/megatron/bridge/perf_recipes/deepseek/gb200/
+// deepseek_v3.py, partial-graph configs) and 2 (MB v0.5.0
+// scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py).
+func DefaultWarmups() []int { return []int{1, 2, 3} }
+
+// DefaultSpace tries every impl, every scope subset and DefaultWarmups.
 func DefaultSpace() Space {
-	return Space{Impls: slices.Clone(Impls), Warmups: []int{DefaultWarmup}}
+	return Space{Impls: slices.Clone(Impls), Warmups: DefaultWarmups()}
 }
 
 // Generation is the MB generation the preset targets.

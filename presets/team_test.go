@@ -88,7 +88,7 @@ func TestParsePresetErrors(t *testing.T) {
 		{"bad scope", strings.Replace(basePreset, "[attn, moe_router]", "[attn, router]", 1), 8, []string{`unknown scope "router"`, "allowed: full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba"}},
 		{"unknown model", strings.Replace(basePreset, "qwen3_30b_a3b", "qwen3_31b", 1), 3, []string{`unknown model "qwen3_31b"`, "allowed: llama3_8b"}},
 		{"unknown version", strings.Replace(basePreset, "version: 1", "version: 7", 1), 1, []string{`unsupported version "7"`, "allowed: 1"}},
-		{"bad gpu", strings.Replace(basePreset, "gpu: b200", "gpu: h200", 1), 4, []string{`unknown value "h200"`, "allowed: h100, b200"}},
+		{"bad gpu", strings.Replace(basePreset, "gpu: b200", "gpu: a100", 1), 4, []string{`unknown value "a100"`, "allowed: h100, h200, b200"}},
 		{"no layout for gpu", strings.Replace(strings.Replace(basePreset, "qwen3_30b_a3b", "gpt_oss_20b", 1), "gpu: b200", "gpu: h100", 1), 4, []string{`no layout for gpu "h100"`, "allowed: b300, gb200, gb300", "layout:"}},
 		{"bad mbridge", strings.Replace(basePreset, `"0.6"`, `"0.9"`, 1), 10, []string{`unknown Megatron-Bridge version "0.9"`, "allowed: 0.3, 0.4, 0.5, 0.6, 0.7"}},
 		{"missing mbridge", strings.Replace(basePreset, "mbridge: \"0.6\"\n", "", 1), 1, []string{`missing field "mbridge"`}},

@@ -186,7 +186,7 @@ func (a Arch) HasAttention() bool {
 	return false
 }
 
-// Generation is the Megatron-Bridge API generation cgtune targets (reference §0).
+// Generation is the Megatron-Bridge API generation cgtune targets (docs/sources.md).
 type Generation int
 
 const (

@@ -116,11 +116,12 @@ func Check(cfg *Recipe, mbridge string) Report {
 
 // ApplyHarnessFlags applies the perf harness's --cuda_graph_impl and
 // --cuda_graph_scope flags and the model.cuda_graph_warmup_steps override
-// to cfg, as MB's scripts/performance would (reference §5.2): PERF-01..05
+// to cfg, as MB's scripts/performance would (MB scripts/performance/utils/
+// overrides.py _set_cuda_graph_overrides): PERF-01..05
 // reject, PERF-06 sets the companion fields (each change is a note).
 // c.Impl == "" means --cuda_graph_impl was not given and c.Scopes == nil
 // that --cuda_graph_scope was not; an empty non-nil Scopes is the whole
-// layer. MB v0.6+ follow §5.2; v0.3–v0.5 shipped laxer versions of
+// layer. MB v0.6+ follow that function as at HEAD; v0.3–v0.5 shipped laxer versions of
 // _set_cuda_graph_overrides, which are followed for those releases. After a
 // violation cfg is left as the harness had it when it raised.
 func ApplyHarnessFlags(cfg *Recipe, c presets.Candidate, mbridge string) (notes []string, violations []Violation) {
@@ -185,7 +186,8 @@ func (s *state) setModules(mods []string) {
 	s.set("model.cuda_graph_scope", Value{List: slices.Clone(mods)})
 }
 
-// harnessHead is _set_cuda_graph_overrides of MB v0.6+ (reference §5.2).
+// harnessHead is _set_cuda_graph_overrides of MB v0.6+ (MB
+// scripts/performance/utils/overrides.py).
 func harnessHead(s *state) {
 	if s.cand.Impl != "" {
 		s.set("model.cuda_graph_impl", Value{Str: s.cand.Impl})

@@ -1,7 +1,8 @@
 // Package search holds the configuration space cgtune explores and the
 // validation rules Megatron-Bridge, Megatron-Core and the perf harness apply
-// to it (reference §2), so a candidate is rejected with the message the real
-// stack would print before anything runs.
+// to it (rules.go: each rule names the file it was read from), so a
+// candidate is rejected with the message the real stack would print before
+// anything runs.
 package search
 
 import (
@@ -63,7 +64,7 @@ const allGens presets.Generation = 0
 // MCore's TransformerConfig, read from MLM transformer_config.py and
 // model_parallel_config.py at the commits MB v0.4.0 and v0.6.0 pin).
 var schema = []Field{
-	// CUDA graphs (reference §1).
+	// CUDA graphs (MLM megatron/core/transformer/transformer_config.py).
 	{Key: "model.cuda_graph_impl", Type: TEnum, Allowed: []string{"none", "local", "transformer_engine", "full_iteration"},
 		Doc: "G2's MCore has no full_iteration impl; TC-13 rejects it there, as MCore would"},
 	{Key: "model.cuda_graph_scope", Type: TList, Nullable: true, Allowed: scopeNames,
@@ -90,7 +91,7 @@ var schema = []Field{
 	{Key: "model.moe_shared_expert_intermediate_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxFFN)},
 	{Key: "model.moe_shared_expert_overlap", Type: TBool},
 	{Key: "model.moe_pad_experts_for_cuda_graph_inference", Type: TBool,
-		Doc: "drop-and-pad routing with static expert shapes; MB's full-iteration MoE perf recipes set it (reference §1.3)"},
+		Doc: "drop-and-pad routing with static expert shapes; MB's full-iteration MoE perf recipes set it (MB perf_recipes/qwen/common.py)"},
 
 	// Recompute and dropout.
 	{Key: "model.recompute_granularity", Type: TEnum, Nullable: true, Allowed: []string{"full", "selective"}},

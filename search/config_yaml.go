@@ -14,7 +14,7 @@ import (
 )
 
 // LoadOverridesFile applies an overrides YAML file (nested model:, rng:,
-// ddp:, ... as MB's --config-file takes it, reference §6.3) to c.
+// ddp:, ... as the --config-file of MB's scripts takes it) to c.
 func (c *Recipe) LoadOverridesFile(path string) error {
 	data, err := presets.ReadFileLimited(path, presets.MaxYAMLBytes)
 	if err != nil {

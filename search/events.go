@@ -16,6 +16,11 @@ type Event interface{ isEvent() }
 type Planned struct {
 	Candidate  presets.Candidate `json:"candidate"`
 	Violations []Violation       `json:"violations,omitempty"`
+	// Also are the other spellings in the space that Megatron runs as
+	// Candidate (its effective configuration, Canonical); Why says what
+	// rewrote them. They are not run on their own.
+	Also []presets.Candidate `json:"also,omitempty"`
+	Why  []string            `json:"why,omitempty"`
 	// Estimate is the estimate engine's result for a valid candidate, used
 	// for ordering, deadlines and the ETA (nil if none was made).
 	Estimate *engine.Result `json:"estimate,omitempty"`
@@ -41,6 +46,14 @@ type Ranked struct {
 	// the same impl×scope (same steady state), or none from the eager
 	// baselines every run measures.
 	Derived bool `json:"derived,omitempty"`
+	// Tie numbers the group of candidates tied within noise this one
+	// belongs to (1, 2, ... in rank order; 0: not tied); TieBandMs is the
+	// group's band, ± around its fastest step.
+	Tie       int     `json:"tie,omitempty"`
+	TieBandMs float64 `json:"tie_band_ms,omitempty"`
+	// Origin is what the search said of the result before ranking it
+	// (how a derived result was derived), kept so Rerank can rank again.
+	Origin string `json:"origin,omitempty"`
 }
 
 // PlanEvent is the whole space, sent once before anything runs.

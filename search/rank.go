@@ -3,24 +3,46 @@ package search
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"cgtune/engine"
 	"cgtune/presets"
 )
 
 // DefaultTrainIters is the job length job-level times are computed for:
-// MB's perf harness runs 50 iterations (reference §3).
+// MB's perf harness runs 50 iterations (MB
+// src/megatron/bridge/perf_recipes/_common.py, _benchmark_common).
 const DefaultTrainIters = 50
 
-// noiseFrac is the smallest step-time difference the ranking trusts: two
-// candidates closer than this (or than their own p10–p90 spread) tie.
-const noiseFrac = 0.01
+// DefaultTie is the tie band when none is given: two candidates closer
+// than this fraction of the faster one's step (or than their own p10–p90
+// spread) tie.
+const DefaultTie = 0.01
+
+// NoTie asks for no fractional tie band: only measured spreads tie.
+const NoTie = -1.0
 
 // RankOptions are what the ranking needs besides the results.
 type RankOptions struct {
 	TrainIters      int   // job length for JobMs (default 50)
 	JobGPUMemoryMiB int64 // the real job's GPU memory; 0: unknown, everything fits
+	// Tie is the tie band as a fraction of the step time: 0 means
+	// DefaultTie, NoTie (or any negative value) none.
+	Tie float64
+}
+
+// tieFrac is the fraction of the step time within which candidates tie.
+func (o RankOptions) tieFrac() float64 {
+	switch {
+	case o.Tie == 0:
+		return DefaultTie
+	case o.Tie < 0:
+		return 0
+	}
+	return o.Tie
 }
 
 // JobMs is the job-level time of TrainIters steps for result r: the
@@ -94,8 +116,8 @@ func Rank(results []engine.Result, opts RankOptions) []Ranked {
 }
 
 // tieTol is how far apart two step medians may be and still tie.
-func tieTol(a, b engine.Result) float64 {
-	return max(noiseFrac*a.Step.Median, a.Step.P90-a.Step.P10, b.Step.P90-b.Step.P10)
+func tieTol(frac float64, a, b engine.Result) float64 {
+	return max(frac*a.Step.Median, a.Step.P90-a.Step.P10, b.Step.P90-b.Step.P10)
 }
 
 // memTolMiB is how much more graph memory a tied candidate may take and
@@ -155,17 +177,13 @@ func orderTied(group []Ranked) (why []string) {
 func rankEntries(es []entry, opts RankOptions) []Ranked {
 	var ok, failed []Ranked
 	for _, e := range es {
-		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note}
+		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note, Origin: e.note}
 		if e.res.Failed() {
 			failed = append(failed, r)
 			continue
 		}
 		r.JobMs = JobMs(e.res, opts.TrainIters)
-		need := JobPeakMiB(e.res)
-		r.Fits = opts.JobGPUMemoryMiB <= 0 || need <= opts.JobGPUMemoryMiB
-		if !r.Fits {
-			r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB in the job, more than the GPU's %d MiB", need, opts.JobGPUMemoryMiB))
-		}
+		r.Fits = fits(&r, opts)
 		ok = append(ok, r)
 	}
 	// Classes rank in order: fitting first, then later rounds (longer
@@ -194,18 +212,21 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 	// fastest one not yet placed; the group is ordered by the tie-breaks.
 	// Measuring against the group's leader (not pairwise) keeps the
 	// grouping deterministic where noise bands overlap in a chain.
+	frac, ties := opts.tieFrac(), 0
 	for i := 0; i < len(ok); {
 		j := i + 1
 		for j < len(ok) && class(ok[j]) == class(ok[i]) &&
-			ok[j].Result.Step.Median-ok[i].Result.Step.Median <= tieTol(ok[i].Result, ok[j].Result) {
+			ok[j].Result.Step.Median-ok[i].Result.Step.Median <= tieTol(frac, ok[i].Result, ok[j].Result) {
 			j++
 		}
 		group := ok[i:j]
 		if len(group) > 1 {
 			fastest := group[0]
 			why := orderTied(group)
-			n, tol := len(group), tieTol(fastest.Result, fastest.Result)
+			n, tol := len(group), tieTol(frac, fastest.Result, fastest.Result)
+			ties++
 			for k := range group {
+				group[k].Tie, group[k].TieBandMs = ties, tol
 				var note string
 				switch {
 				case k == 0 && group[0].Result.Candidate.Key() == fastest.Result.Candidate.Key():
@@ -221,13 +242,45 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 		}
 		i = j
 	}
+	// Failures by impl and scopes, then warm-up as a number (w2 before w10).
 	slices.SortStableFunc(failed, func(a, b Ranked) int {
-		return cmp.Compare(a.Result.Candidate.Key(), b.Result.Candidate.Key())
+		ca, cb := a.Result.Candidate, b.Result.Candidate
+		return cmp.Or(cmp.Compare(ca.Impl, cb.Impl), cmp.Compare(ca.ScopeString(), cb.ScopeString()), cmp.Compare(ca.Warmup, cb.Warmup))
 	})
 	for i := range ok {
 		ok[i].Rank = i + 1
 	}
 	return append(ok, failed...)
+}
+
+// fits decides whether a ranked result fits the real job's GPU, and notes
+// why not: the memory model's breakdown when the engine made one, else the
+// run's peak scaled to the job.
+func fits(r *Ranked, opts RankOptions) bool {
+	if b := r.Result.Memory.Breakdown; b != nil {
+		if !b.Fits {
+			r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB per GPU in the job (weights %d, gradients %d, optimizer %d, activations %d, graphs %d, context %d), more than the GPU's %d MiB",
+				b.Total, b.Weights, b.Gradients, b.Optimizer, b.Activations, b.Graphs, b.Context, b.GPUMiB))
+		}
+		return b.Fits
+	}
+	need := JobPeakMiB(r.Result)
+	if opts.JobGPUMemoryMiB <= 0 || need <= opts.JobGPUMemoryMiB {
+		return true
+	}
+	r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB in the job, more than the GPU's %d MiB", need, opts.JobGPUMemoryMiB))
+	return false
+}
+
+// Rerank ranks a ranking again under other options (another tie band, say):
+// the same results, rounds and derivations, as the search would have
+// ranked them.
+func Rerank(rs []Ranked, opts RankOptions) []Ranked {
+	es := make([]entry, len(rs))
+	for i, r := range rs {
+		es[i] = entry{res: r.Result, round: r.Round, derived: r.Derived, note: r.Origin}
+	}
+	return rankEntries(es, opts)
 }
 
 // firstReason says why the head of a tied group ranks before the fastest
@@ -303,4 +356,128 @@ func eagerAsNone(results []engine.Result) (engine.Result, bool) {
 	out.Memory.DevicePeakMiB = src.Memory.DevicePeakMiB - src.Memory.GraphMiB
 	out.Memory.DeviceAfterMiB = src.Memory.DeviceAfterMiB
 	return out, true
+}
+
+// Reason says why the winner of a ranking won, for the line under the
+// table: its lead outside the tie band, or the tie it won and on what; the
+// faster candidates passed over because they would not fit the job's GPU;
+// or why there is no winner. opts are the ranking's options (for the band).
+func Reason(rs []Ranked, opts RankOptions) string {
+	w := Winner(rs)
+	var ok, unfit []Ranked
+	for _, r := range rs {
+		switch {
+		case r.Result.Failed():
+		case r.Fits:
+			ok = append(ok, r)
+		default:
+			unfit = append(unfit, r)
+		}
+	}
+	if w == nil {
+		if len(unfit) > 0 {
+			return fmt.Sprintf("no winner: no candidate fits the job's GPU (the fastest, %s, %s)", candName(unfit[0].Result.Candidate), fitNote(unfit[0].Note))
+		}
+		return "no winner: no candidate finished"
+	}
+	var parts []string
+	name, step := candName(w.Result.Candidate), w.Result.Step.Median
+	band := bandText(opts)
+	switch {
+	case w.Tie > 0:
+		var group []Ranked
+		for _, r := range ok {
+			if r.Tie == w.Tie {
+				group = append(group, r)
+			}
+		}
+		fastest, _ := TieLeader(rs, w.Tie)
+		if fastest.Result.Candidate.Key() == w.Result.Candidate.Key() {
+			parts = append(parts, fmt.Sprintf("%s wins: the fastest (%.2f ms/step) of %d candidates tied within ±%.2f ms (%s)",
+				name, step, len(group), w.TieBandMs, band))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s wins a tie: %d candidates are within ±%.2f ms (%s) of the fastest, %s (%.2f ms/step); it comes first on %s",
+				name, len(group), w.TieBandMs, band, candName(fastest.Result.Candidate), fastest.Result.Step.Median, firstReason(*w, fastest)))
+		}
+	case len(ok) > 1:
+		next := ok[1]
+		lead := (next.Result.Step.Median - step) / next.Result.Step.Median * 100
+		parts = append(parts, fmt.Sprintf("%s wins: %.2f ms/step, %.1f%% faster than the runner-up %s (%.2f ms/step), outside the tie band (±%.2f ms: %s)",
+			name, step, lead, candName(next.Result.Candidate), next.Result.Step.Median, tieTol(opts.tieFrac(), w.Result, next.Result), band))
+	default:
+		parts = append(parts, fmt.Sprintf("%s wins: the only candidate that finished and fits (%.2f ms/step)", name, step))
+	}
+	var faster []string
+	for _, r := range unfit {
+		if r.Result.Step.Median < step {
+			faster = append(faster, candName(r.Result.Candidate))
+		}
+	}
+	if len(faster) > 0 {
+		first := unfit[slices.IndexFunc(unfit, func(r Ranked) bool { return candName(r.Result.Candidate) == faster[0] })]
+		parts = append(parts, fmt.Sprintf("%d faster candidate(s) would not fit the job's GPU and cannot win (%s %s)",
+			len(faster), faster[0], fitNote(first.Note)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// TieLeader is the fastest candidate of tied group tie (the one the band
+// is measured from: the least step time, then the first key), and the
+// group's size; 0 when there is no such group.
+func TieLeader(rs []Ranked, tie int) (Ranked, int) {
+	var lead Ranked
+	n := 0
+	for _, r := range rs {
+		if tie == 0 || r.Tie != tie || r.Result.Failed() {
+			continue
+		}
+		n++
+		m, lm := r.Result.Step.Median, lead.Result.Step.Median
+		if n == 1 || m < lm || (m == lm && r.Result.Candidate.Key() < lead.Result.Candidate.Key()) {
+			lead = r
+		}
+	}
+	return lead, n
+}
+
+// TieRule says how a tied group is ordered, for a line under a table.
+const TieRule = "in a tie, less graph memory ranks first, then fewer scopes, the simpler impl (none < transformer_engine < local), the shorter job"
+
+// bandText describes the tie band of opts.
+func bandText(opts RankOptions) string {
+	if f := opts.tieFrac(); f > 0 {
+		return fmt.Sprintf("%s of the step or the measured p10–p90 spread, whichever is wider", FormatTie(f))
+	}
+	return "the measured p10–p90 spread"
+}
+
+// fitNote is the part of a ranking note that says why a candidate does
+// not fit.
+func fitNote(note string) string {
+	for _, p := range strings.Split(note, "; ") {
+		if strings.HasPrefix(p, "needs ") {
+			return p
+		}
+	}
+	return "does not fit"
+}
+
+// FormatTie writes a tie fraction as a percentage ("1%", "0.5%").
+func FormatTie(frac float64) string {
+	return strconv.FormatFloat(frac*100, 'f', -1, 64) + "%"
+}
+
+// ParseTie reads a tie band as the --tie flag and the TUI write it: a
+// percentage ("1%", "0.5%", "0%"), for RankOptions.Tie.
+func ParseTie(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	num, pct := strings.CutSuffix(t, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if !pct || err != nil || math.IsNaN(v) || v < 0 || v >= 100 {
+		return 0, fmt.Errorf("tie band %q: want a percentage from 0%% to under 100%%, such as 1%% or 0.5%%", s)
+	}
+	if v == 0 {
+		return NoTie, nil
+	}
+	return v / 100, nil
 }

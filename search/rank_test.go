@@ -150,3 +150,111 @@ func TestRankRoundsAndEagerNone(t *testing.T) {
 		t.Errorf("eager none %+v", n)
 	}
 }
+
+// The tie band is an option: 3 % apart ties under a 5 % band (less graph
+// memory wins) and not under the default 1 %; 0 % leaves only the spread.
+func TestRankTieBand(t *testing.T) {
+	rs := []engine.Result{
+		res(presets.ImplTE, []string{"attn"}, 3, 970, 4000),
+		res(presets.ImplNone, nil, 3, 1000, 0),
+	}
+	if got := order(Rank(rs, RankOptions{})); got[0] != "transformer_engine/attn/w3" {
+		t.Errorf("default band: %v", got)
+	}
+	wide := Rank(rs, RankOptions{Tie: 0.05})
+	if got := order(wide); got[0] != "none/-/w3" {
+		t.Errorf("5%% band: %v", got)
+	}
+	if wide[0].Tie != 1 || wide[1].Tie != 1 || wide[0].TieBandMs != 0.05*970 {
+		t.Errorf("tie group %d %d, band %v", wide[0].Tie, wide[1].Tie, wide[0].TieBandMs)
+	}
+	close := []engine.Result{res(presets.ImplTE, []string{"attn"}, 3, 996, 4000), res(presets.ImplNone, nil, 3, 1000, 0)}
+	if got := Rank(close, RankOptions{Tie: NoTie}); got[0].Result.Candidate.Impl != presets.ImplTE || got[0].Tie != 0 {
+		t.Errorf("no band: %v (tie %d)", order(got), got[0].Tie)
+	}
+	for in, want := range map[string]float64{"1%": 0.01, "0.5%": 0.005, " 2 % ": 0.02, "0%": NoTie} {
+		if got, err := ParseTie(in); err != nil || got != want {
+			t.Errorf("ParseTie(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"1", "x%", "-1%", "100%", "NaN%", ""} {
+		if _, err := ParseTie(bad); err == nil {
+			t.Errorf("ParseTie(%q) accepted", bad)
+		}
+	}
+}
+
+// The memory model's breakdown decides fit when the engine made one: a
+// candidate whose breakdown does not fit never wins, however fast.
+func TestRankBreakdownFit(t *testing.T) {
+	fast := res(presets.ImplLocal, []string{"full_iteration"}, 3, 700, 100)
+	fast.Memory.Breakdown = &engine.MemoryBreakdown{Weights: 16000, Gradients: 32000, Optimizer: 24000, Activations: 9000, Graphs: 3000, Context: 600, Total: 84600, GPUMiB: 81559, Fits: false}
+	slow := res(presets.ImplTE, []string{"attn"}, 3, 900, 4000)
+	slow.Memory.Breakdown = &engine.MemoryBreakdown{Total: 60000, GPUMiB: 81559, Fits: true}
+	// No JobGPUMemoryMiB: without the breakdown both would fit.
+	rs := Rank([]engine.Result{fast, slow}, RankOptions{})
+	if w := Winner(rs); w == nil || w.Result.Candidate.Key() != "transformer_engine/attn/w3" {
+		t.Fatalf("winner %v", w)
+	}
+	if rs[1].Fits || !strings.Contains(rs[1].Note, "needs 84600 MiB per GPU in the job (weights 16000") {
+		t.Errorf("unfit note %q", rs[1].Note)
+	}
+	why := Reason(rs, RankOptions{})
+	for _, want := range []string{"te attn w3 wins", "the only candidate that finished and fits", "1 faster candidate(s) would not fit the job's GPU and cannot win (local full_iteration w3 needs 84600 MiB"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("reason %q lacks %q", why, want)
+		}
+	}
+}
+
+// The winner's reason names what decided it.
+func TestReason(t *testing.T) {
+	lead := Rank([]engine.Result{res(presets.ImplTE, []string{"attn"}, 3, 900, 4000), res(presets.ImplNone, nil, 3, 1000, 0)}, RankOptions{})
+	if got := Reason(lead, RankOptions{}); !strings.Contains(got, "te attn w3 wins: 900.00 ms/step, 10.0% faster than the runner-up none (1000.00 ms/step), outside the tie band (±9.00 ms: 1% of the step") {
+		t.Errorf("lead: %q", got)
+	}
+	tie := Rank([]engine.Result{res(presets.ImplTE, []string{"attn"}, 3, 995, 4000), res(presets.ImplLocal, []string{"full_iteration"}, 3, 1000, 300)}, RankOptions{})
+	if got := Reason(tie, RankOptions{}); !strings.Contains(got, "local full_iteration w3 wins a tie: 2 candidates are within ±9.95 ms") ||
+		!strings.Contains(got, "of the fastest, te attn w3 (995.00 ms/step); it comes first on less graph memory (300 vs 4000 MiB)") {
+		t.Errorf("tie: %q", got)
+	}
+	if got := Reason(nil, RankOptions{}); got != "no winner: no candidate finished" {
+		t.Errorf("empty: %q", got)
+	}
+}
+
+// Rerank gives what ranking the results under the new options gives, and
+// keeps how derived results were derived.
+func TestRerank(t *testing.T) {
+	es := []entry{
+		{res: res(presets.ImplTE, []string{"attn"}, 3, 970, 4000), round: 2},
+		{res: res(presets.ImplTE, []string{"attn"}, 1, 970, 4000), round: 2, derived: true, note: "derived from w3"},
+		{res: res(presets.ImplNone, nil, 3, 1000, 0), round: 2, derived: true, note: "eager baseline of the runs"},
+	}
+	first := rankEntries(es, RankOptions{})
+	wide := Rerank(first, RankOptions{Tie: 0.05})
+	want := rankEntries(es, RankOptions{Tie: 0.05})
+	if strings.Join(order(wide), " ") != strings.Join(order(want), " ") || wide[0].Result.Candidate.Impl != presets.ImplNone {
+		t.Errorf("rerank %v, want %v", order(wide), order(want))
+	}
+	for i := range wide {
+		if wide[i].Note != want[i].Note || wide[i].Derived != want[i].Derived {
+			t.Errorf("row %d: %q/%v, want %q/%v", i, wide[i].Note, wide[i].Derived, want[i].Note, want[i].Derived)
+		}
+	}
+}
+
+// Failed candidates are listed by impl and scopes, warm-ups in numeric
+// order (w2 before w10), unranked.
+func TestRankFailuresOrder(t *testing.T) {
+	var rs []engine.Result
+	for _, w := range []int{10, 2, 1} {
+		r := res(presets.ImplTE, []string{}, w, 0, 0)
+		r.Err, r.ErrKind = "capture failed", engine.ErrCapture
+		rs = append(rs, r)
+	}
+	got := order(Rank(rs, RankOptions{}))
+	if strings.Join(got, " ") != "transformer_engine/layer/w1 transformer_engine/layer/w2 transformer_engine/layer/w10" {
+		t.Errorf("failures %v", got)
+	}
+}

@@ -23,7 +23,8 @@ func (k Kind) String() string {
 	return "reject"
 }
 
-// Rule is one validation rule of reference §2.
+// Rule is one validation rule of Megatron-Bridge, Megatron-Core or MB's perf
+// harness; Source names the file it was read from.
 type Rule struct {
 	ID     string
 	Fields []string // the recipe fields the predicate reads
@@ -98,7 +99,7 @@ var validTEScopes = []string{"attn", "mlp", "moe", "moe_router", "moe_preprocess
 // offload (TC-30, TC-32).
 var localOffloadable = []string{"expert_fc1", "moe_act", "fused_group_mlp"}
 
-// rules is the one rule table (reference §2), in the order MB evaluates
+// rules is the one rule table, in the order MB evaluates
 // them. It is never modified.
 //
 // Left out, on purpose:

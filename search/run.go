@@ -58,7 +58,9 @@ type Config struct {
 	// JobGPUMemoryMiB is the real job's GPU memory; candidates whose peak
 	// would not fit rank after those that do. 0: not checked.
 	JobGPUMemoryMiB int64
-	Workload        engine.WorkloadOptions
+	// Tie is the ranking's tie band (RankOptions.Tie).
+	Tie      float64
+	Workload engine.WorkloadOptions
 	// Measured are the run options: EagerSteps for every run; MeasuredSteps
 	// for exhaustive runs (halving sets its own per round).
 	Measured engine.RunOptions
@@ -76,6 +78,10 @@ func (c Config) strategy() string {
 		return StrategyHalving
 	}
 	return c.Strategy
+}
+
+func (c Config) rankOptions() RankOptions {
+	return RankOptions{TrainIters: c.trainIters(), JobGPUMemoryMiB: c.JobGPUMemoryMiB, Tie: c.Tie}
 }
 
 func (c Config) trainIters() int {
@@ -234,7 +240,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	s.run(ctx)
 
 	d := DoneEvent{RunDir: cfg.RunDir, Interrupted: ctx.Err() != nil, Strategy: cfg.strategy()}
-	d.Ranking = rankEntries(s.entries(), RankOptions{TrainIters: cfg.trainIters(), JobGPUMemoryMiB: cfg.JobGPUMemoryMiB})
+	d.Ranking = rankEntries(s.entries(), cfg.rankOptions())
 	d.Winner = Winner(d.Ranking)
 	r.mu.Lock()
 	d.Runs, d.Resumed, d.GPUTimeMs = r.runs, r.resumedRuns, r.spentMs

@@ -12,18 +12,18 @@ import (
 )
 
 // SpaceID marks a candidate the rules accept but the search leaves out
-// because it would measure the same thing as another candidate: a scope
-// that captures nothing on this model, or one MCore rewrites into another
-// candidate of the space.
+// because it captures nothing: every scope it lists is absent from the
+// model.
 const SpaceID = "SPACE"
 
-// DefaultMBridge is the Megatron-Bridge release a search targets when the
-// config names none (the last G2 release, as `cgtune check`).
-const DefaultMBridge = "0.4"
+// WillFailID marks a candidate the rules accept but whose capture is known
+// to fail before it runs (a graph that would hold a host sync); it is not
+// run.
+const WillFailID = "WILL-FAIL"
 
-// defaultWarmups are the warm-up values tried when the space names none:
-// MB's perf recipes use 1, 2 and 3 (reference §3).
-func defaultWarmups() []int { return []int{1, 2, 3} }
+// DefaultMBridge is the Megatron-Bridge release a search targets when the
+// config names none (the same default as everywhere in cgtune).
+const DefaultMBridge = presets.DefaultMBridge
 
 // withDefaults fills the unset parts of a space.
 func withDefaults(s presets.Space) presets.Space {
@@ -32,7 +32,7 @@ func withDefaults(s presets.Space) presets.Space {
 		out.Impls = slices.Clone(presets.Impls)
 	}
 	if len(out.Warmups) == 0 {
-		out.Warmups = defaultWarmups()
+		out.Warmups = presets.DefaultWarmups()
 	}
 	for _, set := range s.Scopes {
 		out.Scopes = append(out.Scopes, canonicalScopes(set))
@@ -139,86 +139,165 @@ func scopeCaptures(a presets.Arch, scope string) (bool, string) {
 	return true, ""
 }
 
-// spaceViolation is the SPACE rejection of a candidate the rules accept,
-// or nil. keys are the candidates of the space, so that a rewrite into a
-// candidate the space does not hold is kept.
-func spaceViolation(m presets.Model, c presets.Candidate, notes []string, keys map[string]bool) *Violation {
-	if !c.Graphed() || c.FullIteration() {
-		return nil
+// Effective is what Megatron-Core runs for a candidate the rules accept,
+// written as the candidate that says it most simply: spellings with the
+// same Effective are one configuration (aliases), measured once.
+type Effective struct {
+	Candidate presets.Candidate
+	// Why lists what made the spelling differ from Candidate, one note
+	// per rewrite ("attn captures nothing ...").
+	Why []string
+	// Nothing is set when no scope the candidate lists exists in the
+	// model: it would capture nothing.
+	Nothing string
+}
+
+// Canonical is the effective configuration of candidate c on model m for
+// Megatron-Bridge generation gen (c must be one the rules accept there):
+//
+//   - a full-iteration graph is one graph of the whole forward-backward: the
+//     overrides carry only full_iteration (G2 scope of impl local, G3 impl
+//     full_iteration), whatever else the scope list held;
+//   - a scope the model has no layer for captures nothing and is dropped;
+//   - impl local captures moe_router and moe_preprocess together (TC-17);
+//   - impl local on a plain GPT model gives each TransformerLayer one graph
+//     manager, on the whole layer, as soon as attn (every layer has
+//     attention) or, on a dense layer, mlp is listed (MLM
+//     megatron/core/transformer/transformer_layer.py,
+//     TransformerLayer.create_mcore_cudagraph_manager, core_v0.16.0 to
+//     core_v0.19.0), so such lists are the whole-layer graph.
+func Canonical(m presets.Model, gen presets.Generation, c presets.Candidate) Effective {
+	_ = gen // both generations rewrite the same way; the overrides' spelling differs (presets.BuildOverrides)
+	e := Effective{Candidate: presets.Candidate{Impl: c.Impl, Scopes: canonicalScopes(c.Scopes), Warmup: c.Warmup}}
+	if !c.Graphed() {
+		e.Candidate = presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}
+		return e
 	}
-	var dead []string
-	var what []string
-	for _, sc := range c.Scopes {
-		if ok, need := scopeCaptures(m.Arch, sc); !ok {
+	if c.FullIteration() {
+		if len(c.Scopes) > 1 || c.Impl != presets.ImplLocal {
+			e.Why = append(e.Why, "a full-iteration graph holds the whole forward-backward: the recipe carries only full_iteration")
+		}
+		e.Candidate = presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: c.Warmup}
+		return e
+	}
+	var live, dead, need []string
+	for _, sc := range e.Candidate.Scopes {
+		if ok, what := scopeCaptures(m.Arch, sc); ok {
+			live = append(live, sc)
+		} else {
 			dead = append(dead, sc)
-			what = append(what, need)
+			need = append(need, what)
 		}
 	}
 	if len(dead) > 0 {
-		rest := presets.Candidate{Impl: c.Impl, Warmup: c.Warmup}
-		for _, sc := range c.Scopes {
-			if !slices.Contains(dead, sc) {
-				rest.Scopes = append(rest.Scopes, sc)
-			}
+		msg := fmt.Sprintf("%s captures nothing on %s: the model has no %s", strings.Join(dead, ","), m.Name, strings.Join(slices.Compact(need), " or "))
+		if len(live) == 0 {
+			e.Nothing = msg
+			return e
 		}
-		same := "nothing is captured"
-		if len(rest.Scopes) > 0 {
-			same = "the same as " + rest.Label()
-		}
-		return &Violation{ID: SpaceID, Message: fmt.Sprintf("%s captures nothing on %s: the model has no %s (%s)",
-			strings.Join(dead, ","), m.Name, strings.Join(slices.Compact(what), " or "), same)}
+		e.Why = append(e.Why, msg)
+		e.Candidate.Scopes = live
 	}
-	// TC-17: impl local graphs moe_router and moe_preprocess together, so
-	// either one alone runs as both; measuring it would time something
-	// the recipe never runs.
-	for _, n := range notes {
-		if !strings.HasPrefix(n, "TC-17:") {
-			continue
-		}
-		both := presets.Candidate{Impl: c.Impl, Scopes: canonicalScopes(append(slices.Clone(c.Scopes), presets.ScopeMoERouter, presets.ScopeMoEPreprocess)), Warmup: c.Warmup}
-		if keys[both.Key()] {
-			return &Violation{ID: SpaceID, Message: fmt.Sprintf("impl local captures moe_router and moe_preprocess together (TC-17): the same as %s", both.Label())}
-		}
+	if c.Impl != presets.ImplLocal {
+		return e
 	}
-	return nil
+	sc := e.Candidate.Scopes
+	r, p := slices.Contains(sc, presets.ScopeMoERouter), slices.Contains(sc, presets.ScopeMoEPreprocess)
+	if r != p {
+		e.Why = append(e.Why, "impl local captures moe_router and moe_preprocess together (TC-17)")
+		e.Candidate.Scopes = canonicalScopes(append(slices.Clone(sc), presets.ScopeMoERouter, presets.ScopeMoEPreprocess))
+		sc = e.Candidate.Scopes
+	}
+	plainGPT := m.Arch.HybridPattern == ""
+	allDense := m.Arch.MoE == nil
+	onlyMLP := len(sc) > 0 && !slices.ContainsFunc(sc, func(s string) bool { return s != presets.ScopeMLP })
+	if plainGPT && len(sc) > 0 && (slices.Contains(sc, presets.ScopeAttn) || (onlyMLP && allDense)) {
+		e.Why = append(e.Why, "impl local graphs each TransformerLayer whole once attn (or mlp on a dense layer) is listed")
+		e.Candidate.Scopes = []string{}
+	}
+	return e
 }
 
 // Plan enumerates the configuration space of cfg (impls × scope sets ×
 // warm-ups; `none` once) and checks every candidate: rejected ones carry
-// the rule ids and messages MB would print (or SPACE for duplicates) and
-// are never run. With cfg.Estimator set, each valid candidate carries the
-// estimate engine's result, which orders the search and sizes its rounds.
-// The order is deterministic.
+// the rule ids and messages MB would print and are never run. Valid
+// candidates are merged by their effective configuration (Canonical): one
+// row per configuration Megatron would run, written in its canonical form,
+// with the space's other spellings in Also. A configuration whose capture
+// is known to fail is rejected as WillFailID. With cfg.Estimator set, each
+// valid row carries the estimate engine's result, which orders the search
+// and sizes its rounds. The order is deterministic: a row sits where its
+// first spelling was enumerated.
 func Plan(cfg Config) ([]Planned, error) {
 	mb := cfg.mbridge()
-	if _, err := presets.ParseMBridge(mb); err != nil {
+	gen, err := presets.ParseMBridge(mb)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkSets(cfg.Model, cfg.Layout, mb, cfg.Sets); err != nil {
 		return nil, err
 	}
-	cands := enumerate(withDefaults(cfg.Space))
-	keys := make(map[string]bool, len(cands))
-	for _, c := range cands {
-		keys[c.Key()] = true
+	w, err := engine.BuildWorkload(cfg.Model, cfg.Layout, planOptions(cfg, mb, gen))
+	if err != nil {
+		return nil, err
 	}
-	plan := make([]Planned, len(cands))
-	for i, c := range cands {
-		plan[i].Candidate = c
+	var plan []Planned
+	rows := map[string]int{} // effective configuration → row in plan
+	for _, c := range enumerate(withDefaults(cfg.Space)) {
 		r := ValidateCandidate(cfg.Model, cfg.Layout, c, mb, cfg.Sets)
 		if !r.OK() {
-			plan[i].Violations = r.Violations
+			plan = append(plan, Planned{Candidate: c, Violations: r.Violations})
 			continue
 		}
-		if v := spaceViolation(cfg.Model, c, r.Notes, keys); v != nil {
-			plan[i].Violations = []Violation{*v}
+		e := Canonical(cfg.Model, gen, c)
+		if e.Nothing != "" {
+			plan = append(plan, Planned{Candidate: c, Violations: []Violation{{ID: SpaceID, Message: e.Nothing + " (nothing is captured)"}}})
+			continue
 		}
+		cp := engine.PlanCapture(w, c, gen)
+		if c.Graphed() && cp.Failure == nil && !cp.Graphed() {
+			plan = append(plan, Planned{Candidate: c, Violations: []Violation{{ID: SpaceID, Message: fmt.Sprintf(
+				"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Label(), cp.Config, cfg.Model.Name)}}})
+			continue
+		}
+		key := effectiveKey(cp, c)
+		if i, ok := rows[key]; ok {
+			row := &plan[i]
+			if c.Key() == row.Candidate.Key() {
+				continue
+			}
+			why := e.Why
+			if len(why) == 0 {
+				why = []string{fmt.Sprintf("%s graphs the same ops as %s on %s", c.Label(), row.Candidate.Label(), cfg.Model.Name)}
+			}
+			row.Why = appendNew(row.Why, why...)
+			if len(c.Scopes) < len(row.Candidate.Scopes) {
+				// The row is written in its simplest spelling.
+				row.Also = append(row.Also, row.Candidate)
+				row.Candidate = c
+				continue
+			}
+			row.Also = append(row.Also, c)
+			continue
+		}
+		// The row is written in the canonical spelling when Megatron
+		// runs that spelling the same way and the rules take it.
+		rep := c
+		if e.Candidate.Key() != c.Key() && effectiveKey(engine.PlanCapture(w, e.Candidate, gen), e.Candidate) == key &&
+			ValidateCandidate(cfg.Model, cfg.Layout, e.Candidate, mb, cfg.Sets).OK() {
+			rep = e.Candidate
+		}
+		p := Planned{Candidate: rep}
+		if rep.Key() != c.Key() {
+			p.Also, p.Why = []presets.Candidate{c}, e.Why
+		}
+		if cp.Failure != nil {
+			p.Violations = []Violation{{ID: WillFailID, Message: willFailText(cp)}}
+		}
+		rows[key] = len(plan)
+		plan = append(plan, p)
 	}
 	if cfg.Estimator != nil {
-		w, err := engine.BuildWorkload(cfg.Model, cfg.Layout, cfg.Workload)
-		if err != nil {
-			return nil, err
-		}
 		for i := range plan {
 			if plan[i].Valid() {
 				r := cfg.Estimator.Run(context.Background(), w, plan[i].Candidate, engine.RunOptions{EagerSteps: cfg.Measured.EagerSteps, MeasuredSteps: finalSteps}, nil)
@@ -227,6 +306,109 @@ func Plan(cfg Config) ([]Planned, error) {
 		}
 	}
 	return plan, nil
+}
+
+// planOptions are the workload options of the search: the config's, with
+// the MoE mode the recipe asks for (drop-and-pad from --set, else
+// Megatron's dropless default) and the generation, when the config leaves
+// them to the search; the engines are given the same.
+func planOptions(cfg Config, mbridge string, gen presets.Generation) engine.WorkloadOptions {
+	opts := cfg.Workload
+	if opts.Dropless == nil {
+		if o, err := MoEWorkload(opts, cfg.Model, cfg.Layout, mbridge, cfg.Sets); err == nil {
+			opts = o
+		}
+	}
+	if opts.Generation == 0 {
+		opts.Generation = gen
+	}
+	return opts
+}
+
+// effectiveKey names what Megatron-Core runs for a candidate: the capture
+// mechanism and, for each layer kind, the runs of forward and backward ops
+// its graphs cover, as engine.PlanCapture decides them, and the warm-up
+// when something is graphed. Candidates with one key capture the same
+// graphs: they are one configuration.
+func effectiveKey(p *engine.CapturePlan, c presets.Candidate) string {
+	if !c.Graphed() {
+		return "none"
+	}
+	var kinds []string
+	seen := map[presets.LayerKind]bool{}
+	for _, l := range p.Layers {
+		if seen[l.Kind] {
+			continue
+		}
+		seen[l.Kind] = true
+		k := string(l.Kind) + ":"
+		for _, segs := range [][]engine.Segment{l.Fwd, l.Bwd} {
+			for _, sg := range segs {
+				if sg.Graphed() {
+					k += fmt.Sprintf("%d-%d,", sg.From, sg.To)
+				}
+			}
+			k += "/"
+		}
+		kinds = append(kinds, k)
+	}
+	return fmt.Sprintf("%s|%d graphs|%s|w%d", p.Mechanism, len(p.Graphs), strings.Join(kinds, " "), c.Warmup)
+}
+
+// willFailText says why a planned capture fails, the cause first (a table
+// cell shows the start), with the way out for dropless MoE's host sync.
+func willFailText(p *engine.CapturePlan) string {
+	f := p.Failure
+	if f.Stage != engine.FailCapture || f.Op == "" {
+		return f.Message
+	}
+	graph := "the " + f.Region + " graph of layer " + fmt.Sprint(f.Layer)
+	switch f.Region {
+	case engine.RegionLayer:
+		graph = "the whole-layer graph of layer " + fmt.Sprint(f.Layer)
+	case engine.RegionFullIteration:
+		graph = "the full-iteration graph"
+	}
+	return fmt.Sprintf("dropless MoE syncs with the host inside %s (%s copies the tokens per expert to the host to size the dispatch): "+
+		"stream capture fails with cudaErrorStreamCaptureInvalidated; drop-and-pad MoE "+
+		"(model.moe_expert_capacity_factor=1.0, model.moe_pad_expert_input_to_capacity=true) captures", graph, f.Op)
+}
+
+func appendNew(list []string, items ...string) []string {
+	for _, it := range items {
+		if !slices.Contains(list, it) {
+			list = append(list, it)
+		}
+	}
+	return list
+}
+
+// CanonicalSpace writes a space's explicit scope sets as the model runs
+// them, for saving: the parts of Canonical that do not depend on the impl
+// (scopes the model lacks dropped, full_iteration alone, the harness's
+// order, duplicates merged). A set that would capture nothing is kept as
+// written, for the rules to report. An empty Scopes (every subset) stays.
+func CanonicalSpace(m presets.Model, s presets.Space) presets.Space {
+	out := presets.Space{Impls: slices.Clone(s.Impls), Warmups: slices.Clone(s.Warmups)}
+	seen := map[string]bool{}
+	for _, set := range s.Scopes {
+		set = canonicalScopes(set)
+		if slices.Contains(set, presets.ScopeFullIteration) {
+			set = []string{presets.ScopeFullIteration}
+		} else if e := Canonical(m, presets.G2, presets.Candidate{Impl: presets.ImplTE, Scopes: set}); e.Nothing == "" {
+			set = e.Candidate.Scopes
+		}
+		k := strings.Join(set, ",")
+		if !seen[k] {
+			seen[k] = true
+			out.Scopes = append(out.Scopes, set)
+		}
+	}
+	if len(out.Warmups) > 0 {
+		slices.Sort(out.Warmups)
+		out.Warmups = slices.Compact(out.Warmups)
+	}
+	return out
 }
 
 // checkSets reports a --set that cannot be applied once, instead of as a

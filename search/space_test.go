@@ -48,17 +48,23 @@ func planIDs(p Planned) []string {
 
 // The default space is every impl × every scope subset (plus
 // full_iteration) × warm-ups 1,2,3, with none once; each candidate the
-// rules reject carries their ids, and scopes that capture nothing on the
-// model are SPACE rejections.
+// rules reject carries their ids, scopes that capture nothing on the
+// model make a SPACE rejection when nothing else is left, and every other
+// spelling is a row of its own or an alias of one.
 func TestPlanDefaultSpace(t *testing.T) {
 	m, l := builtin(t, "qwen3_30b_a3b", "h100")
 	plan, err := Plan(Config{Model: m, Layout: l})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// none once + 2 graph impls × (64 subsets + full_iteration) × 3 warm-ups.
-	if len(plan) != 1+2*65*3 {
-		t.Fatalf("%d candidates, want %d", len(plan), 1+2*65*3)
+	// none once + 2 graph impls × (64 subsets + full_iteration) × 3 warm-ups,
+	// each either a row or listed under one.
+	spellings := 0
+	for _, p := range plan {
+		spellings += 1 + len(p.Also)
+	}
+	if spellings != 1+2*65*3 {
+		t.Fatalf("%d spellings in %d rows, want %d", spellings, len(plan), 1+2*65*3)
 	}
 	if c := plan[0].Candidate; c.Impl != presets.ImplNone || len(c.Scopes) != 0 || !plan[0].Valid() {
 		t.Errorf("first candidate %+v (%v), want none, valid", c, plan[0].Violations)
@@ -71,18 +77,20 @@ func TestPlanDefaultSpace(t *testing.T) {
 	}{
 		{"transformer_engine/attn/w1", nil, ""},
 		{"transformer_engine/attn,moe_router,moe_preprocess/w2", nil, ""},
-		{"local/full_iteration/w3", nil, ""},
+		// Dropless MoE syncs with the host: a graph of the whole
+		// iteration cannot be captured.
+		{"local/full_iteration/w3", []string{WillFailID}, "syncs with the host inside the full-iteration graph"},
 		{"transformer_engine/moe/w3", []string{"TC-22"}, "moe cuda graph is only supported with drop-padding MoE."},
 		{"transformer_engine/mlp/w3", []string{"TC-21"}, "mlp cuda graph is only supported for dense layers"},
 		{"transformer_engine/moe,moe_router/w1", []string{"TC-18", "TC-22"}, "must not contain both moe and moe_router"},
 		{"transformer_engine/moe_preprocess/w1", []string{"TC-19"}, "moe_preprocess cuda graph is only supported with moe_router cuda graph."},
 		{"transformer_engine/full_iteration/w3", []string{"PERF-05"}, ""},
 		{"transformer_engine/mamba/w3", []string{SpaceID}, "mamba captures nothing on qwen3_30b_a3b: the model has no Mamba layer (nothing is captured)"},
-		{"transformer_engine/attn,mamba/w3", []string{SpaceID}, "the same as te attn"},
-		// MB 0.4 takes per-layer scopes with impl local, and MCore then
-		// captures moe_router and moe_preprocess together (TC-17).
-		{"local/moe_router/w3", []string{SpaceID}, "the same as local moe_router,moe_preprocess"},
-		{"local/moe_router,moe_preprocess/w3", nil, ""},
+		// The whole-layer graph holds the dropless dispatch's host sync.
+		{"transformer_engine/layer/w3", []string{WillFailID}, "token_counts_to_host"},
+		// MB 0.4 takes per-layer scopes with impl local, but GPTModel's
+		// TransformerLayer is graphed by local only for attn or mlp.
+		{"local/moe_router,moe_preprocess/w3", []string{SpaceID}, "captures nothing on qwen3_30b_a3b's layers"},
 	} {
 		p, ok := byKey[tc.key]
 		if !ok {
@@ -111,11 +119,14 @@ func TestPlanPerModelAndGeneration(t *testing.T) {
 		"transformer_engine/moe_router/w1": "TC-20",
 		"transformer_engine/mamba/w1":      SpaceID,
 		"transformer_engine/attn,mlp/w1":   "",
-		"local/attn/w1":                    "", // MB 0.4 still takes scoped local graphs
+		"local/layer/w1":                   "", // MB 0.4 takes scoped local graphs: local attn runs as this
 	} {
 		if got := strings.Join(planIDs(p[key]), ","); got != want {
 			t.Errorf("llama %s: %q (%v), want %q", key, got, p[key].Violations, want)
 		}
+	}
+	if also := p["local/layer/w1"].Also; len(also) == 0 || also[0].Key() != "local/attn/w1" {
+		t.Errorf("llama local whole-layer: also %v, want local attn first", also)
 	}
 	// MB 0.6 allows impl local only for full iteration (MB-05).
 	p = planOf(t, Config{Model: llama, Layout: ll, MBridge: "0.6"})
@@ -199,5 +210,125 @@ func BenchmarkPlan(b *testing.B) {
 		if _, err := Plan(Config{Model: m, Layout: l, Estimator: est}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A full-iteration graph is one configuration however its scope list is
+// spelled: the space [full_iteration] + [full_iteration, attn] plans one
+// row, written local full_iteration, with the other spelling under it, on
+// MB 0.4 (from 0.5 on, the rules reject the combination: TC-15, PERF-03).
+func TestPlanFullIterationAliases(t *testing.T) {
+	m, l := builtin(t, "llama3_8b", "h100")
+	for _, mb := range []string{"0.3", "0.4"} {
+		plan, err := Plan(Config{Model: m, Layout: l, MBridge: mb, Space: presets.Space{
+			Impls:   []string{presets.ImplLocal},
+			Scopes:  [][]string{{"full_iteration"}, {"full_iteration", "attn"}},
+			Warmups: []int{3},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plan) != 1 || !plan[0].Valid() || plan[0].Candidate.Key() != "local/full_iteration/w3" {
+			t.Fatalf("MB %s: plan %+v, want one valid local/full_iteration/w3 row", mb, plan)
+		}
+		if len(plan[0].Also) != 1 || plan[0].Also[0].Key() != "local/full_iteration,attn/w3" || len(plan[0].Why) == 0 {
+			t.Errorf("MB %s: also %v (why %v)", mb, plan[0].Also, plan[0].Why)
+		}
+	}
+}
+
+// No two rows the search would run emit the same overrides, for every
+// built-in shape (dense, MoE, MoE with dense layers, hybrid) and both
+// generations: the overrides are what the job runs, so two rows with the
+// same overrides would measure one configuration twice.
+func TestPlanRowsEmitDistinctOverrides(t *testing.T) {
+	for _, name := range []string{"llama3_8b", "qwen3_30b_a3b", "deepseek_v3", "nemotronh_56b", "nemotron_3_nano"} {
+		m, l := builtin(t, name, firstGPU(t, name))
+		for _, mb := range []string{"0.4", "0.5", "0.6"} {
+			plan, err := Plan(Config{Model: m, Layout: l, MBridge: mb})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]string{}
+			for _, p := range plan {
+				if !p.Valid() {
+					continue
+				}
+				o, err := WinnerOverrides(m, p.Candidate, mb).Render("dotlist")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if prev, dup := seen[string(o)]; dup {
+					t.Errorf("%s MB %s: %s and %s emit the same overrides %s", name, mb, prev, p.Candidate.Key(), o)
+				}
+				seen[string(o)] = p.Candidate.Key()
+				for _, a := range p.Also {
+					if a.Key() == p.Candidate.Key() {
+						t.Errorf("%s MB %s: %s lists itself as an alias", name, mb, a.Key())
+					}
+				}
+			}
+		}
+	}
+}
+
+func firstGPU(t *testing.T, name string) string {
+	m, err := presets.LookupModel(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.GPUs()[0]
+}
+
+// Capture failures known before anything runs are not valid: a graph that
+// holds dropless MoE's host sync. Drop-and-pad (from --set) captures, and
+// so do graphs that leave the dispatch eager.
+func TestPlanWillFail(t *testing.T) {
+	m, l := builtin(t, "qwen3_30b_a3b", "h100")
+	p := planOf(t, Config{Model: m, Layout: l})
+	for key, want := range map[string]string{
+		"transformer_engine/layer/w3":                          WillFailID,
+		"local/layer/w3":                                       WillFailID, // local attn, local moe_router,... on a GPT layer
+		"transformer_engine/attn/w3":                           "",
+		"transformer_engine/attn,moe_router,moe_preprocess/w3": "",
+		"local/full_iteration/w3":                              WillFailID, // the whole iteration holds the sync
+	} {
+		got := strings.Join(planIDs(p[key]), ",")
+		if got != want {
+			t.Errorf("%s: %q (%v), want %q", key, got, p[key].Violations, want)
+		}
+	}
+	if msg := p["transformer_engine/layer/w3"].Violations[0].Message; !strings.Contains(msg, "dropless MoE syncs with the host inside the whole-layer graph of layer 0") || !strings.Contains(msg, "drop-and-pad") {
+		t.Errorf("will-fail message %q", msg)
+	}
+	padded := planOf(t, Config{Model: m, Layout: l, Sets: map[string]string{
+		"model.moe_expert_capacity_factor": "1.0", "model.moe_pad_expert_input_to_capacity": "true"}})
+	for _, key := range []string{"transformer_engine/layer/w3", "local/full_iteration/w3"} {
+		if !padded[key].Valid() {
+			t.Errorf("drop-and-pad %s: %v", key, padded[key].Violations)
+		}
+	}
+	// A dense model has no host sync in any layer.
+	dm, dl := builtin(t, "llama3_8b", "h100")
+	if v := planOf(t, Config{Model: dm, Layout: dl})["transformer_engine/layer/w3"]; !v.Valid() {
+		t.Errorf("llama whole layer: %v", v.Violations)
+	}
+}
+
+// A saved space is written as the model runs it.
+func TestCanonicalSpace(t *testing.T) {
+	m, _ := builtin(t, "qwen3_30b_a3b", "h100")
+	got := CanonicalSpace(m, presets.Space{
+		Impls:   []string{"local", "transformer_engine"},
+		Scopes:  [][]string{{"full_iteration", "attn"}, {"full_iteration"}, {"moe_router", "attn", "mamba"}, {"attn", "moe_router"}, {"mamba"}},
+		Warmups: []int{3, 1, 3},
+	})
+	want := presets.Space{
+		Impls:   []string{"local", "transformer_engine"},
+		Scopes:  [][]string{{"full_iteration"}, {"attn", "moe_router"}, {"mamba"}},
+		Warmups: []int{1, 3},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CanonicalSpace = %+v, want %+v", got, want)
 	}
 }

@@ -419,7 +419,7 @@ func (h *halving) run(ctx context.Context) {
 			byKey[a.key] = a
 		}
 		order = nil
-		for _, rk := range rankEntries(es, RankOptions{TrainIters: r.cfg.trainIters(), JobGPUMemoryMiB: r.cfg.JobGPUMemoryMiB}) {
+		for _, rk := range rankEntries(es, r.cfg.rankOptions()) {
 			if !rk.Result.Failed() {
 				order = append(order, byKey[armKey(rk.Result.Candidate)])
 			}

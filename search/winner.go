@@ -1,6 +1,12 @@
 package search
 
-import "cgtune/presets"
+import (
+	"fmt"
+	"strings"
+
+	"cgtune/engine"
+	"cgtune/presets"
+)
 
 // KeyMoEPadForGraphs is MCore's moe_pad_experts_for_cuda_graph_inference:
 // the router drops and pads so that experts see static shapes.
@@ -22,4 +28,14 @@ func WinnerOverrides(m presets.Model, c presets.Candidate, mbridge string) prese
 		o.Entries = append(o.Entries, presets.Entry{Key: KeyMoEPadForGraphs, Value: true})
 	}
 	return o
+}
+
+// EstimateNote is the line every file written from an estimated winner
+// carries, so nobody mistakes it for a measurement.
+func EstimateNote(r engine.Result) string {
+	gpu := strings.TrimSuffix(r.Device.Name, " (estimated)")
+	if gpu == "" {
+		gpu = "the layout's GPU"
+	}
+	return fmt.Sprintf("ESTIMATED by cgtune's estimate engine for %s (%.2f ms/step, %.3fx eager): not measured on a GPU", gpu, r.Step.Median, r.Speedup)
 }

@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/presets"
+	"cgtune/report"
 	"cgtune/search"
 )
 
@@ -32,8 +33,17 @@ type Backend interface {
 	// Cancelling ctx stops the search; the runner then still sends a
 	// DoneEvent (Interrupted) with the partial ranking.
 	Start(ctx context.Context, req Request) (<-chan search.Event, error)
-	// WriteOverrides writes an overrides file atomically.
-	WriteOverrides(path string, data []byte) error
+	// Pause holds the running search's next candidates back (true) or lets
+	// them start again (false); candidates already running go on. It
+	// returns at once (Update calls it).
+	Pause(paused bool)
+	// WriteOverrides writes an overrides file atomically; without
+	// overwrite, an existing file is an error wrapping ErrFileExists.
+	WriteOverrides(path string, data []byte, overwrite bool) error
+	// WriteReport writes the Markdown report of a search and its plot
+	// beside it (report.Write) and returns the plot's path; without
+	// overwrite, an existing report is an error wrapping ErrFileExists.
+	WriteReport(path string, in report.Input, overwrite bool) (string, error)
 	// SavePreset saves a team preset in the user folder and returns its
 	// path; without overwrite, an existing preset of that name is an error
 	// wrapping ErrPresetExists.
@@ -45,6 +55,10 @@ var ErrNoDriver = errors.New("no NVIDIA driver")
 
 // ErrPresetExists is what Backend.SavePreset wraps when the name is taken.
 var ErrPresetExists = errors.New("preset exists")
+
+// ErrFileExists is what Backend.WriteOverrides and WriteReport wrap when
+// the file is there and overwriting was not asked for.
+var ErrFileExists = errors.New("file exists")
 
 // DriverInfo is the driver of the machine's GPUs.
 type DriverInfo struct {
@@ -74,6 +88,11 @@ type Request struct {
 	// time (NoBudget: no limit).
 	Strategy string
 	Budget   time.Duration
+	// Tie is the ranking's tie band (search.RankOptions.Tie).
+	Tie float64
+	// TrainIters is the job length job-level times are for (0: the
+	// search's default).
+	TrainIters int
 	// GPUs are the NVML indices to measure on; empty with Estimate.
 	GPUs []int
 	// Estimate selects the estimate engine (no GPU, labelled ESTIMATE): it
@@ -121,7 +140,14 @@ type eventMsg struct {
 type writtenMsg struct {
 	path, format string
 	lines        int
+	data         []byte // what was (to be) written, for the overwrite question
 	err          error
+}
+
+type reportMsg struct {
+	path, plot string
+	in         report.Input
+	err        error
 }
 
 type savedMsg struct {
@@ -178,16 +204,23 @@ func waitForEvent(ch <-chan search.Event) tea.Cmd {
 	}
 }
 
-func writeCmd(b Backend, path, format string, data []byte) tea.Cmd {
+func writeCmd(b Backend, path, format string, data []byte, overwrite bool) tea.Cmd {
 	return func() tea.Msg {
-		err := b.WriteOverrides(path, data)
+		err := b.WriteOverrides(path, data, overwrite)
 		lines := 0
 		for _, c := range data {
 			if c == '\n' {
 				lines++
 			}
 		}
-		return writtenMsg{path: path, format: format, lines: lines, err: err}
+		return writtenMsg{path: path, format: format, lines: lines, data: data, err: err}
+	}
+}
+
+func reportCmd(b Backend, path string, in report.Input, overwrite bool) tea.Cmd {
+	return func() tea.Msg {
+		plot, err := b.WriteReport(path, in, overwrite)
+		return reportMsg{path: path, plot: plot, in: in, err: err}
 	}
 }
 

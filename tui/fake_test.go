@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/report"
 	"cgtune/search"
 )
 
@@ -33,6 +35,8 @@ type fakeBackend struct {
 	existing map[string]bool // preset names SavePreset reports as taken
 	started  []Request
 	planned  []Request
+	paused   []bool // Pause calls, in order
+	reports  map[string]report.Input
 }
 
 func newFake(t *testing.T) *fakeBackend {
@@ -58,6 +62,7 @@ func newFake(t *testing.T) *fakeBackend {
 		dir:      t.TempDir(),
 		written:  map[string][]byte{},
 		existing: map[string]bool{},
+		reports:  map[string]report.Input{},
 	}
 }
 
@@ -75,33 +80,33 @@ func (f *fakeBackend) LoadPreset(name string) (presets.TeamPreset, error) {
 	return p, nil
 }
 
-// planCandidates are checked with the real rules, so rejected rows carry
-// real rule ids and messages.
-var planCandidates = []presets.Candidate{
-	{Impl: "none", Scopes: []string{}, Warmup: 3},
-	{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3},
-	{Impl: "transformer_engine", Scopes: []string{"attn", "mlp"}, Warmup: 3},
-	{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3},
-	{Impl: "transformer_engine", Scopes: []string{"moe"}, Warmup: 3},
-	{Impl: "transformer_engine", Scopes: []string{"full_iteration"}, Warmup: 3},
-	{Impl: "transformer_engine", Scopes: []string{"mamba"}, Warmup: 3},
+// planSpace is the space the fake plans, with the real rules and the real
+// merging of spellings (search.Plan): rejected rows carry real rule ids,
+// merged ones their other spellings, dropless MoE its capture failures.
+var planSpace = presets.Space{
+	Impls:   []string{"none", "local", "transformer_engine"},
+	Scopes:  [][]string{{"attn"}, {"attn", "mlp"}, {"full_iteration"}, {"full_iteration", "attn"}, {}, {"moe"}, {"mamba"}},
+	Warmups: []int{3},
 }
 
 func (f *fakeBackend) Plan(req Request) ([]search.Planned, error) {
 	f.mu.Lock()
 	f.planned = append(f.planned, req)
 	f.mu.Unlock()
-	var out []search.Planned
-	for i, c := range planCandidates {
-		rep := search.ValidateCandidate(req.Model, req.Layout, c, req.MBridge, nil)
-		p := search.Planned{Candidate: c, Violations: rep.Violations}
-		if p.Valid() {
-			r := result(c, 120-float64(i)*8, 0)
-			p.Estimate = &r
-		}
-		out = append(out, p)
+	plan, err := search.Plan(search.Config{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Space: planSpace})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	for i := range plan {
+		if plan[i].Valid() {
+			r := result(plan[i].Candidate, 120-float64(i)*8, 0)
+			if req.Estimate {
+				r = estimatedResult(r)
+			}
+			plan[i].Estimate = &r
+		}
+	}
+	return plan, nil
 }
 
 func (f *fakeBackend) Start(_ context.Context, req Request) (<-chan search.Event, error) {
@@ -116,14 +121,36 @@ func (f *fakeBackend) Start(_ context.Context, req Request) (<-chan search.Event
 	return ch, nil
 }
 
-func (f *fakeBackend) WriteOverrides(path string, data []byte) error {
+func (f *fakeBackend) Pause(paused bool) {
+	f.mu.Lock()
+	f.paused = append(f.paused, paused)
+	f.mu.Unlock()
+}
+
+func (f *fakeBackend) WriteOverrides(path string, data []byte, overwrite bool) error {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(f.dir, path)
+	}
+	if _, err := os.Stat(path); err == nil && !overwrite {
+		return fmt.Errorf("%w: %s", ErrFileExists, path)
 	}
 	f.mu.Lock()
 	f.written[path] = data
 	f.mu.Unlock()
 	return presets.WriteFileAtomic(path, data, 0o644)
+}
+
+func (f *fakeBackend) WriteReport(path string, in report.Input, overwrite bool) (string, error) {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(f.dir, path)
+	}
+	if _, err := os.Stat(path); err == nil && !overwrite {
+		return "", fmt.Errorf("%w: %s", ErrFileExists, path)
+	}
+	f.mu.Lock()
+	f.reports[path] = in
+	f.mu.Unlock()
+	return report.Write(path, in)
 }
 
 func (f *fakeBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, error) {
@@ -215,6 +242,49 @@ func scriptedEvents() []search.Event {
 	w := ranking[0]
 	return append(evs, search.DoneEvent{Ranking: ranking, Winner: &w, RunDir: "/tmp/cgtune-run", Strategy: "halving",
 		Runs: 4, GPUTimeMs: 95_000, Notes: []string{"round 1: 4 candidates, 8 measured steps each", "none derived from the eager baselines of 3 runs"}})
+}
+
+// estimatedResult is r as the estimate engine reports it: no spread, the
+// spec's GPU, and the memory it computes.
+func estimatedResult(r engine.Result) engine.Result {
+	r.Source = engine.Estimated
+	r.Device = engine.DeviceInfo{Name: "H100 SXM (estimated)", MemoryMiB: 81559}
+	r.Step.P10, r.Step.P90 = r.Step.Median, r.Step.Median
+	if !r.Failed() {
+		r.Memory.DevicePeakMiB = 9000 + r.Memory.GraphMiB
+		// The memory model's per-GPU figures, as the estimate engine
+		// reports them.
+		graphs := r.Memory.GraphFullJobMiB
+		b := &engine.MemoryBreakdown{Weights: 8600, Gradients: 17200, Optimizer: 12900, Activations: 21500, Graphs: graphs, Context: 600, GPUMiB: 81559}
+		b.Total = b.Weights + b.Gradients + b.Optimizer + b.Activations + b.Graphs + b.Context
+		b.Fits = b.Total <= b.GPUMiB
+		r.Memory.Breakdown = b
+	}
+	return r
+}
+
+// estimated is the scripted search as the estimate engine would report it.
+func estimated(evs []search.Event) []search.Event {
+	out := make([]search.Event, len(evs))
+	for i, e := range evs {
+		switch x := e.(type) {
+		case search.ResultEvent:
+			x.Result = estimatedResult(x.Result)
+			out[i] = x
+		case search.DoneEvent:
+			x.Ranking = slices.Clone(x.Ranking)
+			for j := range x.Ranking {
+				x.Ranking[j].Result = estimatedResult(x.Ranking[j].Result)
+			}
+			w := x.Ranking[0]
+			x.Winner = &w
+			x.GPUTimeMs = 0
+			out[i] = x
+		default:
+			out[i] = e
+		}
+	}
+	return out
 }
 
 // clock is a settable time source for Options.Now.

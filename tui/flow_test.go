@@ -2,6 +2,7 @@ package tui
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,26 +29,7 @@ func TestFlowToOverridesFile(t *testing.T) {
 	)
 	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("Llama 3 70B")) },
 		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
-	// Each step waits on the model's state (read on the program's own
-	// goroutine), not on the output stream: the renderer sends only the
-	// cells that changed, so a word on screen need not appear whole in it.
-	until := func(what string, cond func(*Model) bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			got := make(chan bool, 1)
-			tm.Send(inspectMsg(func(m *Model) { got <- cond(m) }))
-			select {
-			case ok := <-got:
-				if ok {
-					return
-				}
-			case <-time.After(time.Second): // the program is not answering
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatalf("timed out waiting for %s", what)
-	}
+	until := waiter(t, tm)
 
 	until("the GPU list", func(m *Model) bool { return m.gpuLoaded })
 	tm.Send(keyMsg("enter"))
@@ -69,13 +51,88 @@ func TestFlowToOverridesFile(t *testing.T) {
 	if len(f.started) != 1 || f.started[0].Model.Name != "llama3_70b" || len(f.started[0].GPUs) != 1 {
 		t.Fatalf("searches started: %+v", f.started)
 	}
-	want, err := presets.BuildOverrides(cTEAttnMLP, presets.G3).Render("yaml")
+	want, err := presets.BuildOverrides(cTEAttnMLP, presets.G2).Render("yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := mustRead(t, filepath.Join(f.dir, "cgtune-overrides.yaml"))
 	if got != string(want) {
 		t.Errorf("overrides file:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// waiter makes the flow's wait: each step waits on the model's state (read
+// on the program's own goroutine), not on the output stream: the renderer
+// sends only the cells that changed, so a word on screen need not appear
+// whole in it.
+func waiter(t *testing.T, tm *teatest.TestModel) func(what string, cond func(*Model) bool) {
+	return func(what string, cond func(*Model) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			got := make(chan bool, 1)
+			tm.Send(inspectMsg(func(m *Model) { got <- cond(m) }))
+			select {
+			case ok := <-got:
+				if ok {
+					return
+				}
+			case <-time.After(time.Second): // the program is not answering
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// TestFlowWriteAsksBeforeOverwriting: w onto a file that is already there
+// asks first; n keeps the old file, y replaces it.
+func TestFlowWriteAsksBeforeOverwriting(t *testing.T) {
+	f := newFake(t)
+	path := filepath.Join(f.dir, "cgtune-overrides.yaml")
+	if err := os.WriteFile(path, []byte("old: file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: t0}
+	m := New(f, Options{NoColor: true, Version: "0.1.0-test", Now: clk.now, Model: "llama3_70b"})
+	tm := teatest.NewTestModel(t, inspectable{m},
+		teatest.WithInitialTermSize(80, 24),
+		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.Ascii)),
+	)
+	until := waiter(t, tm)
+	until("the GPU list", func(m *Model) bool { return m.gpuLoaded })
+	tm.Send(keyMsg("enter"))
+	until("the GPU screen", func(m *Model) bool { return m.screen == screenGPU })
+	tm.Send(keyMsg("enter"))
+	until("the plan", func(m *Model) bool { return m.screen == screenSpace && !m.planning && m.validCount() > 0 })
+	tm.Send(keyMsg("enter"))
+	until("the results", func(m *Model) bool { return m.screen == screenResults && m.done != nil })
+
+	tm.Send(keyMsg("w"))
+	until("the path prompt", func(m *Model) bool { return m.resScr.prompt == promptPath })
+	tm.Send(keyMsg("enter"))
+	until("the overwrite question", func(m *Model) bool { return m.resScr.prompt == promptOverwriteFile })
+	if got := mustRead(t, path); got != "old: file\n" {
+		t.Fatalf("the file was replaced before the answer:\n%s", got)
+	}
+	tm.Send(keyMsg("n"))
+	until("no", func(m *Model) bool {
+		return m.resScr.prompt == promptNone && strings.Contains(m.status, "nothing written")
+	})
+	if got := mustRead(t, path); got != "old: file\n" {
+		t.Fatalf("n replaced the file:\n%s", got)
+	}
+	tm.Send(keyMsg("w"))
+	until("the path prompt again", func(m *Model) bool { return m.resScr.prompt == promptPath })
+	tm.Send(keyMsg("enter"))
+	until("the question again", func(m *Model) bool { return m.resScr.prompt == promptOverwriteFile })
+	tm.Send(keyMsg("y"))
+	until("the file to be written", func(m *Model) bool { return strings.HasPrefix(m.status, "wrote ./cgtune-overrides.yaml") })
+	tm.Send(keyMsg("q"))
+	tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))
+	want, _ := presets.BuildOverrides(cTEAttnMLP, presets.G2).Render("yaml")
+	if got := mustRead(t, path); got != string(want) {
+		t.Errorf("after y:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -3,6 +3,8 @@ package tui
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +26,13 @@ var screenStates = []struct {
 }{
 	{"model", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {}},
 	{"model_filter_moe", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
-		press(m, "q", "w", "e", "n")
+		press(m, "/", "q", "w", "e", "n")
 	}},
 	{"model_layout_error", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
 		press(m, "tab", "down", "down", "3", "enter")
 	}},
 	{"model_preset", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
-		cmd := press(m, "t", "e", "a", "m")
+		cmd := press(m, "/", "t", "e", "a", "m")
 		send(m, cmd())
 	}},
 	{"gpu", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
@@ -43,6 +45,13 @@ var screenStates = []struct {
 	{"space", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
+	}},
+	// An MoE model: the whole-layer graphs will fail, the aliases of a
+	// configuration are one row.
+	{"space_moe", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "/", "q", "w", "e", "n", "enter", "enter", "enter")
+		planNow(t, m, f)
+		press(m, "tab", "down")
 	}},
 	{"run", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
@@ -72,6 +81,38 @@ var screenStates = []struct {
 		press(m, "enter")
 		playEvents(m, f, -1)
 		press(m, "f", "w")
+	}},
+	// The estimate engine: the memory panels show the estimate's numbers.
+	{"run_estimate", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		f.events = estimated(f.events)
+		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
+		press(m, "enter", "e", "enter")
+		planNow(t, m, f)
+		press(m, "enter")
+		clk.t = clk.t.Add(20 * time.Second)
+		playEvents(m, f, len(f.events)-2)
+	}},
+	{"results_estimate", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		f.events = estimated(f.events)
+		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
+		press(m, "enter", "e", "enter")
+		planNow(t, m, f)
+		press(m, "enter")
+		playEvents(m, f, -1)
+	}},
+	{"results_overwrite", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "enter", "enter")
+		planNow(t, m, f)
+		press(m, "enter")
+		playEvents(m, f, -1)
+		if err := os.WriteFile(filepath.Join(f.dir, "taken.yaml"), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		press(m, "w", "ctrl+u")
+		for _, r := range "taken.yaml" {
+			press(m, string(r))
+		}
+		send(m, press(m, "enter")())
 	}},
 }
 

@@ -19,6 +19,7 @@ type KeyMap struct {
 	PageDown key.Binding
 
 	// Model screen.
+	Filter      key.Binding
 	ClearFilter key.Binding
 	GPUType     key.Binding
 	MBridge     key.Binding
@@ -32,6 +33,7 @@ type KeyMap struct {
 	Estimate key.Binding
 
 	// Space screen.
+	Tie        key.Binding
 	Strategy   key.Binding
 	BudgetUp   key.Binding
 	BudgetDown key.Binding
@@ -46,6 +48,7 @@ type KeyMap struct {
 	// Results screen.
 	Format key.Binding
 	Write  key.Binding
+	Report key.Binding
 	Save   key.Binding
 	New    key.Binding
 }
@@ -68,9 +71,10 @@ func DefaultKeyMap() KeyMap {
 		PageUp:   b([]string{"pgup", "ctrl+u"}, "pgup", "page up"),
 		PageDown: b([]string{"pgdown", "ctrl+d"}, "pgdn", "page down"),
 
+		Filter:      b([]string{"/"}, "/", "filter"),
 		ClearFilter: b([]string{"esc"}, "esc", "clear filter"),
 		GPUType:     b([]string{"g"}, "g", "gpu type"),
-		MBridge:     b([]string{"v"}, "v", "MB 0.4/0.6"),
+		MBridge:     b([]string{"v"}, "v", "MB version"),
 		Inc:         b([]string{"+", "=", "right", "l"}, "+/→", "more"),
 		Dec:         b([]string{"-", "left", "h"}, "-/←", "less"),
 
@@ -79,6 +83,7 @@ func DefaultKeyMap() KeyMap {
 		Refresh:  b([]string{"r"}, "r", "refresh"),
 		Estimate: b([]string{"e"}, "e", "estimate engine"),
 
+		Tie:        b([]string{"t"}, "t", "tie band"),
 		Strategy:   b([]string{"s"}, "s", "strategy"),
 		BudgetUp:   b([]string{"+", "="}, "+", "budget"),
 		BudgetDown: b([]string{"-"}, "-", "budget"),
@@ -91,6 +96,7 @@ func DefaultKeyMap() KeyMap {
 
 		Format: b([]string{"f"}, "f", "format"),
 		Write:  b([]string{"w"}, "w", "write file"),
+		Report: b([]string{"r"}, "r", "report"),
 		Save:   b([]string{"p"}, "p", "save preset"),
 		New:    b([]string{"n"}, "n", "new search"),
 	}

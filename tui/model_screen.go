@@ -20,10 +20,11 @@ const (
 )
 
 type modelScreen struct {
-	focus  int
-	filter string
-	cursor int // index into the filtered items
-	offset int // first list row shown
+	focus     int
+	filter    string
+	filtering bool // "/" was pressed: printable keys go into the filter
+	cursor    int  // index into the filtered items
+	offset    int  // first list row shown
 
 	row, col int    // layout grid cursor
 	editing  bool   // digits are being typed into the field under the cursor
@@ -125,7 +126,7 @@ func (m *Model) applyBuiltin(b presets.Model, gpu string) {
 		gpu = gpus[0]
 	}
 	fromPreset := m.sel.preset != ""
-	m.sel.model, m.sel.preset = b.Clone(), ""
+	m.sel.model, m.sel.preset, m.sel.edited = b.Clone(), "", nil
 	l, err := b.Layout(gpu)
 	m.sel.layout, m.sel.err = l, err
 	if fromPreset {
@@ -148,6 +149,9 @@ func (m *Model) applyPreset(p presets.TeamPreset) {
 		return
 	}
 	m.sel = selection{model: model, preset: p.Name, layout: p.Layout, mbridge: p.MBridge, inline: p.ModelInline != nil}
+	if m.sel.mbridge == "" {
+		m.sel.mbridge = m.opts.MBridge
+	}
 	if m.sel.layout.GPU == "" {
 		m.sel.layout.GPU = p.GPU
 	}
@@ -160,7 +164,14 @@ func (m *Model) validateLayout() {
 		return
 	}
 	m.sel.err = m.sel.model.ValidateLayout(m.sel.layout)
+	if m.sel.err == nil && m.statusErr && strings.HasPrefix(m.status, fixLayoutFirst) {
+		// The message was about this layout, which is fixed now.
+		m.status, m.statusErr = "", false
+	}
 }
+
+// fixLayoutFirst starts the message enter gives on an invalid layout.
+const fixLayoutFirst = "fix the layout first"
 
 // onCursor makes the selection follow the list cursor; a team preset is
 // loaded (once) through the backend.
@@ -212,17 +223,23 @@ func (m *Model) modelKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	if key.Matches(msg, k.Next) {
-		if s.editing {
+		switch {
+		case s.editing:
 			// enter ends the typing; a second one continues.
 			m.commitEdit()
 			return nil
-		}
-		if m.sel.model.Name == "" {
+		case s.filtering && len(m.listItems()) > 0:
+			// enter ends the filter; a second one continues.
+			s.filtering = false
+			return nil
+		case s.focus == focusList && len(m.listItems()) == 0:
+			m.setError(fmt.Errorf("no model or preset matches the filter %q: esc clears it", s.filter))
+			return nil
+		case m.sel.model.Name == "":
 			m.setStatus("pick a model first")
 			return nil
-		}
-		if m.sel.err != nil {
-			m.setError(fmt.Errorf("fix the layout first: %v", m.sel.err))
+		case m.sel.err != nil:
+			m.setError(fmt.Errorf("%s: %v", fixLayoutFirst, m.sel.err))
 			return nil
 		}
 		return m.goTo(screenGPU)
@@ -245,6 +262,20 @@ func isFilterRune(s string) bool {
 
 func (m *Model) modelListKey(msg tea.KeyPressMsg) tea.Cmd {
 	s := &m.modelScr
+	k := m.keys
+	if !s.filtering {
+		switch {
+		case key.Matches(msg, k.Filter):
+			s.filtering = true
+			return nil
+		case key.Matches(msg, k.GPUType):
+			m.cycleGPUType(1)
+			return nil
+		case key.Matches(msg, k.MBridge):
+			m.toggleMBridge()
+			return nil
+		}
+	}
 	switch msg.String() {
 	case "up":
 		s.cursor--
@@ -272,13 +303,14 @@ func (m *Model) modelListKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 		return nil
 	case "esc":
+		s.filtering = false
 		if s.filter != "" {
 			s.filter, s.cursor = "", 0
 			return m.onCursor()
 		}
 		return nil
 	}
-	if isFilterRune(msg.Text) {
+	if s.filtering && isFilterRune(msg.Text) {
 		s.filter += strings.ToLower(msg.Text)
 		s.cursor = 0
 		return m.onCursor()
@@ -294,36 +326,41 @@ type layoutField struct {
 	step func(m *Model, dir int)
 	// set takes a typed number; nil for fields that are not numbers.
 	set func(m *Model, v int)
+	// carry copies the field from one layout to another, so an edit
+	// survives a change of GPU type; nil for the GPU type and MB.
+	carry func(dst, src *presets.Layout)
 }
 
 // layoutGrid is the editor's two columns, row by row.
-var layoutGrid = [][2]layoutField{
-	{
-		{label: "GPU type", get: func(m *Model) string { return m.sel.layout.GPU }, step: (*Model).cycleGPUType},
-		{label: "MB", get: func(m *Model) string { return m.sel.mbridge }, step: func(m *Model, _ int) { m.toggleMBridge() }},
-	},
-	{
-		intField("GPUs", func(l *presets.Layout) *int { return &l.NumGPUs }, 1, true),
-		{label: "Precision", get: func(m *Model) string { return m.sel.layout.Precision }, step: func(m *Model, dir int) {
-			m.sel.layout.Precision = nextIn(presets.Precisions(), m.sel.layout.Precision, dir)
-		}},
-	},
-	{
-		intField("TP", func(l *presets.Layout) *int { return &l.TP }, 1, true),
-		intField("PP", func(l *presets.Layout) *int { return &l.PP }, 1, true),
-	},
-	{
-		intField("VP", func(l *presets.Layout) *int { return &l.VP }, 0, false),
-		intField("CP", func(l *presets.Layout) *int { return &l.CP }, 1, true),
-	},
-	{
-		intField("EP", func(l *presets.Layout) *int { return &l.EP }, 1, true),
-		intField("MBS", func(l *presets.Layout) *int { return &l.MBS }, 1, true),
-	},
-	{
-		intField("GBS", func(l *presets.Layout) *int { return &l.GBS }, 1, true),
-		intField("Seq", func(l *presets.Layout) *int { return &l.Seq }, 1, true),
-	},
+func layoutGrid() [][2]layoutField {
+	return [][2]layoutField{
+		{
+			{label: "GPU type", get: func(m *Model) string { return m.sel.layout.GPU }, step: (*Model).cycleGPUType},
+			{label: "MB", get: func(m *Model) string { return m.sel.mbridge }, step: func(m *Model, _ int) { m.toggleMBridge() }},
+		},
+		{
+			intField("GPUs", func(l *presets.Layout) *int { return &l.NumGPUs }, 1, true),
+			{label: "Precision", get: func(m *Model) string { return m.sel.layout.Precision }, step: func(m *Model, dir int) {
+				m.sel.layout.Precision = nextIn(presets.Precisions(), m.sel.layout.Precision, dir)
+			}, carry: func(dst, src *presets.Layout) { dst.Precision = src.Precision }},
+		},
+		{
+			intField("TP", func(l *presets.Layout) *int { return &l.TP }, 1, true),
+			intField("PP", func(l *presets.Layout) *int { return &l.PP }, 1, true),
+		},
+		{
+			intField("VP", func(l *presets.Layout) *int { return &l.VP }, 0, false),
+			intField("CP", func(l *presets.Layout) *int { return &l.CP }, 1, true),
+		},
+		{
+			intField("EP", func(l *presets.Layout) *int { return &l.EP }, 1, true),
+			intField("MBS", func(l *presets.Layout) *int { return &l.MBS }, 1, true),
+		},
+		{
+			intField("GBS", func(l *presets.Layout) *int { return &l.GBS }, 1, true),
+			intField("Seq", func(l *presets.Layout) *int { return &l.Seq }, 1, true),
+		},
+	}
 }
 
 // intField edits an integer of the layout. Parallel degrees and sizes move
@@ -354,12 +391,15 @@ func intField(label string, ptr func(*presets.Layout) *int, minV int, pow2 bool)
 			}
 			*p = max(v, minV)
 		},
-		set: func(m *Model, v int) { *ptr(&m.sel.layout) = v },
+		set:   func(m *Model, v int) { *ptr(&m.sel.layout) = v },
+		carry: func(dst, src *presets.Layout) { *ptr(dst) = *ptr(src) },
 	}
 }
 
-func (m *Model) field() layoutField { return layoutGrid[m.modelScr.row][m.modelScr.col] }
+func (m *Model) field() layoutField { return layoutGrid()[m.modelScr.row][m.modelScr.col] }
 
+// cycleGPUType moves to the next GPU type the model has a layout for: its
+// default layout there, with the fields the person edited kept.
 func (m *Model) cycleGPUType(dir int) {
 	gpus := m.sel.model.GPUs()
 	if len(gpus) < 2 {
@@ -372,17 +412,39 @@ func (m *Model) cycleGPUType(dir int) {
 		m.setError(err)
 		return
 	}
+	var kept []string
+	for _, row := range layoutGrid() {
+		for _, f := range row {
+			if f.carry != nil && m.sel.edited[f.label] {
+				f.carry(&l, &m.sel.layout)
+				kept = append(kept, f.label)
+			}
+		}
+	}
 	m.sel.layout = l
 	m.validateLayout()
+	if len(kept) > 0 {
+		m.setStatus("layout: %s's default for %s, with your %s", m.sel.model.Name, gpu, strings.Join(kept, ", "))
+		return
+	}
 	m.setStatus("layout: %s's default for %s", m.sel.model.Name, gpu)
 }
 
+// toggleMBridge cycles through the Megatron-Bridge versions cgtune knows.
 func (m *Model) toggleMBridge() {
-	if m.sel.mbridge == "0.6" {
-		m.sel.mbridge = "0.4"
-	} else {
-		m.sel.mbridge = "0.6"
+	m.sel.mbridge = nextIn(presets.MBridgeVersions, m.sel.mbridge, 1)
+}
+
+// markEdited notes that the person changed the field under the cursor.
+func (m *Model) markEdited() {
+	f := m.field()
+	if f.carry == nil {
+		return
 	}
+	if m.sel.edited == nil {
+		m.sel.edited = map[string]bool{}
+	}
+	m.sel.edited[f.label] = true
 }
 
 // commitEdit applies typed digits to the field under the cursor.
@@ -395,6 +457,7 @@ func (m *Model) commitEdit() {
 	f := m.field()
 	if v, err := strconv.Atoi(s.edit); err == nil && f.set != nil {
 		f.set(m, v)
+		m.markEdited()
 		m.validateLayout()
 	}
 	s.edit = ""
@@ -431,16 +494,18 @@ func (m *Model) layoutKey(msg tea.KeyPressMsg) tea.Cmd {
 	case msg.String() == "up" || msg.String() == "k":
 		s.row = max(s.row-1, 0)
 	case msg.String() == "down" || msg.String() == "j":
-		s.row = min(s.row+1, len(layoutGrid)-1)
+		s.row = min(s.row+1, len(layoutGrid())-1)
 	case msg.String() == "left" || msg.String() == "h":
 		s.col = 0
 	case msg.String() == "right" || msg.String() == "l":
 		s.col = 1
 	case msg.String() == "+" || msg.String() == "=" || msg.String() == "space":
 		m.field().step(m, 1)
+		m.markEdited()
 		m.validateLayout()
 	case msg.String() == "-":
 		m.field().step(m, -1)
+		m.markEdited()
 		m.validateLayout()
 	case key.Matches(msg, k.GPUType):
 		m.cycleGPUType(1)
@@ -456,18 +521,26 @@ func (m *Model) layoutKey(msg tea.KeyPressMsg) tea.Cmd {
 
 func (m *Model) modelHelp() helpKeys {
 	k := m.keys
+	if m.modelScr.focus == focusList && m.modelScr.filtering {
+		return helpKeys{short: []key.Binding{
+			withHelp(k.Filter, "a-z 0-9", "filter"), withHelp(k.Next, "enter", "done"), withHelp(k.ClearFilter, "esc", "clear"),
+			withHelp(k.Up, "↑/↓", "model"), withHelp(k.Quit, "ctrl+c", "quit"),
+		}}
+	}
 	if m.modelScr.focus == focusList {
 		short := []key.Binding{
 			withHelp(k.Up, "↑/↓", "model"),
-			withHelp(k.Left, "←/→", "gpu type"),
+			k.Filter,
+			withHelp(k.GPUType, "g/←/→", "gpu type"),
+			withHelp(k.MBridge, "v", "MB version"),
 			withHelp(k.Focus, "tab", "edit layout"),
 			k.Next,
-			withHelp(k.Quit, "ctrl+c", "quit"),
+			k.Quit,
 		}
 		return helpKeys{short: short, full: [][]key.Binding{
-			{withHelp(k.Up, "↑/↓", "move"), withHelp(k.PageDown, "pgup/pgdn", "page")},
-			{withHelp(k.ClearFilter, "a-z 0-9", "filter"), withHelp(k.ClearFilter, "backspace", "delete"), k.ClearFilter},
-			{withHelp(k.Left, "←/→", "gpu type"), withHelp(k.Focus, "tab", "edit layout"), k.Next, withHelp(k.Quit, "ctrl+c", "quit")},
+			{withHelp(k.Up, "↑/↓", "move"), withHelp(k.PageDown, "pgup/pgdn", "page"), k.Filter, withHelp(k.ClearFilter, "esc", "clear filter")},
+			{withHelp(k.GPUType, "g/←/→", "gpu type"), withHelp(k.MBridge, "v", "MB version"), withHelp(k.Focus, "tab", "edit layout")},
+			{k.Next, k.Quit, k.Help},
 		}}
 	}
 	if m.modelScr.editing {
@@ -495,8 +568,12 @@ func (m *Model) modelHelp() helpKeys {
 
 func (m *Model) modelView(w, h int) string {
 	listW := 30
-	if w >= 120 {
+	switch {
+	case w >= 120:
 		listW = 50
+	case w < 80:
+		// A small window: the layout editor needs the room more.
+		listW = 24
 	}
 	right := m.modelDetail(w-listW-3, h)
 	return sideBySide(m.modelList(listW, h), listW, right, 3)
@@ -513,11 +590,11 @@ func (m *Model) modelList(w, h int) string {
 		title = st.Title.Render(title)
 	}
 	b.WriteString(title + "\n")
-	filter := st.Faint.Render("type to filter")
+	filter := st.Faint.Render("/ to filter")
 	if s.filter != "" {
 		filter = st.Value.Render(s.filter)
 	}
-	if s.focus == focusList {
+	if s.focus == focusList && s.filtering {
 		filter += st.Accent.Render("▏")
 	}
 	b.WriteString(st.Label.Render("Filter › ") + filter + "\n")
@@ -531,6 +608,9 @@ func (m *Model) modelList(w, h int) string {
 	cursorRow := 0
 	lastKind := ""
 	nameW := 18
+	if w < 30 {
+		nameW = 15
+	}
 	// A wide list has room for the display name too.
 	wide := w >= 48
 	for i, it := range items {
@@ -624,9 +704,14 @@ func (m *Model) modelDetail(w, h int) string {
 		title = st.Title.Render(title)
 	}
 	l := m.sel.layout
-	b.WriteString(truncate(title+"  "+st.Muted.Render(fmt.Sprintf("for %s · DP %d · %d micro-batches", l.GPU, l.DP(), l.MicroBatches())), w) + "\n")
-	colW := max(min((w-2)/2, 24), 18)
-	for r, cells := range layoutGrid {
+	shape := fmt.Sprintf("for %s · DP %d · %d micro-batches", l.GPU, l.DP(), l.MicroBatches())
+	if m.sel.err != nil {
+		// An invalid layout has no data-parallel size to speak of.
+		shape = fmt.Sprintf("for %s · DP — · micro-batches —", l.GPU)
+	}
+	b.WriteString(truncate(title+"  "+st.Muted.Render(shape), w) + "\n")
+	colW := max(min((w-2)/2, 24), 16)
+	for r, cells := range layoutGrid() {
 		var line strings.Builder
 		for c, f := range cells {
 			cur := m.modelScr.focus == focusLayout && m.modelScr.row == r && m.modelScr.col == c

@@ -13,8 +13,11 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"charm.land/lipgloss/v2"
+
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/report"
 	"cgtune/search"
 )
 
@@ -26,8 +29,11 @@ type promptKind int
 const (
 	promptNone promptKind = iota
 	promptPath
+	promptReport
 	promptName
-	promptOverwrite
+	promptOverwrite       // a preset of that name exists
+	promptOverwriteFile   // the overrides file exists
+	promptOverwriteReport // the report exists
 )
 
 type resultsScreen struct {
@@ -38,6 +44,10 @@ type resultsScreen struct {
 	input  string
 	// pending is the preset waiting for the overwrite answer.
 	pending presets.TeamPreset
+	// pendingFile is the overrides file waiting for the overwrite answer.
+	pendingFile writtenMsg
+	// pendingReport is the report waiting for the overwrite answer.
+	pendingReport reportMsg
 }
 
 // formatExt is the file extension of each override format, for the
@@ -56,7 +66,7 @@ func (m *Model) showResults() tea.Cmd {
 	case d.Interrupted:
 		m.setStatus("search stopped early: the ranking holds the candidates that finished")
 	default:
-		m.setStatus("search finished: %s wins", d.Winner.Result.Candidate.Label())
+		m.setStatus("search finished: %s wins", candName(d.Winner.Result.Candidate))
 	}
 	return cmd
 }
@@ -67,7 +77,8 @@ func (m *Model) ranking() []search.Ranked {
 		return nil
 	}
 	r := slices.Clone(m.done.Ranking)
-	// Unranked entries (rank 0: failed runs) go last.
+	// Unranked entries (rank 0: failed runs) go last, in the order the
+	// search gives them (impl, scopes, then warm-ups as numbers).
 	order := func(x search.Ranked) int {
 		if x.Rank <= 0 {
 			return math.MaxInt
@@ -76,6 +87,31 @@ func (m *Model) ranking() []search.Ranked {
 	}
 	slices.SortStableFunc(r, func(a, b search.Ranked) int { return cmp.Compare(order(a), order(b)) })
 	return r
+}
+
+// rankOptions are the options the ranking on screen was made with.
+func (m *Model) rankOptions() search.RankOptions {
+	req := m.request()
+	if m.run != nil {
+		req = m.run.req
+	}
+	return search.RankOptions{TrainIters: req.TrainIters, JobGPUMemoryMiB: m.jobGPUMiB(req), Tie: m.tie}
+}
+
+// retie ranks the results again under the next tie band.
+func (m *Model) retie() {
+	m.tie = nextIn(Ties, m.tie, 1)
+	if m.done == nil {
+		return
+	}
+	m.done.Ranking = search.Rerank(m.done.Ranking, m.rankOptions())
+	m.done.Winner = search.Winner(m.done.Ranking)
+	m.resScr.cursor, m.resScr.offset = 0, 0
+	win := "no winner"
+	if w := m.done.Winner; w != nil {
+		win = candName(w.Result.Candidate) + " wins"
+	}
+	m.setStatus("ranked again with a tie band of %s: %s", tieText(m.tie), win)
 }
 
 // shownCandidate is the candidate whose overrides are shown: the one under
@@ -106,7 +142,13 @@ func (m *Model) overridesText() ([]byte, error) {
 		req = m.run.req
 	}
 	o := search.WinnerOverrides(req.Model, rk.Result.Candidate, req.MBridge)
-	return o.Render(m.format())
+	data, err := o.Render(m.format())
+	if err != nil || rk.Result.Source != engine.Estimated {
+		return data, err
+	}
+	// What is written from an estimate says so.
+	data, _ = presets.Annotate(data, m.format(), search.EstimateNote(rk.Result))
+	return data, nil
 }
 
 func (m *Model) defaultPath() string {
@@ -144,8 +186,12 @@ func (m *Model) resultsKey(msg tea.KeyPressMsg) tea.Cmd {
 			return nil
 		}
 		s.prompt, s.input = promptPath, m.defaultPath()
+	case key.Matches(msg, k.Report):
+		s.prompt, s.input = promptReport, "./cgtune-report.md"
 	case key.Matches(msg, k.Save):
 		s.prompt, s.input = promptName, m.defaultPresetName()
+	case key.Matches(msg, k.Tie):
+		m.retie()
 	case key.Matches(msg, k.New):
 		return m.goTo(screenSpace)
 	case key.Matches(msg, k.Back):
@@ -158,14 +204,22 @@ func (m *Model) resultsKey(msg tea.KeyPressMsg) tea.Cmd {
 // ctrl+w delete, ctrl+u clears, enter accepts, esc cancels.
 func (m *Model) promptKey(msg tea.KeyPressMsg) tea.Cmd {
 	s := &m.resScr
-	if s.prompt == promptOverwrite {
+	switch s.prompt {
+	case promptOverwrite, promptOverwriteFile, promptOverwriteReport:
 		switch {
-		case key.Matches(msg, m.keys.Confirm):
+		case key.Matches(msg, m.keys.Confirm) && s.prompt == promptOverwrite:
 			s.prompt = promptNone
 			return saveCmd(m.backend, s.pending, true)
+		case key.Matches(msg, m.keys.Confirm) && s.prompt == promptOverwriteFile:
+			s.prompt = promptNone
+			f := s.pendingFile
+			return writeCmd(m.backend, f.path, f.format, f.data, true)
+		case key.Matches(msg, m.keys.Confirm):
+			s.prompt = promptNone
+			return reportCmd(m.backend, s.pendingReport.path, s.pendingReport.in, true)
 		case key.Matches(msg, m.keys.Deny):
 			s.prompt = promptNone
-			m.setStatus("preset not saved")
+			m.setStatus("nothing written: the old file stays")
 		}
 		return nil
 	}
@@ -201,7 +255,7 @@ func (m *Model) promptKey(msg tea.KeyPressMsg) tea.Cmd {
 
 // onPaste appends pasted text to the prompt (one line).
 func (m *Model) onPaste(text string) {
-	if m.resScr.prompt == promptPath || m.resScr.prompt == promptName {
+	if p := m.resScr.prompt; p == promptPath || p == promptName || p == promptReport {
 		m.resScr.input += strings.TrimSpace(strings.SplitN(text, "\n", 2)[0])
 	}
 }
@@ -222,7 +276,15 @@ func (m *Model) acceptPrompt() tea.Cmd {
 		}
 		s.prompt = promptNone
 		m.setStatus("writing %s…", in)
-		return writeCmd(m.backend, in, m.format(), data)
+		return writeCmd(m.backend, in, m.format(), data, false)
+	case promptReport:
+		if in == "" {
+			m.setError(errors.New("give a file path"))
+			return nil
+		}
+		s.prompt = promptNone
+		m.setStatus("writing the report %s…", in)
+		return reportCmd(m.backend, in, m.reportInput(), false)
 	case promptName:
 		if !presets.ValidName(in) {
 			m.setError(fmt.Errorf("%q is not a preset name (allowed: [a-z0-9][a-z0-9._-]*)", in))
@@ -252,7 +314,9 @@ func (m *Model) teamPreset(name string) (presets.TeamPreset, error) {
 		Name:    name,
 		GPU:     req.Layout.GPU,
 		Layout:  req.Layout,
-		Space:   req.Space,
+		// The space as the model runs it: spellings Megatron reads alike
+		// are saved once.
+		Space:   search.CanonicalSpace(req.Model, req.Space),
 		MBridge: req.MBridge,
 	}
 	if _, err := presets.LookupModel(req.Model.Name); err == nil && !m.sel.inline {
@@ -314,11 +378,65 @@ func graphMiB(r engine.Result) int64 {
 }
 
 func (m *Model) onWritten(msg writtenMsg) {
-	if msg.err != nil {
+	switch {
+	case errors.Is(msg.err, ErrFileExists):
+		m.resScr.pendingFile, m.resScr.prompt = msg, promptOverwriteFile
+		m.setStatus("%s exists", msg.path)
+		return
+	case msg.err != nil:
 		m.setError(fmt.Errorf("write %s: %w", msg.path, msg.err))
 		return
 	}
-	m.setStatus("wrote %s (%s, %d lines)", msg.path, msg.format, msg.lines)
+	note := ""
+	if rk, ok := m.shownCandidate(); ok && rk.Result.Source == engine.Estimated {
+		note = ", marked ESTIMATED"
+		if msg.format == "json" {
+			note = "; JSON has no comments: the file does not say it is an estimate"
+		}
+	}
+	m.setStatus("wrote %s (%s, %d lines%s)", msg.path, msg.format, msg.lines, note)
+}
+
+// reportInput is the finished search as the report shows it.
+func (m *Model) reportInput() report.Input {
+	req := m.request()
+	var plan []search.Planned
+	if m.run != nil {
+		req, plan = m.run.req, m.run.plan
+	}
+	engineName := "cuda"
+	if req.Estimate {
+		engineName = "estimate"
+	}
+	in := report.Input{
+		Version: m.opts.Version, Now: m.opts.Now(), Model: req.Model, Layout: req.Layout, MBridge: req.MBridge,
+		Engine: engineName, Strategy: req.Strategy, TrainIters: req.TrainIters, Tie: m.tie,
+		JobGPUMemoryMiB: m.jobGPUMiB(req), Plan: plan, Format: m.format(),
+	}
+	if m.done != nil {
+		in.Done = *m.done
+		if w := m.done.Winner; w != nil {
+			o := search.WinnerOverrides(req.Model, w.Result.Candidate, req.MBridge)
+			if data, err := o.Render(m.format()); err == nil {
+				in.Overrides = data
+			}
+		}
+	}
+	return in
+}
+
+func (m *Model) onReport(msg reportMsg) {
+	switch {
+	case errors.Is(msg.err, ErrFileExists):
+		m.resScr.pendingReport, m.resScr.prompt = msg, promptOverwriteReport
+		m.setStatus("%s exists", msg.path)
+	case msg.err != nil:
+		m.setError(fmt.Errorf("report %s: %w", msg.path, msg.err))
+	case msg.plot == "":
+		m.setStatus("wrote the report %s (no candidate finished: no plot)", msg.path)
+	default:
+		m.setStatus("wrote the report %s and its plot %s", msg.path, msg.plot)
+	}
 }
 
 func (m *Model) onSaved(msg savedMsg) tea.Cmd {
@@ -344,15 +462,15 @@ func (m *Model) onSaved(msg savedMsg) tea.Cmd {
 func (m *Model) resultsHelp() helpKeys {
 	k := m.keys
 	switch m.resScr.prompt {
-	case promptPath, promptName:
+	case promptPath, promptName, promptReport:
 		return helpKeys{short: []key.Binding{withHelp(k.Next, "enter", "ok"), withHelp(k.Back, "esc", "cancel"), withHelp(k.Back, "ctrl+u", "clear")}}
-	case promptOverwrite:
+	case promptOverwrite, promptOverwriteFile, promptOverwriteReport:
 		return helpKeys{short: []key.Binding{withHelp(k.Confirm, "y", "overwrite"), withHelp(k.Deny, "n", "keep the old one")}}
 	}
-	short := []key.Binding{k.Write, k.Format, k.Save, withHelp(k.Up, "↑/↓", "candidate"), k.New, withHelp(k.Back, "esc", "run"), k.Quit}
+	short := []key.Binding{k.Write, k.Format, k.Report, k.Save, k.Tie, withHelp(k.Up, "↑/↓", "candidate"), k.New, withHelp(k.Back, "esc", "run"), k.Quit}
 	return helpKeys{short: short, full: [][]key.Binding{
-		{withHelp(k.Up, "↑/↓", "show a candidate's overrides"), k.Format},
-		{k.Write, k.Save},
+		{withHelp(k.Up, "↑/↓", "show a candidate's overrides"), k.Format, withHelp(k.Tie, "t", "rank again with the next tie band")},
+		{k.Write, k.Report, k.Save},
 		{k.New, withHelp(k.Back, "esc", "back to the run"), k.Quit, k.Help},
 	}}
 }
@@ -371,14 +489,20 @@ func (m *Model) resultsView(w, h int) string {
 	if d.Runs > 0 {
 		sub += fmt.Sprintf(" · %d runs", d.Runs)
 	}
-	if d.GPUTimeMs > 0 {
+	estimated := m.estimate || (m.run != nil && m.run.req.Estimate)
+	if d.GPUTimeMs > 0 && !estimated {
+		// An estimate spends no GPU time; a measured search says what it spent.
 		sub += " · GPU time " + fmtJob(d.GPUTimeMs)
 	}
 	if m.run != nil {
 		sub += " · " + m.run.req.Strategy
 	}
+	sub += " · tie " + tieText(m.tie)
 	if slices.ContainsFunc(d.Ranking, func(r search.Ranked) bool { return r.Derived }) {
-		sub += " · ≈ derived, not run itself"
+		sub += " · ≈ derived"
+		if w >= 100 {
+			sub += ", not run itself"
+		}
 	}
 	line := title + "  " + st.Muted.Render(sub)
 	if m.estimate || (m.run != nil && m.run.req.Estimate) {
@@ -401,12 +525,16 @@ func (m *Model) resultsView(w, h int) string {
 
 	prompt := m.promptLine(w)
 	if w >= 140 {
-		// Wide: ranking and the candidate's details on the left, the
-		// overrides on the right.
-		leftW := w * 11 / 20
+		// Wide: ranking, why, the candidate's details and the search's
+		// notes on the left; the overrides on the right.
+		// The ranking gets the room its names need, the overrides at
+		// least 48 cells.
+		leftW := min(max(w*11/20, m.rankingWidth()), w-48-3)
 		rightW := w - leftW - 3
 		ov := m.overridesLines(rightW)
-		left := m.rankingTable(leftW, min(len(d.Ranking)+1, h-headLines-12))
+		why := m.reasonLines(leftW, 4)
+		left := m.rankingTable(leftW, min(len(d.Ranking)+1, h-headLines-14-len(why)))
+		left += "\n\n" + strings.Join(why, "\n")
 		if rk, ok := m.shownCandidate(); ok {
 			left += "\n\n" + strings.Join(m.resultDetail(rk, leftW), "\n")
 		}
@@ -420,15 +548,86 @@ func (m *Model) resultsView(w, h int) string {
 		body := head.String() + sideBySide(left, leftW, right, 3)
 		return fitBlock(body, w, h-1) + "\n" + prompt
 	}
-	// Narrow: the table takes what the overrides leave, at least 3 rows.
-	ov := m.overridesLines(w)
-	ovH := min(len(ov), max(h-headLines-1-5-1, 3))
-	tableH := h - headLines - 1 - ovH - 1
+	// Narrow: the table takes what the reason, the memory line and the
+	// overrides leave; the overrides keep at least 3 lines.
+	whyLines := 3
+	if h < 18 {
+		whyLines = 2
+	}
+	why := m.reasonLines(w, whyLines)
+	mem := m.memoryLine(w)
+	ov := m.overridesPane(w, h < 30)
+	fixed := headLines + 1 + len(why) + len(mem) + 1 // gap, why, memory, gap
+	avail := h - 1 - fixed
+	tableH := min(len(d.Ranking)+1, max(avail-4, 3))
+	ovH := max(avail-tableH, 1)
 	var b strings.Builder
 	b.WriteString(head.String())
 	b.WriteString(m.rankingTable(w, tableH) + "\n\n")
-	b.WriteString(strings.Join(fitLines(ov, ovH, w), "\n"))
+	b.WriteString(strings.Join(why, "\n") + "\n")
+	if len(mem) > 0 {
+		b.WriteString(strings.Join(mem, "\n") + "\n")
+	}
+	b.WriteString("\n" + strings.Join(fitLines(ov, ovH, w), "\n"))
 	return fitBlock(b.String(), w, h-1) + "\n" + prompt
+}
+
+// reasonLines say why the winner won (ties, memory, fit), at most n lines.
+func (m *Model) reasonLines(w, n int) []string {
+	st := m.st
+	why := search.Reason(m.done.Ranking, m.rankOptions())
+	lines := strings.Split(wrap("Why: "+why, w), "\n")
+	if len(lines) > n {
+		lines = lines[:n]
+		if last := lines[n-1]; ansi.StringWidth(last) < w {
+			lines[n-1] = last + "…"
+		} else {
+			lines[n-1] = truncate(last, w)
+		}
+	}
+	for i := range lines {
+		lines[i] = st.Muted.Render(lines[i])
+	}
+	return lines
+}
+
+// memoryLine is the selected candidate's memory in the job, for the
+// narrow layout (the wide one shows it in the details): the total against
+// the job GPU, a warning when it will not fit, and the memory model's
+// breakdown on a second line when the engine made one.
+func (m *Model) memoryLine(w int) []string {
+	rk, ok := m.shownCandidate()
+	if !ok || rk.Result.Failed() {
+		return nil
+	}
+	st := m.st
+	req := m.request()
+	if m.run != nil {
+		req = m.run.req
+	}
+	need, total, what := jobMemory(rk.Result, m.jobGPUMiB(req))
+	text := fmt.Sprintf("%s GiB %s", fmtGiB(need), what)
+	if total > 0 {
+		text = fmt.Sprintf("%s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
+	}
+	b := rk.Result.Memory.Breakdown
+	if b == nil {
+		text += fmt.Sprintf(" (graphs %s GiB)", fmtGiB(graphMiB(rk.Result)))
+	}
+	if rk.Result.Source == engine.Estimated {
+		text += " · estimated"
+	}
+	var lines []string
+	if rk.Fits {
+		lines = append(lines, st.Muted.Render(truncate("Memory "+text, w)))
+	} else {
+		lines = append(lines, st.Warn.Render(truncate("⚠ will not fit the job's GPU: "+text, w)))
+	}
+	if b != nil {
+		lines = append(lines, st.Faint.Render(truncate(fmt.Sprintf("  weights %s · grads %s · optimizer %s · activations %s · graphs %s · context %s GiB",
+			fmtGiB(b.Weights), fmtGiB(b.Gradients), fmtGiB(b.Optimizer), fmtGiB(b.Activations), fmtGiB(b.Graphs), fmtGiB(b.Context)), w)))
+	}
+	return lines
 }
 
 // fitLines keeps the first h lines, ending in … when some were left out.
@@ -446,19 +645,62 @@ func fitLines(lines []string, h, w int) []string {
 	return out
 }
 
+// rankingWidth is the width the ranking table needs for its longest name
+// (a derived row's "≈ " included) with every column.
+func (m *Model) rankingWidth() int {
+	longest := 0
+	for _, rk := range m.ranking() {
+		longest = max(longest, ansi.StringWidth(candName(rk.Result.Candidate)))
+	}
+	return longest + 2 + 2 + 7 + 6 + 7 + 9 + 6 + 4 + 3 + 2*8
+}
+
 func (m *Model) rankingTable(w, h int) string {
 	st := m.st
-	t := newTable(w,
-		column{title: "#", width: 2, right: true},
-		column{title: "CANDIDATE", width: 18, flex: true},
-		column{title: "STEP ms", width: 7, right: true},
-		column{title: "SPEEDUP", width: 7, right: true},
-		column{title: "CAPT ms", width: 7, right: true},
-		column{title: "GRAPH MiB", width: 9, right: true},
-		column{title: "JOB", width: 6, right: true},
-		column{title: "FITS", width: 4},
-	)
 	r := m.ranking()
+	var cands []presets.Candidate
+	for _, rk := range r {
+		cands = append(cands, rk.Result.Candidate)
+	}
+	// The name column is as wide as the names (with their warm-up and a
+	// "≈ " for derived rows); in a narrow window the capture column goes
+	// first, then graph memory and job time (the lines under the table
+	// and the details have them), before the names are cut.
+	capture, wide := w >= 100, w >= 70
+	cols := []column{
+		{title: "#", width: 2, right: true},
+		{title: "CANDIDATE"},
+		{title: "STEP ms", width: 7, right: true},
+		{title: "×EAGER", width: 6, right: true},
+	}
+	if capture {
+		cols = append(cols, column{title: "CAPT ms", width: 7, right: true})
+	}
+	if wide {
+		cols = append(cols, column{title: "GRAPH MiB", width: 9, right: true}, column{title: "JOB", width: 6, right: true})
+	}
+	cols = append(cols,
+		column{title: "FITS", width: 4},
+		column{title: "TIE", width: 3, flex: true},
+	)
+	fixed := 2 * (len(cols) - 1)
+	for _, c := range cols {
+		fixed += c.width
+	}
+	candW := nameWidth(cands, w-fixed-2) + 2
+	cols[1].width = candW
+	t := newTable(w, cols...)
+	// cells takes every column's cell and keeps the shown columns'.
+	cells := func(c ...string) []string {
+		out := c[:4:4]
+		if capture {
+			out = append(out, c[4])
+		}
+		if wide {
+			out = append(out, c[5], c[6])
+		}
+		return append(out, c[7:]...)
+	}
 	var b strings.Builder
 	b.WriteString(t.header(st) + "\n")
 	rows := max(h-1, 1)
@@ -471,10 +713,11 @@ func (m *Model) rankingTable(w, h int) string {
 	for i := s.offset; i < len(r) && i < s.offset+rows; i++ {
 		rk := r[i]
 		res := rk.Result
-		label := candName(res.Candidate)
+		prefix := ""
 		if rk.Derived {
-			label = "≈ " + label
+			prefix = "≈ "
 		}
+		label := prefix + nameCell(res.Candidate, candW-len([]rune(prefix)))
 		rank := fmt.Sprintf("%d", rk.Rank)
 		if rk.Rank <= 0 {
 			rank = "–"
@@ -485,16 +728,19 @@ func (m *Model) rankingTable(w, h int) string {
 		cur := i == s.cursor
 		var line string
 		if res.Failed() {
-			line = t.row(rank, label, "failed", "", "", "", "", res.ErrKind)
+			line = t.row(cells(rank, label, "failed", "", "", res.ErrKind, "", "—", "")...)
 			line = st.Err.Render(line)
 		} else {
 			fits := "yes"
 			if !rk.Fits {
 				fits = "NO"
 			}
-			job := fmtJob(rk.JobMs)
-			line = t.row(rank, label, fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), fmtMs(res.CaptureMs),
-				fmt.Sprintf("%d", graphMiB(res)), job, fits)
+			tie := ""
+			if rk.Tie > 0 {
+				tie = fmt.Sprintf("=%d", rk.Tie)
+			}
+			line = t.row(cells(rank, label, fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), fmtMs(res.CaptureMs),
+				fmt.Sprintf("%d", graphMiB(res)), fmtJob(rk.JobMs), fits, tie)...)
 			switch {
 			case cur:
 				line = st.Cursor.Render(line)
@@ -518,15 +764,22 @@ func (m *Model) resultDetail(rk search.Ranked, w int) []string {
 	st := m.st
 	res := rk.Result
 	kv := func(k, v string) string { return truncate(st.Label.Render(padRight(k, 10))+st.Value.Render(v), w) }
-	lines := []string{st.Title.Render("Details") + "  " + st.Muted.Render(fmt.Sprintf("#%d %s · %s", rk.Rank, candName(res.Candidate), res.Source))}
+	rank := fmt.Sprintf("#%d", rk.Rank)
+	if rk.Rank <= 0 {
+		rank = "failed"
+	}
+	lines := []string{st.Title.Render("Details") + "  " + st.Muted.Render(fmt.Sprintf("%s %s · %s", rank, candName(res.Candidate), res.Source))}
 	if res.Failed() {
 		return append(lines, st.Err.Render(wrap(res.ErrKind+": "+res.Err, w)))
 	}
 	lines = append(lines,
-		kv("step", fmt.Sprintf("%s ms (p10 %s · p90 %s · %d steps)", fmtMs(res.Step.Median), fmtMs(res.Step.P10), fmtMs(res.Step.P90), res.Step.N)),
+		kv("step", stepText(res)),
 		kv("eager", fmt.Sprintf("%s ms → %s", fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))),
 		kv("capture", captureText(res)),
 		kv("memory", memoryText(res)),
+	)
+	lines = append(lines, m.breakdownLines(rk, w)...)
+	lines = append(lines,
 		kv("job", fmt.Sprintf("%s for the whole job · fits: %v", fmtJob(rk.JobMs), rk.Fits)),
 		kv("device", strings.TrimSpace(res.Device.Name+" "+res.Device.Driver)),
 	)
@@ -548,6 +801,48 @@ func (m *Model) resultDetail(rk search.Ranked, w int) []string {
 	return lines
 }
 
+// breakdownLines show where a candidate's memory in the job goes: the
+// memory model's breakdown when the engine made one, else its peak against
+// the job GPU; a warning when it will not fit.
+func (m *Model) breakdownLines(rk search.Ranked, w int) []string {
+	st := m.st
+	res := rk.Result
+	req := m.request()
+	if m.run != nil {
+		req = m.run.req
+	}
+	need, total, what := jobMemory(res, m.jobGPUMiB(req))
+	var lines []string
+	if b := res.Memory.Breakdown; b != nil {
+		lines = append(lines, truncate(st.Label.Render(padRight("", 10))+st.Muted.Render(fmt.Sprintf(
+			"weights %s · grads %s · optimizer %s · activations %s · graphs %s · context %s GiB", fmtGiB(b.Weights), fmtGiB(b.Gradients),
+			fmtGiB(b.Optimizer), fmtGiB(b.Activations), fmtGiB(b.Graphs), fmtGiB(b.Context))), w))
+	}
+	text := fmt.Sprintf("%s GiB %s", fmtGiB(need), what)
+	if total > 0 {
+		frac := float64(need) / float64(total)
+		barW := 20
+		text = gauge(frac, barW, m.gaugeStyle(frac), lipgloss.NewStyle().Foreground(st.BarEmpty)) + " " +
+			fmt.Sprintf("%s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
+	}
+	if res.Source == engine.Estimated {
+		text += " · estimated"
+	}
+	line := st.Label.Render(padRight("in job", 10))
+	if !rk.Fits {
+		line += st.Warn.Render("⚠ will not fit ")
+	}
+	return append(lines, truncate(line+text, w))
+}
+
+// stepText is the step time with its spread; an estimate has none.
+func stepText(r engine.Result) string {
+	if r.Source == engine.Estimated {
+		return fmt.Sprintf("%s ms (estimated: one computed step, no spread)", fmtMs(r.Step.Median))
+	}
+	return fmt.Sprintf("%s ms (p10 %s · p90 %s · %d steps)", fmtMs(r.Step.Median), fmtMs(r.Step.P10), fmtMs(r.Step.P90), r.Step.N)
+}
+
 func captureText(r engine.Result) string {
 	s := fmt.Sprintf("%s ms · %d graphs · %d nodes", fmtMs(r.CaptureMs), r.Graphs, r.Nodes)
 	if r.WarmupMs > 0 {
@@ -567,9 +862,16 @@ func memoryText(r engine.Result) string {
 	return s
 }
 
-// overridesLines are the format tabs and the rendered overrides, wrapped
-// to w so a long dotlist stays readable.
-func (m *Model) overridesLines(w int) []string {
+// overridesLines are the format tabs and the rendered overrides, laid out
+// to w so that what is copied from the pane still parses: a long comment
+// goes on over lines that start with "# " again, and a dotlist or flags
+// line breaks between tokens with a shell continuation ("\").
+func (m *Model) overridesLines(w int) []string { return m.overridesPane(w, false) }
+
+// overridesPane is overridesLines; brief leaves out the comments the
+// file starts with (which say where it comes from), for a short pane: the
+// overrides themselves are what has to show.
+func (m *Model) overridesPane(w int, brief bool) []string {
 	st := m.st
 	var tabs []string
 	for i, f := range presets.Formats {
@@ -584,7 +886,7 @@ func (m *Model) overridesLines(w int) []string {
 	}
 	title := "Overrides"
 	if rk, ok := m.shownCandidate(); ok {
-		title += " · " + rk.Result.Candidate.Label()
+		title += " · " + candName(rk.Result.Candidate)
 		if m.done.Winner != nil && rk.Result.Candidate.Key() == m.done.Winner.Result.Candidate.Key() {
 			title += " (winner)"
 		}
@@ -599,12 +901,57 @@ func (m *Model) overridesLines(w int) []string {
 	if err != nil {
 		return append(lines, st.Faint.Render(err.Error()))
 	}
-	for _, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-		for _, part := range strings.Split(wrap(l, w-2), "\n") {
+	body := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if brief {
+		head := 0
+		for head < len(body) && strings.HasPrefix(body[head], "#") {
+			head++
+		}
+		if head > 0 && head < len(body) {
+			body = body[head:]
+		}
+	}
+	for _, l := range body {
+		for _, part := range copyableLines(l, m.format(), w-2) {
 			lines = append(lines, "  "+st.Value.Render(part))
 		}
 	}
 	return lines
+}
+
+// copyableLines lays one line of rendered overrides out in lines of at
+// most w cells that mean the same when copied: comments continue as
+// comments, shell tokens continue with a backslash, and a token longer
+// than the line is left whole (cutting it would change it).
+func copyableLines(l, format string, w int) []string {
+	if ansi.StringWidth(l) <= w || w < 8 {
+		return []string{l}
+	}
+	if strings.HasPrefix(l, "#") {
+		body := strings.TrimSpace(strings.TrimPrefix(l, "#"))
+		parts := strings.Split(wrap(body, w-2), "\n")
+		for i := range parts {
+			parts[i] = "# " + parts[i]
+		}
+		return parts
+	}
+	if format != "dotlist" && format != "flags" {
+		return []string{l} // YAML, Python and JSON lines are short; never break one
+	}
+	var out []string
+	cur := ""
+	for _, tok := range strings.Fields(l) {
+		switch {
+		case cur == "":
+			cur = tok
+		case ansi.StringWidth(cur)+1+ansi.StringWidth(tok)+2 <= w:
+			cur += " " + tok
+		default:
+			out = append(out, cur+" \\")
+			cur = tok
+		}
+	}
+	return append(out, cur)
 }
 
 // promptLine is the bottom line of the screen: a prompt when one is open.
@@ -618,10 +965,16 @@ func (m *Model) promptLine(w int) string {
 			what += " of " + candName(rk.Result.Candidate)
 		}
 		return truncate(st.Prompt.Render(what+" to: ")+s.input+st.Accent.Render("▏"), w)
+	case promptReport:
+		return truncate(st.Prompt.Render("Write the report (Markdown, its plot beside it) to: ")+s.input+st.Accent.Render("▏"), w)
 	case promptName:
 		return truncate(st.Prompt.Render("Save the run as team preset: ")+s.input+st.Accent.Render("▏"), w)
 	case promptOverwrite:
 		return truncate(st.Warn.Render(fmt.Sprintf("Preset %s exists. Overwrite it? (y/n)", s.pending.Name)), w)
+	case promptOverwriteFile:
+		return truncate(st.Warn.Render(fmt.Sprintf("%s exists. Overwrite it? (y/n)", s.pendingFile.path)), w)
+	case promptOverwriteReport:
+		return truncate(st.Warn.Render(fmt.Sprintf("%s exists. Overwrite it and its plot? (y/n)", s.pendingReport.path)), w)
 	}
 	if d := m.done; d != nil && d.Winner != nil {
 		res := d.Winner.Result
@@ -633,7 +986,7 @@ func (m *Model) promptLine(w int) string {
 		}
 		return st.OK.Render(truncate(line, w))
 	}
-	return st.Faint.Render("no winner: every candidate failed or the search stopped before one finished")
+	return st.Faint.Render(truncate("no winner: every candidate failed, none fits, or the search stopped before one finished", w))
 }
 
 // candName is the label with the warm-up, which only matters when graphed.

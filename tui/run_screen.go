@@ -27,11 +27,13 @@ type runState struct {
 	cancel  context.CancelFunc
 	events  <-chan search.Event
 	started time.Time
+	ended   time.Time // when the DoneEvent (or the end of the stream) came
 
 	total, done int
 	eta         time.Duration
 	etaAt       time.Time // when eta was reported; the countdown goes on from there
 
+	plan  []search.Planned // the space as the runner planned it
 	rows  []runRow
 	index map[string]int // candidate key → row
 	live  map[int]*liveRun
@@ -44,7 +46,9 @@ type runState struct {
 	pinned   bool
 	mem      map[int]search.MemoryEvent
 
+	pausedAt time.Time      // when the stop question paused the search (zero: running)
 	last     *engine.Result // the latest finished candidate
+	lastOK   *engine.Result // the latest one that succeeded
 	confirm  bool           // "stop the search?" is asked
 	stopping bool
 	finished bool
@@ -108,6 +112,7 @@ func (m *Model) startSearch() tea.Cmd {
 }
 
 func (r *runState) setPlan(plan []search.Planned) {
+	r.plan = plan
 	r.rows, r.index = nil, map[string]int{}
 	for _, p := range plan {
 		if !p.Valid() {
@@ -150,6 +155,9 @@ func (m *Model) onEvent(msg eventMsg) tea.Cmd {
 		return nil
 	}
 	if msg.closed {
+		if !r.finished {
+			r.ended = m.opts.Now()
+		}
 		r.finished = true
 		r.cancel()
 		if m.done == nil {
@@ -196,6 +204,9 @@ func (m *Model) onEvent(msg eventMsg) tea.Cmd {
 		}
 		r.done, r.total, r.eta, r.etaAt = ev.Done, ev.Total, ev.ETA, now
 		r.last = &res
+		if !res.Failed() {
+			r.lastOK = &res
+		}
 		if res.Failed() {
 			m.setStatus("%s failed on GPU %d (%s)", res.Candidate.Label(), ev.GPU, res.ErrKind)
 		}
@@ -206,7 +217,8 @@ func (m *Model) onEvent(msg eventMsg) tea.Cmd {
 	case search.DoneEvent:
 		d := ev
 		m.done = &d
-		r.finished = true
+		r.finished, r.ended = true, now
+		m.backend.Pause(false)
 		return tea.Batch(next, m.showResults())
 	}
 	return next
@@ -222,6 +234,9 @@ func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 		switch {
 		case key.Matches(msg, k.Next):
 			return m.showResults()
+		case key.Matches(msg, k.Back):
+			// Back to the space, to change it and search again.
+			return m.goTo(screenSpace)
 		case key.Matches(msg, k.Quit):
 			return tea.Quit
 		}
@@ -232,9 +247,11 @@ func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 		case key.Matches(msg, k.Confirm):
 			r.confirm, r.stopping = false, true
 			r.cancel()
+			m.resume()
 			m.setStatus("stopping: the running candidates end, finished results are kept…")
 		case key.Matches(msg, k.Deny):
 			r.confirm = false
+			m.resume()
 			m.setStatus("search running")
 		}
 		return nil
@@ -243,8 +260,12 @@ func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 	case msg.String() == "ctrl+c" && r.stopping:
 		// A second ctrl+c while stopping: the person does not want to wait.
 		return tea.Quit
-	case key.Matches(msg, k.Stop) && !r.stopping:
-		r.confirm = true
+	case (key.Matches(msg, k.Stop) || key.Matches(msg, k.Back)) && !r.stopping:
+		// While the question is open no new candidate starts; the
+		// running ones finish.
+		r.confirm, r.pausedAt = true, m.opts.Now()
+		m.backend.Pause(true)
+		m.setStatus("paused: no new candidate starts until you answer")
 		return nil
 	case key.Matches(msg, k.Chart):
 		gpus := r.liveGPUs()
@@ -254,6 +275,17 @@ func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	return m.runScroll(msg)
+}
+
+// resume lets the paused search go on; the ETA's countdown did not run
+// while it was paused.
+func (m *Model) resume() {
+	r := m.run
+	if !r.pausedAt.IsZero() {
+		r.etaAt = r.etaAt.Add(m.opts.Now().Sub(r.pausedAt))
+		r.pausedAt = time.Time{}
+	}
+	m.backend.Pause(false)
 }
 
 func (m *Model) runScroll(msg tea.KeyPressMsg) tea.Cmd {
@@ -283,13 +315,13 @@ func (m *Model) runHelp() helpKeys {
 	case r == nil:
 		return helpKeys{}
 	case r.finished:
-		return helpKeys{short: []key.Binding{withHelp(k.Next, "enter", "results"), withHelp(k.Up, "↑/↓", "scroll"), k.Quit}}
+		return helpKeys{short: []key.Binding{withHelp(k.Next, "enter", "results"), withHelp(k.Back, "esc", "space"), withHelp(k.Up, "↑/↓", "scroll"), k.Quit}}
 	case r.confirm:
 		return helpKeys{short: []key.Binding{withHelp(k.Confirm, "y", "stop, keep results"), withHelp(k.Deny, "n", "keep running")}}
 	case r.stopping:
 		return helpKeys{short: []key.Binding{withHelp(k.Quit, "ctrl+c", "quit now")}}
 	}
-	return helpKeys{short: []key.Binding{withHelp(k.Stop, "q/ctrl+c", "stop search"), k.Chart, withHelp(k.Up, "↑/↓", "scroll"), k.Help}}
+	return helpKeys{short: []key.Binding{withHelp(k.Stop, "q/esc", "stop search"), k.Chart, withHelp(k.Up, "↑/↓", "scroll"), k.Help}}
 }
 
 // --- view ---------------------------------------------------------------
@@ -303,7 +335,7 @@ func (m *Model) runView(w, h int) string {
 	var top strings.Builder
 	top.WriteString(m.progressLine(w) + "\n")
 	if r.confirm {
-		top.WriteString(st.Warn.Render("Stop the search? Finished candidates are kept and ranked. (y/n)") + "\n")
+		top.WriteString(st.Warn.Render(truncate("Stop the search? Paused: nothing new starts. Finished candidates are kept and ranked. (y/n)", w)) + "\n")
 	} else {
 		top.WriteString(m.runSummary() + "\n")
 	}
@@ -328,7 +360,8 @@ func (m *Model) runView(w, h int) string {
 	// Narrow: table, chart, gauges stacked; the chart gets what the table
 	// does not need.
 	memLines := m.memoryLines(w, true)
-	rest := h - topLines - len(memLines) - 2 // chart title and phase strip
+	extra := 2 + m.chartExtraLines(w) // title, phase strip, legend if apart
+	rest := h - topLines - len(memLines) - extra
 	chartH := min(max(rest-(len(r.rows)+1), 3), 8)
 	chart := m.chartLines(w, chartH)
 	tableH := h - topLines - len(chart) - len(memLines)
@@ -355,7 +388,7 @@ func (m *Model) lastResultLines(w int) []string {
 		return lines
 	}
 	lines = append(lines,
-		kv("step", fmt.Sprintf("%s ms (p10 %s · p90 %s · %d steps)", fmtMs(res.Step.Median), fmtMs(res.Step.P10), fmtMs(res.Step.P90), res.Step.N)),
+		kv("step", stepText(*res)),
 		kv("eager", fmt.Sprintf("%s ms → %s", fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))),
 		kv("capture", captureText(*res)),
 		kv("memory", memoryText(*res)),
@@ -377,13 +410,18 @@ func (m *Model) progressLine(w int) string {
 		frac = float64(r.done) / float64(r.total)
 	}
 	now := m.opts.Now()
-	text := fmt.Sprintf(" %d/%d runs · %s elapsed", r.done, r.total, fmtDur(now.Sub(r.started)))
+	if r.finished && !r.ended.IsZero() {
+		now = r.ended // the clock stops with the search
+	}
+	elapsed := now.Sub(r.started)
+	text := fmt.Sprintf(" %d/%d runs · %s elapsed", r.done, r.total, fmtDur(elapsed))
 	switch {
 	case r.finished:
 		text += " · done"
+	case r.done > 0 && !r.pausedAt.IsZero():
+		text += " · paused, ETA " + fmtDur(r.etaLeft(r.pausedAt))
 	case r.done > 0:
-		left := max(r.eta-now.Sub(r.etaAt), 0)
-		text += " · ETA " + fmtDur(left)
+		text += " · ETA " + fmtDur(r.etaLeft(now))
 	default:
 		text += " · ETA —"
 	}
@@ -392,6 +430,18 @@ func (m *Model) progressLine(w int) string {
 	bar := m.prog
 	bar.SetWidth(max(w-len(label)-ansi.StringWidth(text), 10))
 	return m.st.Label.Render(label) + bar.ViewAs(frac) + m.st.Muted.Render(text)
+}
+
+// etaLeft is the time the search still needs: the runner's estimate counted
+// down since it was made, or, when that is the larger, what the runs so far
+// took each (the runner's first estimates know nothing of start-up costs).
+func (r *runState) etaLeft(now time.Time) time.Duration {
+	left := max(r.eta-now.Sub(r.etaAt), 0)
+	if r.done > 0 && r.total > r.done {
+		perRun := r.etaAt.Sub(r.started) / time.Duration(r.done)
+		left = max(left, perRun*time.Duration(r.total-r.done)-now.Sub(r.etaAt))
+	}
+	return max(left, time.Second)
 }
 
 func (m *Model) runSummary() string {
@@ -419,15 +469,30 @@ func (m *Model) runSummary() string {
 func (m *Model) runTable(w, h int) string {
 	r := m.run
 	st := m.st
-	t := newTable(w,
-		column{title: "", width: 1},
-		column{title: "CANDIDATE", width: 24},
-		column{title: "W", width: 2, right: true},
-		column{title: "STEP ms", width: 8, right: true},
-		column{title: "×EAGER", width: 6, right: true},
-		column{title: "GRAPH MiB", width: 9, right: true},
-		column{title: "NOTE", width: 10, flex: true},
-	)
+	var cands []presets.Candidate
+	for _, row := range r.rows {
+		cands = append(cands, row.cand)
+	}
+	// A narrow window drops the graph memory column (the results show it)
+	// before it cuts the names.
+	graphCol := w >= 80
+	cols := []column{
+		{title: "", width: 1},
+		{title: "CANDIDATE"},
+		{title: "STEP ms", width: 8, right: true},
+		{title: "×EAGER", width: 6, right: true},
+	}
+	if graphCol {
+		cols = append(cols, column{title: "GRAPH MiB", width: 9, right: true})
+	}
+	cols = append(cols, column{title: "NOTE", width: 10, flex: true})
+	fixed := 2 + 2*(len(cols)-1) // the NOTE column keeps 12 cells
+	for _, c := range cols {
+		fixed += c.width
+	}
+	cols[1].width = nameWidth(cands, w-fixed)
+	candW := cols[1].width
+	t := newTable(w, cols...)
 	var b strings.Builder
 	b.WriteString(t.header(st) + "\n")
 	rows := max(h-1, 1)
@@ -468,7 +533,11 @@ func (m *Model) runTable(w, h int) string {
 			mark, style = "✗", st.Err
 			note = row.result.ErrKind + ": " + row.result.Err
 		}
-		b.WriteString(style.Render(t.row(mark, row.cand.Label(), warmupText(row.cand), step, sp, graph, note)) + "\n")
+		cells := []string{mark, nameCell(row.cand, candW), step, sp}
+		if graphCol {
+			cells = append(cells, graph)
+		}
+		b.WriteString(style.Render(t.row(append(cells, note)...)) + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
@@ -491,10 +560,41 @@ func measuredSteps(s []engine.StepSample) int {
 	return n
 }
 
+// chartLegend names the phase letters of the chart's strip.
+const chartLegend = "e eager · w warm-up · c capture · m measured"
+
+// chartAxisW is the width of the chart's value axis.
+const chartAxisW = 8
+
+// chartExtraLines is 1 when the legend does not fit beside the phase strip
+// and takes a line of its own.
+func (m *Model) chartExtraLines(w int) int {
+	if m.legendApart(w) {
+		return 1
+	}
+	return 0
+}
+
+func (m *Model) legendApart(w int) bool {
+	r := m.run
+	lr := r.live[r.chartGPU]
+	if lr == nil || len(lr.samples) == 0 {
+		lr = r.prev[r.chartGPU]
+	}
+	n := 0
+	if lr != nil {
+		n = len(lr.samples)
+	}
+	plotW := max(w-chartAxisW, 4)
+	bw := min(max(plotW/max(min(n, plotW), 1), 1), 3)
+	return chartAxisW+min(n, plotW)*bw+2+len([]rune(chartLegend)) > w
+}
+
 // chartLines draws the step times of the candidate on the chart GPU: a
 // title, h rows of bars with the range on the left, and a strip of phase
 // letters (e eager, w warm-up, c capture, m measured) so the chart reads
-// without colour too.
+// without colour too. The capture step is off the scale: it is many steps
+// long, and on the same scale the step-to-step variation would not show.
 func (m *Model) chartLines(w, h int) []string {
 	r := m.run
 	st := m.st
@@ -509,31 +609,53 @@ func (m *Model) chartLines(w, h int) []string {
 	}
 	if lr == nil || len(lr.samples) == 0 {
 		lines := []string{st.Title.Render("Step time") + "  " + st.Faint.Render("waiting for the first step…")}
-		for range h + 1 {
+		for range h + 1 + m.chartExtraLines(w) {
 			lines = append(lines, "")
 		}
 		return lines
 	}
 	last := lr.samples[len(lr.samples)-1]
-	title := st.Title.Render("Step time") + "  " + st.Muted.Render(fmt.Sprintf("%s on GPU %d · %s · last %s ms", lr.cand.Label(), r.chartGPU, what, fmtMs(last.StepMs)))
-	const axisW = 8
-	plotW := max(w-axisW, 4)
+	plotW := max(w-chartAxisW, 4)
 	shown := lr.samples
 	if len(shown) > plotW {
 		shown = shown[len(shown)-plotW:]
 	}
 	// Few samples get wider bars, so a short run still reads as a chart.
 	bw := min(max(plotW/max(len(shown), 1), 1), 3)
+	lo, hi := 0.0, 0.0
+	capture := 0.0
+	scaled := 0
+	for _, s := range shown {
+		if s.Phase == engine.PhaseCapture {
+			capture = max(capture, s.StepMs)
+			continue
+		}
+		if scaled == 0 {
+			lo, hi = s.StepMs, s.StepMs
+		}
+		lo, hi = min(lo, s.StepMs), max(hi, s.StepMs)
+		scaled++
+	}
+	if scaled == 0 {
+		lo, hi = capture, capture
+	}
 	vals := make([]float64, 0, len(shown)*bw)
 	phases := make([]string, 0, len(shown)*bw)
-	lo, hi := shown[0].StepMs, shown[0].StepMs
 	for _, s := range shown {
-		lo, hi = min(lo, s.StepMs), max(hi, s.StepMs)
+		v := s.StepMs
+		if s.Phase == engine.PhaseCapture {
+			v = hi // drawn full height, its value is in the title
+		}
 		for range bw {
-			vals = append(vals, s.StepMs)
+			vals = append(vals, v)
 			phases = append(phases, s.Phase)
 		}
 	}
+	info := fmt.Sprintf("%s on GPU %d · %s · last %s ms", candName(lr.cand), r.chartGPU, what, fmtMs(last.StepMs))
+	if capture > 0 && scaled > 0 {
+		info += fmt.Sprintf(" · capture %s ms, off the scale", fmtMs(capture))
+	}
+	title := st.Title.Render("Step time") + "  " + st.Muted.Render(info)
 	phaseStyle := func(i int) lipgloss.Style { return st.Phase[phases[i]] }
 	bars := barChart(vals, plotW, h, phaseStyle)
 	lines := []string{truncate(title, w)}
@@ -545,7 +667,7 @@ func (m *Model) chartLines(w, h int) []string {
 		case len(bars) - 1:
 			axis = fmtMs(lo)
 		}
-		lines = append(lines, st.Faint.Render(padLeft(axis, axisW-2)+" ┤")+b)
+		lines = append(lines, st.Faint.Render(padLeft(axis, chartAxisW-2)+" ┤")+b)
 	}
 	var strip strings.Builder
 	for _, p := range phases {
@@ -555,9 +677,11 @@ func (m *Model) chartLines(w, h int) []string {
 		}
 		strip.WriteString(st.Phase[p].Render(c))
 	}
-	legend := "  e eager · w warm-up · c capture · m measured"
-	lines = append(lines, truncate(st.Faint.Render(padLeft("", axisW-2)+"  ")+strip.String()+st.Faint.Render(legend), w))
-	return lines
+	stripLine := st.Faint.Render(padLeft("", chartAxisW-2)+"  ") + strip.String()
+	if m.legendApart(w) {
+		return append(lines, truncate(stripLine, w), st.Faint.Render(truncate(padLeft("", chartAxisW)+chartLegend, w)))
+	}
+	return append(lines, stripLine+st.Faint.Render("  "+chartLegend))
 }
 
 // memoryLines are the NVML gauges, one line per GPU of the search;
@@ -566,11 +690,7 @@ func (m *Model) memoryLines(w int, labelled bool) []string {
 	r := m.run
 	st := m.st
 	if r.req.Estimate {
-		label := ""
-		if labelled {
-			label = st.Label.Render("Memory  ")
-		}
-		return []string{label + st.Faint.Render("no NVML readings: the estimate engine runs nothing on a GPU")}
+		return m.estimatedMemoryLines(w, labelled)
 	}
 	gpus := slices.Clone(r.req.GPUs)
 	for g := range r.mem {
@@ -607,4 +727,27 @@ func (r *runState) runningOn(g int) string {
 		}
 	}
 	return ""
+}
+
+// estimatedMemoryLines are the memory panel of an estimated search: what
+// the latest estimate says the candidate needs in the real job (the memory
+// model's total when the engine made one, else the run's peak scaled to
+// the job), against the job GPU's memory.
+func (m *Model) estimatedMemoryLines(w int, labelled bool) []string {
+	r, st := m.run, m.st
+	label := st.Label.Render("GPU est ")
+	if labelled {
+		label = st.Label.Render("Memory  ")
+	}
+	if r.lastOK == nil {
+		return []string{label + st.Faint.Render("estimated: waiting for the first estimate")}
+	}
+	need, total, what := jobMemory(*r.lastOK, m.jobGPUMiB(r.req))
+	text := fmt.Sprintf(" %s/%s GiB %s · %s · estimated", fmtGiB(need), fmtGiB(total), what, candName(r.lastOK.Candidate))
+	frac := 0.0
+	if total > 0 {
+		frac = float64(need) / float64(total)
+	}
+	barW := max(min(w-8-ansi.StringWidth(text), 50), 8)
+	return []string{label + gauge(frac, barW, m.gaugeStyle(frac), lipgloss.NewStyle().Foreground(st.BarEmpty)) + st.Muted.Render(truncate(text, w-8-barW))}
 }

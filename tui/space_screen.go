@@ -10,6 +10,7 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/presets"
 	"cgtune/search"
@@ -214,18 +215,19 @@ func (m *Model) onPlan(msg planMsg) {
 	}
 	m.planning = false
 	m.planErr = msg.err
-	// Valid candidates first: they are what will run; the rejected ones
-	// follow with the rule that rejects them.
+	// Valid candidates first: they are what will run; then those known
+	// to fail, then the ones the rules reject, with the rule.
 	plan := slices.Clone(msg.plan)
-	slices.SortStableFunc(plan, func(a, b search.Planned) int {
+	class := func(p search.Planned) int {
 		switch {
-		case a.Valid() == b.Valid():
+		case p.Valid():
 			return 0
-		case a.Valid():
-			return -1
+		case p.Violations[0].ID == search.WillFailID:
+			return 1
 		}
-		return 1
-	})
+		return 2
+	}
+	slices.SortStableFunc(plan, func(a, b search.Planned) int { return class(a) - class(b) })
 	m.plan = plan
 	m.spaceScr.cursor = min(m.spaceScr.cursor, max(len(plan)-1, 0))
 }
@@ -238,6 +240,36 @@ func (m *Model) validCount() int {
 		}
 	}
 	return n
+}
+
+// planCounts are the plan's rows that will fail, are rejected by the
+// rules, and the other spellings merged into rows.
+func (m *Model) planCounts() (willFail, rejected, aliases int) {
+	for _, p := range m.plan {
+		aliases += len(p.Also)
+		switch {
+		case p.Valid():
+		case p.Violations[0].ID == search.WillFailID:
+			willFail++
+		default:
+			rejected++
+		}
+	}
+	return willFail, rejected, aliases
+}
+
+// Ties are the tie bands the t key cycles through (search.RankOptions.Tie).
+var Ties = []float64{search.DefaultTie, 0.02, 0.05, 0.1, search.NoTie, 0.005}
+
+// tieText shows a tie band.
+func tieText(t float64) string {
+	switch {
+	case t == 0:
+		return search.FormatTie(search.DefaultTie)
+	case t < 0:
+		return "0% (spread only)"
+	}
+	return search.FormatTie(t)
 }
 
 func (m *Model) spaceKey(msg tea.KeyPressMsg) tea.Cmd {
@@ -258,6 +290,10 @@ func (m *Model) spaceKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	case key.Matches(msg, k.BudgetDown):
 		m.budget = nextBudget(m.budget, -1)
+		return nil
+	case key.Matches(msg, k.Tie):
+		m.tie = nextIn(Ties, m.tie, 1)
+		m.setStatus("tie band %s: candidates within it (or their measured p10–p90 spread) tie; less graph memory, then the simpler one, ranks first", tieText(m.tie))
 		return nil
 	case key.Matches(msg, k.Start):
 		return m.startSearch()
@@ -342,13 +378,13 @@ func (m *Model) spaceHelp() helpKeys {
 	k := m.keys
 	if m.spaceScr.focus == focusCands {
 		return helpKeys{short: []key.Binding{withHelp(k.Up, "↑/↓", "scroll"), k.Start, withHelp(k.Focus, "tab", "toggles"),
-			k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Back, k.Quit}}
+			k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, k.Back, k.Quit}}
 	}
 	short := []key.Binding{k.Toggle, k.Start, withHelp(k.Focus, "tab", "candidates"), withHelp(k.Up, "arrows", "move"),
-		k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), withHelp(k.All, "a", "all"), k.Back, k.Quit}
+		k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, withHelp(k.All, "a", "all"), k.Back, k.Quit}
 	return helpKeys{short: short, full: [][]key.Binding{
 		{withHelp(k.Up, "↑/↓", "row"), withHelp(k.Left, "←/→", "item"), k.Toggle, withHelp(k.All, "a", "all/none in row")},
-		{withHelp(k.Focus, "tab", "candidate list"), k.Strategy, withHelp(k.BudgetUp, "+/-", "budget")},
+		{withHelp(k.Focus, "tab", "candidate list"), k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie},
 		{k.Start, k.Back, k.Quit, k.Help},
 	}}
 }
@@ -383,7 +419,24 @@ func (m *Model) spaceView(w, h int) string {
 	} else {
 		engine += st.Value.Render(fmt.Sprintf("%d GPU(s)", len(m.request().GPUs)))
 	}
-	b.WriteString(padRight("Run", 9) + strategy + "  " + budget + "  " + engine + "\n\n")
+	tie := st.Label.Render("Tie ") + st.Value.Render(tieText(m.tie)) + st.Faint.Render(" (t)")
+	// The run settings wrap under their label like the toggles do.
+	run := padRight("Run", 9)
+	runW := 9
+	for i, item := range []string{strategy, budget, tie, engine} {
+		iw := ansi.StringWidth(item)
+		if i > 0 && runW+2+iw > w {
+			b.WriteString(run + "\n")
+			lines++
+			run, runW = strings.Repeat(" ", 9), 9
+		} else if i > 0 {
+			run += "  "
+			runW += 2
+		}
+		run += item
+		runW += iw
+	}
+	b.WriteString(run + "\n\n")
 	lines += 2
 
 	ctitle := "Candidates"
@@ -400,7 +453,15 @@ func (m *Model) spaceView(w, h int) string {
 	case m.planning && m.plan == nil:
 		count = st.Muted.Render("checking the rules…")
 	default:
-		count = st.OK.Render(fmt.Sprintf("%d valid", valid)) + st.Muted.Render(fmt.Sprintf(" · %d rejected by the rules · %d in the space", len(m.plan)-valid, len(m.plan)))
+		fails, rejected, aliases := m.planCounts()
+		count = st.OK.Render(fmt.Sprintf("%d valid", valid))
+		if fails > 0 {
+			count += st.Warn.Render(fmt.Sprintf(" · %d will fail", fails))
+		}
+		count += st.Muted.Render(fmt.Sprintf(" · %d rejected by the rules", rejected))
+		if aliases > 0 {
+			count += st.Muted.Render(fmt.Sprintf(" · %d aliases", aliases))
+		}
 		if m.planning {
 			count += st.Faint.Render(" (updating…)")
 		}
@@ -412,7 +473,14 @@ func (m *Model) spaceView(w, h int) string {
 	if s.focus == focusCands && s.cursor < len(m.plan) {
 		p := m.plan[s.cursor]
 		for _, v := range p.Violations {
-			detail = append(detail, strings.Split(wrap(v.ID+": "+v.Message, w-2), "\n")...)
+			text := v.ID + ": " + v.Message
+			if v.ID == search.WillFailID {
+				text = "will fail: " + v.Message
+			}
+			detail = append(detail, strings.Split(wrap(text, w-2), "\n")...)
+		}
+		if len(p.Also) > 0 {
+			detail = append(detail, strings.Split(wrap(alsoText(p)+" ("+strings.Join(p.Why, "; ")+")", w-2), "\n")...)
 		}
 		if p.Valid() && p.Estimate != nil && p.Estimate.Failed() {
 			detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: the estimate fails (%s): %s", p.Candidate.Label(), p.Estimate.ErrKind, p.Estimate.Err), w-2), "\n")...)
@@ -420,7 +488,7 @@ func (m *Model) spaceView(w, h int) string {
 			detail = append(detail, fmt.Sprintf("%s: estimate %s ms/step, %s eager; capture %s ms; %d graphs",
 				p.Candidate.Label(), fmtMs(p.Estimate.Step.Median), fmtMs(p.Estimate.Eager.Median), fmtMs(p.Estimate.CaptureMs), p.Estimate.Graphs))
 		}
-		detail = detail[:min(len(detail), 3)]
+		detail = detail[:min(len(detail), 4)]
 	}
 	listH := h - lines - 1 - len(detail)
 	if listH < 1 || len(m.plan) == 0 {
@@ -430,14 +498,20 @@ func (m *Model) spaceView(w, h int) string {
 	if m.estimate || m.anyEstimate() {
 		estHdr = "EST. ms"
 	}
-	candW := 30
-	if w >= 120 {
-		candW = 40
+	var cands []presets.Candidate
+	for _, p := range m.plan {
+		// The rows that run (or will fail) size the column; a long
+		// rejected spelling is cut rather than push the notes away.
+		if p.Valid() || p.Violations[0].ID == search.WillFailID {
+			cands = append(cands, p.Candidate)
+		}
 	}
+	// The candidate column is as wide as the longest name, leaving the
+	// notes at least 16 cells; a name cut to fit keeps its warm-up.
+	candW := nameWidth(cands, w-(1+8+6+16+2*4))
 	t := newTable(w,
 		column{title: "", width: 1},
 		column{title: "CANDIDATE", width: candW},
-		column{title: "W", width: 2, right: true},
 		column{title: estHdr, width: 8, right: true},
 		column{title: "×EAGER", width: 6, right: true},
 		column{title: "RULE / NOTE", width: 20, flex: true},
@@ -449,8 +523,10 @@ func (m *Model) spaceView(w, h int) string {
 		p := m.plan[i]
 		cur := s.focus == focusCands && i == s.cursor
 		var line string
-		if p.Valid() {
-			est, sp, note := "—", "—", ""
+		name := nameCell(p.Candidate, candW)
+		switch {
+		case p.Valid():
+			est, sp, note := "—", "—", alsoText(p)
 			switch {
 			case p.Estimate != nil && p.Estimate.Failed():
 				// Valid by the rules, but the estimate says it will not run.
@@ -458,20 +534,23 @@ func (m *Model) spaceView(w, h int) string {
 			case p.Estimate != nil:
 				est, sp = fmtMs(p.Estimate.Step.Median), fmtSpeedup(p.Estimate.Speedup)
 			}
-			line = t.row("✓", p.Candidate.Label(), warmupText(p.Candidate), est, sp, note)
+			line = t.row("✓", name, est, sp, note)
 			if cur {
 				line = st.Cursor.Render(line)
 			}
-		} else {
+		case p.Violations[0].ID == search.WillFailID:
+			line = st.Warn.Render(t.row("!", name, "", "", "will fail: "+p.Violations[0].Message))
+		default:
 			v := p.Violations[0]
 			note := v.ID + " " + v.Message
 			if len(p.Violations) > 1 {
 				note = fmt.Sprintf("%s (+%d more)", note, len(p.Violations)-1)
 			}
-			line = st.Faint.Render(t.row("✗", p.Candidate.Label(), warmupText(p.Candidate), "", "", note))
+			line = st.Faint.Render(t.row("✗", name, "", "", note))
 		}
 		if cur && st.Plain {
-			line = "›" + line[len("✓"):]
+			_, rest, _ := strings.Cut(line, " ")
+			line = "› " + rest
 		}
 		b.WriteString(line + "\n")
 	}
@@ -483,6 +562,18 @@ func (m *Model) spaceView(w, h int) string {
 		}
 	}
 	return b.String()
+}
+
+// alsoText lists the other spellings merged into a plan row.
+func alsoText(p search.Planned) string {
+	if len(p.Also) == 0 {
+		return ""
+	}
+	names := make([]string, len(p.Also))
+	for i, a := range p.Also {
+		names[i] = candName(a)
+	}
+	return "also: " + strings.Join(names, ", ")
 }
 
 func (m *Model) anyEstimate() bool {

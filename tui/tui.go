@@ -45,9 +45,14 @@ type Options struct {
 	// GPUs are the GPUs selected at first (--gpu), instead of the idle ones.
 	Estimate bool
 	GPUs     []int
-	// Strategy and Budget start the space screen (--strategy, --budget).
+	// Strategy, Budget and Tie start the space screen (--strategy,
+	// --budget, --tie).
 	Strategy string
 	Budget   time.Duration
+	Tie      float64
+	// TrainIters is the job length job-level times are for (--train-iters;
+	// 0: search.DefaultTrainIters).
+	TrainIters int
 	// EmitPath and Format are the write prompt's default path and the
 	// overrides format shown first (--emit, --format).
 	EmitPath string
@@ -77,6 +82,9 @@ type selection struct {
 	mbridge string
 	inline  bool  // the preset carries its own model rather than naming a built-in
 	err     error // the layout's validation error, shown inline
+	// edited are the layout fields the person changed (by label); a
+	// change of GPU type keeps them.
+	edited map[string]bool
 }
 
 // Model is the root bubbletea model. It owns all state; screens are files
@@ -113,6 +121,7 @@ type Model struct {
 	space    spaceChoice
 	strategy string
 	budget   time.Duration
+	tie      float64 // the ranking's tie band (search.RankOptions.Tie)
 	plan     []search.Planned
 	planSeq  int
 	planErr  error
@@ -151,6 +160,7 @@ func New(b Backend, opts Options) *Model {
 		estimate: opts.Estimate,
 		strategy: Strategies[0],
 		budget:   10 * time.Minute,
+		tie:      search.DefaultTie,
 		space:    newSpaceChoice(presets.DefaultSpace()),
 	}
 	if slices.Contains(Strategies, opts.Strategy) {
@@ -158,6 +168,9 @@ func New(b Backend, opts Options) *Model {
 	}
 	if opts.Budget != 0 {
 		m.budget = opts.Budget
+	}
+	if opts.Tie != 0 {
+		m.tie = opts.Tie
 	}
 	if i := slices.Index(presets.Formats, opts.Format); i >= 0 {
 		m.resScr.format = i
@@ -232,7 +245,7 @@ func (m *Model) setError(err error) {
 func (m *Model) typing() bool {
 	switch m.screen {
 	case screenModel:
-		return m.modelScr.focus == focusList || m.modelScr.editing
+		return (m.modelScr.focus == focusList && m.modelScr.filtering) || m.modelScr.editing
 	case screenResults:
 		return m.resScr.prompt != promptNone
 	}
@@ -279,6 +292,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case writtenMsg:
 		m.onWritten(msg)
 		return m, nil
+	case reportMsg:
+		m.onReport(msg)
+		return m, nil
 	case savedMsg:
 		return m, m.onSaved(msg)
 	case tea.PasteMsg:
@@ -295,6 +311,17 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	// the search (partial results are kept); elsewhere it quits.
 	if msg.String() == "ctrl+c" && m.screen != screenRun {
 		return tea.Quit
+	}
+	if m.tooSmall() {
+		// Nothing of the screen is visible: a key would act blind. Only
+		// ctrl+c (above, or on the run screen) and q get through.
+		if m.screen == screenRun {
+			return m.runKey(msg)
+		}
+		if key.Matches(msg, m.keys.Quit) {
+			return tea.Quit
+		}
+		return nil
 	}
 	prompting := m.screen == screenResults && m.resScr.prompt != promptNone
 	if key.Matches(msg, m.keys.Help) && !prompting {
@@ -339,13 +366,15 @@ func (m *Model) goTo(s screen) tea.Cmd {
 // request is the search as set up so far.
 func (m *Model) request() Request {
 	r := Request{
-		Model:    m.sel.model,
-		Layout:   m.sel.layout,
-		MBridge:  m.sel.mbridge,
-		Space:    m.space.Space(),
-		Strategy: m.strategy,
-		Budget:   m.budget,
-		Estimate: m.estimate,
+		Model:      m.sel.model,
+		Layout:     m.sel.layout,
+		MBridge:    m.sel.mbridge,
+		Space:      m.space.Space(),
+		Strategy:   m.strategy,
+		Budget:     m.budget,
+		Tie:        m.tie,
+		TrainIters: m.opts.TrainIters,
+		Estimate:   m.estimate,
 	}
 	if !m.estimate {
 		for _, g := range m.gpus {
@@ -369,7 +398,18 @@ func (m *Model) layoutSizes() {
 }
 
 func (m *Model) helpView() string {
-	return m.help.View(m.screenHelp())
+	h := m.screenHelp()
+	if m.help.ShowAll {
+		// Inside the full help, ? closes it.
+		for i := range h.full {
+			for j, b := range h.full[i] {
+				if key.Matches(tea.KeyPressMsg{Code: '?', Text: "?"}, b) {
+					h.full[i][j] = withHelp(b, "?", "fewer keys")
+				}
+			}
+		}
+	}
+	return m.help.View(h)
 }
 
 func (m *Model) screenHelp() helpKeys {
@@ -397,9 +437,22 @@ func (m *Model) View() tea.View {
 	return v
 }
 
+// jobGPUMiB is the memory of the GPU the real job runs on (the layout's
+// GPU type), 0 when the spec table does not know it.
+func (m *Model) jobGPUMiB(req Request) int64 {
+	if spec, ok := engine.SpecFor(req.Layout.GPU); ok {
+		return spec.MemoryMiB
+	}
+	return 0
+}
+
+// tooSmall reports whether the window is below the minimum size, when the
+// screens are not drawn.
+func (m *Model) tooSmall() bool { return m.width < minWidth || m.height < minHeight }
+
 func (m *Model) render() string {
 	w, h := m.width, m.height
-	if w < minWidth || h < minHeight {
+	if m.tooSmall() {
 		return fitBlock(fmt.Sprintf("cgtune needs a window of at least %d×%d (80×24 is comfortable); this one is %d×%d.", minWidth, minHeight, w, h), w, h)
 	}
 	helpLines := strings.Split(m.helpView(), "\n")
@@ -434,7 +487,7 @@ func (m *Model) render() string {
 func (m *Model) headerView(w int) string {
 	var steps []string
 	for i, n := range screenNames {
-		label := fmt.Sprintf("%d %s", i+1, n)
+		label := n
 		switch {
 		case screen(i) == m.screen && m.st.Plain:
 			steps = append(steps, "["+label+"]")

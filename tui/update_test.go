@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -72,9 +74,12 @@ func TestResizeKeepsTheFrame(t *testing.T) {
 	}
 }
 
+// "/" opens the filter: then letters are text (q does not quit), enter
+// closes it; outside the filter, letters are commands.
 func TestFilterTypesInsteadOfQuitting(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "/")
 	if cmd := press(m, "q"); isQuit(cmd) {
 		t.Fatal("q in the model filter quit the program")
 	}
@@ -94,11 +99,35 @@ func TestFilterTypesInsteadOfQuitting(t *testing.T) {
 		t.Errorf("backspace: filter = %q", m.modelScr.filter)
 	}
 	press(m, "esc")
-	if m.modelScr.filter != "" || len(m.listItems()) != len(m.builtins)+len(f.presets) {
+	if m.modelScr.filter != "" || m.modelScr.filtering || len(m.listItems()) != len(m.builtins)+len(f.presets) {
 		t.Errorf("esc should clear the filter; %d items", len(m.listItems()))
 	}
 	if isQuit(press(m, "ctrl+c")) == false {
 		t.Error("ctrl+c does not quit on the model screen")
+	}
+	// Outside the filter, q quits.
+	if !isQuit(press(m, "q")) {
+		t.Error("q outside the filter does not quit")
+	}
+}
+
+// Enter with a filter that matches nothing does not continue with a model
+// the list no longer shows.
+func TestEnterWithNoMatchStays(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "/", "z", "z", "z", "enter")
+	if m.screen != screenModel || !m.statusErr || !strings.Contains(m.status, `matches the filter "zzz"`) {
+		t.Errorf("screen %d, status %q", m.screen, m.status)
+	}
+	// With a match, enter closes the filter, a second one continues.
+	press(m, "esc", "/", "q", "w", "e", "n", "enter")
+	if m.modelScr.filtering || m.screen != screenModel {
+		t.Fatalf("first enter: filtering %v, screen %d", m.modelScr.filtering, m.screen)
+	}
+	press(m, "enter")
+	if m.screen != screenGPU || m.sel.model.Name != "qwen3_30b_a3b" {
+		t.Errorf("second enter: screen %d, model %s", m.screen, m.sel.model.Name)
 	}
 }
 
@@ -129,9 +158,28 @@ func TestGPUTypeCycles(t *testing.T) {
 	if m.sel.layout.GPU != gpus[0] {
 		t.Errorf("left did not go back: %s", m.sel.layout.GPU)
 	}
-	press(m, "tab", "g")
+	press(m, "g")
 	if m.sel.layout.GPU != gpus[1] {
+		t.Errorf("g in the model list: %s", m.sel.layout.GPU)
+	}
+	press(m, "tab", "g")
+	if m.sel.layout.GPU != gpus[2] {
 		t.Errorf("g in the layout editor: %s", m.sel.layout.GPU)
+	}
+}
+
+// A change of GPU type keeps the fields the person edited.
+func TestGPUTypeKeepsEdits(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "tab", "down", "down", "8", "enter") // TP 8
+	if m.sel.layout.TP != 8 {
+		t.Fatalf("TP %d", m.sel.layout.TP)
+	}
+	press(m, "g")
+	def, _ := m.sel.model.Layout(m.sel.layout.GPU)
+	if m.sel.layout.GPU == "h100" || m.sel.layout.TP != 8 || m.sel.layout.GBS != def.GBS || !strings.Contains(m.status, "with your TP") {
+		t.Errorf("layout %+v (status %q)", m.sel.layout, m.status)
 	}
 }
 
@@ -176,29 +224,35 @@ func TestLayoutEditValidatesInline(t *testing.T) {
 	}
 }
 
+// v cycles through every MB version the command line takes (0.4, the
+// default, first), in the list and in the editor.
 func TestMBridgeToggle(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
-	if m.sel.mbridge != "0.6" {
-		t.Fatalf("default MB %s", m.sel.mbridge)
-	}
-	press(m, "tab", "v")
 	if m.sel.mbridge != "0.4" {
-		t.Errorf("v: MB %s", m.sel.mbridge)
+		t.Fatalf("default MB %s", m.sel.mbridge)
 	}
 	if !strings.Contains(view(m), "G2") {
 		t.Error("the view does not say what 0.4 changes")
 	}
-	press(m, "v")
-	if m.sel.mbridge != "0.6" {
-		t.Errorf("v again: MB %s", m.sel.mbridge)
+	var seen []string
+	for range presets.MBridgeVersions {
+		press(m, "v")
+		seen = append(seen, m.sel.mbridge)
+	}
+	if strings.Join(seen, " ") != "0.5 0.6 0.7 0.3 0.4" {
+		t.Errorf("v cycles %v", seen)
+	}
+	press(m, "tab", "v")
+	if m.sel.mbridge != "0.5" || !strings.Contains(view(m), "G3") {
+		t.Errorf("v in the editor: MB %s", m.sel.mbridge)
 	}
 }
 
 func TestTeamPresetLoadsThroughBackend(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
-	cmd := press(m, "t", "e", "a", "m")
+	cmd := press(m, "/", "t", "e", "a", "m")
 	if cmd == nil {
 		t.Fatal("moving onto a preset should load it through the backend")
 	}
@@ -307,7 +361,8 @@ func TestSpaceToggles(t *testing.T) {
 	if m.screen != screenSpace || !m.planning {
 		t.Fatalf("screen %d planning %v", m.screen, m.planning)
 	}
-	if sp := m.space.Space(); sp.Scopes != nil || !slices.Equal(sp.Warmups, []int{3}) {
+	// The same default warm-ups as the headless search.
+	if sp := m.space.Space(); sp.Scopes != nil || !slices.Equal(sp.Warmups, presets.DefaultWarmups()) {
 		t.Fatalf("default space %+v", sp)
 	}
 	seq := m.planSeq
@@ -420,7 +475,7 @@ func TestRunScreenFollowsEvents(t *testing.T) {
 		t.Errorf("memory gauge reads %d MiB", got)
 	}
 	v := view(m)
-	for _, want := range []string{"59.8/140.4 GiB", "oom", "te attn,mlp on GPU 0", "ETA"} {
+	for _, want := range []string{"59.8/140.4 GiB", "oom", "te attn,mlp w3 on GPU 0", "ETA"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("run view lacks %q:\n%s", want, v)
 		}
@@ -428,7 +483,7 @@ func TestRunScreenFollowsEvents(t *testing.T) {
 	// A new candidate without steps yet: the chart keeps the last one's.
 	send(m, eventMsg{ev: f.events[len(f.events)-2]})
 	send(m, eventMsg{ev: search.StartEvent{Candidate: cNone, GPU: 0, Round: 2, Steps: 16}})
-	if v := view(m); !strings.Contains(v, "te attn,mlp on GPU 0 · previous candidate") {
+	if v := view(m); !strings.Contains(v, "te attn,mlp w3 on GPU 0 · previous candidate") {
 		t.Errorf("the chart dropped the finished candidate's steps:\n%s", v)
 	}
 	// The DoneEvent moves to the results.
@@ -504,7 +559,7 @@ func finishRun(t *testing.T, f *fakeBackend) *Model {
 func TestResultsFormatsAndWrite(t *testing.T) {
 	f := newFake(t)
 	m := finishRun(t, f)
-	if !strings.Contains(view(m), "cuda_graph_modules: [attn, mlp]") {
+	if !strings.Contains(view(m), "cuda_graph_scope: [attn, mlp]") {
 		t.Fatalf("winner's YAML overrides not shown:\n%s", view(m))
 	}
 	for _, want := range presets.Formats[1:] {
@@ -531,7 +586,7 @@ func TestResultsFormatsAndWrite(t *testing.T) {
 		t.Fatal("enter did not write")
 	}
 	send(m, cmd())
-	want, _ := presets.BuildOverrides(cTEAttnMLP, presets.G3).Render("yaml")
+	want, _ := presets.BuildOverrides(cTEAttnMLP, presets.G2).Render("yaml")
 	if got := mustRead(t, f.dir+"/out.yaml"); got != string(want) {
 		t.Errorf("file:\n%s\nwant:\n%s", got, want)
 	}
@@ -540,7 +595,7 @@ func TestResultsFormatsAndWrite(t *testing.T) {
 	}
 	// The cursor picks whose overrides are shown.
 	press(m, "down")
-	if !strings.Contains(view(m), "cuda_graph_modules: [attn]") {
+	if !strings.Contains(view(m), "cuda_graph_scope: [attn]") {
 		t.Error("moving the cursor did not show the second candidate's overrides")
 	}
 	press(m, "down", "down")
@@ -585,14 +640,14 @@ func TestSaveRunAsPreset(t *testing.T) {
 		t.Fatalf("saved preset does not validate: %v", err)
 	}
 	r := p.Result
-	if p.Model != "llama3_70b" || p.GPU != "h100" || p.MBridge != "0.6" || r == nil {
+	if p.Model != "llama3_70b" || p.GPU != "h100" || p.MBridge != "0.4" || r == nil {
 		t.Fatalf("preset %+v", p)
 	}
 	if r.Winner.Key() != cTEAttnMLP.Key() || r.StepMS != 104 || r.EagerStepMS != 130 || r.Engine != "measured" ||
 		r.GPUName != "NVIDIA H200" || r.DriverVersion != "580.65.06" || r.CgtuneVersion != "0.1.0-test" || r.MemoryMiB != 2800 || !r.MeasuredAt.Equal(t0) {
 		t.Errorf("result %+v", r)
 	}
-	if len(p.Space.Impls) != 3 || !slices.Equal(p.Space.Warmups, []int{3}) {
+	if len(p.Space.Impls) != 3 || !slices.Equal(p.Space.Warmups, presets.DefaultWarmups()) {
 		t.Errorf("space %+v", p.Space)
 	}
 }
@@ -667,5 +722,212 @@ func TestRunScreenGaugesPerGPU(t *testing.T) {
 	send(m, eventMsg{ev: search.ResultEvent{GPU: 0, Round: 1, Result: result(cNone, 130, 0), Done: 1, Total: 3}})
 	if g0, g1 := gauge("GPU 0"), gauge("GPU 1"); strings.Contains(g0, "▶") || !strings.Contains(g1, "▶ te attn") {
 		t.Errorf("after GPU 0's result:\n%s\n%s", g0, g1)
+	}
+}
+
+// Inside the full help, ? says it closes it.
+func TestHelpInsideHelp(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 120, 30)
+	if !strings.Contains(view(m), "? more keys") && !strings.Contains(view(m), "…") {
+		t.Fatalf("short help:\n%s", view(m))
+	}
+	press(m, "?")
+	if v := view(m); !strings.Contains(v, "fewer keys") || strings.Contains(v, "more keys") {
+		t.Errorf("full help:\n%s", v)
+	}
+}
+
+// Below the minimum size nothing is drawn, so keys do nothing (but quit).
+func TestTooSmallKeysDoNothing(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.Update(tea.WindowSizeMsg{Width: 50, Height: 12})
+	before := m.sel.model.Name
+	press(m, "down", "down", "enter", "tab", "g", "v")
+	if m.screen != screenModel || m.sel.model.Name != before || m.modelScr.focus != focusList || m.sel.mbridge != "0.4" {
+		t.Errorf("keys acted blind: screen %d, model %s, focus %d, MB %s", m.screen, m.sel.model.Name, m.modelScr.focus, m.sel.mbridge)
+	}
+	if !isQuit(press(m, "q")) {
+		t.Error("q does not quit a window that is too small")
+	}
+}
+
+// Fixing the layout clears "fix the layout first"; an invalid layout shows
+// no data-parallel size.
+func TestLayoutFixClearsMessage(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	press(m, "tab", "down", "down", "3", "enter", "enter")
+	if !m.statusErr || !strings.HasPrefix(m.status, fixLayoutFirst) {
+		t.Fatalf("status %q", m.status)
+	}
+	if !strings.Contains(view(m), "DP — · micro-batches —") {
+		t.Errorf("an invalid layout shows a data-parallel size:\n%s", view(m))
+	}
+	press(m, "4", "enter")
+	if m.sel.err != nil || m.status != "" {
+		t.Errorf("after the fix: err %v, status %q", m.sel.err, m.status)
+	}
+}
+
+// The stop question pauses the search (no new candidate starts) and esc
+// asks it too; after the search, the clock stops and esc goes back to the
+// space.
+func TestRunStopPausesAndEscGoesBack(t *testing.T) {
+	f := newFake(t)
+	m, clk, _ := startRun(t, f)
+	playEvents(m, f, 6)
+	press(m, "esc")
+	if !m.run.confirm || len(f.paused) != 1 || !f.paused[0] || !strings.Contains(view(m), "Paused") {
+		t.Fatalf("esc: confirm %v, paused %v", m.run.confirm, f.paused)
+	}
+	press(m, "n")
+	if m.run.confirm || len(f.paused) != 2 || f.paused[1] {
+		t.Fatalf("n: confirm %v, paused %v", m.run.confirm, f.paused)
+	}
+	clk.t = clk.t.Add(5 * time.Second)
+	for _, e := range f.events[6:] {
+		send(m, eventMsg{ev: e})
+	}
+	clk.t = clk.t.Add(time.Hour)
+	press(m, "esc") // results → run
+	if m.screen != screenRun || !strings.Contains(view(m), "5s elapsed · done") {
+		t.Errorf("the clock did not stop with the search:\n%s", view(m))
+	}
+	press(m, "esc")
+	if m.screen != screenSpace {
+		t.Errorf("esc on a finished run: screen %d", m.screen)
+	}
+}
+
+// t ranks the results again under the next tie band: at 10 % the two
+// graphed candidates (104 and 112 ms) tie, and the one with less graph
+// memory wins.
+func TestResultsRetie(t *testing.T) {
+	f := newFake(t)
+	m := finishRun(t, f)
+	if m.done.Winner.Result.Candidate.Key() != cTEAttnMLP.Key() || m.tie != search.DefaultTie {
+		t.Fatalf("winner %s, tie %v", m.done.Winner.Result.Candidate.Key(), m.tie)
+	}
+	press(m, "t", "t")
+	if m.tie != 0.05 || m.done.Winner.Result.Candidate.Key() != cTEAttnMLP.Key() {
+		t.Fatalf("5%%: winner %s", m.done.Winner.Result.Candidate.Key())
+	}
+	press(m, "t")
+	if m.tie != 0.1 || m.done.Winner.Result.Candidate.Key() != cTEAttn.Key() || !strings.Contains(m.status, "tie band of 10%: te attn w3 wins") {
+		t.Errorf("10%%: tie %v, winner %s, status %q", m.tie, m.done.Winner.Result.Candidate.Key(), m.status)
+	}
+	if !strings.Contains(view(m), "Why: te attn w3 wins a tie") || !strings.Contains(view(m), "=1") {
+		t.Errorf("view after the re-rank:\n%s", view(m))
+	}
+}
+
+// r writes the report (and its plot) through the backend, asking before
+// it replaces one.
+func TestResultsReport(t *testing.T) {
+	f := newFake(t)
+	m := finishRun(t, f)
+	press(m, "r")
+	if m.resScr.prompt != promptReport {
+		t.Fatalf("prompt %d", m.resScr.prompt)
+	}
+	send(m, press(m, "enter")())
+	md := filepath.Join(f.dir, "cgtune-report.md")
+	if in, ok := f.reports[md]; !ok || in.Done.Winner == nil || len(in.Plan) == 0 || in.Model.Name != "llama3_70b" || !strings.Contains(m.status, "wrote the report") {
+		t.Fatalf("report %v (status %q)", ok, m.status)
+	}
+	if !strings.Contains(mustRead(t, md), "# cgtune report: llama3_70b on h100 — te attn,mlp w3") {
+		t.Error("report content")
+	}
+	press(m, "r")
+	send(m, press(m, "enter")())
+	if m.resScr.prompt != promptOverwriteReport {
+		t.Fatalf("an existing report should ask; prompt %d", m.resScr.prompt)
+	}
+	press(m, "n")
+	if m.resScr.prompt != promptNone || !strings.Contains(m.status, "nothing written") {
+		t.Errorf("n: prompt %d, status %q", m.resScr.prompt, m.status)
+	}
+}
+
+// An overrides file written from an estimate says so.
+func TestEstimateFileIsMarked(t *testing.T) {
+	f := newFake(t)
+	f.events = estimated(f.events)
+	m := finishRun(t, f)
+	press(m, "w")
+	send(m, press(m, "enter")())
+	got := mustRead(t, filepath.Join(f.dir, "cgtune-overrides.yaml"))
+	if !strings.Contains(got, "\n# ESTIMATED by cgtune's estimate engine for H100 SXM") || !strings.Contains(m.status, "marked ESTIMATED") {
+		t.Errorf("file:\n%s\nstatus %q", got, m.status)
+	}
+}
+
+// Lines copied from the overrides pane mean what the file means: long
+// comments go on as comments, a dotlist breaks between tokens with a
+// backslash.
+func TestCopyableLines(t *testing.T) {
+	long := "# Generated by cgtune: CUDA-graph recipe overrides for Megatron-Bridge v0.3-v0.4 (G2: cuda_graph_scope)"
+	for _, l := range copyableLines(long, "yaml", 40) {
+		if !strings.HasPrefix(l, "# ") || len([]rune(l)) > 40 {
+			t.Errorf("comment line %q", l)
+		}
+	}
+	dot := "model.cuda_graph_impl=transformer_engine 'model.cuda_graph_scope=[attn,mlp]' model.cuda_graph_warmup_steps=3 model.use_te_rng_tracker=true rng.te_rng_tracker=true"
+	lines := copyableLines(dot, "dotlist", 50)
+	var toks []string
+	for i, l := range lines {
+		if len([]rune(l)) > 50 {
+			t.Errorf("line %q is too wide", l)
+		}
+		if i < len(lines)-1 && !strings.HasSuffix(l, " \\") {
+			t.Errorf("line %q does not continue", l)
+		}
+		toks = append(toks, strings.Fields(strings.TrimSuffix(l, " \\"))...)
+	}
+	if strings.Join(toks, " ") != dot || len(lines) < 3 {
+		t.Errorf("tokens %q from %d lines", toks, len(lines))
+	}
+	if got := copyableLines("  cuda_graph_scope: [attn, moe_router, moe_preprocess]", "yaml", 20); len(got) != 1 {
+		t.Errorf("a YAML line was broken: %q", got)
+	}
+}
+
+// The chart's scale leaves the capture out, so step-to-step variation
+// shows; the capture's time is in the title.
+func TestChartCaptureOffScale(t *testing.T) {
+	f := newFake(t)
+	m, _, _ := startRun(t, f)
+	playEvents(m, f, len(f.events)-2)
+	lines := m.chartLines(100, 6)
+	if !strings.Contains(lines[0], "capture 260.0 ms, off the scale") || !strings.HasPrefix(strings.TrimSpace(lines[1]), "132.0") {
+		t.Errorf("chart:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// The selected candidate's memory in the job: the memory model's breakdown,
+// and a warning when it will not fit, in both layouts.
+func TestResultsMemoryWarning(t *testing.T) {
+	for _, sz := range [][2]int{{80, 24}, {160, 48}} {
+		f := newFake(t)
+		f.events = estimated(f.events)
+		done := f.events[len(f.events)-1].(search.DoneEvent)
+		big := done.Ranking[1]
+		b := *big.Result.Memory.Breakdown
+		b.Activations, b.Total, b.Fits = 70000, b.Total+70000-b.Activations, false
+		big.Result.Memory.Breakdown, big.Fits = &b, false
+		done.Ranking[1] = big
+		f.events[len(f.events)-1] = done
+		m := finishRun(t, f)
+		m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+		press(m, "down")
+		v := view(m)
+		for _, want := range []string{"will not fit", "activations 68.4"} {
+			if !strings.Contains(v, want) {
+				t.Errorf("%dx%d: view lacks %q:\n%s", sz[0], sz[1], want, v)
+			}
+		}
+		checkFrame(t, v, sz[0], sz[1])
 	}
 }

@@ -8,6 +8,10 @@ import (
 
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
+
+	"cgtune/engine"
+	"cgtune/presets"
+	"cgtune/search"
 )
 
 // Small renderers shared by the screens: aligned columns, a bar chart, a
@@ -234,4 +238,36 @@ func fmtSpeedup(x float64) string {
 	// Three decimals: graphs often win by a few per cent, which two
 	// decimals would round away.
 	return fmt.Sprintf("%.3f×", x)
+}
+
+// nameWidth is the width of a candidate column: the longest name (with its
+// warm-up), at most most cells, at least 16.
+func nameWidth(cands []presets.Candidate, most int) int {
+	w := len("CANDIDATE")
+	for _, c := range cands {
+		w = max(w, ansi.StringWidth(candName(c)))
+	}
+	return max(min(w, most), 16)
+}
+
+// nameCell is a candidate's name cut to w cells without losing its
+// warm-up: the label gives way, " w3" stays.
+func nameCell(c presets.Candidate, w int) string {
+	name := candName(c)
+	if ansi.StringWidth(name) <= w || !c.Graphed() {
+		return truncate(name, w)
+	}
+	suffix := fmt.Sprintf(" w%d", c.Warmup)
+	return truncate(c.Label(), w-len(suffix)) + suffix
+}
+
+// jobMemory is what a result needs per GPU in the real job and the memory
+// it is compared with: the memory model's breakdown when the engine made
+// one, else the run's peak with its graph memory scaled to the job against
+// gpuMiB (the job GPU's memory; 0 when unknown). what says which.
+func jobMemory(r engine.Result, gpuMiB int64) (need, total int64, what string) {
+	if b := r.Memory.Breakdown; b != nil {
+		return b.Total, b.GPUMiB, "per GPU in the job"
+	}
+	return search.JobPeakMiB(r), gpuMiB, "peak in the job"
 }

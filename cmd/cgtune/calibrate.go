@@ -125,7 +125,7 @@ func calibrationTarget(model, gpuType, preset string, gpuChanged bool) (presets.
 		}
 		return m, l, nil
 	case preset != "":
-		p, err := loadPreset(preset)
+		p, _, err := loadPreset(preset)
 		if err != nil {
 			return presets.Model{}, presets.Layout{}, err
 		}

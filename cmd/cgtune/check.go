@@ -13,8 +13,8 @@ import (
 func init() { subcommands = append(subcommands, newCheckCmd) }
 
 // defaultCheckMBridge is the release check and emit target without
-// --mbridge: the last G2 release, what most recipes in use were written for.
-const defaultCheckMBridge = "0.4"
+// --mbridge: cgtune's one default (presets.DefaultMBridge).
+const defaultCheckMBridge = presets.DefaultMBridge
 
 // harnessFlags are the perf-harness style flags check and emit share.
 type harnessFlags struct {
@@ -59,16 +59,16 @@ func harnessInputError(vs []search.Violation) error {
 	return nil
 }
 
-// resolveModel picks the model and layout from --model/--preset and --gpu,
-// and the MB version from --mbridge or the preset.
-func resolveModel(cmd *cobra.Command, model, presetFile, gpu, mbridge string) (presets.Model, presets.Layout, string, error) {
+// resolveModel picks the model and layout from --model/--preset and
+// --gpu-type, and the MB version from --mbridge or the preset.
+func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (presets.Model, presets.Layout, string, error) {
 	var m presets.Model
 	var l presets.Layout
 	switch {
-	case model != "" && presetFile != "":
+	case model != "" && presetArg != "":
 		return m, l, "", fail(exitBadInput, "give --model or --preset, not both")
-	case model == "" && presetFile == "":
-		return m, l, "", fail(exitBadInput, "give --model M or --preset FILE")
+	case model == "" && presetArg == "":
+		return m, l, "", fail(exitBadInput, "give --model M or --preset NAME|FILE")
 	case model != "":
 		var err error
 		if m, err = presets.LookupModel(model); err != nil {
@@ -78,16 +78,16 @@ func resolveModel(cmd *cobra.Command, model, presetFile, gpu, mbridge string) (p
 			return m, l, "", fail(exitBadInput, "%v", err)
 		}
 	default:
-		p, err := presets.NewStore(presetFile, "", "").LoadFile(presetFile)
+		p, where, err := loadPreset(presetArg)
 		if err != nil {
-			return m, l, "", fail(exitBadInput, "%v", err)
+			return m, l, "", err
 		}
 		if m, err = p.ResolveModel(); err != nil {
-			return m, l, "", fail(exitBadInput, "%s: %v", presetFile, err)
+			return m, l, "", fail(exitBadInput, "%s: %v", where, err)
 		}
 		l = p.Layout
 		// The preset names its GPU and MB release; explicit flags win.
-		if cmd.Flags().Changed("gpu") {
+		if cmd.Flags().Changed("gpu-type") {
 			if l, err = m.Layout(gpu); err != nil {
 				return m, l, "", fail(exitBadInput, "%v", err)
 			}
@@ -103,13 +103,13 @@ func resolveModel(cmd *cobra.Command, model, presetFile, gpu, mbridge string) (p
 }
 
 func newCheckCmd() *cobra.Command {
-	var model, presetFile, gpu, mbridge string
+	var model, presetArg, gpu, mbridge string
 	var sets []string
 	var h harnessFlags
 	cmd := &cobra.Command{
-		Use:   "check (--model M | --preset F) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N] [--set k=v ...] [--mbridge V] [--gpu G]",
+		Use:   "check (--model M | --preset NAME|FILE) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N] [--set k=v ...] [--mbridge V] [--gpu-type G]",
 		Short: "Check a recipe's CUDA-graph settings against Megatron-Bridge's rules",
-		Long: `check builds the recipe of a model (its default layout on --gpu) as the given
+		Long: `check builds the recipe of a model (its default layout on --gpu-type) as the given
 Megatron-Bridge release starts from, applies OVERRIDES.yaml (nested model:, rng:,
 ddp:, rerun_state_machine:, ... as MB's --config-file takes it), then each
 --set key=value (Hydra syntax), then --impl/--scope/--warmup the way MB's perf
@@ -122,7 +122,7 @@ NaN checks for full-iteration graphs, ...) are printed to stderr as notes.
 Exit status: 0 valid, 1 invalid, 2 bad input.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, l, mb, err := resolveModel(cmd, model, presetFile, gpu, mbridge)
+			m, l, mb, err := resolveModel(cmd, model, presetArg, gpu, mbridge)
 			if err != nil {
 				return err
 			}
@@ -181,10 +181,11 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&model, "model", "", "built-in model name (cgtune models)")
-	f.StringVar(&presetFile, "preset", "", "team preset FILE (model, layout and MB version)")
-	f.StringVar(&gpu, "gpu", "h100", "GPU whose default layout to use")
+	f.StringVar(&presetArg, "preset", "", "team preset: a NAME saved with cgtune preset save (searched in $CGTUNE_PRESETS, then the user folder) or a FILE")
+	f.StringVar(&gpu, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout to use"))
 	f.StringVar(&mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
 	f.StringArrayVar(&sets, "set", nil, "override KEY=VALUE (Hydra syntax: true, 1.0, null, [a,b]); repeatable")
 	h.register(cmd)
+	refuseGPUTypeAsIndex(cmd)
 	return cmd
 }

@@ -51,7 +51,7 @@ func TestCheckBadInput(t *testing.T) {
 		want string // stderr
 	}{
 		{[]string{"check", "--model", "nope"}, `unknown model "nope"`},
-		{[]string{"check"}, "give --model M or --preset FILE"},
+		{[]string{"check"}, "give --model M or --preset NAME|FILE"},
 		{[]string{"check", "--model", "llama3_8b", "--preset", "x.yaml"}, "give --model or --preset, not both"},
 		{[]string{"check", "--model", "llama3_8b", "--impl", "full_iteration"},
 			"cgtune: PERF-01: Invalid value for cuda_graph_impl: full_iteration. Valid options are: ['none', 'local', 'transformer_engine']"},
@@ -63,7 +63,7 @@ func TestCheckBadInput(t *testing.T) {
 		{[]string{"check", "--model", "llama3_8b", badYAML}, "cgtune: " + badYAML + ":3: unknown field model.cuda_graph_scop"},
 		{[]string{"check", "--model", "llama3_8b", filepath.Join(t.TempDir(), "missing.yaml")}, "no such file or directory"},
 		{[]string{"check", "--model", "llama3_8b", "--mbridge", "0.9"}, `--mbridge: unknown Megatron-Bridge version "0.9"`},
-		{[]string{"check", "--model", "gpt_oss_20b", "--gpu", "h100"}, `model gpt_oss_20b has no layout for gpu "h100"`},
+		{[]string{"check", "--model", "gpt_oss_20b", "--gpu-type", "h100"}, `model gpt_oss_20b has no layout for gpu "h100"`},
 		{[]string{"check", "--model", "llama3_8b", "--warmup", "-1"}, "--warmup -1: must be >= 0"},
 		{[]string{"check", "--model", "llama3_8b", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
 	}

@@ -17,14 +17,14 @@ func newEmitCmd() *cobra.Command {
 	var model, gpu, mbridge, format, outPath string
 	var h harnessFlags
 	cmd := &cobra.Command{
-		Use:   "emit --impl I [--scope a,b] [--warmup N] [--format F] [--mbridge V] [--model M] [--gpu G] [-o FILE]",
+		Use:   "emit --impl I [--scope a,b] [--warmup N] [--format F] [--mbridge V] [--model M] [--gpu-type G] [-o FILE]",
 		Short: "Print the recipe overrides for one CUDA-graph configuration",
 		Long: `emit prints the Megatron-Bridge recipe overrides for a CUDA-graph configuration,
 with the companion settings it needs (TE RNG tracker; NaN checks off for a
 full-iteration graph), in the field names of the given MB release.
 
 It refuses a configuration MB would reject, printing "RULE-ID: message" and
-exiting 1. With --model the model's recipe (its default layout on --gpu) is
+exiting 1. With --model the model's recipe (its default layout on --gpu-type) is
 checked; without it, only the impl/scope combination.
 Without --scope a graph impl captures the whole layer.`,
 		Args: cobra.NoArgs,
@@ -89,8 +89,9 @@ Without --scope a graph impl captures the whole layer.`,
 	f.StringVar(&format, "format", "yaml", "output format: "+strings.Join(presets.Formats, ", "))
 	f.StringVar(&mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
 	f.StringVar(&model, "model", "", "check against this built-in model's recipe")
-	f.StringVar(&gpu, "gpu", "h100", "GPU whose default layout --model uses")
+	f.StringVar(&gpu, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout --model uses"))
 	f.StringVarP(&outPath, "output", "o", "", "write to FILE (atomically; - for stdout) instead of stdout")
 	h.register(cmd)
+	refuseGPUTypeAsIndex(cmd)
 	return cmd
 }

@@ -137,7 +137,7 @@ func TestEmitOutputChecksValid(t *testing.T) {
 		if tc.model == "deepseek_v3" {
 			gpu = "b200"
 		}
-		code, out, errb = cgtune(t, "check", "--model", tc.model, "--gpu", gpu, "--mbridge", tc.mb, p)
+		code, out, errb = cgtune(t, "check", "--model", tc.model, "--gpu-type", gpu, "--mbridge", tc.mb, p)
 		if code != exitOK || out != "valid\n" {
 			t.Errorf("check of emitted %v: exit %d, stdout %q, stderr %q", tc, code, out, errb)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes, the contract of DESIGN.md.
+// Exit codes: the contract with scripts (README.md, Commands).
 const (
 	exitOK          = 0
 	exitInvalid     = 1 // invalid configuration, or no candidate succeeded

@@ -15,7 +15,7 @@ import (
 
 func init() { subcommands = append(subcommands, newModelsCmd) }
 
-// modelLayoutJSON is one row of `cgtune models --gpu G --json`.
+// modelLayoutJSON is one row of `cgtune models --gpu-type G --json`.
 type modelLayoutJSON struct {
 	Model        string          `json:"model"`
 	GPU          string          `json:"gpu"`
@@ -37,7 +37,7 @@ func newModelsCmd() *cobra.Command {
 				return fail(exitBadInput, "built-in models: %v", err)
 			}
 			if gpu != "" && !slices.Contains(presets.GPUs(), gpu) {
-				return fail(exitBadInput, "unknown gpu %q (allowed: %s)", gpu, strings.Join(presets.GPUs(), ", "))
+				return fail(exitBadInput, "--gpu-type %q: unknown GPU type (allowed: %s)", gpu, strings.Join(presets.GPUs(), ", "))
 			}
 			out := cmd.OutOrStdout()
 			switch {
@@ -59,8 +59,9 @@ func newModelsCmd() *cobra.Command {
 			return layoutsTable(out, ms, gpu)
 		},
 	}
-	cmd.Flags().StringVar(&gpu, "gpu", "", "show each model's default layout for this GPU ("+strings.Join(presets.GPUs(), ", ")+")")
+	cmd.Flags().StringVar(&gpu, "gpu-type", "", gpuTypeUsage("show each model's default layout for this GPU type"))
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	refuseGPUTypeAsIndex(cmd)
 	return cmd
 }
 
@@ -110,6 +111,9 @@ func layoutsTable(w io.Writer, ms []presets.Model, gpu string) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if from := presets.BorrowsLayouts(gpu); from != "" {
+		fmt.Fprintf(w, "%s has no MB perf recipes: the %s layouts (its jobs run those; the GPU's own memory is used for fit)\n", gpu, from)
 	}
 	if len(missing) > 0 {
 		fmt.Fprintf(w, "no %s layout in the MB perf recipes for: %s\n", gpu, strings.Join(missing, ", "))

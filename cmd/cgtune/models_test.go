@@ -44,7 +44,7 @@ func TestModelsTable(t *testing.T) {
 }
 
 func TestModelsGPU(t *testing.T) {
-	code, out, _ := runCmd(t, "models", "--gpu", "h100")
+	code, out, _ := runCmd(t, "models", "--gpu-type", "h100")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -56,7 +56,7 @@ func TestModelsGPU(t *testing.T) {
 		t.Errorf("missing-layout note absent:\n%s", out)
 	}
 
-	code, out, _ = runCmd(t, "models", "--gpu", "gb200", "--json")
+	code, out, _ = runCmd(t, "models", "--gpu-type", "gb200", "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -72,9 +72,23 @@ func TestModelsGPU(t *testing.T) {
 		t.Errorf("json rows %+v", rows)
 	}
 
-	code, _, errs := runCmd(t, "models", "--gpu", "h200")
-	if code != exitBadInput || !strings.Contains(errs, `unknown gpu "h200"`) || !strings.Contains(errs, "h100, b200") {
-		t.Errorf("--gpu h200: exit %d, %q", code, errs)
+	// h200, the GPU cgtune was measured on, is a GPU type: MB has no h200
+	// perf recipes, so it shows the h100 layouts and says so.
+	code, out, errs := runCmd(t, "models", "--gpu-type", "h200")
+	if code != exitOK || !strings.Contains(out, "llama3_70b       64    bf16       4   4   5   2   1   256    1    8192  128") ||
+		!strings.Contains(out, "h200 has no MB perf recipes: the h100 layouts") || !strings.Contains(out, "no h200 layout in the MB perf recipes for: gpt_oss_20b") {
+		t.Errorf("--gpu-type h200: exit %d, %q\n%s", code, errs, out)
+	}
+	code, _, errs = runCmd(t, "models", "--gpu-type", "a100")
+	if code != exitBadInput || !strings.Contains(errs, `--gpu-type "a100": unknown GPU type`) || !strings.Contains(errs, "h100, h200, b200") {
+		t.Errorf("--gpu-type a100: exit %d, %q", code, errs)
+	}
+	// --gpu is GPU indices everywhere; a type given to it is pointed at --gpu-type.
+	for _, args := range [][]string{{"models", "--gpu", "h100"}, {"check", "--model", "llama3_8b", "--gpu", "h100"}, {"emit", "--impl", "none", "--gpu", "h100"}, {"preset", "save", "x", "--model", "llama3_8b", "--gpu", "h100"}} {
+		code, _, errs = runCmd(t, args...)
+		if code != exitBadInput || !strings.Contains(errs, "--gpu takes GPU indices") || !strings.Contains(errs, "--gpu-type h100") {
+			t.Errorf("%v: exit %d, %q", args, code, errs)
+		}
 	}
 }
 

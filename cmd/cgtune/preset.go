@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cgtune/presets"
+	"cgtune/search"
 )
 
 func init() { subcommands = append(subcommands, newPresetCmd) }
@@ -201,11 +203,14 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			if defaulted {
 				gpus := m.GPUs()
 				if len(gpus) == 0 {
-					return fail(exitBadInput, "model %s has no default layout; give --gpu", model)
+					return fail(exitBadInput, "model %s has no default layout; give --gpu-type", model)
 				}
 				gpu = gpus[0]
 			}
 			sets := presetParseScopeSets(scopes)
+			if err := presetCheckScopes(sets); err != nil {
+				return err
+			}
 			ws, err := presetParseWarmups(warmups)
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
@@ -213,7 +218,9 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			p := presets.TeamPreset{
 				Version: presets.FileVersion, Name: args[0], Description: description,
 				Model: model, GPU: gpu, MBridge: mbridge,
-				Space: presets.Space{Impls: impls, Scopes: sets, Warmups: ws},
+				// The space as the model runs it: spellings Megatron
+				// reads alike are saved once, in their canonical form.
+				Space: search.CanonicalSpace(m, presets.Space{Impls: impls, Scopes: sets, Warmups: ws}),
 			}
 			if err := p.FillLayout(); err != nil {
 				return fail(exitBadInput, "%v", err)
@@ -225,7 +232,7 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "saved %s to %s\n", p.Name, path)
 			if defaulted {
-				fmt.Fprintf(cmd.ErrOrStderr(), "no --gpu given: used %s, the first GPU with a %s layout (%s)\n", gpu, model, strings.Join(m.GPUs(), ", "))
+				fmt.Fprintf(cmd.ErrOrStderr(), "no --gpu-type given: used %s, the first GPU type with a %s layout (%s)\n", gpu, model, strings.Join(m.GPUs(), ", "))
 			}
 			warnShadowed(cmd, s, p.Name)
 			return nil
@@ -233,14 +240,37 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 	}
 	f := cmd.Flags()
 	f.StringVar(&model, "model", "", "built-in model ("+strings.Join(presets.BuiltinModelNames(), ", ")+")")
-	f.StringVar(&gpu, "gpu", "", "GPU whose default layout to use (default: the model's first)")
+	f.StringVar(&gpu, "gpu-type", "", gpuTypeUsage("GPU type whose default layout to use (default: the model's first)"))
 	f.StringSliceVar(&impls, "impls", presets.DefaultSpace().Impls, "implementations to try ("+strings.Join(presets.Impls, ", ")+")")
 	f.StringVar(&scopes, "scopes", "", `scope sets to try, ';' between sets, ',' within one, e.g. "attn,moe_router;attn"; an empty set is the whole layer (default: every subset)`)
-	f.StringVar(&warmups, "warmups", strconv.Itoa(presets.DefaultWarmup), "warm-up step counts to try, e.g. 1,2,3")
+	f.StringVar(&warmups, "warmups", joinInts(presets.DefaultWarmups()), "warm-up step counts to try, e.g. 1,2,3")
 	f.StringVar(&mbridge, "mbridge", presets.DefaultMBridge, "Megatron-Bridge version ("+strings.Join(presets.MBridgeVersions, ", ")+")")
 	f.StringVar(&description, "description", "", "one line saying what the preset is for")
 	f.BoolVar(&force, "force", false, "replace an existing preset of that name")
+	refuseGPUTypeAsIndex(cmd)
 	return cmd
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// presetCheckScopes refuses scope names the harness does not know before
+// the space is canonicalised (which keeps unknown names for the preset
+// file's own check, with its line number).
+func presetCheckScopes(sets [][]string) error {
+	for _, set := range sets {
+		for _, sc := range set {
+			if !slices.Contains(presets.Scopes, sc) {
+				return fail(exitBadInput, "--scopes: unknown scope %q (allowed: %s)", sc, strings.Join(presets.Scopes, ", "))
+			}
+		}
+	}
+	return nil
 }
 
 // warnShadowed tells the person when the preset they just wrote is hidden

@@ -24,7 +24,7 @@ func presetEnv(t *testing.T, envPresets string) string {
 
 func TestPresetSaveShowExportImportRm(t *testing.T) {
 	user := presetEnv(t, "")
-	code, out, errs := runCmd(t, "preset", "save", "moe-b200", "--model", "qwen3_30b_a3b", "--gpu", "b200",
+	code, out, errs := runCmd(t, "preset", "save", "moe-b200", "--model", "qwen3_30b_a3b", "--gpu-type", "b200",
 		"--impls", "none,transformer_engine", "--scopes", "attn,moe_router,moe_preprocess;attn", "--warmups", "1,3",
 		"--mbridge", "0.4", "--description", "Qwen on B200")
 	if code != exitOK {
@@ -105,13 +105,13 @@ func TestPresetListAndPrecedence(t *testing.T) {
 	user := presetEnv(t, shared)
 	// The same name in $CGTUNE_PRESETS and in the user folder.
 	t.Setenv("CGTUNE_PRESETS", "")
-	if code, _, errs := runCmd(t, "preset", "save", "team", "--model", "llama3_8b", "--gpu", "gb200"); code != exitOK {
+	if code, _, errs := runCmd(t, "preset", "save", "team", "--model", "llama3_8b", "--gpu-type", "gb200"); code != exitOK {
 		t.Fatal(errs)
 	}
 	if code, _, errs := runCmd(t, "preset", "export", "team", "-o", filepath.Join(shared, "team.yaml")); code != exitOK {
 		t.Fatal(errs)
 	}
-	if code, _, errs := runCmd(t, "preset", "save", "team", "--model", "llama3_70b", "--gpu", "b200", "--force"); code != exitOK {
+	if code, _, errs := runCmd(t, "preset", "save", "team", "--model", "llama3_70b", "--gpu-type", "b200", "--force"); code != exitOK {
 		t.Fatal(errs)
 	}
 	t.Setenv("CGTUNE_PRESETS", shared)
@@ -178,7 +178,7 @@ func TestPresetBadInput(t *testing.T) {
 		{[]string{"preset", "import", bad}, []string{bad + ":6:", `unknown impl "te"`, "allowed: none, local, transformer_engine"}},
 		{[]string{"preset", "save", "x"}, []string{"--model is required", "llama3_8b"}},
 		{[]string{"preset", "save", "x", "--model", "gpt4"}, []string{`unknown model "gpt4"`}},
-		{[]string{"preset", "save", "x", "--model", "gpt_oss_20b", "--gpu", "h100"}, []string{`no layout for gpu "h100"`, "b300, gb200, gb300"}},
+		{[]string{"preset", "save", "x", "--model", "gpt_oss_20b", "--gpu-type", "h100"}, []string{`no layout for gpu "h100"`, "b300, gb200, gb300"}},
 		{[]string{"preset", "save", "x", "--model", "llama3_8b", "--scopes", "attn,flash"}, []string{`unknown scope "flash"`}},
 		{[]string{"preset", "save", "x", "--model", "llama3_8b", "--warmups", "1,two"}, []string{`"two" is not an integer`}},
 		{[]string{"preset", "save", "x", "--model", "llama3_8b", "--mbridge", "1.0"}, []string{`unknown Megatron-Bridge version "1.0"`}},

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 	"unsafe"
 
@@ -66,6 +65,8 @@ type rootFlags struct {
 	runDir      string
 	profile     profileFlags
 	skipBad     bool
+	tie         string
+	report      string
 	// estimateDelay slows every estimate-engine run (hidden: tests and
 	// demos of an interrupted search need a search that takes time).
 	estimateDelay time.Duration
@@ -88,6 +89,7 @@ type savedRun struct {
 	TrainIters  int    `json:"train_iters"`
 	Emit        string `json:"emit,omitempty"`
 	Format      string `json:"format"`
+	Tie         string `json:"tie,omitempty"`
 }
 
 // configureRoot gives the root command its own flags and the search as
@@ -119,8 +121,8 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl := root.Flags()
 	fl.BoolVar(&f.headless, "headless", false, "search without the interactive program (for scripts)")
 	fl.StringVar(&f.model, "model", "", "built-in model name (cgtune models)")
-	fl.StringVar(&f.gpuType, "gpu-type", "h100", "GPU whose default layout the model uses ("+strings.Join(presets.GPUs(), ", ")+")")
-	fl.StringVar(&f.preset, "preset", "", "team preset FILE (model, layout, space and MB version)")
+	fl.StringVar(&f.gpuType, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout the model uses"))
+	fl.StringVar(&f.preset, "preset", "", "team preset (model, layout, space and MB version): a NAME saved with cgtune preset save, or a FILE")
 	fl.StringVar(&f.gpus, "gpu", "0", "GPUs to measure on, comma-separated (one worker each)")
 	fl.StringVar(&f.engine, "engine", "", "megatron (the installed Megatron-Core on this GPU), cuda (emulation measured on this GPU) or estimate (computed, no GPU); default: megatron when a GPU and an importable megatron.core are there, else cuda, else estimate")
 	fl.StringVar(&f.python, "python", "", "Python interpreter for the megatron engine (default: $"+megatron.PythonEnv+", then python3 on PATH)")
@@ -140,6 +142,8 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "with --resume: go on past unreadable lines in the middle of the journal (they are moved to "+search.UnreadableFile+" in the run folder)")
 	fl.StringVar(&f.runDir, "run-dir", "", "run folder for the journal (default: a new folder under the user cache folder, cgtune/runs)")
 	f.profile.register(root)
+	fl.StringVar(&f.tie, "tie", search.FormatTie(search.DefaultTie), "tie band: candidates within this share of the step time (or their measured p10–p90 spread) tie, and the one with less graph memory, then the simpler one, ranks first")
+	fl.StringVar(&f.report, "report", "", "write a Markdown report of the search to FILE.md (and its plot, FILE.svg, beside it)")
 	fl.DurationVar(&f.estimateDelay, "estimate-delay", 0, "slow the estimate engine by this much per candidate")
 	fl.MarkHidden("estimate-delay")
 }
@@ -296,6 +300,9 @@ func (f *rootFlags) applySaved(dir string) error {
 	if !changed("format") && s.Format != "" {
 		f.format = s.Format
 	}
+	if !changed("tie") && s.Tie != "" {
+		f.tie = s.Tie
+	}
 	return nil
 }
 
@@ -339,13 +346,13 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		}
 		cfg.Model, cfg.Layout = m, l
 	case f.preset != "":
-		p, err := presets.NewStore(f.preset, "", "").LoadFile(f.preset)
+		p, where, err := loadPreset(f.preset)
 		if err != nil {
-			return fail(exitBadInput, "%v", err)
+			return err
 		}
 		m, err := p.ResolveModel()
 		if err != nil {
-			return fail(exitBadInput, "%s: %v", f.preset, err)
+			return fail(exitBadInput, "%s: %v", where, err)
 		}
 		cfg.Model, cfg.Layout, cfg.Space = m, p.Layout, p.Space
 		// The preset names its GPU and MB release; explicit flags win.
@@ -374,7 +381,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 			cfg.Sets = fp.Sets
 		}
 	default:
-		return fail(exitBadInput, "give --model M or --preset FILE (cgtune models lists the models)")
+		return fail(exitBadInput, "give --model M or --preset NAME|FILE (cgtune models lists the models, cgtune preset list the presets)")
 	}
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
 		return fail(exitBadInput, "--mbridge: %v", err)
@@ -423,10 +430,18 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if !slices.Contains(presets.Formats, f.format) {
 		return nil, fail(exitBadInput, "--format %q: allowed: %s", f.format, strings.Join(presets.Formats, ", "))
 	}
+	if err := checkReportPath(f.report); err != nil {
+		return nil, err
+	}
 	if f.trainIters <= 0 || f.trainIters > maxTrainIters {
 		return nil, fail(exitBadInput, "--train-iters %d: out of range (allowed: 1 to %d)", f.trainIters, maxTrainIters)
 	}
 	cfg.Strategy, cfg.TrainIters = f.strategy, f.trainIters
+	tie, err := search.ParseTie(f.tie)
+	if err != nil {
+		return nil, fail(exitBadInput, "--tie: %v", err)
+	}
+	cfg.Tie = tie
 	cfg.Budget = f.budget
 	if f.budget <= 0 {
 		cfg.Budget = -1 // the flag's "no limit"; search.Config reads 0 as the default
@@ -546,8 +561,12 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 	if estGPU == "" {
 		estGPU = s.cfg.Layout.GPU
 		if _, ok := engine.SpecFor(estGPU); !ok {
+			s.notices = append(s.notices, fmt.Sprintf("no spec for GPU type %q: estimates use the h100 rates (give --estimate-gpu %s)", estGPU, strings.Join(engine.SpecNames(), "|")))
 			estGPU = "h100"
 		}
+	}
+	if why := engine.SpecStandIn(estGPU); why != "" && name == "estimate" {
+		s.notices = append(s.notices, why)
 	}
 	switch name {
 	case "estimate":
@@ -631,12 +650,12 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	cfg := s.cfg
 	saved, _ := json.MarshalIndent(savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus,
-		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format}, "", "  ")
+		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie}, "", "  ")
 	if err := presets.WriteFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
 
-	p := &progress{w: stderr, json: f.json, cfg: cfg}
+	p := &progress{w: stderr, json: f.json, cfg: cfg, start: time.Now()}
 	d, err := search.Run(ctx, cfg, p.event)
 	if err != nil && d.Err == "" {
 		if ctx.Err() != nil {
@@ -653,6 +672,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		if overrides, err = o.Render(f.format); err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
+		overrides = markEstimate(overrides, f.format, d.Winner.Result)
 	}
 	// The file first: whatever happens to stdout (a reader that quits
 	// early), the overrides are on disk before the ranking is printed.
@@ -665,7 +685,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	if f.emit == "-" {
 		table = stderr // stdout carries the overrides alone
 	}
-	if err := f.printOutcome(stdout, table, d, overrides, toFile && emitErr == nil); err != nil {
+	if err := f.printOutcome(stdout, table, d, overrides, toFile && emitErr == nil, p.plan, cfg); err != nil {
 		return err
 	}
 	if emitErr != nil {
@@ -673,6 +693,9 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	if toFile {
 		fmt.Fprintf(stderr, "wrote the winner's overrides (%s, MB %s, %s) to %s\n", f.format, cfg.MBridge, gen, f.emit)
+	}
+	if err := f.writeReport(stderr, cfg, p.plan, d, overrides); err != nil {
+		return err
 	}
 	switch {
 	case d.Err != "":
@@ -713,7 +736,7 @@ func (f *rootFlags) checkEmit() error {
 // printOutcome writes the result to stdout: the JSON object, or the
 // ranking (to table) followed by the overrides when they went to no file.
 // A reader that went away is no error: the file is written already.
-func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, overrides []byte, emitted bool) error {
+func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, overrides []byte, emitted bool, plan []search.Planned, cfg search.Config) error {
 	if f.json {
 		out := struct {
 			search.DoneEvent
@@ -728,7 +751,7 @@ func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, ov
 		enc.SetIndent("", "  ")
 		return stdoutErr(enc.Encode(out))
 	}
-	printRanking(table, d)
+	printRanking(table, d, plan, cfg)
 	if overrides == nil || (f.emit != "" && f.emit != "-") {
 		return nil
 	}
@@ -742,9 +765,11 @@ func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, ov
 // progress prints the search's events to stderr: one line per result (or
 // the events as JSON lines).
 type progress struct {
-	w    io.Writer
-	json bool
-	cfg  search.Config
+	w     io.Writer
+	json  bool
+	cfg   search.Config
+	start time.Time
+	plan  []search.Planned // from the PlanEvent: the aliases of each row
 }
 
 func eventName(e search.Event) string {
@@ -768,6 +793,9 @@ func eventName(e search.Event) string {
 }
 
 func (p *progress) event(e search.Event) {
+	if x, ok := e.(search.PlanEvent); ok {
+		p.plan = x.Space
+	}
 	if p.json {
 		b, err := json.Marshal(e)
 		if err != nil {
@@ -784,9 +812,10 @@ func (p *progress) event(e search.Event) {
 	}
 	switch x := e.(type) {
 	case search.PlanEvent:
-		valid := 0
+		valid, aliases := 0, 0
 		rejected := map[string]int{}
 		for _, c := range x.Space {
+			aliases += len(c.Also)
 			if c.Valid() {
 				valid++
 			} else {
@@ -798,9 +827,9 @@ func (p *progress) event(e search.Event) {
 			parts = append(parts, fmt.Sprintf("%s %d", id, rejected[id]))
 		}
 		l := p.cfg.Layout
-		fmt.Fprintf(p.w, "plan: %s on %d× %s (TP%d PP%d CP%d EP%d, %d micro-batches), MB %s: %d candidates, %d valid, %d rejected (%s)\n",
+		fmt.Fprintf(p.w, "plan: %s on %d× %s (TP%d PP%d CP%d EP%d, %d micro-batches), MB %s: %d configurations (%d other spellings run as one of them), %d valid, %d rejected (%s)\n",
 			p.cfg.Model.Name, l.NumGPUs, l.GPU, l.TPSize(), l.PPSize(), l.CPSize(), l.EPSize(), l.MicroBatches(), p.cfg.MBridge,
-			len(x.Space), valid, len(x.Space)-valid, strings.Join(parts, ", "))
+			len(x.Space), aliases, valid, len(x.Space)-valid, strings.Join(parts, ", "))
 		var names []string
 		for _, e := range p.cfg.Engines {
 			names = append(names, e.Device().Name)
@@ -823,7 +852,7 @@ func (p *progress) event(e search.Event) {
 		for _, n := range x.Notes {
 			fmt.Fprintln(p.w, "note: "+n)
 		}
-		fmt.Fprintf(p.w, "done: %d runs (%d from the journal), engine time %s\n", x.Runs, x.Resumed, engine.MsDuration(x.GPUTimeMs).Round(time.Second))
+		fmt.Fprintln(p.w, "done: "+spentText(x, p.cfg, time.Since(p.start)))
 	}
 }
 
@@ -832,33 +861,4 @@ func candLabel(c presets.Candidate) string {
 		return c.Label()
 	}
 	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
-}
-
-// printRanking is the result table.
-func printRanking(w io.Writer, d search.DoneEvent) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tCANDIDATE\tSTEP MS\tP10-P90\tSPEED-UP\tCAPTURE MS\tGRAPH MIB\tJOB S\tFITS\tSOURCE\tNOTE")
-	for _, r := range d.Ranking {
-		res := r.Result
-		if res.Failed() {
-			fmt.Fprintf(tw, "-\t%s\t-\t-\t-\t-\t-\t-\t-\t%s\tfailed (%s): %s\n", candLabel(res.Candidate), res.Source, res.ErrKind, res.Err)
-			continue
-		}
-		fits := "yes"
-		if !r.Fits {
-			fits = "no"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f-%.2f\t%.3fx\t%.0f\t%d\t%.1f\t%s\t%s\t%s\n", r.Rank, candLabel(res.Candidate),
-			res.Step.Median, res.Step.P10, res.Step.P90, res.Speedup, res.CaptureMs, res.Memory.GraphFullJobMiB,
-			r.JobMs/1000, fits, res.Source, r.Note)
-	}
-	tw.Flush()
-	if d.Winner != nil {
-		r := d.Winner.Result
-		partial := ""
-		if d.Interrupted {
-			partial = " (so far: the search was interrupted)"
-		}
-		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %.3fx eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, r.Speedup, r.Memory.GraphFullJobMiB, r.Source)
-	}
 }

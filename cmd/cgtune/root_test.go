@@ -92,7 +92,7 @@ func TestHeadlessJSON(t *testing.T) {
 			results++
 		}
 	}
-	if kinds[0] != "plan" || kinds[len(kinds)-1] != "done" || results != 28 {
+	if kinds[0] != "plan" || kinds[len(kinds)-1] != "done" || results != 16 {
 		t.Errorf("events %v... (%d results)", kinds[:3], results)
 	}
 	var res struct {
@@ -105,7 +105,7 @@ func TestHeadlessJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("stdout: %v\n%s", err, out)
 	}
-	if res.Winner == nil || len(res.Ranking) != 28 || res.Runs != 28 || res.Format != "dotlist" ||
+	if res.Winner == nil || len(res.Ranking) != 16 || res.Runs != 16 || res.Format != "dotlist" ||
 		!strings.Contains(res.Overrides, "model.cuda_graph_impl=") {
 		t.Errorf("result: winner %v, %d ranked, %d runs, %q %q", res.Winner, len(res.Ranking), res.Runs, res.Format, res.Overrides)
 	}
@@ -121,7 +121,7 @@ func TestHeadlessBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--headless"}, "give --model M or --preset FILE"},
+		{[]string{"--headless"}, "give --model M or --preset NAME|FILE"},
 		{[]string{"--headless", "--model", "gpt5"}, "gpt5"},
 		{[]string{"--headless", "--model", "llama3_8b", "--preset", "x.yaml"}, "not both"},
 		{[]string{"--headless", "--model", "llama3_8b", "--gpu-type", "tpu"}, "no layout for gpu"},
@@ -281,8 +281,8 @@ func TestHeadlessInterruptAndResume(t *testing.T) {
 		}
 	}
 	t.Logf("interrupted after %d results (SIGINT at 3); the resume took %d from the journal and ran %d", first.Runs, resumed, ran)
-	if resumed != first.Runs || ran != 28-first.Runs {
-		t.Errorf("resume: %d results from the journal, %d run; want %d and %d", resumed, ran, first.Runs, 28-first.Runs)
+	if resumed != first.Runs || ran != 16-first.Runs {
+		t.Errorf("resume: %d results from the journal, %d run; want %d and %d", resumed, ran, first.Runs, 16-first.Runs)
 	}
 	var second struct {
 		Interrupted bool           `json:"interrupted"`
@@ -290,7 +290,7 @@ func TestHeadlessInterruptAndResume(t *testing.T) {
 		Resumed     int            `json:"resumed"`
 		Winner      *search.Ranked `json:"winner"`
 	}
-	if err := json.Unmarshal([]byte(out), &second); err != nil || second.Interrupted || second.Winner == nil || second.Runs+second.Resumed != 28 {
+	if err := json.Unmarshal([]byte(out), &second); err != nil || second.Interrupted || second.Winner == nil || second.Runs+second.Resumed != 16 {
 		t.Errorf("resumed result: %+v, %v", second, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"cgtune/engine/cuda"
 	"cgtune/presets"
 	"cgtune/probes"
+	"cgtune/report"
 	"cgtune/search"
 	"cgtune/tui"
 )
@@ -59,6 +60,11 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		Budget:   f.budget,
 		EmitPath: f.emit,
 		Format:   f.format,
+		// A bad --tie is refused here as in headless mode.
+		TrainIters: f.trainIters,
+	}
+	if opts.Tie, err = search.ParseTie(f.tie); err != nil {
+		return fail(exitBadInput, "--tie: %v", err)
 	}
 	if f.budget <= 0 {
 		opts.Budget = tui.NoBudget
@@ -76,9 +82,9 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		}
 	}
 	if f.preset != "" {
-		p, err := presets.NewStore(f.preset, "", "").LoadFile(f.preset)
+		p, _, err := loadPreset(f.preset)
 		if err != nil {
-			return fail(exitBadInput, "%v", err)
+			return err
 		}
 		// The preset names its MB release; an explicit --mbridge wins.
 		if changed("mbridge") || p.MBridge == "" {
@@ -119,8 +125,9 @@ type tuiBackend struct {
 	opened bool
 	names  map[int]string // NVML device names, for the estimator
 
-	quit chan struct{}  // closed when the program has ended
-	wg   sync.WaitGroup // searches still winding down
+	quit  chan struct{}  // closed when the program has ended
+	wg    sync.WaitGroup // searches still winding down
+	pause *pauser        // the running search's gate (nil before the first)
 }
 
 func newTUIBackend(f *rootFlags, sets map[string]string) *tuiBackend {
@@ -219,7 +226,17 @@ func (b *tuiBackend) config(req tui.Request) search.Config {
 		Strategy:   req.Strategy,
 		Budget:     req.Budget,
 		TrainIters: b.flags.trainIters,
+		Tie:        req.Tie,
 	}
+	if req.TrainIters > 0 {
+		cfg.TrainIters = req.TrainIters
+	}
+	// The engines build the MoE the rules judged and the generation's
+	// capture plan, as the headless search does.
+	if w, err := search.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err == nil {
+		cfg.Workload = w
+	}
+	cfg.Workload.Generation, _ = presets.ParseMBridge(cfg.MBridge)
 	// The real job runs on the layout's GPU type: its memory is the limit.
 	if spec, ok := engine.SpecFor(req.Layout.GPU); ok {
 		cfg.JobGPUMemoryMiB = spec.MemoryMiB
@@ -257,6 +274,14 @@ func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.
 		return nil, err
 	}
 	cfg, closeEngines := s.cfg, s.close
+	// The stop question holds new candidates back (Pause).
+	gate := newPauser()
+	for i, e := range cfg.Engines {
+		cfg.Engines[i] = gated{e, gate}
+	}
+	b.mu.Lock()
+	b.pause = gate
+	b.mu.Unlock()
 	dir, err := newRunDir()
 	if err != nil {
 		closeEngines()
@@ -322,15 +347,67 @@ func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.
 	return ch, nil
 }
 
-func (b *tuiBackend) WriteOverrides(path string, data []byte) error {
-	if rest, ok := strings.CutPrefix(path, "~/"); ok {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return err
-		}
-		path = filepath.Join(home, rest)
+// Pause holds the running search's next candidates back, or lets them go.
+func (b *tuiBackend) Pause(paused bool) {
+	b.mu.Lock()
+	g := b.pause
+	b.mu.Unlock()
+	if g != nil {
+		g.set(paused)
+	}
+}
+
+// expandHome reads a leading ~/ as the home folder, as a shell would.
+func expandHome(path string) (string, error) {
+	rest, ok := strings.CutPrefix(path, "~/")
+	if !ok {
+		return path, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, rest), nil
+}
+
+// refuseExisting is ErrFileExists when path is there and overwriting was
+// not asked for.
+func refuseExisting(path string, overwrite bool) error {
+	if overwrite {
+		return nil
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("%w: %s", tui.ErrFileExists, path)
+	}
+	return nil
+}
+
+func (b *tuiBackend) WriteOverrides(path string, data []byte, overwrite bool) error {
+	path, err := expandHome(path)
+	if err != nil {
+		return err
+	}
+	if err := refuseExisting(path, overwrite); err != nil {
+		return err
 	}
 	return presets.WriteFileAtomic(path, data, 0o644)
+}
+
+func (b *tuiBackend) WriteReport(path string, in report.Input, overwrite bool) (string, error) {
+	path, err := expandHome(path)
+	if err != nil {
+		return "", err
+	}
+	if err := checkReportPath(path); err != nil {
+		return "", err
+	}
+	if err := refuseExisting(path, overwrite); err != nil {
+		return "", err
+	}
+	if in.Sets == nil {
+		in.Sets = b.sets
+	}
+	return report.Write(path, in)
 }
 
 func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, error) {
@@ -351,3 +428,51 @@ func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, e
 }
 
 var _ tui.Backend = (*tuiBackend)(nil)
+
+// pauser is a gate engines wait at before each candidate while the TUI
+// asks whether to stop.
+type pauser struct {
+	mu     sync.Mutex
+	paused bool
+	open   chan struct{} // closed while not paused
+}
+
+func newPauser() *pauser {
+	p := &pauser{open: make(chan struct{})}
+	close(p.open)
+	return p
+}
+
+func (p *pauser) set(paused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case paused && !p.paused:
+		p.open = make(chan struct{})
+	case !paused && p.paused:
+		close(p.open)
+	}
+	p.paused = paused
+}
+
+// wait returns when the gate is open or ctx is done.
+func (p *pauser) wait(ctx context.Context) {
+	p.mu.Lock()
+	open := p.open
+	p.mu.Unlock()
+	select {
+	case <-open:
+	case <-ctx.Done():
+	}
+}
+
+// gated is an engine that waits at a pauser before running a candidate.
+type gated struct {
+	engine.Engine
+	gate *pauser
+}
+
+func (g gated) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+	g.gate.wait(ctx)
+	return g.Engine.Run(ctx, w, c, opts, emit)
+}

@@ -126,11 +126,21 @@ func TestTUIBackendStopKeepsResults(t *testing.T) {
 func TestTUIBackendFiles(t *testing.T) {
 	b := testBackend(t)
 	path := filepath.Join(t.TempDir(), "o.yaml")
-	if err := b.WriteOverrides(path, []byte("model: {}\n")); err != nil {
+	if err := b.WriteOverrides(path, []byte("model: {}\n"), false); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(path); string(got) != "model: {}\n" {
 		t.Errorf("file %q", got)
+	}
+	// A file that is there is not replaced unless asked.
+	if err := b.WriteOverrides(path, []byte("x: 1\n"), false); !errors.Is(err, tui.ErrFileExists) {
+		t.Errorf("second write: %v, want ErrFileExists", err)
+	}
+	if err := b.WriteOverrides(path, []byte("x: 1\n"), true); err != nil {
+		t.Errorf("overwrite: %v", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "x: 1\n" {
+		t.Errorf("after overwrite %q", got)
 	}
 	p := presets.TeamPreset{Version: presets.FileVersion, Name: "t1", Model: "llama3_8b", GPU: "h100",
 		Space: presets.DefaultSpace(), MBridge: "0.6"}
@@ -149,6 +159,52 @@ func TestTUIBackendFiles(t *testing.T) {
 	}
 	if got, err := b.LoadPreset("t1"); err != nil || got.Model != "llama3_8b" {
 		t.Errorf("load: %+v %v", got, err)
+	}
+}
+
+// Pause holds the next candidates back until it is lifted; a stop (the
+// context) gets through a pause.
+func TestTUIBackendPause(t *testing.T) {
+	b := testBackend(t)
+	b.flags.estimateDelay = 50 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := b.Start(ctx, estimateRequest(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := 0
+	for ev := range ch {
+		if _, ok := ev.(search.ResultEvent); !ok {
+			continue
+		}
+		results++
+		if results == 1 {
+			b.Pause(true)
+			paused := results
+			time.Sleep(400 * time.Millisecond)
+			// At most the candidate already running finished meanwhile.
+			drained := 0
+		drain:
+			for {
+				select {
+				case ev := <-ch:
+					if _, ok := ev.(search.ResultEvent); ok {
+						drained++
+					}
+				default:
+					break drain
+				}
+			}
+			if drained > 1 {
+				t.Errorf("%d candidates finished while paused (after %d)", drained, paused)
+			}
+			results += drained
+			cancel()
+		}
+	}
+	if results == 0 {
+		t.Fatal("no result")
 	}
 }
 

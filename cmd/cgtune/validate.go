@@ -171,7 +171,7 @@ func (f *validateFlags) source(args []string) (*validateSource, error) {
 		}
 		s.runDir = dir
 	case f.preset != "":
-		p, err := loadPreset(f.preset)
+		p, _, err := loadPreset(f.preset) // vocab.go: a NAME on the search path or a FILE
 		if err != nil {
 			return nil, err
 		}
@@ -210,22 +210,6 @@ func findRunDir(name string) (string, error) {
 		}
 	}
 	return "", fail(exitBadInput, "%s: no such run folder", name)
-}
-
-// loadPreset reads a preset FILE, or the preset NAME from the store.
-func loadPreset(ref string) (presets.TeamPreset, error) {
-	if st, err := os.Stat(ref); err == nil && !st.IsDir() {
-		p, err := presetStore(ref).LoadFile(ref)
-		if err != nil {
-			return p, fail(exitBadInput, "%v", err)
-		}
-		return p, nil
-	}
-	p, err := presetStore("").Load(ref)
-	if err != nil {
-		return p, fail(exitBadInput, "--preset %s: %v", ref, err)
-	}
-	return p, nil
 }
 
 // jobSetup merges the preset's job section with the flags (flags win).

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"cgtune/engine"
+	"cgtune/presets"
+	"cgtune/report"
+	"cgtune/search"
+)
+
+// dash stands for a figure a result does not have (an estimate has no
+// step-to-step spread, a failure no step time).
+const dash = "—"
+
+// spreadText is a result's p10–p90 band, or dash when it has none: an
+// estimate computes one step time, with no step-to-step variation.
+func spreadText(r engine.Result) string {
+	if r.Source == engine.Estimated || r.Step.N < 2 || r.Step.P10 == r.Step.P90 {
+		return dash
+	}
+	return fmt.Sprintf("%.2f–%.2f", r.Step.P10, r.Step.P90)
+}
+
+// aliasText is "also: ..." for a ranked candidate whose plan row has other
+// spellings, "" when it has none.
+func aliasText(plan []search.Planned, c presets.Candidate) string {
+	for _, p := range plan {
+		if p.Candidate.Key() != c.Key() || len(p.Also) == 0 {
+			continue
+		}
+		names := make([]string, len(p.Also))
+		for i, a := range p.Also {
+			names[i] = candLabel(a)
+		}
+		return "also: " + strings.Join(names, ", ")
+	}
+	return ""
+}
+
+func joinParts(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// printRanking is the result table, the tied groups, the winner and why it
+// won. Columns are as wide as their widest cell: candidate names (with
+// their warm-up) are never cut.
+func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg search.Config) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tCANDIDATE\tSTEP MS\tP10–P90\tSPEED-UP\tCAPTURE MS\tGRAPH MIB\tJOB S\tFITS\tTIE\tSOURCE\tNOTE")
+	for _, r := range d.Ranking {
+		res := r.Result
+		if res.Failed() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash, candLabel(res.Candidate), dash, dash, dash, dash, dash, dash, dash, dash,
+				res.Source, joinParts(fmt.Sprintf("failed (%s): %s", res.ErrKind, res.Err), aliasText(plan, res.Candidate)))
+			continue
+		}
+		fits := "yes"
+		if !r.Fits {
+			fits = "NO"
+		}
+		tie := dash
+		if r.Tie > 0 {
+			tie = fmt.Sprint(r.Tie)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%.3f×\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\n", r.Rank, candLabel(res.Candidate),
+			res.Step.Median, spreadText(res), res.Speedup, res.CaptureMs, res.Memory.GraphFullJobMiB,
+			r.JobMs/1000, fits, tie, res.Source, joinParts(r.Note, aliasText(plan, res.Candidate)))
+	}
+	tw.Flush()
+	if groups := tieGroups(d.Ranking); len(groups) > 0 {
+		fmt.Fprintln(w, "\n"+strings.Join(groups, "\n"))
+	}
+	opts := search.RankOptions{Tie: cfg.Tie, JobGPUMemoryMiB: cfg.JobGPUMemoryMiB}
+	if d.Winner != nil {
+		r := d.Winner.Result
+		partial := ""
+		if d.Interrupted {
+			partial = " (so far: the search was interrupted)"
+		}
+		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %.3f× eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, r.Speedup, r.Memory.GraphFullJobMiB, r.Source)
+	}
+	fmt.Fprintln(w, "why: "+search.Reason(d.Ranking, opts))
+}
+
+// tieGroups describes each group of tied candidates in one line (which
+// ranks, the band, the fastest of them), then the rule that orders them.
+func tieGroups(rs []search.Ranked) []string {
+	var out []string
+	for i := 0; i < len(rs); {
+		t := rs[i].Tie
+		if t == 0 {
+			i++
+			continue
+		}
+		j := i
+		for j < len(rs) && rs[j].Tie == t {
+			j++
+		}
+		lead, _ := search.TieLeader(rs, t)
+		out = append(out, fmt.Sprintf("tie %d: ranks %d–%d are within ±%.2f ms of the fastest of them, %s (%.2f ms/step)",
+			t, rs[i].Rank, rs[j-1].Rank, rs[i].TieBandMs, candLabel(lead.Result.Candidate), lead.Result.Step.Median))
+		i = j
+	}
+	if len(out) > 0 {
+		out = append(out, search.TieRule)
+	}
+	return out
+}
+
+// spentText says what the search cost: wall time, and the GPU time when
+// engines measured; an estimate spends no GPU time, and says what its runs
+// would have taken.
+func spentText(d search.DoneEvent, cfg search.Config, wall time.Duration) string {
+	runs := fmt.Sprintf("%d runs (%d from the journal) in %s", d.Runs, d.Resumed, fmtWall(wall))
+	gpu := time.Duration(d.GPUTimeMs * float64(time.Millisecond)).Round(time.Second)
+	if len(cfg.Engines) > 0 && cfg.Engines[0].Name() == "estimate" {
+		return runs + fmt.Sprintf(" of computation (estimated: no GPU ran; measured on a GPU, these runs would take about %s)", gpu)
+	}
+	return runs + fmt.Sprintf("; GPU time %s", gpu)
+}
+
+// fmtWall is a wall time with the precision it deserves.
+func fmtWall(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
+
+// checkReportPath refuses a --report path the report cannot be written to
+// before the search starts: not Markdown, or in a folder that is not there.
+func checkReportPath(path string) error {
+	if path == "" {
+		return nil
+	}
+	if ext := filepath.Ext(path); ext != ".md" && ext != ".markdown" {
+		return fail(exitBadInput, "--report %s: want a Markdown file (FILE.md); the plot is written beside it as FILE.svg", path)
+	}
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return fail(exitBadInput, "--report %s: folder %s does not exist", path, filepath.Dir(path))
+	}
+	return nil
+}
+
+// writeReport writes --report (and its plot) for a finished or interrupted
+// search.
+func (f *rootFlags) writeReport(stderr io.Writer, cfg search.Config, plan []search.Planned, d search.DoneEvent, overrides []byte) error {
+	if f.report == "" {
+		return nil
+	}
+	in := report.Input{
+		Version: version, Now: time.Now(), Model: cfg.Model, Layout: cfg.Layout, MBridge: cfg.MBridge,
+		Engine: f.engine, Strategy: cfg.Strategy, TrainIters: cfg.TrainIters, Tie: cfg.Tie,
+		JobGPUMemoryMiB: cfg.JobGPUMemoryMiB, Sets: cfg.Sets, Plan: plan, Done: d,
+		Overrides: overrides, Format: f.format,
+	}
+	plot, err := report.Write(f.report, in)
+	if err != nil {
+		return fail(exitBadInput, "--report: %v", err)
+	}
+	if plot != "" {
+		fmt.Fprintf(stderr, "wrote the report to %s and its plot to %s\n", f.report, plot)
+	} else {
+		fmt.Fprintf(stderr, "wrote the report to %s (no candidate finished: no plot)\n", f.report)
+	}
+	return nil
+}
+
+// markEstimate says in an overrides file that it comes from an estimate,
+// in a comment (JSON has none: it stays as it is, and the progress lines
+// and the report say it).
+func markEstimate(data []byte, format string, winner engine.Result) []byte {
+	if winner.Source != engine.Estimated {
+		return data
+	}
+	out, _ := presets.Annotate(data, format, search.EstimateNote(winner))
+	return out
+}

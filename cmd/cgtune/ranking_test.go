@@ -1,0 +1,199 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// aliasPreset searches a space in which [full_iteration] and
+// [full_iteration, attn] are both spelled out.
+const aliasPreset = `version: 1
+name: alias-space
+model: llama3_8b
+gpu: h100
+space:
+  impls: [none, local, transformer_engine]
+  scopes:
+    - [full_iteration]
+    - [full_iteration, attn]
+    - [attn]
+    - [attn, mamba]
+  warmups: [1, 3]
+mbridge: "0.4"
+`
+
+// A headless exhaustive search over a space holding [full_iteration] and
+// [full_iteration, attn] ranks one row for them, and no two ranked rows
+// emit the same overrides; the table names the other spelling.
+func TestHeadlessOneRowPerEffectiveConfiguration(t *testing.T) {
+	isolate(t)
+	p := writeFile(t, "alias-space.yaml", aliasPreset)
+	code, out, errb := cgtune(t, "--headless", "--preset", p, "--engine", "estimate", "--strategy", "exhaustive", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	var res struct {
+		Ranking []search.Ranked `json:"ranking"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	full := 0
+	for _, r := range res.Ranking {
+		c := r.Result.Candidate
+		if c.FullIteration() {
+			full++
+		}
+		o, err := search.WinnerOverrides(mustModel(t, "llama3_8b"), c, "0.4").Render("dotlist")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, dup := seen[string(o)]; dup {
+			t.Errorf("%s and %s emit the same overrides: %s", prev, c.Key(), o)
+		}
+		seen[string(o)] = c.Key()
+	}
+	// none, and per warm-up: local full_iteration, local whole-layer
+	// (what local attn graphs), te attn.
+	if full != 2 || len(res.Ranking) != 7 {
+		t.Errorf("%d full-iteration rows in %d: %v", full, len(res.Ranking), keysOf(res.Ranking))
+	}
+	code, out, errb = cgtune(t, "--headless", "--preset", p, "--engine", "estimate", "--strategy", "exhaustive")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	for _, want := range []string{"also: local full_iteration,attn w3", "also: local attn w3, local attn,mamba w3", "also: te attn,mamba w1", "\nwhy: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"11 configurations (8 other spellings run as one of them), 7 valid, 4 rejected (PERF-05 4)"} {
+		if !strings.Contains(errb, want) {
+			t.Errorf("progress lacks %q:\n%s", want, errb)
+		}
+	}
+}
+
+func keysOf(rs []search.Ranked) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Result.Candidate.Key())
+	}
+	return out
+}
+
+func mustModel(t *testing.T, name string) presets.Model {
+	t.Helper()
+	m, err := presets.LookupModel(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// The headless table is honest about estimates: no spread ("—"), no GPU
+// time spent; it says why the winner won and marks tied rows; --tie moves
+// the band.
+func TestHeadlessTableEstimate(t *testing.T) {
+	isolate(t)
+	code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	header := strings.SplitN(out, "\n", 2)[0]
+	for _, col := range []string{"P10–P90", "TIE", "SOURCE"} {
+		if !strings.Contains(header, col) {
+			t.Errorf("header %q lacks %s", header, col)
+		}
+	}
+	row := strings.SplitN(out, "\n", 3)[1]
+	if !strings.Contains(row, "  —  ") || !strings.Contains(row, "estimated") {
+		t.Errorf("first row %q: want a dash for the spread of an estimate", row)
+	}
+	if !strings.Contains(out, "\nwhy: ") || !strings.Contains(out, "1% of the step") {
+		t.Errorf("no reason under the table:\n%s", out)
+	}
+	if !strings.Contains(errb, "of computation (estimated: no GPU ran; measured on a GPU, these runs would take about") || strings.Contains(errb, "engine time") {
+		t.Errorf("done line:\n%s", errb)
+	}
+	code, out, _ = cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive", "--tie", "0.1%")
+	if code != exitOK || !strings.Contains(out, "0.1% of the step") {
+		t.Errorf("--tie 0.1%%: exit %d\n%s", code, out)
+	}
+	for _, bad := range []string{"1", "-2%", "abc"} {
+		if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--tie", bad); code != exitBadInput || !strings.Contains(errb, "--tie") {
+			t.Errorf("--tie %s: exit %d %q", bad, code, errb)
+		}
+	}
+}
+
+// A preset saved by name is found by name: check and the search take
+// --preset NAME through the search path; preset save targets MB 0.4 and
+// the default warm-ups, and saves the canonical space.
+func TestPresetByName(t *testing.T) {
+	home := isolate(t)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	t.Setenv("CGTUNE_PRESETS", "")
+	code, _, errb := cgtune(t, "preset", "save", "qwen-team", "--model", "qwen3_30b_a3b", "--gpu-type", "h200",
+		"--scopes", "full_iteration,attn;full_iteration;attn,mamba")
+	if code != exitOK {
+		t.Fatalf("save: exit %d %s", code, errb)
+	}
+	code, out, errb := cgtune(t, "preset", "show", "qwen-team")
+	if code != exitOK {
+		t.Fatalf("show: %d %s", code, errb)
+	}
+	for _, want := range []string{"mbridge: \"0.4\"", "warmups: [1, 2, 3]", "gpu: h200", "- [full_iteration]\n", "- [attn]\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("saved preset lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "mamba") || strings.Count(out, "full_iteration") != 1 {
+		t.Errorf("saved space is not canonical:\n%s", out)
+	}
+	if code, out, errb := cgtune(t, "check", "--preset", "qwen-team", "--impl", "local", "--scope", "full_iteration"); code != exitOK || out != "valid\n" {
+		t.Errorf("check --preset NAME: exit %d %q %q", code, out, errb)
+	}
+	if code, _, errb := cgtune(t, "--headless", "--preset", "qwen-team", "--engine", "estimate"); code != exitOK {
+		t.Errorf("--headless --preset NAME: exit %d %s", code, errb)
+	}
+	code, _, errb = cgtune(t, "check", "--preset", "no-such-team", "--impl", "none")
+	if code != exitBadInput || !strings.Contains(errb, `preset "no-such-team" not found (searched: `) {
+		t.Errorf("unknown preset: exit %d %q", code, errb)
+	}
+	code, _, errb = cgtune(t, "check", "--preset", "./missing.yaml", "--impl", "none")
+	if code != exitBadInput || !strings.Contains(errb, "no such file") {
+		t.Errorf("missing preset file: exit %d %q", code, errb)
+	}
+}
+
+// --report writes the Markdown report and its plot beside it; a path that
+// cannot take it is refused before the search starts.
+func TestHeadlessReport(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	md := filepath.Join(dir, "r.md")
+	code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--report", md)
+	if code != exitOK || !strings.Contains(errb, "wrote the report to "+md+" and its plot to "+filepath.Join(dir, "r.svg")) {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	data, err := os.ReadFile(md)
+	if err != nil || !strings.Contains(string(data), "# cgtune report: llama3_8b on h100") || !strings.Contains(string(data), "](r.svg)") {
+		t.Errorf("report %v:\n%.400s", err, data)
+	}
+	if svg, err := os.ReadFile(filepath.Join(dir, "r.svg")); err != nil || !strings.Contains(string(svg), "<svg") {
+		t.Errorf("plot: %v", err)
+	}
+	for _, bad := range []string{filepath.Join(dir, "r.svg"), filepath.Join(dir, "missing", "r.md")} {
+		if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--report", bad); code != exitBadInput || !strings.Contains(errb, "--report") {
+			t.Errorf("--report %s: exit %d %q", bad, code, errb)
+		}
+	}
+}

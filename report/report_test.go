@@ -1,0 +1,154 @@
+package report
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cgtune/engine"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+func result(impl string, scopes []string, w int, step, spread float64, graph int64, src string) engine.Result {
+	return engine.Result{
+		Candidate: presets.Candidate{Impl: impl, Scopes: scopes, Warmup: w},
+		Source:    src, Device: engine.DeviceInfo{Name: "NVIDIA H200", Driver: "580.65.06", CUDA: "13.0", MemoryMiB: 143771},
+		Step:    engine.Stats{Median: step, P10: step - spread, P90: step + spread, N: 15},
+		Eager:   engine.Stats{Median: 1000, P10: 990, P90: 1010, N: 5},
+		Speedup: 1000 / step, CaptureMs: 120,
+		Memory: engine.Memory{GraphMiB: graph, GraphFullJobMiB: graph},
+		Notes:  []string{"measured: rates probe of NVIDIA H200; host costs measured"},
+	}
+}
+
+// input is a small measured search: a winner by a clear lead, a tie, a
+// failure, a candidate that does not fit (with the memory model's
+// breakdown), aliases and rejected candidates.
+func input(t *testing.T) Input {
+	t.Helper()
+	m, err := presets.LookupModel("qwen3_30b_a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := m.Layout("h200")
+	big := result(presets.ImplTE, []string{"attn", "moe_router", "moe_preprocess"}, 3, 700, 6, 90000, engine.Measured)
+	big.Memory.Breakdown = &engine.MemoryBreakdown{Weights: 7000, Gradients: 14000, Optimizer: 10500, Activations: 50000, Graphs: 90000, Context: 600, Total: 172100, GPUMiB: 143771}
+	failed := result(presets.ImplTE, []string{}, 3, 0, 0, 0, engine.Measured)
+	failed.Err, failed.ErrKind = "capture failed: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", engine.ErrCapture
+	opts := search.RankOptions{JobGPUMemoryMiB: 143771}
+	ranking := search.Rank([]engine.Result{
+		result(presets.ImplLocal, []string{"full_iteration"}, 3, 850, 4, 2000, engine.Measured),
+		result(presets.ImplTE, []string{"attn"}, 3, 905, 5, 3000, engine.Measured),
+		result(presets.ImplNone, nil, 3, 1000, 10, 0, engine.Measured),
+		result(presets.ImplTE, []string{"attn", "moe_router"}, 3, 900, 5, 3100, engine.Measured),
+		big, failed,
+	}, opts)
+	plan := []search.Planned{
+		{Candidate: presets.Candidate{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3},
+			Also: []presets.Candidate{{Impl: "local", Scopes: []string{"full_iteration", "attn"}, Warmup: 3}}},
+		{Candidate: presets.Candidate{Impl: "transformer_engine", Scopes: []string{"moe"}, Warmup: 3},
+			Violations: []search.Violation{{ID: "TC-22", Message: "moe cuda graph is only supported with drop-padding MoE."}}},
+		{Candidate: presets.Candidate{Impl: "local", Scopes: []string{}, Warmup: 3},
+			Violations: []search.Violation{{ID: search.WillFailID, Message: "the whole-layer graph of layer 0 (moe) would hold token_counts_to_host"}}},
+	}
+	d := search.DoneEvent{Ranking: ranking, Winner: search.Winner(ranking), Strategy: "exhaustive", Runs: 6, GPUTimeMs: 60000,
+		RunDir: "/runs/x", Notes: []string{"exhaustive: every valid candidate"}}
+	ov, _ := search.WinnerOverrides(m, d.Winner.Result.Candidate, "0.4").Render("yaml")
+	return Input{Version: "0.1.0-test", Now: time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC), Model: m, Layout: l, MBridge: "0.4",
+		Engine: "cuda", Strategy: "exhaustive", TrainIters: 50, JobGPUMemoryMiB: 143771, Plan: plan, Done: d, Overrides: ov, Format: "yaml",
+		Sets: map[string]string{"model.moe_router_padding_for_fp8": "false"}}
+}
+
+// The report says what was searched, who won and why, every ranked
+// figure with its source, what failed and what was never run with the
+// rule, and links the plot it writes beside itself.
+func TestWriteReport(t *testing.T) {
+	in := input(t)
+	dir := t.TempDir()
+	md := filepath.Join(dir, "r.md")
+	plot, err := Write(md, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plot != filepath.Join(dir, "r.svg") {
+		t.Errorf("plot path %q", plot)
+	}
+	svg, err := os.ReadFile(plot)
+	if err != nil || !strings.HasPrefix(string(svg), "<?xml") || !strings.Contains(string(svg), "<svg") {
+		t.Fatalf("plot: %v %.80q", err, svg)
+	}
+	for _, want := range []string{"local full_iteration w3  #1", "te attn w3", "ms per step", "Graph memory at the job"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("plot lacks %q", want)
+		}
+	}
+	data, _ := os.ReadFile(md)
+	got := string(data)
+	for _, want := range []string{
+		"# cgtune report: qwen3_30b_a3b on h200 — local full_iteration w3",
+		"Written by cgtune 0.1.0-test on 2026-12-01 09:30 UTC.",
+		"| Layout | 16× h200, bf16: TP 1, PP 1, VP none, CP 1, EP 16;",
+		"h200 has no MB perf recipe: h100's layout",
+		"| Megatron-Bridge | 0.4 (G2: cuda_graph_scope",
+		"| GPU | NVIDIA H200, driver 580.65.06, CUDA 13.0, 143771 MiB |",
+		"`model.moe_router_padding_for_fp8=false`",
+		"**local full_iteration w3**: 850.00 ms per step against 1000.00 ms eager (1.176×)",
+		"Why: local full_iteration w3 wins: 850.00 ms/step, 6.1% faster than the runner-up te attn w3 (905.00 ms/step), outside the tie band (±10.00 ms",
+		"1 faster candidate(s) would not fit the job's GPU and cannot win (te attn,moe_router,moe_preprocess w3 needs 172100 MiB per GPU",
+		"Megatron runs these spellings as the same configuration: local full_iteration,attn w3.",
+		"```yaml\n# Generated by cgtune",
+		"moe_pad_experts_for_cuda_graph_inference: true",
+		"![Step time with its p10–p90 band, and graph memory, per candidate](r.svg)",
+		"| 1 | **local full_iteration w3** ★ | 850.00 | 846.00–854.00 | 1.176 | 120 | 2000 |",
+		"| te attn w3 | 905.00 |",
+		"| **no** |",
+		"- Tie 1: 2 candidates within ±10.00 ms of the fastest of them, te attn,moe_router w3 (900.00 ms).",
+		"### Memory per GPU in the job (MiB)",
+		"| te attn,moe_router,moe_preprocess w3 | 7000 | 14000 | 10500 | 50000 | 90000 | 600 | 172100 | 143771 | **no** |",
+		"### Where each figure comes from",
+		"## Candidates that failed when run",
+		"| te whole-layer w3 | capture | capture failed: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED |",
+		"| TC-22 | moe cuda graph is only supported with drop-padding MoE. | te moe w3 |",
+		"| WILL-FAIL | the whole-layer graph of layer 0 (moe) would hold token_counts_to_host | local whole-layer w3 |",
+		"## How the search went\n\n- exhaustive: every valid candidate",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(got, "ESTIMATED") {
+		t.Error("a measured report says ESTIMATED")
+	}
+}
+
+// An estimated search says so up front and shows no spread; a search
+// with no finished candidate writes a report without a plot.
+func TestReportEstimateAndEmpty(t *testing.T) {
+	in := input(t)
+	for i := range in.Done.Ranking {
+		in.Done.Ranking[i].Result.Source = engine.Estimated
+	}
+	got := string(Markdown(in, "r.svg"))
+	if !strings.Contains(got, "**ESTIMATED: every figure below comes from cgtune's estimate engine") || !strings.Contains(got, "| 850.00 | — |") {
+		t.Errorf("estimated report:\n%s", got)
+	}
+	empty := Input{Model: in.Model, Layout: in.Layout, MBridge: "0.4", Done: search.DoneEvent{Interrupted: true}}
+	md := filepath.Join(t.TempDir(), "e.md")
+	plot, err := Write(md, empty)
+	if err != nil || plot != "" {
+		t.Fatalf("empty: plot %q, %v", plot, err)
+	}
+	data, _ := os.ReadFile(md)
+	if !strings.Contains(string(data), "No winner: no candidate finished.") || strings.Contains(string(data), "![") {
+		t.Errorf("empty report:\n%s", data)
+	}
+	if _, err := os.Stat(PlotPath(md)); err == nil {
+		t.Error("a plot was written without a candidate")
+	}
+	if _, err := Write(filepath.Join(t.TempDir(), "x.svg"), in); err == nil {
+		t.Error("a report over the plot's own name was accepted")
+	}
+}
