@@ -323,14 +323,34 @@ func Winner(rs []Ranked) *Ranked {
 	return nil
 }
 
+// truestSource is the most trusted source among results with an eager
+// baseline: job, then framework, then measured, then estimated.
+func truestSource(results []engine.Result) string {
+	order := []string{engine.Job, engine.Framework, engine.Measured, engine.Estimated}
+	best := len(order)
+	for _, r := range results {
+		if i := slices.Index(order, r.Source); i >= 0 && i < best && r.Eager.N > 0 {
+			best = i
+		}
+	}
+	if best == len(order) {
+		return ""
+	}
+	return order[best]
+}
+
 // eagerAsNone is the `none` candidate's result derived from the eager
 // baselines of results (every run measures one on the same workload), so
 // that a search need not spend a run on it.
 func eagerAsNone(results []engine.Result) (engine.Result, bool) {
+	// Only the truest source's baselines count: a candidate the framework
+	// could not run and the cuda engine measured instead has an emulated
+	// eager step, which must not be mixed with the framework's.
+	source := truestSource(results)
 	var meds []float64
 	var src engine.Result
 	for _, r := range results {
-		if r.Eager.N > 0 && r.Eager.Median > 0 {
+		if r.Source == source && r.Eager.N > 0 && r.Eager.Median > 0 {
 			if len(meds) == 0 {
 				src = r
 			}
@@ -343,7 +363,9 @@ func eagerAsNone(results []engine.Result) (engine.Result, bool) {
 	st := engine.Summarise(meds)
 	var steps int
 	for _, r := range results {
-		steps += r.Eager.N
+		if r.Source == source {
+			steps += r.Eager.N
+		}
 	}
 	st.N = steps
 	out := engine.Result{

@@ -151,6 +151,19 @@ func TestRankRoundsAndEagerNone(t *testing.T) {
 	}
 }
 
+// A framework search whose TE candidates the cuda engine measured instead
+// takes the eager baseline from the framework's runs only.
+func TestEagerNoneKeepsToTheTruestSource(t *testing.T) {
+	fw := res(presets.ImplLocal, []string{}, 1, 500, 4000)
+	fw.Source, fw.Eager.Median = engine.Framework, 1200
+	emu := res(presets.ImplTE, []string{"attn"}, 1, 90, 4000)
+	emu.Source, emu.Eager.Median = engine.Measured, 91
+	n, ok := eagerAsNone([]engine.Result{emu, fw, emu})
+	if !ok || n.Step.Median != 1200 || n.Source != engine.Framework || n.Step.N != fw.Eager.N {
+		t.Errorf("eager none from mixed sources: %+v", n)
+	}
+}
+
 // The tie band is an option: 3 % apart ties under a 5 % band (less graph
 // memory wins) and not under the default 1 %; 0 % leaves only the spread.
 func TestRankTieBand(t *testing.T) {
