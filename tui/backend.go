@@ -64,6 +64,10 @@ var ErrFileExists = errors.New("file exists")
 type DriverInfo struct {
 	Version string // e.g. 580.65.06
 	CUDA    string // CUDA version the driver supports, e.g. 13.0
+	// Engine measures the candidates on these GPUs (megatron or cuda) and
+	// EngineWhy says why it was chosen.
+	Engine    string
+	EngineWhy string
 }
 
 // Strategies are the search strategies the TUI offers.

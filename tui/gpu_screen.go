@@ -147,6 +147,9 @@ func (m *Model) gpuView(w, h int) string {
 	if m.gpuErr != nil {
 		b.WriteString(st.Err.Render(wrap("✗ NVML: "+m.gpuErr.Error(), w)) + "\n")
 	}
+	if !m.estimate && m.driver.Engine != "" {
+		b.WriteString(st.Label.Render("engine "+m.driver.Engine) + " " + st.Muted.Render(wrap(m.driver.EngineWhy, max(w-len(m.driver.Engine)-8, 20))) + "\n")
+	}
 	if m.estimate {
 		b.WriteString(st.Estimate.Render(" ESTIMATE ") + " " + st.Warn.Render("the estimate engine computes the results; nothing runs on these GPUs (e: measure instead)") + "\n")
 	}

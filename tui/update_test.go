@@ -931,3 +931,20 @@ func TestResultsMemoryWarning(t *testing.T) {
 		checkFrame(t, v, sz[0], sz[1])
 	}
 }
+
+// The GPU screen says which engine will measure and why (issue: the
+// megatron engine is the default where Megatron-Core imports).
+func TestGPUScreenNamesTheEngine(t *testing.T) {
+	f := newFake(t)
+	f.driver.Engine, f.driver.EngineWhy = "megatron", "measuring on the real framework: megatron-core 0.20.0"
+	m, _ := newTestModel(t, f, 120, 30)
+	press(m, "enter")
+	v := view(m)
+	if !strings.Contains(v, "engine megatron") || !strings.Contains(v, "measuring on the real framework") {
+		t.Fatalf("GPU screen does not name the engine:\n%s", v)
+	}
+	press(m, "e") // the estimate engine instead: the measuring engine's line goes
+	if v := view(m); m.estimate && strings.Contains(v, "engine megatron") {
+		t.Errorf("estimate mode still names the measuring engine:\n%s", v)
+	}
+}

@@ -70,11 +70,11 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		opts.Budget = tui.NoBudget
 	}
 	switch f.engine {
-	case "", "cuda":
+	case "", "cuda", "megatron":
 	case "estimate":
 		opts.Estimate = true
 	default:
-		return fail(exitBadInput, "--engine %q: allowed: cuda, estimate", f.engine)
+		return fail(exitBadInput, "--engine %q: allowed: megatron, cuda, estimate", f.engine)
 	}
 	if changed("gpu") {
 		if opts.GPUs, err = parseGPUs(f.gpus); err != nil {
@@ -124,6 +124,12 @@ type tuiBackend struct {
 	nvErr  error
 	opened bool
 	names  map[int]string // NVML device names, for the estimator
+
+	// engineOnce decides, once, which engine measures: --engine, else
+	// megatron where Megatron-Core imports, else cuda; engineWhy says why.
+	engineOnce sync.Once
+	engine     string
+	engineWhy  string
 
 	quit  chan struct{}  // closed when the program has ended
 	wg    sync.WaitGroup // searches still winding down
@@ -176,6 +182,7 @@ func (b *tuiBackend) GPUs(context.Context) ([]cuda.GPUStatus, tui.DriverInfo, er
 	}
 	var d tui.DriverInfo
 	d.Version, d.CUDA = n.Driver()
+	d.Engine, d.EngineWhy = b.measuringEngine()
 	var out []cuda.GPUStatus
 	for i := range count {
 		st, err := n.Status(i)
@@ -188,6 +195,19 @@ func (b *tuiBackend) GPUs(context.Context) ([]cuda.GPUStatus, tui.DriverInfo, er
 		b.mu.Unlock()
 	}
 	return out, d, nil
+}
+
+// measuringEngine is the engine a search on the GPUs uses, and why.
+func (b *tuiBackend) measuringEngine() (string, string) {
+	b.engineOnce.Do(func() {
+		switch b.flags.engine {
+		case "megatron", "cuda":
+			b.engine, b.engineWhy = b.flags.engine, "chosen with --engine"
+		default:
+			b.engine, b.engineWhy = defaultEngine(context.Background(), b.flags.python)
+		}
+	})
+	return b.engine, b.engineWhy
 }
 
 func (b *tuiBackend) TeamPresets() ([]presets.PresetInfo, error) { return b.store.List() }
@@ -264,7 +284,11 @@ func (b *tuiBackend) Plan(req tui.Request) ([]search.Planned, error) {
 // the runner's events; then the channel is closed.
 func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.Event, error) {
 	fl := *b.flags
-	fl.engine, fl.estimateGPU = "cuda", b.estimateGPU(req)
+	fl.engine, _ = b.measuringEngine()
+	if fl.engine == "estimate" {
+		fl.engine = "cuda" // NVML sees GPUs: measure on them
+	}
+	fl.estimateGPU = b.estimateGPU(req)
 	gpus := req.GPUs
 	if req.Estimate {
 		fl.engine, gpus = "estimate", []int{0}
