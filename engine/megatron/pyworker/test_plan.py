@@ -133,5 +133,18 @@ class ResultsTest(unittest.TestCase):
         self.assertIn("host synchronisation", results.explain_capture("x cudaErrorStreamCaptureInvalidated y"))
 
 
+class RelayTest(unittest.TestCase):
+    def test_relay_passes_samples_and_keeps_the_last_result(self):
+        import worker
+
+        got = []
+        lines = ['{"type": "sample", "n": 1}\n', "not json\n", '{"type": "result", "r": 1}\n',
+                 '{"type": "sample", "n": 2}\n', '{"type": "result", "r": 2}\n']
+        final = worker.relay(lines, got.append)
+        self.assertEqual([m["n"] for m in got], [1, 2])
+        self.assertEqual(final["r"], 2)
+        self.assertIsNone(worker.relay([], got.append))
+
+
 if __name__ == "__main__":
     unittest.main()

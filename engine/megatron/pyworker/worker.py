@@ -104,12 +104,12 @@ def fork_ranks(world, target):
     return pipes
 
 
-def run_children(world, target, on_msg):
-    """Runs target in `world` forked ranks; relays rank 0's messages to
-    on_msg; returns rank 0's last "result" message or a crash description."""
-    pipes = fork_ranks(world, target)
+def relay(lines, on_msg):
+    """Passes rank 0's messages to on_msg until its output ends; returns
+    its last "result" message (None if it sent none). Lines that are not
+    JSON (a library printing to the wrong stream) are skipped."""
     final = None
-    for line in pipes[0][1]:
+    for line in lines:
         try:
             msg = json.loads(line)
         except ValueError:
@@ -118,6 +118,14 @@ def run_children(world, target, on_msg):
             final = msg
         else:
             on_msg(msg)
+    return final
+
+
+def run_children(world, target, on_msg):
+    """Runs target in `world` forked ranks; relays rank 0's messages to
+    on_msg; returns rank 0's last "result" message or a crash description."""
+    pipes = fork_ranks(world, target)
+    final = relay(pipes[0][1], on_msg)
     statuses = []
     for pid, f in pipes:
         f.close()
@@ -137,16 +145,7 @@ def run_children(world, target, on_msg):
 def collect(procs, on_msg):
     """Relays rank 0's lines of spawned ranks; returns its result or a
     crash description."""
-    final = None
-    for line in procs[0].stdout:
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            continue
-        if msg.get("type") == "result":
-            final = msg
-        else:
-            on_msg(msg)
+    final = relay(procs[0].stdout, on_msg)
     codes = []
     for p in procs:
         p.stdout.read()
