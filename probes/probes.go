@@ -284,26 +284,9 @@ func FindCached(dir, gpu string) (Report, bool) {
 
 // SaveCached writes the report atomically.
 func SaveCached(dir string, r Report) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := cacheFile(dir, r.Device)
-	tmp, err := os.CreateTemp(dir, ".probe-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeAtomic(dir, cacheFile(dir, r.Device), b)
 }
