@@ -72,10 +72,15 @@ type rootFlags struct {
 	estimateDelay time.Duration
 	// python, ranks, maxLayers and maxMicroBatches configure the megatron
 	// engine (cmd/cgtune/megatron.go).
-	python          string
-	ranks           int
-	maxLayers       int
-	maxMicroBatches int
+	python string
+	ranks  int
+	// launcher, command, commandFormat, jobIters and jobTimeout configure
+	// the job engine (cmd/cgtune/jobengine.go).
+	launcher, command, commandFormat string
+	jobIters                         int
+	jobTimeout                       time.Duration
+	maxLayers                        int
+	maxMicroBatches                  int
 
 	cmd *cobra.Command
 }
@@ -90,6 +95,11 @@ type savedRun struct {
 	Emit        string `json:"emit,omitempty"`
 	Format      string `json:"format"`
 	Tie         string `json:"tie,omitempty"`
+	// The job engine's launch (a resumed search re-attaches to its jobs).
+	Launcher      string `json:"launcher,omitempty"`
+	Command       string `json:"command,omitempty"`
+	CommandFormat string `json:"command_format,omitempty"`
+	JobIters      int    `json:"job_iters,omitempty"`
 }
 
 // configureRoot gives the root command its own flags and the search as
@@ -126,6 +136,11 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.gpus, "gpu", "0", "GPUs to measure on, comma-separated (one worker each)")
 	fl.StringVar(&f.engine, "engine", "", "megatron (the installed Megatron-Core on this GPU), cuda (emulation measured on this GPU) or estimate (computed, no GPU); default: megatron when a GPU and an importable megatron.core are there, else cuda, else estimate")
 	fl.StringVar(&f.python, "python", "", "Python interpreter for the megatron engine (default: $"+megatron.PythonEnv+", then python3 on PATH)")
+	fl.StringVar(&f.launcher, "launcher", "local", "job engine: local (this node, its own process group) or slurm (sbatch)")
+	fl.StringVar(&f.command, "command", "", "job engine: the training command template, with {flags}, {dotlist}, {overrides} or {run_script_flags} and {iters} (cgtune validate --help)")
+	fl.StringVar(&f.commandFormat, "command-format", "", "job engine: what {overrides} renders: dotlist (default), flags, run_script_flags")
+	fl.IntVar(&f.jobIters, "job-iters", 30, "job engine: iterations each job runs")
+	fl.DurationVar(&f.jobTimeout, "job-timeout", 0, "job engine: bound on each job's running time (0: none beyond the scheduler's)")
 	fl.IntVar(&f.ranks, "ranks", 0, "megatron engine: ranks (GPUs) per candidate; default: as many of --gpu as the layout's TP×EP can use")
 	fl.IntVar(&f.maxLayers, "max-layers", 8, "megatron engine: build at most this many of a stage's layers (the rest is scaled, and results say so)")
 	fl.IntVar(&f.maxMicroBatches, "max-microbatches", 4, "megatron engine: run at most this many micro-batches per step (the rest is scaled)")
@@ -283,6 +298,7 @@ func (f *rootFlags) applySaved(dir string) error {
 	if !changed("estimate-gpu") {
 		f.estimateGPU = s.EstimateGPU
 	}
+	s.applyJob(f, changed)
 	if !changed("gpu") && s.GPUs != "" {
 		f.gpus = s.GPUs
 	}
@@ -614,8 +630,10 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 		s.cfg.Engines = engines
 	case "megatron":
 		return f.openMegatron(context.Background(), s, gpus)
+	case "job":
+		return f.openJobEngine(s)
 	default:
-		return fail(exitBadInput, "--engine %q: allowed: megatron, cuda, estimate", name)
+		return fail(exitBadInput, "--engine %q: allowed: megatron, cuda, estimate, job", name)
 	}
 	return nil
 }
@@ -650,7 +668,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	cfg := s.cfg
 	saved, _ := json.MarshalIndent(savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus,
-		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie}, "", "  ")
+		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie}.withJob(f), "", "  ")
 	if err := presets.WriteFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
 		return fail(exitBadInput, "%v", err)
 	}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sync"
+
+	"cgtune/engine"
+	"cgtune/engine/job"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// openJobEngine makes the real training job the engine (--engine job):
+// each candidate's overrides are rendered into --command and the job is
+// launched by --launcher; its log gives the step times. The jobs live in
+// the run folder (jobs/), so --resume re-attaches to Slurm jobs still
+// running instead of submitting them again.
+func (f *rootFlags) openJobEngine(s *searchSetup) error {
+	if f.command == "" {
+		return fail(exitBadInput, "--engine job: give --command TEMPLATE, the training command with {flags}, {dotlist} or {overrides} (cgtune validate --help lists the placeholders)")
+	}
+	tmpl, err := job.ParseCommand(f.command, f.commandFormat)
+	if err != nil {
+		return fail(exitBadInput, "--command: %v", err)
+	}
+	var l job.Launcher
+	switch f.launcher {
+	case "local":
+		l = &job.Local{}
+	case "slurm":
+		if _, err := exec.LookPath("sbatch"); err != nil {
+			return fail(exitBadInput, "--launcher slurm: sbatch is not on PATH (Slurm's client commands are needed)")
+		}
+		if l, err = job.NewSlurm(job.SlurmOptions{Nodes: 1}, ""); err != nil {
+			return fail(exitBadInput, "%v", err)
+		}
+	default:
+		return fail(exitBadInput, "--launcher %q: allowed: local, slurm", f.launcher)
+	}
+	m, mb := s.cfg.Model, s.cfg.MBridge
+	cfg := job.Config{Launcher: l, Command: tmpl, Iters: f.jobIters, Timeout: f.jobTimeout,
+		Overrides: func(c presets.Candidate) presets.Overrides { return search.WinnerOverrides(m, c, mb) }}
+	e := &runFolderJobs{cfg: cfg, runDir: func() string { return s.cfg.RunDir }}
+	s.cfg.Engines = []engine.Engine{e}
+	s.close = func() { e.Close() }
+	if est, err := estimateEngine(s.cfg.Layout.GPU, f.profile); err == nil {
+		s.cfg.Estimator = est
+	}
+	s.notices = append(s.notices, fmt.Sprintf("engine job: every candidate runs as a training job through the %s launcher: %s", f.launcher, f.command))
+	return nil
+}
+
+// runFolderJobs opens the job engine on its first run, when the search's
+// run folder (which holds the jobs) is known.
+type runFolderJobs struct {
+	cfg    job.Config
+	runDir func() string
+	once   sync.Once
+	e      *job.Engine
+	err    error
+}
+
+func (r *runFolderJobs) Name() string { return "job" }
+
+func (r *runFolderJobs) Device() engine.DeviceInfo {
+	return engine.DeviceInfo{Name: "training job (" + r.cfg.Launcher.Name() + ")"}
+}
+
+func (r *runFolderJobs) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+	r.once.Do(func() {
+		dir := r.runDir()
+		if dir == "" {
+			r.err = fmt.Errorf("no run folder for the jobs")
+			return
+		}
+		cfg := r.cfg
+		cfg.Dir = filepath.Join(dir, "jobs")
+		r.e, r.err = job.New(cfg)
+	})
+	if r.err != nil {
+		return engine.Result{Candidate: c, Source: engine.Job, Err: "job engine: " + r.err.Error(), ErrKind: engine.ErrCrash}
+	}
+	return r.e.Run(ctx, w, c, o, emit)
+}
+
+func (r *runFolderJobs) Close() error {
+	if r.e != nil {
+		return r.e.Close()
+	}
+	return nil
+}
+
+// withJob records the job engine's launch in run.json.
+func (s savedRun) withJob(f *rootFlags) savedRun {
+	if f.engine == "job" {
+		s.Launcher, s.Command, s.CommandFormat, s.JobIters = f.launcher, f.command, f.commandFormat, f.jobIters
+	}
+	return s
+}
+
+// applyJob takes the job engine's launch from run.json unless the flags
+// name it again.
+func (s savedRun) applyJob(f *rootFlags, changed func(string) bool) {
+	if s.Engine != "job" {
+		return
+	}
+	if !changed("launcher") && s.Launcher != "" {
+		f.launcher = s.Launcher
+	}
+	if !changed("command") {
+		f.command = s.Command
+	}
+	if !changed("command-format") {
+		f.commandFormat = s.CommandFormat
+	}
+	if !changed("job-iters") && s.JobIters > 0 {
+		f.jobIters = s.JobIters
+	}
+}
