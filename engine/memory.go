@@ -173,16 +173,28 @@ func stageMemory(w *Workload, p *CapturePlan, prof *FrameworkProfile, s int, opt
 		// The graph holds the iteration's activations and the static
 		// inputs of every micro-batch.
 		graphs = inflight*layerAct + head + float64(w.MicroBatches)*w.StaticInputBytes()
-		if prof != nil && prof.FullIteration.GraphMiBPerMicroBatch > 0 {
-			graphs = prof.FullIteration.GraphMiBPerMicroBatch * bytesPerMiB * float64(w.MicroBatches)
+		switch fi := prof.fullIteration(); {
+		case fi != nil && fi.GraphMiBPerLayer > 0 && w.Layout.PPSize() == 1:
+			// Measured: fixed + per layer (one micro-batch in flight), plus
+			// the static inputs of the job's micro-batches.
+			graphs = (fi.GraphMiBFixed+fi.GraphMiBPerLayer*float64(len(w.Layers)))*bytesPerMiB +
+				float64(w.MicroBatches)*w.StaticInputBytes()
+		case fi != nil && fi.GraphMiBPerMicroBatch > 0:
+			graphs = fi.GraphMiBPerMicroBatch * bytesPerMiB * float64(w.MicroBatches)
 		}
 	default:
 		poolMBs := math.Min(float64(p.RealCaptured), inflight)
+		fixed := false
 		for _, r := range graphedRegions(w, p, kinds, act) {
 			eagerAct += inflight * -r.pool
 			if reg, ok := prof.regionMemory(r.kind, r.name); ok {
-				// Measured pool and static buffers of one micro-batch.
+				// Measured pool and static buffers of one micro-batch, and
+				// once the capture's fixed part.
 				graphs += poolMBs*reg + (float64(p.RealCaptured)-poolMBs)*r.static
+				if !fixed {
+					graphs += prof.GraphPoolFixedMiB * bytesPerMiB
+					fixed = true
+				}
 				continue
 			}
 			graphs += poolMBs*r.pool + float64(p.RealCaptured)*r.static

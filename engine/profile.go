@@ -22,6 +22,10 @@ type FrameworkProfile struct {
 	Optimizer HostGPU `json:"optimizer"`
 	// FullIteration holds what a full-iteration graph costs per step.
 	FullIteration FullIterationProfile `json:"full_iteration"`
+	// GraphPoolFixedMiB is what a per-layer capture adds once, beside its
+	// layers' graphs (the pool's first segments, the buffers outside the
+	// layers), fitted like the per-layer figure from one and two layers.
+	GraphPoolFixedMiB float64 `json:"graph_pool_fixed_mib,omitempty"`
 	// Collectives records how the layers' collectives expose the ranks'
 	// host work, per rank count the slice ran at (2 or more); empty when
 	// the profile was only measured at world size 1. The emulating engines
@@ -108,5 +112,11 @@ type FullIterationProfile struct {
 	// GraphMiBPerMicroBatch is the pool and static input buffers a
 	// full-iteration graph adds per micro-batch it holds.
 	GraphMiBPerMicroBatch float64 `json:"graph_mib_per_microbatch"`
-	CaptureError          string  `json:"capture_error,omitempty"`
+	// GraphMiBFixed + GraphMiBPerLayer × layers is the graph's memory with
+	// one pipeline stage (PP 1 keeps one micro-batch's activations at a
+	// time), fitted from one and two layers; when set it is used instead of
+	// GraphMiBPerMicroBatch.
+	GraphMiBFixed    float64 `json:"graph_mib_fixed,omitempty"`
+	GraphMiBPerLayer float64 `json:"graph_mib_per_layer,omitempty"`
+	CaptureError     string  `json:"capture_error,omitempty"`
 }

@@ -390,11 +390,32 @@ func (s *Schedule) GraphMemoryBytes() float64 {
 	return b
 }
 
+// firstPooledGraph is the first per-layer graph with a pool of its own.
+func (s *Schedule) firstPooledGraph() int {
+	for g, pg := range s.Plan.Graphs {
+		if pg.Layer >= 0 && !pg.Backward && pg.PoolBytes > 0 {
+			return g
+		}
+	}
+	return -1
+}
+
+// fullIteration is the profile's full-iteration part, nil without a profile.
+func (p *FrameworkProfile) fullIteration() *FullIterationProfile {
+	if p == nil {
+		return nil
+	}
+	return &p.FullIteration
+}
+
 // GraphBytes is the memory plan graph g holds, static buffers included.
 func (s *Schedule) GraphBytes(g int) float64 {
 	pg := s.Plan.Graphs[g]
 	pr := s.Costs.Profile
 	if pg.Layer < 0 {
+		if fi := pr.fullIteration(); fi != nil && fi.GraphMiBPerLayer > 0 && s.W.Layout.PPSize() == 1 {
+			return (fi.GraphMiBFixed + fi.GraphMiBPerLayer*float64(len(s.W.Layers))) * bytesPerMiB
+		}
 		if pr != nil && pr.FullIteration.GraphMiBPerMicroBatch > 0 {
 			return pr.FullIteration.GraphMiBPerMicroBatch * bytesPerMiB * float64(s.Plan.FullIteration.MicroBatches)
 		}
@@ -408,6 +429,10 @@ func (s *Schedule) GraphBytes(g int) float64 {
 			case pg.Backward:
 				return 0
 			case pg.PoolBytes > 0:
+				// The capture's fixed part goes with its first pooled graph.
+				if g == s.firstPooledGraph() {
+					return (reg.GraphMiB + pr.GraphPoolFixedMiB) * bytesPerMiB
+				}
 				return reg.GraphMiB * bytesPerMiB
 			default:
 				return 2 * pg.StaticBytes

@@ -103,10 +103,19 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 		MeasuredAt: fmt.Sprintf("eager, whole-layer and full-iteration runs at 1 and 2 layers, %d micro-batches per step", int(m))}
 	perLayer := func(a, b float64) float64 { return max(0, (b-a)/m) }
 	lp := engine.LayerProfile{Graphed: map[string]engine.GraphedRegion{}}
-	lp.EagerFwd.HostMs = perLayer(e1.HostFwdMs, e2.HostFwdMs)
-	lp.EagerBwd.HostMs = perLayer(e1.HostMs-e1.HostFwdMs, e2.HostMs-e2.HostFwdMs)
-	p.OtherFwd.HostMs = max(0, e1.HostFwdMs/m-lp.EagerFwd.HostMs)
-	p.OtherBwd.HostMs = max(0, (e1.HostMs-e1.HostFwdMs)/m-lp.EagerBwd.HostMs)
+	// Totals come from the training steps. A forward-only pass runs a
+	// different schedule (no backward, no gradient buffers) whose fixed
+	// host cost does not carry over, so it only splits a layer's host time
+	// between forward and backward; the part outside the layers is split
+	// evenly (embedding and head have both directions).
+	layerHost := perLayer(e1.HostMs, e2.HostMs)
+	fwdShare := 1.0 / 3
+	if d := perLayer(e1.HostFwdMs, e2.HostFwdMs); layerHost > 0 && e1.HostFwdMs > 0 {
+		fwdShare = min(1, d/layerHost)
+	}
+	lp.EagerFwd.HostMs, lp.EagerBwd.HostMs = fwdShare*layerHost, (1-fwdShare)*layerHost
+	other := max(0, e1.HostMs/m-layerHost)
+	p.OtherFwd.HostMs, p.OtherBwd.HostMs = other/2, other/2
 	g1, g2 := get("full_iteration", 1), get("full_iteration", 2)
 	if g1 == nil || g2 == nil {
 		g1, g2 = e1, e2
@@ -115,6 +124,8 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 	} else {
 		p.FullIteration.ReplayHostMs = g2.HostMs
 		p.FullIteration.GraphMiBPerMicroBatch = g2.GraphMiB / m
+		perLayer := max(0, g2.GraphMiB-g1.GraphMiB)
+		p.FullIteration.GraphMiBPerLayer, p.FullIteration.GraphMiBFixed = perLayer, max(0, g1.GraphMiB-perLayer)
 	}
 	layerGPU := perLayer(g1.FwdBwdMs, g2.FwdBwdMs)
 	otherGPU := max(0, g1.FwdBwdMs/m-layerGPU)
@@ -128,6 +139,7 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 			// One graph pair per layer serves every micro-batch when PP is 1.
 			GraphMiB: max(0, l2.GraphMiB-l1.GraphMiB),
 		}
+		p.GraphPoolFixedMiB = max(0, l1.GraphMiB-lp.Graphed["layer"].GraphMiB)
 	} else {
 		lp.Graphed["layer"] = engine.GraphedRegion{CaptureError: firstErr(runs, "layer")}
 	}
