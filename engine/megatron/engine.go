@@ -146,9 +146,9 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 		f.Notes = append([]string{fmt.Sprintf("not measured on the framework (%s): %s engine instead", r.Err, e.opts.Fallback.Name())}, f.Notes...)
 		return f
 	}
-	if r.Source == "" || r.Source == engine.Measured && r.Framework != nil {
-		r.Source = engine.Framework
-	}
+	// Everything past the fallback came from the framework's worker, its
+	// crashes and time-outs (which the supervisor reports) included.
+	r.Source = engine.Framework
 	if r.Framework == nil || r.Failed() {
 		return r
 	}

@@ -124,7 +124,7 @@ func TestWorkerCrashIsAFailedCandidateAndTheWorkerIsReplaced(t *testing.T) {
 	e := fakeEngine(t, "crash", nil, time.Minute)
 	w := workload(t, 1)
 	r := e.Run(context.Background(), w, presets.Candidate{Impl: "local", Warmup: 1}, engine.RunOptions{}, nil)
-	if r.ErrKind != engine.ErrCrash {
+	if r.ErrKind != engine.ErrCrash || r.Source != engine.Framework {
 		t.Fatalf("crash: %+v", r)
 	}
 	r = e.Run(context.Background(), w, presets.Candidate{Impl: "none"}, engine.RunOptions{}, nil)
