@@ -8,6 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	jobs "cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/report"
 	"cgtune/search"
@@ -48,6 +49,38 @@ type Backend interface {
 	// path; without overwrite, an existing preset of that name is an error
 	// wrapping ErrPresetExists.
 	SavePreset(p presets.TeamPreset, overwrite bool) (string, error)
+	// Validate runs the top candidates of the finished search in
+	// req.RunDir and the eager baseline as real training jobs
+	// (search.ValidateOnJobs) with the command and launcher the person
+	// confirmed; it returns what runs and a channel of the jobs' states,
+	// log tails and results, closed after the update with the outcome (or
+	// the error). Cancelling ctx cancels the queued and running jobs.
+	Validate(ctx context.Context, req ValidateRequest) (Validation, error)
+}
+
+// ValidateRequest is a validation of a finished search on real training
+// jobs, as the person confirmed it.
+type ValidateRequest struct {
+	RunDir   string // the search's run folder
+	Top      int    // how many of its best graphed candidates
+	Launcher string // local or slurm
+	Command  string // the command template, as shown
+}
+
+// Validation is a validation on its way: the candidates it runs (the
+// eager baseline among them), its folder and its updates.
+type Validation struct {
+	Targets []jobs.Target
+	Dir     string
+	Updates <-chan ValidationUpdate
+}
+
+// ValidationUpdate is one report of a running validation: a job's event,
+// or (the last one) the outcome or the error that ended it.
+type ValidationUpdate struct {
+	Event   jobs.ValidateEvent
+	Outcome *search.JobOutcome
+	Err     error
 }
 
 // ErrNoDriver is what Backend.GPUs wraps when there is no NVIDIA driver.
@@ -161,6 +194,18 @@ type savedMsg struct {
 
 type tickMsg time.Time
 
+type validateStartedMsg struct {
+	v   Validation
+	err error
+}
+
+// validateMsg is one update of the running validation; closed says the
+// channel is done.
+type validateMsg struct {
+	u      ValidationUpdate
+	closed bool
+}
+
 func fetchGPUs(ctx context.Context, b Backend) tea.Cmd {
 	return func() tea.Msg {
 		g, d, err := b.GPUs(ctx)
@@ -232,6 +277,25 @@ func saveCmd(b Backend, p presets.TeamPreset, overwrite bool) tea.Cmd {
 	return func() tea.Msg {
 		path, err := b.SavePreset(p, overwrite)
 		return savedMsg{name: p.Name, path: path, err: err}
+	}
+}
+
+func validateCmd(ctx context.Context, b Backend, req ValidateRequest) tea.Cmd {
+	return func() tea.Msg {
+		v, err := b.Validate(ctx, req)
+		return validateStartedMsg{v: v, err: err}
+	}
+}
+
+// waitForValidation reads one update; Update asks for the next one after
+// handling it.
+func waitForValidation(ch <-chan ValidationUpdate) tea.Cmd {
+	return func() tea.Msg {
+		u, ok := <-ch
+		if !ok {
+			return validateMsg{closed: true}
+		}
+		return validateMsg{u: u}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/engine"
+	jobs "cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/report"
 	"cgtune/search"
@@ -37,6 +38,11 @@ type fakeBackend struct {
 	planned  []Request
 	paused   []bool // Pause calls, in order
 	reports  map[string]report.Input
+	// validations are the Validate calls; valUpdates is the channel the
+	// test feeds the validation's updates through.
+	validations []ValidateRequest
+	valUpdates  chan ValidationUpdate
+	valCtx      context.Context
 }
 
 func newFake(t *testing.T) *fakeBackend {
@@ -161,6 +167,22 @@ func (f *fakeBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, 
 	}
 	f.saved = append(f.saved, p)
 	return "/home/u/.config/cgtune/presets/" + p.Name + ".yaml", nil
+}
+
+func (f *fakeBackend) Validate(ctx context.Context, req ValidateRequest) (Validation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.validations = append(f.validations, req)
+	f.valCtx = ctx
+	f.valUpdates = make(chan ValidationUpdate, 16)
+	return Validation{Targets: fakeTargets(), Dir: filepath.Join(req.RunDir, "validate"), Updates: f.valUpdates}, nil
+}
+
+// fakeTargets are what the fake validates: the search's results as the
+// predictions, eager first.
+func fakeTargets() []jobs.Target {
+	pNone, pAttnMLP, pAttn := result(cNone, 130, 0), result(cTEAttnMLP, 104, 0), result(cTEAttn, 112, 0)
+	return []jobs.Target{{Candidate: cNone, Predicted: &pNone}, {Candidate: cTEAttnMLP, Predicted: &pAttnMLP}, {Candidate: cTEAttn, Predicted: &pAttn}}
 }
 
 var (

@@ -51,6 +51,8 @@ type KeyMap struct {
 	Report key.Binding
 	Save   key.Binding
 	New    key.Binding
+	// Validate runs the top candidates as real training jobs.
+	Validate key.Binding
 }
 
 // DefaultKeyMap is the key map the program uses.
@@ -99,6 +101,8 @@ func DefaultKeyMap() KeyMap {
 		Report: b([]string{"r"}, "r", "report"),
 		Save:   b([]string{"p"}, "p", "save preset"),
 		New:    b([]string{"n"}, "n", "new search"),
+
+		Validate: b([]string{"v"}, "v", "validate top 3"),
 	}
 }
 

@@ -48,6 +48,8 @@ type resultsScreen struct {
 	pendingFile writtenMsg
 	// pendingReport is the report waiting for the overwrite answer.
 	pendingReport reportMsg
+	// val is the validation on real jobs (validate_pane.go).
+	val validationPane
 }
 
 // formatExt is the file extension of each override format, for the
@@ -173,6 +175,9 @@ func (m *Model) resultsKey(msg tea.KeyPressMsg) tea.Cmd {
 	if s.prompt != promptNone {
 		return m.promptKey(msg)
 	}
+	if s.val.phase != valOff {
+		return m.validationKey(msg)
+	}
 	switch {
 	case key.Matches(msg, k.Up):
 		s.cursor = max(s.cursor-1, 0)
@@ -192,6 +197,8 @@ func (m *Model) resultsKey(msg tea.KeyPressMsg) tea.Cmd {
 		s.prompt, s.input = promptName, m.defaultPresetName()
 	case key.Matches(msg, k.Tie):
 		m.retie()
+	case key.Matches(msg, k.Validate):
+		m.askValidate()
 	case key.Matches(msg, k.New):
 		return m.goTo(screenSpace)
 	case key.Matches(msg, k.Back):
@@ -461,16 +468,19 @@ func (m *Model) onSaved(msg savedMsg) tea.Cmd {
 
 func (m *Model) resultsHelp() helpKeys {
 	k := m.keys
+	if m.resScr.val.phase != valOff {
+		return m.validationHelp()
+	}
 	switch m.resScr.prompt {
 	case promptPath, promptName, promptReport:
 		return helpKeys{short: []key.Binding{withHelp(k.Next, "enter", "ok"), withHelp(k.Back, "esc", "cancel"), withHelp(k.Back, "ctrl+u", "clear")}}
 	case promptOverwrite, promptOverwriteFile, promptOverwriteReport:
 		return helpKeys{short: []key.Binding{withHelp(k.Confirm, "y", "overwrite"), withHelp(k.Deny, "n", "keep the old one")}}
 	}
-	short := []key.Binding{k.Write, k.Format, k.Report, k.Save, k.Tie, withHelp(k.Up, "↑/↓", "candidate"), k.New, withHelp(k.Back, "esc", "run"), k.Quit}
+	short := []key.Binding{k.Write, k.Format, k.Report, k.Save, k.Validate, k.Tie, withHelp(k.Up, "↑/↓", "candidate"), k.New, withHelp(k.Back, "esc", "run"), k.Quit}
 	return helpKeys{short: short, full: [][]key.Binding{
 		{withHelp(k.Up, "↑/↓", "show a candidate's overrides"), k.Format, withHelp(k.Tie, "t", "rank again with the next tie band")},
-		{k.Write, k.Report, k.Save},
+		{k.Write, k.Report, k.Save, withHelp(k.Validate, "v", "validate the top 3 and eager as real jobs")},
 		{k.New, withHelp(k.Back, "esc", "back to the run"), k.Quit, k.Help},
 	}}
 }
@@ -482,6 +492,9 @@ func (m *Model) resultsView(w, h int) string {
 	d := m.done
 	if d == nil {
 		return st.Faint.Render("no results yet")
+	}
+	if m.resScr.val.phase != valOff {
+		return m.validationView(w, h)
 	}
 	var head strings.Builder
 	title := st.Title.Render("Ranking")

@@ -57,6 +57,11 @@ type Options struct {
 	// overrides format shown first (--emit, --format).
 	EmitPath string
 	Format   string
+	// JobLauncher and JobCommand are how the results screen's "validate
+	// top 3" runs the candidates as real training jobs (--launcher,
+	// --command); without a command it only says how to give one.
+	JobLauncher string
+	JobCommand  string
 	// Now is the clock (tests pin it).
 	Now func() time.Time
 }
@@ -297,6 +302,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case savedMsg:
 		return m, m.onSaved(msg)
+	case validateStartedMsg:
+		return m, m.onValidateStarted(msg)
+	case validateMsg:
+		return m, m.onValidate(msg)
 	case tea.PasteMsg:
 		if m.screen == screenResults {
 			m.onPaste(msg.Content)
@@ -309,7 +318,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	// ctrl+c always means "get me out": on the run screen it asks to stop
 	// the search (partial results are kept); elsewhere it quits.
-	if msg.String() == "ctrl+c" && m.screen != screenRun {
+	if msg.String() == "ctrl+c" && m.screen != screenRun && !m.validating() {
 		return tea.Quit
 	}
 	if m.tooSmall() {
@@ -328,7 +337,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.help.ShowAll = !m.help.ShowAll
 		return nil
 	}
-	if key.Matches(msg, m.keys.Quit) && !m.typing() && m.screen != screenRun {
+	if key.Matches(msg, m.keys.Quit) && !m.typing() && m.screen != screenRun && !m.validating() {
 		return tea.Quit
 	}
 	switch m.screen {

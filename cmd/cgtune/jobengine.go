@@ -26,19 +26,9 @@ func (f *rootFlags) openJobEngine(s *searchSetup) error {
 	if err != nil {
 		return fail(exitBadInput, "--command: %v", err)
 	}
-	var l job.Launcher
-	switch f.launcher {
-	case "local":
-		l = &job.Local{}
-	case "slurm":
-		if _, err := exec.LookPath("sbatch"); err != nil {
-			return fail(exitBadInput, "--launcher slurm: sbatch is not on PATH (Slurm's client commands are needed)")
-		}
-		if l, err = job.NewSlurm(job.SlurmOptions{Nodes: 1}, ""); err != nil {
-			return fail(exitBadInput, "%v", err)
-		}
-	default:
-		return fail(exitBadInput, "--launcher %q: allowed: local, slurm", f.launcher)
+	l, err := jobLauncher(f.launcher)
+	if err != nil {
+		return err
 	}
 	m, mb := s.cfg.Model, s.cfg.MBridge
 	cfg := job.Config{Launcher: l, Command: tmpl, Iters: f.jobIters, Timeout: f.jobTimeout,
@@ -51,6 +41,25 @@ func (f *rootFlags) openJobEngine(s *searchSetup) error {
 	}
 	s.notices = append(s.notices, fmt.Sprintf("engine job: every candidate runs as a training job through the %s launcher: %s", f.launcher, f.command))
 	return nil
+}
+
+// jobLauncher is the launcher --launcher names: local, or slurm (one
+// node, the default batch template).
+func jobLauncher(name string) (job.Launcher, error) {
+	switch name {
+	case "local":
+		return &job.Local{}, nil
+	case "slurm":
+		if _, err := exec.LookPath("sbatch"); err != nil {
+			return nil, fail(exitBadInput, "--launcher slurm: sbatch is not on PATH (Slurm's client commands are needed)")
+		}
+		l, err := job.NewSlurm(job.SlurmOptions{Nodes: 1}, "")
+		if err != nil {
+			return nil, fail(exitBadInput, "%v", err)
+		}
+		return l, nil
+	}
+	return nil, fail(exitBadInput, "--launcher %q: allowed: local, slurm", name)
 }
 
 // runFolderJobs opens the job engine on its first run, when the search's

@@ -15,6 +15,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/cuda"
+	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/report"
@@ -60,6 +61,10 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		Budget:   f.budget,
 		EmitPath: f.emit,
 		Format:   f.format,
+		// "v validate top 3" runs jobs with these; the TUI shows the
+		// command and asks before anything runs.
+		JobLauncher: f.launcher,
+		JobCommand:  f.command,
 		// A bad --tie is refused here as in headless mode.
 		TrainIters: f.trainIters,
 	}
@@ -449,6 +454,55 @@ func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, e
 		return path, fmt.Errorf("saved to %s, but %s (%s) has the same name and is found first", path, sh.Path, sh.Source)
 	}
 	return path, nil
+}
+
+// Validate runs the top candidates of the search in req.RunDir and the
+// eager baseline as jobs, as `cgtune validate RUN` does with the root
+// command's --command-format, --job-iters and --job-timeout: in
+// RUN/validate, resumed when that folder holds a validation already (its
+// finished jobs are kept, running ones re-attached), with the host-cost
+// calibration fitted from the jobs.
+func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui.Validation, error) {
+	v, err := search.JobValidationForRun(req.RunDir, req.Top)
+	if err != nil {
+		return tui.Validation{}, err
+	}
+	if v.Command, err = job.ParseCommand(req.Command, b.flags.commandFormat); err != nil {
+		return tui.Validation{}, fmt.Errorf("--command: %w", err)
+	}
+	for _, t := range v.Targets {
+		if first := job.FirstMeasured(t.Candidate); b.flags.jobIters < first {
+			return tui.Validation{}, fmt.Errorf("--job-iters %d: %s is measured from iteration %d; give --job-iters %d or more",
+				b.flags.jobIters, t.Candidate.Key(), first, first+4)
+		}
+	}
+	if v.Launcher, err = jobLauncher(req.Launcher); err != nil {
+		return tui.Validation{}, err
+	}
+	v.Iters, v.Timeout, v.Poll = b.flags.jobIters, b.flags.jobTimeout, time.Second
+	_, statErr := os.Stat(filepath.Join(v.Dir, job.ValidationJournal))
+	v.Resume = statErr == nil
+	v.Estimator = calibrationEstimator(v.Layout.GPU)
+
+	ch := make(chan tui.ValidationUpdate, 64)
+	send := func(u tui.ValidationUpdate) {
+		select {
+		case ch <- u:
+		case <-b.quit: // the program ended: nobody reads
+		}
+	}
+	b.wg.Add(1) // close waits for the jobs to be cancelled
+	go func() {
+		defer b.wg.Done()
+		defer close(ch)
+		out, err := search.ValidateOnJobs(ctx, v, func(ev job.ValidateEvent) { send(tui.ValidationUpdate{Event: ev}) })
+		if err != nil && len(out.Rows) == 0 {
+			send(tui.ValidationUpdate{Err: err})
+			return
+		}
+		send(tui.ValidationUpdate{Outcome: &out, Err: err})
+	}()
+	return tui.Validation{Targets: v.Targets, Dir: v.Dir, Updates: ch}, nil
 }
 
 var _ tui.Backend = (*tuiBackend)(nil)

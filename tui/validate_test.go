@@ -1,0 +1,226 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	tea "charm.land/bubbletea/v2"
+
+	"cgtune/engine"
+	jobs "cgtune/engine/job"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+const testJobCommand = "srun python pretrain_gpt.py --log-interval 1 --train-iters {iters} {flags}"
+
+// toResults runs the scripted search to the results screen.
+func toResults(t *testing.T, m *Model, f *fakeBackend) {
+	t.Helper()
+	press(m, "enter", "enter")
+	planNow(t, m, f)
+	press(m, "enter")
+	playEvents(m, f, -1)
+	if m.screen != screenResults {
+		t.Fatalf("screen %v, want the results", m.screen)
+	}
+}
+
+// jobResult is a job's result: step ms, job id.
+func jobResult(c presets.Candidate, step float64, id string) engine.Result {
+	return engine.Result{Candidate: c, Source: engine.Job, Step: engine.Stats{Median: step, P10: step, P90: step, N: 20},
+		Job: &engine.JobInfo{Launcher: "slurm", ID: id, State: jobs.StateCompleted}}
+}
+
+// validator drives the validation pane: it runs the Cmds the model gives
+// back and feeds the fake's update channel.
+type validator struct {
+	t   *testing.T
+	m   *Model
+	f   *fakeBackend
+	cmd tea.Cmd
+}
+
+func (v *validator) feed(u ValidationUpdate) {
+	v.t.Helper()
+	if v.cmd == nil {
+		v.t.Fatal("the model is not waiting for the validation")
+	}
+	v.f.valUpdates <- u
+	v.cmd = send(v.m, v.cmd())
+}
+
+func (v *validator) end() {
+	v.t.Helper()
+	close(v.f.valUpdates)
+	v.cmd = send(v.m, v.cmd())
+}
+
+// startValidation presses v and y and delivers the backend's answer.
+func startValidation(t *testing.T, m *Model, f *fakeBackend) *validator {
+	t.Helper()
+	press(m, "v")
+	cmd := press(m, "y")
+	if cmd == nil {
+		t.Fatal("y started nothing")
+	}
+	return &validator{t: t, m: m, f: f, cmd: send(m, cmd())}
+}
+
+// outcome compares the jobs' results with the fake's predictions.
+func outcome(real []engine.Result, interrupted bool) *search.JobOutcome {
+	var ts []jobs.Target
+	for _, r := range real {
+		for _, t := range fakeTargets() {
+			if t.Candidate.Key() == r.Candidate.Key() {
+				ts = append(ts, t)
+			}
+		}
+	}
+	return &search.JobOutcome{Validation: jobs.Validation{Source: "run /tmp/cgtune-run", Launcher: "slurm", Iters: 30,
+		Rows: jobs.Compare(ts, real), Interrupted: interrupted}, Dir: "/tmp/cgtune-run/validate"}
+}
+
+func TestValidateWithoutCommandStartsNothing(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	toResults(t, m, f)
+	if cmd := press(m, "v"); cmd != nil {
+		t.Fatalf("v without --command gave a Cmd: %T", cmd())
+	}
+	if len(f.validations) != 0 || m.resScr.val.phase != valOff {
+		t.Fatalf("validations %v, phase %v", f.validations, m.resScr.val.phase)
+	}
+	if want := "v: give --command TEMPLATE (and --launcher) to validate on real jobs"; m.status != want {
+		t.Errorf("status %q, want %q", m.status, want)
+	}
+	if out := m.View().Content; !strings.Contains(out, "Ranking") {
+		t.Errorf("the ranking is gone:\n%s", out)
+	}
+}
+
+func TestValidateShowsTheCommandFirst(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.opts.JobCommand, m.opts.JobLauncher = testJobCommand+" --data-path '$(rm -rf ~)'", "slurm"
+	toResults(t, m, f)
+	if cmd := press(m, "v"); cmd != nil {
+		t.Fatal("v ran something before the answer")
+	}
+	out := m.View().Content
+	for _, want := range []string{"Validate the top 3 and eager as real jobs with: srun python", "--data-path '$(rm -rf ~)'", "slurm launcher"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the question does not show %q:\n%s", want, out)
+		}
+	}
+	// q on the question quits the program only through the quit key, never
+	// starts jobs; n says no.
+	if cmd := press(m, "n"); cmd != nil || len(f.validations) != 0 || m.resScr.val.phase != valOff {
+		t.Fatalf("n: cmd %v, validations %v, phase %v", cmd, f.validations, m.resScr.val.phase)
+	}
+	if m.status != "nothing started" {
+		t.Errorf("status %q", m.status)
+	}
+	press(m, "v")
+	if cmd := press(m, "enter"); cmd != nil || len(f.validations) != 0 {
+		t.Fatal("enter started the jobs: only y does")
+	}
+}
+
+func TestValidateFollowsJobsAndCompares(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 100, 30)
+	m.opts.JobCommand, m.opts.JobLauncher = testJobCommand, "slurm"
+	toResults(t, m, f)
+	v := startValidation(t, m, f)
+	want := ValidateRequest{RunDir: "/tmp/cgtune-run", Top: 3, Launcher: "slurm", Command: testJobCommand}
+	if len(f.validations) != 1 || f.validations[0] != want {
+		t.Fatalf("Validate calls %+v, want %+v", f.validations, want)
+	}
+	if !m.validating() {
+		t.Fatal("not validating after y")
+	}
+	v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cNone, JobID: "4101", State: jobs.StateRunning,
+		Tail: []string{"building GPT model ...", " [2026-12-01 11:00:03] iteration        5/      30 | elapsed time per iteration (ms): 131.2 |"}}}})
+	v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cTEAttnMLP, JobID: "4102", State: jobs.StatePending, Reason: "Priority"}}})
+	out := m.View().Content
+	for _, s := range []string{"RUNNING", "4101", "iteration        5/      30", "PENDING (Priority)", "4102", "0 of 3 jobs done"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the pane does not show %q:\n%s", s, out)
+		}
+	}
+	rNone, rMLP := jobResult(cNone, 130, "4101"), jobResult(cTEAttnMLP, 100, "4102")
+	rAttn := engine.Result{Candidate: cTEAttn, Source: engine.Job, Err: "CUDA out of memory", ErrKind: engine.ErrOOM,
+		Job: &engine.JobInfo{Launcher: "slurm", ID: "4103", State: jobs.StateOutOfMemory}}
+	v.feed(ValidationUpdate{Event: jobs.JobDone{Result: rNone, Done: 1, Total: 3}})
+	v.feed(ValidationUpdate{Event: jobs.JobDone{Result: rMLP, Done: 2, Total: 3}})
+	v.feed(ValidationUpdate{Event: jobs.JobDone{Result: rAttn, Done: 3, Total: 3}})
+	if out := m.View().Content; !strings.Contains(out, "failed (oom)") || !strings.Contains(out, "100.0 ms/iter") {
+		t.Errorf("the pane does not show the jobs' results:\n%s", out)
+	}
+	v.feed(ValidationUpdate{Outcome: outcome([]engine.Result{rNone, rMLP, rAttn}, false)})
+	v.end()
+	if m.validating() || m.resScr.val.phase != valDone {
+		t.Fatalf("phase %v after the channel closed", m.resScr.val.phase)
+	}
+	out = m.View().Content
+	// te attn+mlp: predicted 104 ms, real 100 ms: +4.0%; 130/100 = 1.300×
+	// eager. eager: predicted 130, real 130: +0.0%.
+	for _, s := range []string{"REAL ms", "PRED ms", "ERROR", "+4.0%", "+0.0%", "1.300×", "failed", "CUDA out of memory",
+		"★ on the real job: te attn,mlp w3: 100.0 ms/iteration, 1.300× eager", "predictions: measured"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the comparison does not show %q:\n%s", s, out)
+		}
+	}
+	if !strings.Contains(m.status, "validation finished") {
+		t.Errorf("status %q", m.status)
+	}
+	press(m, "esc")
+	if m.resScr.val.phase != valOff || !strings.Contains(m.View().Content, "Ranking") {
+		t.Errorf("esc did not go back to the ranking")
+	}
+}
+
+func TestValidateEscCancelsTheJobs(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.opts.JobCommand = testJobCommand
+	toResults(t, m, f)
+	v := startValidation(t, m, f)
+	if f.validations[0].Launcher != "local" {
+		t.Errorf("launcher %q, want local by default", f.validations[0].Launcher)
+	}
+	v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cNone, JobID: "local:77", State: jobs.StateRunning}}})
+	// q cancels, it does not quit while jobs run.
+	if cmd := press(m, "q"); cmd != nil {
+		t.Fatalf("q gave a Cmd (%T), want the jobs cancelled", cmd())
+	}
+	if f.valCtx.Err() == nil {
+		t.Fatal("q did not cancel the validation's context")
+	}
+	if !strings.Contains(m.View().Content, "cancelling the queued and running jobs") {
+		t.Errorf("no cancelling notice:\n%s", m.View().Content)
+	}
+	v.feed(ValidationUpdate{Outcome: outcome([]engine.Result{jobResult(cNone, 130, "local:77")}, true)})
+	v.end()
+	if want := fmt.Sprintf("validation cancelled: 1 finished jobs kept in %s", "/tmp/cgtune-run/validate"); !strings.HasPrefix(m.status, want) {
+		t.Errorf("status %q, want %q…", m.status, want)
+	}
+	if out := m.View().Content; !strings.Contains(out, "cancelled: only the jobs that finished are compared") {
+		t.Errorf("no cancelled note:\n%s", out)
+	}
+}
+
+func TestValidateStartFailureIsShown(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.opts.JobCommand = testJobCommand
+	toResults(t, m, f)
+	press(m, "v")
+	press(m, "y")
+	send(m, validateStartedMsg{err: fmt.Errorf("/tmp/cgtune-run: the search has no successful graphed candidate to validate")})
+	if m.resScr.val.phase != valOff || !m.statusErr || !strings.Contains(m.status, "no successful graphed candidate") {
+		t.Errorf("phase %v, status %q (error %v)", m.resScr.val.phase, m.status, m.statusErr)
+	}
+}
