@@ -10,6 +10,9 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+
+	"cgtune/engine"
+	jobs "cgtune/engine/job"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 )
@@ -114,6 +117,30 @@ var screenStates = []struct {
 		}
 		send(m, press(m, "enter")())
 	}},
+	// Validation on real jobs: the jobs running (state, id, log tail), and
+	// the comparison with the predictions.
+	{"results_validate", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		v := goldenValidation(t, m, f)
+		v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cNone, JobID: "4101", State: jobs.StateRunning,
+			Tail: []string{"building GPT model ...", " [2026-12-01 11:00:03] iteration        5/      30 | elapsed time per iteration (ms): 131.2 |"}}}})
+		v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cTEAttnMLP, JobID: "4102", State: jobs.StatePending, Reason: "Priority"}}})
+	}},
+	{"results_validated", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		v := goldenValidation(t, m, f)
+		real := []engine.Result{jobResult(cNone, 130, "4101"), jobResult(cTEAttnMLP, 100, "4102"), jobResult(cTEAttn, 115, "4103")}
+		for i, r := range real {
+			v.feed(ValidationUpdate{Event: jobs.JobDone{Result: r, Done: i + 1, Total: 3}})
+		}
+		v.feed(ValidationUpdate{Outcome: outcome(real, false)})
+		v.end()
+	}},
+}
+
+// goldenValidation runs the scripted search and starts validating it.
+func goldenValidation(t *testing.T, m *Model, f *fakeBackend) *validator {
+	m.opts.JobCommand, m.opts.JobLauncher = testJobCommand, "slurm"
+	toResults(t, m, f)
+	return startValidation(t, m, f)
 }
 
 func TestGolden(t *testing.T) {

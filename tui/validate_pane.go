@@ -273,7 +273,7 @@ func (m *Model) jobLines(w, h int) []string {
 		j := p.jobs[tg.Candidate.Key()]
 		state := j.u.State
 		if state == "" {
-			state = "QUEUED"
+			state = "waiting"
 		}
 		if j.u.Reason != "" && j.u.Reason != "None" {
 			state += " (" + j.u.Reason + ")"

@@ -139,6 +139,8 @@ type tuiBackend struct {
 	quit  chan struct{}  // closed when the program has ended
 	wg    sync.WaitGroup // searches still winding down
 	pause *pauser        // the running search's gate (nil before the first)
+
+	jobPoll time.Duration // how often validation jobs are read (0: every second)
 }
 
 func newTUIBackend(f *rootFlags, sets map[string]string) *tuiBackend {
@@ -479,7 +481,7 @@ func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui
 	if v.Launcher, err = jobLauncher(req.Launcher); err != nil {
 		return tui.Validation{}, err
 	}
-	v.Iters, v.Timeout, v.Poll = b.flags.jobIters, b.flags.jobTimeout, time.Second
+	v.Iters, v.Timeout, v.Poll = b.flags.jobIters, b.flags.jobTimeout, b.jobPoll
 	_, statErr := os.Stat(filepath.Join(v.Dir, job.ValidationJournal))
 	v.Resume = statErr == nil
 	v.Estimator = calibrationEstimator(v.Layout.GPU)

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"cgtune/engine/job"
+	"cgtune/search"
+	"cgtune/tui"
+)
+
+// drain reads a validation's updates to the end: the jobs' events and the
+// outcome.
+func drain(t *testing.T, v tui.Validation) ([]job.ValidateEvent, *search.JobOutcome) {
+	t.Helper()
+	var evs []job.ValidateEvent
+	var out *search.JobOutcome
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case u, ok := <-v.Updates:
+			if !ok {
+				return evs, out
+			}
+			if u.Err != nil {
+				t.Fatalf("validation: %v", u.Err)
+			}
+			if u.Event != nil {
+				evs = append(evs, u.Event)
+			}
+			if u.Outcome != nil {
+				out = u.Outcome
+			}
+		case <-timeout:
+			t.Fatal("the validation did not end")
+		}
+	}
+}
+
+// The TUI's "v validate top 3": the backend runs the run's top 3 and eager
+// as local jobs with the confirmed command, streams their states and log
+// tails, and ends with the comparison; a second press resumes from the
+// validation's journal instead of refusing the folder.
+func TestTUIBackendValidatesOnLocalJobs(t *testing.T) {
+	isolate(t)
+	run := searchRun(t)
+	b := newTUIBackend(&rootFlags{jobIters: 12}, nil)
+	b.jobPoll = 100 * time.Millisecond
+	t.Cleanup(func() { b.close(func() {}) })
+	req := tui.ValidateRequest{RunDir: run, Top: 3, Launcher: "local", Command: fakeJobCommand(t)}
+
+	v, err := b.Validate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Targets) != 4 || v.Targets[0].Candidate.Graphed() || !strings.HasSuffix(v.Dir, "validate") {
+		t.Fatalf("targets %+v dir %s", v.Targets, v.Dir)
+	}
+	evs, out := drain(t, v)
+	running, tail := false, false
+	for _, ev := range evs {
+		if e, ok := ev.(job.JobEvent); ok {
+			running = running || e.Update.State == job.StateRunning
+			for _, l := range e.Update.Tail {
+				tail = tail || strings.Contains(l, "elapsed time per iteration")
+			}
+		}
+	}
+	if !running || !tail {
+		t.Errorf("no RUNNING state (%v) or log tail with iterations (%v) in %d events", running, tail, len(evs))
+	}
+	if out == nil || out.Interrupted || len(out.Rows) != 4 {
+		t.Fatalf("outcome %+v", out)
+	}
+	// The fake job's full iteration is the fastest (22 ms against 40 eager).
+	if w := out.Winner(); w == nil || !w.Candidate.FullIteration() || !w.HasError || w.PredictedMs <= 0 {
+		t.Errorf("winner %+v", w)
+	}
+
+	v, err = b.Validate(context.Background(), req)
+	if err != nil {
+		t.Fatalf("a second validation of the run: %v", err)
+	}
+	evs, out = drain(t, v)
+	resumed := 0
+	for _, ev := range evs {
+		if d, ok := ev.(job.JobDone); ok && d.Resumed {
+			resumed++
+		}
+	}
+	if resumed != 4 || out == nil || len(out.Rows) != 4 {
+		t.Errorf("second validation: %d jobs from the journal, outcome %+v", resumed, out)
+	}
+}
+
+func TestTUIBackendValidateBadInput(t *testing.T) {
+	isolate(t)
+	run := searchRun(t)
+	b := newTUIBackend(&rootFlags{jobIters: 12}, nil)
+	t.Cleanup(func() { b.close(func() {}) })
+	for _, c := range []struct {
+		req  tui.ValidateRequest
+		want string
+	}{
+		{tui.ValidateRequest{RunDir: run, Top: 3, Launcher: "pbs", Command: fakeJobCommand(t)}, `--launcher "pbs": allowed: local, slurm`},
+		{tui.ValidateRequest{RunDir: t.TempDir(), Top: 3, Launcher: "local", Command: fakeJobCommand(t)}, "holds no search"},
+		{tui.ValidateRequest{RunDir: run, Top: 3, Launcher: "local", Command: "python train.py"}, "--command"},
+	} {
+		if _, err := b.Validate(context.Background(), c.req); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.req, err, c.want)
+		}
+	}
+	b.flags.jobIters = 2
+	if _, err := b.Validate(context.Background(), tui.ValidateRequest{RunDir: run, Top: 3, Launcher: "local", Command: fakeJobCommand(t)}); err == nil || !strings.Contains(err.Error(), "--job-iters 2") {
+		t.Errorf("--job-iters 2: %v", err)
+	}
+}
