@@ -22,25 +22,7 @@ func MeasureCollectives(ctx context.Context, one, many *Engine, w *engine.Worklo
 		return engine.CollectiveExposure{}, fmt.Errorf("collective exposure: want engines at world size 1 and 2 or more (have %d and %d)", one.WorldSize(), many.WorldSize())
 	}
 	measure := func(e *Engine) ([]profileRun, *engine.FrameworkInfo, error) {
-		var runs []profileRun
-		var fw *engine.FrameworkInfo
-		for _, mode := range exposureModes {
-			for _, n := range profileLayers {
-				r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: 5, EagerSteps: 5}, nil)
-				pr := profileRun{mode: mode, layers: n, raw: r.Raw, err: r.Err}
-				if emit != nil {
-					emit(fmt.Sprintf("world size %d, %s, %d layer(s): %s", e.WorldSize(), mode, n, describeRaw(pr)))
-				}
-				if ctx.Err() != nil {
-					return nil, nil, ctx.Err()
-				}
-				if r.Framework != nil {
-					fw = r.Framework
-				}
-				runs = append(runs, pr)
-			}
-		}
-		return runs, fw, nil
+		return e.profileRuns(ctx, w, exposureModes, fmt.Sprintf("world size %d, ", e.WorldSize()), emit)
 	}
 	runs1, _, err := measure(one)
 	if err != nil {
@@ -64,15 +46,8 @@ func layerCollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bo
 	if len(w.Layers) == 0 {
 		return 0
 	}
-	var us float64
-	for _, ops := range [][]engine.Op{w.Layers[0].Fwd, w.Layers[0].Bwd} {
-		for _, o := range ops {
-			if o.Kind == engine.KindCollective && ran[prefix(o.Name)] {
-				us += rates.OpGPUUs(o)
-			}
-		}
-	}
-	return us / 1e3
+	ranOnly := func(o engine.Op) bool { return ran[prefix(o.Name)] }
+	return (collectiveUs(w.Layers[0].Fwd, rates, ranOnly) + collectiveUs(w.Layers[0].Bwd, rates, ranOnly)) / 1e3
 }
 
 // FitExposure is the collective exposure at world size world from runs at

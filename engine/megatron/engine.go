@@ -198,21 +198,25 @@ func executed(f *engine.FrameworkInfo, l presets.Layout) map[string]bool {
 // micro-batch's layer, embedding and head collectives plus the optimizer's,
 // skipping the families in ran.
 func CollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bool) float64 {
-	sum := func(ops []engine.Op) float64 {
-		var us float64
-		for _, o := range ops {
-			if o.Kind != engine.KindCollective || ran[prefix(o.Name)] {
-				continue
-			}
-			us += rates.OpGPUUs(o)
-		}
-		return us
-	}
+	notRan := func(o engine.Op) bool { return !ran[prefix(o.Name)] }
+	sum := func(ops []engine.Op) float64 { return collectiveUs(ops, rates, notRan) }
 	perMB := sum(w.Pre) + sum(w.Head) + sum(w.PreBwd)
 	for _, l := range w.Layers {
 		perMB += sum(l.Fwd) + sum(l.Bwd)
 	}
 	return (perMB*float64(w.MicroBatches) + sum(w.Optimizer)) / 1e3
+}
+
+// collectiveUs is the modelled GPU time of the collectives among ops that
+// keep accepts, in microseconds.
+func collectiveUs(ops []engine.Op, rates engine.Rates, keep func(engine.Op) bool) float64 {
+	var us float64
+	for _, o := range ops {
+		if o.Kind == engine.KindCollective && keep(o) {
+			us += rates.OpGPUUs(o)
+		}
+	}
+	return us
 }
 
 func prefix(name string) string {

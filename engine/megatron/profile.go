@@ -31,19 +31,9 @@ var profileCandidates = map[string]presets.Candidate{
 // eager, whole-layer-graphed and full-iteration runs at one and two
 // layers, fitted per layer and micro-batch (see Fit).
 func (e *Engine) MeasureProfile(ctx context.Context, w *engine.Workload, emit func(string)) (*engine.FrameworkProfile, error) {
-	var runs []profileRun
-	for _, mode := range []string{"eager", "layer", "full_iteration"} {
-		for _, n := range profileLayers {
-			r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: 5, EagerSteps: 5}, nil)
-			pr := profileRun{mode: mode, layers: n, raw: r.Raw, err: r.Err}
-			if emit != nil {
-				emit(fmt.Sprintf("%s, %d layer(s): %s", mode, n, describeRaw(pr)))
-			}
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			runs = append(runs, pr)
-		}
+	runs, _, err := e.profileRuns(ctx, w, []string{"eager", "layer", "full_iteration"}, "", emit)
+	if err != nil {
+		return nil, err
 	}
 	p, err := Fit(runs, layerKind(w))
 	if err != nil {
@@ -58,6 +48,31 @@ func (e *Engine) MeasureProfile(ctx context.Context, w *engine.Workload, emit fu
 	p.Key.GPU, p.Key.Driver = e.Device().Name, e.Device().Driver
 	p.Key.Model, p.Key.Layout = engine.ModelKey(w.Spec.Model), engine.LayoutKey(w.Layout)
 	return p, nil
+}
+
+// profileRuns runs each mode at each of profileLayers and returns the
+// runs and the framework the last successful one reported; prefix starts
+// every progress line.
+func (e *Engine) profileRuns(ctx context.Context, w *engine.Workload, modes []string, prefix string, emit func(string)) ([]profileRun, *engine.FrameworkInfo, error) {
+	var runs []profileRun
+	var fw *engine.FrameworkInfo
+	for _, mode := range modes {
+		for _, n := range profileLayers {
+			r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: 5, EagerSteps: 5}, nil)
+			pr := profileRun{mode: mode, layers: n, raw: r.Raw, err: r.Err}
+			if emit != nil {
+				emit(fmt.Sprintf("%s%s, %d layer(s): %s", prefix, mode, n, describeRaw(pr)))
+			}
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			if r.Framework != nil {
+				fw = r.Framework
+			}
+			runs = append(runs, pr)
+		}
+	}
+	return runs, fw, nil
 }
 
 func describeRaw(r profileRun) string {

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"cgtune/engine"
 )
 
 // PythonEnv names the variable that picks the Python interpreter when
@@ -76,11 +78,16 @@ func (f Framework) LayerSpec() string {
 }
 
 func (f Framework) String() string {
+	return Describe(&engine.FrameworkInfo{Torch: f.Torch, MCore: f.MCore, TE: f.TE, LayerSpec: f.LayerSpec()})
+}
+
+// Describe names a framework in one line: versions and layer spec.
+func Describe(fw *engine.FrameworkInfo) string {
 	te := "no Transformer Engine"
-	if f.TE != "" {
-		te = "transformer_engine " + f.TE
+	if fw.TE != "" {
+		te = "transformer_engine " + fw.TE
 	}
-	return fmt.Sprintf("megatron-core %s, torch %s, %s (%s layer spec)", f.MCore, f.Torch, te, f.LayerSpec())
+	return fmt.Sprintf("megatron-core %s, torch %s, %s (%s layer spec)", fw.MCore, fw.Torch, te, fw.LayerSpec)
 }
 
 // checkScript imports what the worker needs and prints one JSON line. It
