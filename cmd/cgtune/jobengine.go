@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"sync"
 
 	"cgtune/engine"
 	"cgtune/engine/job"
@@ -33,7 +31,9 @@ func (f *rootFlags) openJobEngine(s *searchSetup) error {
 	m, mb := s.cfg.Model, s.cfg.MBridge
 	cfg := job.Config{Launcher: l, Command: tmpl, Iters: f.jobIters, Timeout: f.jobTimeout,
 		Overrides: func(c presets.Candidate) presets.Overrides { return search.WinnerOverrides(m, c, mb) }}
-	e := &runFolderJobs{cfg: cfg, runDir: func() string { return s.cfg.RunDir }}
+	e := &lazyEngine{what: "job engine", source: engine.Job, name: "job",
+		device: engine.DeviceInfo{Name: "training job (" + l.Name() + ")"},
+		open:   func() (engine.Engine, error) { return jobsInRunFolder(cfg, s.cfg.RunDir) }}
 	s.cfg.Engines = []engine.Engine{e}
 	s.close = func() { e.Close() }
 	if est, err := estimateEngine(s.cfg.Layout.GPU, f.profile); err == nil {
@@ -62,44 +62,17 @@ func jobLauncher(name string) (job.Launcher, error) {
 	return nil, fail(exitBadInput, "--launcher %q: allowed: local, slurm", name)
 }
 
-// runFolderJobs opens the job engine on its first run, when the search's
-// run folder (which holds the jobs) is known.
-type runFolderJobs struct {
-	cfg    job.Config
-	runDir func() string
-	once   sync.Once
-	e      *job.Engine
-	err    error
-}
-
-func (r *runFolderJobs) Name() string { return "job" }
-
-func (r *runFolderJobs) Device() engine.DeviceInfo {
-	return engine.DeviceInfo{Name: "training job (" + r.cfg.Launcher.Name() + ")"}
-}
-
-func (r *runFolderJobs) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
-	r.once.Do(func() {
-		dir := r.runDir()
-		if dir == "" {
-			r.err = fmt.Errorf("no run folder for the jobs")
-			return
-		}
-		cfg := r.cfg
-		cfg.Dir = filepath.Join(dir, "jobs")
-		r.e, r.err = job.New(cfg)
-	})
-	if r.err != nil {
-		return engine.Result{Candidate: c, Source: engine.Job, Err: "job engine: " + r.err.Error(), ErrKind: engine.ErrCrash}
+// jobsInRunFolder opens the job engine with its jobs in the run folder.
+func jobsInRunFolder(cfg job.Config, runDir string) (engine.Engine, error) {
+	if runDir == "" {
+		return nil, fmt.Errorf("no run folder for the jobs")
 	}
-	return r.e.Run(ctx, w, c, o, emit)
-}
-
-func (r *runFolderJobs) Close() error {
-	if r.e != nil {
-		return r.e.Close()
+	cfg.Dir = filepath.Join(runDir, "jobs")
+	e, err := job.New(cfg)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return e, nil
 }
 
 // withJob records the job engine's launch in run.json.

@@ -105,7 +105,7 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 		// Each group's fallback runs on the group's first GPU: engines run
 		// candidates at once, and one worker serves one candidate at a time.
 		first := gpus[i]
-		fallback := &lazyEngine{open: func() (engine.Engine, error) { return f.fallbackEngine(first) }}
+		fallback := &lazyEngine{what: "fallback engine", open: func() (engine.Engine, error) { return f.fallbackEngine(first) }}
 		closers = append(closers, fallback.Close)
 		e, err := megatron.New(megatron.Options{
 			Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
@@ -144,12 +144,7 @@ func frameworkString(e engine.Engine) string {
 	if !ok || m.Framework() == nil {
 		return "megatron-core (versions not reported)"
 	}
-	fw := m.Framework()
-	te := "no Transformer Engine"
-	if fw.TE != "" {
-		te = "transformer_engine " + fw.TE
-	}
-	return fmt.Sprintf("megatron-core %s, torch %s, %s (%s layer spec)", fw.MCore, fw.Torch, te, fw.LayerSpec)
+	return megatron.Describe(m.Framework())
 }
 
 // logWriter is f as a writer, or nil when there is no log file (a nil
@@ -191,12 +186,19 @@ type closingEngine struct {
 
 func (c closingEngine) Close() error { c.close(); return nil }
 
-// lazyEngine opens its engine on first use: most searches never need it.
+// lazyEngine opens its engine on first use: most searches never need a
+// fallback, and the job engine's folder is known only once the search has
+// claimed its run folder. what names it in errors; a name or device set
+// here is reported without opening it.
 type lazyEngine struct {
-	open func() (engine.Engine, error)
-	once sync.Once
-	e    engine.Engine
-	err  error
+	open   func() (engine.Engine, error)
+	what   string // "fallback engine", "job engine"
+	source string // the source of the result when it cannot open
+	name   string
+	device engine.DeviceInfo
+	once   sync.Once
+	e      engine.Engine
+	err    error
 }
 
 func (l *lazyEngine) get() (engine.Engine, error) {
@@ -205,13 +207,19 @@ func (l *lazyEngine) get() (engine.Engine, error) {
 }
 
 func (l *lazyEngine) Name() string {
+	if l.name != "" {
+		return l.name
+	}
 	if e, err := l.get(); err == nil {
 		return e.Name()
 	}
-	return "fallback"
+	return l.what
 }
 
 func (l *lazyEngine) Device() engine.DeviceInfo {
+	if l.device.Name != "" {
+		return l.device
+	}
 	if e, err := l.get(); err == nil {
 		return e.Device()
 	}
@@ -221,7 +229,7 @@ func (l *lazyEngine) Device() engine.DeviceInfo {
 func (l *lazyEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	e, err := l.get()
 	if err != nil {
-		return engine.Result{Candidate: c, Err: "fallback engine: " + err.Error(), ErrKind: engine.ErrCrash}
+		return engine.Result{Candidate: c, Source: l.source, Err: l.what + ": " + err.Error(), ErrKind: engine.ErrCrash}
 	}
 	return e.Run(ctx, w, c, o, emit)
 }
