@@ -80,12 +80,3 @@ def result(candidate, device, steps, eager, **kw):
     elif r["step"]["median_ms"] > 0 and r["eager"]["median_ms"] > 0:
         r["speedup"] = r["eager"]["median_ms"] / r["step"]["median_ms"]
     return r
-
-
-def scale_stats(st, factor, add_ms):
-    """Scales a stats dict to the real job: times x factor, plus add_ms."""
-    out = dict(st)
-    for k in ("median_ms", "p10_ms", "p90_ms"):
-        if out.get(k):
-            out[k] = out[k] * factor + add_ms
-    return out

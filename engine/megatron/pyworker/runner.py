@@ -43,7 +43,6 @@ class Slice:
     """One rank's model, DDP wrapper, optimizer and step function."""
 
     def __init__(self, shapes, cand, te, dev):
-        from megatron.core import parallel_state
         from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
         from megatron.core.distributed.finalize_model_grads import finalize_model_grads
         from megatron.core.models.gpt import GPTModel
@@ -115,8 +114,6 @@ class Slice:
             self.te_helper = TECudaGraphHelper(model=[self.ddp], config=self.config, seq_length=shapes["seq"],
                                                micro_batch_size=shapes["mbs"], optimizers=[self.optimizer])
         self.batches = self._batches()
-        self.params = sum(p.numel() for p in self.ddp.parameters())
-        self.tp_rank = parallel_state.get_tensor_model_parallel_rank()
         self.steps_done = 0
 
     def _layer_spec(self, te):
@@ -160,8 +157,6 @@ class Slice:
         if self.te_helper is not None and not self.te_helper.capture_finished() \
                 and self.steps_done == self.cand["warmup"]:
             self.te_helper.create_cudagraphs()
-            return True
-        return False
 
     def step(self, forward_only=False):
         """One training step; returns (host_fwd_bwd_ms, fwd_bwd_ms, opt_ms, loss tensor).
@@ -234,8 +229,6 @@ def slowest(values):
 
 def run(req, rank, world, port, gpu, send):
     """Runs one candidate and sends samples and a result through send()."""
-    from megatron.core import parallel_state
-
     cand, shapes, opts = req["candidate"], req["shapes"], req.get("opts") or {}
     te, eager = req["te"], req.get("eager") or {}
     base = device_used_mib(gpu)
@@ -275,12 +268,7 @@ def measure(sl, opts, rank, send, notes):
     # Steps before the first graphed one: local captures at the end of the
     # first step (schedules.py calls create_cudagraphs()); full iteration
     # and TE capture in the step numbered `warmup`.
-    if mode == "none":
-        before = 1
-    elif mode == "local":
-        before = 1
-    else:
-        before = cand["warmup"] + 1
+    before = 1 if mode in ("none", "local") else cand["warmup"] + 1
     # The eager baseline runs as many steps as a graphed candidate with the
     # longest warm-up, so their losses can be compared at the same step.
     total = before + measured if mode != "none" else max(before + eager_steps, int(opts.get("compare_steps") or 0))
@@ -288,12 +276,12 @@ def measure(sl, opts, rank, send, notes):
     warm_ms = cap_ms = 0.0
     graph_mib = 0
     for i in range(total):
-        captured_te = sl.maybe_capture_te()
+        sl.maybe_capture_te()
         r0 = torch.cuda.memory_reserved()
         t0 = time.perf_counter()
         host, fb, op, loss = sl.step()
         wall = (time.perf_counter() - t0) * 1e3
-        phase = phase_of(mode, i, before, captured_te)
+        phase = phase_of(mode, i, before)
         if phase == "capture" or (mode == "local" and i == 0):
             cap_ms += wall
             graph_mib = max(graph_mib, (torch.cuda.memory_reserved() - r0) >> 20)
@@ -341,7 +329,7 @@ def first_graphed_step(mode, before):
     return before - 1
 
 
-def phase_of(mode, i, before, captured_te):
+def phase_of(mode, i, before):
     if mode == "none":
         return "eager" if i >= before else "warmup"
     if mode == "local":
