@@ -31,13 +31,7 @@ func TestFlowToOverridesFile(t *testing.T) {
 		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
 	until := waiter(t, tm)
 
-	until("the GPU list", func(m *Model) bool { return m.gpuLoaded })
-	tm.Send(keyMsg("enter"))
-	until("the GPU screen", func(m *Model) bool { return m.screen == screenGPU })
-	tm.Send(keyMsg("enter"))
-	until("the plan", func(m *Model) bool { return m.screen == screenSpace && !m.planning && m.validCount() > 0 })
-	tm.Send(keyMsg("enter"))
-	until("the results of the scripted search", func(m *Model) bool { return m.screen == screenResults && m.done != nil })
+	flowToResults(tm, until)
 	tm.Send(keyMsg("w"))
 	until("the path prompt", func(m *Model) bool { return m.resScr.prompt == promptPath })
 	tm.Send(keyMsg("enter"))
@@ -65,6 +59,18 @@ func TestFlowToOverridesFile(t *testing.T) {
 // on the program's own goroutine), not on the output stream: the renderer
 // sends only the cells that changed, so a word on screen need not appear
 // whole in it.
+// flowToResults walks from the model screen to the results of the scripted
+// search with enter on every screen.
+func flowToResults(tm *teatest.TestModel, until func(string, func(*Model) bool)) {
+	until("the GPU list", func(m *Model) bool { return m.gpuLoaded })
+	tm.Send(keyMsg("enter"))
+	until("the GPU screen", func(m *Model) bool { return m.screen == screenGPU })
+	tm.Send(keyMsg("enter"))
+	until("the plan", func(m *Model) bool { return m.screen == screenSpace && !m.planning && m.validCount() > 0 })
+	tm.Send(keyMsg("enter"))
+	until("the results of the scripted search", func(m *Model) bool { return m.screen == screenResults && m.done != nil })
+}
+
 func waiter(t *testing.T, tm *teatest.TestModel) func(what string, cond func(*Model) bool) {
 	return func(what string, cond func(*Model) bool) {
 		t.Helper()
@@ -100,13 +106,7 @@ func TestFlowWriteAsksBeforeOverwriting(t *testing.T) {
 		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.Ascii)),
 	)
 	until := waiter(t, tm)
-	until("the GPU list", func(m *Model) bool { return m.gpuLoaded })
-	tm.Send(keyMsg("enter"))
-	until("the GPU screen", func(m *Model) bool { return m.screen == screenGPU })
-	tm.Send(keyMsg("enter"))
-	until("the plan", func(m *Model) bool { return m.screen == screenSpace && !m.planning && m.validCount() > 0 })
-	tm.Send(keyMsg("enter"))
-	until("the results", func(m *Model) bool { return m.screen == screenResults && m.done != nil })
+	flowToResults(tm, until)
 
 	tm.Send(keyMsg("w"))
 	until("the path prompt", func(m *Model) bool { return m.resScr.prompt == promptPath })
