@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,6 +53,38 @@ func defaultEngine(ctx context.Context, pythonFlag string) (name, why string) {
 		return "cuda", fmt.Sprintf("Megatron-Core %s: using the cuda engine (emulation)", miss)
 	}
 	return "megatron", "measuring on the real framework: " + fw.String()
+}
+
+// openDefaultMegatron picks the engine when --engine is not given:
+// megatron where there is a GPU and its worker starts (the start is the
+// check: the worker says what it could not import, and the framework is
+// imported once, not twice), else cuda where there is a GPU, else
+// estimate. It reports whether it opened the megatron engines; otherwise
+// f.engine names the engine to open.
+func (f *rootFlags) openDefaultMegatron(s *searchSetup, gpus []int) (bool, error) {
+	n, err := cuda.DeviceCount()
+	if err != nil || n == 0 {
+		if err == nil {
+			err = fmt.Errorf("no GPU")
+		}
+		f.engine = "estimate"
+		s.notices = append(s.notices, fmt.Sprintf("engine estimate: %v: using the estimate engine (computed, not measured)", err))
+		return false, nil
+	}
+	if err := f.openMegatron(context.Background(), s, gpus); err != nil {
+		// Bad input (e.g. --ranks) is an error; a framework that cannot
+		// start here means the emulation measures instead.
+		var ee *exitError
+		if errors.As(err, &ee) && ee.code != exitNoGPU {
+			return false, err
+		}
+		s.cfg.Engines, s.close = nil, func() {}
+		f.engine = "cuda"
+		s.notices = append(s.notices, fmt.Sprintf("engine cuda: Megatron-Core could not start (%v): using the cuda engine (emulation)", err))
+		return false, nil
+	}
+	f.engine = "megatron"
+	return true, nil
 }
 
 // openMegatron starts one megatron engine per group of `ranks` GPUs; each

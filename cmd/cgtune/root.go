@@ -568,9 +568,11 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 	}
 	name := f.engine
 	if name == "" {
-		var why string
-		name, why = defaultEngine(context.Background(), f.python)
-		s.notices = append(s.notices, "engine "+name+": "+why)
+		opened, err := f.openDefaultMegatron(s, gpus)
+		if opened || err != nil {
+			return err
+		}
+		name = f.engine
 	}
 	f.engine = name
 	estGPU := f.estimateGPU
