@@ -133,7 +133,7 @@ func (c Costs) costsOf(w *Workload) *stepCosts {
 	// other backward the head's backward ops and the embedding's.
 	c.fitSplit(s.pre, w.Pre, s.head, w.Head, headFwd, p.OtherFwd)
 	c.fitSplit(s.preBwd, w.PreBwd, s.head, w.Head, headBwd, p.OtherBwd)
-	c.fit(s.opt, w.Optimizer, allOps, p.Optimizer)
+	c.fit(s.opt, w.Optimizer, allOps, p.optimizerStep(len(w.Layers)))
 	missing := map[string]bool{}
 	for i, lt := range w.Layers {
 		lp, ok := p.Layers[string(lt.Kind)]
@@ -206,4 +206,11 @@ func (p *FrameworkProfile) region(kind, name string) (GraphedRegion, bool) {
 		}
 	}
 	return out, true
+}
+
+// optimizerStep is the optimizer's measured time for a step of a stage
+// with the given number of layers.
+func (p *FrameworkProfile) optimizerStep(layers int) HostGPU {
+	n := float64(layers)
+	return HostGPU{HostMs: p.Optimizer.HostMs + n*p.OptimizerPerLayer.HostMs, GPUMs: p.Optimizer.GPUMs + n*p.OptimizerPerLayer.GPUMs}
 }

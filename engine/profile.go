@@ -18,8 +18,12 @@ type FrameworkProfile struct {
 	// (embedding, output layer, loss, the schedule's own work).
 	OtherFwd HostGPU `json:"other_fwd"`
 	OtherBwd HostGPU `json:"other_bwd"`
-	// Optimizer is per step: gradient finalisation and the optimizer.
-	Optimizer HostGPU `json:"optimizer"`
+	// Optimizer is per step: gradient finalisation and the optimizer, the
+	// part that does not grow with the layers; OptimizerPerLayer is what
+	// each layer of the stage adds (its parameters' share). Profiles
+	// without the per-layer part hold the whole step's figure in Optimizer.
+	Optimizer         HostGPU `json:"optimizer"`
+	OptimizerPerLayer HostGPU `json:"optimizer_per_layer,omitempty"`
 	// FullIteration holds what a full-iteration graph costs per step.
 	FullIteration FullIterationProfile `json:"full_iteration"`
 	// GraphPoolFixedMiB is what a per-layer capture adds once, beside its

@@ -29,20 +29,22 @@ import (
 //	      attn: {replay_host_ms: 0.06, gpu_ms: 0.5, graph_mib: 40}
 //	other_fwd: {host_ms: 0.3}   # embedding, output layer, loss per micro-batch
 //	other_bwd: {host_ms: 0.2}
-//	optimizer: {host_ms: 4.0}   # per step
+//	optimizer: {host_ms: 4.0}   # per step, the part outside the layers
+//	optimizer_per_layer: {host_ms: 0.5}  # per step, what each layer adds
 //	full_iteration: {replay_host_ms: 0.2, graph_mib_per_microbatch: 120}
 //
 // Overrides replace a cached profile's values and can only refine one;
 // the scales apply after them. Without a profile only host_scale applies,
 // to the per-op (PyTorch) host costs.
 type ProfileAdjust struct {
-	HostScale     *float64                 `yaml:"host_scale"`
-	GPUScale      *float64                 `yaml:"gpu_scale"`
-	Layers        map[string]LayerOverride `yaml:"layers"`
-	OtherFwd      *HostGPUOverride         `yaml:"other_fwd"`
-	OtherBwd      *HostGPUOverride         `yaml:"other_bwd"`
-	Optimizer     *HostGPUOverride         `yaml:"optimizer"`
-	FullIteration *FullIterationOverride   `yaml:"full_iteration"`
+	HostScale         *float64                 `yaml:"host_scale"`
+	GPUScale          *float64                 `yaml:"gpu_scale"`
+	Layers            map[string]LayerOverride `yaml:"layers"`
+	OtherFwd          *HostGPUOverride         `yaml:"other_fwd"`
+	OtherBwd          *HostGPUOverride         `yaml:"other_bwd"`
+	Optimizer         *HostGPUOverride         `yaml:"optimizer"`
+	OptimizerPerLayer *HostGPUOverride         `yaml:"optimizer_per_layer"`
+	FullIteration     *FullIterationOverride   `yaml:"full_iteration"`
 	// Source names where the adjustment came from, for the results' notes.
 	Source string `yaml:"-"`
 }
@@ -163,7 +165,7 @@ func (a *ProfileAdjust) Validate() error {
 		return errors.Join(val(field+".host_ms", o.HostMs, maxOverrideMs, "ms"), val(field+".gpu_ms", o.GPUMs, maxOverrideMs, "ms"))
 	}
 	errs := []error{scale("host_scale", a.HostScale), scale("gpu_scale", a.GPUScale),
-		hg("other_fwd", a.OtherFwd), hg("other_bwd", a.OtherBwd), hg("optimizer", a.Optimizer)}
+		hg("other_fwd", a.OtherFwd), hg("other_bwd", a.OtherBwd), hg("optimizer", a.Optimizer), hg("optimizer_per_layer", a.OptimizerPerLayer)}
 	if f := a.FullIteration; f != nil {
 		errs = append(errs, val("full_iteration.replay_host_ms", f.ReplayHostMs, maxOverrideMs, "ms"),
 			val("full_iteration.graph_mib_per_microbatch", f.GraphMiBPerMicroBatch, maxOverrideMiB, "MiB"))
@@ -209,6 +211,7 @@ func (a *ProfileAdjust) Apply(p *FrameworkProfile) *FrameworkProfile {
 	a.OtherFwd.apply(&q.OtherFwd)
 	a.OtherBwd.apply(&q.OtherBwd)
 	a.Optimizer.apply(&q.Optimizer)
+	a.OptimizerPerLayer.apply(&q.OptimizerPerLayer)
 	if f := a.FullIteration; f != nil {
 		set(&q.FullIteration.ReplayHostMs, f.ReplayHostMs)
 		set(&q.FullIteration.GraphMiBPerMicroBatch, f.GraphMiBPerMicroBatch)
@@ -276,6 +279,7 @@ func scaleProfile(p *FrameworkProfile, host, gpu float64, why string) *Framework
 	hg(&q.OtherFwd)
 	hg(&q.OtherBwd)
 	hg(&q.Optimizer)
+	hg(&q.OptimizerPerLayer)
 	q.FullIteration.ReplayHostMs *= host
 	for i := range q.Collectives {
 		q.Collectives[i].EagerExposedHostMsPerLayer *= host

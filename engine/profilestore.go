@@ -153,7 +153,7 @@ func (p *FrameworkProfile) Validate() error {
 		}
 		return check(field+".gpu_ms", x.GPUMs)
 	}
-	errs := []error{hg("other_fwd", p.OtherFwd), hg("other_bwd", p.OtherBwd), hg("optimizer", p.Optimizer),
+	errs := []error{hg("other_fwd", p.OtherFwd), hg("other_bwd", p.OtherBwd), hg("optimizer", p.Optimizer), hg("optimizer_per_layer", p.OptimizerPerLayer),
 		check("full_iteration.replay_host_ms", p.FullIteration.ReplayHostMs),
 		check("full_iteration.graph_mib_per_microbatch", p.FullIteration.GraphMiBPerMicroBatch)}
 	seen := map[int]bool{}

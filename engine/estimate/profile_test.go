@@ -155,3 +155,15 @@ func TestProfileHostScale(t *testing.T) {
 		t.Errorf("notes %q", scaled.Notes[0])
 	}
 }
+
+// The optimizer's per-layer part counts once per layer of the stage: the
+// four-layer workload's step grows by 4 × the per-layer figure.
+func TestProfileOptimizerGrowsWithTheLayers(t *testing.T) {
+	e, w := profiled(t, profile(true))
+	base := run(t, e, w, cand("none", ""))
+	p := profile(true)
+	p.OptimizerPerLayer = hg(2.5, 0.5)
+	e, w = profiled(t, p)
+	grown := run(t, e, w, cand("none", ""))
+	near(t, "eager step with 2.5 ms of optimizer per layer", grown.Step.Median, base.Step.Median+4*2.5, 0.01)
+}

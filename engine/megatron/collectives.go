@@ -13,7 +13,7 @@ var exposureModes = []string{"eager", "layer"}
 
 // MeasureCollectives measures how the layers' collectives expose the
 // ranks' host work at many's world size: the eager and whole-layer-graphed
-// runs at one and two layers on one (world size 1) and on many (world size
+// runs at the profile's two layer counts on one (world size 1) and on many (world size
 // 2 or more, the layout's TP then EP run for real), fitted by
 // FitExposure. rates time the collectives the ranks ran (a cached NCCL
 // measurement where there is one).
@@ -53,7 +53,8 @@ func layerCollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bo
 // FitExposure is the collective exposure at world size world from runs at
 // world size 1 (one) and at world (many) of the same per-rank slice. With
 // W(n) the forward-backward wall time per step at n layers and M
-// micro-batches, a layer costs (W(2) − W(1))/M per micro-batch; what a
+// micro-batches, a layer costs (W(b) − W(a))/((b − a)·M) per micro-batch
+// (a < b the profile's layer counts); what a
 // layer costs more at world size N than at 1, less the modelled time of
 // the collectives the ranks ran (collMs per layer and micro-batch), is the
 // host work the collectives exposed: eager from the eager runs, graphed
@@ -61,22 +62,18 @@ func layerCollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bo
 // hidden under other work, or noise) count as none.
 func FitExposure(one, many []profileRun, world int, collMs float64) (engine.CollectiveExposure, error) {
 	perLayer := func(runs []profileRun, mode string) (float64, error) {
-		var r [2]*engine.RawTimes
-		for _, pr := range runs {
-			for i, n := range profileLayers {
-				if pr.mode == mode && pr.layers == n && pr.raw != nil {
-					r[i] = pr.raw
-				}
-			}
-		}
-		if r[0] == nil || r[1] == nil {
+		f := fitter{runs: runs, a: profileLayers[0], b: profileLayers[1]}
+		ra, rb := f.get(mode, f.a), f.get(mode, f.b)
+		if ra == nil || rb == nil {
 			return 0, fmt.Errorf("the %s runs failed: %s", mode, firstErr(runs, mode))
 		}
-		m := float64(max(1, r[0].MicroBatchesRun))
-		return (r[1].FwdBwdMs - r[0].FwdBwdMs) / m, nil
+		m := float64(max(1, ra.MicroBatchesRun))
+		// Not clamped at 0: a difference of two slopes may be negative.
+		return (rb.FwdBwdMs - ra.FwdBwdMs) / (m * float64(f.b-f.a)), nil
 	}
 	x := engine.CollectiveExposure{WorldSize: world,
-		Source: fmt.Sprintf("eager and whole-layer-graphed runs at 1 and 2 layers, world size %d against 1, less %.3f ms/layer of modelled collectives", world, collMs)}
+		Source: fmt.Sprintf("eager and whole-layer-graphed runs at %d and %d layers, world size %d against 1, less %.3f ms/layer of modelled collectives",
+			profileLayers[0], profileLayers[1], world, collMs)}
 	for _, mode := range exposureModes {
 		a, err := perLayer(one, mode)
 		if err != nil {

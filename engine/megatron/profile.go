@@ -11,7 +11,12 @@ import (
 
 // profileLayers are the two layer counts a profile is fitted from: what
 // changes between them is the cost of one layer, what stays is the rest.
-var profileLayers = [2]int{1, 2}
+// Four layers apart from one, not two: the per-layer slope of a small
+// figure (the optimizer's few milliseconds per layer) is then read over
+// three layers' worth of change instead of one, and on the H200 the
+// 1-and-2-layer optimizer slope was the largest error of an 8-layer
+// prediction (bench/results/megatron-h200/final).
+var profileLayers = [2]int{1, 4}
 
 // profileRun is one measured run of the profile: a mode at a layer count.
 type profileRun struct {
@@ -93,74 +98,109 @@ func layerKind(w *engine.Workload) string {
 
 // Fit turns the profile runs into per-layer, per-micro-batch costs. With
 // T(n) a per-step figure at n layers and M micro-batches per step,
-// T(n) = M·(other + n·layer) (+ optimizer for whole steps), so
-// layer = (T(2) − T(1))/M and other = T(1)/M − layer.
+// T(n) = M·(other + n·layer) (+ optimizer for whole steps), so from the
+// two layer counts a < b: layer = (T(b) − T(a))/((b − a)·M) and
+// other = T(a)/M − a·layer. The optimizer is fitted the same way per
+// step: its work grows with the parameters, so with the layers.
 //
 // GPU time comes from the full-iteration replay, whose kernels run back to
 // back (no host gaps); forward and backward GPU time are split 1:2, the
 // ratio of their matrix work. Where the full iteration cannot be captured
 // (a host sync inside), the eager wall time stands in, an upper bound.
 func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
-	get := func(mode string, n int) *engine.RawTimes {
-		for _, r := range runs {
-			if r.mode == mode && r.layers == n && r.raw != nil {
-				return r.raw
-			}
-		}
-		return nil
-	}
-	e1, e2 := get("eager", 1), get("eager", 2)
+	fit := fitter{runs: runs, a: profileLayers[0], b: profileLayers[1]}
+	e1, e2 := fit.get("eager", fit.a), fit.get("eager", fit.b)
 	if e1 == nil || e2 == nil {
 		return nil, fmt.Errorf("the eager runs failed: %s", firstErr(runs, "eager"))
 	}
-	m := float64(max(1, e1.MicroBatchesRun))
+	fit.m = float64(max(1, e1.MicroBatchesRun))
 	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Layers: map[string]engine.LayerProfile{},
-		MeasuredAt: fmt.Sprintf("eager, whole-layer and full-iteration runs at 1 and 2 layers, %d micro-batches per step", int(m))}
-	perLayer := func(a, b float64) float64 { return max(0, (b-a)/m) }
+		MeasuredAt: fmt.Sprintf("eager, whole-layer and full-iteration runs at %d and %d layers, %d micro-batches per step", fit.a, fit.b, int(fit.m))}
 	lp := engine.LayerProfile{Graphed: map[string]engine.GraphedRegion{}}
 	// Totals come from the training steps. A forward-only pass runs a
 	// different schedule (no backward, no gradient buffers) whose fixed
 	// host cost does not carry over, so it only splits a layer's host time
 	// between forward and backward; the part outside the layers is split
 	// evenly (embedding and head have both directions).
-	layerHost := perLayer(e1.HostMs, e2.HostMs)
+	layerHost, other := fit.line(e1.HostMs, e2.HostMs)
 	fwdShare := 1.0 / 3
-	if d := perLayer(e1.HostFwdMs, e2.HostFwdMs); layerHost > 0 && e1.HostFwdMs > 0 {
+	if d, _ := fit.line(e1.HostFwdMs, e2.HostFwdMs); layerHost > 0 && e1.HostFwdMs > 0 {
 		fwdShare = min(1, d/layerHost)
 	}
 	lp.EagerFwd.HostMs, lp.EagerBwd.HostMs = fwdShare*layerHost, (1-fwdShare)*layerHost
-	other := max(0, e1.HostMs/m-layerHost)
 	p.OtherFwd.HostMs, p.OtherBwd.HostMs = other/2, other/2
-	g1, g2 := get("full_iteration", 1), get("full_iteration", 2)
+	g1, g2 := fit.get("full_iteration", fit.a), fit.get("full_iteration", fit.b)
 	if g1 == nil || g2 == nil {
 		g1, g2 = e1, e2
 		p.Notes = append(p.Notes, "full iteration did not capture ("+firstErr(runs, "full_iteration")+"): GPU times are eager wall times, an upper bound")
 		p.FullIteration.CaptureError = firstErr(runs, "full_iteration")
 	} else {
 		p.FullIteration.ReplayHostMs = g2.HostMs
-		p.FullIteration.GraphMiBPerMicroBatch = g2.GraphMiB / m
-		perLayer := max(0, g2.GraphMiB-g1.GraphMiB)
-		p.FullIteration.GraphMiBPerLayer, p.FullIteration.GraphMiBFixed = perLayer, max(0, g1.GraphMiB-perLayer)
+		p.FullIteration.GraphMiBPerMicroBatch = g2.GraphMiB / fit.m
+		perLayer, fixed := fit.stepLine(g1.GraphMiB, g2.GraphMiB)
+		p.FullIteration.GraphMiBPerLayer, p.FullIteration.GraphMiBFixed = perLayer, fixed
 	}
-	layerGPU := perLayer(g1.FwdBwdMs, g2.FwdBwdMs)
-	otherGPU := max(0, g1.FwdBwdMs/m-layerGPU)
+	layerGPU, otherGPU := fit.line(g1.FwdBwdMs, g2.FwdBwdMs)
 	lp.EagerFwd.GPUMs, lp.EagerBwd.GPUMs = layerGPU/3, 2*layerGPU/3
 	p.OtherFwd.GPUMs, p.OtherBwd.GPUMs = otherGPU/3, 2*otherGPU/3
-	p.Optimizer = engine.HostGPU{HostMs: e2.OptMs, GPUMs: e2.OptMs}
-	if l1, l2 := get("layer", 1), get("layer", 2); l1 != nil && l2 != nil {
-		lp.Graphed["layer"] = engine.GraphedRegion{
-			ReplayHostMs: perLayer(l1.HostMs, l2.HostMs),
-			GPUMs:        layerGPU,
-			// One graph pair per layer serves every micro-batch when PP is 1.
-			GraphMiB: max(0, l2.GraphMiB-l1.GraphMiB),
-		}
-		p.GraphPoolFixedMiB = max(0, l1.GraphMiB-lp.Graphed["layer"].GraphMiB)
+	optLayer, optFixed := fit.optimizer()
+	p.Optimizer = engine.HostGPU{HostMs: optFixed, GPUMs: optFixed}
+	p.OptimizerPerLayer = engine.HostGPU{HostMs: optLayer, GPUMs: optLayer}
+	if l1, l2 := fit.get("layer", fit.a), fit.get("layer", fit.b); l1 != nil && l2 != nil {
+		replay, _ := fit.line(l1.HostMs, l2.HostMs)
+		// One graph pair per layer serves every micro-batch when PP is 1.
+		mib, fixed := fit.stepLine(l1.GraphMiB, l2.GraphMiB)
+		lp.Graphed["layer"] = engine.GraphedRegion{ReplayHostMs: replay, GPUMs: layerGPU, GraphMiB: mib}
+		p.GraphPoolFixedMiB = fixed
 	} else {
 		lp.Graphed["layer"] = engine.GraphedRegion{CaptureError: firstErr(runs, "layer")}
 	}
 	p.Layers[kind] = lp
-	p.Notes = append(p.Notes, "optimizer host and GPU time: its synchronised wall time (it syncs for the gradient norm)")
+	p.Notes = append(p.Notes, "optimizer host and GPU time: its synchronised wall time (it syncs for the gradient norm), fixed plus per layer")
 	return p, nil
+}
+
+// fitter fits straight lines through the runs at layer counts a and b
+// with m micro-batches per step.
+type fitter struct {
+	runs []profileRun
+	a, b int
+	m    float64
+}
+
+func (f fitter) get(mode string, n int) *engine.RawTimes {
+	for _, r := range f.runs {
+		if r.mode == mode && r.layers == n && r.raw != nil {
+			return r.raw
+		}
+	}
+	return nil
+}
+
+// stepLine is a per-step figure's slope per layer and its value at no
+// layers (both at least 0), from its values at a and b layers.
+func (f fitter) stepLine(ta, tb float64) (perLayer, fixed float64) {
+	perLayer = max(0, (tb-ta)/float64(f.b-f.a))
+	return perLayer, max(0, ta-float64(f.a)*perLayer)
+}
+
+// line is stepLine per micro-batch.
+func (f fitter) line(ta, tb float64) (perLayer, fixed float64) {
+	return f.stepLine(ta/f.m, tb/f.m)
+}
+
+// optimizer fits the optimizer's step time from every mode that ran at
+// both layer counts (the optimizer runs eagerly in all of them; the mean
+// of a few short, noisy readings).
+func (f fitter) optimizer() (perLayer, fixed float64) {
+	var ta, tb float64
+	n := 0
+	for _, mode := range []string{"eager", "layer", "full_iteration"} {
+		if ra, rb := f.get(mode, f.a), f.get(mode, f.b); ra != nil && rb != nil {
+			ta, tb, n = ta+ra.OptMs, tb+rb.OptMs, n+1
+		}
+	}
+	return f.stepLine(ta/float64(n), tb/float64(n))
 }
 
 func firstErr(runs []profileRun, mode string) string {

@@ -11,7 +11,8 @@ import (
 // synthetic runs of a framework whose costs are known: per layer and
 // micro-batch forward host 2 ms, backward host 3 ms, GPU 6 ms, graphed
 // replay host 0.1 ms and 100 MiB of graph; outside the layers forward host
-// 1 ms, backward 0.5 ms, GPU 3 ms; 4 micro-batches; optimizer 7 ms.
+// 1 ms, backward 0.5 ms, GPU 3 ms; 4 micro-batches; optimizer 7 ms per
+// step plus 0.5 ms per layer.
 func syntheticRuns(fullIteration bool) []profileRun {
 	const m = 4.0
 	var runs []profileRun
@@ -19,12 +20,12 @@ func syntheticRuns(fullIteration bool) []profileRun {
 		l := float64(n)
 		runs = append(runs,
 			profileRun{mode: "eager", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
-				HostFwdMs: m * (1 + 2*l), HostMs: m * (1.5 + 5*l), FwdBwdMs: m * (1.5 + 5*l), OptMs: 7}},
+				HostFwdMs: m * (1 + 2*l), HostMs: m * (1.5 + 5*l), FwdBwdMs: m * (1.5 + 5*l), OptMs: 7 + 0.5*l}},
 			profileRun{mode: "layer", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
-				HostMs: m * (1.5 + 0.1*l), FwdBwdMs: m * (3 + 6*l), GraphMiB: 30 + 100*l}})
+				HostMs: m * (1.5 + 0.1*l), FwdBwdMs: m * (3 + 6*l), GraphMiB: 30 + 100*l, OptMs: 7 + 0.5*l}})
 		if fullIteration {
 			runs = append(runs, profileRun{mode: "full_iteration", layers: n, raw: &engine.RawTimes{LayersBuilt: n,
-				MicroBatchesRun: 4, HostMs: 0.8, FwdBwdMs: m * (3 + 6*l), GraphMiB: 20 + 50*l}})
+				MicroBatchesRun: 4, HostMs: 0.8, FwdBwdMs: m * (3 + 6*l), GraphMiB: 20 + 50*l, OptMs: 7 + 0.5*l}})
 		} else {
 			runs = append(runs, profileRun{mode: "full_iteration", layers: n, err: "capture failed: host sync"})
 		}
@@ -53,7 +54,8 @@ func TestFitRecoversPerLayerCosts(t *testing.T) {
 	g := l.Graphed["layer"]
 	near(t, "graphed replay host", g.ReplayHostMs, 0.1)
 	near(t, "graph MiB per layer", g.GraphMiB, 100)
-	near(t, "optimizer", p.Optimizer.HostMs, 7)
+	near(t, "optimizer outside the layers", p.Optimizer.HostMs, 7)
+	near(t, "optimizer per layer", p.OptimizerPerLayer.HostMs, 0.5)
 	near(t, "full-iteration replay host", p.FullIteration.ReplayHostMs, 0.8)
 	near(t, "capture's fixed pool", p.GraphPoolFixedMiB, 30)
 	near(t, "full-iteration graph per layer", p.FullIteration.GraphMiBPerLayer, 50)
