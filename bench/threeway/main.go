@@ -33,6 +33,7 @@ import (
 	"cgtune/engine/estimate"
 	"cgtune/presets"
 	"cgtune/probes"
+	"cgtune/search"
 )
 
 // Acceptance limits of the comparison.
@@ -242,15 +243,23 @@ func graphMiB(r engine.Result) int64 {
 	return r.Memory.GraphMiB
 }
 
+// winner is the candidate the search would recommend from one engine's
+// results: search.Rank's order (ties within the default band or the
+// measured p10–p90 spread go to less graph memory, then the simpler
+// scope), not the bare fastest median, so that two configurations the
+// framework runs identically (local attn and whole layer on GPTModel)
+// do not decide the comparison by noise.
 func winner(rows []Row, pick func(Row) *engine.Result) string {
-	best, key := math.Inf(1), "-"
+	var rs []engine.Result
 	for _, r := range rows {
-		x := pick(r)
-		if x != nil && !x.Failed() && x.Step.Median < best {
-			best, key = x.Step.Median, x.Candidate.Key()
+		if x := pick(r); x != nil {
+			rs = append(rs, *x)
 		}
 	}
-	return key
+	if w := search.Winner(search.Rank(rs, search.RankOptions{})); w != nil {
+		return w.Result.Candidate.Key()
+	}
+	return "-"
 }
 
 // table prints the rows and the acceptance; it reports whether it holds.
