@@ -17,7 +17,39 @@ search() { # name limit args...
   echo "== $name: rc=$? wall $(( $(date +%s) - t0 )) s"
   tail -2 $R/$name.err | cut -c1-300
 }
+# profile NAME THREEWAY-MEGATRON-JSON PRESET-ARGS...: the framework profile
+# of a preset (cgtune probe --framework), then the three-way comparison of
+# the megatron engine's results with the calibrated cuda (this GPU) and
+# estimate engines from that profile.
+profile() {
+  local name=$1 mj=$2; shift 2
+  local t0=$(date +%s)
+  timeout -s INT 150 bin/cgtune probe --framework "$@" >$R/profile-$name.txt 2>&1
+  echo "== profile $name: rc=$? wall $(( $(date +%s) - t0 )) s"; tail -9 $R/profile-$name.txt | cut -c1-300
+  local prof=$(sed -n 's/^saved //p' $R/profile-$name.txt)
+  [ -n "$prof" ] && cp "$prof" $R/profile-$name.json || return
+  local tw=()
+  for a in "$@"; do case "$a" in *capacity_factor*) tw+=(--drop-pad);; --set|*=*) ;; *) tw+=("$a");; esac; done
+  t0=$(date +%s)
+  timeout -s INT 90 bin/threeway --profile "$prof" --megatron "$mj" "${tw[@]}" --gpu 0 \
+    --json $R/threeway-$name.json >$R/threeway-$name.txt 2>&1
+  echo "== threeway $name: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-$name.txt
+}
+F=bench/results/megatron-h200/final
 case "$1" in
+call1)
+  # Session 8, first call: issue 10's real pretrain_gpt.py jobs, then
+  # issue 9's profiles (fitted at 1 and 4 layers) against the megatron
+  # results of bench/results/megatron-h200/final, then issue 8's missing
+  # drop-and-pad mbs 4 candidates.
+  export XDG_CACHE_HOME=$R/cache
+  nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
+  t0=$(date +%s); timeout -s INT -k 10 230 bench/job/run.sh $R/job >/dev/null 2>&1
+  echo "== job: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/job/summary.txt; tail -5 $R/job/calibrate.txt
+  search moe-droppad-mbs4 100 --preset $P/moe-small-mbs4.yaml $DROPPAD
+  profile moe-droppad-mbs1 $F/moe-droppad-mbs1.json --preset $P/moe-small-mbs1.yaml $DROPPAD
+  profile dense-mbs1 $F/dense-mbs1.json --preset $P/dense-small-mbs1.yaml
+  ;;
 final)
   # The one call this session's device time allows: issue 8's searches
   # (most important first), one framework profile with the three-way
