@@ -66,7 +66,8 @@ else
 fi
 
 # The training command: the dense-small shape, mock data, no TE/apex
-# kernels (no gradient-accumulation, masked-softmax or RoPE fusion), a log
+# kernels (no gradient-accumulation, masked-softmax, RoPE, bias-SwiGLU or
+# bias-dropout fusion, no persistent layer norm: torch's LayerNorm refuses it), a log
 # line every iteration, no evaluation. cgtune fills in {iters} and {flags}
 # (--cuda-graph-impl, --cuda-graph-warmup-steps, and for full iteration
 # --no-check-for-nan-in-loss-and-grad).
@@ -80,6 +81,7 @@ command="torchrun --standalone --nproc-per-node 1 $mlm/pretrain_gpt.py \
  --mock-data --tokenizer-type NullTokenizer --vocab-size 32000 --split 99,1,0 \
  --no-create-attention-mask-in-dataloader --num-workers 1 --data-cache-path $cache \
  --transformer-impl local --bf16 --no-gradient-accumulation-fusion --no-masked-softmax-fusion \
+ --no-persist-layer-norm --no-bias-swiglu-fusion --no-bias-dropout-fusion \
  --log-interval 1 --eval-iters 0 --eval-interval 1000000 \
  --train-iters {iters} {flags}"
 

@@ -157,11 +157,13 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 }
 
 // addCollectives adds, to every step figure, the time of the collectives
-// of the parallel degrees the run did not execute, from the workload model
-// (its op bytes and the link bandwidths in rates). Collectives of a degree
-// the ranks ran for real are left out.
+// of the parallel degrees the run did not execute (the worker's Modelled
+// list), from the workload model (its op bytes and the link bandwidths in
+// rates). Collectives of a degree the ranks ran for real, and those of a
+// degree of 1 (the model's zero-byte all-to-all of EP 1, the grad-norm
+// all-reduce of a one-GPU job), are left out.
 func addCollectives(r *engine.Result, w *engine.Workload, rates engine.Rates, world int) {
-	ms := CollectiveMs(w, rates, executed(r.Framework, w.Layout))
+	ms := CollectiveMs(w, rates, modelledFamilies(r.Framework))
 	if ms <= 0 {
 		return
 	}
@@ -194,12 +196,41 @@ func executed(f *engine.FrameworkInfo, l presets.Layout) map[string]bool {
 	return ran
 }
 
+// modelledFamilies are the collective families (op-name prefixes, "dp_"
+// for the data-parallel ones such as the grad-norm all-reduce) of the
+// degrees the worker says it did not run.
+func modelledFamilies(f *engine.FrameworkInfo) map[string]bool {
+	of := map[string]string{"TP": "sp_", "EP": "ep_", "CP": "cp_", "PP": "pp_", "DP": "dp_"}
+	out := map[string]bool{}
+	for _, m := range f.Modelled {
+		name, _, _ := strings.Cut(m, " ")
+		if fam, ok := of[name]; ok {
+			out[fam] = true
+		}
+	}
+	return out
+}
+
+// counted says whether an op's collective belongs to a family in only:
+// its name's prefix for the TP ("sp_"), EP, CP and PP collectives; the
+// grad-norm all-reduce spans the model-parallel and data-parallel groups,
+// so any of TP, PP and DP counts it; "dp_" for the rest.
+func counted(name string, only map[string]bool) bool {
+	switch p := prefix(name); {
+	case p == "sp_" || p == "ep_" || p == "cp_" || p == "pp_":
+		return only[p]
+	case strings.HasPrefix(name, "grad_norm"):
+		return only["sp_"] || only["pp_"] || only["dp_"]
+	}
+	return only["dp_"]
+}
+
 // CollectiveMs is one step's collective time in the workload model: every
 // micro-batch's layer, embedding and head collectives plus the optimizer's,
-// skipping the families in ran.
-func CollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bool) float64 {
-	notRan := func(o engine.Op) bool { return !ran[prefix(o.Name)] }
-	sum := func(ops []engine.Op) float64 { return collectiveUs(ops, rates, notRan) }
+// of the families in only (all of them when only is nil).
+func CollectiveMs(w *engine.Workload, rates engine.Rates, only map[string]bool) float64 {
+	keep := func(o engine.Op) bool { return only == nil || counted(o.Name, only) }
+	sum := func(ops []engine.Op) float64 { return collectiveUs(ops, rates, keep) }
 	perMB := sum(w.Pre) + sum(w.Head) + sum(w.PreBwd)
 	for _, l := range w.Layers {
 		perMB += sum(l.Fwd) + sum(l.Bwd)

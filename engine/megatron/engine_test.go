@@ -89,9 +89,14 @@ func TestCollectivesOfExecutedDegreesAreNotAdded(t *testing.T) {
 	w := workload(t, 2)
 	rates, _ := engine.SpecFor("h100")
 	all := CollectiveMs(w, rates, nil)
-	noTP := CollectiveMs(w, rates, executed(&engine.FrameworkInfo{WorldSize: 2}, w.Layout))
+	noTP := CollectiveMs(w, rates, modelledFamilies(&engine.FrameworkInfo{WorldSize: 2, Modelled: []string{"DP 2"}}))
 	if !(noTP < all) {
 		t.Fatalf("TP run for real: %.3f ms, want less than all collectives %.3f ms", noTP, all)
+	}
+	// Nothing modelled (a one-GPU job run whole): nothing added, not even
+	// the zero-byte collectives the model keeps for degrees of 1.
+	if got := CollectiveMs(w, rates, modelledFamilies(&engine.FrameworkInfo{WorldSize: 1})); got != 0 {
+		t.Fatalf("nothing modelled: %.3f ms of collectives, want 0", got)
 	}
 	if got := CollectiveMs(workload(t, 1), rates, nil); got >= all {
 		t.Fatalf("TP 1 collectives %.3f ms, want fewer than TP 2's %.3f", got, all)
