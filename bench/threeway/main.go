@@ -279,7 +279,8 @@ func table(out io.Writer, rows []Row) bool {
 			return "FAILED\t-\t-\t-\t-"
 		}
 		if m.Failed() {
-			ok = false
+			// No speed-up to compare with. An emulated winner that the
+			// framework cannot run still fails the winner check below.
 			return fmt.Sprintf("%.2f\t%.3f\t(megatron failed)\t%d\t-", r.Step.Median, r.Speedup, graphMiB(*r))
 		}
 		dx := rel(r.Speedup, m.Speedup)
@@ -321,6 +322,15 @@ func table(out io.Writer, rows []Row) bool {
 		if wc != wm {
 			ok = false
 		}
+	}
+	var failed []string
+	for _, r := range rows {
+		if r.Megatron.Failed() {
+			failed = append(failed, r.Candidate.Label()+fmt.Sprintf(" w%d", r.Candidate.Warmup))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(out, "\nnot compared (failed on the framework, no speed-up to compare): %s", strings.Join(failed, "; "))
 	}
 	verdict := "HOLDS"
 	if !ok {

@@ -12,6 +12,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/estimate"
 	"cgtune/presets"
+	"cgtune/search"
 )
 
 // The table runs without a GPU (--no-cuda): megatron results that agree
@@ -72,6 +73,32 @@ func TestThreeWayTable(t *testing.T) {
 	out.Reset()
 	if code, _ := run(context.Background(), o, &out); code != 1 || !strings.Contains(out.String(), "FAILS") || !strings.Contains(out.String(), "!") {
 		t.Errorf("disagreeing speed-up: exit %d\n%s", code, out.String())
+	}
+
+	// A candidate the framework fails on (a framework bug, a port race) has
+	// no speed-up to compare: it is listed, not counted against the table;
+	// but when it is the emulation's winner, the winners differ.
+	failedOne := append([]engine.Result(nil), res...)
+	loser := 0 // eager: never the emulation's winner
+	failedOne[loser].Err, failedOne[loser].ErrKind = "AttributeError: framework bug", engine.ErrCrash
+	o.megatron = write(failedOne)
+	out.Reset()
+	if code, _ := run(context.Background(), o, &out); code != 0 || !strings.Contains(out.String(), "not compared (failed on the framework") {
+		t.Errorf("a failed non-winner: exit %d\n%s", code, out.String())
+	}
+	failedWinner := append([]engine.Result(nil), res...)
+	best := 0
+	rec := search.Winner(search.Rank(res, search.RankOptions{}))
+	for i, r := range res {
+		if r.Candidate.Key() == rec.Result.Candidate.Key() {
+			best = i
+		}
+	}
+	failedWinner[best].Err, failedWinner[best].ErrKind = "capture failed", engine.ErrCapture
+	o.megatron = write(failedWinner)
+	out.Reset()
+	if code, _ := run(context.Background(), o, &out); code != 1 || !strings.Contains(out.String(), "FAILS") {
+		t.Errorf("the emulation's winner failed on the framework: exit %d\n%s", code, out.String())
 	}
 
 	// Bad input exits 2.
