@@ -50,6 +50,18 @@ call1)
   profile moe-droppad-mbs1 $F/moe-droppad-mbs1.json --preset $P/moe-small-mbs1.yaml $DROPPAD
   profile dense-mbs1 $F/dense-mbs1.json --preset $P/dense-small-mbs1.yaml
   ;;
+call2)
+  # Session 8, second call: issue 10's real jobs again (with the flags
+  # torch's norm needs), then issue 8's qwen3_30b_a3b searches with the
+  # default strategy (halving) at the engine's default slice.
+  export XDG_CACHE_HOME=$R/cache
+  nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
+  t0=$(date +%s); timeout -s INT -k 10 230 bench/job/run.sh $R/job >/dev/null 2>&1
+  echo "== job: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/job/summary.txt; tail -5 $R/job/calibrate.txt
+  QS="--strategy halving --budget 100s"
+  search qwen-h100 150 --model qwen3_30b_a3b --gpu-type h100 $QS
+  search qwen-tp2pp2ep4 150 --preset $P/qwen3-tp2pp2ep4.yaml $QS
+  ;;
 final)
   # The one call this session's device time allows: issue 8's searches
   # (most important first), one framework profile with the three-way
