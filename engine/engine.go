@@ -23,6 +23,15 @@ type Engine interface {
 	Close() error
 }
 
+// Delegator is an engine that hands some candidates to another engine
+// (the megatron engine gives transformer_engine candidates to the cuda
+// engine where Transformer Engine is not importable). A search measures
+// the candidates the engine runs itself first: under a budget, the
+// framework's own measurements are what the answer should rest on.
+type Delegator interface {
+	Delegates(c presets.Candidate) bool
+}
+
 // DeviceInfo names the GPU a result was measured on (or estimated for).
 type DeviceInfo struct {
 	Index     int    `json:"index"`

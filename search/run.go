@@ -343,7 +343,7 @@ func (r *runner) calibrate(res engine.Result, formula float64) {
 // spentOf is the GPU time a finished run cost: what it took when measured,
 // the simulated time when estimated (the estimate engine itself is instant).
 func spentOf(res engine.Result, pred float64) float64 {
-	if res.Source == engine.Measured && res.WallMs > 0 {
+	if res.Source != engine.Estimated && res.WallMs > 0 {
 		return res.WallMs
 	}
 	return pred

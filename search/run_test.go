@@ -496,3 +496,44 @@ func TestRunBadConfig(t *testing.T) {
 		t.Error("resume without a run folder accepted")
 	}
 }
+
+// delegatingEngine is a fakeEngine that hands transformer_engine
+// candidates to another engine (as the megatron engine does without TE).
+type delegatingEngine struct{ *fakeEngine }
+
+func (d delegatingEngine) Delegates(c presets.Candidate) bool { return c.Impl == presets.ImplTE }
+
+// The candidates an engine runs itself are measured before those it hands
+// on, whatever the estimate's order (which puts the transformer_engine
+// ones first here): in both strategies, every local candidate of round 1
+// starts before any transformer_engine one.
+func TestOwnCandidatesFirst(t *testing.T) {
+	m, l := builtin(t, "llama3_8b", "h100")
+	for _, s := range []string{StrategyHalving, StrategyExhaustive} {
+		fe := delegatingEngine{&fakeEngine{step: func(c presets.Candidate) float64 {
+			if c.Impl == presets.ImplTE {
+				return 500 // the fastest: the estimate order alone would put them first
+			}
+			return 800
+		}}}
+		var ev events
+		if _, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Estimator: estimator(t, "h100"), Strategy: s, Budget: -1}, ev.emit); err != nil {
+			t.Fatal(err)
+		}
+		seenTE, local := false, 0
+		for _, st := range ev.starts {
+			switch {
+			case st.Candidate.Impl == presets.ImplTE:
+				seenTE = true
+			case st.Candidate.Impl == presets.ImplLocal:
+				local++
+				if seenTE && st.Round == 1 {
+					t.Errorf("%s: local %s started after a transformer_engine candidate in round 1", s, st.Candidate.Key())
+				}
+			}
+		}
+		if local == 0 || !seenTE {
+			t.Errorf("%s: ran %d local candidates, transformer_engine ones: %v", s, local, seenTE)
+		}
+	}
+}

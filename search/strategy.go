@@ -63,6 +63,27 @@ func estimateOrder[T any](items []T, est func(T) *engine.Result) []T {
 	return out
 }
 
+// ownFirst moves the items whose candidate the engines hand to another
+// engine (engine.Delegator) after the others, keeping each part's order.
+func ownFirst[T any](engines []engine.Engine, items []T, cand func(T) presets.Candidate) []T {
+	if len(engines) == 0 {
+		return items
+	}
+	d, ok := engines[0].(engine.Delegator)
+	if !ok {
+		return items
+	}
+	var own, handed []T
+	for _, it := range items {
+		if d.Delegates(cand(it)) {
+			handed = append(handed, it)
+		} else {
+			own = append(own, it)
+		}
+	}
+	return append(own, handed...)
+}
+
 // ---- exhaustive ----
 
 // exhaustive runs every valid candidate, every warm-up included, in one
@@ -81,7 +102,7 @@ func newExhaustive(r *runner) *exhaustive {
 			valid = append(valid, p)
 		}
 	}
-	valid = estimateOrder(valid, func(p Planned) *engine.Result { return p.Estimate })
+	valid = ownFirst(r.cfg.Engines, estimateOrder(valid, func(p Planned) *engine.Result { return p.Estimate }), func(p Planned) presets.Candidate { return p.Candidate })
 	e := &exhaustive{r: r}
 	for _, p := range valid {
 		var pred float64
@@ -317,7 +338,7 @@ func newHalving(r *runner) *halving {
 		h.noneAs = true
 		h.arms = []*arm{{key: armKey(*h.none), rep: *h.none, warmups: []int{h.none.Warmup}, est: r.byKey[h.none.Key()].Estimate}}
 	}
-	h.arms = estimateOrder(h.arms, func(a *arm) *engine.Result { return a.est })
+	h.arms = ownFirst(r.cfg.Engines, estimateOrder(h.arms, func(a *arm) *engine.Result { return a.est }), func(a *arm) presets.Candidate { return a.rep })
 	r.mu.Lock()
 	h.rounds, h.fits = fitRounds(len(h.arms), h.costFor(h.arms), h.budget)
 	r.mu.Unlock()

@@ -136,6 +136,15 @@ func (e *Engine) Close() error { return e.sup.Close() }
 // Restarts counts workers replaced after a crash or hang.
 func (e *Engine) Restarts() int { return e.sup.Restarts }
 
+// Delegates says whether c goes to the fallback engine rather than the
+// framework: a transformer_engine candidate where the worker reported no
+// Transformer Engine. (A model the worker refuses, such as a hybrid one,
+// is only known when it answers.)
+func (e *Engine) Delegates(c presets.Candidate) bool {
+	fw := e.Framework()
+	return e.opts.Fallback != nil && fw != nil && fw.TE == "" && c.Impl == presets.ImplTE
+}
+
 // Run measures the candidate on the framework, adds the modelled
 // collectives of the parallel degrees the run lacks, and hands candidates
 // the framework cannot run to the fallback engine, labelled.

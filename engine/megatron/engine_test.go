@@ -123,6 +123,14 @@ func TestUnsupportedCandidateGoesToTheFallbackLabelled(t *testing.T) {
 	if !strings.Contains(r.Notes[0], "not measured on the framework") || !strings.Contains(r.Notes[0], "cuda engine instead") {
 		t.Fatalf("first note %q does not say where it was measured", r.Notes[0])
 	}
+	// The search asks before it orders the candidates: without TE, the
+	// transformer_engine ones are handed on, the local ones are not.
+	if !e.Delegates(presets.Candidate{Impl: "transformer_engine"}) || e.Delegates(presets.Candidate{Impl: "local"}) {
+		t.Errorf("Delegates: te %v, local %v", e.Delegates(presets.Candidate{Impl: "transformer_engine"}), e.Delegates(presets.Candidate{Impl: "local"}))
+	}
+	if noFallback := fakeEngine(t, "ok", nil, time.Minute); noFallback.Delegates(presets.Candidate{Impl: "transformer_engine"}) {
+		t.Error("an engine without a fallback hands nothing on")
+	}
 }
 
 func TestWorkerCrashIsAFailedCandidateAndTheWorkerIsReplaced(t *testing.T) {
