@@ -33,6 +33,9 @@ export XDG_CACHE_HOME=$out/cache XDG_CONFIG_HOME=$out/config
 mlm=$root/.mlm
 preset=$root/bench/megatron/presets/dense-small-mbs1.yaml
 predictions=$root/bench/results/megatron-h200/final/run-dense-mbs1
+# The framework profile of that preset measured on the H200 (cgtune probe
+# --framework), which the calibration predicts with (--job-gpu h200).
+profiles=$root/bench/results/megatron-h200/s8-call1/profiles
 
 die() { echo "run.sh: $*"; exit 1; }
 [ -x bin/cgtune ] || die "no bin/cgtune (CGO_ENABLED=1 go build -o bin/cgtune ./cmd/cgtune)"
@@ -54,6 +57,7 @@ if ! make -C "$mlm/megatron/core/datasets" >"$out/helpers-make.txt" 2>&1; then
 	export PATH=$out/shim:$PATH
 fi
 
+mkdir -p "$XDG_CACHE_HOME/cgtune" && cp -r "$profiles" "$XDG_CACHE_HOME/cgtune/"
 t0=$SECONDS
 if [ -f "$predictions/journal.jsonl" ]; then
 	echo "== predictions: the megatron engine's search of $(basename "$preset") (copied from ${predictions#"$root"/})"
@@ -89,7 +93,7 @@ echo "== validate: eager + top 2 (local whole layer, full iteration), 30 iterati
 t0=$SECONDS
 # --mbridge 0.6: Megatron-LM HEAD's field names (--cuda-graph-modules,
 # --cuda-graph-impl full_iteration), whatever generation the search used.
-bin/cgtune validate "$out/run" --launcher local --gpus-per-node 1 --top 2 --iters 30 --mbridge 0.6 --job-timeout 3m \
+bin/cgtune validate "$out/run" --launcher local --gpus-per-node 1 --top 2 --iters 30 --mbridge 0.6 --job-timeout 3m --job-gpu h200 \
 	--command "$command" >"$out/summary.txt" 2>"$out/validate.err"
 rc=$?
 echo "validate: exit $rc, $((SECONDS - t0)) s"
@@ -103,5 +107,5 @@ for log in "$out"/run/validate/cgtune-*/*.log; do
 	grep -E 'iteration +[0-9]+/|memory \(MB\)|Error|error' "$log" | tail -4 | cut -c1-220
 done
 echo "== calibrate from the jobs' logs"
-bin/cgtune calibrate "${logs[@]}" --preset "$preset" --dry-run 2>&1 | tee "$out/calibrate.txt"
+bin/cgtune calibrate "${logs[@]}" --preset "$preset" --job-gpu h200 --dry-run 2>&1 | tee "$out/calibrate.txt"
 exit $rc

@@ -56,7 +56,7 @@ configuration, no model).`
 
 func newCalibrateCmd() *cobra.Command {
 	var logs []string
-	var model, gpuType, preset string
+	var model, gpuType, preset, jobGPU string
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "calibrate --log FILE[=CANDIDATE] [--log ...] (--model M [--gpu-type G] | --preset F)",
@@ -81,7 +81,7 @@ func newCalibrateCmd() *cobra.Command {
 				pts = append(pts, p)
 				names = append(names, filepath.Base(p.Job))
 			}
-			cal, err := search.FitCalibration(m, l, engine.WorkloadOptions{}, pts, calibrationEstimator(l.GPU), "calibrate "+strings.Join(names, " "))
+			cal, err := search.FitCalibration(m, l, engine.WorkloadOptions{}, pts, calibrationEstimator(orDefault(jobGPU, l.GPU)), "calibrate "+strings.Join(names, " "))
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
@@ -105,6 +105,7 @@ func newCalibrateCmd() *cobra.Command {
 	f.StringVar(&model, "model", "", "built-in model the logs are of (cgtune models)")
 	f.StringVar(&gpuType, "gpu-type", "h100", "GPU whose default layout of --model the job used")
 	f.StringVar(&preset, "preset", "", "team preset (FILE or NAME) whose model and layout the logs are of")
+	f.StringVar(&jobGPU, "job-gpu", "", "GPU type the jobs ran on, whose framework profile and rates the fit predicts with (default: the layout's GPU type)")
 	f.BoolVar(&dryRun, "dry-run", false, "fit and print, do not save")
 	return cmd
 }
@@ -216,4 +217,12 @@ func printCalibration(w io.Writer, c engine.Calibration) {
 	for _, n := range c.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+}
+
+// orDefault is v, or d when v is empty.
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
 }

@@ -36,7 +36,7 @@ type validateFlags struct {
 	printBatch                        bool
 	savePreset                        string
 	trust                             bool
-	mbridge                           string
+	mbridge, jobGPU                   string
 	json, dryRun, noCalibrate, force  bool
 	poll                              time.Duration
 
@@ -143,6 +143,7 @@ func newValidateCmd() *cobra.Command {
 	fl.BoolVar(&f.json, "json", false, "events as JSON lines (stderr), the outcome as JSON (stdout)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print each job's command (and batch script) without running anything")
 	fl.BoolVar(&f.noCalibrate, "no-calibrate", false, "do not update the host-cost calibration from the jobs")
+	fl.StringVar(&f.jobGPU, "job-gpu", "", "GPU type the jobs run on, whose framework profile and rates the calibration predicts with (default: the layout's GPU type)")
 	fl.DurationVar(&f.poll, "poll", time.Second, "how often job states and logs are read")
 	fl.MarkHidden("poll")
 	return cmd
@@ -333,7 +334,7 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	}
 	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume
 	if !f.noCalibrate {
-		req.Estimator = calibrationEstimator(req.Layout.GPU)
+		req.Estimator = calibrationEstimator(orDefault(f.jobGPU, req.Layout.GPU))
 	}
 	if f.dryRun {
 		return f.printDryRun(stdout, *req)

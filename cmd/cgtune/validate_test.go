@@ -289,10 +289,18 @@ func TestCalibrateFromLogs(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "not saved") {
 		t.Errorf("explicit candidate: exit %d\n%s%s", code, out, errb)
 	}
+	// --job-gpu: the jobs ran on another GPU than the layout names; the
+	// prediction is for that GPU (H200's rates, not H100's).
+	_, h100, _ := cgtune(t, "calibrate", "--log", eager, "--log", full, "--model", "llama3_8b", "--dry-run")
+	code, h200, errb := cgtune(t, "calibrate", "--log", eager, "--log", full, "--model", "llama3_8b", "--dry-run", "--job-gpu", "h200")
+	if code != exitOK || h200 == h100 {
+		t.Errorf("--job-gpu h200: exit %d %s, same table as h100's: %v", code, errb, h200 == h100)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"calibrate", "--log", eager, "--model", "llama3_8b", "--job-gpu", "nope"}, "allowed: h100"},
 		{[]string{"calibrate", "--model", "llama3_8b"}, "at least one --log"},
 		{[]string{"calibrate", "--log", eager}, "give --model M or --preset F"},
 		{[]string{"calibrate", "--log", filepath.Join(dir, "missing.log"), "--model", "llama3_8b"}, "missing.log"},
