@@ -62,6 +62,35 @@ call2)
   search qwen-h100 150 --model qwen3_30b_a3b --gpu-type h100 $QS
   search qwen-tp2pp2ep4 150 --preset $P/qwen3-tp2pp2ep4.yaml $QS
   ;;
+call3)
+  # Session 8, third call: issue 8's qwen3_30b_a3b searches again, the
+  # default strategy (halving) now measuring Megatron-Core's own candidates
+  # before the transformer_engine ones it hands to the cuda engine.
+  export XDG_CACHE_HOME=$R/cache
+  nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
+  QS="--strategy halving --budget 200s"
+  search qwen-h100 255 --model qwen3_30b_a3b --gpu-type h100 $QS
+  search qwen-tp2pp2ep4 255 --preset $P/qwen3-tp2pp2ep4.yaml $QS
+  ;;
+call4)
+  # Session 8, fourth call: issue 9's three-way tables for the presets
+  # still missing one (the megatron results are this session's or the
+  # previous one's, committed), issue 8's dropless searches, the cuda
+  # engine's GPU tests and a calibrated cuda-engine search of dense mbs 1.
+  export XDG_CACHE_HOME=$R/cache
+  mkdir -p $R/cache/cgtune && cp -r bench/results/megatron-h200/s8-call1/profiles $R/cache/cgtune/
+  S=bench/results/megatron-h200
+  profile dense-mbs4 $F/dense-mbs4.json --preset $P/dense-small-mbs4.yaml
+  profile moe-droppad-mbs4 $S/s8-call1/moe-droppad-mbs4.json --preset $P/moe-small-mbs4.yaml $DROPPAD
+  [ -f $S/s8-call3/qwen-h100.json ] && profile qwen-h100 $S/s8-call3/qwen-h100.json --model qwen3_30b_a3b --gpu-type h100
+  search moe-dropless-mbs1 80 --preset $P/moe-small-mbs1.yaml
+  t0=$(date +%s); timeout -s INT 120 bin/cuda-gpu.test -test.v >$R/cuda-gpu-tests.txt 2>&1
+  echo "== cuda gpu tests: rc=$? wall $(( $(date +%s) - t0 )) s"; grep -E '^(--- |ok|FAIL|PASS)' $R/cuda-gpu-tests.txt | head -30
+  t0=$(date +%s)
+  timeout -s INT 90 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
+    --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
+  echo "== cuda search dense mbs1: rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,12p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
+  ;;
 final)
   # The one call this session's device time allows: issue 8's searches
   # (most important first), one framework profile with the three-way
