@@ -1,6 +1,7 @@
 package search
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -161,6 +162,29 @@ func TestEagerNoneKeepsToTheTruestSource(t *testing.T) {
 	n, ok := eagerAsNone([]engine.Result{emu, fw, emu})
 	if !ok || n.Step.Median != 1200 || n.Source != engine.Framework || n.Step.N != fw.Eager.N {
 		t.Errorf("eager none from mixed sources: %+v", n)
+	}
+}
+
+// A candidate the cuda engine measured for the framework ranks by its own
+// speed-up on the framework's eager baseline, not by its emulated step
+// time: 90 ms against an emulated eager 91 ms is 1.011×, slower than the
+// framework's 1200 → 500 ms, though 90 < 500.
+func TestHandedOnResultsRankOnTheTruestBaseline(t *testing.T) {
+	fw := res(presets.ImplLocal, []string{}, 1, 500, 4000)
+	fw.Source, fw.Eager.Median = engine.Framework, 1200
+	emu := res(presets.ImplTE, []string{"attn"}, 1, 90, 4000)
+	emu.Source, emu.Eager.Median = engine.Measured, 91
+	rs := Rank([]engine.Result{emu, fw}, RankOptions{})
+	if got := order(rs); got[0] != "local/layer/w1" {
+		t.Fatalf("order %v: the emulated step time decided", got)
+	}
+	e := rs[1].Result
+	if math.Abs(e.Step.Median-1200*90.0/91) > 1e-9 || e.Eager.Median != 1200 || !strings.Contains(strings.Join(e.Notes, " "), "on the framework eager baseline (1200.00 ms)") {
+		t.Errorf("handed-on result: step %.3f eager %.3f notes %q", e.Step.Median, e.Eager.Median, e.Notes)
+	}
+	// One source alone is left as it is.
+	if rs := Rank([]engine.Result{emu}, RankOptions{}); rs[0].Result.Step.Median != 90 {
+		t.Errorf("a single source was rescaled: %.3f", rs[0].Result.Step.Median)
 	}
 }
 

@@ -537,3 +537,40 @@ func TestOwnCandidatesFirst(t *testing.T) {
 		}
 	}
 }
+
+// When the engine hands every graph candidate on, halving runs none on
+// the engine itself first: the eager baseline must be the engine's own,
+// not one derived from the other engine's runs.
+func TestHalvingRunsNoneWhenEveryArmIsHandedOn(t *testing.T) {
+	m, l := builtin(t, "llama3_8b", "h100")
+	fe := delegatingEngine{&fakeEngine{}}
+	var ev events
+	d, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Budget: -1,
+		Space: presets.Space{Impls: []string{presets.ImplNone, presets.ImplTE}, Scopes: [][]string{{"attn"}, {"mlp"}}, Warmups: []int{3}}}, ev.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.starts) == 0 || ev.starts[0].Candidate.Impl != presets.ImplNone {
+		t.Fatalf("first run %+v, want none", ev.starts)
+	}
+	var none *Ranked
+	for i, r := range d.Ranking {
+		if r.Result.Candidate.Impl == presets.ImplNone {
+			none = &d.Ranking[i]
+		}
+	}
+	if none == nil || none.Derived || !strings.Contains(strings.Join(d.Notes, " "), "none is run on its own, first") {
+		t.Errorf("none %+v, notes %q", none, d.Notes)
+	}
+	// An engine that runs its own candidates derives none as before.
+	ev = events{}
+	if _, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{&fakeEngine{}}, Budget: -1,
+		Space: presets.Space{Impls: []string{presets.ImplNone, presets.ImplTE}, Scopes: [][]string{{"attn"}, {"mlp"}}, Warmups: []int{3}}}, ev.emit); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ev.starts {
+		if s.Candidate.Impl == presets.ImplNone {
+			t.Errorf("none was run on its own by an engine that hands nothing on")
+		}
+	}
+}

@@ -84,6 +84,23 @@ func ownFirst[T any](engines []engine.Engine, items []T, cand func(T) presets.Ca
 	return append(own, handed...)
 }
 
+// allHandedOn says whether the engines hand every arm to another engine.
+func allHandedOn(engines []engine.Engine, arms []*arm) bool {
+	if len(engines) == 0 || len(arms) == 0 {
+		return false
+	}
+	d, ok := engines[0].(engine.Delegator)
+	if !ok {
+		return false
+	}
+	for _, a := range arms {
+		if !d.Delegates(a.rep) {
+			return false
+		}
+	}
+	return true
+}
+
 // ---- exhaustive ----
 
 // exhaustive runs every valid candidate, every warm-up included, in one
@@ -298,6 +315,11 @@ type halving struct {
 	cut    int   // arms never measured because of the budget
 	none   *presets.Candidate
 	noneAs bool // none is measured as an arm (no graph candidate is valid)
+	// noneOwn: none is measured as the first arm because the engine hands
+	// every graph candidate to another engine, whose eager baselines are
+	// not the engine's own (the megatron engine without TE on a dropless
+	// MoE, where every local candidate is ruled out).
+	noneOwn bool
 }
 
 func newHalving(r *runner) *halving {
@@ -339,6 +361,10 @@ func newHalving(r *runner) *halving {
 		h.arms = []*arm{{key: armKey(*h.none), rep: *h.none, warmups: []int{h.none.Warmup}, est: r.byKey[h.none.Key()].Estimate}}
 	}
 	h.arms = ownFirst(r.cfg.Engines, estimateOrder(h.arms, func(a *arm) *engine.Result { return a.est }), func(a *arm) presets.Candidate { return a.rep })
+	if h.none != nil && !h.noneAs && allHandedOn(r.cfg.Engines, h.arms) {
+		h.noneOwn = true
+		h.arms = append([]*arm{{key: armKey(*h.none), rep: *h.none, warmups: []int{h.none.Warmup}, est: r.byKey[h.none.Key()].Estimate}}, h.arms...)
+	}
 	r.mu.Lock()
 	h.rounds, h.fits = fitRounds(len(h.arms), h.costFor(h.arms), h.budget)
 	r.mu.Unlock()
@@ -515,7 +541,7 @@ func (h *halving) entries() []entry {
 			}
 		}
 	}
-	if h.none != nil && !h.noneAs {
+	if h.none != nil && !h.noneAs && !h.noneOwn {
 		// none from the eager baselines of the latest round's runs,
 		// which are the longest and newest measurements.
 		var rs []engine.Result
@@ -556,7 +582,10 @@ func (h *halving) notes() []string {
 	out := []string{fmt.Sprintf("halving over %d impl×scope combinations (%s)", len(h.arms), strings.Join(parts, ", "))}
 	if !h.noneAs {
 		out = append(out, fmt.Sprintf("each impl×scope is run once per round, at warm-up %d (MCore's default) where the space has it, else at its longest; the other warm-ups' job times are derived from that run (the warm-up does not change the steady state)", presets.DefaultWarmup))
-		if h.none != nil {
+		switch {
+		case h.noneOwn:
+			out = append(out, "none is run on its own, first: the engine hands every graph candidate to another engine, whose eager baselines are not its own")
+		case h.none != nil:
 			out = append(out, "none is not run on its own: its step time is the eager baseline every run measures")
 		}
 	}
