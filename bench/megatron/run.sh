@@ -73,17 +73,25 @@ call3)
   search qwen-tp2pp2ep4 255 --preset $P/qwen3-tp2pp2ep4.yaml $QS
   ;;
 call4)
-  # Session 8, fourth call: issue 9's three-way tables for the presets
-  # still missing one (the megatron results are this session's or the
-  # previous one's, committed), issue 8's dropless searches, the cuda
-  # engine's GPU tests and a calibrated cuda-engine search of dense mbs 1.
+  # Session 8, fourth call: issue 9's three-way tables for dense mbs 4 and
+  # drop-and-pad MoE mbs 4 (megatron results of the previous session and
+  # of call 1, committed), issue 8's qwen3_30b_a3b searches with none run
+  # on Megatron-Core, and the dropless MoE searches.
   export XDG_CACHE_HOME=$R/cache
-  mkdir -p $R/cache/cgtune && cp -r bench/results/megatron-h200/s8-call1/profiles $R/cache/cgtune/
   S=bench/results/megatron-h200
+  nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
   profile dense-mbs4 $F/dense-mbs4.json --preset $P/dense-small-mbs4.yaml
   profile moe-droppad-mbs4 $S/s8-call1/moe-droppad-mbs4.json --preset $P/moe-small-mbs4.yaml $DROPPAD
-  [ -f $S/s8-call3/qwen-h100.json ] && profile qwen-h100 $S/s8-call3/qwen-h100.json --model qwen3_30b_a3b --gpu-type h100
+  QS="--strategy halving --budget 120s"
+  search qwen-h100 170 --model qwen3_30b_a3b --gpu-type h100 $QS
+  search qwen-tp2pp2ep4 170 --preset $P/qwen3-tp2pp2ep4.yaml $QS
   search moe-dropless-mbs1 80 --preset $P/moe-small-mbs1.yaml
+  ;;
+call5)
+  # Session 8, fifth call: the cuda engine's GPU tests and a calibrated
+  # cuda-engine search of dense mbs 1 (its framework profile seeded).
+  export XDG_CACHE_HOME=$R/cache
+  mkdir -p $R/cache/cgtune && cp -r bench/results/megatron-h200/s8-call1/profiles $R/cache/cgtune/
   t0=$(date +%s); timeout -s INT 120 bin/cuda-gpu.test -test.v >$R/cuda-gpu-tests.txt 2>&1
   echo "== cuda gpu tests: rc=$? wall $(( $(date +%s) - t0 )) s"; grep -E '^(--- |ok|FAIL|PASS)' $R/cuda-gpu-tests.txt | head -30
   t0=$(date +%s)
