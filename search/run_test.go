@@ -543,10 +543,17 @@ func TestOwnCandidatesFirst(t *testing.T) {
 // not one derived from the other engine's runs.
 func TestHalvingRunsNoneWhenEveryArmIsHandedOn(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
-	fe := delegatingEngine{&fakeEngine{}}
+	// The handed-on candidates gain 0.2 %: inside the tie band, where the
+	// baseline's lack of graph memory must decide.
+	fe := delegatingEngine{&fakeEngine{step: func(c presets.Candidate) float64 {
+		if c.Graphed() {
+			return 998
+		}
+		return 1000
+	}}}
 	var ev events
 	d, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Budget: -1,
-		Space: presets.Space{Impls: []string{presets.ImplNone, presets.ImplTE}, Scopes: [][]string{{"attn"}, {"mlp"}}, Warmups: []int{3}}}, ev.emit)
+		Space: presets.Space{Impls: []string{presets.ImplNone, presets.ImplTE}, Scopes: [][]string{{}, {"attn"}, {"mlp"}}, Warmups: []int{3}}}, ev.emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +567,18 @@ func TestHalvingRunsNoneWhenEveryArmIsHandedOn(t *testing.T) {
 		}
 	}
 	if none == nil || none.Derived || !strings.Contains(strings.Join(d.Notes, " "), "none is run on its own, first") {
-		t.Errorf("none %+v, notes %q", none, d.Notes)
+		t.Fatalf("none %+v, notes %q", none, d.Notes)
+	}
+	// Measured once (the three graph arms go on to a second round without
+	// it), and ranked with the finalists: it wins the tie.
+	runs := 0
+	for _, s := range ev.starts {
+		if s.Candidate.Impl == presets.ImplNone {
+			runs++
+		}
+	}
+	if runs != 1 || d.Ranking[0].Result.Candidate.Impl != presets.ImplNone {
+		t.Errorf("none ran %d times; ranking starts %s (%s)", runs, d.Ranking[0].Result.Candidate.Key(), d.Ranking[0].Note)
 	}
 	// An engine that runs its own candidates derives none as before.
 	ev = events{}

@@ -84,6 +84,14 @@ func ownFirst[T any](engines []engine.Engine, items []T, cand func(T) presets.Ca
 	return append(own, handed...)
 }
 
+// none0 is the none candidate, or a zero one where the space has none.
+func (h *halving) none0() *presets.Candidate {
+	if h.none == nil {
+		return &presets.Candidate{}
+	}
+	return h.none
+}
+
 // allHandedOn says whether the engines hand every arm to another engine.
 func allHandedOn(engines []engine.Engine, arms []*arm) bool {
 	if len(engines) == 0 || len(arms) == 0 {
@@ -467,7 +475,9 @@ func (h *halving) run(ctx context.Context) {
 		}
 		order = nil
 		for _, rk := range rankEntries(es, r.cfg.rankOptions()) {
-			if !rk.Result.Failed() {
+			// A none run for its baseline (noneOwn) is measured once: it
+			// is the reference, not a contender for the longer rounds.
+			if !rk.Result.Failed() && !(h.noneOwn && !rk.Result.Candidate.Graphed()) {
 				order = append(order, byKey[armKey(rk.Result.Candidate)])
 			}
 		}
@@ -529,6 +539,9 @@ func (h *halving) entries() []entry {
 			continue
 		}
 		top = max(top, f.round)
+		if h.noneOwn && !a.rep.Graphed() {
+			continue // placed below, with the finalists
+		}
 		if f.res.Failed() {
 			out = append(out, entry{res: f.res, round: f.round})
 			continue
@@ -540,6 +553,11 @@ func (h *halving) entries() []entry {
 				out = append(out, h.derive(f, w))
 			}
 		}
+	}
+	if f, ok := latest[armKey(*h.none0())]; h.noneOwn && ok {
+		// Ranked with the latest round's runs, as a derived none is: the
+		// baseline every finalist is compared with.
+		out = append(out, entry{res: f.res, round: top, note: fmt.Sprintf("measured in round %d, the eager baseline", f.round)})
 	}
 	if h.none != nil && !h.noneAs && !h.noneOwn {
 		// none from the eager baselines of the latest round's runs,
