@@ -188,8 +188,7 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 	}
 	w.RunMicroBatches = min(run, w.MicroBatches)
 	if w.RunMicroBatches < w.MicroBatches {
-		w.Notes = append(w.Notes, fmt.Sprintf("runs %d of %d micro-batches per step; forward-backward time scaled by %d/%d",
-			w.RunMicroBatches, w.MicroBatches, w.MicroBatches, w.RunMicroBatches))
+		w.Notes = append(w.Notes, "runs "+w.ScalingText())
 	}
 
 	// Layers of the emulated stage: the last stage carries the loss, which
@@ -256,6 +255,39 @@ func (w *Workload) MicroBatchOps() []Op {
 // multiplied to give the real step (micro-batches not run).
 func (w *Workload) ScaleFactor() float64 {
 	return float64(w.MicroBatches) / float64(w.RunMicroBatches)
+}
+
+// ScalingText says how a run step becomes the real one, for notes.
+func (w *Workload) ScalingText() string {
+	return fmt.Sprintf("%d of %d micro-batches per step; each one not run costs what the last run one did (the steady state), or ×%d/%d where the run shows no boundary between them",
+		w.RunMicroBatches, w.MicroBatches, w.MicroBatches, w.RunMicroBatches)
+}
+
+// LastMicroBatchStart is the index, in a step's forward-backward items,
+// where the run's last micro-batch starts: the items repeat once per run
+// micro-batch (eager ops, per-layer graph replays). ok is false when
+// there is nothing to extrapolate (every micro-batch runs) or no boundary
+// (one run micro-batch, or a full-iteration graph holding them all).
+func (w *Workload) LastMicroBatchStart(items int) (start int, ok bool) {
+	run := w.RunMicroBatches
+	if run < 2 || run >= w.MicroBatches || items < run || items%run != 0 {
+		return 0, false
+	}
+	return items - items/run, true
+}
+
+// FwdBwdMs is the real step's forward-backward time from a run of
+// RunMicroBatches that took runMs, the last of which took lastMs (< 0:
+// not known). The micro-batches not run each cost what the last one did,
+// in the steady state the host and GPU reach after the first: scaling the
+// whole run instead would repeat its start (the GPU waiting for the first
+// launches) and its end (the GPU draining the host's lead) once per
+// micro-batch not run. Without lastMs it scales by ScaleFactor.
+func (w *Workload) FwdBwdMs(runMs, lastMs float64) float64 {
+	if lastMs < 0 || w.RunMicroBatches >= w.MicroBatches {
+		return runMs * w.ScaleFactor()
+	}
+	return runMs + float64(w.MicroBatches-w.RunMicroBatches)*lastMs
 }
 
 // TotalFLOPs is the FLOPs of one real step on this rank (all micro-batches).

@@ -119,7 +119,14 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	}
 	est := estimate.New(rates, engine.DefaultHostCosts(), engine.DeviceInfo{Name: prof.Key.GPU + " (estimated)"}).WithCosts(costs)
 	var rows []Row
+	var handedOn []string
 	for _, m := range mres {
+		if m.Source != engine.Framework {
+			// The megatron engine handed it to its fallback (TE without
+			// TE): an emulation, nothing to compare the emulations with.
+			handedOn = append(handedOn, m.Candidate.Label()+fmt.Sprintf(" w%d", m.Candidate.Warmup))
+			continue
+		}
 		r := Row{Candidate: m.Candidate, Megatron: m}
 		if ce != nil {
 			x := ce.Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
@@ -128,7 +135,13 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 		r.Estimate = est.Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
 		rows = append(rows, r)
 	}
+	if len(rows) == 0 {
+		return 2, fmt.Errorf("%s: no result measured on the framework (source %q)", o.megatron, engine.Framework)
+	}
 	okAll := table(out, rows)
+	if len(handedOn) > 0 {
+		fmt.Fprintf(out, "left out (the megatron engine did not measure them on the framework): %s\n", strings.Join(handedOn, "; "))
+	}
 	if o.jsonOut != "" {
 		data, _ := json.MarshalIndent(rows, "", " ")
 		if err := presets.WriteFileAtomic(o.jsonOut, append(data, '\n'), 0o644); err != nil {

@@ -42,7 +42,9 @@ func TestThreeWayTable(t *testing.T) {
 	var res []engine.Result
 	for _, c := range []presets.Candidate{{Impl: "none", Warmup: 3}, {Impl: "transformer_engine", Warmup: 3},
 		{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3}, {Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}} {
-		res = append(res, est.Run(context.Background(), w, c, engine.RunOptions{}, nil))
+		r := est.Run(context.Background(), w, c, engine.RunOptions{}, nil)
+		r.Source = engine.Framework
+		res = append(res, r)
 	}
 	write := func(v any) string {
 		p := filepath.Join(dir, "megatron.json")
@@ -64,6 +66,16 @@ func TestThreeWayTable(t *testing.T) {
 	out.Reset()
 	if code, err := run(context.Background(), o, &out); code != 0 || err != nil {
 		t.Errorf("ranking shape: exit %d %v\n%s", code, err, out.String())
+	}
+
+	// A candidate the megatron engine handed to its fallback (source
+	// measured) is an emulation: left out and listed, even when it is off.
+	handed := append([]engine.Result(nil), res...)
+	handed[2].Source, handed[2].Speedup = engine.Measured, handed[2].Speedup*2
+	o.megatron = write(handed)
+	out.Reset()
+	if code, _ := run(context.Background(), o, &out); code != 0 || !strings.Contains(out.String(), "left out (the megatron engine did not measure them on the framework): te attn w3") {
+		t.Errorf("a handed-on candidate: exit %d\n%s", code, out.String())
 	}
 
 	// Megatron gains 30% more from attn graphs than the emulation predicts.

@@ -384,16 +384,21 @@ func (r *run) addItem(p *Program, it engine.Item) {
 }
 
 // stepTimer wraps a step program with events: start, after forward-backward, after the optimizer.
-type stepTimer struct{ e0, e1, e2 Event }
+// stepTimer holds a step's events: at the start, before the last run
+// micro-batch (eb, recorded only where the items show the boundary: last
+// is true), after forward-backward and after the optimizer.
+type stepTimer struct {
+	e0, eb, e1, e2 Event
+	last           bool
+}
 
 func (r *run) timer() (stepTimer, error) {
 	var t stepTimer
 	var err error
-	if t.e0, err = r.event(); err != nil {
-		return t, err
-	}
-	if t.e1, err = r.event(); err != nil {
-		return t, err
+	for _, e := range []*Event{&t.e0, &t.eb, &t.e1} {
+		if *e, err = r.event(); err != nil {
+			return t, err
+		}
 	}
 	t.e2, err = r.event()
 	return t, err
@@ -420,16 +425,28 @@ func (r *run) runStep(p *Program, t stepTimer, w *engine.Workload) (stepMs, fbMs
 	if err != nil {
 		return 0, 0, err
 	}
-	return fb*w.ScaleFactor() + opt, fb * w.ScaleFactor(), nil
+	last := -1.0
+	if t.last {
+		if last, err = Elapsed(t.eb, t.e1); err != nil {
+			return 0, 0, err
+		}
+	}
+	fb = w.FwdBwdMs(fb, last)
+	return fb + opt, fb, nil
 }
 
 // stepProgram is a step of the schedule as a program: its items between
 // the timer's events. Graph items launch the captured graphs; copy items
 // write the static input buffer of their graph.
-func (r *run) stepProgram(st engine.Step, t stepTimer) *Program {
-	p := r.program(len(st.FwdBwd) + len(st.Optimizer) + 3)
+func (r *run) stepProgram(st engine.Step, t *stepTimer) *Program {
+	p := r.program(len(st.FwdBwd) + len(st.Optimizer) + 4)
 	p.Event(t.e0)
-	for _, it := range st.FwdBwd {
+	last, ok := r.s.W.LastMicroBatchStart(len(st.FwdBwd))
+	t.last = ok
+	for i, it := range st.FwdBwd {
+		if ok && i == last {
+			p.Event(t.eb)
+		}
 		r.addStepItem(p, it)
 	}
 	p.Event(t.e1)
@@ -484,7 +501,9 @@ func (r *run) measure(res *engine.Result) error {
 	if err != nil {
 		return err
 	}
-	eagerP := r.stepProgram(r.s.Eager(), t)
+	// Each program sets t.last for itself: the eager runs below use the
+	// eager program's, the graphed ones (built after them) the graphed one's.
+	eagerP := r.stepProgram(r.s.Eager(), &t)
 	if res.Eager, err = r.eagerBaseline(eagerP, t); err != nil {
 		return err
 	}
@@ -494,7 +513,7 @@ func (r *run) measure(res *engine.Result) error {
 	}
 	res.KernelSumMs, res.FwdBwdKernelMs = kb.kernelMs, kb.fbKerMs
 	if w.RunMicroBatches < w.MicroBatches {
-		res.Scaling = fmt.Sprintf("ran %d of %d micro-batches per step; forward-backward scaled ×%.1f", w.RunMicroBatches, w.MicroBatches, w.ScaleFactor())
+		res.Scaling = "ran " + w.ScalingText()
 	}
 	// A configuration the framework rejects when it builds the model, or
 	// a region the framework profile could not capture on this node, fails
@@ -521,7 +540,7 @@ func (r *run) measure(res *engine.Result) error {
 		if err := r.capture(); err != nil {
 			return err
 		}
-		p = r.stepProgram(r.s.Graphed(), t)
+		p = r.stepProgram(r.s.Graphed(), &t)
 		res.CaptureMs = msSince(capStart)
 		res.Graphs, res.Nodes = r.graphs, r.nodes
 		res.Memory.GraphMiB = max(0, r.e.deviceUsed()-before) >> 20

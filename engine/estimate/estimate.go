@@ -102,15 +102,26 @@ func (t *timeline) items(items []engine.Item) {
 func (t *timeline) event() float64 { return max(t.g, t.h) }
 
 // stepMs times one step the way the executor does (events at the start,
-// after forward-backward and after the optimizer) and scales it to the
-// real job.
+// before the last run micro-batch, after forward-backward and after the
+// optimizer) and scales it to the real job (Workload.FwdBwdMs).
 func stepMs(s *engine.Schedule, st engine.Step, r engine.Rates) (step, fwdBwd float64) {
 	t := &timeline{r: r, s: s}
-	t.items(st.FwdBwd)
+	last, lastOK := s.W.LastMicroBatchStart(len(st.FwdBwd))
+	eb := -1.0
+	for i, it := range st.FwdBwd {
+		if lastOK && i == last {
+			eb = t.event()
+		}
+		t.item(it)
+	}
 	e1 := t.event()
 	t.items(st.Optimizer)
 	e2 := t.event()
-	fb := e1 / 1000 * s.W.ScaleFactor()
+	lastMs := -1.0
+	if eb >= 0 {
+		lastMs = (e1 - eb) / 1000
+	}
+	fb := s.W.FwdBwdMs(e1/1000, lastMs)
 	return fb + (e2-e1)/1000, fb
 }
 
@@ -143,7 +154,7 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	res.Memory.Breakdown = engine.PredictMemory(w, plan, costs.Profile, engine.JobGPUMiB(w.Layout, e.dev.MemoryMiB), engine.MemoryOptions{})
 	res.Notes = append(res.Notes, res.Memory.Breakdown.Describe())
 	if w.RunMicroBatches < w.MicroBatches {
-		res.Scaling = fmt.Sprintf("ran %d of %d micro-batches per step; forward-backward scaled ×%.1f", w.RunMicroBatches, w.MicroBatches, w.ScaleFactor())
+		res.Scaling = "ran " + w.ScalingText()
 	}
 	eager, _ := stepMs(s, s.Eager(), e.rates)
 	res.Eager = fixed(eager, opts.EagerSteps)
