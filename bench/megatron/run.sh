@@ -98,20 +98,20 @@ call5)
   mkdir -p $R/cache/cgtune && cp -r $S/s8-call1/profiles $S/s8-call4/profiles $R/cache/cgtune/ 2>/dev/null
   cp -r $S/s8-call4/profiles/* $R/cache/cgtune/profiles/
   tw() { # name profile megatron-json preset [--drop-pad]
-    local t0=$(date +%s)
-    timeout -s INT 60 bin/threeway --profile $1 --megatron $2 --preset $P/$3.yaml $4 --gpu 0 --json $R/threeway-$5.json >$R/threeway-$5.txt 2>&1
-    echo "== threeway $5: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-$5.txt
+    local t0=$(date +%s) name=$1; shift
+    timeout -s INT 60 bin/threeway --profile $1 --megatron $2 --preset $P/$3.yaml "${@:4}" --gpu 0 --json $R/threeway-$name.json >$R/threeway-$name.txt 2>&1
+    echo "== threeway $name: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-$name.txt
   }
   {
-  tw $S/s8-call1/profile-dense-mbs1.json $F/dense-mbs1.json dense-small-mbs1 "" dense-mbs1
-  tw $S/s8-call1/profile-moe-droppad-mbs1.json $F/moe-droppad-mbs1.json moe-small-mbs1 --drop-pad moe-droppad-mbs1
-  tw $S/s8-call4/profile-dense-mbs4.json $F/dense-mbs4.json dense-small-mbs4 "" dense-mbs4
-  tw $S/s8-call4/profile-moe-droppad-mbs4.json $S/s8-call1/moe-droppad-mbs4.json moe-small-mbs4 --drop-pad moe-droppad-mbs4
+  tw dense-mbs1 $S/s8-call1/profile-dense-mbs1.json $F/dense-mbs1.json dense-small-mbs1
+  tw moe-droppad-mbs1 $S/s8-call1/profile-moe-droppad-mbs1.json $F/moe-droppad-mbs1.json moe-small-mbs1 --drop-pad
+  tw dense-mbs4 $S/s8-call4/profile-dense-mbs4.json $F/dense-mbs4.json dense-small-mbs4
+  tw moe-droppad-mbs4 $S/s8-call4/profile-moe-droppad-mbs4.json $S/s8-call1/moe-droppad-mbs4.json moe-small-mbs4 --drop-pad
   search qwen-h100 120 --model qwen3_30b_a3b --gpu-type h100 --strategy halving --budget 80s
   python3 bench/megatron/table.py $R/run-qwen-h100/journal.jsonl | grep -v note | cut -c1-200
   search qwen-tp2pp2ep4 80 --preset $P/qwen3-tp2pp2ep4.yaml --strategy halving --budget 45s
   python3 bench/megatron/table.py $R/run-qwen-tp2pp2ep4/journal.jsonl | grep -v note | cut -c1-200
-  t0=$(date +%s); timeout -s INT 90 bin/cuda-gpu.test -test.v >$R/cuda-gpu-tests.txt 2>&1
+  t0=$(date +%s); (cd engine/cuda && timeout -s INT 90 ../../bin/cuda-gpu.test -test.v >$R/cuda-gpu-tests.txt 2>&1)
   echo "== cuda gpu tests: rc=$? wall $(( $(date +%s) - t0 )) s"; grep -E '^(--- |ok|FAIL|PASS)' $R/cuda-gpu-tests.txt | head -30
   t0=$(date +%s)
   timeout -s INT 60 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
