@@ -162,7 +162,28 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 		return r
 	}
 	addCollectives(&r, w, e.opts.Rates, e.WorldSize())
+	e.addJobMemory(&r, w, c)
 	return r
+}
+
+// addJobMemory gives a framework result the memory model's breakdown of
+// one rank of the real job, with the graph memory the framework measured
+// (scaled to the job) where it measured one. The slice's own peak says
+// little about the job's rank: it runs at data-parallel size 1 without the
+// distributed optimizer's sharding, and fewer layers and micro-batches (on
+// the H200, qwen3_30b_a3b's h100 slice peaked at 98.6 GB where the job's
+// rank needs about 75). The ranking judges what fits from the breakdown,
+// as it does for the emulating engines' results.
+func (e *Engine) addJobMemory(r *engine.Result, w *engine.Workload, c presets.Candidate) {
+	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
+	b := engine.PredictMemory(w, plan, nil, engine.JobGPUMiB(w.Layout, e.Device().MemoryMiB), engine.MemoryOptions{})
+	if g := r.Memory.GraphFullJobMiB; g > 0 {
+		b.Total += g - b.Graphs
+		b.Graphs = g
+		b.Fits = b.GPUMiB <= 0 || b.Total <= b.GPUMiB
+	}
+	r.Memory.Breakdown = b
+	r.Notes = append(r.Notes, b.Describe()+" (memory model; graphs as measured where the framework captured any)")
 }
 
 // addCollectives adds, to every step figure, the time of the collectives

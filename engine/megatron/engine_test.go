@@ -83,6 +83,15 @@ func TestFrameworkResultGetsModelledCollectives(t *testing.T) {
 	if !strings.Contains(strings.Join(r.Notes, " "), "collectives: modelled") {
 		t.Errorf("notes %v do not label the modelled collectives", r.Notes)
 	}
+	// What fits is judged from the job's rank (the memory model), not
+	// from the slice's peak, with the measured graphs where there are any.
+	b := r.Memory.Breakdown
+	if b == nil || b.GPUMiB <= 0 || b.Weights <= 0 || !strings.Contains(strings.Join(r.Notes, " "), "job memory per rank") {
+		t.Fatalf("breakdown %+v, notes %v", b, r.Notes)
+	}
+	if g := r.Memory.GraphFullJobMiB; g > 0 && b.Graphs != g {
+		t.Errorf("breakdown graphs %d MiB, measured %d", b.Graphs, g)
+	}
 }
 
 func TestCollectivesOfExecutedDegreesAreNotAdded(t *testing.T) {
