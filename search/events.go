@@ -21,6 +21,10 @@ type Planned struct {
 	// rewrote them. They are not run on their own.
 	Also []presets.Candidate `json:"also,omitempty"`
 	Why  []string            `json:"why,omitempty"`
+	// PredictedFailure is why cgtune expects the capture to fail, for a
+	// candidate run anyway (Config.RunPredictedFailures); its result says
+	// whether the engine agreed.
+	PredictedFailure string `json:"predicted_failure,omitempty"`
 	// Estimate is the estimate engine's result for a valid candidate, used
 	// for ordering, deadlines and the ETA (nil if none was made).
 	Estimate *engine.Result `json:"estimate,omitempty"`

@@ -59,7 +59,12 @@ type Config struct {
 	// would not fit rank after those that do. 0: not checked.
 	JobGPUMemoryMiB int64
 	// Tie is the ranking's tie band (RankOptions.Tie).
-	Tie      float64
+	Tie float64
+	// RunPredictedFailures runs the candidates whose capture cgtune
+	// predicts will fail (WillFailID) instead of leaving them out, so that
+	// the installed framework confirms or refutes the prediction (a newer
+	// Megatron-Core may capture what an older one could not).
+	RunPredictedFailures bool
 	Workload engine.WorkloadOptions
 	// Measured are the run options: EagerSteps for every run; MeasuredSteps
 	// for exhaustive runs (halving sets its own per round).
@@ -457,6 +462,20 @@ func (r *runner) opts(steps int) engine.RunOptions {
 	return o.WithDefaults()
 }
 
+// notePrediction says, on a candidate run although its capture was
+// predicted to fail, whether the engine agreed.
+func (r *runner) notePrediction(res *engine.Result) {
+	p := r.byKey[res.Candidate.Key()]
+	if p == nil || p.PredictedFailure == "" || res.ErrKind == engine.ErrCancel {
+		return
+	}
+	verdict := "the run captured it: the prediction is wrong for this framework"
+	if res.Failed() {
+		verdict = "the run failed too (" + res.ErrKind + ")"
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("predicted to fail (%s); %s", p.PredictedFailure, verdict))
+}
+
 // execute runs one job on engine slot and records its result; ok is false
 // when the search was cancelled under it (nothing is recorded then).
 func (r *runner) execute(ctx context.Context, slot int, jb job, pred float64) (finished, bool) {
@@ -467,6 +486,7 @@ func (r *runner) execute(ctx context.Context, slot int, jb job, pred float64) (f
 		r.emit(SampleEvent{GPU: gpu, Sample: s})
 	})
 	formula := runCostMs(res, r.w.ScaleFactor(), opts)
+	r.notePrediction(&res)
 	r.mu.Lock()
 	r.inflight -= pred
 	if ctx.Err() != nil && (res.ErrKind == engine.ErrCancel || res.Failed()) {

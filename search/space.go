@@ -291,7 +291,10 @@ func Plan(cfg Config) ([]Planned, error) {
 		if rep.Key() != c.Key() {
 			p.Also, p.Why = []presets.Candidate{c}, e.Why
 		}
-		if cp.Failure != nil {
+		switch {
+		case cp.Failure != nil && cfg.RunPredictedFailures:
+			p.PredictedFailure = willFailText(cp)
+		case cp.Failure != nil:
 			p.Violations = []Violation{{ID: WillFailID, Message: willFailText(cp)}}
 		}
 		rows[key] = len(plan)

@@ -1,10 +1,12 @@
 package search
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
 
+	"cgtune/engine"
 	"cgtune/engine/estimate"
 	"cgtune/presets"
 )
@@ -312,6 +314,39 @@ func TestPlanWillFail(t *testing.T) {
 	dm, dl := builtin(t, "llama3_8b", "h100")
 	if v := planOf(t, Config{Model: dm, Layout: dl})["transformer_engine/layer/w3"]; !v.Valid() {
 		t.Errorf("llama whole layer: %v", v.Violations)
+	}
+}
+
+// With RunPredictedFailures the predicted capture failures are run: valid,
+// carrying the prediction, and each result says whether the engine agreed.
+func TestRunPredictedFailures(t *testing.T) {
+	m, l := builtin(t, "qwen3_30b_a3b", "h100")
+	space := presets.Space{Impls: []string{presets.ImplNone, presets.ImplLocal}, Scopes: [][]string{{}, {"full_iteration"}}, Warmups: []int{3}}
+	p := planOf(t, Config{Model: m, Layout: l, Space: space, RunPredictedFailures: true})
+	full := p["local/full_iteration/w3"]
+	if !full.Valid() || !strings.Contains(full.PredictedFailure, "syncs with the host inside the full-iteration graph") {
+		t.Fatalf("full iteration: %+v", full)
+	}
+	// The engine fails the whole layer (as predicted) and captures the
+	// full iteration (a framework that made the dispatch graph-safe).
+	fe := &fakeEngine{fail: map[string]string{"local/layer": engine.ErrCapture}}
+	d, err := Run(context.Background(), Config{Model: m, Layout: l, Space: space, RunPredictedFailures: true,
+		Engines: []engine.Engine{fe}, Strategy: StrategyExhaustive}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := map[string]string{}
+	for _, r := range d.Ranking {
+		notes[armKey(r.Result.Candidate)] = strings.Join(r.Result.Notes, " ")
+	}
+	if !strings.Contains(notes["local/layer"], "the run failed too (capture)") {
+		t.Errorf("whole layer notes %q", notes["local/layer"])
+	}
+	if !strings.Contains(notes["local/full_iteration"], "the prediction is wrong for this framework") {
+		t.Errorf("full iteration notes %q", notes["local/full_iteration"])
+	}
+	if strings.Contains(notes["none/-"], "predicted") {
+		t.Errorf("none notes %q", notes["none/-"])
 	}
 }
 

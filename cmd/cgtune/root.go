@@ -81,6 +81,8 @@ type rootFlags struct {
 	jobTimeout                       time.Duration
 	maxLayers                        int
 	maxMicroBatches                  int
+	// runPredictedFailures runs the candidates predicted to fail capture.
+	runPredictedFailures bool
 
 	cmd *cobra.Command
 }
@@ -95,6 +97,9 @@ type savedRun struct {
 	Emit        string `json:"emit,omitempty"`
 	Format      string `json:"format"`
 	Tie         string `json:"tie,omitempty"`
+	// RunPredictedFailures: the search ran the candidates predicted to
+	// fail capture (a resume plans the same candidates).
+	RunPredictedFailures bool `json:"run_predicted_failures,omitempty"`
 	// The job engine's launch (a resumed search re-attaches to its jobs).
 	Launcher      string `json:"launcher,omitempty"`
 	Command       string `json:"command,omitempty"`
@@ -157,6 +162,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "with --resume: go on past unreadable lines in the middle of the journal (they are moved to "+search.UnreadableFile+" in the run folder)")
 	fl.StringVar(&f.runDir, "run-dir", "", "run folder for the journal (default: a new folder under the user cache folder, cgtune/runs)")
 	f.profile.register(root)
+	fl.BoolVar(&f.runPredictedFailures, "run-predicted-failures", false, "also run the candidates whose capture cgtune predicts will fail (a graph holding a host sync, e.g. the dropless MoE dispatch), so the installed framework confirms or refutes the prediction; each result says which")
 	fl.StringVar(&f.tie, "tie", search.FormatTie(search.DefaultTie), "tie band: candidates within this share of the step time (or their measured p10–p90 spread) tie, and the one with less graph memory, then the simpler one, ranks first")
 	fl.StringVar(&f.report, "report", "", "write a Markdown report of the search to FILE.md (and its plot, FILE.svg, beside it)")
 	fl.DurationVar(&f.estimateDelay, "estimate-delay", 0, "slow the estimate engine by this much per candidate")
@@ -319,6 +325,9 @@ func (f *rootFlags) applySaved(dir string) error {
 	if !changed("tie") && s.Tie != "" {
 		f.tie = s.Tie
 	}
+	if !changed("run-predicted-failures") {
+		f.runPredictedFailures = s.RunPredictedFailures
+	}
 	return nil
 }
 
@@ -458,6 +467,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		return nil, fail(exitBadInput, "--tie: %v", err)
 	}
 	cfg.Tie = tie
+	cfg.RunPredictedFailures = f.runPredictedFailures
 	cfg.Budget = f.budget
 	if f.budget <= 0 {
 		cfg.Budget = -1 // the flag's "no limit"; search.Config reads 0 as the default
@@ -670,7 +680,8 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	cfg := s.cfg
 	saved, _ := json.MarshalIndent(savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus,
-		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie}.withJob(f), "", "  ")
+		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie,
+		RunPredictedFailures: f.runPredictedFailures}.withJob(f), "", "  ")
 	if err := presets.WriteFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
 		return fail(exitBadInput, "%v", err)
 	}

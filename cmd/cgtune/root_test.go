@@ -306,3 +306,21 @@ func resultEvent(line string) (ev struct {
 }, ok bool) {
 	return ev, json.Unmarshal([]byte(line), &ev) == nil
 }
+
+// --run-predicted-failures puts the captures cgtune expects to fail into
+// the search (here the estimate engine agrees: they fail), and a resume
+// plans the same candidates.
+func TestRunPredictedFailuresFlag(t *testing.T) {
+	isolate(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	args := []string{"--headless", "--model", "qwen3_30b_a3b", "--engine", "estimate", "--strategy", "exhaustive", "--run-dir", dir}
+	_, plain, _ := cgtune(t, args...)
+	code, out, errb := cgtune(t, append(args[:len(args)-2], "--run-dir", dir+"2", "--run-predicted-failures")...)
+	if code != exitOK || strings.Contains(plain, "local full_iteration") || !strings.Contains(out, "failed (capture)") {
+		t.Fatalf("exit %d\n%s\n%s\nwithout the flag:\n%s", code, out, errb, plain)
+	}
+	data, err := os.ReadFile(filepath.Join(dir+"2", "run.json"))
+	if err != nil || !strings.Contains(string(data), `"run_predicted_failures": true`) {
+		t.Errorf("run.json %s %v", data, err)
+	}
+}
