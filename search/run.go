@@ -65,7 +65,7 @@ type Config struct {
 	// the installed framework confirms or refutes the prediction (a newer
 	// Megatron-Core may capture what an older one could not).
 	RunPredictedFailures bool
-	Workload engine.WorkloadOptions
+	Workload             engine.WorkloadOptions
 	// Measured are the run options: EagerSteps for every run; MeasuredSteps
 	// for exhaustive runs (halving sets its own per round).
 	Measured engine.RunOptions
