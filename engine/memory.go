@@ -108,8 +108,22 @@ func PredictMemory(w *Workload, p *CapturePlan, prof *FrameworkProfile, gpuMiB i
 		}
 	}
 	best.GPUMiB = gpuMiB
-	best.Fits = gpuMiB <= 0 || best.Total <= gpuMiB
+	best.judge()
 	return best
+}
+
+// judge says whether the total fits the GPU (always, when its memory is
+// unknown).
+func (m *MemoryBreakdown) judge() {
+	m.Fits = m.GPUMiB <= 0 || m.Total <= m.GPUMiB
+}
+
+// SetGraphs replaces the graph memory (by one measured on the framework,
+// say) and judges the total again.
+func (m *MemoryBreakdown) SetGraphs(mib int64) {
+	m.Total += mib - m.Graphs
+	m.Graphs = mib
+	m.judge()
 }
 
 // stageMemory is the breakdown of pipeline stage s.
@@ -262,8 +276,12 @@ type graphedRegion struct {
 // planned alike).
 func graphedRegions(w *Workload, p *CapturePlan, kinds []presets.LayerKind, act activations) []graphedRegion {
 	byKind := map[presets.LayerKind][]Segment{}
-	for _, lp := range p.Layers {
-		if _, ok := byKind[lp.Kind]; !ok {
+	// add records the graphed forward segments of each layer kind not seen yet.
+	add := func(layers []LayerPlan) {
+		for _, lp := range layers {
+			if _, ok := byKind[lp.Kind]; ok {
+				continue
+			}
 			var segs []Segment
 			for _, s := range lp.Fwd {
 				if s.Graphed() {
@@ -273,6 +291,7 @@ func graphedRegions(w *Workload, p *CapturePlan, kinds []presets.LayerKind, act 
 			byKind[lp.Kind] = segs
 		}
 	}
+	add(p.Layers)
 	if slices.ContainsFunc(kinds, func(k presets.LayerKind) bool { _, ok := byKind[k]; return !ok }) {
 		// The stage has layer kinds the emulated stage lacks (leading dense
 		// layers on the first stage): plan every layer of the model; a
@@ -280,17 +299,7 @@ func graphedRegions(w *Workload, p *CapturePlan, kinds []presets.LayerKind, act 
 		l := w.Layout
 		l.PP, l.VP = 1, 0
 		if all, err := BuildWorkload(w.Spec.Model, l, w.Spec.Options); err == nil {
-			for _, lp := range PlanCapture(all, p.Candidate, p.Generation).Layers {
-				if _, ok := byKind[lp.Kind]; !ok {
-					var segs []Segment
-					for _, s := range lp.Fwd {
-						if s.Graphed() {
-							segs = append(segs, s)
-						}
-					}
-					byKind[lp.Kind] = segs
-				}
-			}
+			add(PlanCapture(all, p.Candidate, p.Generation).Layers)
 		}
 	}
 	per := 4 * w.StaticBufferBytes() // forward input and output, backward gradient input and output

@@ -178,9 +178,7 @@ func (e *Engine) addJobMemory(r *engine.Result, w *engine.Workload, c presets.Ca
 	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
 	b := engine.PredictMemory(w, plan, nil, engine.JobGPUMiB(w.Layout, e.Device().MemoryMiB), engine.MemoryOptions{})
 	if g := r.Memory.GraphFullJobMiB; g > 0 {
-		b.Total += g - b.Graphs
-		b.Graphs = g
-		b.Fits = b.GPUMiB <= 0 || b.Total <= b.GPUMiB
+		b.SetGraphs(g)
 	}
 	r.Memory.Breakdown = b
 	r.Notes = append(r.Notes, b.Describe()+" (memory model; graphs as measured where the framework captured any)")
