@@ -437,8 +437,9 @@ func (r *run) runStep(p *Program, t stepTimer, w *engine.Workload) (stepMs, fbMs
 
 // stepProgram is a step of the schedule as a program: its items between
 // the timer's events. Graph items launch the captured graphs; copy items
-// write the static input buffer of their graph.
-func (r *run) stepProgram(st engine.Step, t *stepTimer) *Program {
+// write the static input buffer of their graph. The timer returned is t
+// saying whether this program records eb.
+func (r *run) stepProgram(st engine.Step, t stepTimer) (*Program, stepTimer) {
 	p := r.program(len(st.FwdBwd) + len(st.Optimizer) + 4)
 	p.Event(t.e0)
 	last, ok := r.s.W.LastMicroBatchStart(len(st.FwdBwd))
@@ -454,7 +455,7 @@ func (r *run) stepProgram(st engine.Step, t *stepTimer) *Program {
 		r.addStepItem(p, it)
 	}
 	p.Event(t.e2)
-	return p
+	return p, t
 }
 
 func (r *run) addStepItem(p *Program, it engine.Item) {
@@ -501,10 +502,8 @@ func (r *run) measure(res *engine.Result) error {
 	if err != nil {
 		return err
 	}
-	// Each program sets t.last for itself: the eager runs below use the
-	// eager program's, the graphed ones (built after them) the graphed one's.
-	eagerP := r.stepProgram(r.s.Eager(), &t)
-	if res.Eager, err = r.eagerBaseline(eagerP, t); err != nil {
+	eagerP, et := r.stepProgram(r.s.Eager(), t)
+	if res.Eager, err = r.eagerBaseline(eagerP, et); err != nil {
 		return err
 	}
 	kb, err := r.kernelBaseline()
@@ -528,25 +527,25 @@ func (r *run) measure(res *engine.Result) error {
 
 	// The candidate's own eager warm-up steps (at least one: lazy init).
 	warm := time.Now()
-	if _, _, err := r.steps(eagerP, t, w, engine.PhaseWarmup, max(1, r.c.Warmup)); err != nil {
+	if _, _, err := r.steps(eagerP, et, w, engine.PhaseWarmup, max(1, r.c.Warmup)); err != nil {
 		return err
 	}
 	res.WarmupMs = msSince(warm)
 
-	p := eagerP
+	p, pt := eagerP, et
 	if plan.Graphed() {
 		capStart := time.Now()
 		before := r.e.deviceUsed()
 		if err := r.capture(); err != nil {
 			return err
 		}
-		p = r.stepProgram(r.s.Graphed(), &t)
+		p, pt = r.stepProgram(r.s.Graphed(), t)
 		res.CaptureMs = msSince(capStart)
 		res.Graphs, res.Nodes = r.graphs, r.nodes
 		res.Memory.GraphMiB = max(0, r.e.deviceUsed()-before) >> 20
 		r.emit(engine.StepSample{Candidate: r.key, Phase: engine.PhaseCapture, StepMs: res.CaptureMs, DeviceMiB: r.e.deviceUsed() >> 20})
 	}
-	ms, fbs, err := r.steps(p, t, w, engine.PhaseMeasure, r.opts.MeasuredSteps)
+	ms, fbs, err := r.steps(p, pt, w, engine.PhaseMeasure, r.opts.MeasuredSteps)
 	if err != nil {
 		return err
 	}
