@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -81,7 +82,7 @@ func newCalibrateCmd() *cobra.Command {
 				pts = append(pts, p)
 				names = append(names, filepath.Base(p.Job))
 			}
-			cal, err := search.FitCalibration(m, l, engine.WorkloadOptions{}, pts, calibrationEstimator(orDefault(jobGPU, l.GPU)), "calibrate "+strings.Join(names, " "))
+			cal, err := search.FitCalibration(m, l, engine.WorkloadOptions{}, pts, calibrationEstimator(cmp.Or(jobGPU, l.GPU)), "calibrate "+strings.Join(names, " "))
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
@@ -217,12 +218,4 @@ func printCalibration(w io.Writer, c engine.Calibration) {
 	for _, n := range c.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
-}
-
-// orDefault is v, or d when v is empty.
-func orDefault(v, d string) string {
-	if v == "" {
-		return d
-	}
-	return v
 }

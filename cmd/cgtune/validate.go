@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -334,7 +335,7 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	}
 	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume
 	if !f.noCalibrate {
-		req.Estimator = calibrationEstimator(orDefault(f.jobGPU, req.Layout.GPU))
+		req.Estimator = calibrationEstimator(cmp.Or(f.jobGPU, req.Layout.GPU))
 	}
 	if f.dryRun {
 		return f.printDryRun(stdout, *req)
