@@ -122,6 +122,15 @@ type Memory struct {
 	Breakdown *MemoryBreakdown `json:"breakdown,omitempty"`
 }
 
+// JobGraphMiB is the graph memory at the real job's scale where the run
+// emulated fewer layers or micro-batches, else what the run captured.
+func (m Memory) JobGraphMiB() int64 {
+	if m.GraphFullJobMiB > 0 {
+		return m.GraphFullJobMiB
+	}
+	return m.GraphMiB
+}
+
 // MemoryBreakdown is one rank's device memory in the real job, in MiB,
 // by what holds it. Fits compares Total with the job GPU's memory.
 type MemoryBreakdown struct {

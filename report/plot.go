@@ -183,7 +183,7 @@ func memoryPlot(rows []search.Ranked, winner string) (*plot.Plot, error) {
 	measured, estimated, win := make(plotter.Values, n), make(plotter.Values, n), make(plotter.Values, n)
 	most := 0.0
 	for i, r := range rows {
-		v := float64(graphMiB(r.Result))
+		v := float64(r.Result.Memory.JobGraphMiB())
 		most = max(most, v)
 		switch {
 		case r.Result.Candidate.Key() == winner:

@@ -100,13 +100,6 @@ func candName(c presets.Candidate) string {
 	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
 }
 
-func graphMiB(r engine.Result) int64 {
-	if r.Memory.GraphFullJobMiB > 0 {
-		return r.Memory.GraphFullJobMiB
-	}
-	return r.Memory.GraphMiB
-}
-
 // cell escapes text for a Markdown table cell.
 func cell(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
@@ -280,7 +273,7 @@ func writeWinner(b *bytes.Buffer, in Input) {
 	}
 	r := d.Winner.Result
 	w("**%s**: %.2f ms per step against %.2f ms eager (%.3f×), capture %.0f ms, %d MiB of graph memory in the job, %.1f s for a %d-iteration job (%s).\n\n",
-		candName(r.Candidate), r.Step.Median, r.Eager.Median, r.Speedup, r.CaptureMs, graphMiB(r), d.Winner.JobMs/1000, trainIters(in), r.Source)
+		candName(r.Candidate), r.Step.Median, r.Eager.Median, r.Speedup, r.CaptureMs, r.Memory.JobGraphMiB(), d.Winner.JobMs/1000, trainIters(in), r.Source)
 	w("Why: %s.\n\n", search.Reason(d.Ranking, in.rankOptions()))
 	if also := aliases(in.Plan, r.Candidate); len(also) > 0 {
 		w("Megatron runs these spellings as the same configuration: %s.\n\n", strings.Join(also, ", "))
@@ -358,7 +351,7 @@ func writeRanking(b *bytes.Buffer, in Input, plotName string) {
 			note = strings.TrimPrefix(note+"; not run itself", "; ")
 		}
 		w("| %d | %s | %.2f | %s | %.3f | %.0f | %d | %.1f | %s | %s | %s | %s |\n", r.Rank, cell(name), res.Step.Median, spread(res), res.Speedup,
-			res.CaptureMs, graphMiB(res), r.JobMs/1000, fits, tie, res.Source, cell(note))
+			res.CaptureMs, res.Memory.JobGraphMiB(), r.JobMs/1000, fits, tie, res.Source, cell(note))
 	}
 	if ranked == 0 {
 		w("| | no candidate finished | | | | | | | | | | |\n")

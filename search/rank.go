@@ -73,14 +73,6 @@ func JobPeakMiB(r engine.Result) int64 {
 	return m.DevicePeakMiB
 }
 
-// graphMiB is the graph memory the ranking compares: the real job's.
-func graphMiB(r engine.Result) int64 {
-	if r.Memory.GraphFullJobMiB > 0 {
-		return r.Memory.GraphFullJobMiB
-	}
-	return r.Memory.GraphMiB
-}
-
 // implOrder makes none < transformer_engine < local: the fewer moving
 // parts a configuration has, the earlier it wins a tie.
 func implOrder(impl string) int {
@@ -152,19 +144,19 @@ func tieBreak(a, b Ranked) (int, string) {
 // what put group[i] after group[i-1].
 func orderTied(group []Ranked) (why []string) {
 	slices.SortStableFunc(group, func(a, b Ranked) int {
-		return cmp.Compare(graphMiB(a.Result), graphMiB(b.Result))
+		return cmp.Compare(a.Result.Memory.JobGraphMiB(), b.Result.Memory.JobGraphMiB())
 	})
 	why = make([]string, len(group))
 	for i := 0; i < len(group); {
-		least := graphMiB(group[i].Result)
+		least := group[i].Result.Memory.JobGraphMiB()
 		j := i + 1
-		for j < len(group) && graphMiB(group[j].Result)-least <= memTolMiB(least) {
+		for j < len(group) && group[j].Result.Memory.JobGraphMiB()-least <= memTolMiB(least) {
 			j++
 		}
 		class := group[i:j]
 		slices.SortStableFunc(class, func(a, b Ranked) int { c, _ := tieBreak(a, b); return c })
 		if i > 0 {
-			why[i] = fmt.Sprintf("less graph memory (%d vs %d MiB)", graphMiB(group[i-1].Result), graphMiB(group[i].Result))
+			why[i] = fmt.Sprintf("less graph memory (%d vs %d MiB)", group[i-1].Result.Memory.JobGraphMiB(), group[i].Result.Memory.JobGraphMiB())
 		}
 		for k := i + 1; k < j; k++ {
 			_, why[k] = tieBreak(group[k-1], group[k])
@@ -286,7 +278,7 @@ func Rerank(rs []Ranked, opts RankOptions) []Ranked {
 // firstReason says why the head of a tied group ranks before the fastest
 // candidate of the group.
 func firstReason(head, fastest Ranked) string {
-	hm, fm := graphMiB(head.Result), graphMiB(fastest.Result)
+	hm, fm := head.Result.Memory.JobGraphMiB(), fastest.Result.Memory.JobGraphMiB()
 	if fm-hm > memTolMiB(hm) {
 		return fmt.Sprintf("less graph memory (%d vs %d MiB)", hm, fm)
 	}
@@ -337,17 +329,11 @@ func onTruestBaseline(es []entry) []entry {
 			rs = append(rs, e.res)
 		}
 	}
-	source := truestSource(rs)
-	var meds []float64
-	for _, r := range rs {
-		if r.Source == source && r.Eager.Median > 0 {
-			meds = append(meds, r.Eager.Median)
-		}
-	}
-	if len(meds) == 0 {
+	source, baselines := truestBaselines(rs)
+	if len(baselines) == 0 {
 		return es
 	}
-	base := engine.Summarise(meds)
+	base := engine.Summarise(eagerMedians(baselines))
 	out := slices.Clone(es)
 	for i, e := range out {
 		r := e.res
@@ -362,6 +348,27 @@ func onTruestBaseline(es []entry) []entry {
 		out[i].res = r
 	}
 	return out
+}
+
+// truestBaselines are the results of the truest source among results that
+// measured an eager baseline, and that source.
+func truestBaselines(results []engine.Result) (string, []engine.Result) {
+	source := truestSource(results)
+	var out []engine.Result
+	for _, r := range results {
+		if r.Source == source && r.Eager.N > 0 && r.Eager.Median > 0 {
+			out = append(out, r)
+		}
+	}
+	return source, out
+}
+
+func eagerMedians(rs []engine.Result) []float64 {
+	meds := make([]float64, len(rs))
+	for i, r := range rs {
+		meds[i] = r.Eager.Median
+	}
+	return meds
 }
 
 // truestSource is the most trusted source among results with an eager
@@ -387,20 +394,11 @@ func eagerAsNone(results []engine.Result) (engine.Result, bool) {
 	// Only the truest source's baselines count: a candidate the framework
 	// could not run and the cuda engine measured instead has an emulated
 	// eager step, which must not be mixed with the framework's.
-	source := truestSource(results)
-	var meds []float64
-	var src engine.Result
-	for _, r := range results {
-		if r.Source == source && r.Eager.N > 0 && r.Eager.Median > 0 {
-			if len(meds) == 0 {
-				src = r
-			}
-			meds = append(meds, r.Eager.Median)
-		}
-	}
-	if len(meds) == 0 {
+	source, baselines := truestBaselines(results)
+	if len(baselines) == 0 {
 		return engine.Result{}, false
 	}
+	src, meds := baselines[0], eagerMedians(baselines)
 	st := engine.Summarise(meds)
 	var steps int
 	for _, r := range results {

@@ -63,50 +63,31 @@ func estimateOrder[T any](items []T, est func(T) *engine.Result) []T {
 	return out
 }
 
+// handedOn says which candidates the engines hand to another engine
+// (engine.Delegator); none where they are not delegators.
+func handedOn(engines []engine.Engine) func(presets.Candidate) bool {
+	if len(engines) > 0 {
+		if d, ok := engines[0].(engine.Delegator); ok {
+			return d.Delegates
+		}
+	}
+	return func(presets.Candidate) bool { return false }
+}
+
 // ownFirst moves the items whose candidate the engines hand to another
-// engine (engine.Delegator) after the others, keeping each part's order.
-func ownFirst[T any](engines []engine.Engine, items []T, cand func(T) presets.Candidate) []T {
-	if len(engines) == 0 {
-		return items
-	}
-	d, ok := engines[0].(engine.Delegator)
-	if !ok {
-		return items
-	}
-	var own, handed []T
+// engine after the others, keeping each part's order; all reports whether
+// every item is handed on (false for no items).
+func ownFirst[T any](engines []engine.Engine, items []T, cand func(T) presets.Candidate) (out []T, all bool) {
+	handed := handedOn(engines)
+	var own, others []T
 	for _, it := range items {
-		if d.Delegates(cand(it)) {
-			handed = append(handed, it)
+		if handed(cand(it)) {
+			others = append(others, it)
 		} else {
 			own = append(own, it)
 		}
 	}
-	return append(own, handed...)
-}
-
-// none0 is the none candidate, or a zero one where the space has none.
-func (h *halving) none0() *presets.Candidate {
-	if h.none == nil {
-		return &presets.Candidate{}
-	}
-	return h.none
-}
-
-// allHandedOn says whether the engines hand every arm to another engine.
-func allHandedOn(engines []engine.Engine, arms []*arm) bool {
-	if len(engines) == 0 || len(arms) == 0 {
-		return false
-	}
-	d, ok := engines[0].(engine.Delegator)
-	if !ok {
-		return false
-	}
-	for _, a := range arms {
-		if !d.Delegates(a.rep) {
-			return false
-		}
-	}
-	return true
+	return append(own, others...), len(items) > 0 && len(own) == 0
 }
 
 // ---- exhaustive ----
@@ -127,7 +108,7 @@ func newExhaustive(r *runner) *exhaustive {
 			valid = append(valid, p)
 		}
 	}
-	valid = ownFirst(r.cfg.Engines, estimateOrder(valid, func(p Planned) *engine.Result { return p.Estimate }), func(p Planned) presets.Candidate { return p.Candidate })
+	valid, _ = ownFirst(r.cfg.Engines, estimateOrder(valid, func(p Planned) *engine.Result { return p.Estimate }), func(p Planned) presets.Candidate { return p.Candidate })
 	e := &exhaustive{r: r}
 	for _, p := range valid {
 		var pred float64
@@ -366,12 +347,13 @@ func newHalving(r *runner) *halving {
 	if len(h.arms) == 0 && h.none != nil {
 		// Nothing to graph: the only answer is none, measured.
 		h.noneAs = true
-		h.arms = []*arm{{key: armKey(*h.none), rep: *h.none, warmups: []int{h.none.Warmup}, est: r.byKey[h.none.Key()].Estimate}}
+		h.arms = []*arm{h.noneArm()}
 	}
-	h.arms = ownFirst(r.cfg.Engines, estimateOrder(h.arms, func(a *arm) *engine.Result { return a.est }), func(a *arm) presets.Candidate { return a.rep })
-	if h.none != nil && !h.noneAs && allHandedOn(r.cfg.Engines, h.arms) {
+	var allHanded bool
+	h.arms, allHanded = ownFirst(r.cfg.Engines, estimateOrder(h.arms, func(a *arm) *engine.Result { return a.est }), func(a *arm) presets.Candidate { return a.rep })
+	if h.none != nil && !h.noneAs && allHanded {
 		h.noneOwn = true
-		h.arms = append([]*arm{{key: armKey(*h.none), rep: *h.none, warmups: []int{h.none.Warmup}, est: r.byKey[h.none.Key()].Estimate}}, h.arms...)
+		h.arms = append([]*arm{h.noneArm()}, h.arms...)
 	}
 	r.mu.Lock()
 	h.rounds, h.fits = fitRounds(len(h.arms), h.costFor(h.arms), h.budget)
@@ -381,6 +363,11 @@ func newHalving(r *runner) *halving {
 		h.cut -= h.rounds[0].n
 	}
 	return h
+}
+
+// noneArm is the none candidate as an arm of its own.
+func (h *halving) noneArm() *arm {
+	return &arm{key: armKey(*h.none), rep: *h.none, warmups: []int{h.none.Warmup}, est: h.r.byKey[h.none.Key()].Estimate}
 }
 
 // predict is the GPU time (ms, before calibration) of running arm a for
@@ -554,10 +541,12 @@ func (h *halving) entries() []entry {
 			}
 		}
 	}
-	if f, ok := latest[armKey(*h.none0())]; h.noneOwn && ok {
-		// Ranked with the latest round's runs, as a derived none is: the
-		// baseline every finalist is compared with.
-		out = append(out, entry{res: f.res, round: top, note: fmt.Sprintf("measured in round %d, the eager baseline", f.round)})
+	if h.noneOwn {
+		if f, ok := latest[armKey(*h.none)]; ok {
+			// Ranked with the latest round's runs, as a derived none is:
+			// the baseline every finalist is compared with.
+			out = append(out, entry{res: f.res, round: top, note: fmt.Sprintf("measured in round %d, the eager baseline", f.round)})
+		}
 	}
 	if h.none != nil && !h.noneAs && !h.noneOwn {
 		// none from the eager baselines of the latest round's runs,

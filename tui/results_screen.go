@@ -344,7 +344,7 @@ func (m *Model) teamPreset(name string) (presets.TeamPreset, error) {
 			StepMS:        res.Step.Median,
 			EagerStepMS:   res.Eager.Median,
 			Speedup:       res.Speedup,
-			MemoryMiB:     float64(graphMiB(res)),
+			MemoryMiB:     float64(res.Memory.JobGraphMiB()),
 			Engine:        res.Source,
 			GPUName:       res.Device.Name,
 			DriverVersion: res.Device.Driver,
@@ -373,15 +373,6 @@ func (m *Model) teamPreset(name string) (presets.TeamPreset, error) {
 		return presets.TeamPreset{}, fmt.Errorf("cannot save the run as a preset: %w", err)
 	}
 	return p, nil
-}
-
-// graphMiB is the graph memory of a result at the real job's scale when
-// the run emulated fewer layers or micro-batches: what "fits" is about.
-func graphMiB(r engine.Result) int64 {
-	if r.Memory.GraphFullJobMiB > 0 {
-		return r.Memory.GraphFullJobMiB
-	}
-	return r.Memory.GraphMiB
 }
 
 func (m *Model) onWritten(msg writtenMsg) {
@@ -625,7 +616,7 @@ func (m *Model) memoryLine(w int) []string {
 	}
 	b := rk.Result.Memory.Breakdown
 	if b == nil {
-		text += fmt.Sprintf(" (graphs %s GiB)", fmtGiB(graphMiB(rk.Result)))
+		text += fmt.Sprintf(" (graphs %s GiB)", fmtGiB(rk.Result.Memory.JobGraphMiB()))
 	}
 	if rk.Result.Source == engine.Estimated {
 		text += " · estimated"
@@ -753,7 +744,7 @@ func (m *Model) rankingTable(w, h int) string {
 				tie = fmt.Sprintf("=%d", rk.Tie)
 			}
 			line = t.row(cells(rank, label, fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), fmtMs(res.CaptureMs),
-				fmt.Sprintf("%d", graphMiB(res)), fmtJob(rk.JobMs), fits, tie)...)
+				fmt.Sprintf("%d", res.Memory.JobGraphMiB()), fmtJob(rk.JobMs), fits, tie)...)
 			switch {
 			case cur:
 				line = st.Cursor.Render(line)

@@ -247,15 +247,6 @@ func rel(got, want float64) float64 {
 	return (got - want) / want
 }
 
-// graphMiB is a result's graph memory for the real job where the engine
-// gives it, else what the run captured.
-func graphMiB(r engine.Result) int64 {
-	if r.Memory.GraphFullJobMiB > 0 {
-		return r.Memory.GraphFullJobMiB
-	}
-	return r.Memory.GraphMiB
-}
-
 // winner is the candidate the search would recommend from one engine's
 // results: search.Rank's order (ties within the default band or the
 // measured p10–p90 spread go to less graph memory, then the simpler
@@ -294,7 +285,7 @@ func table(out io.Writer, rows []Row) bool {
 		if m.Failed() {
 			// No speed-up to compare with. An emulated winner that the
 			// framework cannot run still fails the winner check below.
-			return fmt.Sprintf("%.2f\t%.3f\t(megatron failed)\t%d\t-", r.Step.Median, r.Speedup, graphMiB(*r))
+			return fmt.Sprintf("%.2f\t%.3f\t(megatron failed)\t%d\t-", r.Step.Median, r.Speedup, r.Memory.JobGraphMiB())
 		}
 		dx := rel(r.Speedup, m.Speedup)
 		mark := ""
@@ -302,20 +293,20 @@ func table(out io.Writer, rows []Row) bool {
 			ok, mark = false, "!"
 		}
 		dm, memMark := "-", ""
-		if mg := graphMiB(m); r.Candidate.Graphed() && mg > 0 {
-			d := rel(float64(graphMiB(*r)), float64(mg))
+		if mg := m.Memory.JobGraphMiB(); r.Candidate.Graphed() && mg > 0 {
+			d := rel(float64(r.Memory.JobGraphMiB()), float64(mg))
 			if math.Abs(d) > graphMemTol {
 				ok, memMark = false, "!"
 			}
 			dm = fmt.Sprintf("%+.0f%%%s", 100*d, memMark)
 		}
-		return fmt.Sprintf("%.2f\t%.3f\t%+.1f%%%s\t%d\t%s", r.Step.Median, r.Speedup, 100*dx, mark, graphMiB(*r), dm)
+		return fmt.Sprintf("%.2f\t%.3f\t%+.1f%%%s\t%d\t%s", r.Step.Median, r.Speedup, 100*dx, mark, r.Memory.JobGraphMiB(), dm)
 	}
 	for _, r := range rows {
 		m := r.Megatron
 		ms := "failed: " + firstLine(m.Err)
 		if !m.Failed() {
-			ms = fmt.Sprintf("%.2f\t%.3f\t%d", m.Step.Median, m.Speedup, graphMiB(m))
+			ms = fmt.Sprintf("%.2f\t%.3f\t%d", m.Step.Median, m.Speedup, m.Memory.JobGraphMiB())
 		} else {
 			ms += "\t-\t-"
 		}
