@@ -40,13 +40,7 @@ func TestRenderedValuesAreShellQuoted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := exec.Command("bash", "-c", cmd)
-	c.Dir = dir
-	out, err := c.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, cmd)
-	}
-	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	got := printedArgs(t, dir, cmd)
 	want, _ := o.MegatronLMFlagTokens(false)
 	if !slices.Equal(got, want) {
 		t.Errorf("arguments differ:\n got %q\nwant %q\ncommand: %s", got, want, cmd)
@@ -66,13 +60,7 @@ func TestRenderedValuesAreShellQuoted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := exec.Command("bash", "-c", cmd)
-		c.Dir = dir
-		out, err := c.Output()
-		if err != nil {
-			t.Fatalf("%s: %v: %s", ph, err, cmd)
-		}
-		got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+		got := printedArgs(t, dir, cmd)
 		var want []string
 		switch ph {
 		case "dotlist":
@@ -89,6 +77,19 @@ func TestRenderedValuesAreShellQuoted(t *testing.T) {
 			t.Errorf("%s: a value was executed: %s", ph, cmd)
 		}
 	}
+}
+
+// printedArgs runs cmd (a printf '%s\0' of the arguments) with bash in
+// dir and returns the arguments it printed.
+func printedArgs(t *testing.T, dir, cmd string) []string {
+	t.Helper()
+	c := exec.Command("bash", "-c", cmd)
+	c.Dir = dir
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, cmd)
+	}
+	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 }
 
 func TestQuote(t *testing.T) {
