@@ -38,8 +38,89 @@ profile() {
     --json $R/threeway-$name.json >$R/threeway-$name.txt 2>&1
   echo "== threeway $name: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-$name.txt
 }
+# Session 9: every step gets what is left of the call's deadline (START +
+# DEADLINE seconds) when that is less than its own limit, and is skipped
+# when under 20 s are left, so the tarball always comes back.
+START=$(date +%s); DEADLINE=${DEADLINE:-560}
+left() { local l=$(( START + DEADLINE - $(date +%s) )); (( l < $1 )) && echo $l || echo $1; }
+step() { # limit command...: runs command under `timeout` with what is left
+  local l=$(left $1); shift
+  (( l < 20 )) && { echo "== skipped (deadline): $*" | cut -c1-200; return 1; }
+  timeout -s INT -k 10 $l "$@"
+}
+search9() { # name limit args...: search() under the deadline
+  local name=$1 limit=$2; shift 2
+  local l=$(left $limit); (( l < 20 )) && { echo "== skipped (deadline): search $name"; return; }
+  search $name $l "$@"
+  python3 bench/megatron/table.py $R/run-$name/journal.jsonl | grep -v "note: \(collectives\|python gc\|last step\)" | cut -c1-260
+}
+profile9() { # name megatron-json preset [--drop-pad]: probe --framework, then the three-way table
+  local name=$1 mj=$2 preset=$3; shift 3
+  local sets=(); [ "$1" = --drop-pad ] && sets=($DROPPAD)
+  local t0=$(date +%s)
+  step 150 bin/cgtune probe --framework --preset $P/$preset.yaml "${sets[@]}" >$R/profile-$name.txt 2>&1
+  echo "== profile $name: rc=$? wall $(( $(date +%s) - t0 )) s"; cut -c1-250 $R/profile-$name.txt
+  local prof=$(sed -n 's/^saved //p' $R/profile-$name.txt)
+  [ -n "$prof" ] && cp "$prof" $R/profile-$name.json || return
+  [ -f "$mj" ] || { echo "== threeway $name: no megatron results"; return; }
+  t0=$(date +%s)
+  step 90 bin/threeway --profile "$prof" --megatron "$mj" --preset $P/$preset.yaml "$@" --gpu 0 \
+    --json $R/threeway-$name.json >$R/threeway-$name.txt 2>&1
+  echo "== threeway $name: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-$name.txt
+}
 F=bench/results/megatron-h200/final
 case "$1" in
+s9-call1)
+  # Session 9, first call: the workers now run with Python's automatic gc
+  # off, as Megatron-Bridge's recipes train (manual_gc). Issue 9's
+  # three-way tables for the two mbs 4 presets, on megatron results and
+  # profiles measured in this call, then issue 8's dense mbs 1 search.
+  export XDG_CACHE_HOME=$R/cache
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  search9 dense-mbs4 75 --preset $P/dense-small-mbs4.yaml
+  search9 moe-droppad-mbs4 80 --preset $P/moe-small-mbs4.yaml $DROPPAD
+  profile9 dense-mbs4 $R/dense-mbs4.json dense-small-mbs4
+  profile9 moe-droppad-mbs4 $R/moe-droppad-mbs4.json moe-small-mbs4 --drop-pad
+  search9 dense-mbs1 130 --preset $P/dense-small-mbs1.yaml
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
+s9-call2)
+  # Session 9, second call: issue 8's remaining presets (drop-and-pad
+  # MoE mbs 1; dropless MoE mbs 1 and 4 with the captures predicted to fail
+  # run anyway) and issue 9's mbs 1 three-way tables (dense mbs 1's
+  # megatron results from call 1, committed).
+  export XDG_CACHE_HOME=$R/cache
+  S=bench/results/megatron-h200/s9-call1
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  search9 moe-droppad-mbs1 60 --preset $P/moe-small-mbs1.yaml $DROPPAD
+  profile9 moe-droppad-mbs1 $R/moe-droppad-mbs1.json moe-small-mbs1 --drop-pad
+  profile9 dense-mbs1 $S/dense-mbs1.json dense-small-mbs1
+  search9 moe-dropless-mbs1 60 --preset $P/moe-small-mbs1.yaml --run-predicted-failures
+  search9 moe-dropless-mbs4 70 --preset $P/moe-small-mbs4.yaml --run-predicted-failures
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
+s9-call3)
+  # Session 9, third call: issue 8's qwen3_30b_a3b searches (default
+  # strategy) with the final ranking code, the cuda engine's GPU tests
+  # with room to finish, and a calibrated cuda-engine search of dense mbs 1
+  # (the profile of call 2 seeded into the cache).
+  export XDG_CACHE_HOME=$R/cache
+  S=bench/results/megatron-h200
+  mkdir -p $R/cache/cgtune/profiles && cp -r $S/s9-call2/profiles/* $R/cache/cgtune/profiles/ 2>/dev/null
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  search9 qwen-h100 130 --model qwen3_30b_a3b --gpu-type h100 --strategy halving --budget 90s
+  search9 qwen-tp2pp2ep4 100 --preset $P/qwen3-tp2pp2ep4.yaml --strategy halving --budget 60s
+  t0=$(date +%s); (cd engine/cuda && step 200 ../../bin/cuda-gpu.test -test.v -test.timeout 190s >$R/cuda-gpu-tests.txt 2>&1)
+  echo "== cuda gpu tests: rc=$? wall $(( $(date +%s) - t0 )) s"; grep -E '^(--- |ok|FAIL|PASS|panic)' $R/cuda-gpu-tests.txt | head -30
+  t0=$(date +%s)
+  step 60 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
+    --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
+  echo "== cuda search dense mbs1: rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,14p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
 call1)
   # Session 8, first call: issue 10's real pretrain_gpt.py jobs, then
   # issue 9's profiles (fitted at 1 and 4 layers) against the megatron

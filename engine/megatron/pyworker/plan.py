@@ -58,6 +58,24 @@ def compare_steps(opts):
     return COMPARED_WARMUP + 1 + measured
 
 
+# Megatron-Bridge's recipes train with Python's automatic garbage collector
+# off and a full collection every 100 iterations (recipes/common.py:
+# manual_gc=True, manual_gc_interval=100; training/train.py disables gc at
+# the start of train() and collects when iteration % interval == 0).  An
+# automatic collection in the middle of a step costs the host time of
+# walking every live object, which grows with the layers built, and lands
+# on random steps; the job does not pay it, so the measured steps must not.
+MANUAL_GC_INTERVAL = 100
+
+
+def manual_gc_steps(total, interval=MANUAL_GC_INTERVAL):
+    """The steps (0-based) before which the training loop collects, of
+    `total` steps: those whose number is a multiple of interval."""
+    if interval <= 0:
+        return []
+    return [i for i in range(total) if i % interval == 0]
+
+
 def graph_mode(c):
     """How the training loop drives the candidate: none, local, full_iteration
     or transformer_engine (Megatron-LM megatron/training/training.py)."""

@@ -275,7 +275,13 @@ def measure(sl, opts, rank, send, notes):
     reserved_before = torch.cuda.memory_reserved()
     warm_ms = cap_ms = 0.0
     graph_mib = 0
+    collect_before = set(plan.manual_gc_steps(total))
+    gc.disable()  # as Megatron-Bridge's train(); cleanup() turns it back on
+    notes.append("python gc: manual, a collection every %d steps (Megatron-Bridge recipes' manual_gc)"
+                 % plan.MANUAL_GC_INTERVAL)
     for i in range(total):
+        if i in collect_before:
+            gc.collect()
         sl.maybe_capture_te()
         r0 = torch.cuda.memory_reserved()
         t0 = time.perf_counter()
@@ -349,6 +355,7 @@ def cleanup():
         delete_cuda_graphs()
     except Exception:
         pass
+    gc.enable()
     gc.collect()
     torch.cuda.empty_cache()
 

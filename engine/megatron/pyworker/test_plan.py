@@ -60,6 +60,15 @@ class GraphConfigTest(unittest.TestCase):
         self.assertEqual(plan.graph_mode(v({"impl": "none"})), "none")
 
 
+class ManualGCTest(unittest.TestCase):
+    def test_collects_like_bridge_train_loop(self):
+        # iteration % interval == 0: the first step, then every interval.
+        self.assertEqual(plan.manual_gc_steps(12), [0])
+        self.assertEqual(plan.manual_gc_steps(7, interval=3), [0, 3, 6])
+        self.assertEqual(plan.manual_gc_steps(250), [0, 100, 200])
+        self.assertEqual(plan.manual_gc_steps(5, interval=0), [])
+
+
 class ShapesTest(unittest.TestCase):
     def test_per_rank_division(self):
         moe = {"experts": 128, "top_k": 8, "ffn_hidden": 768}
