@@ -217,11 +217,11 @@ func genText(g presets.Generation) string {
 func tieText(t float64) string {
 	switch {
 	case t == 0:
-		return search.FormatTie(search.DefaultTie) + " or the measured p10–p90 spread"
+		return search.FormatTie(search.DefaultTie) + " or overlapping measured p10–p90 ranges"
 	case t < 0:
-		return "the measured p10–p90 spread only"
+		return "overlapping measured p10–p90 ranges only"
 	}
-	return search.FormatTie(t) + " or the measured p10–p90 spread"
+	return search.FormatTie(t) + " or overlapping measured p10–p90 ranges"
 }
 
 func trainIters(in Input) int {

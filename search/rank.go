@@ -18,8 +18,8 @@ import (
 const DefaultTrainIters = 50
 
 // DefaultTie is the tie band when none is given: two candidates closer
-// than this fraction of the faster one's step (or than their own p10–p90
-// spread) tie.
+// than this fraction of the faster one's step (or whose measured p10–p90
+// ranges overlap) tie.
 const DefaultTie = 0.01
 
 // NoTie asks for no fractional tie band: only measured spreads tie.
@@ -107,9 +107,17 @@ func Rank(results []engine.Result, opts RankOptions) []Ranked {
 	return rankEntries(es, opts)
 }
 
-// tieTol is how far apart two step medians may be and still tie.
+// tieTol is how far the median of b, the slower, may lie above a's and
+// still tie: the band's share of a's step, or as far as makes their
+// p10–p90 ranges overlap (b's p10 at or below a's p90). Overlap, not the
+// wider of the two spreads: one slow step among eleven stretches a p90
+// far from its median, and measured on the H200 that tied an eager step
+// whose every p10–p90 value was slower than every graphed one's
+// (bench/results/megatron-h200/s9-call1, dense-small mbs 4: 216.4 ms,
+// 213.5–243.8, against 209.9 ms, 208.9–211.3). For a with itself it is
+// a's whole p10–p90 width, the band shown under a table.
 func tieTol(frac float64, a, b engine.Result) float64 {
-	return max(frac*a.Step.Median, a.Step.P90-a.Step.P10, b.Step.P90-b.Step.P10)
+	return max(frac*a.Step.Median, (a.Step.P90-a.Step.Median)+(b.Step.Median-b.Step.P10))
 }
 
 // memTolMiB is how much more graph memory a tied candidate may take and
@@ -507,9 +515,9 @@ const TieRule = "in a tie, less graph memory ranks first, then fewer scopes, the
 // bandText describes the tie band of opts.
 func bandText(opts RankOptions) string {
 	if f := opts.tieFrac(); f > 0 {
-		return fmt.Sprintf("%s of the step or the measured p10–p90 spread, whichever is wider", FormatTie(f))
+		return fmt.Sprintf("%s of the step, or overlapping measured p10–p90 ranges", FormatTie(f))
 	}
-	return "the measured p10–p90 spread"
+	return "overlapping measured p10–p90 ranges"
 }
 
 // fitNote is the part of a ranking note that says why a candidate does

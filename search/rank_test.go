@@ -76,6 +76,23 @@ func TestRankTieBreaks(t *testing.T) {
 	if got := order(rs); got[0] != "none/-/w3" {
 		t.Errorf("order %v: a 4 %% gain inside a 15 %% spread is noise", got)
 	}
+
+	// A long tail above eager's median (one slow step) does not tie it
+	// with a graph whose every p10–p90 value is faster than eager's p10.
+	graphed := res(presets.ImplLocal, []string{}, 1, 209.9, 15620)
+	graphed.Step.P10, graphed.Step.P90 = 208.9, 211.3
+	eager := res(presets.ImplNone, nil, 0, 216.4, 0)
+	eager.Step.P10, eager.Step.P90 = 213.5, 243.8
+	rs = Rank([]engine.Result{eager, graphed}, RankOptions{})
+	if got := order(rs); got[0] != "local/layer/w1" || rs[0].Tie != 0 {
+		t.Errorf("order %v (tie %d): separate p10–p90 ranges 3 %% apart are not noise", got, rs[0].Tie)
+	}
+	// The same medians tie once eager's range reaches down into the graph's.
+	eager.Step.P10 = 211
+	rs = Rank([]engine.Result{eager, graphed}, RankOptions{})
+	if got := order(rs); got[0] != "none/-/w0" {
+		t.Errorf("order %v: overlapping p10–p90 ranges tie, and none takes no graph memory", got)
+	}
 }
 
 // Warm-ups only change the job time, which decides between otherwise

@@ -293,7 +293,7 @@ func (m *Model) spaceKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	case key.Matches(msg, k.Tie):
 		m.tie = nextIn(Ties, m.tie, 1)
-		m.setStatus("tie band %s: candidates within it (or their measured p10–p90 spread) tie; less graph memory, then the simpler one, ranks first", tieText(m.tie))
+		m.setStatus("tie band %s: candidates within it (or whose measured p10–p90 ranges overlap) tie; less graph memory, then the simpler one, ranks first", tieText(m.tie))
 		return nil
 	case key.Matches(msg, k.Start):
 		return m.startSearch()

@@ -249,7 +249,7 @@ func rel(got, want float64) float64 {
 
 // winner is the candidate the search would recommend from one engine's
 // results: search.Rank's order (ties within the default band or the
-// measured p10–p90 spread go to less graph memory, then the simpler
+// overlapping measured p10–p90 ranges go to less graph memory, then the simpler
 // scope), not the bare fastest median, so that two configurations the
 // framework runs identically (local attn and whole layer on GPTModel)
 // do not decide the comparison by noise.
