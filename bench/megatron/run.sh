@@ -86,39 +86,68 @@ s9-call1)
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s9-call2)
-  # Session 9, second call: issue 8's remaining presets (drop-and-pad
-  # MoE mbs 1; dropless MoE mbs 1 and 4 with the captures predicted to fail
-  # run anyway) and issue 9's mbs 1 three-way tables (dense mbs 1's
-  # megatron results from call 1, committed).
+  # Session 9, second call: issue 9's mbs 1 three-way tables, each on a
+  # megatron search and a profile measured in this call (the host's speed
+  # differs between calls: dense mbs 1's eager host time was 178 ms in
+  # session 8 and 232 ms in call 1), dense mbs 4's again with the cuda
+  # engine under the overlap tie rule, then issue 8's dropless MoE with the
+  # captures predicted to fail run anyway.
   export XDG_CACHE_HOME=$R/cache
   S=bench/results/megatron-h200/s9-call1
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  search9 dense-mbs1 110 --preset $P/dense-small-mbs1.yaml
+  profile9 dense-mbs1 $R/dense-mbs1.json dense-small-mbs1
   search9 moe-droppad-mbs1 60 --preset $P/moe-small-mbs1.yaml $DROPPAD
   profile9 moe-droppad-mbs1 $R/moe-droppad-mbs1.json moe-small-mbs1 --drop-pad
-  profile9 dense-mbs1 $S/dense-mbs1.json dense-small-mbs1
+  t0=$(date +%s)
+  step 40 bin/threeway --profile $S/profile-dense-mbs4.json --megatron $S/dense-mbs4.json --preset $P/dense-small-mbs4.yaml \
+    --gpu 0 --json $R/threeway-dense-mbs4.json >$R/threeway-dense-mbs4.txt 2>&1
+  echo "== threeway dense-mbs4 (call 1's profile and results): rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-dense-mbs4.txt
   search9 moe-dropless-mbs1 60 --preset $P/moe-small-mbs1.yaml --run-predicted-failures
   search9 moe-dropless-mbs4 70 --preset $P/moe-small-mbs4.yaml --run-predicted-failures
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s9-call3)
   # Session 9, third call: issue 8's qwen3_30b_a3b searches (default
-  # strategy) with the final ranking code, the cuda engine's GPU tests
-  # with room to finish, and a calibrated cuda-engine search of dense mbs 1
-  # (the profile of call 2 seeded into the cache).
+  # strategy) with the final ranking code, then issue 9's qwen table on
+  # what this node can run: without Transformer Engine no local graph
+  # captures qwen's dropless dispatch, so the three-way runs qwen's h100
+  # layout with drop-and-pad experts (a megatron search, its profile, the
+  # calibrated engines).
   export XDG_CACHE_HOME=$R/cache
-  S=bench/results/megatron-h200
-  mkdir -p $R/cache/cgtune/profiles && cp -r $S/s9-call2/profiles/* $R/cache/cgtune/profiles/ 2>/dev/null
+  Q="--model qwen3_30b_a3b --gpu-type h100"
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
-  search9 qwen-h100 130 --model qwen3_30b_a3b --gpu-type h100 --strategy halving --budget 90s
+  search9 qwen-h100 130 $Q --strategy halving --budget 90s
   search9 qwen-tp2pp2ep4 100 --preset $P/qwen3-tp2pp2ep4.yaml --strategy halving --budget 60s
-  t0=$(date +%s); (cd engine/cuda && step 200 ../../bin/cuda-gpu.test -test.v -test.timeout 190s >$R/cuda-gpu-tests.txt 2>&1)
-  echo "== cuda gpu tests: rc=$? wall $(( $(date +%s) - t0 )) s"; grep -E '^(--- |ok|FAIL|PASS|panic)' $R/cuda-gpu-tests.txt | head -30
+  search9 qwen-h100-droppad 110 $Q $DROPPAD --strategy halving --budget 70s
+  t0=$(date +%s)
+  step 150 bin/cgtune probe --framework $Q $DROPPAD >$R/profile-qwen-h100-droppad.txt 2>&1
+  echo "== profile qwen-h100-droppad: rc=$? wall $(( $(date +%s) - t0 )) s"; cut -c1-250 $R/profile-qwen-h100-droppad.txt
+  prof=$(sed -n 's/^saved //p' $R/profile-qwen-h100-droppad.txt)
+  if [ -n "$prof" ]; then
+    cp "$prof" $R/profile-qwen-h100-droppad.json; t0=$(date +%s)
+    step 120 bin/threeway --profile "$prof" --megatron $R/qwen-h100-droppad.json $Q --drop-pad --gpu 0 \
+      --json $R/threeway-qwen-h100-droppad.json >$R/threeway-qwen-h100-droppad.txt 2>&1
+    echo "== threeway qwen-h100-droppad: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-qwen-h100-droppad.txt
+  fi
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
+s9-call4)
+  # Session 9, fourth call: the cuda engine's GPU tests with room to
+  # finish, and a calibrated cuda-engine search of dense mbs 1 (call 2's
+  # profile seeded into the cache).
+  export XDG_CACHE_HOME=$R/cache
+  mkdir -p $R/cache/cgtune/profiles && cp -r bench/results/megatron-h200/s9-call2/profiles/* $R/cache/cgtune/profiles/ 2>/dev/null
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
   t0=$(date +%s)
   step 60 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
     --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
   echo "== cuda search dense mbs1: rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,14p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
+  t0=$(date +%s); (cd engine/cuda && step 200 ../../bin/cuda-gpu.test -test.v -test.timeout 190s >$R/cuda-gpu-tests.txt 2>&1)
+  echo "== cuda gpu tests: rc=$? wall $(( $(date +%s) - t0 )) s"; grep -E '^(--- |ok|FAIL|PASS|panic)' $R/cuda-gpu-tests.txt | head -30
   } 2>&1 | tee $OUT/progress.txt
   ;;
 call1)
