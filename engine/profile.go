@@ -28,7 +28,7 @@ type FrameworkProfile struct {
 	FullIteration FullIterationProfile `json:"full_iteration"`
 	// GraphPoolFixedMiB is what a per-layer capture adds once, beside its
 	// layers' graphs (the pool's first segments, the buffers outside the
-	// layers), fitted like the per-layer figure from one and two layers.
+	// layers), fitted like the per-layer figure from the profile's two layer counts.
 	GraphPoolFixedMiB float64 `json:"graph_pool_fixed_mib,omitempty"`
 	// Collectives records how the layers' collectives expose the ranks'
 	// host work, per rank count the slice ran at (2 or more); empty when
@@ -118,7 +118,7 @@ type FullIterationProfile struct {
 	GraphMiBPerMicroBatch float64 `json:"graph_mib_per_microbatch"`
 	// GraphMiBFixed + GraphMiBPerLayer × layers is the graph's memory with
 	// one pipeline stage (PP 1 keeps one micro-batch's activations at a
-	// time), fitted from one and two layers; when set it is used instead of
+	// time), fitted from the profile's two layer counts; when set it is used instead of
 	// GraphMiBPerMicroBatch.
 	GraphMiBFixed    float64 `json:"graph_mib_fixed,omitempty"`
 	GraphMiBPerLayer float64 `json:"graph_mib_per_layer,omitempty"`

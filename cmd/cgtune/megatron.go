@@ -280,7 +280,7 @@ func (l *lazyEngine) Close() error {
 type frameworkProbe struct {
 	model, preset, gpuType, mbridge, python string
 	sets                                    []string
-	maxMicroBatches                         int
+	maxLayers, maxMicroBatches              int
 	// gpus: the profile is measured on the first; with more, the
 	// collective exposure at the layout's usable rank count too.
 	gpus []int
@@ -317,7 +317,7 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 	}
 	open := func(ranks []int) (*megatron.Engine, error) {
 		return megatron.New(megatron.Options{Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
-			GPUs: ranks, MaxMicroBatches: p.maxMicroBatches,
+			GPUs: ranks, MaxLayers: p.maxLayers, MaxMicroBatches: p.maxMicroBatches,
 			Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return megatronDeadline }})
 	}
 	e, err := open(gpus[:1])

@@ -62,7 +62,7 @@ func layerCollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bo
 // hidden under other work, or noise) count as none.
 func FitExposure(one, many []profileRun, world int, collMs float64) (engine.CollectiveExposure, error) {
 	perLayer := func(runs []profileRun, mode string) (float64, error) {
-		f := fitter{runs: runs, a: profileLayers[0], b: profileLayers[1]}
+		f := newFitter(runs)
 		ra, rb := f.get(mode, f.a), f.get(mode, f.b)
 		if ra == nil || rb == nil {
 			return 0, fmt.Errorf("the %s runs failed: %s", mode, firstErr(runs, mode))
@@ -71,9 +71,10 @@ func FitExposure(one, many []profileRun, world int, collMs float64) (engine.Coll
 		// Not clamped at 0: a difference of two slopes may be negative.
 		return (rb.FwdBwdMs - ra.FwdBwdMs) / (m * float64(f.b-f.a)), nil
 	}
+	f := newFitter(one)
 	x := engine.CollectiveExposure{WorldSize: world,
 		Source: fmt.Sprintf("eager and whole-layer-graphed runs at %d and %d layers, world size %d against 1, less %.3f ms/layer of modelled collectives",
-			profileLayers[0], profileLayers[1], world, collMs)}
+			f.a, f.b, world, collMs)}
 	for _, mode := range exposureModes {
 		a, err := perLayer(one, mode)
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 // 4 micro-batches and 3 ms per micro-batch outside the layers.
 func exposureRuns(eager, graphed float64) []profileRun {
 	var runs []profileRun
-	for _, n := range profileLayers {
+	for _, n := range testLayers {
 		l := float64(n)
 		runs = append(runs,
 			profileRun{mode: "eager", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4, FwdBwdMs: 4 * (3 + eager*l)}},

@@ -9,14 +9,21 @@ import (
 	"cgtune/presets"
 )
 
-// profileLayers are the two layer counts a profile is fitted from: what
-// changes between them is the cost of one layer, what stays is the rest.
-// Four layers apart from one, not two: the per-layer slope of a small
-// figure (the optimizer's few milliseconds per layer) is then read over
-// three layers' worth of change instead of one, and on the H200 the
-// 1-and-2-layer optimizer slope was the largest error of an 8-layer
-// prediction (bench/results/megatron-h200/final).
-var profileLayers = [2]int{1, 4}
+// profileLayers are the two layer counts a profile of w is fitted from:
+// one, and as many as the megatron engine builds of w's stage (its layers,
+// at most maxLayers), so that the fit reproduces the slice the framework
+// runs and needs no extrapolation in the layer count. What changes between
+// them is the cost of one layer, what stays is the rest. The far point is
+// the built count, not a fixed one: Megatron-Core's eager host time per
+// layer grows with the layers built, and on the H200 a 1-and-4-layer fit
+// put dense-small's 8-layer eager step at 143 ms of host time against
+// 164-181 ms measured and moe-small's at 792 ms against 1136 ms, the
+// largest errors of the three-way tables (bench/results/megatron-h200/
+// s9-call2). A stage of one layer still needs two points: 1 and 2.
+func profileLayers(w *engine.Workload, maxLayers int) [2]int {
+	built := min(len(w.Layers), orDefault(maxLayers, 8))
+	return [2]int{1, max(2, built)}
+}
 
 // profileRun is one measured run of the profile: a mode at a layer count.
 type profileRun struct {
@@ -33,8 +40,9 @@ var profileCandidates = map[string]presets.Candidate{
 }
 
 // MeasureProfile measures the framework profile of w's model and layout:
-// eager, whole-layer-graphed and full-iteration runs at one and two
-// layers, fitted per layer and micro-batch (see Fit).
+// eager, whole-layer-graphed and full-iteration runs at one layer and at
+// the layers the engine builds of the stage (profileLayers), fitted per
+// layer and micro-batch (see Fit).
 func (e *Engine) MeasureProfile(ctx context.Context, w *engine.Workload, emit func(string)) (*engine.FrameworkProfile, error) {
 	runs, _, err := e.profileRuns(ctx, w, []string{"eager", "layer", "full_iteration"}, "", emit)
 	if err != nil {
@@ -55,14 +63,14 @@ func (e *Engine) MeasureProfile(ctx context.Context, w *engine.Workload, emit fu
 	return p, nil
 }
 
-// profileRuns runs each mode at each of profileLayers and returns the
+// profileRuns runs each mode at each of w's profileLayers and returns the
 // runs and the framework the last successful one reported; prefix starts
 // every progress line.
 func (e *Engine) profileRuns(ctx context.Context, w *engine.Workload, modes []string, prefix string, emit func(string)) ([]profileRun, *engine.FrameworkInfo, error) {
 	var runs []profileRun
 	var fw *engine.FrameworkInfo
 	for _, mode := range modes {
-		for _, n := range profileLayers {
+		for _, n := range profileLayers(w, e.opts.MaxLayers) {
 			r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: 5, EagerSteps: 5}, nil)
 			pr := profileRun{mode: mode, layers: n, raw: r.Raw, err: r.Err}
 			if emit != nil {
@@ -108,7 +116,7 @@ func layerKind(w *engine.Workload) string {
 // ratio of their matrix work. Where the full iteration cannot be captured
 // (a host sync inside), the eager wall time stands in, an upper bound.
 func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
-	fit := fitter{runs: runs, a: profileLayers[0], b: profileLayers[1]}
+	fit := newFitter(runs)
 	e1, e2 := fit.get("eager", fit.a), fit.get("eager", fit.b)
 	if e1 == nil || e2 == nil {
 		return nil, fmt.Errorf("the eager runs failed: %s", firstErr(runs, "eager"))
@@ -166,6 +174,18 @@ type fitter struct {
 	runs []profileRun
 	a, b int
 	m    float64
+}
+
+// newFitter fits from runs at the least and the most layers among them.
+func newFitter(runs []profileRun) fitter {
+	f := fitter{runs: runs}
+	for i, r := range runs {
+		if i == 0 || r.layers < f.a {
+			f.a = r.layers
+		}
+		f.b = max(f.b, r.layers)
+	}
+	return f
 }
 
 func (f fitter) get(mode string, n int) *engine.RawTimes {

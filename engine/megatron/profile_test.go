@@ -8,6 +8,9 @@ import (
 	"cgtune/engine"
 )
 
+// testLayers are the layer counts the synthetic runs are measured at.
+var testLayers = [2]int{1, 8}
+
 // synthetic runs of a framework whose costs are known: per layer and
 // micro-batch forward host 2 ms, backward host 3 ms, GPU 6 ms, graphed
 // replay host 0.1 ms and 100 MiB of graph; outside the layers forward host
@@ -16,7 +19,7 @@ import (
 func syntheticRuns(fullIteration bool) []profileRun {
 	const m = 4.0
 	var runs []profileRun
-	for _, n := range profileLayers {
+	for _, n := range testLayers {
 		l := float64(n)
 		runs = append(runs,
 			profileRun{mode: "eager", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
@@ -40,10 +43,26 @@ func near(t *testing.T, what string, got, want float64) {
 	}
 }
 
+// The far layer count is what the engine builds of the stage: all of a
+// short stage's layers, at most maxLayers (default 8), never fewer than 2.
+func TestProfileLayersFollowTheBuiltSlice(t *testing.T) {
+	for _, c := range []struct{ stage, max, want int }{
+		{8, 0, 8}, {12, 8, 8}, {12, 4, 4}, {3, 8, 3}, {1, 8, 2}, {48, 0, 8},
+	} {
+		w := &engine.Workload{Layers: make([]engine.LayerTrace, c.stage)}
+		if got := profileLayers(w, c.max); got != [2]int{1, c.want} {
+			t.Errorf("stage of %d layers, max %d: profile layers %v, want [1 %d]", c.stage, c.max, got, c.want)
+		}
+	}
+}
+
 func TestFitRecoversPerLayerCosts(t *testing.T) {
 	p, err := Fit(syntheticRuns(true), "dense")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(p.MeasuredAt, "at 1 and 8 layers") {
+		t.Errorf("measured at %q: want the runs' own layer counts, 1 and 8", p.MeasuredAt)
 	}
 	l := p.Layers["dense"]
 	near(t, "layer forward host", l.EagerFwd.HostMs, 2)
