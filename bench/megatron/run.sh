@@ -151,6 +151,24 @@ s9-call4)
   fi
   } 2>&1 | tee $OUT/progress.txt
   ;;
+s9-call5)
+  # Session 9, last call: the workers now also run with OMP_NUM_THREADS=1
+  # (as torchrun gives the ranks of a node). Issue 9's two tables that
+  # failed in call 3 (dense mbs 1, drop-and-pad moe mbs 1), each on a
+  # search and a profile measured here, then issue 8's qwen3_30b_a3b
+  # searches with the final code.
+  export XDG_CACHE_HOME=$R/cache
+  Q="--model qwen3_30b_a3b --gpu-type h100"
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  search9 dense-mbs1 50 --preset $P/dense-small-mbs1.yaml --strategy halving --budget 30s
+  profile9 dense-mbs1 $R/dense-mbs1.json dense-small-mbs1
+  search9 moe-droppad-mbs1 60 --preset $P/moe-small-mbs1.yaml $DROPPAD --strategy halving --budget 35s
+  profile9 moe-droppad-mbs1 $R/moe-droppad-mbs1.json moe-small-mbs1 --drop-pad
+  search9 qwen-h100 100 $Q --strategy halving --budget 60s
+  search9 qwen-tp2pp2ep4 80 --preset $P/qwen3-tp2pp2ep4.yaml --strategy halving --budget 40s
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
 call1)
   # Session 8, first call: issue 10's real pretrain_gpt.py jobs, then
   # issue 9's profiles (fitted at 1 and 4 layers) against the megatron

@@ -68,6 +68,19 @@ def compare_steps(opts):
 MANUAL_GC_INTERVAL = 100
 
 
+def apply_rank_env(environ):
+    """Sets, where the user has not, the environment torchrun gives each
+    rank of a node with several (torch/distributed/run.py: OMP_NUM_THREADS
+    = 1 when nproc_per_node > 1), before torch is imported: with a thread
+    per core, the CPU-side ops of an eager step wake a pool of spinning
+    threads that compete with the Python thread enqueueing the step and
+    the autograd thread.  Returns what was set."""
+    was = {}
+    if not environ.get("OMP_NUM_THREADS"):
+        environ["OMP_NUM_THREADS"] = was["OMP_NUM_THREADS"] = "1"
+    return was
+
+
 def manual_gc_steps(total, interval=MANUAL_GC_INTERVAL):
     """The steps (0-based) before which the training loop collects, of
     `total` steps: those whose number is a multiple of interval."""

@@ -277,8 +277,8 @@ def measure(sl, opts, rank, send, notes):
     graph_mib = 0
     collect_before = set(plan.manual_gc_steps(total))
     gc.disable()  # as Megatron-Bridge's train(); cleanup() turns it back on
-    notes.append("python gc: manual, a collection every %d steps (Megatron-Bridge recipes' manual_gc)"
-                 % plan.MANUAL_GC_INTERVAL)
+    notes.append("python gc: manual, a collection every %d steps (Megatron-Bridge recipes' manual_gc); OMP_NUM_THREADS=%s"
+                 % (plan.MANUAL_GC_INTERVAL, os.environ.get("OMP_NUM_THREADS", "unset")))
     for i in range(total):
         if i in collect_before:
             gc.collect()

@@ -60,6 +60,16 @@ class GraphConfigTest(unittest.TestCase):
         self.assertEqual(plan.graph_mode(v({"impl": "none"})), "none")
 
 
+class RankEnvTest(unittest.TestCase):
+    def test_one_omp_thread_unless_the_user_chose(self):
+        env = {}
+        self.assertEqual(plan.apply_rank_env(env), {"OMP_NUM_THREADS": "1"})
+        self.assertEqual(env["OMP_NUM_THREADS"], "1")
+        env = {"OMP_NUM_THREADS": "8"}
+        self.assertEqual(plan.apply_rank_env(env), {})
+        self.assertEqual(env["OMP_NUM_THREADS"], "8")
+
+
 class ManualGCTest(unittest.TestCase):
     def test_collects_like_bridge_train_loop(self):
         # iteration % interval == 0: the first step, then every interval.

@@ -29,6 +29,8 @@ sys.path.insert(0, HERE)
 import plan  # noqa: E402  (pure modules next to this file)
 import results  # noqa: E402
 
+plan.apply_rank_env(os.environ)  # before torch is imported
+
 VERSION = 1
 CHILDREN = []
 
