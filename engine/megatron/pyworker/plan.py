@@ -58,6 +58,10 @@ def compare_steps(opts):
     return COMPARED_WARMUP + 1 + measured
 
 
+# Processes the eager baseline of a slice is measured in (results.median_run).
+EAGER_PROCESSES = 3
+
+
 # Megatron-Bridge's recipes train with Python's automatic garbage collector
 # off and a full collection every 100 iterations (recipes/common.py:
 # manual_gc=True, manual_gc_interval=100; training/train.py disables gc at

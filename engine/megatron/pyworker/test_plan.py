@@ -60,6 +60,36 @@ class GraphConfigTest(unittest.TestCase):
         self.assertEqual(plan.graph_mode(v({"impl": "none"})), "none")
 
 
+class MedianRunTest(unittest.TestCase):
+    def run_of(self, med, loss, error=None):
+        r = results.result({"impl": "none", "scopes": [], "warmup": 0}, {}, [med * 0.99, med, med * 1.01], None,
+                           wall_ms=1000.0, loss=loss, error=error)
+        return r
+
+    def test_keeps_the_median_process_whole(self):
+        runs = [self.run_of(196.3, 2.1), self.run_of(173.5, 2.2), self.run_of(180.0, 2.3)]
+        r = results.median_run(runs)
+        self.assertEqual(r["step"]["median_ms"], 180.0)
+        self.assertEqual(r["loss"], 2.3)  # the same run's loss, not another's
+        self.assertEqual(r["wall_ms"], 3000.0)
+        self.assertIn("median of 3 processes (step medians 173.50, 180.00, 196.30 ms)", r["notes"][-1])
+        self.assertEqual(runs[2]["notes"], [])  # the run itself is not changed
+
+    def test_even_count_takes_the_lower_and_failures_are_said(self):
+        runs = [self.run_of(0, None, error="CUDA out of memory"), self.run_of(120.0, 1.0), self.run_of(110.0, 1.0)]
+        r = results.median_run(runs)
+        self.assertEqual(r["step"]["median_ms"], 110.0)
+        self.assertIn("1 of 3 processes failed: CUDA out of memory", r["notes"][-1])
+
+    def test_all_failed_is_the_first_failure(self):
+        runs = [self.run_of(0, None, error="first"), self.run_of(0, None, error="second")]
+        self.assertEqual(results.median_run(runs)["error"], "first")
+
+    def test_one_run_is_unchanged(self):
+        run = self.run_of(100.0, 1.0)
+        self.assertEqual(results.median_run([run]), run)
+
+
 class RankEnvTest(unittest.TestCase):
     def test_one_omp_thread_unless_the_user_chose(self):
         env = {}
