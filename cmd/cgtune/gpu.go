@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cgtune/engine/cuda"
+	"cgtune/engine/megatron"
 	"cgtune/probes"
 	"cgtune/search"
 )
@@ -172,8 +173,8 @@ func newProbeCmd() *cobra.Command {
 	f.StringVar(&fp.gpuType, "gpu-type", "h100", "with --framework and --model: whose layout")
 	f.StringVar(&fp.mbridge, "mbridge", search.DefaultMBridge, "with --framework: Megatron-Bridge version")
 	f.StringArrayVar(&fp.sets, "set", nil, "with --framework: recipe override KEY=VALUE (e.g. drop-and-pad MoE)")
-	f.IntVar(&fp.maxLayers, "max-layers", 8, "with --framework: layers built at most; the profile is fitted from runs at 1 and at this many of the stage's layers (the megatron engine's --max-layers)")
-	f.IntVar(&fp.maxMicroBatches, "max-microbatches", 4, "with --framework: micro-batches per step run")
+	f.IntVar(&fp.maxLayers, "max-layers", megatron.DefaultMaxLayers, "with --framework: layers built at most; the profile is fitted from runs at 1 and at this many of the stage's layers (the megatron engine's --max-layers)")
+	f.IntVar(&fp.maxMicroBatches, "max-microbatches", megatron.DefaultMaxMicroBatches, "with --framework: micro-batches per step run")
 	return cmd
 }
 

@@ -13,13 +13,22 @@ import (
 	"cgtune/presets"
 )
 
+// The slice's defaults: layers built and micro-batches run at most (the
+// rest of a stage, and of a step, is scaled). The worker gets them as
+// flags, the profile is fitted at the layers built, and the command line
+// offers them as its defaults.
+const (
+	DefaultMaxLayers       = 8
+	DefaultMaxMicroBatches = 4
+)
+
 // Options configure the engine.
 type Options struct {
 	Python    string // interpreter (FindPython)
 	CacheDir  string // where the worker is installed (private, per user)
 	GPUs      []int  // one per rank; len(GPUs) is the world size
-	MaxLayers int    // layers built at most (the rest of a stage is scaled); default 8
-	// MaxMicroBatches run per step at most (the rest is scaled); default 4.
+	MaxLayers int    // layers built at most (the rest of a stage is scaled); default DefaultMaxLayers
+	// MaxMicroBatches run per step at most (the rest is scaled); default DefaultMaxMicroBatches.
 	MaxMicroBatches int
 	// Rates time the collectives a run does not execute (spec table or probes).
 	Rates engine.Rates
@@ -54,8 +63,8 @@ func WorkerCommand(o Options) (worker.Command, error) {
 		gpus = []string{"0"}
 	}
 	args := []string{"-B", entry, "--gpus", strings.Join(gpus, ","), "--world-size", strconv.Itoa(len(gpus)),
-		"--max-layers", strconv.Itoa(orDefault(o.MaxLayers, 8)),
-		"--max-microbatches", strconv.Itoa(orDefault(o.MaxMicroBatches, 4))}
+		"--max-layers", strconv.Itoa(orDefault(o.MaxLayers, DefaultMaxLayers)),
+		"--max-microbatches", strconv.Itoa(orDefault(o.MaxMicroBatches, DefaultMaxMicroBatches))}
 	env := append([]string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", "NCCL_NVLS_ENABLE=0"}, o.Env...)
 	return worker.Command{Path: o.Python, Args: args, Env: env, Log: o.Log}, nil
 }

@@ -11,7 +11,7 @@ import (
 
 // profileLayers are the two layer counts a profile of w is fitted from:
 // one, and as many as the megatron engine builds of w's stage (its layers,
-// at most maxLayers), so that the fit reproduces the slice the framework
+// at most maxLayers, default DefaultMaxLayers), so that the fit reproduces the slice the framework
 // runs and needs no extrapolation in the layer count. What changes between
 // them is the cost of one layer, what stays is the rest. The far point is
 // the built count, not a fixed one: Megatron-Core's eager host time per
@@ -21,7 +21,7 @@ import (
 // largest errors of the three-way tables (bench/results/megatron-h200/
 // s9-call2). A stage of one layer still needs two points: 1 and 2.
 func profileLayers(w *engine.Workload, maxLayers int) [2]int {
-	built := min(len(w.Layers), orDefault(maxLayers, 8))
+	built := min(len(w.Layers), orDefault(maxLayers, DefaultMaxLayers))
 	return [2]int{1, max(2, built)}
 }
 
