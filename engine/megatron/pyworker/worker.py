@@ -274,8 +274,7 @@ class Worker:
         its own processes (results.median_run); one when the first fails."""
         eager_cand = {"impl": "none", "scopes": [], "warmup": 0}
         runs = [self.child_run(shapes, eager_cand, opts, None, rid)]
-        n = max(1, int(opts.get("eager_processes") or plan.EAGER_PROCESSES))
-        while len(runs) < n and not runs[0].get("error"):
+        while len(runs) < plan.EAGER_PROCESSES and not runs[0].get("error"):
             runs.append(self.child_run(shapes, eager_cand, opts, None, rid))
         return results.median_run(runs)
 
