@@ -247,33 +247,38 @@ func rel(got, want float64) float64 {
 	return (got - want) / want
 }
 
-// winner is the candidate the search would recommend from one engine's
-// results: search.Rank's order (ties within the default band or the
-// overlapping measured p10–p90 ranges go to less graph memory, then the simpler
-// scope), not the bare fastest median, so that two configurations the
-// framework runs identically (local attn and whole layer on GPTModel)
-// do not decide the comparison by noise.
-func winner(rows []Row, pick func(Row) *engine.Result) string {
+// ranking is search.Rank's order of one engine's results (ties within
+// the default band or overlapping measured p10–p90 ranges go to less graph
+// memory, then the simpler scope).
+func ranking(rows []Row, pick func(Row) *engine.Result) []search.Ranked {
 	var rs []engine.Result
 	for _, r := range rows {
 		if x := pick(r); x != nil {
 			rs = append(rs, *x)
 		}
 	}
-	if w := search.Winner(search.Rank(rs, search.RankOptions{})); w != nil {
+	return search.Rank(rs, search.RankOptions{})
+}
+
+// winnerOf is the candidate the search would recommend from a ranking,
+// not the bare fastest median, so that two configurations the framework
+// runs identically (local attn and whole layer on GPTModel) do not decide
+// the comparison by noise.
+func winnerOf(ranked []search.Ranked) string {
+	if w := search.Winner(ranked); w != nil {
 		return w.Result.Candidate.Key()
 	}
 	return "-"
 }
 
-// megatronTies are the candidates megatron's ranking ties with its own
-// winner (within the band or overlapping p10–p90 ranges), and the band.
-func megatronTies(rows []Row) (map[string]bool, float64) {
-	var rs []engine.Result
-	for _, r := range rows {
-		rs = append(rs, r.Megatron)
-	}
-	ranked := search.Rank(rs, search.RankOptions{})
+// winner is winnerOf one engine's ranking.
+func winner(rows []Row, pick func(Row) *engine.Result) string {
+	return winnerOf(ranking(rows, pick))
+}
+
+// tiedWithWinner are the candidates of a ranking tied with its winner
+// (within the band or overlapping p10–p90 ranges), and the band.
+func tiedWithWinner(ranked []search.Ranked) (map[string]bool, float64) {
 	w := search.Winner(ranked)
 	tied := map[string]bool{}
 	if w == nil || w.Tie == 0 {
@@ -288,13 +293,15 @@ func megatronTies(rows []Row) (map[string]bool, float64) {
 }
 
 // tieNote says which emulated winners that differ from megatron's are
-// tied with it on megatron's own measurements: the framework cannot tell
-// them apart, though the strict check still counts a different winner.
-func tieNote(rows []Row, megatronWinner string, emulated map[string]string) string {
-	tied, band := megatronTies(rows)
+// tied with it on megatron's own measurements (its ranking): the
+// framework cannot tell them apart, though the strict check still counts
+// a different winner.
+func tieNote(megatron []search.Ranked, emulated map[string]string) string {
+	tied, band := tiedWithWinner(megatron)
+	wm := winnerOf(megatron)
 	var in []string
 	for _, name := range []string{"cuda", "estimate"} {
-		if w, ok := emulated[name]; ok && w != megatronWinner && tied[w] {
+		if w, ok := emulated[name]; ok && w != wm && tied[w] {
 			in = append(in, fmt.Sprintf("%s's %s", name, w))
 		}
 	}
@@ -353,7 +360,8 @@ func table(out io.Writer, rows []Row) bool {
 		fmt.Fprintf(tw, "%s\t%s\t|\t%s\t|\t%s\t\n", r.Candidate.Label()+fmt.Sprintf(" w%d", r.Candidate.Warmup), ms, cell(r.CUDA, m), cell(&est, m))
 	}
 	tw.Flush()
-	wm := winner(rows, func(r Row) *engine.Result { return &r.Megatron })
+	megatron := ranking(rows, func(r Row) *engine.Result { return &r.Megatron })
+	wm := winnerOf(megatron)
 	we := winner(rows, func(r Row) *engine.Result { return &r.Estimate })
 	fmt.Fprintf(out, "\nwinner: megatron %s, estimate %s", wm, we)
 	if we != wm {
@@ -368,7 +376,7 @@ func table(out io.Writer, rows []Row) bool {
 		}
 		emulated["cuda"] = wc
 	}
-	fmt.Fprint(out, tieNote(rows, wm, emulated))
+	fmt.Fprint(out, tieNote(megatron, emulated))
 	var failed []string
 	for _, r := range rows {
 		if r.Megatron.Failed() {
