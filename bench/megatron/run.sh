@@ -71,6 +71,14 @@ profile9() { # name megatron-json preset [--drop-pad]: probe --framework, then t
     --json $R/threeway-$name.json >$R/threeway-$name.txt 2>&1
   echo "== threeway $name: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-$name.txt
 }
+# table9 NAME PRESET LIMIT BUDGET [--drop-pad]: one three-way table on a
+# halving search and a profile measured one after the other in this call.
+table9() {
+  local name=$1 preset=$2 limit=$3 budget=$4; shift 4
+  local sets=(); [ "$1" = --drop-pad ] && sets=($DROPPAD)
+  search9 $name $limit --preset $P/$preset.yaml "${sets[@]}" --strategy halving --budget $budget
+  profile9 $name $R/$name.json $preset "$@"
+}
 F=bench/results/megatron-h200/final
 case "$1" in
 s9-call1)
@@ -119,14 +127,10 @@ s9-call3)
   export XDG_CACHE_HOME=$R/cache
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
-  search9 dense-mbs1 50 --preset $P/dense-small-mbs1.yaml --strategy halving --budget 30s
-  profile9 dense-mbs1 $R/dense-mbs1.json dense-small-mbs1
-  search9 moe-droppad-mbs4 70 --preset $P/moe-small-mbs4.yaml $DROPPAD --strategy halving --budget 45s
-  profile9 moe-droppad-mbs4 $R/moe-droppad-mbs4.json moe-small-mbs4 --drop-pad
-  search9 moe-droppad-mbs1 60 --preset $P/moe-small-mbs1.yaml $DROPPAD --strategy halving --budget 35s
-  profile9 moe-droppad-mbs1 $R/moe-droppad-mbs1.json moe-small-mbs1 --drop-pad
-  search9 dense-mbs4 55 --preset $P/dense-small-mbs4.yaml --strategy halving --budget 30s
-  profile9 dense-mbs4 $R/dense-mbs4.json dense-small-mbs4
+  table9 dense-mbs1 dense-small-mbs1 50 30s
+  table9 moe-droppad-mbs4 moe-small-mbs4 70 45s --drop-pad
+  table9 moe-droppad-mbs1 moe-small-mbs1 60 35s --drop-pad
+  table9 dense-mbs4 dense-small-mbs4 55 30s
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s9-call4)
@@ -164,10 +168,8 @@ s9-call5)
   Q="--model qwen3_30b_a3b --gpu-type h100"
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
-  search9 dense-mbs1 50 --preset $P/dense-small-mbs1.yaml --strategy halving --budget 30s
-  profile9 dense-mbs1 $R/dense-mbs1.json dense-small-mbs1
-  search9 moe-droppad-mbs1 60 --preset $P/moe-small-mbs1.yaml $DROPPAD --strategy halving --budget 35s
-  profile9 moe-droppad-mbs1 $R/moe-droppad-mbs1.json moe-small-mbs1 --drop-pad
+  table9 dense-mbs1 dense-small-mbs1 50 30s
+  table9 moe-droppad-mbs1 moe-small-mbs1 60 35s --drop-pad
   search9 qwen-h100 100 $Q --strategy halving --budget 60s
   search9 qwen-tp2pp2ep4 80 --preset $P/qwen3-tp2pp2ep4.yaml --strategy halving --budget 40s
   } 2>&1 | tee $OUT/progress.txt
@@ -180,14 +182,10 @@ s10-call1)
   export XDG_CACHE_HOME=$R/cache
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
-  search9 dense-mbs1 60 --preset $P/dense-small-mbs1.yaml --strategy halving --budget 40s
-  profile9 dense-mbs1 $R/dense-mbs1.json dense-small-mbs1
-  search9 moe-droppad-mbs1 80 --preset $P/moe-small-mbs1.yaml $DROPPAD --strategy halving --budget 50s
-  profile9 moe-droppad-mbs1 $R/moe-droppad-mbs1.json moe-small-mbs1 --drop-pad
-  search9 dense-mbs4 60 --preset $P/dense-small-mbs4.yaml --strategy halving --budget 40s
-  profile9 dense-mbs4 $R/dense-mbs4.json dense-small-mbs4
-  search9 moe-droppad-mbs4 100 --preset $P/moe-small-mbs4.yaml $DROPPAD --strategy halving --budget 70s
-  profile9 moe-droppad-mbs4 $R/moe-droppad-mbs4.json moe-small-mbs4 --drop-pad
+  table9 dense-mbs1 dense-small-mbs1 60 40s
+  table9 moe-droppad-mbs1 moe-small-mbs1 80 50s --drop-pad
+  table9 dense-mbs4 dense-small-mbs4 60 40s
+  table9 moe-droppad-mbs4 moe-small-mbs4 100 70s --drop-pad
   t0=$(date +%s)
   step 60 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
     --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
