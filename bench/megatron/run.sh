@@ -8,7 +8,7 @@
 #   bench/megatron/run.sh callN this repository's session-8 calls (results in
 #                               bench/results/megatron-h200/s8-callN)
 #   bench/megatron/run.sh s9-callN  session 9's calls (results in s9-callN; call 4 was
-#                               not run); s10-call1 is planned, not yet run.
+#                               not run); s10-callN session 10's (results in s10-callN).
 #   DEADLINE=SECONDS (default 560) bounds the s9/s10 calls: steps are cut to fit
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=$PWD/.mlm PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -175,21 +175,28 @@ s9-call5)
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s10-call1)
-  # Planned for the next session (not yet run): the workers' eager
-  # baseline is now the median of three processes. Issue 9's four
-  # three-way tables again, each on a search and a profile measured in
-  # this call, then a calibrated cuda-engine search of dense mbs 1.
+  # Session 10, first call: the workers' eager baseline is now the median
+  # of three processes. Issue 9's mbs 1 three-way tables, each on a
+  # search and a profile measured in this call, then a calibrated
+  # cuda-engine search of dense mbs 1 (the tie-break acceptance).
   export XDG_CACHE_HOME=$R/cache
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
-  table9 dense-mbs1 dense-small-mbs1 60 40s
-  table9 moe-droppad-mbs1 moe-small-mbs1 80 50s --drop-pad
-  table9 dense-mbs4 dense-small-mbs4 60 40s
-  table9 moe-droppad-mbs4 moe-small-mbs4 100 70s --drop-pad
+  table9 dense-mbs1 dense-small-mbs1 90 40s
+  table9 moe-droppad-mbs1 moe-small-mbs1 150 50s --drop-pad
   t0=$(date +%s)
-  step 60 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
+  step 70 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
     --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
   echo "== cuda search dense mbs1: rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,14p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
+s10-call2)
+  # Session 10, second call: issue 9's mbs 4 three-way tables, as call 1.
+  export XDG_CACHE_HOME=$R/cache
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  table9 dense-mbs4 dense-small-mbs4 100 40s
+  table9 moe-droppad-mbs4 moe-small-mbs4 170 70s --drop-pad
   } 2>&1 | tee $OUT/progress.txt
   ;;
 call1)
