@@ -39,8 +39,13 @@ type FrameworkProfile struct {
 	Collectives []CollectiveExposure `json:"collectives,omitempty"`
 	// MeasuredAt says how the profile was measured (layer and micro-batch
 	// counts of the runs it was fitted from).
-	MeasuredAt string   `json:"measured_at,omitempty"`
-	Notes      []string `json:"notes,omitempty"`
+	MeasuredAt string `json:"measured_at,omitempty"`
+	// Spread is how much the framework's steps varied in the profile's
+	// runs at its larger layer count, by kind of capture (SpreadEager,
+	// SpreadLayer, SpreadFullIteration); absent in profiles measured
+	// before it was kept. See StepSpread.
+	Spread map[string]StepSpread `json:"spread,omitempty"`
+	Notes  []string              `json:"notes,omitempty"`
 }
 
 // CollectiveExposure is what a layer's collectives cost at world size N

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -266,6 +267,7 @@ func cloneProfile(p *FrameworkProfile) *FrameworkProfile {
 		l.Graphed = g
 		q.Layers[k] = l
 	}
+	q.Spread = maps.Clone(p.Spread)
 	q.Collectives = append([]CollectiveExposure(nil), p.Collectives...)
 	q.Notes = append([]string(nil), p.Notes...)
 	return &q

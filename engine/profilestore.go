@@ -166,6 +166,13 @@ func (p *FrameworkProfile) Validate() error {
 		errs = append(errs, check(f+".eager_exposed_host_ms_per_layer", c.EagerExposedHostMsPerLayer),
 			check(f+".graphed_exposed_host_ms_per_layer", c.GraphedExposedHostMsPerLayer))
 	}
+	for k, sp := range p.Spread {
+		f := "spread." + k
+		errs = append(errs, check(f+".below", sp.Below), check(f+".above", sp.Above))
+		if sp.Below >= 1 {
+			errs = append(errs, fmt.Errorf("profile field %s.below: %v (want a fraction of the median below 1)", f, sp.Below))
+		}
+	}
 	for k, l := range p.Layers {
 		errs = append(errs, hg("layers."+k+".eager_fwd", l.EagerFwd), hg("layers."+k+".eager_bwd", l.EagerBwd))
 		for r, g := range l.Graphed {

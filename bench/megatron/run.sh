@@ -174,11 +174,13 @@ s9-call5)
   search9 qwen-tp2pp2ep4 80 --preset $P/qwen3-tp2pp2ep4.yaml --strategy halving --budget 40s
   } 2>&1 | tee $OUT/progress.txt
   ;;
-s10-call1)
+s10-call1|s10-call3)
   # Session 10, first call: the workers' eager baseline is now the median
   # of three processes. Issue 9's mbs 1 three-way tables, each on a
   # search and a profile measured in this call, then a calibrated
   # cuda-engine search of dense mbs 1 (the tie-break acceptance).
+  # Third call: the same after profiles keep the framework's step spread
+  # and the emulated p10-p90 carry it (engine.WithFrameworkSpread).
   export XDG_CACHE_HOME=$R/cache
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
@@ -190,13 +192,21 @@ s10-call1)
   echo "== cuda search dense mbs1: rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,14p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
   } 2>&1 | tee $OUT/progress.txt
   ;;
-s10-call2)
+s10-call2|s10-call4)
   # Session 10, second call: issue 9's mbs 4 three-way tables, as call 1.
+  # Fourth call: the same as the third is of the first, then the cuda
+  # engine's GPU tests with what is left of the deadline.
   export XDG_CACHE_HOME=$R/cache
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
   table9 dense-mbs4 dense-small-mbs4 100 40s
   table9 moe-droppad-mbs4 moe-small-mbs4 170 70s --drop-pad
+  if [ "$1" = s10-call4 ]; then
+    t0=$(date +%s)
+    (cd engine/cuda && step 200 ../../bin/cuda-gpu.test -test.v -test.timeout 190s) >$R/cuda-gpu-tests.txt 2>&1
+    echo "== cuda GPU tests: rc=$? wall $(( $(date +%s) - t0 )) s"
+    grep -E "^(--- |ok|FAIL|PASS|panic)" $R/cuda-gpu-tests.txt | tail -40
+  fi
   } 2>&1 | tee $OUT/progress.txt
   ;;
 call1)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -422,6 +423,9 @@ func printProfile(out io.Writer, p *engine.FrameworkProfile) {
 		p.OtherFwd.HostMs, p.OtherFwd.GPUMs, p.OtherBwd.HostMs, p.OtherBwd.GPUMs)
 	fmt.Fprintf(out, "optimizer per step: %.3f ms + %.3f ms per layer; full iteration replay host %.3f ms/step, graph %.0f MiB per micro-batch\n",
 		p.Optimizer.HostMs, p.OptimizerPerLayer.HostMs, p.FullIteration.ReplayHostMs, p.FullIteration.GraphMiBPerMicroBatch)
+	if line := spreadLine(p.Spread); line != "" {
+		fmt.Fprintln(out, line)
+	}
 	for _, c := range p.Collectives {
 		fmt.Fprintf(out, "collective exposure at world size %d, per layer and micro-batch: eager %.3f ms, graphed %.3f ms (%s)\n",
 			c.WorldSize, c.EagerExposedHostMsPerLayer, c.GraphedExposedHostMsPerLayer, c.Source)
@@ -429,4 +433,19 @@ func printProfile(out io.Writer, p *engine.FrameworkProfile) {
 	for _, n := range p.Notes {
 		fmt.Fprintln(out, "note: "+n)
 	}
+}
+
+// spreadLine gives the framework's step spreads, in a fixed order; empty
+// for a profile measured before they were kept.
+func spreadLine(sp map[string]engine.StepSpread) string {
+	var parts []string
+	for _, mode := range []string{engine.SpreadEager, engine.SpreadLayer, engine.SpreadFullIteration} {
+		if s, ok := sp[mode]; ok {
+			parts = append(parts, fmt.Sprintf("%s −%.1f%%/+%.1f%%", mode, 100*s.Below, 100*s.Above))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "step spread (p10/p90 around the median, the emulated runs' p10–p90 at least this): " + strings.Join(parts, ", ")
 }

@@ -132,6 +132,23 @@ func TestPrintProfileShowsCollectives(t *testing.T) {
 	}
 }
 
+// The printed profile gives the framework's step spreads in a fixed
+// order, and no spread line for a profile without them.
+func TestPrintProfileShowsStepSpreads(t *testing.T) {
+	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "test", Spread: map[string]engine.StepSpread{
+		engine.SpreadFullIteration: {Below: 0.017, Above: 0.069}, engine.SpreadEager: {Below: 0.12, Above: 0.14}}}
+	var b strings.Builder
+	printProfile(&b, p)
+	if want := "eager −12.0%/+14.0%, full_iteration −1.7%/+6.9%"; !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	p.Spread = nil
+	if printProfile(&b, p); strings.Contains(b.String(), "step spread") {
+		t.Errorf("a profile without spreads prints one:\n%s", b.String())
+	}
+}
+
 // The framework probe measures the exposure at the rank count the layout
 // can use on the GPUs given: TP×EP's divisors among them.
 func TestUsableRanksForExposure(t *testing.T) {

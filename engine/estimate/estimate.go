@@ -184,6 +184,9 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 		emit(engine.StepSample{Candidate: c.Key(), Phase: engine.PhaseMeasure, Step: i, StepMs: graphed})
 	}
 	res.Step = fixed(graphed, opts.MeasuredSteps)
+	if step, note := engine.WithFrameworkSpread(res.Step, costs.Profile, plan); note != "" {
+		res.Step, res.Notes = step, append(res.Notes, note)
+	}
 	res.FwdBwdMs = fb
 	res.Speedup = res.Eager.Median / res.Step.Median
 	base := contextMiB + int64(2*max(w.MaxOpBytes()/2, 1<<20))>>20

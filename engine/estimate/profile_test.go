@@ -197,3 +197,23 @@ func TestExtrapolatedMicroBatchesMatchRunningThemAll(t *testing.T) {
 		t.Fatalf("proportional scale %.2f", proportional)
 	}
 }
+
+// With a profile that measured the framework's step spread, an estimate's
+// p10–p90 is that spread around its median (the estimate alone has none),
+// and the result says where it came from.
+func TestProfileSpreadBecomesTheEstimatesRange(t *testing.T) {
+	p := profile(true)
+	e, w := profiled(t, p)
+	layer := run(t, e, w, cand("transformer_engine", ""))
+	if layer.Step.P10 != layer.Step.Median || layer.Step.P90 != layer.Step.Median {
+		t.Fatalf("no measured spread: %+v, want a point", layer.Step)
+	}
+	p.Spread = map[string]engine.StepSpread{engine.SpreadLayer: {Below: 0.04, Above: 0.08}}
+	e, w = profiled(t, p)
+	layer = run(t, e, w, cand("transformer_engine", ""))
+	near(t, "p10", layer.Step.P10, 0.96*layer.Step.Median, 1e-9)
+	near(t, "p90", layer.Step.P90, 1.08*layer.Step.Median, 1e-9)
+	if !strings.Contains(strings.Join(layer.Notes, " "), "framework's measured spread (−4.0%/+8.0%") {
+		t.Errorf("notes %v do not give the spread", layer.Notes)
+	}
+}

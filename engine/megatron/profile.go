@@ -25,18 +25,26 @@ func profileLayers(w *engine.Workload, maxLayers int) [2]int {
 	return [2]int{1, max(2, built)}
 }
 
+// spreadSteps are the steps measured at the larger layer count, whose
+// spread the profile keeps (engine.StepSpread): the nearest-rank p10 and
+// p90 of 9 steps are their least and greatest, whose expected quantiles
+// are the 10th and 90th, as the p10–p90 of a search's 15 steps.
+const spreadSteps = 9
+
 // profileRun is one measured run of the profile: a mode at a layer count.
+// The modes are named as the spreads they measure (engine.SpreadEager, ...).
 type profileRun struct {
 	mode   string // "eager", "layer" (local whole-layer graphs), "full_iteration"
 	layers int
 	raw    *engine.RawTimes
+	step   engine.Stats // the framework's step statistics (its spread)
 	err    string
 }
 
 var profileCandidates = map[string]presets.Candidate{
-	"eager":          {Impl: presets.ImplNone, Scopes: []string{}},
-	"layer":          {Impl: presets.ImplLocal, Scopes: []string{}, Warmup: 1},
-	"full_iteration": {Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1},
+	engine.SpreadEager:         {Impl: presets.ImplNone, Scopes: []string{}},
+	engine.SpreadLayer:         {Impl: presets.ImplLocal, Scopes: []string{}, Warmup: 1},
+	engine.SpreadFullIteration: {Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1},
 }
 
 // MeasureProfile measures the framework profile of w's model and layout:
@@ -70,9 +78,14 @@ func (e *Engine) profileRuns(ctx context.Context, w *engine.Workload, modes []st
 	var runs []profileRun
 	var fw *engine.FrameworkInfo
 	for _, mode := range modes {
-		for _, n := range profileLayers(w, e.opts.MaxLayers) {
-			r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: 5, EagerSteps: 5}, nil)
-			pr := profileRun{mode: mode, layers: n, raw: r.Raw, err: r.Err}
+		layers := profileLayers(w, e.opts.MaxLayers)
+		for _, n := range layers {
+			steps := 5
+			if n == layers[1] {
+				steps = spreadSteps
+			}
+			r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: steps, EagerSteps: steps}, nil)
+			pr := profileRun{mode: mode, layers: n, raw: r.Raw, step: r.Step, err: r.Err}
 			if emit != nil {
 				emit(fmt.Sprintf("%s%s, %d layer(s): %s", prefix, mode, n, describeRaw(pr)))
 			}
@@ -164,6 +177,7 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 		lp.Graphed["layer"] = engine.GraphedRegion{CaptureError: firstErr(runs, "layer")}
 	}
 	p.Layers[kind] = lp
+	p.Spread = fit.spreads()
 	p.Notes = append(p.Notes, "optimizer host and GPU time: its synchronised wall time (it syncs for the gradient norm), fixed plus per layer")
 	return p, nil
 }
@@ -186,6 +200,18 @@ func newFitter(runs []profileRun) fitter {
 		f.b = max(f.b, r.layers)
 	}
 	return f
+}
+
+// spreads are the step spreads of the runs at the larger layer count,
+// the slice the engines emulate, by mode (engine.StepSpread).
+func (f fitter) spreads() map[string]engine.StepSpread {
+	out := map[string]engine.StepSpread{}
+	for _, r := range f.runs {
+		if r.layers == f.b && r.raw != nil && r.step.Median > 0 {
+			out[r.mode] = engine.SpreadOf(r.step)
+		}
+	}
+	return out
 }
 
 func (f fitter) get(mode string, n int) *engine.RawTimes {

@@ -123,3 +123,31 @@ func TestFitNeedsTheEagerRuns(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The profile keeps each mode's step spread from its run at the larger
+// layer count (the slice the engines emulate), and none for a mode whose
+// run failed there.
+func TestFitKeepsTheFrameworkSpreadOfTheBuiltSlice(t *testing.T) {
+	runs := syntheticRuns(false)
+	for i := range runs {
+		// 1 layer: a wide spread that must not be kept; 8 layers: eager
+		// −10%/+20%, whole layer −1%/+2%.
+		runs[i].step = engine.Stats{Median: 100, P10: 50, P90: 150}
+		if runs[i].layers == testLayers[1] {
+			runs[i].step = map[string]engine.Stats{"eager": {Median: 100, P10: 90, P90: 120},
+				"layer": {Median: 50, P10: 49.5, P90: 51}}[runs[i].mode]
+		}
+	}
+	p, err := Fit(runs, "dense")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]engine.StepSpread{engine.SpreadEager: {Below: 0.1, Above: 0.2}, engine.SpreadLayer: {Below: 0.01, Above: 0.02}}
+	if len(p.Spread) != len(want) {
+		t.Fatalf("spreads %v, want %v (none for the full iteration that failed)", p.Spread, want)
+	}
+	for k, w := range want {
+		near(t, k+" spread below", p.Spread[k].Below, w.Below)
+		near(t, k+" spread above", p.Spread[k].Above, w.Above)
+	}
+}
