@@ -22,6 +22,9 @@ type FrameworkProfile struct {
 	// part that does not grow with the layers; OptimizerPerLayer is what
 	// each layer of the stage adds (its parameters' share). Profiles
 	// without the per-layer part hold the whole step's figure in Optimizer.
+	// A GPU time of 0 leaves the optimizer's kernels to the per-op model;
+	// with a profile the emulated optimizer starts on an idle GPU, as the
+	// profile measured it (Schedule.optimizerItems).
 	Optimizer         HostGPU `json:"optimizer"`
 	OptimizerPerLayer HostGPU `json:"optimizer_per_layer,omitempty"`
 	// FullIteration holds what a full-iteration graph costs per step.
@@ -67,8 +70,13 @@ type CollectiveExposure struct {
 	Source string `json:"source,omitempty"`
 }
 
-// ProfileVersion is the version of the profile file format.
-const ProfileVersion = 1
+// ProfileVersion is the version of the profile file format. Version 2:
+// the optimizer is host time (GPU 0, the per-op model's kernels) started
+// on an idle GPU, and the full iteration's GPU time leaves out its launch
+// (version 1 counted the optimizer's wall time twice, as host and as GPU
+// time, and the launch twice); cached version-1 profiles are measured
+// again.
+const ProfileVersion = 2
 
 // ProfileKey says which GPU, driver, framework, model and layout a
 // profile belongs to; a profile is only used for the same key.

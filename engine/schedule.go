@@ -206,6 +206,39 @@ func eagerItems(ops []Op, oc opCosts, from, to int) []Item {
 	return items
 }
 
+// optimizerItems are the optimizer's ops. With a framework profile they
+// start with a wait for the GPU: the profile's optimizer time is the wall
+// time of optimizer.step() begun on an idle GPU (the megatron engine
+// synchronises before it, and Megatron-Core's step reads the gradient
+// norm back near its start), so the emulated one begins the same way.
+func (s *Schedule) optimizerItems() []Item {
+	items := eagerItems(s.W.Optimizer, s.sc.opt, 0, len(s.W.Optimizer))
+	if s.Costs.Profile == nil {
+		return items
+	}
+	wait := Op{Name: "optimizer_start_sync", Kind: KindSync, Scope: ScopeOther, Bytes: 8, HostSync: true}
+	return append([]Item{{Kind: ItemOp, Op: wait, GPUUs: s.Costs.Rates.OpGPUUs(wait)}}, items...)
+}
+
+// FwdBwdMs is the real step's forward-backward time from a run of step st
+// that took runMs (Workload.FwdBwdMs). A full-iteration graph holds the
+// run's micro-batches with no boundary between them, so its run is
+// scaled whole; its launch, host time before the GPU starts, happens
+// once per step whatever the micro-batches, and is not scaled.
+func (s *Schedule) FwdBwdMs(st Step, runMs, lastMs float64) float64 {
+	if lastMs >= 0 || s.Plan.FullIteration == nil || s.W.RunMicroBatches >= s.W.MicroBatches {
+		return s.W.FwdBwdMs(runMs, lastMs)
+	}
+	var launch float64
+	for _, it := range st.FwdBwd {
+		if it.Kind == ItemGraph {
+			launch += it.HostUs / 1000
+		}
+	}
+	launch = min(launch, runMs)
+	return launch + (runMs-launch)*s.W.ScaleFactor()
+}
+
 // Eager is the eager step of the workload (no graphs).
 func (s *Schedule) Eager() Step {
 	w, sc := s.W, s.sc
@@ -221,7 +254,7 @@ func (s *Schedule) Eager() Step {
 		}
 		st.FwdBwd = append(st.FwdBwd, eagerItems(w.PreBwd, sc.preBwd, 0, len(w.PreBwd))...)
 	}
-	st.Optimizer = eagerItems(w.Optimizer, sc.opt, 0, len(w.Optimizer))
+	st.Optimizer = s.optimizerItems()
 	return st
 }
 
@@ -260,7 +293,7 @@ func (s *Schedule) Graphed() Step {
 		return s.Eager()
 	}
 	var st Step
-	st.Optimizer = eagerItems(w.Optimizer, sc.opt, 0, len(w.Optimizer))
+	st.Optimizer = s.optimizerItems()
 	if p.FullIteration != nil {
 		for range w.RunMicroBatches {
 			st.FwdBwd = append(st.FwdBwd, s.copyItem(0, 2*w.StaticInputBytes()))

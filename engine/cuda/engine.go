@@ -393,6 +393,7 @@ func (r *run) addItem(p *Program, it engine.Item) {
 type stepTimer struct {
 	e0, eb, e1, e2 Event
 	last           bool
+	step           engine.Step // the program's step, for scaling it to the job (Schedule.FwdBwdMs)
 }
 
 func (r *run) timer() (stepTimer, error) {
@@ -410,7 +411,7 @@ func (r *run) timer() (stepTimer, error) {
 // runStep runs the whole program once and returns the real job's step time
 // (forward-backward scaled to every micro-batch) and the unscaled
 // forward-backward part.
-func (r *run) runStep(p *Program, t stepTimer, w *engine.Workload) (stepMs, fbMs float64, err error) {
+func (r *run) runStep(p *Program, t stepTimer) (stepMs, fbMs float64, err error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, 0, err
 	}
@@ -434,7 +435,7 @@ func (r *run) runStep(p *Program, t stepTimer, w *engine.Workload) (stepMs, fbMs
 			return 0, 0, err
 		}
 	}
-	fb = w.FwdBwdMs(fb, last)
+	fb = r.s.FwdBwdMs(t.step, fb, last)
 	return fb + opt, fb, nil
 }
 
@@ -446,7 +447,7 @@ func (r *run) stepProgram(st engine.Step, t stepTimer) (*Program, stepTimer) {
 	p := r.program(len(st.FwdBwd) + len(st.Optimizer) + 4)
 	p.Event(t.e0)
 	last, ok := r.s.W.LastMicroBatchStart(len(st.FwdBwd))
-	t.last = ok
+	t.last, t.step = ok, st
 	for i, it := range st.FwdBwd {
 		if ok && i == last {
 			p.Event(t.eb)
@@ -474,10 +475,10 @@ func (r *run) addStepItem(p *Program, it engine.Item) {
 	}
 }
 
-func (r *run) steps(p *Program, t stepTimer, w *engine.Workload, phase string, n int) ([]float64, []float64, error) {
+func (r *run) steps(p *Program, t stepTimer, phase string, n int) ([]float64, []float64, error) {
 	var ms, fbs []float64
 	for i := 0; i < n; i++ {
-		s, fb, err := r.runStep(p, t, w)
+		s, fb, err := r.runStep(p, t)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -530,7 +531,7 @@ func (r *run) measure(res *engine.Result) error {
 
 	// The candidate's own eager warm-up steps (at least one: lazy init).
 	warm := time.Now()
-	if _, _, err := r.steps(eagerP, et, w, engine.PhaseWarmup, max(1, r.c.Warmup)); err != nil {
+	if _, _, err := r.steps(eagerP, et, engine.PhaseWarmup, max(1, r.c.Warmup)); err != nil {
 		return err
 	}
 	res.WarmupMs = msSince(warm)
@@ -548,7 +549,7 @@ func (r *run) measure(res *engine.Result) error {
 		res.Memory.GraphMiB = max(0, r.e.deviceUsed()-before) >> 20
 		r.emit(engine.StepSample{Candidate: r.key, Phase: engine.PhaseCapture, StepMs: res.CaptureMs, DeviceMiB: r.e.deviceUsed() >> 20})
 	}
-	ms, fbs, err := r.steps(p, pt, w, engine.PhaseMeasure, r.opts.MeasuredSteps)
+	ms, fbs, err := r.steps(p, pt, engine.PhaseMeasure, r.opts.MeasuredSteps)
 	if err != nil {
 		return err
 	}
@@ -564,10 +565,10 @@ func (r *run) eagerBaseline(eagerP *Program, t stepTimer) (engine.Stats, error) 
 	if b, ok := r.e.baselines[key]; ok {
 		return b.eager, nil
 	}
-	if _, _, err := r.steps(eagerP, t, r.w, engine.PhaseEager, 1); err != nil { // warm-up
+	if _, _, err := r.steps(eagerP, t, engine.PhaseEager, 1); err != nil { // warm-up
 		return engine.Stats{}, err
 	}
-	ms, _, err := r.steps(eagerP, t, r.w, engine.PhaseEager, r.opts.EagerSteps)
+	ms, _, err := r.steps(eagerP, t, engine.PhaseEager, r.opts.EagerSteps)
 	if err != nil {
 		return engine.Stats{}, err
 	}

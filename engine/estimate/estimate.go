@@ -121,7 +121,7 @@ func stepMs(s *engine.Schedule, st engine.Step, r engine.Rates) (step, fwdBwd fl
 	if eb >= 0 {
 		lastMs = (e1 - eb) / 1000
 	}
-	fb := s.W.FwdBwdMs(e1/1000, lastMs)
+	fb := s.FwdBwdMs(st, e1/1000, lastMs)
 	return fb + (e2-e1)/1000, fb
 }
 

@@ -217,3 +217,15 @@ func TestProfileSpreadBecomesTheEstimatesRange(t *testing.T) {
 		t.Errorf("notes %v do not give the spread", layer.Notes)
 	}
 }
+
+// The profile's optimizer time is a wall time measured from an idle GPU;
+// the emulated optimizer starts after the GPU drains, so a host-bound
+// optimizer adds its whole time to a GPU-bound step instead of hiding
+// behind the forward-backward's last kernels.
+func TestProfileOptimizerStartsOnAnIdleGPU(t *testing.T) {
+	p := profile(false)
+	p.Optimizer = hg(6, 0)
+	e, w := profiled(t, p)
+	layer := run(t, e, w, cand("transformer_engine", ""))
+	near(t, "GPU-bound step with a host-bound optimizer", layer.Step.Median, 2*(4*28+1+1)+6.0, 0.0025)
+}

@@ -1,0 +1,54 @@
+package megatron
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"cgtune/engine"
+)
+
+// Printing the runs and fitting them again gives the profile fitted from
+// the runs themselves (to the printed precision), with the saved
+// profile's key, spreads and collectives.
+func TestRefitFromPrintedRuns(t *testing.T) {
+	runs := syntheticRuns(true)
+	want, err := Fit(runs, "dense")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("measured: eager, whole-layer and full-iteration runs at 1 and 8 layers, 4 micro-batches per step\n")
+	for _, r := range runs {
+		b.WriteString("  " + r.mode + ", " + itoa(r.layers) + " layer(s): " + describeRaw(r) + "\n")
+	}
+	old := &engine.FrameworkProfile{Key: engine.ProfileKey{GPU: "NVIDIA H200"}, Source: "probe",
+		Layers: map[string]engine.LayerProfile{"dense": {}}, Spread: map[string]engine.StepSpread{"eager": {Below: 0.1, Above: 0.2}}}
+	got, err := Refit(b.String(), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, wl := got.Layers["dense"], want.Layers["dense"]
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"layer forward host", l.EagerFwd.HostMs, wl.EagerFwd.HostMs},
+		{"layer GPU", l.EagerFwd.GPUMs + l.EagerBwd.GPUMs, wl.EagerFwd.GPUMs + wl.EagerBwd.GPUMs},
+		{"graphed replay", l.Graphed["layer"].ReplayHostMs, wl.Graphed["layer"].ReplayHostMs},
+		{"optimizer", got.Optimizer.HostMs, want.Optimizer.HostMs},
+		{"full-iteration replay", got.FullIteration.ReplayHostMs, want.FullIteration.ReplayHostMs},
+	} {
+		if d := c.got - c.want; d > 0.01 || d < -0.01 {
+			t.Errorf("%s: %.4f, want %.4f", c.what, c.got, c.want)
+		}
+	}
+	if got.Key != old.Key || got.Spread["eager"] != old.Spread["eager"] || !strings.HasPrefix(got.Source, "probe; re-fitted") {
+		t.Errorf("key %+v, spread %v, source %q: want the saved profile's", got.Key, got.Spread, got.Source)
+	}
+	if _, err := Refit("no runs here", old); err == nil {
+		t.Error("text without runs re-fitted")
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
