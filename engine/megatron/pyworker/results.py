@@ -82,6 +82,16 @@ def result(candidate, device, steps, eager, **kw):
     return r
 
 
+EAGER_NOTE = "eager baseline: "
+
+
+def eager_notes(run):
+    """The notes median_run added to an eager run, which every candidate
+    compared with that baseline carries too (a halving search never runs
+    `none` on its own, so they would show nowhere else)."""
+    return [n for n in run.get("notes") or [] if n.startswith(EAGER_NOTE)]
+
+
 def median_run(runs):
     """The eager baseline from runs of it in separate processes: the run
     whose step median is the median of theirs (the lower one of an even
@@ -99,10 +109,10 @@ def median_run(runs):
     mid = dict(ok[(len(ok) - 1) // 2])
     if len(runs) > 1:
         notes = list(mid.get("notes") or [])
-        notes.append("eager baseline: the median of %d processes (step medians %s ms)" % (
+        notes.append(EAGER_NOTE + "the median of %d processes (step medians %s ms)" % (
             len(ok), ", ".join("%.2f" % r["step"]["median_ms"] for r in ok)))
         if len(ok) < len(runs):
-            notes.append("eager baseline: %d of %d processes failed: %s" % (
+            notes.append(EAGER_NOTE + "%d of %d processes failed: %s" % (
                 len(runs) - len(ok), len(runs), next(r["error"] for r in runs if r.get("error"))))
         mid["notes"] = notes
         mid["wall_ms"] = sum(r.get("wall_ms", 0.0) for r in runs)

@@ -254,7 +254,7 @@ class Worker:
         if key not in self.eager:
             r = self.eager_run(shapes, opts, rid)
             self.eager[key] = {"stats": r.get("step"), "losses": r.get("losses"), "error": r.get("error"),
-                               "host": r.get("host_enqueue_ms")}
+                               "host": r.get("host_enqueue_ms"), "notes": results.eager_notes(r)}
             if cand["impl"] == "none":
                 r["eager"] = r["step"]
                 if not r.get("error"):
@@ -267,6 +267,7 @@ class Worker:
                                   error="the eager baseline failed: " + eager["error"])
         r = self.child_run(shapes, cand, opts, eager, rid)
         r["eager_host_enqueue_ms"] = eager.get("host")
+        r["notes"] = list(r.get("notes") or []) + eager.get("notes", [])
         return r
 
     def eager_run(self, shapes, opts, rid):
