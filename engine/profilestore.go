@@ -130,7 +130,7 @@ func LoadProfile(path string) (*FrameworkProfile, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &p, nil
 }
@@ -139,7 +139,7 @@ func LoadProfile(path string) (*FrameworkProfile, error) {
 // finite, non-negative number.
 func (p *FrameworkProfile) Validate() error {
 	if p.Version != ProfileVersion {
-		return fmt.Errorf("profile version %d (this cgtune reads version %d)", p.Version, ProfileVersion)
+		return fmt.Errorf("%w: version %d (this cgtune reads version %d)", ErrProfileVersion, p.Version, ProfileVersion)
 	}
 	check := func(field string, v float64) error {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
@@ -183,8 +183,14 @@ func (p *FrameworkProfile) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ErrProfileVersion is a profile file of another format version.
+var ErrProfileVersion = errors.New("framework profile of another format")
+
 // FindProfile is the newest cached profile under dir for the model and
-// layout measured on gpu, and its path; nil when there is none.
+// layout measured on gpu, and its path; nil when there is none. When the
+// only profiles there are of another format version, the error wraps
+// ErrProfileVersion (they are not used: the profile must be measured
+// again).
 func FindProfile(dir, model, layout, gpu string) (*FrameworkProfile, string, error) {
 	base := filepath.Join(dir, slug(model), slug(layout), slug(gpuKey(gpu)))
 	entries, err := os.ReadDir(base)
@@ -197,6 +203,7 @@ func FindProfile(dir, model, layout, gpu string) (*FrameworkProfile, string, err
 	var best *FrameworkProfile
 	var bestPath string
 	var bestTime int64
+	var stale error
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
 			continue
@@ -207,12 +214,18 @@ func FindProfile(dir, model, layout, gpu string) (*FrameworkProfile, string, err
 		}
 		path := filepath.Join(base, e.Name())
 		p, err := LoadProfile(path)
+		if errors.Is(err, ErrProfileVersion) {
+			stale = err
+		}
 		if err != nil {
 			continue // a profile of another version or a broken file: not used
 		}
 		if t := info.ModTime().UnixNano(); best == nil || t > bestTime {
 			best, bestPath, bestTime = p, path, t
 		}
+	}
+	if best == nil && stale != nil {
+		return nil, "", stale
 	}
 	return best, bestPath, nil
 }
@@ -239,6 +252,7 @@ type ProfileSet struct {
 
 	mu    sync.Mutex
 	found map[string]*FrameworkProfile
+	stale map[string]bool // model|layout whose only cached profiles are of an older format
 }
 
 // CostsFor is the costs of workload w: its profile (adjusted) where one is
@@ -246,10 +260,13 @@ type ProfileSet struct {
 func (s *ProfileSet) CostsFor(w *Workload, rates Rates, fallback HostCosts) Costs {
 	c := Costs{Rates: rates, Host: fallback}
 	model, layout := ModelKey(w.Spec.Model), LayoutKey(w.Layout)
-	if p := s.find(model, layout); p != nil {
+	if p, stale := s.find(model, layout); p != nil {
 		c.Profile = s.Adjust.Apply(p)
 	} else {
 		c.Host = s.Adjust.ApplyHost(fallback)
+		if stale {
+			c.Host.Source += "; the cached framework profile is of an older format and was not used: measure it again with cgtune probe --framework"
+		}
 	}
 	if s.Calibration != nil {
 		if f, src, ok := s.Calibration(model, layout); ok && f > 0 && !math.IsInf(f, 0) {
@@ -264,20 +281,22 @@ func (s *ProfileSet) CostsFor(w *Workload, rates Rates, fallback HostCosts) Cost
 	return c
 }
 
-func (s *ProfileSet) find(model, layout string) *FrameworkProfile {
+// find is the cached profile of model and layout, and whether the only
+// ones cached are of an older format.
+func (s *ProfileSet) find(model, layout string) (*FrameworkProfile, bool) {
 	if s.Dir == "" {
-		return nil
+		return nil, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := model + "|" + layout
 	if p, ok := s.found[key]; ok {
-		return p
+		return p, s.stale[key]
 	}
-	p, _, _ := FindProfile(s.Dir, model, layout, s.GPU)
+	p, _, err := FindProfile(s.Dir, model, layout, s.GPU)
 	if s.found == nil {
-		s.found = map[string]*FrameworkProfile{}
+		s.found, s.stale = map[string]*FrameworkProfile{}, map[string]bool{}
 	}
-	s.found[key] = p
-	return p
+	s.found[key], s.stale[key] = p, errors.Is(err, ErrProfileVersion)
+	return p, s.stale[key]
 }

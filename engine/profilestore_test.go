@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,6 +187,39 @@ func TestProfileSetCosts(t *testing.T) {
 	}
 	if !strings.Contains(c.Source(), "calibrated ×1.5 from job logs") {
 		t.Errorf("source %q", c.Source())
+	}
+}
+
+// A cached profile of an older format is not used, and the costs say it
+// must be measured again; with a current one beside it, that one is used.
+func TestProfileOfAnOlderFormatIsSaidNotUsed(t *testing.T) {
+	dir := t.TempDir()
+	w, err := BuildWorkload(denseModel, oneGPU, WorkloadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := testProfile(ModelKey(w.Spec.Model), LayoutKey(w.Layout), "NVIDIA H200", "0.16.0")
+	path := ProfilePath(dir, old.Key)
+	old.Version = ProfileVersion - 1
+	data, _ := json.Marshal(old)
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, err := FindProfile(dir, old.Key.Model, old.Key.Layout, "h200"); p != nil || !errors.Is(err, ErrProfileVersion) {
+		t.Fatalf("older format: found %v (%v), want none and ErrProfileVersion", p, err)
+	}
+	r, _ := SpecFor("h200")
+	c := (&ProfileSet{Dir: dir, GPU: "h200"}).CostsFor(w, r, DefaultHostCosts())
+	if c.Profile != nil || !strings.Contains(c.Source(), "older format") || !strings.Contains(c.Source(), "cgtune probe --framework") {
+		t.Errorf("costs %q: want the per-op fallback saying the profile must be measured again", c.Source())
+	}
+	cur := testProfile(ModelKey(w.Spec.Model), LayoutKey(w.Layout), "NVIDIA H200", "0.20.0")
+	if _, err := SaveProfile(dir, cur); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, err := FindProfile(dir, cur.Key.Model, cur.Key.Layout, "h200"); p == nil || err != nil {
+		t.Errorf("current format beside an older one: %v (%v)", p, err)
 	}
 }
 
