@@ -8,7 +8,7 @@
 #   bench/megatron/run.sh callN this repository's session-8 calls (results in
 #                               bench/results/megatron-h200/s8-callN)
 #   bench/megatron/run.sh s9-callN  session 9's calls (results in s9-callN; call 4 was
-#                               not run); s10-callN session 10's (results in s10-callN).
+#                               not run); s10-callN session 10's (results in s10-callN); s11-call1 is planned.
 #   DEADLINE=SECONDS (default 560) bounds the s9/s10 calls: steps are cut to fit
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=$PWD/.mlm PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -226,6 +226,25 @@ s10-call4)
   (cd engine/cuda && step 200 ../../bin/cuda-gpu.test -test.v -test.timeout 190s) >$R/cuda-gpu-tests.txt 2>&1
   echo "== cuda GPU tests: rc=$? wall $(( $(date +%s) - t0 )) s"
   grep -E "^(--- |ok|FAIL|PASS|panic)" $R/cuda-gpu-tests.txt | tail -40
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
+s11-call1)
+  # Planned for the next session (not yet run): where the ~1.3 ms per
+  # step that Megatron-Core's per-layer graphs cost beyond the full
+  # iteration (dense-small mbs 1, s10-call3/4 profiles) goes: the same
+  # profile at 1, 2 and 4 micro-batches per step (GBS 1, 2, 4), so the
+  # layer-minus-full difference shows whether it is per step or per
+  # micro-batch; then the qwen drop-and-pad stand-in as far as time goes.
+  export XDG_CACHE_HOME=$R/cache
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  for gbs in 1 2 4; do
+    sed "s/gbs: 4/gbs: $gbs/g; s/dense-small-mbs1/dense-small-gbs$gbs/" $P/dense-small-mbs1.yaml >$R/dense-gbs$gbs.yaml
+    t0=$(date +%s)
+    step 120 bin/cgtune probe --framework --preset $R/dense-gbs$gbs.yaml >$R/profile-dense-gbs$gbs.txt 2>&1
+    echo "== profile dense gbs $gbs: rc=$? wall $(( $(date +%s) - t0 )) s"; grep "layer(s):\|spread" $R/profile-dense-gbs$gbs.txt | cut -c1-200
+  done
+  search9 qwen-h100-droppad 100 --model qwen3_30b_a3b --gpu-type h100 $DROPPAD --strategy halving --budget 60s
   } 2>&1 | tee $OUT/progress.txt
   ;;
 call1)
