@@ -37,6 +37,12 @@ const (
 	SpreadFullIteration = "full_iteration"
 )
 
+// ProfileModes are the profile's kinds of run, in the order they are
+// measured and printed; its spreads are keyed by them.
+func ProfileModes() []string {
+	return []string{SpreadEager, SpreadLayer, SpreadFullIteration}
+}
+
 // spreadFor is the spread the framework's steps show for plan's kind of
 // capture, and which profile runs it comes from. A plan that graphs only
 // parts of layers leaves the rest eager, so it gets the wider of the eager

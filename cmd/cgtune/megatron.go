@@ -439,7 +439,7 @@ func printProfile(out io.Writer, p *engine.FrameworkProfile) {
 // for a profile measured before they were kept.
 func spreadLine(sp map[string]engine.StepSpread) string {
 	var parts []string
-	for _, mode := range []string{engine.SpreadEager, engine.SpreadLayer, engine.SpreadFullIteration} {
+	for _, mode := range engine.ProfileModes() {
 		if s, ok := sp[mode]; ok {
 			parts = append(parts, fmt.Sprintf("%s −%.1f%%/+%.1f%%", mode, 100*s.Below, 100*s.Above))
 		}

@@ -52,7 +52,7 @@ var profileCandidates = map[string]presets.Candidate{
 // the layers the engine builds of the stage (profileLayers), fitted per
 // layer and micro-batch (see Fit).
 func (e *Engine) MeasureProfile(ctx context.Context, w *engine.Workload, emit func(string)) (*engine.FrameworkProfile, error) {
-	runs, _, err := e.profileRuns(ctx, w, []string{"eager", "layer", "full_iteration"}, "", emit)
+	runs, _, err := e.profileRuns(ctx, w, engine.ProfileModes(), "", emit)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +257,7 @@ func (f fitter) line(ta, tb float64) (perLayer, fixed float64) {
 func (f fitter) optimizer() (perLayer, fixed float64) {
 	var ta, tb float64
 	n := 0
-	for _, mode := range []string{"eager", "layer", "full_iteration"} {
+	for _, mode := range engine.ProfileModes() {
 		if ra, rb := f.get(mode, f.a), f.get(mode, f.b); ra != nil && rb != nil {
 			ta, tb, n = ta+ra.OptMs, tb+rb.OptMs, n+1
 		}
