@@ -8,7 +8,7 @@
 #   bench/megatron/run.sh callN this repository's session-8 calls (results in
 #                               bench/results/megatron-h200/s8-callN)
 #   bench/megatron/run.sh s9-callN  session 9's calls (results in s9-callN; call 4 was
-#                               not run); s10-callN session 10's (results in s10-callN); s11-call1 is planned.
+#                               not run); s10-callN session 10's (results in s10-callN); s11-call1 session 11's first (results in s11-call1).
 #   DEADLINE=SECONDS (default 560) bounds the s9/s10 calls: steps are cut to fit
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=$PWD/.mlm PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -229,20 +229,23 @@ s10-call4)
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s11-call1)
-  # Planned for the next session (not yet run): where the ~1.3 ms per
-  # step that Megatron-Core's per-layer graphs cost beyond the full
-  # iteration (dense-small mbs 1, s10-call3/4 profiles) goes: the same
-  # profile at 1, 2 and 4 micro-batches per step (GBS 1, 2, 4), so the
-  # layer-minus-full difference shows whether it is per step or per
-  # micro-batch; then the qwen drop-and-pad stand-in as far as time goes.
+  # Session 11, first call: where the ~1.3 ms per step that Megatron-Core's
+  # per-layer graphs cost beyond the full iteration goes (dense-small mbs 1,
+  # s10-call3): a torch.profiler trace of the forward-backward in each
+  # mode at 1 and 8 layers and 1, 2 and 4 micro-batches
+  # (bench/megatron/gaps.py), then the qwen drop-and-pad stand-in as far as
+  # time goes.
   export XDG_CACHE_HOME=$R/cache
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
-  for gbs in 1 2 4; do
-    sed "s/gbs: 4/gbs: $gbs/g; s/dense-small-mbs1/dense-small-gbs$gbs/" $P/dense-small-mbs1.yaml >$R/dense-gbs$gbs.yaml
+  mkdir -p $R/gaps
+  for run in "none 8 4" "local 8 4" "full_iteration 8 4" "none 1 4" "local 1 4" "full_iteration 1 4" \
+             "local 8 1" "full_iteration 8 1" "local 8 2" "full_iteration 8 2"; do
+    read -r gm gl gb <<<"$run"; g=$gm-$gl-$gb
     t0=$(date +%s)
-    step 120 bin/cgtune probe --framework --preset $R/dense-gbs$gbs.yaml >$R/profile-dense-gbs$gbs.txt 2>&1
-    echo "== profile dense gbs $gbs: rc=$? wall $(( $(date +%s) - t0 )) s"; grep "layer(s):\|spread" $R/profile-dense-gbs$gbs.txt | cut -c1-200
+    step 90 python3 bench/megatron/gaps.py $gm $gl $gb $R/gaps/$g.json >$R/gaps/$g.txt 2>$R/gaps/$g.err
+    echo "== gaps $run: rc=$? wall $(( $(date +%s) - t0 )) s"
+    python3 bench/megatron/gaps_show.py $R/gaps/$g.json || tail -3 $R/gaps/$g.err
   done
   search9 qwen-h100-droppad 100 --model qwen3_30b_a3b --gpu-type h100 $DROPPAD --strategy halving --budget 60s
   } 2>&1 | tee $OUT/progress.txt
