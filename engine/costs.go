@@ -113,6 +113,30 @@ func (c Costs) fit(oc opCosts, ops []Op, sel func(int) bool, m HostGPU) {
 	}
 }
 
+// fitHost scales the host costs of the profiled ops among ops[sel] so
+// that, with their launches, they add up to ms; false when there are none
+// (a later pipeline stage's Pre is only its receive).
+func (c Costs) fitHost(oc opCosts, ops []Op, sel func(int) bool, ms float64) bool {
+	var host float64
+	n := 0
+	for i, o := range ops {
+		if sel(i) && !modelled(o) {
+			host += oc.host[i]
+			n++
+		}
+	}
+	if n == 0 || host <= 0 {
+		return false
+	}
+	f := max(0, ms*1000-float64(n)*c.Rates.LaunchUs) / host
+	for i, o := range ops {
+		if sel(i) && !modelled(o) {
+			oc.host[i] *= f
+		}
+	}
+	return true
+}
+
 func allOps(int) bool { return true }
 
 // costsOf computes the costs of workload w's ops.
@@ -132,6 +156,13 @@ func (c Costs) costsOf(w *Workload) *stepCosts {
 	// The other forward is the embedding and the head's forward ops; the
 	// other backward the head's backward ops and the embedding's.
 	c.fitSplit(s.pre, w.Pre, s.head, w.Head, headFwd, p.OtherFwd)
+	if pre := min(p.PreFwdHostMs, p.OtherFwd.HostMs); pre > 0 {
+		// The measured lead-in goes to the ops before the first layer, the
+		// rest of the forward's host time to the head's.
+		if c.fitHost(s.pre, w.Pre, allOps, pre) {
+			c.fitHost(s.head, w.Head, headFwd, p.OtherFwd.HostMs-pre)
+		}
+	}
 	c.fitSplit(s.preBwd, w.PreBwd, s.head, w.Head, headBwd, p.OtherBwd)
 	c.fit(s.opt, w.Optimizer, allOps, p.optimizerStep(len(w.Layers)))
 	missing := map[string]bool{}
@@ -210,6 +241,13 @@ func (p *FrameworkProfile) region(kind, name string) (GraphedRegion, bool) {
 
 // optimizerStep is the optimizer's measured time for a step of a stage
 // with the given number of layers.
+// stepStart is the host's work at the start of a step of a stage with
+// layers layers.
+func (p *FrameworkProfile) stepStart(layers int) HostGPU {
+	n := float64(layers)
+	return HostGPU{HostMs: p.StepStart.HostMs + n*p.StepStartPerLayer.HostMs, GPUMs: p.StepStart.GPUMs + n*p.StepStartPerLayer.GPUMs}
+}
+
 func (p *FrameworkProfile) optimizerStep(layers int) HostGPU {
 	n := float64(layers)
 	return HostGPU{HostMs: p.Optimizer.HostMs + n*p.OptimizerPerLayer.HostMs, GPUMs: p.Optimizer.GPUMs + n*p.OptimizerPerLayer.GPUMs}

@@ -255,6 +255,12 @@ type RawTimes struct {
 	FwdBwdMs        float64 `json:"fwd_bwd_ms"`  // forward-backward, wall, synchronised
 	OptMs           float64 `json:"opt_ms"`      // optimizer step, wall, synchronised
 	GraphMiB        float64 `json:"graph_mib"`
+	// ZeroGradMs is the host time of zeroing the gradient buffers at the
+	// start of the step; LeadInMs the host time from then until the first
+	// micro-batch reaches the decoder (eager and per-layer runs; 0: not
+	// measured, an older worker or a full-iteration replay).
+	ZeroGradMs float64 `json:"zero_grad_ms,omitempty"`
+	LeadInMs   float64 `json:"lead_in_ms,omitempty"`
 }
 
 // Failed reports whether the candidate did not produce a step time.

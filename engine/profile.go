@@ -27,6 +27,18 @@ type FrameworkProfile struct {
 	// profile measured it (Schedule.optimizerItems).
 	Optimizer         HostGPU `json:"optimizer"`
 	OptimizerPerLayer HostGPU `json:"optimizer_per_layer,omitempty"`
+	// StepStart is the host's work at the start of every step, before the
+	// first micro-batch: zeroing the gradient buffers, fixed plus per layer
+	// like the optimizer. Its kernels run while the host goes on to the
+	// first micro-batch; what they add is in the fitted GPU times.
+	StepStart         HostGPU `json:"step_start,omitempty"`
+	StepStartPerLayer HostGPU `json:"step_start_per_layer,omitempty"`
+	// PreFwdHostMs is the part of OtherFwd's host time before a
+	// micro-batch reaches its first layer (embedding, rotary tables, the
+	// schedule's set-up). With per-layer graphs the GPU waits through it
+	// at the start of the step (bench/results/megatron-h200/s11-call1);
+	// 0: not measured, OtherFwd is split over its ops by the per-op model.
+	PreFwdHostMs float64 `json:"pre_fwd_host_ms,omitempty"`
 	// FullIteration holds what a full-iteration graph costs per step.
 	FullIteration FullIterationProfile `json:"full_iteration"`
 	// GraphPoolFixedMiB is what a per-layer capture adds once, beside its
@@ -75,8 +87,10 @@ type CollectiveExposure struct {
 // on an idle GPU, and the full iteration's GPU time leaves out its launch
 // (version 1 counted the optimizer's wall time twice, as host and as GPU
 // time, and the launch twice); cached version-1 profiles are measured
-// again.
-const ProfileVersion = 2
+// again. Version 3: the step's start (zeroing the gradient buffers) and
+// the host's lead-in before the first layer are measured, and the full
+// iteration's replay host time leaves out the step's start.
+const ProfileVersion = 3
 
 // ProfileKey says which GPU, driver, framework, model and layout a
 // profile belongs to; a profile is only used for the same key.

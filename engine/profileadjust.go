@@ -282,6 +282,9 @@ func scaleProfile(p *FrameworkProfile, host, gpu float64, why string) *Framework
 	hg(&q.OtherBwd)
 	hg(&q.Optimizer)
 	hg(&q.OptimizerPerLayer)
+	hg(&q.StepStart)
+	hg(&q.StepStartPerLayer)
+	q.PreFwdHostMs *= host
 	q.FullIteration.ReplayHostMs *= host
 	for i := range q.Collectives {
 		q.Collectives[i].EagerExposedHostMsPerLayer *= host

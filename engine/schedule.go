@@ -28,10 +28,12 @@ type Item struct {
 	GPUUs  float64 // ItemGraph: the sum of its nodes
 }
 
-// Step is one step of the emulated run as the host issues it: the
-// forward-backward of the run's micro-batches, then the optimizer.
+// Step is one step of the emulated run as the host issues it: its start
+// (once per step, before the first micro-batch), the forward-backward of
+// the run's micro-batches, then the optimizer. Start and FwdBwd are both
+// inside the step's forward-backward time.
 type Step struct {
-	FwdBwd, Optimizer []Item
+	Start, FwdBwd, Optimizer []Item
 }
 
 // Schedule is what both emulating engines run or compute for one
@@ -220,6 +222,24 @@ func (s *Schedule) optimizerItems() []Item {
 	return append([]Item{{Kind: ItemOp, Op: wait, GPUUs: s.Costs.Rates.OpGPUUs(wait)}}, items...)
 }
 
+// startItems are the step's start: with a profile that measured it, the
+// host zeroing the gradient buffers (Megatron-Core's zero_grad_buffer, and
+// the optimizer's zero_grad), whose kernels overlap the host's next work
+// (GPU 0: what they add is in the profile's fitted GPU times); none
+// without one.
+func (s *Schedule) startItems() []Item {
+	p := s.Costs.Profile
+	if p == nil {
+		return nil
+	}
+	st := p.stepStart(len(s.W.Layers))
+	if st.HostMs <= 0 {
+		return nil
+	}
+	op := Op{Name: "zero_grad_buffer", Kind: KindElementwise, Scope: ScopeOther}
+	return []Item{{Kind: ItemOp, Op: op, HostUs: max(0, st.HostMs*1000-s.Costs.Rates.LaunchUs)}}
+}
+
 // FwdBwdMs is the real step's forward-backward time from a run of step st
 // that took runMs (Workload.FwdBwdMs). A full-iteration graph holds the
 // run's micro-batches with no boundary between them, so its run is
@@ -230,6 +250,9 @@ func (s *Schedule) FwdBwdMs(st Step, runMs, lastMs float64) float64 {
 		return s.W.FwdBwdMs(runMs, lastMs)
 	}
 	var launch float64
+	for _, it := range st.Start {
+		launch += it.HostUs / 1000
+	}
 	for _, it := range st.FwdBwd {
 		if it.Kind == ItemGraph {
 			launch += it.HostUs / 1000
@@ -242,7 +265,7 @@ func (s *Schedule) FwdBwdMs(st Step, runMs, lastMs float64) float64 {
 // Eager is the eager step of the workload (no graphs).
 func (s *Schedule) Eager() Step {
 	w, sc := s.W, s.sc
-	var st Step
+	st := Step{Start: s.startItems()}
 	for range w.RunMicroBatches {
 		st.FwdBwd = append(st.FwdBwd, eagerItems(w.Pre, sc.pre, 0, len(w.Pre))...)
 		for i, lt := range w.Layers {
@@ -292,8 +315,7 @@ func (s *Schedule) Graphed() Step {
 	if !p.Graphed() {
 		return s.Eager()
 	}
-	var st Step
-	st.Optimizer = s.optimizerItems()
+	st := Step{Start: s.startItems(), Optimizer: s.optimizerItems()}
 	if p.FullIteration != nil {
 		for range w.RunMicroBatches {
 			st.FwdBwd = append(st.FwdBwd, s.copyItem(0, 2*w.StaticInputBytes()))

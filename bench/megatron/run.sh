@@ -8,7 +8,7 @@
 #   bench/megatron/run.sh callN this repository's session-8 calls (results in
 #                               bench/results/megatron-h200/s8-callN)
 #   bench/megatron/run.sh s9-callN  session 9's calls (results in s9-callN; call 4 was
-#                               not run); s10-callN session 10's (results in s10-callN); s11-call1 session 11's first (results in s11-call1).
+#                               not run); s10-callN session 10's (results in s10-callN); s11-callN session 11's (results in s11-callN).
 #   DEADLINE=SECONDS (default 560) bounds the s9/s10 calls: steps are cut to fit
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=$PWD/.mlm PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -224,6 +224,37 @@ s10-call4)
   step 90 bash bench/megatron/refit.sh $S/s10-call2 0; cp -r $S/s10-call2/refit $R/refit-s10-call2
   t0=$(date +%s)
   (cd engine/cuda && step 200 ../../bin/cuda-gpu.test -test.v -test.timeout 190s) >$R/cuda-gpu-tests.txt 2>&1
+  echo "== cuda GPU tests: rc=$? wall $(( $(date +%s) - t0 )) s"
+  grep -E "^(--- |ok|FAIL|PASS|panic)" $R/cuda-gpu-tests.txt | tail -40
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
+s11-call2)
+  # Session 11, second call, after profile version 3 (the step's start and
+  # the host's lead-in before the first layer measured; s11-call1 showed
+  # per-layer graphs waiting through the lead-in once per step): the
+  # three-way tables of dense mbs 1 (with a calibrated cuda search of it:
+  # the tie-break acceptance), dense mbs 4 and drop-and-pad MoE mbs 1.
+  export XDG_CACHE_HOME=$R/cache
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  table9 dense-mbs1 dense-small-mbs1 90 40s
+  t0=$(date +%s)
+  step 70 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
+    --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
+  echo "== cuda search dense mbs1: rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,14p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
+  table9 dense-mbs4 dense-small-mbs4 100 40s
+  table9 moe-droppad-mbs1 moe-small-mbs1 150 50s --drop-pad
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
+s11-call3)
+  # Session 11, third call: the drop-and-pad MoE mbs 4 three-way table,
+  # then the cuda engine's GPU tests with what is left.
+  export XDG_CACHE_HOME=$R/cache
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  table9 moe-droppad-mbs4 moe-small-mbs4 170 70s --drop-pad
+  t0=$(date +%s)
+  (cd engine/cuda && step 220 ../../bin/cuda-gpu.test -test.v -test.timeout 210s) >$R/cuda-gpu-tests.txt 2>&1
   echo "== cuda GPU tests: rc=$? wall $(( $(date +%s) - t0 )) s"
   grep -E "^(--- |ok|FAIL|PASS|panic)" $R/cuda-gpu-tests.txt | tail -40
   } 2>&1 | tee $OUT/progress.txt

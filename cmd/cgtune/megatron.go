@@ -421,6 +421,10 @@ func printProfile(out io.Writer, p *engine.FrameworkProfile) {
 	}
 	fmt.Fprintf(out, "outside the layers, per micro-batch: forward host %.3f GPU %.3f ms, backward host %.3f GPU %.3f ms\n",
 		p.OtherFwd.HostMs, p.OtherFwd.GPUMs, p.OtherBwd.HostMs, p.OtherBwd.GPUMs)
+	if p.PreFwdHostMs > 0 || p.StepStart.HostMs > 0 {
+		fmt.Fprintf(out, "  of the forward's host, before the first layer (lead-in): %.3f ms; step start (zeroing gradients): %.3f ms + %.3f ms per layer\n",
+			p.PreFwdHostMs, p.StepStart.HostMs, p.StepStartPerLayer.HostMs)
+	}
 	fmt.Fprintf(out, "optimizer per step: %.3f ms + %.3f ms per layer; full iteration replay host %.3f ms/step, graph %.0f MiB per micro-batch\n",
 		p.Optimizer.HostMs, p.OptimizerPerLayer.HostMs, p.FullIteration.ReplayHostMs, p.FullIteration.GraphMiBPerMicroBatch)
 	if line := spreadLine(p.Spread); line != "" {

@@ -144,8 +144,13 @@ func TestPrintProfileShowsStepSpreads(t *testing.T) {
 	}
 	b.Reset()
 	p.Spread = nil
-	if printProfile(&b, p); strings.Contains(b.String(), "step spread") {
-		t.Errorf("a profile without spreads prints one:\n%s", b.String())
+	if printProfile(&b, p); strings.Contains(b.String(), "step spread") || strings.Contains(b.String(), "lead-in") {
+		t.Errorf("a profile without spreads or lead-in prints them:\n%s", b.String())
+	}
+	b.Reset()
+	p.PreFwdHostMs, p.StepStart = 0.912, engine.HostGPU{HostMs: 0.25}
+	if printProfile(&b, p); !strings.Contains(b.String(), "(lead-in): 0.912 ms; step start (zeroing gradients): 0.250 ms") {
+		t.Errorf("the lead-in and step start are not shown:\n%s", b.String())
 	}
 }
 

@@ -444,8 +444,11 @@ func (r *run) runStep(p *Program, t stepTimer) (stepMs, fbMs float64, err error)
 // write the static input buffer of their graph. The timer returned is t
 // saying whether this program records eb.
 func (r *run) stepProgram(st engine.Step, t stepTimer) (*Program, stepTimer) {
-	p := r.program(len(st.FwdBwd) + len(st.Optimizer) + 4)
+	p := r.program(len(st.Start) + len(st.FwdBwd) + len(st.Optimizer) + 4)
 	p.Event(t.e0)
+	for _, it := range st.Start {
+		r.addStepItem(p, it)
+	}
 	last, ok := r.s.W.LastMicroBatchStart(len(st.FwdBwd))
 	t.last, t.step = ok, st
 	for i, it := range st.FwdBwd {

@@ -108,6 +108,7 @@ func stepMs(s *engine.Schedule, st engine.Step, r engine.Rates) (step, fwdBwd fl
 	t := &timeline{r: r, s: s}
 	last, lastOK := s.W.LastMicroBatchStart(len(st.FwdBwd))
 	eb := -1.0
+	t.items(st.Start)
 	for i, it := range st.FwdBwd {
 		if lastOK && i == last {
 			eb = t.event()
@@ -218,14 +219,17 @@ func fixed(ms float64, n int) engine.Stats {
 // real job's micro-batches, as the CUDA engine sums them.
 func kernelSums(s *engine.Schedule) (stepMs, fbMs float64) {
 	st := s.Eager()
-	var mb, opt float64
+	var start, mb, opt float64
+	for _, it := range st.Start {
+		start += it.GPUUs
+	}
 	for _, it := range st.FwdBwd {
 		mb += it.GPUUs
 	}
 	for _, it := range st.Optimizer {
 		opt += it.GPUUs
 	}
-	fb := mb / float64(s.W.RunMicroBatches) * float64(s.W.MicroBatches) / 1000
+	fb := (start + mb/float64(s.W.RunMicroBatches)*float64(s.W.MicroBatches)) / 1000
 	return fb + opt/1000, fb
 }
 

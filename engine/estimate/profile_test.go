@@ -229,3 +229,50 @@ func TestProfileOptimizerStartsOnAnIdleGPU(t *testing.T) {
 	layer := run(t, e, w, cand("transformer_engine", ""))
 	near(t, "GPU-bound step with a host-bound optimizer", layer.Step.Median, 2*(4*28+1+1)+6.0, 0.0025)
 }
+
+// With the lead-in measured, the host work before a micro-batch's first
+// layer goes to the ops before it: per-layer graphs wait through it (and
+// the step's start) once per step, where the full iteration waits only
+// for the start and its launch (bench/results/megatron-h200/s11-call1: the
+// ~1.3 ms per step Megatron-Core's per-layer graphs cost beyond the full
+// iteration). The host's total is the same either way.
+func TestPerLayerGraphsWaitThroughTheLeadIn(t *testing.T) {
+	withLeadIn := func(lead float64) *engine.FrameworkProfile {
+		p := profile(false)
+		p.OtherFwd = hg(3, 1)
+		p.PreFwdHostMs = lead
+		p.StepStart = hg(0.5, 0)
+		p.FullIteration = engine.FullIterationProfile{ReplayHostMs: 0.5}
+		return p
+	}
+	gpu := 2 * (4*28 + 1 + 1.0) // GPU-bound: two micro-batches' kernels
+	e, w := profiled(t, withLeadIn(2.5))
+	layer := run(t, e, w, cand("local", ""))
+	full := run(t, e, w, cand("local", "full_iteration"))
+	near(t, "per-layer graphs: start, lead-in, then the GPU's work", layer.FwdBwdMs, 0.5+2.5+gpu, 0.003)
+	near(t, "full iteration: start, launch, then the GPU's work", full.FwdBwdMs, 0.5+0.5+gpu, 0.003)
+	if d := layer.FwdBwdMs - full.FwdBwdMs; math.Abs(d-2) > 0.1 {
+		t.Errorf("per-layer graphs %.3f ms beyond the full iteration, want the lead-in less the launch, 2 ms", d)
+	}
+	noStart := withLeadIn(2.5)
+	noStart.StepStart = engine.HostGPU{}
+	e, w = profiled(t, noStart)
+	if d := full.FwdBwdMs - run(t, e, w, cand("local", "full_iteration")).FwdBwdMs; math.Abs(d-0.5) > 0.05 {
+		t.Errorf("the step's start adds %.3f ms to the full iteration, want its 0.5 ms", d)
+	}
+
+	e, w = profiled(t, withLeadIn(0))
+	split := run(t, e, w, cand("local", ""))
+	if split.FwdBwdMs > layer.FwdBwdMs-1 {
+		t.Errorf("lead-in split per op: %.3f ms, want well below the measured lead-in's %.3f ms", split.FwdBwdMs, layer.FwdBwdMs)
+	}
+
+	// Host-bound, the eager step is the host's sum with or without it.
+	for _, lead := range []float64{0, 1.5} {
+		p := profile(true)
+		p.PreFwdHostMs, p.StepStart = lead, hg(0.5, 0)
+		e, w = profiled(t, p)
+		eager := run(t, e, w, cand("none", ""))
+		near(t, "host-bound eager step with the step's start", eager.Step.Median, 0.5+2*(4*(10+5)+2+1)+3.0, 0.01)
+	}
+}

@@ -105,8 +105,8 @@ func describeRaw(r profileRun) string {
 	if r.raw == nil {
 		return "failed: " + r.err
 	}
-	return fmt.Sprintf("host %.2f ms (forward %.2f), forward-backward %.2f ms, optimizer %.2f ms, graphs %.0f MiB",
-		r.raw.HostMs, r.raw.HostFwdMs, r.raw.FwdBwdMs, r.raw.OptMs, r.raw.GraphMiB)
+	return fmt.Sprintf("host %.2f ms (forward %.2f, zero-grad %.2f, lead-in %.2f), forward-backward %.2f ms, optimizer %.2f ms, graphs %.0f MiB",
+		r.raw.HostMs, r.raw.HostFwdMs, r.raw.ZeroGradMs, r.raw.LeadInMs, r.raw.FwdBwdMs, r.raw.OptMs, r.raw.GraphMiB)
 }
 
 // layerKind is the kind of the layers the slice builds (its first one).
@@ -143,20 +143,34 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 	// host cost does not carry over, so it only splits a layer's host time
 	// between forward and backward; the part outside the layers is split
 	// evenly (embedding and head have both directions).
-	layerHost, other := fit.line(e1.HostMs, e2.HostMs)
+	// The step's start (zeroing the gradient buffers) happens once per
+	// step, not per micro-batch: it is fitted on its own, per step, and
+	// left out of the per-micro-batch line.
+	startLayer, startFixed := fit.stepLine(e1.ZeroGradMs, e2.ZeroGradMs)
+	p.StepStart, p.StepStartPerLayer = engine.HostGPU{HostMs: startFixed}, engine.HostGPU{HostMs: startLayer}
+	layerHost, other := fit.line(e1.HostMs-e1.ZeroGradMs, e2.HostMs-e2.ZeroGradMs)
 	fwdShare := 1.0 / 3
 	if d, _ := fit.line(e1.HostFwdMs, e2.HostFwdMs); layerHost > 0 && e1.HostFwdMs > 0 {
 		fwdShare = min(1, d/layerHost)
 	}
 	lp.EagerFwd.HostMs, lp.EagerBwd.HostMs = fwdShare*layerHost, (1-fwdShare)*layerHost
 	p.OtherFwd.HostMs, p.OtherBwd.HostMs = other/2, other/2
+	// The lead-in is measured for the first micro-batch of the larger
+	// slice's eager steps: the host work before its first layer.
+	if e2.LeadInMs > 0 {
+		p.PreFwdHostMs = e2.LeadInMs
+		p.OtherFwd.HostMs = max(p.OtherFwd.HostMs, e2.LeadInMs)
+		p.OtherBwd.HostMs = max(0, other-p.OtherFwd.HostMs)
+	}
 	g1, g2 := fit.get("full_iteration", fit.a), fit.get("full_iteration", fit.b)
 	if g1 == nil || g2 == nil {
 		g1, g2 = e1, e2
 		p.Notes = append(p.Notes, "full iteration did not capture ("+firstErr(runs, "full_iteration")+"): GPU times are eager wall times, an upper bound")
 		p.FullIteration.CaptureError = firstErr(runs, "full_iteration")
 	} else {
-		p.FullIteration.ReplayHostMs = g2.HostMs
+		// Its replay's host time is what follows the step's start (an
+		// item of its own in the emulated step).
+		p.FullIteration.ReplayHostMs = max(0, g2.HostMs-g2.ZeroGradMs)
 		p.FullIteration.GraphMiBPerMicroBatch = g2.GraphMiB / fit.m
 		perLayer, fixed := fit.stepLine(g1.GraphMiB, g2.GraphMiB)
 		p.FullIteration.GraphMiBPerLayer, p.FullIteration.GraphMiBFixed = perLayer, fixed
@@ -167,7 +181,7 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 	// Eager wall times, where the full iteration failed, stay whole.
 	gpuOf := func(r *engine.RawTimes) float64 {
 		if r == e1 || r == e2 {
-			return r.FwdBwdMs
+			return r.FwdBwdMs - r.ZeroGradMs
 		}
 		return max(0, r.FwdBwdMs-r.HostMs)
 	}
@@ -184,7 +198,7 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 	p.Optimizer = engine.HostGPU{HostMs: optFixed}
 	p.OptimizerPerLayer = engine.HostGPU{HostMs: optLayer}
 	if l1, l2 := fit.get("layer", fit.a), fit.get("layer", fit.b); l1 != nil && l2 != nil {
-		replay, _ := fit.line(l1.HostMs, l2.HostMs)
+		replay, _ := fit.line(l1.HostMs-l1.ZeroGradMs, l2.HostMs-l2.ZeroGradMs)
 		// One graph pair per layer serves every micro-batch when PP is 1.
 		mib, fixed := fit.stepLine(l1.GraphMiB, l2.GraphMiB)
 		lp.Graphed["layer"] = engine.GraphedRegion{ReplayHostMs: replay, GPUMs: layerGPU, GraphMiB: mib}

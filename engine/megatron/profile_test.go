@@ -15,21 +15,28 @@ var testLayers = [2]int{1, 8}
 // micro-batch forward host 2 ms, backward host 3 ms, GPU 6 ms, graphed
 // replay host 0.1 ms and 100 MiB of graph; outside the layers forward host
 // 1 ms, backward 0.5 ms, GPU 3 ms; 4 micro-batches; optimizer 7 ms per
-// step plus 0.5 ms per layer. A full-iteration replay's wall time is its
-// 0.8 ms launch, then the kernels.
+// step plus 0.5 ms per layer. Every step starts with 0.2 ms of host work
+// plus 0.05 ms per layer (zeroing the gradient buffers), and 0.6 ms of the
+// forward outside the layers comes before the first layer (the lead-in).
+// A full-iteration replay's wall time is the step's start and its 0.8 ms
+// launch, then the kernels.
 func syntheticRuns(fullIteration bool) []profileRun {
 	const m = 4.0
 	var runs []profileRun
 	for _, n := range testLayers {
 		l := float64(n)
+		zg := 0.2 + 0.05*l
 		runs = append(runs,
 			profileRun{mode: "eager", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
-				HostFwdMs: m * (1 + 2*l), HostMs: m * (1.5 + 5*l), FwdBwdMs: m * (1.5 + 5*l), OptMs: 7 + 0.5*l}},
+				HostFwdMs: m * (1 + 2*l), HostMs: zg + m*(1.5+5*l), FwdBwdMs: zg + m*(1.5+5*l), OptMs: 7 + 0.5*l,
+				ZeroGradMs: zg, LeadInMs: 0.6}},
 			profileRun{mode: "layer", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
-				HostMs: m * (1.5 + 0.1*l), FwdBwdMs: m * (3 + 6*l), GraphMiB: 30 + 100*l, OptMs: 7 + 0.5*l}})
+				HostMs: zg + m*(1.5+0.1*l), FwdBwdMs: m * (3 + 6*l), GraphMiB: 30 + 100*l, OptMs: 7 + 0.5*l,
+				ZeroGradMs: zg, LeadInMs: 0.6}})
 		if fullIteration {
 			runs = append(runs, profileRun{mode: "full_iteration", layers: n, raw: &engine.RawTimes{LayersBuilt: n,
-				MicroBatchesRun: 4, HostMs: 0.8, FwdBwdMs: 0.8 + m*(3+6*l), GraphMiB: 20 + 50*l, OptMs: 7 + 0.5*l}})
+				MicroBatchesRun: 4, HostMs: zg + 0.8, FwdBwdMs: zg + 0.8 + m*(3+6*l), GraphMiB: 20 + 50*l, OptMs: 7 + 0.5*l,
+				ZeroGradMs: zg}})
 		} else {
 			runs = append(runs, profileRun{mode: "full_iteration", layers: n, err: "capture failed: host sync"})
 		}
@@ -79,7 +86,10 @@ func TestFitRecoversPerLayerCosts(t *testing.T) {
 	// The optimizer's wall time is host time; its kernels are the per-op
 	// model's (GPU 0), not the wall time a second time.
 	near(t, "optimizer GPU", p.Optimizer.GPUMs+p.OptimizerPerLayer.GPUMs, 0)
-	near(t, "full-iteration replay host", p.FullIteration.ReplayHostMs, 0.8)
+	near(t, "full-iteration replay host, after the step's start", p.FullIteration.ReplayHostMs, 0.8)
+	near(t, "step start", p.StepStart.HostMs, 0.2)
+	near(t, "step start per layer", p.StepStartPerLayer.HostMs, 0.05)
+	near(t, "lead-in before the first layer", p.PreFwdHostMs, 0.6)
 	near(t, "capture's fixed pool", p.GraphPoolFixedMiB, 30)
 	near(t, "full-iteration graph per layer", p.FullIteration.GraphMiBPerLayer, 50)
 	near(t, "full-iteration graph fixed", p.FullIteration.GraphMiBFixed, 20)

@@ -38,6 +38,8 @@ func TestRefitFromPrintedRuns(t *testing.T) {
 		{"graphed replay", l.Graphed["layer"].ReplayHostMs, wl.Graphed["layer"].ReplayHostMs},
 		{"optimizer", got.Optimizer.HostMs, want.Optimizer.HostMs},
 		{"full-iteration replay", got.FullIteration.ReplayHostMs, want.FullIteration.ReplayHostMs},
+		{"step start", got.StepStart.HostMs, want.StepStart.HostMs},
+		{"lead-in", got.PreFwdHostMs, want.PreFwdHostMs},
 	} {
 		if d := c.got - c.want; d > 0.01 || d < -0.01 {
 			t.Errorf("%s: %.4f, want %.4f", c.what, c.got, c.want)
@@ -45,6 +47,14 @@ func TestRefitFromPrintedRuns(t *testing.T) {
 	}
 	if got.Key != old.Key || got.Spread["eager"] != old.Spread["eager"] || !strings.HasPrefix(got.Source, "probe; re-fitted") {
 		t.Errorf("key %+v, spread %v, source %q: want the saved profile's", got.Key, got.Spread, got.Source)
+	}
+	// Lines printed before the step's start and lead-in were measured
+	// still parse, with neither.
+	older := "measured: eager, whole-layer and full-iteration runs at 1 and 8 layers, 4 micro-batches per step\n" +
+		"  eager, 1 layer(s): host 26.26 ms (forward 14.41), forward-backward 26.32 ms, optimizer 6.29 ms, graphs 0 MiB\n" +
+		"  eager, 8 layer(s): host 136.18 ms (forward 90.18), forward-backward 136.26 ms, optimizer 19.64 ms, graphs 0 MiB\n"
+	if p, err := Refit(older, old); err != nil || p.PreFwdHostMs != 0 || p.StepStart.HostMs != 0 || p.OtherFwd.HostMs <= 0 {
+		t.Errorf("older printed runs: %v, lead-in %v, start %v, other forward %v", err, p.PreFwdHostMs, p.StepStart, p.OtherFwd)
 	}
 	if _, err := Refit("no runs here", old); err == nil {
 		t.Error("text without runs re-fitted")

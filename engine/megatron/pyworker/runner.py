@@ -115,6 +115,24 @@ class Slice:
                                                micro_batch_size=shapes["mbs"], optimizers=[self.optimizer])
         self.batches = self._batches()
         self.steps_done = 0
+        # The host's lead-in of a step, for the framework profile: zeroing
+        # the gradient buffers, then everything before the first
+        # micro-batch reaches the decoder (embedding, rotary tables, the
+        # schedule's set-up). With per-layer graphs the GPU waits through
+        # it once per step; a full-iteration graph does not.
+        self.last_zero_grad_ms = self.last_lead_in_ms = None
+        self._t_zeroed = self._t_decoder = None
+        self._decoder().register_forward_pre_hook(self._at_decoder)
+
+    def _decoder(self):
+        m = self.ddp.module
+        while not hasattr(m, "decoder") and hasattr(m, "module"):
+            m = m.module
+        return m.decoder
+
+    def _at_decoder(self, module, args):
+        if self._t_decoder is None:
+            self._t_decoder = time.perf_counter()
 
     def _layer_spec(self, te):
         from megatron.core.models.gpt import gpt_layer_specs as specs
@@ -166,10 +184,14 @@ class Slice:
         t0 = time.perf_counter()
         self.ddp.zero_grad_buffer()
         self.optimizer.zero_grad()
+        self._t_zeroed, self._t_decoder = time.perf_counter(), None
         losses = self.fwd_bwd(forward_step_func=self._forward_step, data_iterator=iter(self.batches),
                               model=[self.ddp], num_microbatches=self.s["microbatches_run"],
                               seq_length=self.s["seq"], micro_batch_size=self.s["mbs"], forward_only=forward_only)
         t1 = time.perf_counter()
+        self.last_zero_grad_ms = (self._t_zeroed - t0) * 1e3
+        # None when no Python ran the decoder (a full-iteration replay)
+        self.last_lead_in_ms = (self._t_decoder - self._t_zeroed) * 1e3 if self._t_decoder else None
         torch.cuda.synchronize()
         t2 = time.perf_counter()
         if not forward_only:
@@ -298,6 +320,9 @@ def measure(sl, opts, rank, send, notes):
             info["host"].append(host)
             info["fwd_bwd"].append(fb)
             info["opt"].append(op)
+            info.setdefault("zero_grad", []).append(sl.last_zero_grad_ms)
+            if sl.last_lead_in_ms is not None:
+                info.setdefault("lead_in", []).append(sl.last_lead_in_ms)
         info.setdefault("losses", []).append(loss)
         if rank == 0:
             send({"type": "sample", "sample": {"candidate": "", "phase": phase, "step": i, "step_ms": fb + op,
@@ -320,6 +345,9 @@ def measure(sl, opts, rank, send, notes):
         info["host_fwd"] = slowest([results.summarise(fwd)["median_ms"]])[0]
     for k in ("steps", "host", "fwd_bwd", "opt"):
         info[k] = slowest(info[k])
+    for k in ("zero_grad", "lead_in"):
+        if info.get(k):
+            info[k] = slowest([results.summarise(info[k])["median_ms"]])
     if mode == "local" and info["graphs"] == 0:
         notes.append("local impl captured no graph")
     return info
@@ -404,6 +432,9 @@ def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_sta
         r["raw"] = {"layers_built": shapes["layers_built"], "microbatches_run": shapes["microbatches_run"],
                     "host_ms": med("host"), "host_fwd_ms": info.get("host_fwd", 0.0), "fwd_bwd_ms": med("fwd_bwd"),
                     "opt_ms": med("opt"), "graph_mib": info.get("graph_mib", 0)}
+        for k in ("zero_grad", "lead_in"):
+            if info.get(k):
+                r["raw"][k + "_ms"] = info[k][0]
     if cand["impl"] == "none" and not err:
         r["losses"] = info.get("all_losses")
     return r
