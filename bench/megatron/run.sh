@@ -247,11 +247,15 @@ s11-call2)
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s11-call3)
-  # Session 11, third call: the drop-and-pad MoE mbs 4 three-way table,
-  # then the cuda engine's GPU tests with what is left.
+  # Session 11, third call, after the fit takes the layers' eager GPU time
+  # from GPU-bound eager runs: call 2's tables re-fitted with the cuda
+  # engine too, the drop-and-pad MoE mbs 4 three-way table, then the cuda
+  # engine's GPU tests with what is left.
   export XDG_CACHE_HOME=$R/cache
+  S=bench/results/megatron-h200
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  step 100 bash bench/megatron/refit.sh $S/s11-call2 0; cp -r $S/s11-call2/refit $R/refit-s11-call2
   table9 moe-droppad-mbs4 moe-small-mbs4 170 70s --drop-pad
   t0=$(date +%s)
   (cd engine/cuda && step 220 ../../bin/cuda-gpu.test -test.v -test.timeout 210s) >$R/cuda-gpu-tests.txt 2>&1

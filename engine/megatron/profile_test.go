@@ -165,3 +165,32 @@ func TestFitKeepsTheFrameworkSpreadOfTheBuiltSlice(t *testing.T) {
 		near(t, k+" spread above", p.Spread[k].Above, w.Above)
 	}
 }
+
+// Where the eager runs are GPU-bound, their wall time is the layers' eager
+// GPU time (kernels with launch gaps between them), above the graphed
+// one; where they are host-bound, the graphed GPU time stands for both.
+func TestFitTakesEagerGPUTimeFromGPUBoundEagerRuns(t *testing.T) {
+	runs := syntheticRuns(true)
+	for _, r := range runs {
+		if r.mode == "eager" {
+			l := float64(r.layers)
+			r.raw.FwdBwdMs = r.raw.ZeroGradMs + 4*(3.5+7*l)
+		}
+	}
+	p, err := Fit(runs, "dense")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := p.Layers["dense"]
+	near(t, "eager layer GPU, GPU-bound", l.EagerFwd.GPUMs+l.EagerBwd.GPUMs, 7)
+	near(t, "graphed layer GPU", l.Graphed["layer"].GPUMs, 6)
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "eager runs are GPU-bound") {
+		t.Errorf("notes do not say the eager GPU time came from the eager runs: %q", p.Notes)
+	}
+	host, err := Fit(syntheticRuns(true), "dense")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl := host.Layers["dense"]
+	near(t, "eager layer GPU, host-bound", hl.EagerFwd.GPUMs+hl.EagerBwd.GPUMs, 6)
+}
