@@ -32,6 +32,9 @@ import (
 //	other_bwd: {host_ms: 0.2}
 //	optimizer: {host_ms: 4.0}   # per step, the part outside the layers
 //	optimizer_per_layer: {host_ms: 0.5}  # per step, what each layer adds
+//	step_start: {host_ms: 0.06}          # per step, zeroing the gradients
+//	step_start_per_layer: {host_ms: 0.01}
+//	pre_fwd_host_ms: 0.7        # of other_fwd, before the first layer
 //	full_iteration: {replay_host_ms: 0.2, graph_mib_per_microbatch: 120}
 //
 // Overrides replace a cached profile's values and can only refine one;
@@ -45,6 +48,9 @@ type ProfileAdjust struct {
 	OtherBwd          *HostGPUOverride         `yaml:"other_bwd"`
 	Optimizer         *HostGPUOverride         `yaml:"optimizer"`
 	OptimizerPerLayer *HostGPUOverride         `yaml:"optimizer_per_layer"`
+	StepStart         *HostGPUOverride         `yaml:"step_start"`
+	StepStartPerLayer *HostGPUOverride         `yaml:"step_start_per_layer"`
+	PreFwdHostMs      *float64                 `yaml:"pre_fwd_host_ms"`
 	FullIteration     *FullIterationOverride   `yaml:"full_iteration"`
 	// Source names where the adjustment came from, for the results' notes.
 	Source string `yaml:"-"`
@@ -166,7 +172,9 @@ func (a *ProfileAdjust) Validate() error {
 		return errors.Join(val(field+".host_ms", o.HostMs, maxOverrideMs, "ms"), val(field+".gpu_ms", o.GPUMs, maxOverrideMs, "ms"))
 	}
 	errs := []error{scale("host_scale", a.HostScale), scale("gpu_scale", a.GPUScale),
-		hg("other_fwd", a.OtherFwd), hg("other_bwd", a.OtherBwd), hg("optimizer", a.Optimizer), hg("optimizer_per_layer", a.OptimizerPerLayer)}
+		hg("other_fwd", a.OtherFwd), hg("other_bwd", a.OtherBwd), hg("optimizer", a.Optimizer), hg("optimizer_per_layer", a.OptimizerPerLayer),
+		hg("step_start", a.StepStart), hg("step_start_per_layer", a.StepStartPerLayer),
+		val("pre_fwd_host_ms", a.PreFwdHostMs, maxOverrideMs, "ms")}
 	if f := a.FullIteration; f != nil {
 		errs = append(errs, val("full_iteration.replay_host_ms", f.ReplayHostMs, maxOverrideMs, "ms"),
 			val("full_iteration.graph_mib_per_microbatch", f.GraphMiBPerMicroBatch, maxOverrideMiB, "MiB"))
@@ -213,6 +221,9 @@ func (a *ProfileAdjust) Apply(p *FrameworkProfile) *FrameworkProfile {
 	a.OtherBwd.apply(&q.OtherBwd)
 	a.Optimizer.apply(&q.Optimizer)
 	a.OptimizerPerLayer.apply(&q.OptimizerPerLayer)
+	a.StepStart.apply(&q.StepStart)
+	a.StepStartPerLayer.apply(&q.StepStartPerLayer)
+	set(&q.PreFwdHostMs, a.PreFwdHostMs)
 	if f := a.FullIteration; f != nil {
 		set(&q.FullIteration.ReplayHostMs, f.ReplayHostMs)
 		set(&q.FullIteration.GraphMiBPerMicroBatch, f.GraphMiBPerMicroBatch)

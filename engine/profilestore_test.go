@@ -97,6 +97,8 @@ layers:
     graphed:
       layer: {replay_host_ms: 0.3}
 optimizer: {gpu_ms: 7}
+step_start: {host_ms: 0.25}
+pre_fwd_host_ms: 0.5
 `)
 	a, err := LoadProfileAdjust(p)
 	if err != nil {
@@ -107,7 +109,7 @@ optimizer: {gpu_ms: 7}
 	d := q.Layers["dense"]
 	// Overrides replace, then the host scale multiplies every host time.
 	if d.EagerFwd.HostMs != 8 || d.EagerFwd.GPUMs != 1 || d.EagerBwd.HostMs != 2 || d.Graphed["layer"].ReplayHostMs != 0.6 ||
-		q.Optimizer.GPUMs != 7 || q.Optimizer.HostMs != 6 || q.OtherFwd.HostMs != 2 {
+		q.Optimizer.GPUMs != 7 || q.Optimizer.HostMs != 6 || q.OtherFwd.HostMs != 2 || q.StepStart.HostMs != 0.5 || q.PreFwdHostMs != 1 {
 		t.Errorf("adjusted: %+v", q)
 	}
 	if base.Layers["dense"].EagerFwd.HostMs != 2 {
@@ -132,6 +134,7 @@ func TestProfileAdjustRejectsBadValues(t *testing.T) {
 		"layers: {dense: {eager_fwd: {host_ms: -1}}}": "field layers.dense.eager_fwd.host_ms: -1 (allowed: ms from 0 to 1e+06)",
 		"layers: {gpu: {eager_fwd: {host_ms: 1}}}":    "field layers.gpu: unknown layer kind (allowed: dense, moe, mamba",
 		"host_scael: 1\n":                             "field host_scael not found",
+		"pre_fwd_host_ms: -0.5\n":                     "field pre_fwd_host_ms: -0.5 (allowed: ms from 0 to 1e+06)",
 		"host_scale: fast\n":                          "cannot unmarshal",
 	} {
 		p := writeFile(t, body)
