@@ -96,3 +96,12 @@ func WithFrameworkSpread(s Stats, prof *FrameworkProfile, plan *CapturePlan) (St
 	return s, fmt.Sprintf("p10–p90: at least the framework's measured spread (−%.1f%%/+%.1f%% of the median in the profile's %s run), so candidates the framework cannot tell apart tie",
 		100*sp.Below, 100*sp.Above, from)
 }
+
+// EagerWithFrameworkSpread widens an emulated eager baseline's p10–p90 to
+// at least the spread of the profile's eager run, as WithFrameworkSpread
+// does for a `none` candidate's step: the baseline every candidate
+// carries (and a `none` derived from them) is no surer than that run.
+func EagerWithFrameworkSpread(s Stats, prof *FrameworkProfile) Stats {
+	s, _ = WithFrameworkSpread(s, prof, &CapturePlan{})
+	return s
+}

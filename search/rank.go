@@ -371,6 +371,27 @@ func truestBaselines(results []engine.Result) (string, []engine.Result) {
 	return source, out
 }
 
+// widenToTypicalSpread widens st, the spread of the baselines' medians,
+// to at least the typical (median) spread of one baseline's own steps
+// around its median: a none derived from several runs' baselines is no
+// surer than one run of it, and a none run on its own carries its steps'
+// spread into the tie rule.
+func widenToTypicalSpread(st engine.Stats, baselines []engine.Result) engine.Stats {
+	below, above := make([]float64, 0, len(baselines)), make([]float64, 0, len(baselines))
+	for _, r := range baselines {
+		if r.Eager.P10 > 0 && r.Eager.P90 > 0 {
+			below = append(below, (r.Eager.Median-r.Eager.P10)/r.Eager.Median)
+			above = append(above, (r.Eager.P90-r.Eager.Median)/r.Eager.Median)
+		}
+	}
+	if len(below) == 0 {
+		return st
+	}
+	st.P10 = min(st.P10, st.Median*(1-engine.Summarise(below).Median))
+	st.P90 = max(st.P90, st.Median*(1+engine.Summarise(above).Median))
+	return st
+}
+
 func eagerMedians(rs []engine.Result) []float64 {
 	meds := make([]float64, len(rs))
 	for i, r := range rs {
@@ -407,7 +428,7 @@ func eagerAsNone(results []engine.Result) (engine.Result, bool) {
 		return engine.Result{}, false
 	}
 	src, meds := baselines[0], eagerMedians(baselines)
-	st := engine.Summarise(meds)
+	st := widenToTypicalSpread(engine.Summarise(meds), baselines)
 	var steps int
 	for _, r := range results {
 		if r.Source == source {

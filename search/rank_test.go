@@ -167,6 +167,16 @@ func TestRankRoundsAndEagerNone(t *testing.T) {
 	if !ok || n.Candidate.Impl != presets.ImplNone || n.Step.Median != 1005 || n.Step.N != 10 || n.Memory.GraphMiB != 0 {
 		t.Errorf("eager none %+v", n)
 	}
+	// Its p10–p90 is at least one baseline's own spread (here ±2% and
+	// ±4%: the median of them, ±3%), not only the spread of the medians
+	// (none here: the runs share one baseline).
+	b.Eager.Median = 1000
+	a.Eager.P10, a.Eager.P90 = 1000*0.98, 1000*1.02
+	b.Eager.P10, b.Eager.P90 = 1000*0.96, 1000*1.04
+	n, _ = eagerAsNone([]engine.Result{a, b})
+	if math.Abs(n.Step.P10-970) > 1e-9 || math.Abs(n.Step.P90-1030) > 1e-9 {
+		t.Errorf("eager none p10–p90 %.2f–%.2f, want 970–1030", n.Step.P10, n.Step.P90)
+	}
 }
 
 // A framework search whose TE candidates the cuda engine measured instead

@@ -228,6 +228,7 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	if res.Step.Median > 0 {
 		res.Speedup = res.Eager.Median / res.Step.Median
 	}
+	res.Eager = engine.EagerWithFrameworkSpread(res.Eager, costs.Profile)
 	if step, note := engine.WithFrameworkSpread(res.Step, costs.Profile, plan); note != "" {
 		res.Step, res.Notes = step, append(res.Notes, note)
 	}

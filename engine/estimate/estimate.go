@@ -158,7 +158,7 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 		res.Scaling = "ran " + w.ScalingText()
 	}
 	eager, _ := stepMs(s, s.Eager(), e.rates)
-	res.Eager = fixed(eager, opts.EagerSteps)
+	res.Eager = engine.EagerWithFrameworkSpread(fixed(eager, opts.EagerSteps), costs.Profile)
 	for i := range opts.EagerSteps {
 		emit(engine.StepSample{Candidate: c.Key(), Phase: engine.PhaseEager, Step: i, StepMs: eager})
 	}

@@ -216,6 +216,19 @@ func TestProfileSpreadBecomesTheEstimatesRange(t *testing.T) {
 	if !strings.Contains(strings.Join(layer.Notes, " "), "framework's measured spread (−4.0%/+8.0%") {
 		t.Errorf("notes %v do not give the spread", layer.Notes)
 	}
+	// The eager baseline every result carries (and a none derived from
+	// them) takes the eager run's spread, as a none run on its own does.
+	if layer.Eager.P10 != layer.Eager.Median {
+		t.Fatalf("eager baseline widened without an eager spread: %+v", layer.Eager)
+	}
+	p.Spread[engine.SpreadEager] = engine.StepSpread{Below: 0.05, Above: 0.1}
+	e, w = profiled(t, p)
+	layer, none := run(t, e, w, cand("transformer_engine", "")), run(t, e, w, cand("none", ""))
+	near(t, "eager baseline p10", layer.Eager.P10, 0.95*layer.Eager.Median, 1e-9)
+	near(t, "eager baseline p90", layer.Eager.P90, 1.1*layer.Eager.Median, 1e-9)
+	if none.Step.P10 != layer.Eager.P10 || none.Step.P90 != layer.Eager.P90 {
+		t.Errorf("none's step %+v and the baseline %+v differ", none.Step, layer.Eager)
+	}
 }
 
 // The profile's optimizer time is a wall time measured from an idle GPU;
