@@ -239,8 +239,6 @@ func (p *FrameworkProfile) region(kind, name string) (GraphedRegion, bool) {
 	return out, true
 }
 
-// optimizerStep is the optimizer's measured time for a step of a stage
-// with the given number of layers.
 // stepStart is the host's work at the start of a step of a stage with
 // layers layers.
 func (p *FrameworkProfile) stepStart(layers int) HostGPU {
@@ -248,6 +246,8 @@ func (p *FrameworkProfile) stepStart(layers int) HostGPU {
 	return HostGPU{HostMs: p.StepStart.HostMs + n*p.StepStartPerLayer.HostMs, GPUMs: p.StepStart.GPUMs + n*p.StepStartPerLayer.GPUMs}
 }
 
+// optimizerStep is the optimizer's measured time for a step of a stage
+// with the given number of layers.
 func (p *FrameworkProfile) optimizerStep(layers int) HostGPU {
 	n := float64(layers)
 	return HostGPU{HostMs: p.Optimizer.HostMs + n*p.OptimizerPerLayer.HostMs, GPUMs: p.Optimizer.GPUMs + n*p.OptimizerPerLayer.GPUMs}

@@ -141,68 +141,8 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Layers: map[string]engine.LayerProfile{},
 		MeasuredAt: fmt.Sprintf("eager, whole-layer and full-iteration runs at %d and %d layers, %d micro-batches per step", fit.a, fit.b, int(fit.m))}
 	lp := engine.LayerProfile{Graphed: map[string]engine.GraphedRegion{}}
-	// Totals come from the training steps. A forward-only pass runs a
-	// different schedule (no backward, no gradient buffers) whose fixed
-	// host cost does not carry over, so it only splits a layer's host time
-	// between forward and backward; the part outside the layers is split
-	// evenly (embedding and head have both directions).
-	// The step's start (zeroing the gradient buffers) happens once per
-	// step, not per micro-batch: it is fitted on its own, per step, and
-	// left out of the per-micro-batch line.
-	startLayer, startFixed := fit.stepLine(e1.ZeroGradMs, e2.ZeroGradMs)
-	p.StepStart, p.StepStartPerLayer = engine.HostGPU{HostMs: startFixed}, engine.HostGPU{HostMs: startLayer}
-	layerHost, other := fit.line(e1.HostMs-e1.ZeroGradMs, e2.HostMs-e2.ZeroGradMs)
-	fwdShare := 1.0 / 3
-	if d, _ := fit.line(e1.HostFwdMs, e2.HostFwdMs); layerHost > 0 && e1.HostFwdMs > 0 {
-		fwdShare = min(1, d/layerHost)
-	}
-	lp.EagerFwd.HostMs, lp.EagerBwd.HostMs = fwdShare*layerHost, (1-fwdShare)*layerHost
-	p.OtherFwd.HostMs, p.OtherBwd.HostMs = other/2, other/2
-	// The lead-in is measured for the first micro-batch of the larger
-	// slice's eager steps: the host work before its first layer.
-	if e2.LeadInMs > 0 {
-		p.PreFwdHostMs = e2.LeadInMs
-		p.OtherFwd.HostMs = max(p.OtherFwd.HostMs, e2.LeadInMs)
-		p.OtherBwd.HostMs = max(0, other-p.OtherFwd.HostMs)
-	}
-	g1, g2 := fit.get("full_iteration", fit.a), fit.get("full_iteration", fit.b)
-	if g1 == nil || g2 == nil {
-		g1, g2 = e1, e2
-		p.Notes = append(p.Notes, "full iteration did not capture ("+firstErr(runs, "full_iteration")+"): GPU times are eager wall times, an upper bound")
-		p.FullIteration.CaptureError = firstErr(runs, "full_iteration")
-	} else {
-		// Its replay's host time is what follows the step's start (an
-		// item of its own in the emulated step).
-		p.FullIteration.ReplayHostMs = max(0, g2.HostMs-g2.ZeroGradMs)
-		p.FullIteration.GraphMiBPerMicroBatch = g2.GraphMiB / fit.m
-		perLayer, fixed := fit.stepLine(g1.GraphMiB, g2.GraphMiB)
-		p.FullIteration.GraphMiBPerLayer, p.FullIteration.GraphMiBFixed = perLayer, fixed
-	}
-	// A full-iteration replay's wall time is its launch, on the host with
-	// the GPU idle, then the graph's kernels: the GPU time is what follows
-	// the launch (the emulation adds the launch again as replay host time).
-	// Eager wall times, where the full iteration failed, stay whole.
-	gpuOf := func(r *engine.RawTimes) float64 {
-		if r == e1 || r == e2 {
-			return r.FwdBwdMs - r.ZeroGradMs
-		}
-		return max(0, r.FwdBwdMs-r.HostMs)
-	}
-	layerGPU, otherGPU := fit.line(gpuOf(g1), gpuOf(g2))
-	eagerGPU := layerGPU
-	if gpuBound(e1) && gpuBound(e2) {
-		// Eager kernels run with the launch gaps between them that a graph
-		// removes: where the eager runs are GPU-bound, their wall time is
-		// the layers' eager GPU time (dense-small mbs 4 on the H200: 5.43
-		// ms per layer and micro-batch eager, 5.24 graphed;
-		// bench/results/megatron-h200/s11-call2).
-		if l, _ := fit.line(e1.FwdBwdMs-e1.ZeroGradMs, e2.FwdBwdMs-e2.ZeroGradMs); l > eagerGPU {
-			eagerGPU = l
-			p.Notes = append(p.Notes, fmt.Sprintf("the eager runs are GPU-bound: a layer's eager GPU time is their wall time's, %.3f ms per layer and micro-batch against %.3f ms graphed", l, layerGPU))
-		}
-	}
-	lp.EagerFwd.GPUMs, lp.EagerBwd.GPUMs = eagerGPU/3, 2*eagerGPU/3
-	p.OtherFwd.GPUMs, p.OtherBwd.GPUMs = otherGPU/3, 2*otherGPU/3
+	fit.eagerHost(p, &lp, e1, e2)
+	layerGPU := fit.gpu(p, &lp, e1, e2)
 	optLayer, optFixed := fit.optimizer()
 	// The optimizer's synchronised wall time is host-bound (Megatron-Core
 	// launches a few kernels per parameter group and reads the gradient
@@ -225,6 +165,84 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 	p.Spread = fit.spreads()
 	p.Notes = append(p.Notes, "optimizer: its synchronised wall time (it syncs for the gradient norm), fixed plus per layer, as host time started on an idle GPU; its kernels' GPU time per op")
 	return p, nil
+}
+
+// eagerHost fits the host times of the eager runs e1 and e2: the step's
+// start, a layer's forward and backward, the part outside the layers and
+// its lead-in.
+//
+// Totals come from the training steps. A forward-only pass runs a
+// different schedule (no backward, no gradient buffers) whose fixed host
+// cost does not carry over, so it only splits a layer's host time between
+// forward and backward; the part outside the layers is split evenly
+// (embedding and head have both directions), its forward at least the
+// measured lead-in.
+func (f fitter) eagerHost(p *engine.FrameworkProfile, lp *engine.LayerProfile, e1, e2 *engine.RawTimes) {
+	// The step's start (zeroing the gradient buffers) happens once per
+	// step, not per micro-batch: it is fitted on its own, per step, and
+	// left out of the per-micro-batch line.
+	startLayer, startFixed := f.stepLine(e1.ZeroGradMs, e2.ZeroGradMs)
+	p.StepStart, p.StepStartPerLayer = engine.HostGPU{HostMs: startFixed}, engine.HostGPU{HostMs: startLayer}
+	layerHost, other := f.line(e1.HostMs-e1.ZeroGradMs, e2.HostMs-e2.ZeroGradMs)
+	fwdShare := 1.0 / 3
+	if d, _ := f.line(e1.HostFwdMs, e2.HostFwdMs); layerHost > 0 && e1.HostFwdMs > 0 {
+		fwdShare = min(1, d/layerHost)
+	}
+	lp.EagerFwd.HostMs, lp.EagerBwd.HostMs = fwdShare*layerHost, (1-fwdShare)*layerHost
+	p.OtherFwd.HostMs, p.OtherBwd.HostMs = other/2, other/2
+	// The lead-in is measured for the first micro-batch of the larger
+	// slice's eager steps: the host work before its first layer.
+	if e2.LeadInMs > 0 {
+		p.PreFwdHostMs = e2.LeadInMs
+		p.OtherFwd.HostMs = max(p.OtherFwd.HostMs, e2.LeadInMs)
+		p.OtherBwd.HostMs = max(0, other-p.OtherFwd.HostMs)
+	}
+}
+
+// gpu fits the GPU times, and the full iteration's replay and graph
+// memory where it was captured; it returns a layer's graphed GPU time per
+// micro-batch.
+func (f fitter) gpu(p *engine.FrameworkProfile, lp *engine.LayerProfile, e1, e2 *engine.RawTimes) (layerGPU float64) {
+	g1, g2 := f.get("full_iteration", f.a), f.get("full_iteration", f.b)
+	if g1 == nil || g2 == nil {
+		g1, g2 = e1, e2
+		p.Notes = append(p.Notes, "full iteration did not capture ("+firstErr(f.runs, "full_iteration")+"): GPU times are eager wall times, an upper bound")
+		p.FullIteration.CaptureError = firstErr(f.runs, "full_iteration")
+	} else {
+		// Its replay's host time is what follows the step's start (an
+		// item of its own in the emulated step).
+		p.FullIteration.ReplayHostMs = max(0, g2.HostMs-g2.ZeroGradMs)
+		p.FullIteration.GraphMiBPerMicroBatch = g2.GraphMiB / f.m
+		perLayer, fixed := f.stepLine(g1.GraphMiB, g2.GraphMiB)
+		p.FullIteration.GraphMiBPerLayer, p.FullIteration.GraphMiBFixed = perLayer, fixed
+	}
+	// A full-iteration replay's wall time is its launch, on the host with
+	// the GPU idle, then the graph's kernels: the GPU time is what follows
+	// the launch (the emulation adds the launch again as replay host time).
+	// Eager wall times, where the full iteration failed, stay whole but
+	// for the step's start.
+	gpuOf := func(r *engine.RawTimes) float64 {
+		if r == e1 || r == e2 {
+			return r.FwdBwdMs - r.ZeroGradMs
+		}
+		return max(0, r.FwdBwdMs-r.HostMs)
+	}
+	layerGPU, otherGPU := f.line(gpuOf(g1), gpuOf(g2))
+	eagerGPU := layerGPU
+	if gpuBound(e1) && gpuBound(e2) {
+		// Eager kernels run with the launch gaps between them that a graph
+		// removes: where the eager runs are GPU-bound, their wall time is
+		// the layers' eager GPU time (dense-small mbs 4 on the H200: 5.43
+		// ms per layer and micro-batch eager, 5.24 graphed;
+		// bench/results/megatron-h200/s11-call2).
+		if l, _ := f.line(e1.FwdBwdMs-e1.ZeroGradMs, e2.FwdBwdMs-e2.ZeroGradMs); l > eagerGPU {
+			eagerGPU = l
+			p.Notes = append(p.Notes, fmt.Sprintf("the eager runs are GPU-bound: a layer's eager GPU time is their wall time's, %.3f ms per layer and micro-batch against %.3f ms graphed", l, layerGPU))
+		}
+	}
+	lp.EagerFwd.GPUMs, lp.EagerBwd.GPUMs = eagerGPU/3, 2*eagerGPU/3
+	p.OtherFwd.GPUMs, p.OtherBwd.GPUMs = otherGPU/3, 2*otherGPU/3
+	return layerGPU
 }
 
 // gpuBound reports whether an eager run's wall time is well above its
