@@ -280,13 +280,21 @@ func localRegions(k presets.LayerKind, mods []string) (whole bool, partialMoE bo
 	switch {
 	case has(presets.ScopeAttn) && attn:
 		return true, false, ""
-	case has(presets.ScopeMLP) && k == presets.LayerMoE:
-		return false, false, "local mlp graph on a MoE layer: TransformerLayer.create_mcore_cudagraph_manager asserts not self.is_moe_layer"
-	case has(presets.ScopeMLP) && mlp:
-		return true, false, ""
+	case has(presets.ScopeMLP) && (mlp || k == presets.LayerMoE):
+		return false, false, localMLPFailure
 	}
 	return false, false, ""
 }
+
+// localMLPFailure is why impl local with mlp listed and no attention
+// graph on the layer fails: Megatron-Core 0.16.0 to 0.20 build the
+// layer's graph manager from GraphableMegatronModule.__init__, before
+// TransformerLayer.__init__ sets is_moe_layer, and the mlp branch of
+// create_mcore_cudagraph_manager reads it (transformer_layer.py, core_v0.16.0
+// to core_v0.19.0 and main; measured on the H200 with 0.20.0:
+// bench/results/megatron-h200/final, dense-small local mlp).
+const localMLPFailure = "impl local with mlp and no attention graph on the layer: Megatron-Core fails when it builds the layer " +
+	"(AttributeError: 'TransformerLayer' object has no attribute 'is_moe_layer'; create_mcore_cudagraph_manager reads it before __init__ sets it)"
 
 // regionName joins the covered modules in their canonical order.
 func regionName(mods []string) string { return strings.Join(mods, ",") }

@@ -100,7 +100,8 @@ func TestPlanPerScope(t *testing.T) {
 		// local on GPTModel: the whole layer whatever the list names.
 		{"local whole dense", denseModel, false, cand(presets.ImplLocal), 0, map[string][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
 		{"local attn dense", denseModel, false, cand(presets.ImplLocal, attn), 0, map[string][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
-		{"local mlp dense", denseModel, false, cand(presets.ImplLocal, mlp), 0, map[string][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
+		{"local mlp dense", denseModel, false, cand(presets.ImplLocal, mlp), 0, nil, nil, FailBuild, ""},
+		{"local attn,mlp dense", denseModel, false, cand(presets.ImplLocal, attn, mlp), 0, map[string][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
 		{"local attn moe drop-pad", moeModel, false, cand(presets.ImplLocal, attn), 0, map[string][]string{RegionLayer: {attn, router, pre, moe, post}}, nil, "", ""},
 		{"local attn,router,pre moe dropless", moeModel, true, cand(presets.ImplLocal, attn, router, pre), 0, nil, nil, FailCapture, "token_counts_to_host"},
 		{"local attn,router,pre moe drop-pad", moeModel, false, cand(presets.ImplLocal, attn, router, pre), 0,
@@ -111,6 +112,7 @@ func TestPlanPerScope(t *testing.T) {
 		{"local mamba", hybridModel, true, cand(presets.ImplLocal, mamba), 0, map[string][]string{RegionLayer: {mamba}}, nil, "", ""},
 		{"local attn on attention layer", hybridModel, true, cand(presets.ImplLocal, attn), 1, map[string][]string{RegionLayer: {attn}}, nil, "", ""},
 		{"local attn on mlp layer", hybridModel, true, cand(presets.ImplLocal, attn), 2, map[string][]string{}, []string{mlp}, "", ""},
+		{"local attn,mlp on mlp layer", hybridModel, true, cand(presets.ImplLocal, attn, mlp), 2, nil, nil, FailBuild, ""},
 		{"local router on MoETransformerLayer dropless", hybridModel, true, cand(presets.ImplLocal, router), 3,
 			map[string][]string{"moe_router,moe_preprocess": {router, pre}, RegionMoEPostprocess: {post}}, []string{moe}, "", ""},
 		{"local whole MoETransformerLayer dropless", hybridModel, true, cand(presets.ImplLocal), 3, nil, nil, FailCapture, "token_counts_to_host"},

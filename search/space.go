@@ -208,11 +208,10 @@ func Canonical(m presets.Model, gen presets.Generation, c presets.Candidate) Eff
 		e.Candidate.Scopes = canonicalScopes(append(slices.Clone(sc), presets.ScopeMoERouter, presets.ScopeMoEPreprocess))
 		sc = e.Candidate.Scopes
 	}
-	plainGPT := m.Arch.HybridPattern == ""
-	allDense := m.Arch.MoE == nil
-	onlyMLP := len(sc) > 0 && !slices.ContainsFunc(sc, func(s string) bool { return s != presets.ScopeMLP })
-	if plainGPT && len(sc) > 0 && (slices.Contains(sc, presets.ScopeAttn) || (onlyMLP && allDense)) {
-		e.Why = append(e.Why, "impl local graphs each TransformerLayer whole once attn (or mlp on a dense layer) is listed")
+	// mlp without attn is not the whole layer: Megatron-Core fails to
+	// build it (engine.PlanCapture says so).
+	if m.Arch.HybridPattern == "" && slices.Contains(sc, presets.ScopeAttn) {
+		e.Why = append(e.Why, "impl local graphs each TransformerLayer whole once attn is listed")
 		e.Candidate.Scopes = []string{}
 	}
 	return e

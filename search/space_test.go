@@ -130,6 +130,17 @@ func TestPlanPerModelAndGeneration(t *testing.T) {
 	if also := p["local/layer/w1"].Also; len(also) == 0 || also[0].Key() != "local/attn/w1" {
 		t.Errorf("llama local whole-layer: also %v, want local attn first", also)
 	}
+	// local mlp without attn is not the whole layer: Megatron-Core fails
+	// to build it (measured on the H200 with core 0.20.0).
+	if mlp := p["local/mlp/w1"]; !reflect.DeepEqual(planIDs(mlp), []string{WillFailID}) ||
+		!strings.Contains(mlp.Violations[0].Message, "no attribute 'is_moe_layer'") {
+		t.Errorf("llama local mlp: %v, want %s naming Megatron-Core's AttributeError", mlp.Violations, WillFailID)
+	}
+	for _, c := range p["local/layer/w1"].Also {
+		if c.Key() == "local/mlp/w1" {
+			t.Error("local mlp is listed as the whole layer")
+		}
+	}
 	// MB 0.6 allows impl local only for full iteration (MB-05).
 	p = planOf(t, Config{Model: llama, Layout: ll, MBridge: "0.6"})
 	if got := planIDs(p["local/attn/w1"]); !reflect.DeepEqual(got, []string{"MB-05"}) {
