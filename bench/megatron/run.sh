@@ -80,6 +80,28 @@ table9() {
   profile9 $name $R/$name.json $preset "$@"
 }
 F=bench/results/megatron-h200/final
+# cudasearch9 LIMIT [LABEL]: the calibrated cuda engine's exhaustive search
+# of dense mbs 1 (the tie-break acceptance) under the deadline, with the
+# profile cached in $XDG_CACHE_HOME.
+cudasearch9() {
+  local t0=$(date +%s)
+  step $1 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
+    --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
+  echo "== cuda search dense mbs1$2: rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,14p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
+}
+# gputests9 LIMIT: the cuda engine's GPU tests under the deadline.
+gputests9() {
+  local t0=$(date +%s)
+  (cd engine/cuda && step $1 ../../bin/cuda-gpu.test -test.v -test.timeout $(( $1 - 10 ))s) >$R/cuda-gpu-tests.txt 2>&1
+  echo "== cuda GPU tests: rc=$? wall $(( $(date +%s) - t0 )) s"
+  grep -E "^(--- |ok|FAIL|PASS|panic)" $R/cuda-gpu-tests.txt | tail -40
+}
+# refit9 CALL LIMIT: a committed call's profiles re-fitted and its
+# three-way tables with the cuda engine (bench/megatron/refit.sh), kept in
+# refit-CALL.
+refit9() {
+  step $2 bash bench/megatron/refit.sh $S/$1 0; cp -r $S/$1/refit $R/refit-$1
+}
 case "$1" in
 s9-call1)
   # Session 9, first call: the workers now run with Python's automatic gc
@@ -186,10 +208,7 @@ s10-call1|s10-call3)
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
   table9 dense-mbs1 dense-small-mbs1 90 40s
   table9 moe-droppad-mbs1 moe-small-mbs1 150 50s --drop-pad
-  t0=$(date +%s)
-  step 70 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
-    --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
-  echo "== cuda search dense mbs1: rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,14p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
+  cudasearch9 70
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s10-call2)
@@ -213,19 +232,14 @@ s10-call4)
   S=bench/results/megatron-h200
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
-  step 90 bash bench/megatron/refit.sh $S/s10-call3 0; cp -r $S/s10-call3/refit $R/refit-s10-call3
+  refit9 s10-call3 90
   table9 dense-mbs4 dense-small-mbs4 100 40s
   table9 moe-droppad-mbs4 moe-small-mbs4 170 70s --drop-pad
-  mkdir -p $R/c3cache/cgtune/profiles; t0=$(date +%s)
+  mkdir -p $R/c3cache/cgtune/profiles
   bin/refit --probe-output $S/s10-call3/profile-dense-mbs1.txt --profile $S/s10-call3/profile-dense-mbs1.json --cache $R/c3cache/cgtune/profiles
-  XDG_CACHE_HOME=$R/c3cache step 60 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
-    --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
-  echo "== cuda search dense mbs1 (call 3's profile re-fitted): rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,14p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
-  step 90 bash bench/megatron/refit.sh $S/s10-call2 0; cp -r $S/s10-call2/refit $R/refit-s10-call2
-  t0=$(date +%s)
-  (cd engine/cuda && step 200 ../../bin/cuda-gpu.test -test.v -test.timeout 190s) >$R/cuda-gpu-tests.txt 2>&1
-  echo "== cuda GPU tests: rc=$? wall $(( $(date +%s) - t0 )) s"
-  grep -E "^(--- |ok|FAIL|PASS|panic)" $R/cuda-gpu-tests.txt | tail -40
+  XDG_CACHE_HOME=$R/c3cache cudasearch9 60 " (call 3's profile re-fitted)"
+  refit9 s10-call2 90
+  gputests9 200
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s11-call2)
@@ -238,10 +252,7 @@ s11-call2)
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
   table9 dense-mbs1 dense-small-mbs1 90 40s
-  t0=$(date +%s)
-  step 70 bin/cgtune --headless --engine cuda --strategy exhaustive --preset $P/dense-small-mbs1.yaml \
-    --run-dir $R/run-cuda-dense-mbs1 >$R/cuda-dense-mbs1.txt 2>$R/cuda-dense-mbs1.err
-  echo "== cuda search dense mbs1: rc=$? wall $(( $(date +%s) - t0 )) s"; sed -n '1,14p;/^winner/,/^why/p' $R/cuda-dense-mbs1.txt
+  cudasearch9 70
   table9 dense-mbs4 dense-small-mbs4 100 40s
   table9 moe-droppad-mbs1 moe-small-mbs1 150 50s --drop-pad
   } 2>&1 | tee $OUT/progress.txt
@@ -255,12 +266,9 @@ s11-call3)
   S=bench/results/megatron-h200
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
-  step 100 bash bench/megatron/refit.sh $S/s11-call2 0; cp -r $S/s11-call2/refit $R/refit-s11-call2
+  refit9 s11-call2 100
   table9 moe-droppad-mbs4 moe-small-mbs4 170 70s --drop-pad
-  t0=$(date +%s)
-  (cd engine/cuda && step 220 ../../bin/cuda-gpu.test -test.v -test.timeout 210s) >$R/cuda-gpu-tests.txt 2>&1
-  echo "== cuda GPU tests: rc=$? wall $(( $(date +%s) - t0 )) s"
-  grep -E "^(--- |ok|FAIL|PASS|panic)" $R/cuda-gpu-tests.txt | tail -40
+  gputests9 220
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s11-call1)
