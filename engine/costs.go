@@ -242,13 +242,18 @@ func (p *FrameworkProfile) region(kind, name string) (GraphedRegion, bool) {
 // stepStart is the host's work at the start of a step of a stage with
 // layers layers.
 func (p *FrameworkProfile) stepStart(layers int) HostGPU {
-	n := float64(layers)
-	return HostGPU{HostMs: p.StepStart.HostMs + n*p.StepStartPerLayer.HostMs, GPUMs: p.StepStart.GPUMs + n*p.StepStartPerLayer.GPUMs}
+	return perStep(p.StepStart, p.StepStartPerLayer, layers)
 }
 
 // optimizerStep is the optimizer's measured time for a step of a stage
 // with the given number of layers.
 func (p *FrameworkProfile) optimizerStep(layers int) HostGPU {
+	return perStep(p.Optimizer, p.OptimizerPerLayer, layers)
+}
+
+// perStep is a per-step figure fitted as fixed plus perLayer per layer,
+// for a stage of layers layers.
+func perStep(fixed, perLayer HostGPU, layers int) HostGPU {
 	n := float64(layers)
-	return HostGPU{HostMs: p.Optimizer.HostMs + n*p.OptimizerPerLayer.HostMs, GPUMs: p.Optimizer.GPUMs + n*p.OptimizerPerLayer.GPUMs}
+	return HostGPU{HostMs: fixed.HostMs + n*perLayer.HostMs, GPUMs: fixed.GPUMs + n*perLayer.GPUMs}
 }

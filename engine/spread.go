@@ -30,6 +30,13 @@ func SpreadOf(s Stats) StepSpread {
 	return StepSpread{Below: max(0, (s.Median-s.P10)/s.Median), Above: max(0, (s.P90-s.Median)/s.Median)}
 }
 
+// Widen widens s's p10–p90 to at least sp around s's median.
+func (sp StepSpread) Widen(s Stats) Stats {
+	s.P10 = min(s.P10, s.Median*(1-sp.Below))
+	s.P90 = max(s.P90, s.Median*(1+sp.Above))
+	return s
+}
+
 // Spread modes: which profile run a plan's steps vary like.
 const (
 	SpreadEager         = "eager"
@@ -91,9 +98,7 @@ func WithFrameworkSpread(s Stats, prof *FrameworkProfile, plan *CapturePlan) (St
 	if !ok {
 		return s, "p10–p90: the emulation's own (the framework profile has no measured step spread for this capture)"
 	}
-	s.P10 = min(s.P10, s.Median*(1-sp.Below))
-	s.P90 = max(s.P90, s.Median*(1+sp.Above))
-	return s, fmt.Sprintf("p10–p90: at least the framework's measured spread (−%.1f%%/+%.1f%% of the median in the profile's %s run), so candidates the framework cannot tell apart tie",
+	return sp.Widen(s), fmt.Sprintf("p10–p90: at least the framework's measured spread (−%.1f%%/+%.1f%% of the median in the profile's %s run), so candidates the framework cannot tell apart tie",
 		100*sp.Below, 100*sp.Above, from)
 }
 

@@ -380,16 +380,15 @@ func widenToTypicalSpread(st engine.Stats, baselines []engine.Result) engine.Sta
 	below, above := make([]float64, 0, len(baselines)), make([]float64, 0, len(baselines))
 	for _, r := range baselines {
 		if r.Eager.P10 > 0 && r.Eager.P90 > 0 {
-			below = append(below, (r.Eager.Median-r.Eager.P10)/r.Eager.Median)
-			above = append(above, (r.Eager.P90-r.Eager.Median)/r.Eager.Median)
+			sp := engine.SpreadOf(r.Eager)
+			below, above = append(below, sp.Below), append(above, sp.Above)
 		}
 	}
 	if len(below) == 0 {
 		return st
 	}
-	st.P10 = min(st.P10, st.Median*(1-engine.Summarise(below).Median))
-	st.P90 = max(st.P90, st.Median*(1+engine.Summarise(above).Median))
-	return st
+	typical := engine.StepSpread{Below: engine.Summarise(below).Median, Above: engine.Summarise(above).Median}
+	return typical.Widen(st)
 }
 
 func eagerMedians(rs []engine.Result) []float64 {
