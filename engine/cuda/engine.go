@@ -387,7 +387,6 @@ func (r *run) addItem(p *Program, it engine.Item) {
 	}
 }
 
-// stepTimer wraps a step program with events: start, after forward-backward, after the optimizer.
 // stepTimer holds a step's events: at the start, before the last run
 // micro-batch (eb, recorded only where the items show the boundary: last
 // is true), after forward-backward and after the optimizer.

@@ -221,9 +221,10 @@ func (f fitter) gpu(p *engine.FrameworkProfile, lp *engine.LayerProfile, e1, e2 
 	// the launch (the emulation adds the launch again as replay host time).
 	// Eager wall times, where the full iteration failed, stay whole but
 	// for the step's start.
+	eagerWall := func(r *engine.RawTimes) float64 { return r.FwdBwdMs - r.ZeroGradMs }
 	gpuOf := func(r *engine.RawTimes) float64 {
 		if r == e1 || r == e2 {
-			return r.FwdBwdMs - r.ZeroGradMs
+			return eagerWall(r)
 		}
 		return max(0, r.FwdBwdMs-r.HostMs)
 	}
@@ -235,7 +236,7 @@ func (f fitter) gpu(p *engine.FrameworkProfile, lp *engine.LayerProfile, e1, e2 
 		// the layers' eager GPU time (dense-small mbs 4 on the H200: 5.43
 		// ms per layer and micro-batch eager, 5.24 graphed;
 		// bench/results/megatron-h200/s11-call2).
-		if l, _ := f.line(e1.FwdBwdMs-e1.ZeroGradMs, e2.FwdBwdMs-e2.ZeroGradMs); l > eagerGPU {
+		if l, _ := f.line(eagerWall(e1), eagerWall(e2)); l > eagerGPU {
 			eagerGPU = l
 			p.Notes = append(p.Notes, fmt.Sprintf("the eager runs are GPU-bound: a layer's eager GPU time is their wall time's, %.3f ms per layer and micro-batch against %.3f ms graphed", l, layerGPU))
 		}
