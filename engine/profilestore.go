@@ -294,9 +294,14 @@ func (s *ProfileSet) find(model, layout string) (*FrameworkProfile, bool) {
 		return p, s.stale[key]
 	}
 	p, _, err := FindProfile(s.Dir, model, layout, s.GPU)
+	if p == nil {
+		// Not kept: a search measures the profile when none is cached
+		// (its preparation), after the estimator may have looked.
+		return nil, errors.Is(err, ErrProfileVersion)
+	}
 	if s.found == nil {
 		s.found, s.stale = map[string]*FrameworkProfile{}, map[string]bool{}
 	}
-	s.found[key], s.stale[key] = p, errors.Is(err, ErrProfileVersion)
-	return p, s.stale[key]
+	s.found[key], s.stale[key] = p, false
+	return p, false
 }

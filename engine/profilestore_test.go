@@ -180,6 +180,11 @@ func TestProfileSetCosts(t *testing.T) {
 	if _, err := SaveProfile(dir, testProfile(ModelKey(w.Spec.Model), LayoutKey(w.Layout), "NVIDIA H200", "0.16.0")); err != nil {
 		t.Fatal(err)
 	}
+	// The set that looked before the profile was measured (a megatron
+	// search measures it first, after the estimator has looked) finds it.
+	if c = s.CostsFor(w, r, DefaultHostCosts()); c.Profile == nil {
+		t.Error("a profile saved after a miss is not found")
+	}
 	s = &ProfileSet{Dir: dir, GPU: "h200", Adjust: &ProfileAdjust{HostScale: &two, Source: "test"},
 		Calibration: func(model, layout string) (float64, string, bool) {
 			return 1.5, "job logs", strings.HasPrefix(model, "dense@")

@@ -107,6 +107,12 @@ type WorkerEvent struct {
 	Message string `json:"message"`
 }
 
+// PrepareEvent is a line of the search's preparation before it plans
+// (Config.Prepare): what it measures first, and how that went.
+type PrepareEvent struct {
+	Message string `json:"message"`
+}
+
 // DoneEvent ends the stream.
 type DoneEvent struct {
 	Ranking     []Ranked `json:"ranking"`
@@ -123,10 +129,11 @@ type DoneEvent struct {
 	Notes     []string `json:"notes,omitempty"` // how the strategy went (rounds, budget, derived results)
 }
 
-func (PlanEvent) isEvent()   {}
-func (StartEvent) isEvent()  {}
-func (SampleEvent) isEvent() {}
-func (ResultEvent) isEvent() {}
-func (MemoryEvent) isEvent() {}
-func (WorkerEvent) isEvent() {}
-func (DoneEvent) isEvent()   {}
+func (PlanEvent) isEvent()    {}
+func (StartEvent) isEvent()   {}
+func (SampleEvent) isEvent()  {}
+func (ResultEvent) isEvent()  {}
+func (MemoryEvent) isEvent()  {}
+func (WorkerEvent) isEvent()  {}
+func (DoneEvent) isEvent()    {}
+func (PrepareEvent) isEvent() {}

@@ -69,6 +69,12 @@ type Config struct {
 	// Measured are the run options: EagerSteps for every run; MeasuredSteps
 	// for exhaustive runs (halving sets its own per round).
 	Measured engine.RunOptions
+	// Prepare, when set, runs once before the space is planned, with the
+	// search's workload: work the engines need first (the megatron engine
+	// measures the framework profile when none is cached, so the estimator
+	// and the emulating fallback are calibrated). Each line it says is a
+	// PrepareEvent; an error is a note of the search, which goes on.
+	Prepare func(ctx context.Context, w *engine.Workload, say func(string)) error
 }
 
 func (c Config) mbridge() string {
@@ -189,6 +195,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	if err != nil {
 		return DoneEvent{}, err
 	}
+	prepared := prepare(ctx, cfg, w, emit)
 	plan, err := Plan(cfg)
 	if err != nil {
 		return DoneEvent{}, err
@@ -203,6 +210,9 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		r.byKey[plan[i].Candidate.Key()] = &plan[i]
 	}
 	r.gpus = gpuNumbers(cfg.Engines)
+	if prepared != "" {
+		r.note("%s", prepared)
+	}
 	var order []resKey // the journal's results in finishing order, each once
 	for _, l := range prior {
 		k := resKey{l.Round, l.Key}
@@ -257,6 +267,24 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	}
 	r.emit(d)
 	return d, jerr
+}
+
+// prepare runs cfg.Prepare (if any), its lines sent to emit as
+// PrepareEvents, and returns what the search notes of a failure ("" when
+// it succeeded).
+func prepare(ctx context.Context, cfg Config, w *engine.Workload, emit func(Event)) string {
+	if cfg.Prepare == nil {
+		return ""
+	}
+	say := func(msg string) {
+		if emit != nil {
+			emit(PrepareEvent{Message: msg})
+		}
+	}
+	if err := cfg.Prepare(ctx, w, say); err != nil {
+		return "preparing the search: " + err.Error()
+	}
+	return ""
 }
 
 // gpuNumbers names each engine by its device index when those are

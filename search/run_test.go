@@ -3,9 +3,11 @@ package search
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -589,6 +591,54 @@ func TestHalvingRunsNoneWhenEveryArmIsHandedOn(t *testing.T) {
 	for _, s := range ev.starts {
 		if s.Candidate.Impl == presets.ImplNone {
 			t.Errorf("none was run on its own by an engine that hands nothing on")
+		}
+	}
+}
+
+// The search's preparation runs once, with the search's workload, before
+// the space is planned; its lines arrive as PrepareEvents ahead of the
+// PlanEvent, and a failed preparation is a note of a search that still
+// runs every candidate.
+func TestPrepareRunsBeforePlanning(t *testing.T) {
+	m, l := builtin(t, "llama3_8b", "h100")
+	for _, fail := range []bool{false, true} {
+		var order []string
+		calls := 0
+		prep := func(_ context.Context, w *engine.Workload, say func(string)) error {
+			calls++
+			if w == nil || w.Spec.Model.Name != m.Name {
+				t.Errorf("prepare got workload %v", w)
+			}
+			say("measuring the profile")
+			if fail {
+				return errors.New("the eager runs failed")
+			}
+			return nil
+		}
+		fe := &fakeEngine{}
+		var ev events
+		emit := func(e Event) {
+			switch x := e.(type) {
+			case PrepareEvent:
+				order = append(order, "prepare: "+x.Message)
+			case PlanEvent:
+				order = append(order, "plan")
+			}
+			ev.emit(e)
+		}
+		d, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Strategy: StrategyExhaustive, Prepare: prep}, emit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if calls != 1 || len(order) < 2 || order[0] != "prepare: measuring the profile" || order[1] != "plan" {
+			t.Errorf("fail=%v: prepare called %d times, events %v; want it once, before the plan", fail, calls, order)
+		}
+		noted := slices.ContainsFunc(d.Notes, func(n string) bool { return n == "preparing the search: the eager runs failed" })
+		if noted != fail {
+			t.Errorf("fail=%v: notes %q", fail, d.Notes)
+		}
+		if len(ev.results) == 0 || len(ev.results) != len(fe.runs()) {
+			t.Errorf("fail=%v: %d results of %d runs", fail, len(ev.results), len(fe.runs()))
 		}
 	}
 }

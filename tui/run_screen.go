@@ -214,6 +214,8 @@ func (m *Model) onEvent(msg eventMsg) tea.Cmd {
 		r.mem[ev.GPU] = ev
 	case search.WorkerEvent:
 		m.setError(fmt.Errorf("GPU %d: %s", ev.GPU, ev.Message))
+	case search.PrepareEvent:
+		m.setStatus("%s", ev.Message)
 	case search.DoneEvent:
 		d := ev
 		m.done = &d

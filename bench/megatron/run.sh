@@ -257,6 +257,35 @@ s11-call2)
   table9 moe-droppad-mbs1 moe-small-mbs1 150 50s --drop-pad
   } 2>&1 | tee $OUT/progress.txt
   ;;
+s12-call1)
+  # Session 12, first call (bench/megatron/hostvar.py): is moe-small's eager
+  # step (866-1178 ms in different processes, s9..s11) a per-process
+  # effect, and does pinning a process to the GPU's CPUs remove it; and
+  # where the host is, against the GPU, through a step with per-layer
+  # graphs (dense and moe, mbs 1, 8 layers, 4 micro-batches).
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
+  lscpu | grep -E "^(CPU\(s\)|Model name|Thread|Core|Socket|NUMA|CPU max|CPU MHz)"
+  bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | head -1 | tr 'A-F' 'a-f' | sed 's/^0000//')
+  local_cpus=$(cat /sys/bus/pci/devices/$bus/local_cpulist 2>/dev/null || echo "?")
+  echo "GPU $bus local cpus: $local_cpus; numa node $(cat /sys/bus/pci/devices/$bus/numa_node 2>/dev/null)"
+  pin=$(python3 -c "import sys; s=sys.argv[1]; a=[int(x) for p in s.split(',') for x in range(int(p.split('-')[0]), int(p.split('-')[-1])+1)]; print(','.join(map(str,a[:4])))" "$local_cpus" 2>/dev/null || echo 0-3)
+  echo "pinned runs: taskset -c $pin"
+  mkdir -p $R/hostvar
+  hv() { # label prefix... model mode layers mb steps
+    local label=$1; shift
+    local t0=$(date +%s)
+    step 80 "$@" $R/hostvar/$label.json 2>$R/hostvar/$label.err | tail -1 | cut -c1-400
+    echo "== hostvar $label: rc=$? wall $(( $(date +%s) - t0 )) s"
+  }
+  for i in 1 2 3; do
+    hv moe-none-free$i python3 bench/megatron/hostvar.py moe none 8 4 5
+    hv moe-none-pinned$i taskset -c $pin python3 bench/megatron/hostvar.py moe none 8 4 5
+  done
+  for m in local full_iteration none; do hv dense-$m python3 bench/megatron/hostvar.py dense $m 8 4 8; done
+  hv moe-local python3 bench/megatron/hostvar.py moe local 8 4 8
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
 s11-call3)
   # Session 11, third call, after the fit takes the layers' eager GPU time
   # from GPU-bound eager runs: call 2's tables re-fitted with the cuda

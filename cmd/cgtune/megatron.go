@@ -164,11 +164,53 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 			c()
 		}
 	}
+	if first, ok := s.cfg.Engines[0].(*megatron.Engine); ok && !f.skipProfile && first.WorldSize() == 1 {
+		s.cfg.Prepare = profileFirst(first)
+	}
 	if est, err := estimateEngine(s.cfg.Layout.GPU, f.profile); err == nil {
 		s.cfg.Estimator = est
 	}
 	s.notices = append(s.notices, fmt.Sprintf("engine megatron: %s; %d rank(s) per candidate on GPU %v", frameworkString(s.cfg.Engines[0]), ranks, gpus))
 	return nil
+}
+
+// profiler measures framework profiles (the megatron engine).
+type profiler interface {
+	Device() engine.DeviceInfo
+	MeasureProfile(ctx context.Context, w *engine.Workload, emit func(string)) (*engine.FrameworkProfile, error)
+}
+
+// profileFirst is a megatron search's preparation: where no framework
+// profile of the workload's model and layout is cached for this GPU, it
+// measures one, as `cgtune probe --framework` does, and saves it before
+// the space is planned, so that the estimator orders the candidates with
+// it and the emulating fallback is calibrated. Its eager runs at the
+// built slice are the search's eager baseline too (the worker keeps the
+// eager baseline of a slice), so the profile and the search's speed-ups
+// share one eager measurement.
+func profileFirst(e profiler) func(context.Context, *engine.Workload, func(string)) error {
+	return func(ctx context.Context, w *engine.Workload, say func(string)) error {
+		dir, err := engine.DefaultProfileDir()
+		if err != nil {
+			return err
+		}
+		model, layout := engine.ModelKey(w.Spec.Model), engine.LayoutKey(w.Layout)
+		if p, path, _ := engine.FindProfile(dir, model, layout, e.Device().Name); p != nil {
+			say("framework profile: cached, " + path)
+			return nil
+		}
+		say("framework profile: none cached for this model, layout and GPU; measuring it first (--skip-profile does not)")
+		prof, err := e.MeasureProfile(ctx, w, func(line string) { say("framework profile: " + line) })
+		if err != nil {
+			return fmt.Errorf("framework profile not measured: %w", err)
+		}
+		path, err := engine.SaveProfile(dir, prof)
+		if err != nil {
+			return fmt.Errorf("framework profile not saved: %w", err)
+		}
+		say("framework profile: saved " + path)
+		return nil
+	}
 }
 
 // frameworkString describes the framework a megatron engine's worker

@@ -83,6 +83,9 @@ type rootFlags struct {
 	maxMicroBatches                  int
 	// runPredictedFailures runs the candidates predicted to fail capture.
 	runPredictedFailures bool
+	// skipProfile: a megatron search does not measure the framework
+	// profile first when none is cached.
+	skipProfile bool
 
 	cmd *cobra.Command
 }
@@ -162,6 +165,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "with --resume: go on past unreadable lines in the middle of the journal (they are moved to "+search.UnreadableFile+" in the run folder)")
 	fl.StringVar(&f.runDir, "run-dir", "", "run folder for the journal (default: a new folder under the user cache folder, cgtune/runs)")
 	f.profile.register(root)
+	fl.BoolVar(&f.skipProfile, "skip-profile", false, "megatron engine: do not measure the framework profile (cgtune probe --framework) before the search when none is cached for the model, layout and GPU")
 	fl.BoolVar(&f.runPredictedFailures, "run-predicted-failures", false, "also run the candidates whose capture cgtune predicts will fail (a graph holding a host sync, e.g. the dropless MoE dispatch), so the installed framework confirms or refutes the prediction; each result says which")
 	fl.StringVar(&f.tie, "tie", search.FormatTie(search.DefaultTie), "tie band: candidates within this share of the step time (or whose measured p10–p90 ranges overlap) tie, and the one with less graph memory, then the simpler one, ranks first")
 	fl.StringVar(&f.report, "report", "", "write a Markdown report of the search to FILE.md (and its plot, FILE.svg, beside it)")
@@ -817,6 +821,8 @@ func eventName(e search.Event) string {
 		return "memory"
 	case search.WorkerEvent:
 		return "worker"
+	case search.PrepareEvent:
+		return "prepare"
 	case search.DoneEvent:
 		return "done"
 	}
@@ -879,6 +885,8 @@ func (p *progress) event(e search.Event) {
 		fmt.Fprintf(p.w, "[%d/%d] round %d GPU %d %s: %s [%s]%s, ETA %s\n", x.Done, x.Total, x.Round, x.GPU, candLabel(r.Candidate), what, r.Source, from, x.ETA)
 	case search.WorkerEvent:
 		fmt.Fprintf(p.w, "GPU %d: %s\n", x.GPU, x.Message)
+	case search.PrepareEvent:
+		fmt.Fprintln(p.w, "prepare: "+x.Message)
 	case search.DoneEvent:
 		for _, n := range x.Notes {
 			fmt.Fprintln(p.w, "note: "+n)
