@@ -79,6 +79,25 @@ table9() {
   search9 $name $limit --preset $P/$preset.yaml "${sets[@]}" --strategy halving --budget $budget
   profile9 $name $R/$name.json $preset "$@"
 }
+# table12 NAME PRESET LIMIT BUDGET [--drop-pad]: a halving search that
+# measures the framework profile first (none is cached on a fresh
+# machine; its eager runs are the search's eager baseline), then the
+# three-way table on the search's results and that profile.
+table12() {
+  local name=$1 preset=$2 limit=$3 budget=$4; shift 4
+  local sets=(); [ "$1" = --drop-pad ] && sets=($DROPPAD)
+  search9 $name $limit --preset $P/$preset.yaml "${sets[@]}" --strategy halving --budget $budget
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    if l.startswith("{\"event\":\"prepare\""): print(json.loads(l)["message"])' $R/$name.err >$R/profile-$name.txt
+  cut -c1-250 $R/profile-$name.txt
+  local prof=$(sed -n 's/^framework profile: saved //p' $R/profile-$name.txt)
+  [ -n "$prof" ] && cp "$prof" $R/profile-$name.json || { echo "== threeway $name: no profile saved"; return; }
+  local t0=$(date +%s)
+  step 90 bin/threeway --profile "$prof" --megatron $R/$name.json --preset $P/$preset.yaml "$@" --gpu 0 \
+    --json $R/threeway-$name.json >$R/threeway-$name.txt 2>&1
+  echo "== threeway $name: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-$name.txt
+}
 F=bench/results/megatron-h200/final
 # cudasearch9 LIMIT [LABEL]: the calibrated cuda engine's exhaustive search
 # of dense mbs 1 (the tie-break acceptance) under the deadline, with the
@@ -255,6 +274,21 @@ s11-call2)
   cudasearch9 70
   table9 dense-mbs4 dense-small-mbs4 100 40s
   table9 moe-droppad-mbs1 moe-small-mbs1 150 50s --drop-pad
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
+s12-call2)
+  # Session 12, second call: the megatron search now measures the
+  # framework profile first when none is cached, and its eager baseline is
+  # the profile's eager runs: issue 9's three-way tables for moe mbs 1
+  # (whose eager baseline differed by 11% between the profile and the
+  # search in s11-call2) and dense mbs 1 and 4, then the cuda GPU tests.
+  export XDG_CACHE_HOME=$R/cache
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  table12 moe-droppad-mbs1 moe-small-mbs1 260 35s --drop-pad
+  table12 dense-mbs1 dense-small-mbs1 130 30s
+  table12 dense-mbs4 dense-small-mbs4 130 30s
+  gputests9 130
   } 2>&1 | tee $OUT/progress.txt
   ;;
 s12-call1)
