@@ -230,6 +230,7 @@ func (p *FrameworkProfile) region(kind, name string) (GraphedRegion, bool) {
 			return GraphedRegion{}, false
 		}
 		out.ReplayHostMs = max(out.ReplayHostMs, r.ReplayHostMs)
+		out.FirstReplayHostMs = max(out.FirstReplayHostMs, r.FirstReplayHostMs)
 		out.GPUMs += r.GPUMs
 		out.GraphMiB += r.GraphMiB
 		if out.CaptureError == "" {

@@ -261,6 +261,13 @@ type RawTimes struct {
 	// measured, an older worker or a full-iteration replay).
 	ZeroGradMs float64 `json:"zero_grad_ms,omitempty"`
 	LeadInMs   float64 `json:"lead_in_ms,omitempty"`
+	// The host's calls of the first micro-batch's layers: from the
+	// decoder's start to the first layer's call (ToFirstLayerMs), the
+	// first layer's call to the second's (FirstLayerMs) and the median of
+	// the later calls, each to the next (LayerCallMs); 0: not measured.
+	ToFirstLayerMs float64 `json:"to_first_layer_ms,omitempty"`
+	FirstLayerMs   float64 `json:"first_layer_ms,omitempty"`
+	LayerCallMs    float64 `json:"layer_call_ms,omitempty"`
 }
 
 // Failed reports whether the candidate did not produce a step time.

@@ -135,6 +135,13 @@ type GraphedRegion struct {
 	// cannot be captured (e.g. the dropless MoE dispatch syncs with the
 	// host); empty when it captures.
 	CaptureError string `json:"capture_error,omitempty"`
+	// FirstReplayHostMs is the host's extra work, once per step, before
+	// the step's first replay of the region's graphs: the first replay's
+	// path beyond a later one's and the decoder's extra work before its
+	// first graphed layer. The GPU, idle at the step's start, waits
+	// through it (Megatron-Core 0.20 on the H200: 0.3-0.5 ms for dense-small,
+	// bench/results/megatron-h200/s12-call1). 0: not measured.
+	FirstReplayHostMs float64 `json:"first_replay_host_ms,omitempty"`
 }
 
 // FullIterationProfile is what one full-iteration graph costs per step.

@@ -71,9 +71,10 @@ type LayerOverride struct {
 
 // RegionOverride replaces a graphed region's values that are set.
 type RegionOverride struct {
-	ReplayHostMs *float64 `yaml:"replay_host_ms"`
-	GPUMs        *float64 `yaml:"gpu_ms"`
-	GraphMiB     *float64 `yaml:"graph_mib"`
+	ReplayHostMs      *float64 `yaml:"replay_host_ms"`
+	FirstReplayHostMs *float64 `yaml:"first_replay_host_ms"`
+	GPUMs             *float64 `yaml:"gpu_ms"`
+	GraphMiB          *float64 `yaml:"graph_mib"`
 }
 
 // FullIterationOverride replaces the full-iteration values that are set.
@@ -187,7 +188,8 @@ func (a *ProfileAdjust) Validate() error {
 		errs = append(errs, hg("layers."+k+".eager_fwd", l.EagerFwd), hg("layers."+k+".eager_bwd", l.EagerBwd))
 		for r, g := range l.Graphed {
 			f := "layers." + k + ".graphed." + r
-			errs = append(errs, val(f+".replay_host_ms", g.ReplayHostMs, maxOverrideMs, "ms"), val(f+".gpu_ms", g.GPUMs, maxOverrideMs, "ms"),
+			errs = append(errs, val(f+".replay_host_ms", g.ReplayHostMs, maxOverrideMs, "ms"), val(f+".first_replay_host_ms", g.FirstReplayHostMs, maxOverrideMs, "ms"),
+				val(f+".gpu_ms", g.GPUMs, maxOverrideMs, "ms"),
 				val(f+".graph_mib", g.GraphMiB, maxOverrideMiB, "MiB"))
 		}
 	}
@@ -241,6 +243,7 @@ func (a *ProfileAdjust) Apply(p *FrameworkProfile) *FrameworkProfile {
 			}
 			g := l.Graphed[r]
 			set(&g.ReplayHostMs, ro.ReplayHostMs)
+			set(&g.FirstReplayHostMs, ro.FirstReplayHostMs)
 			set(&g.GPUMs, ro.GPUMs)
 			set(&g.GraphMiB, ro.GraphMiB)
 			l.Graphed[r] = g
@@ -306,6 +309,7 @@ func scaleProfile(p *FrameworkProfile, host, gpu float64, why string) *Framework
 		hg(&l.EagerBwd)
 		for r, g := range l.Graphed {
 			g.ReplayHostMs *= host
+			g.FirstReplayHostMs *= host
 			g.GPUMs *= gpu
 			l.Graphed[r] = g
 		}

@@ -177,7 +177,8 @@ func (p *FrameworkProfile) Validate() error {
 		errs = append(errs, hg("layers."+k+".eager_fwd", l.EagerFwd), hg("layers."+k+".eager_bwd", l.EagerBwd))
 		for r, g := range l.Graphed {
 			f := "layers." + k + ".graphed." + r
-			errs = append(errs, check(f+".replay_host_ms", g.ReplayHostMs), check(f+".gpu_ms", g.GPUMs), check(f+".graph_mib", g.GraphMiB))
+			errs = append(errs, check(f+".replay_host_ms", g.ReplayHostMs), check(f+".first_replay_host_ms", g.FirstReplayHostMs),
+				check(f+".gpu_ms", g.GPUMs), check(f+".graph_mib", g.GraphMiB))
 		}
 	}
 	return errors.Join(errs...)

@@ -324,6 +324,7 @@ func (s *Schedule) Graphed() Step {
 		return st
 	}
 	static := 2 * w.StaticBufferBytes()
+	first := true // the step's first replay, which costs the host more
 	segs := func(mb, i int, bwd bool, prev *bool) {
 		lp := p.Layers[i]
 		list, ops, oc := lp.Fwd, w.Layers[i].Fwd, sc.fwd[i]
@@ -340,7 +341,12 @@ func (s *Schedule) Graphed() Step {
 			if !*prev {
 				st.FwdBwd = append(st.FwdBwd, s.copyItem(g, static))
 			}
-			st.FwdBwd = append(st.FwdBwd, s.graphItem(g))
+			it := s.graphItem(g)
+			if first {
+				it.HostUs += s.firstReplayUs(g)
+				first = false
+			}
+			st.FwdBwd = append(st.FwdBwd, it)
 			*prev = true
 		}
 	}
@@ -358,6 +364,20 @@ func (s *Schedule) Graphed() Step {
 		st.FwdBwd = append(st.FwdBwd, eagerItems(w.PreBwd, sc.preBwd, 0, len(w.PreBwd))...)
 	}
 	return st
+}
+
+// firstReplayUs is the host's extra work before the step's first replay,
+// plan graph g, where the profile measured it for g's region.
+func (s *Schedule) firstReplayUs(g int) float64 {
+	p := s.Costs.Profile
+	if p == nil {
+		return 0
+	}
+	pg := s.Plan.Graphs[g]
+	if reg, ok := p.region(string(s.W.Layers[pg.Layer].Kind), pg.Region); ok {
+		return reg.FirstReplayHostMs * 1000
+	}
+	return 0
 }
 
 // Warmup is the eager passes of the graphed regions before capture: per

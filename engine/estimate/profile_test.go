@@ -289,3 +289,30 @@ func TestPerLayerGraphsWaitThroughTheLeadIn(t *testing.T) {
 		near(t, "host-bound eager step with the step's start", eager.Step.Median, 0.5+2*(4*(10+5)+2+1)+3.0, 0.01)
 	}
 }
+
+// The step's first replay of per-layer graphs costs the host more than
+// the later ones (Megatron-Core's, bench/results/megatron-h200/s12-call1):
+// on an idle GPU at the step's start, GPU-bound after it, the measured
+// extra adds to the step once, not once per graph or micro-batch, and not
+// to the full iteration, which has no per-layer replay.
+func TestTheStepsFirstReplayCostsOnce(t *testing.T) {
+	with := func(extra float64) *engine.FrameworkProfile {
+		p := profile(false)
+		reg := p.Layers["dense"].Graphed["layer"]
+		reg.FirstReplayHostMs = extra
+		p.Layers["dense"].Graphed["layer"] = reg
+		p.FullIteration = engine.FullIterationProfile{ReplayHostMs: 0.5}
+		return p
+	}
+	e0, w := profiled(t, with(0))
+	e1, _ := profiled(t, with(1.5))
+	for _, c := range []struct {
+		cand presets.Candidate
+		want float64
+	}{{cand("local", ""), 1.5}, {cand("local", "full_iteration"), 0}} {
+		d := run(t, e1, w, c.cand).FwdBwdMs - run(t, e0, w, c.cand).FwdBwdMs
+		if math.Abs(d-c.want) > 0.05 {
+			t.Errorf("%s: the first replay's 1.5 ms adds %.3f ms per step, want %.1f", c.cand.Label(), d, c.want)
+		}
+	}
+}

@@ -105,8 +105,12 @@ func describeRaw(r profileRun) string {
 	if r.raw == nil {
 		return "failed: " + r.err
 	}
-	return fmt.Sprintf("host %.2f ms (forward %.2f, zero-grad %.2f, lead-in %.2f), forward-backward %.2f ms, optimizer %.2f ms, graphs %.0f MiB",
+	line := fmt.Sprintf("host %.2f ms (forward %.2f, zero-grad %.2f, lead-in %.2f), forward-backward %.2f ms, optimizer %.2f ms, graphs %.0f MiB",
 		r.raw.HostMs, r.raw.HostFwdMs, r.raw.ZeroGradMs, r.raw.LeadInMs, r.raw.FwdBwdMs, r.raw.OptMs, r.raw.GraphMiB)
+	if r.raw.FirstLayerMs > 0 {
+		line += fmt.Sprintf(", layer calls %.3f/%.3f/%.3f ms (decoder to the first, first, later)", r.raw.ToFirstLayerMs, r.raw.FirstLayerMs, r.raw.LayerCallMs)
+	}
+	return line
 }
 
 // layerKind is the kind of the layers the slice builds (its first one).
@@ -156,7 +160,7 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 		replay, _ := fit.line(l1.HostMs-l1.ZeroGradMs, l2.HostMs-l2.ZeroGradMs)
 		// One graph pair per layer serves every micro-batch when PP is 1.
 		mib, fixed := fit.stepLine(l1.GraphMiB, l2.GraphMiB)
-		lp.Graphed["layer"] = engine.GraphedRegion{ReplayHostMs: replay, GPUMs: layerGPU, GraphMiB: mib}
+		lp.Graphed["layer"] = engine.GraphedRegion{ReplayHostMs: replay, GPUMs: layerGPU, GraphMiB: mib, FirstReplayHostMs: firstReplay(l2, e2)}
 		p.GraphPoolFixedMiB = fixed
 	} else {
 		lp.Graphed["layer"] = engine.GraphedRegion{CaptureError: firstErr(runs, "layer")}
@@ -165,6 +169,23 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 	p.Spread = fit.spreads()
 	p.Notes = append(p.Notes, "optimizer: its synchronised wall time (it syncs for the gradient norm), fixed plus per layer, as host time started on an idle GPU; its kernels' GPU time per op")
 	return p, nil
+}
+
+// firstReplay is the host's extra work before a step's first replay of
+// the whole-layer graphs (GraphedRegion.FirstReplayHostMs), from the
+// graphed and the eager run at the larger layer count: the first layer's
+// call beyond a later one's, and the decoder's work before its first
+// layer beyond the eager decoder's (which the eager fit already holds).
+// The later replays' host time is the fitted replay time.
+func firstReplay(graphed, eager *engine.RawTimes) float64 {
+	if graphed.FirstLayerMs <= 0 || graphed.LayerCallMs <= 0 {
+		return 0
+	}
+	extra := max(0, graphed.FirstLayerMs-graphed.LayerCallMs)
+	if graphed.ToFirstLayerMs > 0 && eager.ToFirstLayerMs > 0 {
+		extra += max(0, graphed.ToFirstLayerMs-eager.ToFirstLayerMs)
+	}
+	return extra
 }
 
 // eagerHost fits the host times of the eager runs e1 and e2: the step's

@@ -19,20 +19,27 @@ var testLayers = [2]int{1, 8}
 // plus 0.05 ms per layer (zeroing the gradient buffers), and 0.6 ms of the
 // forward outside the layers comes before the first layer (the lead-in).
 // A full-iteration replay's wall time is the step's start and its 0.8 ms
-// launch, then the kernels.
+// launch, then the kernels. At 8 layers the decoder takes 0.1 ms eager
+// and 0.25 ms graphed before its first layer, and the first graphed
+// layer's call 0.45 ms against 0.2 ms for the later ones: the step's first
+// replay costs the host 0.4 ms more.
 func syntheticRuns(fullIteration bool) []profileRun {
 	const m = 4.0
 	var runs []profileRun
 	for _, n := range testLayers {
 		l := float64(n)
 		zg := 0.2 + 0.05*l
-		runs = append(runs,
-			profileRun{mode: "eager", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
-				HostFwdMs: m * (1 + 2*l), HostMs: zg + m*(1.5+5*l), FwdBwdMs: zg + m*(1.5+5*l), OptMs: 7 + 0.5*l,
-				ZeroGradMs: zg, LeadInMs: 0.6}},
-			profileRun{mode: "layer", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
-				HostMs: zg + m*(1.5+0.1*l), FwdBwdMs: m * (3 + 6*l), GraphMiB: 30 + 100*l, OptMs: 7 + 0.5*l,
-				ZeroGradMs: zg, LeadInMs: 0.6}})
+		eager := &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
+			HostFwdMs: m * (1 + 2*l), HostMs: zg + m*(1.5+5*l), FwdBwdMs: zg + m*(1.5+5*l), OptMs: 7 + 0.5*l,
+			ZeroGradMs: zg, LeadInMs: 0.6}
+		graphed := &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4,
+			HostMs: zg + m*(1.5+0.1*l), FwdBwdMs: m * (3 + 6*l), GraphMiB: 30 + 100*l, OptMs: 7 + 0.5*l,
+			ZeroGradMs: zg, LeadInMs: 0.6}
+		if n >= 3 {
+			eager.ToFirstLayerMs, eager.FirstLayerMs, eager.LayerCallMs = 0.1, 2, 2
+			graphed.ToFirstLayerMs, graphed.FirstLayerMs, graphed.LayerCallMs = 0.25, 0.45, 0.2
+		}
+		runs = append(runs, profileRun{mode: "eager", layers: n, raw: eager}, profileRun{mode: "layer", layers: n, raw: graphed})
 		if fullIteration {
 			runs = append(runs, profileRun{mode: "full_iteration", layers: n, raw: &engine.RawTimes{LayersBuilt: n,
 				MicroBatchesRun: 4, HostMs: zg + 0.8, FwdBwdMs: zg + 0.8 + m*(3+6*l), GraphMiB: 20 + 50*l, OptMs: 7 + 0.5*l,
@@ -75,6 +82,7 @@ func TestFitRecoversPerLayerCosts(t *testing.T) {
 	l := p.Layers["dense"]
 	near(t, "layer forward host", l.EagerFwd.HostMs, 2)
 	near(t, "layer backward host", l.EagerBwd.HostMs, 3)
+	near(t, "the step's first replay, host beyond a later one", l.Graphed["layer"].FirstReplayHostMs, 0.4)
 	near(t, "layer GPU", l.EagerFwd.GPUMs+l.EagerBwd.GPUMs, 6)
 	near(t, "other host, forward and backward", p.OtherFwd.HostMs+p.OtherBwd.HostMs, 1.5)
 	near(t, "other GPU", p.OtherFwd.GPUMs+p.OtherBwd.GPUMs, 3)

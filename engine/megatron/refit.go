@@ -11,7 +11,7 @@ import (
 )
 
 // runLine is one run as MeasureProfile reports it (describeRaw).
-var runLine = regexp.MustCompile(`^\s*(\w+), (\d+) layer\(s\): host ([\d.]+) ms \(forward ([\d.]+)(?:, zero-grad ([\d.]+), lead-in ([\d.]+))?\), forward-backward ([\d.]+) ms, optimizer ([\d.]+) ms, graphs ([\d.]+) MiB`)
+var runLine = regexp.MustCompile(`^\s*(\w+), (\d+) layer\(s\): host ([\d.]+) ms \(forward ([\d.]+)(?:, zero-grad ([\d.]+), lead-in ([\d.]+))?\), forward-backward ([\d.]+) ms, optimizer ([\d.]+) ms, graphs ([\d.]+) MiB(?:, layer calls ([\d.]+)/([\d.]+)/([\d.]+) ms)?`)
 
 // microBatchesLine is the profile's "measured: ..." line.
 var microBatchesLine = regexp.MustCompile(`(\d+) micro-batches per step`)
@@ -61,7 +61,8 @@ func parseRuns(text string) ([]profileRun, error) {
 		n, _ := strconv.Atoi(m[2])
 		f := func(i int) float64 { v, _ := strconv.ParseFloat(m[i], 64); return v }
 		runs = append(runs, profileRun{mode: m[1], layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: mbs,
-			HostMs: f(3), HostFwdMs: f(4), ZeroGradMs: f(5), LeadInMs: f(6), FwdBwdMs: f(7), OptMs: f(8), GraphMiB: f(9)}})
+			HostMs: f(3), HostFwdMs: f(4), ZeroGradMs: f(5), LeadInMs: f(6), FwdBwdMs: f(7), OptMs: f(8), GraphMiB: f(9),
+			ToFirstLayerMs: f(10), FirstLayerMs: f(11), LayerCallMs: f(12)}})
 	}
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no measured runs in the probe output")

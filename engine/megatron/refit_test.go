@@ -36,6 +36,7 @@ func TestRefitFromPrintedRuns(t *testing.T) {
 		{"layer forward host", l.EagerFwd.HostMs, wl.EagerFwd.HostMs},
 		{"layer GPU", l.EagerFwd.GPUMs + l.EagerBwd.GPUMs, wl.EagerFwd.GPUMs + wl.EagerBwd.GPUMs},
 		{"graphed replay", l.Graphed["layer"].ReplayHostMs, wl.Graphed["layer"].ReplayHostMs},
+		{"first replay", l.Graphed["layer"].FirstReplayHostMs, wl.Graphed["layer"].FirstReplayHostMs},
 		{"optimizer", got.Optimizer.HostMs, want.Optimizer.HostMs},
 		{"full-iteration replay", got.FullIteration.ReplayHostMs, want.FullIteration.ReplayHostMs},
 		{"step start", got.StepStart.HostMs, want.StepStart.HostMs},

@@ -85,6 +85,29 @@ def apply_rank_env(environ):
     return was
 
 
+# The per-step figures layer_call_times gives (runner.Slice).
+LAYER_CALL_FIGURES = ("to_first_layer", "first_layer", "layer_call")
+
+
+def layer_call_times(t_decoder, calls):
+    """From the host's times (s) of the decoder's start and of its first
+    micro-batch's layer calls, in ms: the decoder's own work before the
+    first layer (to_first_layer), the first layer's call (first_layer: the
+    time to the second one's) and the median of the later layers' calls
+    (layer_call: each to the next); a figure needs two or three layers and
+    is left out without them."""
+    out = {}
+    if t_decoder is not None and calls:
+        out["to_first_layer"] = (calls[0] - t_decoder) * 1e3
+    if len(calls) >= 2:
+        out["first_layer"] = (calls[1] - calls[0]) * 1e3
+    if len(calls) >= 3:
+        gaps = sorted((b - a) * 1e3 for a, b in zip(calls[1:], calls[2:]))
+        n = len(gaps)
+        out["layer_call"] = gaps[n // 2] if n % 2 else (gaps[n // 2 - 1] + gaps[n // 2]) / 2.0
+    return out
+
+
 def manual_gc_steps(total, interval=MANUAL_GC_INTERVAL):
     """The steps (0-based) before which the training loop collects, of
     `total` steps: those whose number is a multiple of interval."""

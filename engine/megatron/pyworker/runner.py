@@ -123,6 +123,29 @@ class Slice:
         self.last_zero_grad_ms = self.last_lead_in_ms = None
         self._t_zeroed = self._t_decoder = None
         self._decoder().register_forward_pre_hook(self._at_decoder)
+        # The host's calls of the first micro-batch's layers, for the
+        # profile: with per-layer graphs the GPU also waits through the
+        # step's first replay, whose host path costs more than the next
+        # ones' (bench/results/megatron-h200/s12-call1). A graphed layer is
+        # not called through nn.Module (no hooks run), but every call asks
+        # _should_call_local_cudagraph first.
+        self.last_layer_calls = None
+        self._layer_calls = []
+        for layer in self._decoder().layers:
+            self._time_layer_calls(layer)
+
+    def _time_layer_calls(self, layer):
+        ask = getattr(layer, "_should_call_local_cudagraph", None)
+        if ask is None:  # an older Megatron-Core: not measured
+            return
+        n = len(self._decoder().layers)
+
+        def timed(*args, **kwargs):
+            if len(self._layer_calls) < n:
+                self._layer_calls.append(time.perf_counter())
+            return ask(*args, **kwargs)
+
+        layer._should_call_local_cudagraph = timed
 
     def _decoder(self):
         m = self.ddp.module
@@ -184,7 +207,7 @@ class Slice:
         t0 = time.perf_counter()
         self.ddp.zero_grad_buffer()
         self.optimizer.zero_grad()
-        self._t_zeroed, self._t_decoder = time.perf_counter(), None
+        self._t_zeroed, self._t_decoder, self._layer_calls = time.perf_counter(), None, []
         losses = self.fwd_bwd(forward_step_func=self._forward_step, data_iterator=iter(self.batches),
                               model=[self.ddp], num_microbatches=self.s["microbatches_run"],
                               seq_length=self.s["seq"], micro_batch_size=self.s["mbs"], forward_only=forward_only)
@@ -192,6 +215,7 @@ class Slice:
         self.last_zero_grad_ms = (self._t_zeroed - t0) * 1e3
         # None when no Python ran the decoder (a full-iteration replay)
         self.last_lead_in_ms = (self._t_decoder - self._t_zeroed) * 1e3 if self._t_decoder else None
+        self.last_layer_calls = plan.layer_call_times(self._t_decoder, self._layer_calls)
         torch.cuda.synchronize()
         t2 = time.perf_counter()
         if not forward_only:
@@ -323,6 +347,8 @@ def measure(sl, opts, rank, send, notes):
             info.setdefault("zero_grad", []).append(sl.last_zero_grad_ms)
             if sl.last_lead_in_ms is not None:
                 info.setdefault("lead_in", []).append(sl.last_lead_in_ms)
+            for k, v in (sl.last_layer_calls or {}).items():
+                info.setdefault(k, []).append(v)
         info.setdefault("losses", []).append(loss)
         if rank == 0:
             send({"type": "sample", "sample": {"candidate": "", "phase": phase, "step": i, "step_ms": fb + op,
@@ -343,7 +369,7 @@ def measure(sl, opts, rank, send, notes):
         # Forward-only enqueue time, for the profile's forward/backward split.
         fwd = [sl.step(forward_only=True)[0] for _ in range(3)]
         info["host_fwd"] = slowest([results.summarise(fwd)["median_ms"]])[0]
-    for k in ("steps", "host", "fwd_bwd", "opt", "zero_grad", "lead_in"):
+    for k in ("steps", "host", "fwd_bwd", "opt", "zero_grad", "lead_in") + plan.LAYER_CALL_FIGURES:
         if k in info:  # lead_in: not when no Python ran the decoder (a full-iteration replay)
             info[k] = slowest(info[k])
     if mode == "local" and info["graphs"] == 0:
@@ -430,7 +456,7 @@ def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_sta
         r["raw"] = {"layers_built": shapes["layers_built"], "microbatches_run": shapes["microbatches_run"],
                     "host_ms": med("host"), "host_fwd_ms": info.get("host_fwd", 0.0), "fwd_bwd_ms": med("fwd_bwd"),
                     "opt_ms": med("opt"), "graph_mib": info.get("graph_mib", 0)}
-        for k in ("zero_grad", "lead_in"):
+        for k in ("zero_grad", "lead_in") + plan.LAYER_CALL_FIGURES:
             if info.get(k):
                 r["raw"][k + "_ms"] = med(k)
     if cand["impl"] == "none" and not err:

@@ -202,5 +202,22 @@ class RelayTest(unittest.TestCase):
         self.assertIsNone(worker.relay([], got.append))
 
 
+
+class LayerCallTimesTest(unittest.TestCase):
+    def test_first_layer_and_the_median_of_the_rest(self):
+        # decoder at 10.000 s; layers called at +0.2, +0.9, +1.3, +1.8, +2.1 ms
+        calls = [10.0002, 10.0009, 10.0013, 10.0018, 10.0021]
+        got = plan.layer_call_times(10.0, calls)
+        self.assertAlmostEqual(got["to_first_layer"], 0.2, places=6)
+        self.assertAlmostEqual(got["first_layer"], 0.7, places=6)
+        self.assertAlmostEqual(got["layer_call"], 0.4, places=6)  # median of 0.4, 0.5, 0.3
+
+    def test_figures_need_their_layers(self):
+        self.assertEqual(plan.layer_call_times(None, []), {})
+        self.assertEqual(set(plan.layer_call_times(1.0, [1.001])), {"to_first_layer"})
+        self.assertEqual(set(plan.layer_call_times(None, [1.0, 1.001])), {"first_layer"})
+        self.assertEqual(set(plan.layer_call_times(1.0, [1.0, 1.001, 1.002])), set(plan.LAYER_CALL_FIGURES))
+
+
 if __name__ == "__main__":
     unittest.main()
