@@ -276,6 +276,25 @@ s11-call2)
   table9 moe-droppad-mbs1 moe-small-mbs1 150 50s --drop-pad
   } 2>&1 | tee $OUT/progress.txt
   ;;
+s12-call3)
+  # Session 12, third call, after the fit takes the first micro-batch's
+  # host-bound forward out of GPU-bound eager walls and splits a layer's
+  # host time by the training step's own layer calls: call 2's tables
+  # re-fitted with the cuda engine too, the drop-and-pad MoE mbs 4 table
+  # (search that measures the profile first), then the calibrated cuda
+  # engine's dense mbs 1 search (the tie-break acceptance).
+  export XDG_CACHE_HOME=$R/cache
+  S=bench/results/megatron-h200
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  refit9 s12-call2 100
+  table12 moe-droppad-mbs4 moe-small-mbs4 300 45s --drop-pad
+  # the calibrated cuda search uses call 2's dense mbs 1 profile, re-fitted
+  mkdir -p $R/cache/cgtune/profiles && cp -r $S/s12-call2/profiles/. $R/cache/cgtune/profiles/
+  cp $S/s12-call2/refit/profile-dense-mbs1.json "$(find $R/cache/cgtune/profiles -path '*dense-small*mbs1-gbs4*' -name '*.json' | head -1)"
+  cudasearch9 60
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
 s12-call2)
   # Session 12, second call: the megatron search now measures the
   # framework profile first when none is cached, and its eager baseline is

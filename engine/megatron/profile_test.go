@@ -202,3 +202,39 @@ func TestFitTakesEagerGPUTimeFromGPUBoundEagerRuns(t *testing.T) {
 	hl := host.Layers["dense"]
 	near(t, "eager layer GPU, host-bound", hl.EagerFwd.GPUMs+hl.EagerBwd.GPUMs, 6)
 }
+
+// GPU-bound eager runs whose layers' forward host time exceeds their
+// forward GPU time: the GPU waits for the host through the first
+// micro-batch's forward (the later ones are covered by the backward's
+// backlog), so the wall time's slope is the GPU's plus that wait, which
+// the fit takes out (the emulation runs the same host-bound forward and
+// would count it twice). Per layer and micro-batch: GPU 6 ms eager, 5.5
+// graphed; forward host 3 ms (the layer calls of the training step),
+// backward 0.5.
+func TestFitTakesTheFirstForwardOutOfGPUBoundEagerWalls(t *testing.T) {
+	const m = 4.0
+	var runs []profileRun
+	for _, n := range testLayers {
+		l := float64(n)
+		eager := &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4, HostMs: m * (1 + 3.5*l), HostFwdMs: m * (0.5 + 1*l),
+			FwdBwdMs: m*(3+6*l) + l*(3-6.0/3), OptMs: 7}
+		if n >= 3 {
+			eager.LayerCallMs = 3
+		}
+		runs = append(runs,
+			profileRun{mode: "eager", layers: n, raw: eager},
+			profileRun{mode: "layer", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4, HostMs: m * (1 + 0.1*l),
+				FwdBwdMs: m * (3 + 5.5*l), GraphMiB: 100 * l, OptMs: 7}},
+			profileRun{mode: "full_iteration", layers: n, raw: &engine.RawTimes{LayersBuilt: n, MicroBatchesRun: 4, HostMs: 0.8,
+				FwdBwdMs: 0.8 + m*(3+5.5*l), GraphMiB: 50 * l, OptMs: 7}})
+	}
+	p, err := Fit(runs, "dense")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := p.Layers["dense"]
+	near(t, "forward host, from the training step's layer calls", l.EagerFwd.HostMs, 3)
+	near(t, "backward host", l.EagerBwd.HostMs, 0.5)
+	near(t, "eager GPU, the first forward's wait taken out", l.EagerFwd.GPUMs+l.EagerBwd.GPUMs, 6)
+	near(t, "graphed GPU", l.Graphed["layer"].GPUMs, 5.5)
+}

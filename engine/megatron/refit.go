@@ -11,7 +11,8 @@ import (
 )
 
 // runLine is one run as MeasureProfile reports it (describeRaw).
-var runLine = regexp.MustCompile(`^\s*(\w+), (\d+) layer\(s\): host ([\d.]+) ms \(forward ([\d.]+)(?:, zero-grad ([\d.]+), lead-in ([\d.]+))?\), forward-backward ([\d.]+) ms, optimizer ([\d.]+) ms, graphs ([\d.]+) MiB(?:, layer calls ([\d.]+)/([\d.]+)/([\d.]+) ms)?`)
+// A search that measured the profile first printed it with a prefix.
+var runLine = regexp.MustCompile(`^\s*(?:framework profile: )?(\w+), (\d+) layer\(s\): host ([\d.]+) ms \(forward ([\d.]+)(?:, zero-grad ([\d.]+), lead-in ([\d.]+))?\), forward-backward ([\d.]+) ms, optimizer ([\d.]+) ms, graphs ([\d.]+) MiB(?:, layer calls ([\d.]+)/([\d.]+)/([\d.]+) ms)?`)
 
 // microBatchesLine is the profile's "measured: ..." line.
 var microBatchesLine = regexp.MustCompile(`(\d+) micro-batches per step`)
@@ -23,7 +24,7 @@ var microBatchesLine = regexp.MustCompile(`(\d+) micro-batches per step`)
 // printed runs do not give them); failed runs are left out, as Fit leaves
 // them.
 func Refit(text string, old *engine.FrameworkProfile) (*engine.FrameworkProfile, error) {
-	runs, err := parseRuns(text)
+	runs, err := parseRuns(text + "\n" + old.MeasuredAt)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +50,7 @@ func parseRuns(text string) ([]profileRun, error) {
 		mbs, _ = strconv.Atoi(m[1])
 	}
 	if mbs == 0 {
-		return nil, fmt.Errorf("no \"N micro-batches per step\" line in the probe output")
+		return nil, fmt.Errorf("no \"N micro-batches per step\" in the probe output or the saved profile")
 	}
 	var runs []profileRun
 	sc := bufio.NewScanner(strings.NewReader(text))
