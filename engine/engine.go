@@ -219,6 +219,9 @@ type Result struct {
 	FwdBwdMs       float64 `json:"fwd_bwd_ms,omitempty"`
 	FwdBwdKernelMs float64 `json:"fwd_bwd_kernel_ms,omitempty"`
 	Scaling        string  `json:"scaling,omitempty"` // how the run was scaled to the real job, if it was
+	// SliceLayers is the layers an emulation ran of a stage that did not
+	// fit its GPU (SliceWhenTooBig); 0: the whole stage.
+	SliceLayers int `json:"slice_layers,omitempty"`
 	// Framework is set on results measured on the real framework.
 	Framework *FrameworkInfo `json:"framework,omitempty"`
 	// HostEnqueueMs is the host time one step's forward-backward takes to

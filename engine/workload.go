@@ -79,6 +79,9 @@ type Workload struct {
 	TokensPerMB     int `json:"tokens_per_microbatch"` // tokens of one micro-batch on this rank (MBS·seq/CP)
 	MicroBatches    int `json:"microbatches"`          // micro-batches per step in the real job
 	RunMicroBatches int `json:"run_microbatches"`      // micro-batches the engine runs per step
+	// StageLayers is the layer count of the emulated stage; Layers holds
+	// fewer when the workload is a slice of it (WorkloadOptions.RunLayers).
+	StageLayers int `json:"stage_layers"`
 	// DroplessMoE: token counts go to the host before the experts.
 	DroplessMoE bool         `json:"dropless_moe"`
 	Pre         []Op         `json:"pre"`
@@ -96,6 +99,11 @@ type WorkloadOptions struct {
 	// RunMicroBatches caps the micro-batches the engine runs per step; the
 	// step time is scaled to the real count (default 2).
 	RunMicroBatches int `json:"run_microbatches,omitempty"`
+	// RunLayers, when set below the stage's layer count, builds only the
+	// stage's first RunLayers layers: the slice an emulating engine runs
+	// when the whole stage does not fit its GPU (SliceWhenTooBig), as the
+	// megatron engine builds at most --max-layers.
+	RunLayers int `json:"run_layers,omitempty"`
 	// Dropless overrides the model's MoE mode; nil = dropless (Megatron's
 	// default: moe_expert_capacity_factor None).
 	Dropless *bool `json:"dropless,omitempty"`
@@ -154,6 +162,9 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 	if opt.RunMicroBatches < 0 || opt.RunMicroBatches > presets.MaxGBS {
 		return nil, fmt.Errorf("run_microbatches %d is out of range (allowed: 0 for the default, up to %d)", opt.RunMicroBatches, presets.MaxGBS)
 	}
+	if opt.RunLayers < 0 || opt.RunLayers > presets.MaxLayers {
+		return nil, fmt.Errorf("run_layers %d is out of range (allowed: 0 for the whole stage, up to %d)", opt.RunLayers, presets.MaxLayers)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -198,6 +209,11 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 	last := min(len(kinds), first+per)
 	if pp > 1 {
 		w.Notes = append(w.Notes, fmt.Sprintf("emulates pipeline stage %d of %d (layers %d-%d, with the loss)", w.Stage+1, pp, first, last-1))
+	}
+	w.StageLayers = last - first
+	if opt.RunLayers > 0 && opt.RunLayers < w.StageLayers {
+		last = first + opt.RunLayers
+		w.Notes = append(w.Notes, fmt.Sprintf("runs the first %d of the stage's %d layers", opt.RunLayers, w.StageLayers))
 	}
 	for i := first; i < last; i++ {
 		if err := ctx.Err(); err != nil {

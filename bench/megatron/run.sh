@@ -276,6 +276,24 @@ s11-call2)
   table9 moe-droppad-mbs1 moe-small-mbs1 150 50s --drop-pad
   } 2>&1 | tee $OUT/progress.txt
   ;;
+s12-call4)
+  # Session 12, fourth call: the emulating engines now run a slice of a
+  # stage that does not fit the GPU (engine.SliceWhenTooBig, 8 layers as
+  # the megatron engine builds) and the three-way runs the micro-batches
+  # the megatron engine ran: call 2's tables re-fitted again with the cuda
+  # engine, then qwen3_30b_a3b's h100 drop-and-pad table on s11-call4's
+  # profile and s11-call1's megatron search.
+  export XDG_CACHE_HOME=$R/cache
+  S=bench/results/megatron-h200
+  {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+  refit9 s12-call2 120
+  t0=$(date +%s)
+  step 300 bin/threeway --profile $S/s11-call4/profile-qwen-h100-droppad.json --megatron $S/s11-call1/qwen-h100-droppad.json \
+    --model qwen3_30b_a3b --gpu-type h100 --drop-pad --gpu 0 --json $R/threeway-qwen-h100-droppad.json >$R/threeway-qwen-h100-droppad.txt 2>&1
+  echo "== threeway qwen-h100-droppad: rc=$? wall $(( $(date +%s) - t0 )) s"; cat $R/threeway-qwen-h100-droppad.txt
+  } 2>&1 | tee $OUT/progress.txt
+  ;;
 s12-call3)
   # Session 12, third call, after the fit takes the first micro-batch's
   # host-bound forward out of GPU-bound eager walls and splits a layer's

@@ -46,6 +46,33 @@ type options struct {
 	profile, megatron, model, gpuType, preset, mbridge, jsonOut string
 	dropPad, noCUDA                                             bool
 	gpu                                                         int
+	// runMicroBatches: the emulations run the micro-batches per step the
+	// megatron engine ran (0: their default).
+	runMicroBatches int
+}
+
+// ranMicroBatches is how many micro-batches per step the megatron
+// engine's runs ran (0 when no result says).
+func ranMicroBatches(rs []engine.Result) int {
+	for _, r := range rs {
+		if r.Raw != nil && r.Raw.MicroBatchesRun > 0 {
+			return r.Raw.MicroBatchesRun
+		}
+	}
+	return 0
+}
+
+// comparedGraphMiB is the graph memory of megatron result m and emulated
+// result r that the table compares: the job's, or, where both ran the
+// same slice of a stage that does not fit one GPU, the slice's as
+// measured (the megatron engine scales its slice's graphs in proportion
+// to the layers, the memory model as a fixed pool plus a part per layer;
+// the measurement is what both share).
+func comparedGraphMiB(m, r engine.Result) (mg, rg int64, slice bool) {
+	if m.Raw != nil && r.SliceLayers > 0 && m.Raw.LayersBuilt == r.SliceLayers {
+		return m.Memory.GraphMiB, r.Memory.GraphMiB, true
+	}
+	return m.Memory.JobGraphMiB(), r.Memory.JobGraphMiB(), false
 }
 
 func main() {
@@ -98,6 +125,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
+	o.runMicroBatches = ranMicroBatches(mres)
 	w, err := workload(o)
 	if err != nil {
 		return 2, err
@@ -117,7 +145,9 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 		}
 		defer ce.Close()
 	}
-	est := estimate.New(rates, engine.DefaultHostCosts(), engine.DeviceInfo{Name: prof.Key.GPU + " (estimated)"}).WithCosts(costs)
+	// Both emulations run a slice of a stage that does not fit the GPU,
+	// as the megatron engine does (engine.SliceWhenTooBig).
+	est := engine.SliceWhenTooBig(estimate.New(rates, engine.DefaultHostCosts(), engine.DeviceInfo{Name: prof.Key.GPU + " (estimated)"}).WithCosts(costs))
 	var rows []Row
 	var handedOn []string
 	for _, m := range mres {
@@ -129,7 +159,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 		}
 		r := Row{Candidate: m.Candidate, Megatron: m}
 		if ce != nil {
-			x := ce.Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
+			x := engine.SliceWhenTooBig(ce).Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
 			r.CUDA = &x
 		}
 		r.Estimate = est.Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
@@ -209,7 +239,7 @@ func workload(o options) (*engine.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt := engine.WorkloadOptions{Generation: gen}
+	opt := engine.WorkloadOptions{Generation: gen, RunMicroBatches: o.runMicroBatches}
 	if o.dropPad {
 		dropless := false
 		opt.Dropless = &dropless
@@ -339,14 +369,18 @@ func table(out io.Writer, rows []Row) bool {
 			ok, mark = false, "!"
 		}
 		dm, memMark := "-", ""
-		if mg := m.Memory.JobGraphMiB(); r.Candidate.Graphed() && mg > 0 {
-			d := rel(float64(r.Memory.JobGraphMiB()), float64(mg))
+		mg, rg, slice := comparedGraphMiB(m, *r)
+		if r.Candidate.Graphed() && mg > 0 {
+			d := rel(float64(rg), float64(mg))
 			if math.Abs(d) > graphMemTol {
 				ok, memMark = false, "!"
 			}
 			dm = fmt.Sprintf("%+.0f%%%s", 100*d, memMark)
+			if slice {
+				dm += " (slice)"
+			}
 		}
-		return fmt.Sprintf("%.2f\t%.3f\t%+.1f%%%s\t%d\t%s", r.Step.Median, r.Speedup, 100*dx, mark, r.Memory.JobGraphMiB(), dm)
+		return fmt.Sprintf("%.2f\t%.3f\t%+.1f%%%s\t%d\t%s", r.Step.Median, r.Speedup, 100*dx, mark, rg, dm)
 	}
 	for _, r := range rows {
 		m := r.Megatron

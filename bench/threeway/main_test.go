@@ -154,3 +154,18 @@ func TestTableNamesAWinnerTiedOnMegatron(t *testing.T) {
 		t.Errorf("a tie note for candidates megatron tells apart:\n%s", out.String())
 	}
 }
+
+// Where both the megatron engine and an emulation ran the same slice of a
+// stage that does not fit one GPU, their graph memory is compared as
+// measured on that slice; otherwise as the job's.
+func TestComparedGraphMiBUsesTheSharedSlice(t *testing.T) {
+	m := engine.Result{Raw: &engine.RawTimes{LayersBuilt: 8}, Memory: engine.Memory{GraphMiB: 48000, GraphFullJobMiB: 290000}}
+	r := engine.Result{SliceLayers: 8, Memory: engine.Memory{GraphMiB: 47000, GraphFullJobMiB: 196000}}
+	if mg, rg, slice := comparedGraphMiB(m, r); mg != 48000 || rg != 47000 || !slice {
+		t.Errorf("same slice: %d vs %d (slice %v)", mg, rg, slice)
+	}
+	r.SliceLayers = 4
+	if mg, rg, slice := comparedGraphMiB(m, r); mg != 290000 || rg != 196000 || slice {
+		t.Errorf("other slice: %d vs %d (slice %v)", mg, rg, slice)
+	}
+}

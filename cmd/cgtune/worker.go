@@ -104,7 +104,7 @@ func estimateEngine(gpu string, prof profileFlags) (engine.Engine, error) {
 		if rep, ok := probes.FindCached(dir, gpu); ok {
 			dev := rep.Device
 			dev.Name += " (estimated from cached probes)"
-			return estimate.New(withMeasuredNCCL(rep.Rates, rep.Device.Name), rep.Host, dev).WithCosts(costs), nil
+			return engine.SliceWhenTooBig(estimate.New(withMeasuredNCCL(rep.Rates, rep.Device.Name), rep.Host, dev).WithCosts(costs)), nil
 		}
 	}
 	r, ok := engine.SpecFor(gpu)
@@ -112,7 +112,7 @@ func estimateEngine(gpu string, prof profileFlags) (engine.Engine, error) {
 		return nil, fail(exitBadInput, "--estimate-gpu %q: allowed: %s", gpu, strings.Join(engine.SpecNames(), ", "))
 	}
 	name := strings.TrimPrefix(r.Source, "spec table: ") + " (estimated)"
-	return estimate.New(withMeasuredNCCL(r, gpu), engine.DefaultHostCosts(), engine.DeviceInfo{Name: name}).WithCosts(costs), nil
+	return engine.SliceWhenTooBig(estimate.New(withMeasuredNCCL(r, gpu), engine.DefaultHostCosts(), engine.DeviceInfo{Name: name}).WithCosts(costs)), nil
 }
 
 // profileFlags are the flags that scale or override the emulation's host
@@ -206,7 +206,9 @@ func workerSupervisors(gpus []int, prof profileFlags, deadline func(*engine.Work
 			return nil, nil, fail(exitNoGPU, "GPU %d: worker: %s", g, msg)
 		}
 		sups = append(sups, s)
-		engines = append(engines, s)
+		// A stage that does not fit this GPU runs as a slice of its
+		// layers, as the megatron engine builds one.
+		engines = append(engines, engine.SliceWhenTooBig(s))
 	}
 	return engines, closeAll, nil
 }
