@@ -288,6 +288,7 @@ s12-call4)
   {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
   refit9 s12-call2 120
+  refit9 s12-call3 60
   t0=$(date +%s)
   step 300 bin/threeway --profile $S/s11-call4/profile-qwen-h100-droppad.json --megatron $S/s11-call1/qwen-h100-droppad.json \
     --model qwen3_30b_a3b --gpu-type h100 --drop-pad --gpu 0 --json $R/threeway-qwen-h100-droppad.json >$R/threeway-qwen-h100-droppad.txt 2>&1
