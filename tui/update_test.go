@@ -948,3 +948,14 @@ func TestGPUScreenNamesTheEngine(t *testing.T) {
 		t.Errorf("estimate mode still names the measuring engine:\n%s", v)
 	}
 }
+
+// The search's preparation (the framework profile a megatron search
+// measures first) shows on the run screen's status line as it goes.
+func TestRunScreenShowsThePreparation(t *testing.T) {
+	f := newFake(t)
+	m, _, _ := startRun(t, f)
+	send(m, eventMsg{ev: search.PrepareEvent{Message: "framework profile: eager, 8 layer(s): host 156.19 ms"}})
+	if v := view(m); !strings.Contains(v, "framework profile: eager, 8 layer(s)") {
+		t.Errorf("the run screen does not show the preparation:\n%s", v)
+	}
+}
