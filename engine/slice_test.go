@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -112,6 +113,23 @@ func TestWorkloadRunLayers(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(s.Notes, "\n"), "runs the first 3 of the stage's 16 layers") {
 		t.Errorf("notes %q", s.Notes)
+	}
+	// The slice travels to a worker process as its spec (JSON) and is
+	// built again there the same.
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back WorkloadSpec
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	again, err := back.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Layers) != 3 || again.StageLayers != 16 {
+		t.Errorf("the spec sent to a worker builds %d of %d layers", len(again.Layers), again.StageLayers)
 	}
 	spec.Options.RunLayers = -1
 	if _, err := spec.Build(); err == nil || !strings.Contains(err.Error(), "run_layers -1 is out of range") {
