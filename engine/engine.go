@@ -87,6 +87,12 @@ type Stats struct {
 	N      int     `json:"n"`
 }
 
+// Scaled is s with its times multiplied by f.
+func (s Stats) Scaled(f float64) Stats {
+	s.Median, s.P10, s.P90 = s.Median*f, s.P10*f, s.P90*f
+	return s
+}
+
 // Summarise computes median/p10/p90 (nearest rank on the sorted values).
 func Summarise(ms []float64) Stats {
 	if len(ms) == 0 {

@@ -57,11 +57,7 @@ func (s slicing) Run(ctx context.Context, w *Workload, c presets.Candidate, opts
 // own memory what the slice took.
 func scaledToStage(r, whole Result, layers, n int) Result {
 	f := float64(layers) / float64(n)
-	scale := func(s Stats) Stats {
-		s.Median, s.P10, s.P90 = s.Median*f, s.P10*f, s.P90*f
-		return s
-	}
-	r.Step, r.Eager = scale(r.Step), scale(r.Eager)
+	r.Step, r.Eager = r.Step.Scaled(f), r.Eager.Scaled(f)
 	r.SliceLayers = n
 	r.FwdBwdMs *= f
 	r.CaptureMs *= f

@@ -351,7 +351,7 @@ func onTruestBaseline(es []entry) []entry {
 		k := base.Median / r.Eager.Median
 		r.Notes = append(slices.Clone(r.Notes), fmt.Sprintf("step time on the %s eager baseline (%.2f ms): its own speed-up %.3f× over its %s eager step of %.2f ms",
 			source, base.Median, r.Eager.Median/r.Step.Median, r.Source, r.Eager.Median))
-		r.Step.Median, r.Step.P10, r.Step.P90 = r.Step.Median*k, r.Step.P10*k, r.Step.P90*k
+		r.Step = r.Step.Scaled(k)
 		r.Eager.Median, r.Eager.P10, r.Eager.P90 = base.Median, base.P10, base.P90
 		out[i].res = r
 	}

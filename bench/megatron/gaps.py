@@ -25,23 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "engine", "megatron", "pyworker"))
 
 import plan  # noqa: E402
-
-
-def shapes_for(layers, microbatches):
-    spec = {"model": {"arch": {"layers": layers, "hidden": 2048, "ffn_hidden": 8192, "heads": 16, "kv_groups": 4,
-                               "head_dim": 128, "vocab": 32000, "activation": "swiglu"}},
-            "layout": {"num_gpus": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "gbs": microbatches,
-                       "mbs": 1, "seq": 1024},
-            "options": {}}
-    return plan.rank_shapes(spec, 1, max_layers=layers, max_microbatches=microbatches)
-
-
-def candidate(mode):
-    if mode == "none":
-        return {"impl": "none", "scopes": [], "warmup": 0}
-    if mode == "full_iteration":
-        return {"impl": "local", "scopes": ["full_iteration"], "warmup": 1}
-    return {"impl": "local", "scopes": [], "warmup": 1}
+from hostvar import candidate, shapes_for  # noqa: E402  (dense-small's slice, the mode's candidate)
 
 
 def window(events, name):
@@ -120,7 +104,7 @@ def main():
     import torch
     import runner
 
-    shapes = shapes_for(layers, mb)
+    shapes = shapes_for("dense", layers, mb)
     runner.init_distributed(0, 1, 29500 + os.getpid() % 1000, 0, shapes)
     sl = runner.Slice(shapes, candidate(mode), False, 0)
     import gc
