@@ -138,15 +138,17 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	if !ok {
 		rates, _ = engine.SpecFor("h200")
 	}
-	var ce *cuda.Engine
-	if !o.noCUDA {
-		if ce, rates, err = openCUDA(ctx, o.gpu, costs); err != nil {
-			return 3, err
-		}
-		defer ce.Close()
-	}
 	// Both emulations run a slice of a stage that does not fit the GPU,
 	// as the megatron engine does (engine.SliceWhenTooBig).
+	var ce engine.Engine
+	if !o.noCUDA {
+		var opened *cuda.Engine
+		if opened, rates, err = openCUDA(ctx, o.gpu, costs); err != nil {
+			return 3, err
+		}
+		defer opened.Close()
+		ce = engine.SliceWhenTooBig(opened)
+	}
 	est := engine.SliceWhenTooBig(estimate.New(rates, engine.DefaultHostCosts(), engine.DeviceInfo{Name: prof.Key.GPU + " (estimated)"}).WithCosts(costs))
 	var rows []Row
 	var handedOn []string
@@ -159,7 +161,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 		}
 		r := Row{Candidate: m.Candidate, Megatron: m}
 		if ce != nil {
-			x := engine.SliceWhenTooBig(ce).Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
+			x := ce.Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
 			r.CUDA = &x
 		}
 		r.Estimate = est.Run(ctx, w, m.Candidate, engine.RunOptions{}, nil)
