@@ -91,6 +91,8 @@ func layoutSizes(l *Layout) []sized {
 		{"num_gpus", l.NumGPUs, 1, MaxGPUs}, {"gbs", l.GBS, 1, MaxGBS}, {"mbs", l.MBS, 1, MaxMBS}, {"seq", l.Seq, 1, MaxSeq},
 		{"tp", l.TP, 0, MaxDegree}, {"pp", l.PP, 0, MaxDegree}, {"vp", l.VP, 0, MaxVP},
 		{"cp", l.CP, 0, MaxDegree}, {"ep", l.EP, 0, MaxDegree}, {"etp", l.ETP, 0, MaxDegree},
+		{"recompute_layers", l.RecomputeLayers, 0, MaxLayers}, {"cpu_offload_layers", l.CPUOffloadLayers, 0, MaxLayers},
+		{"mtp_layers", l.MTPLayers, 0, MaxLayers},
 	}
 }
 

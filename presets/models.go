@@ -179,8 +179,7 @@ func (m Model) Layout(gpu string) (Layout, error) {
 		return Layout{}, fmt.Errorf("model %s has no layout for gpu %q (allowed: %s)", m.Name, gpu, strings.Join(m.GPUs(), ", "))
 	}
 	l.GPU = gpu
-	l.RecomputeModules = slices.Clone(l.RecomputeModules)
-	return l, nil
+	return l.Clone(), nil
 }
 
 // GPUs lists the GPUs the model has a default layout for, in GPUs() order.
@@ -230,8 +229,7 @@ func (m Model) Clone() Model {
 	if m.Layouts != nil {
 		c.Layouts = make(map[string]Layout, len(m.Layouts))
 		for k, l := range m.Layouts {
-			l.RecomputeModules = slices.Clone(l.RecomputeModules)
-			c.Layouts[k] = l
+			c.Layouts[k] = l.Clone()
 		}
 	}
 	if m.Arch.MoE != nil {
@@ -387,6 +385,9 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 				"field \"recompute_modules\": unknown module %q (allowed: %s)", r, strings.Join(RecomputeModules(), ", "))
 		}
 	}
+	if err := d.validateRecipeSettings(l, p); err != nil {
+		return err
+	}
 	where := "layout"
 	if gpu != "" {
 		where = "layout for " + gpu
@@ -437,6 +438,51 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 	}
 	if l.Dispatcher != "" && a.MoE == nil {
 		return d.errf(joinPath(p, "dispatcher"), "%s: dispatcher %q needs a MoE model; %s is dense", where, l.Dispatcher, m.Name)
+	}
+	return nil
+}
+
+// OffloadModules are MCore's fine-grained activation offload_modules values.
+func OffloadModules() []string {
+	return []string{"attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act", "fused_group_mlp"}
+}
+
+// validateRecipeSettings checks the recipe-level settings of a layout: the
+// shipped CUDA-graph setting and what moves memory.
+func (d *strictDoc) validateRecipeSettings(l *Layout, p string) error {
+	if l.RecomputeGranularity != "" {
+		if err := oneOf(d, p, "recompute_granularity", l.RecomputeGranularity, []string{"selective", "full"}); err != nil {
+			return err
+		}
+	}
+	if l.RecomputeLayers != 0 && !l.FullRecompute() {
+		return d.errf(joinPath(p, "recompute_layers"), "field \"recompute_layers\" needs recompute_granularity: full")
+	}
+	if l.OptimizerStates != "" {
+		if err := oneOf(d, p, "optimizer_states", l.OptimizerStates, []string{"fp32", "bf16"}); err != nil {
+			return err
+		}
+	}
+	for i, m := range l.OffloadModules {
+		if !slices.Contains(OffloadModules(), m) {
+			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "offload_modules"), i),
+				"field \"offload_modules\": unknown module %q (allowed: %s)", m, strings.Join(OffloadModules(), ", "))
+		}
+	}
+	if l.CUDAGraph != nil {
+		gp := joinPath(p, "cuda_graph")
+		sp := Space{Impls: []string{l.CUDAGraph.Impl}, Warmups: []int{l.CUDAGraph.Warmup}}
+		if len(l.CUDAGraph.Scopes) > 0 {
+			sp.Scopes = [][]string{l.CUDAGraph.Scopes}
+		}
+		if err := d.validateSpace(&sp, gp); err != nil {
+			return err
+		}
+	}
+	for k := range l.Settings {
+		if !strings.Contains(k, ".") {
+			return d.errf(joinPath(p, "settings"), "field \"settings\": key %q is not a dotted recipe field such as model.moe_pad_experts_for_cuda_graph_inference", k)
+		}
 	}
 	return nil
 }

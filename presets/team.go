@@ -172,7 +172,7 @@ func (p TeamPreset) Validate() error {
 		m := p.ModelInline.Clone()
 		p.ModelInline = &m
 	}
-	p.Layout.RecomputeModules = slices.Clone(p.Layout.RecomputeModules)
+	p.Layout = p.Layout.Clone()
 	return d.validatePreset(&p)
 }
 
@@ -302,7 +302,10 @@ func (d *strictDoc) validateJobSetup(j *JobSetup, p string) error {
 func isZeroLayout(l Layout) bool {
 	return l.GPU == "" && l.NumGPUs == 0 && l.Precision == "" && l.TP == 0 && l.PP == 0 && l.VP == 0 &&
 		l.CP == 0 && l.EP == 0 && l.ETP == 0 && l.GBS == 0 && l.MBS == 0 && l.Seq == 0 &&
-		l.Dispatcher == "" && !l.SequenceParallel && len(l.RecomputeModules) == 0 && l.Source == ""
+		l.Dispatcher == "" && !l.SequenceParallel && len(l.RecomputeModules) == 0 && l.Source == "" &&
+		l.RecomputeGranularity == "" && l.RecomputeLayers == 0 && l.CUDAGraph == nil && !l.FSDP && l.CPUOffloadLayers == 0 &&
+		len(l.OffloadModules) == 0 && l.OptimizerStates == "" && !l.NoDistributedOptimizer && !l.GradReduceInFP32 &&
+		l.MTPLayers == 0 && len(l.Settings) == 0
 }
 
 // ValidateSpace checks impl and scope names and warm-up counts.

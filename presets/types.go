@@ -4,6 +4,7 @@ package presets
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -88,6 +89,46 @@ type Layout struct {
 	Dispatcher       string   `yaml:"dispatcher,omitempty" json:"dispatcher,omitempty"` // alltoall, allgather, flex
 	SequenceParallel bool     `yaml:"sequence_parallel,omitempty" json:"sequence_parallel,omitempty"`
 	RecomputeModules []string `yaml:"recompute_modules,omitempty" json:"recompute_modules,omitempty"`
+	// RecomputeGranularity is MCore's recompute_granularity: "" (none, or
+	// selective when RecomputeModules are set), "selective" or "full".
+	RecomputeGranularity string `yaml:"recompute_granularity,omitempty" json:"recompute_granularity,omitempty"`
+	// RecomputeLayers is recompute_num_layers of a full recompute (uniform
+	// method): that many layers per chunk keep only their input.
+	RecomputeLayers int `yaml:"recompute_layers,omitempty" json:"recompute_layers,omitempty"`
+	// CUDAGraph is the CUDA-graph setting the recipe ships, in the perf
+	// harness's vocabulary (a full-iteration graph is impl local with scope
+	// full_iteration); nil when the recipe leaves the library default, none.
+	CUDAGraph *Candidate `yaml:"cuda_graph,omitempty" json:"cuda_graph,omitempty"`
+	// The settings below move one rank's memory; their zero values are what
+	// MB's perf recipes set unless they say otherwise.
+	//
+	// FSDP is ddp.use_megatron_fsdp with optim_grads_params sharding:
+	// parameters, gradients and optimizer state sharded over data parallel.
+	FSDP bool `yaml:"fsdp,omitempty" json:"fsdp,omitempty"`
+	// CPUOffloadLayers is model.cpu_offloading_num_layers with
+	// cpu_offloading on and cpu_offloading_weights off: that many layers'
+	// activations live in host memory between forward and backward.
+	CPUOffloadLayers int `yaml:"cpu_offload_layers,omitempty" json:"cpu_offload_layers,omitempty"`
+	// OffloadModules are model.offload_modules of fine-grained activation
+	// offloading (fine_grained_activation_offloading on).
+	OffloadModules []string `yaml:"offload_modules,omitempty" json:"offload_modules,omitempty"`
+	// OptimizerStates is the dtype of Adam's exp_avg and exp_avg_sq: "" for
+	// fp32, "bf16" for the precision-aware optimizer's bf16 states.
+	OptimizerStates string `yaml:"optimizer_states,omitempty" json:"optimizer_states,omitempty"`
+	// NoDistributedOptimizer: the recipe turns the distributed optimizer off
+	// (every MB perf recipe leaves it on).
+	NoDistributedOptimizer bool `yaml:"no_distributed_optimizer,omitempty" json:"no_distributed_optimizer,omitempty"`
+	// GradReduceInFP32 is ddp.grad_reduce_in_fp32 (MB's perf recipes set it
+	// False in _benchmark_common; some recipes turn it back on).
+	GradReduceInFP32 bool `yaml:"grad_reduce_in_fp32,omitempty" json:"grad_reduce_in_fp32,omitempty"`
+	// MTPLayers is mtp_num_layers: multi-token-prediction layers on the
+	// last pipeline stage.
+	MTPLayers int `yaml:"mtp_layers,omitempty" json:"mtp_layers,omitempty"`
+	// Settings are further recipe fields the recipe sets that cgtune's rules
+	// read, as dotted Megatron-Bridge keys and --set values
+	// (model.moe_pad_experts_for_cuda_graph_inference: "true", say). They
+	// seed the recipe before any --set.
+	Settings map[string]string `yaml:"settings,omitempty" json:"settings,omitempty"`
 	// Source names the MB recipe (file and function) the layout was taken
 	// from, and any deviation from it.
 	Source string `yaml:"source,omitempty" json:"source,omitempty"`
@@ -98,6 +139,37 @@ func atLeast1(v int) int {
 		return 1
 	}
 	return v
+}
+
+// Clone returns a deep copy of l: its slices, map and graph setting are the
+// copy's own.
+func (l Layout) Clone() Layout {
+	l.RecomputeModules = slices.Clone(l.RecomputeModules)
+	l.OffloadModules = slices.Clone(l.OffloadModules)
+	l.Settings = maps.Clone(l.Settings)
+	if l.CUDAGraph != nil {
+		g := *l.CUDAGraph
+		g.Scopes = slices.Clone(g.Scopes)
+		l.CUDAGraph = &g
+	}
+	return l
+}
+
+// FullRecompute reports whether the recipe recomputes whole layers.
+func (l Layout) FullRecompute() bool { return l.RecomputeGranularity == "full" }
+
+// ShippedGraph is the recipe's own CUDA-graph setting: CUDAGraph, or none
+// with the default warm-up when the recipe ships none.
+func (l Layout) ShippedGraph() Candidate {
+	if l.CUDAGraph == nil || l.CUDAGraph.Impl == "" || l.CUDAGraph.Impl == ImplNone {
+		return Candidate{Impl: ImplNone, Scopes: []string{}, Warmup: DefaultWarmup}
+	}
+	c := *l.CUDAGraph
+	c.Scopes = slices.Clone(c.Scopes)
+	if c.Scopes == nil {
+		c.Scopes = []string{}
+	}
+	return c
 }
 
 // Degrees with unset values read as 1.

@@ -364,23 +364,19 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 	b("model.moe_shared_expert_overlap", false)
 	b("model.moe_pad_experts_for_cuda_graph_inference", false)
 
-	if len(l.RecomputeModules) > 0 {
-		e("model.recompute_granularity", "selective")
-		c.vals["model.recompute_modules"] = Value{List: slices.Clone(l.RecomputeModules)}
-	} else {
-		null("model.recompute_granularity")
-		null("model.recompute_modules") // MCore reads None as ["core_attn"]
-	}
-	null("model.recompute_method")
-	null("model.recompute_num_layers")
+	c.setRecompute(l)
 	// MB's providers for every built-in family set both dropouts to 0.0
 	// (MB v0.3.0 models/{llama,qwen,deepseek,gpt_oss}/*_provider.py).
 	c.vals["model.attention_dropout"] = Value{Float: 0}
 	c.vals["model.hidden_dropout"] = Value{Float: 0}
 
-	b("model.fine_grained_activation_offloading", false)
-	c.vals["model.offload_modules"] = Value{List: []string{}}
+	b("model.fine_grained_activation_offloading", len(l.OffloadModules) > 0)
+	c.vals["model.offload_modules"] = Value{List: slices.Clone(l.OffloadModules)}
+	if l.OffloadModules == nil {
+		c.vals["model.offload_modules"] = Value{List: []string{}}
+	}
 	b("model.delay_offload_until_cuda_graph", false)
+	b("model.cpu_offloading", l.CPUOffloadLayers > 0)
 
 	b("model.overlap_moe_expert_parallel_comm", false)
 	b("model.delay_wgrad_compute", false)
@@ -399,7 +395,7 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 	i("model.expert_model_parallel_size", l.EPSize())
 	optInt("model.expert_tensor_parallel_size", l.ETP)
 	b("model.sequence_parallel", l.SequenceParallel)
-	null("model.mtp_num_layers")
+	optInt("model.mtp_num_layers", l.MTPLayers)
 
 	if err := c.setPrecision(l.Precision); err != nil {
 		return nil, err
@@ -410,6 +406,7 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 		b(k, false)
 	}
 	null("dataset.packing_buffer_size")
+	b("ddp.use_megatron_fsdp", l.FSDP)
 	e("ddp.megatron_fsdp_version", "1")
 	e("te_version", teVersionByMB[mb])
 
@@ -424,7 +421,40 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 			return nil, fmt.Errorf("model %s: field %s: %v", m.Name, k, err)
 		}
 	}
+	// The recipe's further settings, as the recipe writes them before any
+	// user override.
+	for _, k := range slices.Sorted(maps.Keys(l.Settings)) {
+		if err := c.ApplySet(k + "=" + l.Settings[k]); err != nil {
+			return nil, fmt.Errorf("model %s: layout settings: %v", m.Name, err)
+		}
+	}
 	return c, nil
+}
+
+// setRecompute writes the layout's recompute settings: selective with its
+// modules, or full with recompute_num_layers of the uniform method.
+func (c *Recipe) setRecompute(l presets.Layout) {
+	null := func(k string) { c.vals[k] = Value{Null: true} }
+	null("model.recompute_method")
+	null("model.recompute_num_layers")
+	switch {
+	case l.FullRecompute():
+		c.vals["model.recompute_granularity"] = Value{Str: "full"}
+		c.vals["model.recompute_method"] = Value{Str: "uniform"}
+		if l.RecomputeLayers > 0 {
+			c.vals["model.recompute_num_layers"] = Value{Int: l.RecomputeLayers}
+		}
+		null("model.recompute_modules")
+	case len(l.RecomputeModules) > 0 || l.RecomputeGranularity == "selective":
+		c.vals["model.recompute_granularity"] = Value{Str: "selective"}
+		c.vals["model.recompute_modules"] = Value{List: slices.Clone(l.RecomputeModules)}
+		if len(l.RecomputeModules) == 0 {
+			null("model.recompute_modules") // MCore reads None as ["core_attn"]
+		}
+	default:
+		null("model.recompute_granularity")
+		null("model.recompute_modules")
+	}
 }
 
 // setPrecision writes the model fields MB's mixed-precision recipe of that
