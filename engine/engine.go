@@ -139,17 +139,30 @@ func (m Memory) JobGraphMiB() int64 {
 
 // MemoryBreakdown is one rank's device memory in the real job, in MiB,
 // by what holds it. Fits compares Total with the job GPU's memory.
+//
+// Total is Weights + Gradients + Optimizer + the larger of Activations and
+// MainGrads (the optimizer step's fp32 gradients come after the
+// activations are freed) + Graphs + Slack + Context.
 type MemoryBreakdown struct {
-	Weights     int64 `json:"weights"`
-	Gradients   int64 `json:"gradients"` // incl. fp32 main-grad buffers
-	Optimizer   int64 `json:"optimizer"` // after distributed-optimizer sharding
-	Activations int64 `json:"activations"`
-	Graphs      int64 `json:"graphs"`
-	Context     int64 `json:"context"`
-	Total       int64 `json:"total"`
-	GPUMiB      int64 `json:"gpu_mib"` // the job GPU's memory it was compared with
-	Fits        bool  `json:"fits"`
+	Weights   int64 `json:"weights"`
+	Gradients int64 `json:"gradients"` // the gradient buffer
+	Optimizer int64 `json:"optimizer"` // main parameters and Adam state, after sharding
+	// MainGrads are the distributed optimizer's fp32 gradients of its shard
+	// at the optimizer step.
+	MainGrads   int64 `json:"main_grads"`
+	Activations int64 `json:"activations"` // eager, with the step's temporaries
+	// Graphs is what capturing adds over eager.
+	Graphs  int64 `json:"graphs"`
+	Slack   int64 `json:"allocator_slack"` // the caching allocator's reserve above what is allocated
+	Context int64 `json:"context"`         // CUDA context, workspaces, NCCL buffers: outside the allocator
+	Total   int64 `json:"total"`
+	GPUMiB  int64 `json:"gpu_mib"` // the job GPU's memory it was compared with
+	Fits    bool  `json:"fits"`
 }
+
+// Reserved is what the framework's caching allocator reserves at the peak:
+// the total less the context outside it (torch.cuda.max_memory_reserved).
+func (m *MemoryBreakdown) Reserved() int64 { return m.Total - m.Context }
 
 // Error kinds of a failed candidate.
 const (
@@ -185,6 +198,9 @@ type FrameworkInfo struct {
 	TE        string `json:"te,omitempty"`
 	LayerSpec string `json:"layer_spec"` // "transformer_engine" or "local"
 	WorldSize int    `json:"world_size"`
+	// Optimizer is the optimizer the run stepped: the job's (Transformer
+	// Engine's or apex's FusedAdam) or a labelled stand-in for it.
+	Optimizer string `json:"optimizer,omitempty"`
 	// Modelled lists the job's parallel degrees the run did not execute
 	// (their collectives are added from the workload model).
 	Modelled []string `json:"modelled,omitempty"`

@@ -9,65 +9,106 @@ import (
 	"cgtune/presets"
 )
 
-// The memory model predicts one rank's device memory in the real job:
-// what the job's GPU must hold, by what holds it. Megatron-Core with
-// Megatron-Bridge's performance recipes is the reference (Megatron-LM
-// core_v0.16.0 to core_v0.20.0, Megatron-Bridge 0.3 to 0.7):
+// The memory model predicts one rank's device memory in the real job at
+// its peak, by what holds it. Megatron-Core with Megatron-Bridge's
+// performance recipes is the reference (Megatron-LM core_v0.16.0 to
+// core_v0.20.0, Megatron-Bridge 0.3 to 0.7); the framework's measured peaks
+// are the judge (docs/memory-validation-2026-12-02.md has the measured
+// error).
 //
-// Weights: the model's parameters in bf16, 2 bytes each
-// (Float16Module casts the model; fp8 and fp4 recipes keep bf16 weights
-// plus Transformer Engine's cached low-precision copy of each weight,
-// reused across the step's micro-batches: 1 byte per parameter for fp8,
-// half a byte for fp4).
+// Persistent, for the whole run:
+//
+// Weights: the model's parameters in bf16, 2 bytes each (Float16Module
+// casts the model; fp8 and fp4 recipes keep bf16 weights plus Transformer
+// Engine's cached low-precision copy of each weight: 1 byte per parameter
+// for fp8, half a byte for fp4).
 //
 // Gradients: Megatron DDP's contiguous gradient buffer
 // (megatron/core/distributed/param_and_grad_buffer.py), one element per
-// parameter, fp32 with ddp.grad_reduce_in_fp32 and bf16 otherwise;
-// Megatron-Bridge's performance recipes set grad_reduce_in_fp32 = False
-// (perf_recipes/_common.py _benchmark_common). With a bf16 buffer the
-// distributed optimizer keeps fp32 main gradients of its shard, 4 bytes per
-// parameter over the sharding group (optimizer/distrib_optimizer.py, the
-// shard's main_grad).
+// parameter, bf16 as MB's performance recipes set it (grad_reduce_in_fp32
+// False, perf_recipes/_common.py _benchmark_common), fp32 otherwise.
 //
-// Optimizer: Adam's fp32 main parameters, exp_avg and exp_avg_sq,
-// 12 bytes per parameter, sharded over the data-parallel group by the
-// distributed optimizer (use_distributed_optimizer, set by every MB
-// recipe). Megatron-LM docs/user-guide/features/dist_optimizer.md gives the
-// totals this adds up to: bf16 parameters with fp32 gradients 6 + 12/d
-// bytes per parameter, 16-bit gradients 4 + 16/d. Dense parameters shard
-// over DP×CP (DDP's intra_dp_cp_group), expert parameters over the expert
-// data-parallel group, world / (ETP·EP·PP) (parallel_state.py).
+// Optimizer: Adam's fp32 main parameters and its exp_avg and exp_avg_sq
+// (fp32, or bf16 with the precision-aware optimizer), sharded by the
+// distributed optimizer (every MB recipe uses it): dense parameters over
+// DP×CP (DDP's intra_dp_cp_group), expert parameters over the expert
+// data-parallel group, world / (ETP·EP·PP) (parallel_state.py). Megatron-LM
+// docs/user-guide/features/dist_optimizer.md gives the totals. With
+// Megatron-FSDP (optim_grads_params) weights and gradients shard too, and
+// two layers' weights are gathered at a time (fsdp_double_buffer).
+//
+// Coming and going within a step:
 //
 // Activations: what the forward pass saves for the backward, per layer and
-// micro-batch, times the micro-batches in flight on the stage: 1F1B keeps
-// min(PP − stage, M) in flight, the interleaved schedule
-// (PP − stage − 1)·2 + (VP − 1)·PP + 1 model chunks
-// (pipeline_parallel/schedules.py get_pp_rank_microbatches). The per-layer
-// figures follow Korthikanti et al., "Reducing Activation Recomputation
-// in Large Transformer Models" (2022), for bf16 with flash attention (no
-// s² term), no dropout masks (MB recipes train without dropout), sequence
-// parallelism with TP > 1 (norm inputs and GEMM inputs saved before the
-// all-gather, /TP), and the layout's selective recompute modules dropping
-// what they recompute; see activations below.
+// micro-batch, times the micro-batches in flight on the stage (1F1B keeps
+// min(PP − stage, M), the interleaved schedule
+// (PP − stage − 1)·2 + (VP − 1)·PP + 1 model chunks:
+// pipeline_parallel/schedules.py get_pp_rank_microbatches), plus the loss's
+// and one layer's backward temporaries. The per-layer figures follow
+// Korthikanti et al., "Reducing Activation Recomputation in Large
+// Transformer Models" (2022), for bf16, no dropout (MB recipes train
+// without), sequence parallelism with TP > 1, and the layer spec: Transformer
+// Engine's flash attention keeps no s² tensor; Megatron-Core's local spec
+// (a node without Transformer Engine) keeps the fp32 softmax and the bf16
+// probabilities, 6 bytes per head and key per token, and its backward
+// needs 12 more for one layer (transformer/dot_product_attention.py,
+// fusions/fused_softmax.py without the fused kernel). Selective recompute
+// drops what it recomputes, full recompute keeps a layer group's input,
+// offloading moves what it offloads to the host.
 //
-// Graphs: the graph pools and static buffers of the capture plan. A
-// forward graph's pool keeps the activations of what it covers (they are
-// no longer in the activations figure); graphs captured in schedule order
-// into one pool reuse the memory of micro-batches whose backward has run,
-// so the pool holds the in-flight micro-batches; static input and output
-// buffers are per graph and captured micro-batch. A full-iteration graph
-// holds the iteration's activations and every micro-batch's static inputs.
+// Main gradients: with a bf16 gradient buffer the distributed optimizer
+// copies its shard's gradients to fp32 at the optimizer step
+// (distrib_optimizer.py _copy_model_grads_to_main_grads, 4 bytes per
+// parameter of the shard); they live from the step until the next one
+// zeroes them, after the activations are freed, so the eager peak is the
+// larger of the two.
 //
-// Context: the CUDA context, cuBLAS workspaces, NCCL buffers of the job's
-// communicators and the caching allocator's slack.
+// Graphs: what capturing adds over eager (measured on the framework as the
+// graphed step's peak reserved memory less the eager step's). A graph pool
+// holds the activations its regions save, in place of eager's, but the
+// pool's memory cannot be lent to the optimizer step's main gradients as
+// freed activations are: with per-layer graphs (local, or Transformer
+// Engine's make_graphed_callables, captured in schedule order into one
+// pool) the step needs persistent + graphed activations + static buffers +
+// the larger of the rest of the activations and the main gradients; a
+// full-iteration graph's pool holds all of the step's activations beside
+// the main gradients. Static buffers: each graphed region's forward input
+// and output and backward gradient input and output, per layer and
+// captured runner (Megatron-Core's CudaGraphManager keeps one runner per
+// layer with PP = 1, one per micro-batch otherwise; without Transformer
+// Engine its buffers are not weak references and stay allocated,
+// transformer/cuda_graphs.py _CudagraphGlobalRecord.create_cudagraphs);
+// Transformer Engine's graphs reuse the buffers of micro-batches whose
+// backward ran (_reuse_graph_input_output_buffers), so the micro-batches in
+// flight hold them. A full-iteration graph adds its static input copies of
+// every micro-batch (full_cuda_graph.py StaticBufferLoader).
+//
+// Allocator slack: the caching allocator's reserved memory above what is
+// allocated, 8% of what comes and goes in a step (fitted on the framework's
+// dense eager peaks; see the validation document for the shapes it was
+// checked on).
+//
+// Context: the CUDA context, cuBLAS and Transformer Engine workspaces and
+// the NCCL buffers of the job's communicators, outside the allocator.
 const (
-	weightBytes       = 2.0  // bf16 parameter
-	adamStateBytes    = 12.0 // fp32 main parameter, exp_avg, exp_avg_sq
+	weightBytes       = 2.0 // bf16 parameter
+	mainParamBytes    = 4.0 // fp32 main parameter
 	fp32GradBytes     = 4.0
 	bf16GradBytes     = 2.0
-	jobContextMiB     = 3072 // CUDA context (~0.5 GiB), cuBLAS/TE workspaces, NCCL buffers, allocator slack
+	jobContextMiB     = 3072 // CUDA context (~0.5 GiB), cuBLAS/TE workspaces, NCCL buffers
 	bytesPerMiB       = 1 << 20
 	attnLSEBytesPerHd = 4.0 // flash attention's fp32 log-sum-exp per head and token
+	// localAttnSaved and localAttnBwd are the bytes per head, key and token
+	// the local spec's unfused attention saves (fp32 softmax output, bf16
+	// probabilities) and its backward's temporaries need (the gradients of
+	// the probabilities, bf16, and of the scores, fp32, twice).
+	localAttnSaved = 6.0
+	localAttnBwd   = 12.0
+	// localLossBytes is what Megatron-Core's vocab-parallel cross entropy
+	// keeps per token and vocabulary entry: the bf16 logits, their fp32
+	// softmax, and the fp32 gradient of its backward.
+	localLossBytes = 10.0
+	allocatorSlack = 0.08
 )
 
 // MemoryOptions are job settings the memory model needs that a layout does
@@ -90,11 +131,11 @@ func JobGPUMiB(l presets.Layout, fallback int64) int64 {
 // PredictMemory is one rank's memory in the real job for plan p of
 // workload w, compared with a GPU of gpuMiB. Of the pipeline's stages it
 // reports the one that needs most (the first holds the most micro-batches
-// in flight, the last the logits).
-//
-// A framework profile, when given, replaces the model's graph memory with
-// what the framework's graphs measured per region, layer and micro-batch.
-func PredictMemory(w *Workload, p *CapturePlan, prof *FrameworkProfile, gpuMiB int64, opt MemoryOptions) *MemoryBreakdown {
+// in flight, the last the logits). The framework profile is not used:
+// graph memory is modelled from the capture plan (a framework run's
+// measured graph memory replaces it through SetGraphs where the run is the
+// job).
+func PredictMemory(w *Workload, p *CapturePlan, _ *FrameworkProfile, gpuMiB int64, opt MemoryOptions) *MemoryBreakdown {
 	pp := w.Layout.PPSize()
 	stages := []int{0}
 	if pp > 1 {
@@ -102,7 +143,7 @@ func PredictMemory(w *Workload, p *CapturePlan, prof *FrameworkProfile, gpuMiB i
 	}
 	var best *MemoryBreakdown
 	for _, s := range stages {
-		m := stageMemory(w, p, prof, s, opt)
+		m := stageMemory(w, p, s, opt)
 		if best == nil || m.Total > best.Total {
 			best = m
 		}
@@ -126,18 +167,60 @@ func (m *MemoryBreakdown) SetGraphs(mib int64) {
 	m.judge()
 }
 
+// stageFigures are one stage's memory figures in bytes, before a candidate.
+type stageFigures struct {
+	weights, grads, optim float64 // persistent
+	mainGrads             float64 // the optimizer step's fp32 gradients
+	act                   float64 // eager activations and temporaries at the step's peak
+}
+
+func (f stageFigures) persistent() float64 { return f.weights + f.grads + f.optim }
+
+// eagerPeak is the eager step's peak: the activations or, after them, the
+// optimizer step's main gradients.
+func (f stageFigures) eagerPeak() float64 { return f.persistent() + math.Max(f.act, f.mainGrads) }
+
 // stageMemory is the breakdown of pipeline stage s.
-func stageMemory(w *Workload, p *CapturePlan, prof *FrameworkProfile, s int, opt MemoryOptions) *MemoryBreakdown {
+func stageMemory(w *Workload, p *CapturePlan, s int, opt MemoryOptions) *MemoryBreakdown {
+	kinds := stageKinds(w, s)
+	f := persistentMemory(w, kinds, s, opt)
+	act := newActivations(w)
+	inflight := inFlight(w.Layout, w.MicroBatches, s)
+	layers := act.stageLayers(kinds, w.Layout)
+	f.act = inflight*layers + act.backwardTemporaries(kinds)
+	if s == w.Layout.PPSize()-1 {
+		f.act += act.head()
+	}
+	graphs := 0.0
+	if p != nil && p.Graphed() {
+		graphs = graphedPeak(w, p, kinds, act, f, inflight) - f.eagerPeak()
+	}
+	slack := allocatorSlack * (f.act + f.mainGrads)
+	ctx := opt.ContextMiB
+	if ctx == 0 {
+		ctx = jobContextMiB
+	}
+	m := &MemoryBreakdown{
+		Weights: mib(f.weights), Gradients: mib(f.grads), Optimizer: mib(f.optim), MainGrads: mib(f.mainGrads),
+		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(slack), Context: ctx,
+	}
+	m.Total = m.Weights + m.Gradients + m.Optimizer + max(m.Activations, m.MainGrads) + m.Graphs + m.Slack + m.Context
+	return m
+}
+
+// persistentMemory is what the stage holds for the whole run, and the
+// optimizer step's main gradients.
+func persistentMemory(w *Workload, kinds []presets.LayerKind, s int, opt MemoryOptions) stageFigures {
 	l := w.Layout
 	a := w.Spec.Model.Arch
-	kinds := stageKinds(w, s)
 	pp := l.PPSize()
-	dense, expert := 0.0, 0.0
 	b := &builder{a: a, l: l, tp: l.TPSize(), ep: l.EPSize(), etp: l.ETPSize()}
+	dense, expert, maxLayer := 0.0, 0.0, 0.0
 	for _, k := range kinds {
 		d, e := b.layerParamsSplit(k)
 		dense += d
 		expert += e
+		maxLayer = math.Max(maxLayer, d+e)
 	}
 	vocab := float64(a.Vocab) * float64(a.Hidden) / float64(l.TPSize())
 	if s == 0 {
@@ -149,88 +232,90 @@ func stageMemory(w *Workload, p *CapturePlan, prof *FrameworkProfile, s int, opt
 	params := dense + expert
 	dDense := float64(max(1, l.NumGPUs/(l.TPSize()*pp)))              // DP×CP
 	dExpert := float64(max(1, l.NumGPUs/(l.ETPSize()*l.EPSize()*pp))) // expert data-parallel
+	distributed := !opt.NoDistributedOptimizer && !l.NoDistributedOptimizer
 	shard := func(bytes float64) float64 { return bytes * (dense/dDense + expert/dExpert) }
-	if opt.NoDistributedOptimizer {
+	if !distributed && !l.FSDP {
 		shard = func(bytes float64) float64 { return bytes * params }
 	}
-
-	weights := weightBytes * params
+	states := 2 * fp32GradBytes // exp_avg, exp_avg_sq
+	if l.OptimizerStates == "bf16" {
+		states = 2 * bf16GradBytes
+	}
+	var f stageFigures
+	f.weights = weightBytes * params
 	switch {
 	case strings.HasPrefix(l.Precision, "fp8"):
-		weights += params
+		f.weights += params
 	case strings.HasPrefix(l.Precision, "nvfp4"), strings.HasPrefix(l.Precision, "fp4"):
-		weights += params / 2
+		f.weights += params / 2
 	}
-	grads := bf16GradBytes * params
-	if opt.GradReduceInFP32 {
-		grads = fp32GradBytes * params
-	} else {
-		grads += shard(fp32GradBytes) // the distributed optimizer's fp32 main gradients
+	gradBytes := bf16GradBytes
+	if opt.GradReduceInFP32 || l.GradReduceInFP32 {
+		gradBytes = fp32GradBytes
 	}
-	optim := shard(adamStateBytes)
-
-	act := newActivations(w)
-	inflight := inFlight(l, w.MicroBatches, s)
-	var eagerAct, graphs float64
-	layerAct := 0.0
-	for _, k := range kinds {
-		layerAct += act.layer(k)
-	}
-	head := 0.0
-	if s == pp-1 {
-		head = act.head()
-	}
+	f.grads = gradBytes * params
+	f.optim = shard(mainParamBytes + states)
 	switch {
-	case p == nil || !p.Graphed():
-		eagerAct = inflight*layerAct + head
-	case p.FullIteration != nil:
-		// The graph holds the iteration's activations and the static
-		// inputs of every micro-batch.
-		graphs = inflight*layerAct + head + float64(w.MicroBatches)*w.StaticInputBytes()
-		switch fi := prof.fullIteration(); {
-		case fi != nil && fi.GraphMiBPerLayer > 0 && w.Layout.PPSize() == 1:
-			// Measured: fixed + per layer (one micro-batch in flight), plus
-			// the static inputs of the job's micro-batches.
-			graphs = (fi.GraphMiBFixed+fi.GraphMiBPerLayer*float64(len(w.Layers)))*bytesPerMiB +
-				float64(w.MicroBatches)*w.StaticInputBytes()
-		case fi != nil && fi.GraphMiBPerMicroBatch > 0:
-			graphs = fi.GraphMiBPerMicroBatch * bytesPerMiB * float64(w.MicroBatches)
-		}
+	case gradBytes == fp32GradBytes && (distributed || l.FSDP):
+		// The fp32 buffer is the main gradient: nothing is copied.
+	case distributed || l.FSDP:
+		f.mainGrads = shard(fp32GradBytes)
 	default:
-		poolMBs := math.Min(float64(p.RealCaptured), inflight)
-		fixed := false
-		for _, r := range graphedRegions(w, p, kinds, act) {
-			eagerAct += inflight * -r.pool
-			if reg, ok := prof.regionMemory(r.kind, r.name); ok {
-				// Measured pool and static buffers of one micro-batch, and
-				// once the capture's fixed part.
-				graphs += poolMBs*reg + (float64(p.RealCaptured)-poolMBs)*r.static
-				if !fixed {
-					graphs += prof.GraphPoolFixedMiB * bytesPerMiB
-					fixed = true
-				}
-				continue
-			}
-			graphs += poolMBs*r.pool + float64(p.RealCaptured)*r.static
-		}
-		eagerAct += inflight*layerAct + head
+		f.mainGrads = fp32GradBytes * params // Float16Optimizer's fp32 copy of every gradient
 	}
-	ctx := opt.ContextMiB
-	if ctx == 0 {
-		ctx = jobContextMiB
+	if l.FSDP {
+		// optim_grads_params: weights and gradients shard like the
+		// optimizer state; the units being gathered (two layers with
+		// fsdp_double_buffer) hold their whole weights and gradients.
+		gathered := 2 * maxLayer * (weightBytes + gradBytes)
+		f.weights = shard(f.weights/params) + gathered/2
+		f.grads = shard(gradBytes) + gathered/2
 	}
-	m := &MemoryBreakdown{
-		Weights: mib(weights), Gradients: mib(grads), Optimizer: mib(optim),
-		Activations: mib(eagerAct), Graphs: mib(graphs), Context: ctx,
+	return f
+}
+
+// graphedPeak is the graphed step's peak. Per-layer graphs hold their
+// regions' activations in the pool, beside the larger of the other
+// activations and the main gradients, plus their static buffers; a
+// full-iteration graph's pool holds every activation beside the main
+// gradients, plus the static inputs of every micro-batch.
+func graphedPeak(w *Workload, p *CapturePlan, kinds []presets.LayerKind, act activations, f stageFigures, inflight float64) float64 {
+	if p.FullIteration != nil {
+		return f.persistent() + f.act + f.mainGrads + float64(w.MicroBatches)*w.StaticInputBytes()
 	}
-	m.Total = m.Weights + m.Gradients + m.Optimizer + m.Activations + m.Graphs + m.Context
-	return m
+	regions := graphedRegions(w, p, kinds, act)
+	pooled := 0.0
+	attnGraphed := false
+	for _, r := range regions {
+		pooled += inflight * act.kept(r.pool, len(kinds))
+		attnGraphed = attnGraphed || r.attn
+	}
+	if attnGraphed {
+		pooled += act.backwardTemporaries(kinds) // the graphed attention's backward runs in the pool
+	}
+	static := float64(len(regions)) * staticRunners(w, p, inflight) * 4 * w.StaticBufferBytes()
+	return f.persistent() + pooled + static + math.Max(f.act-pooled, f.mainGrads)
+}
+
+// staticRunners is how many copies of a graphed region's static buffers
+// the capture keeps: Megatron-Core's local runners one per layer with
+// PP = 1 and one per captured micro-batch otherwise (weak references with
+// Transformer Engine installed free all but those in flight);
+// Transformer Engine's graphs reuse those of finished micro-batches, so
+// the micro-batches in flight hold them.
+func staticRunners(w *Workload, p *CapturePlan, inflight float64) float64 {
+	runners := float64(max(1, p.RealCaptured))
+	if p.Candidate.Impl == presets.ImplTE || w.Spec.Options.LayerSpec != "local" {
+		return math.Min(runners, math.Max(1, math.Ceil(inflight)))
+	}
+	return runners
 }
 
 func mib(b float64) int64 { return int64(math.Ceil(b / bytesPerMiB)) }
 
 // stageKinds lists the layer kinds of pipeline stage s (the same balanced
-// split BuildWorkload uses).
+// split BuildWorkload uses), with the multi-token-prediction layers on the
+// last stage.
 func stageKinds(w *Workload, s int) []presets.LayerKind {
 	kinds := w.Spec.Model.Arch.LayerKinds()
 	if len(kinds) == 0 {
@@ -244,7 +329,13 @@ func stageKinds(w *Workload, s int) []presets.LayerKind {
 	per := (len(kinds) + pp - 1) / pp
 	first := min(len(kinds), s*per)
 	last := min(len(kinds), first+per)
-	return kinds[first:last]
+	out := slices.Clone(kinds[first:last])
+	if s == pp-1 {
+		for range w.Layout.MTPLayers {
+			out = append(out, kinds[len(kinds)-1])
+		}
+	}
+	return out
 }
 
 // inFlight is how many micro-batches' activations stage s holds at its
@@ -263,12 +354,13 @@ func inFlight(l presets.Layout, m, s int) float64 {
 }
 
 // graphedRegion is one graphed region of one layer of a stage: the
-// activations its pool keeps per micro-batch and its forward and backward
-// graphs' static buffers per captured micro-batch.
+// activations its pool keeps per micro-batch, and whether it holds the
+// layer's attention.
 type graphedRegion struct {
-	kind         presets.LayerKind
-	name         string
-	pool, static float64
+	kind presets.LayerKind
+	name string
+	pool float64
+	attn bool
 }
 
 // graphedRegions lists the plan's graphed regions over the layers of a
@@ -302,47 +394,91 @@ func graphedRegions(w *Workload, p *CapturePlan, kinds []presets.LayerKind, act 
 			add(PlanCapture(all, p.Candidate, p.Generation).Layers)
 		}
 	}
-	per := 4 * w.StaticBufferBytes() // forward input and output, backward gradient input and output
 	var out []graphedRegion
 	for _, k := range kinds {
 		for _, s := range byKind[k] {
-			out = append(out, graphedRegion{kind: k, name: s.Region, pool: act.region(k, s.Ops), static: per})
+			attn := slices.ContainsFunc(s.Ops, func(o Op) bool { return o.Scope == presets.ScopeAttn })
+			out = append(out, graphedRegion{kind: k, name: s.Region, pool: act.region(k, s.Ops), attn: attn})
 		}
 	}
 	return out
-}
-
-// regionMemory is the measured graph memory of a region per layer and
-// micro-batch, in bytes.
-func (p *FrameworkProfile) regionMemory(k presets.LayerKind, name string) (float64, bool) {
-	if p == nil {
-		return 0, false
-	}
-	r, ok := p.region(string(k), name)
-	if !ok || r.GraphMiB <= 0 {
-		return 0, false
-	}
-	return r.GraphMiB * bytesPerMiB, true
 }
 
 // activations gives the bytes the forward pass saves for the backward,
 // per layer and micro-batch on one rank.
 type activations struct {
 	a         presets.Arch
+	l         presets.Layout
 	tokens    float64 // tokens of one micro-batch on this rank: MBS·seq/CP
+	keys      float64 // keys each token attends over (seq/CP)
 	tp, etp   float64
 	sp        float64 // 1/TP with sequence parallelism (TP > 1), else 1
 	recompute []string
+	offload   []string
+	local     bool // Megatron-Core's local spec: unfused attention and loss
 }
 
 func newActivations(w *Workload) activations {
 	l := w.Layout
 	tp := float64(l.TPSize())
-	return activations{a: w.Spec.Model.Arch, tokens: float64(l.MBS*l.Seq) / float64(l.CPSize()),
-		tp: tp, etp: float64(l.ETPSize()), sp: 1 / tp, recompute: l.RecomputeModules}
+	seq := float64(l.Seq) / float64(l.CPSize())
+	return activations{a: w.Spec.Model.Arch, l: l, tokens: float64(l.MBS) * seq, keys: seq,
+		tp: tp, etp: float64(l.ETPSize()), sp: 1 / tp, recompute: l.RecomputeModules, offload: l.OffloadModules,
+		local: w.Spec.Options.LayerSpec == "local"}
 }
 
 func (x activations) re(m string) bool { return slices.Contains(x.recompute, m) }
+
+func (x activations) off(m string) bool { return slices.Contains(x.offload, m) }
+
+// stageLayers is the bytes the stage's layers save for one micro-batch:
+// every layer's, or with full recompute each group of recompute_layers
+// layers' input plus one group's activations while it is recomputed; the
+// layers whose activations go to the host (cpu_offloading_num_layers)
+// keep none, save the one being copied.
+func (x activations) stageLayers(kinds []presets.LayerKind, l presets.Layout) float64 {
+	per := make([]float64, len(kinds))
+	sum := 0.0
+	for i, k := range kinds {
+		per[i] = x.layer(k)
+		sum += per[i]
+	}
+	if len(kinds) == 0 {
+		return 0
+	}
+	mean := sum / float64(len(kinds))
+	if l.FullRecompute() {
+		group := float64(max(1, l.RecomputeLayers))
+		input := x.tokens * 2 * float64(x.a.Hidden) * x.sp
+		sum = float64(len(kinds))/group*input + group*mean
+	}
+	if n := min(l.CPUOffloadLayers, len(kinds)); n > 0 {
+		sum -= float64(n-1) * mean
+	}
+	return sum
+}
+
+// kept is what a graphed region's pool keeps of the activations it
+// saves, with the stage's offloaded layers: offloaded activations leave
+// the pool as they leave eager memory.
+func (x activations) kept(region float64, layers int) float64 {
+	n := min(x.l.CPUOffloadLayers, layers)
+	if n <= 1 || layers == 0 {
+		return region
+	}
+	return region * (1 - float64(n-1)/float64(layers))
+}
+
+// backwardTemporaries is what one layer's backward needs beyond the saved
+// activations: with the local spec's unfused attention, the gradients of
+// the probabilities and scores (localAttnBwd bytes per head, key and
+// token); Transformer Engine's fused attention needs no such tensor.
+func (x activations) backwardTemporaries(kinds []presets.LayerKind) float64 {
+	if !x.local || !slices.ContainsFunc(kinds, func(k presets.LayerKind) bool { return slices.Contains(layerScopes[k], presets.ScopeAttn) }) {
+		return 0
+	}
+	return x.tokens * localAttnBwd * float64(x.a.Heads) / x.tp * x.keys
+}
 
 // perToken is the bytes one token saves in the block the op scope names
 // (per layer, on this rank). Derivations, h hidden, bf16 = 2 bytes:
@@ -398,8 +534,28 @@ func (x activations) perToken(scope string) float64 {
 		}
 		d := float64(a.HeadDim)
 		kv := math.Max(1, float64(a.KVGroups)/x.tp)
-		return norm + gemmIn + 2*(heads+2*kv)*d + 2*heads*d + attnLSEBytesPerHd*heads
+		if x.off("attn_norm") {
+			norm = 0
+		}
+		if x.off("qkv_linear") {
+			gemmIn = 0
+		}
+		core := 2*(heads+2*kv)*d + attnLSEBytesPerHd*heads // Q K V after rotary, flash attention's LSE
+		if x.local {
+			core = 2*(heads+2*kv)*d + localAttnSaved*heads*x.keys
+		}
+		if x.re("core_attn") || x.off("core_attn") {
+			core = 0
+		}
+		out := 2 * heads * d // the output projection's input
+		if x.off("attn_proj") {
+			out = 0
+		}
+		return norm + gemmIn + core + out
 	case presets.ScopeMLP:
+		if x.off("mlp_norm") {
+			norm = 0
+		}
 		if x.re("mlp") {
 			return norm
 		}
@@ -427,15 +583,18 @@ func (x activations) perToken(scope string) float64 {
 		}
 		m := a.MoE
 		per := 2*h + ffn(float64(m.FFNHidden), x.etp) + 4
-		if x.re("moe_act") {
+		if x.off("expert_fc1") {
+			per -= 2 * h
+		}
+		if x.re("moe_act") || x.off("moe_act") {
 			per -= 2 * float64(m.FFNHidden) / x.etp
 		}
 		return float64(m.TopK) * per
 	case ScopeMoEPostprocess:
-		if a.MoE == nil || x.re("moe") {
-			return 0
-		}
-		return float64(a.MoE.TopK) * 2 * h
+		// The experts apply the routing probabilities in their activation
+		// (megatron/core/transformer/moe/experts.py), so the unpermute keeps
+		// no expert output for the probabilities' gradient.
+		return 0
 	case presets.ScopeMamba:
 		mm := a.Mamba
 		if mm == nil {
@@ -486,10 +645,16 @@ func (x activations) region(k presets.LayerKind, ops []Op) float64 {
 // one micro-batch: norm input and output-layer input 2h·sp each, and the
 // bf16 logits, whose buffer Transformer Engine's fused cross-entropy
 // (cross_entropy_fusion_impl "te" in MB's performance recipes) reuses for
-// the gradient.
+// the gradient; Megatron-Core's own vocab-parallel cross entropy (the local
+// spec) keeps an fp32 softmax and makes an fp32 gradient beside them
+// (tensor_parallel/cross_entropy.py).
 func (x activations) head() float64 {
 	h := float64(x.a.Hidden)
-	return x.tokens * (4*h*x.sp + 2*float64(x.a.Vocab)/x.tp)
+	loss := 2.0
+	if x.local {
+		loss = localLossBytes
+	}
+	return x.tokens * (4*h*x.sp + loss*float64(x.a.Vocab)/x.tp)
 }
 
 // iteration is what a full-iteration graph's pool holds: one stage's
@@ -524,6 +689,6 @@ func (m *MemoryBreakdown) Describe() string {
 	if !m.Fits {
 		fits = "DOES NOT FIT"
 	}
-	return fmt.Sprintf("job memory per rank: weights %d + gradients %d + optimizer %d + activations %d + graphs %d + context %d = %d MiB of %d MiB (%s)",
-		m.Weights, m.Gradients, m.Optimizer, m.Activations, m.Graphs, m.Context, m.Total, m.GPUMiB, fits)
+	return fmt.Sprintf("job memory per rank: weights %d + gradients %d + optimizer %d + the larger of activations %d and the optimizer step's fp32 gradients %d + graphs %d + allocator slack %d + context %d = %d MiB of %d MiB (%s)",
+		m.Weights, m.Gradients, m.Optimizer, m.Activations, m.MainGrads, m.Graphs, m.Slack, m.Context, m.Total, m.GPUMiB, fits)
 }

@@ -110,6 +110,12 @@ type WorkloadOptions struct {
 	// MoECapacityFactor is moe_expert_capacity_factor of a drop-and-pad
 	// MoE (0: none).
 	MoECapacityFactor float64 `json:"moe_capacity_factor,omitempty"`
+	// LayerSpec is the layer spec the job builds: "" or
+	// "transformer_engine" (Megatron-Bridge's jobs: fused attention), or
+	// "local" (Megatron-Core's own modules, what a node without Transformer
+	// Engine runs: unfused attention that keeps the s² scores). It moves
+	// the activations the memory model counts.
+	LayerSpec string `json:"layer_spec,omitempty"`
 	// Generation is the Megatron-Bridge API generation the candidates are
 	// for (0: not known); the capture plan names its fields.
 	Generation presets.Generation `json:"generation,omitempty"`

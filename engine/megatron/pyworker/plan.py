@@ -232,6 +232,15 @@ def rank_shapes(spec, world=1, max_layers=8, max_microbatches=4):
         "tp_run": tp_run,
         "ep_run": ep_run,
         "world": world,
+        # The distributed optimizer shards dense parameters' state over the
+        # job's DP x CP ranks and experts' over the expert data-parallel
+        # group, world / (ETP x EP x PP) (megatron/core/parallel_state.py);
+        # MB's perf recipes turn it on and reduce gradients in bf16
+        # (perf_recipes/_common.py _benchmark_common).
+        "distributed_optimizer": not layout.get("no_distributed_optimizer"),
+        "grad_reduce_in_fp32": bool(layout.get("grad_reduce_in_fp32")),
+        "dense_shard": dp * job["cp"],
+        "expert_shard": max(1, num_gpus // (job["etp"] * job["ep"] * job["pp"])),
         "activation": arch.get("activation") or "swiglu",
         "add_bias_linear": bool(arch.get("add_bias_linear")),
         "moe": None,
@@ -275,10 +284,32 @@ def modelled_degrees(job, dp, tp_run, ep_run):
     return out
 
 
-def scaling(s):
+def optimizer_share(s, dense_params, expert_params):
+    """The share of the built slice's optimizer work one rank of the job
+    does: all of it without the distributed optimizer, else its shard
+    (dense parameters over DP x CP, experts over expert-DP).  The run
+    itself is one rank of a data-parallel size of one, which shards
+    nothing."""
+    total = dense_params + expert_params
+    if not s.get("distributed_optimizer", True) or total <= 0:
+        return 1.0
+    return (dense_params / float(s.get("dense_shard", 1)) + expert_params / float(s.get("expert_shard", 1))) / total
+
+
+def graph_memory(cand, peak_reserved_mib, eager_peak_reserved_mib):
+    """What a graphed candidate's graphs add over eager, in MiB: its peak
+    reserved memory less the eager baseline's on the same slice (0 for
+    eager, or when the baseline's peak is not known)."""
+    if (cand.get("impl") or "none") == "none" or not eager_peak_reserved_mib:
+        return 0
+    return max(0, int(peak_reserved_mib) - int(eager_peak_reserved_mib))
+
+
+def scaling(s, opt_share=1.0):
     """Factors from what ran to the real job's step: forward-backward time
     scales with layers x micro-batches, the optimizer with parameters
-    (approximated by layers).  Returns (fwd_bwd_factor, optimizer_factor, text)."""
+    (approximated by layers) times the rank's shard of them (opt_share,
+    optimizer_share).  Returns (fwd_bwd_factor, optimizer_factor, text)."""
     lf = s["stage_layers"] / float(s["layers_built"])
     mf = s["microbatches"] / float(s["microbatches_run"])
     parts = []
@@ -286,10 +317,12 @@ def scaling(s):
         parts.append("built %d of the stage's %d layers" % (s["layers_built"], s["stage_layers"]))
     if mf != 1:
         parts.append("ran %d of %d micro-batches per step" % (s["microbatches_run"], s["microbatches"]))
+    if opt_share != 1:
+        parts.append("the distributed optimizer's shard is %.3g of the slice's parameters" % opt_share)
     text = ""
     if parts:
-        text = "; ".join(parts) + "; forward-backward time scaled x%.3g, optimizer x%.3g" % (lf * mf, lf)
-    return lf * mf, lf, text
+        text = "; ".join(parts) + "; forward-backward time scaled x%.3g, optimizer x%.3g" % (lf * mf, lf * opt_share)
+    return lf * mf, lf * opt_share, text
 
 
 def config_kwargs(s, cand, config_fields, te):

@@ -13,6 +13,7 @@ import traceback
 
 import torch
 
+import optim
 import plan
 import results
 
@@ -79,8 +80,14 @@ class Slice:
                          parallel_output=True, share_embeddings_and_output_weights=False)
         model.cuda(torch.cuda.current_device())
         model = Float16Module(self.config, model)
-        ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
-                                                use_distributed_optimizer=False)
+        # The job's gradient buffer and optimizer: MB's perf recipes reduce
+        # gradients in bf16 and use the distributed optimizer
+        # (perf_recipes/_common.py), which at a data-parallel size of one
+        # shards nothing but keeps its layout (fp32 main parameters and
+        # gradients of the shard beside the bf16 buffers).
+        dist_opt = bool(shapes.get("distributed_optimizer", True))
+        ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=bool(shapes.get("grad_reduce_in_fp32")),
+                                                overlap_grad_reduce=False, use_distributed_optimizer=dist_opt)
         # DDP is built on the full-iteration capture stream for full
         # iteration (its retained AccumulateGrad nodes must not point at
         # another stream), else on a side stream, as
@@ -98,8 +105,12 @@ class Slice:
         self.config.finalize_model_grads_func = finalize_model_grads
         self.config.no_sync_func = self.ddp.no_sync
         opt_cfg = OptimizerConfig(optimizer="adam", lr=LR, bf16=True, clip_grad=1.0,
-                                  use_distributed_optimizer=False)
+                                  use_distributed_optimizer=dist_opt)
         self.optimizer = get_megatron_optimizer(opt_cfg, [self.ddp], use_gloo_process_groups=False)
+        self.optimizer_label = optim.job_optimizer(self.optimizer)
+        if dist_opt:
+            self.optimizer_label += ", distributed optimizer"
+        self.dense_params, self.expert_params = param_counts(self.ddp)
         fwd_bwd = get_forward_backward_func()
         if self.mode == "full_iteration":
             from megatron.core.full_cuda_graph import FullCudaGraphWrapper
@@ -244,6 +255,18 @@ class Slice:
         return n
 
 
+def param_counts(model):
+    """Dense and expert parameters of the built slice (Megatron-Core marks
+    expert parameters with allreduce=False: they reduce over expert-DP)."""
+    dense = expert = 0
+    for p in model.parameters():
+        if getattr(p, "allreduce", True):
+            dense += p.numel()
+        else:
+            expert += p.numel()
+    return dense, expert
+
+
 def init_distributed(rank, world, port, gpu, shapes):
     from megatron.core import parallel_state
 
@@ -290,6 +313,9 @@ def run(req, rank, world, port, gpu, send):
     except Exception as e:  # a failing candidate is a result, not a crash
         info["error"] = results.explain_capture(first_line(e))
         info["trace"] = traceback.format_exc(limit=6)
+    if sl is not None:
+        info.update(optimizer=sl.optimizer_label, dense_params=sl.dense_params, expert_params=sl.expert_params)
+    info["peak_allocated_mib"] = torch.cuda.max_memory_allocated() // (1 << 20)
     peak = torch.cuda.max_memory_reserved() // (1 << 20)
     peak_dev = device_used_mib(gpu)
     layer_spec = sl.layer_spec if sl else plan.layer_spec_name(te)
@@ -318,9 +344,7 @@ def measure(sl, opts, rank, send, notes):
     # The eager baseline runs as many steps as a graphed candidate with the
     # longest warm-up, so their losses can be compared at the same step.
     total = before + measured if mode != "none" else max(before + eager_steps, int(opts.get("compare_steps") or 0))
-    reserved_before = torch.cuda.memory_reserved()
     warm_ms = cap_ms = 0.0
-    graph_mib = 0
     collect_before = set(plan.manual_gc_steps(total))
     gc.disable()  # as Megatron-Bridge's train(); cleanup() turns it back on
     notes.append("python gc: manual, a collection every %d steps (Megatron-Bridge recipes' manual_gc); OMP_NUM_THREADS=%s"
@@ -329,14 +353,12 @@ def measure(sl, opts, rank, send, notes):
         if i in collect_before:
             gc.collect()
         sl.maybe_capture_te()
-        r0 = torch.cuda.memory_reserved()
         t0 = time.perf_counter()
         host, fb, op, loss = sl.step()
         wall = (time.perf_counter() - t0) * 1e3
         phase = phase_of(mode, i, before)
         if phase == "capture" or (mode == "local" and i == 0):
             cap_ms += wall
-            graph_mib = max(graph_mib, (torch.cuda.memory_reserved() - r0) >> 20)
         elif phase == "warmup":
             warm_ms += wall
         if i >= before:
@@ -364,7 +386,6 @@ def measure(sl, opts, rank, send, notes):
         notes.append("last step's loss %.6g (step %d)" % (info["all_losses"][-1], total - 1))
     info["graphs"] = sl.count_graphs()
     info["capture_ms"], info["warmup_ms"] = cap_ms, warm_ms
-    info["graph_mib"] = max(graph_mib, (torch.cuda.memory_reserved() - reserved_before) >> 20) if mode != "none" else 0
     if mode == "none":
         # Forward-only enqueue time, for the profile's forward/backward split.
         fwd = [sl.step(forward_only=True)[0] for _ in range(3)]
@@ -414,12 +435,21 @@ def cleanup():
 
 def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_start):
     shapes, cand = req["shapes"], req["candidate"]
-    fb_f, opt_f, scale_text = plan.scaling(shapes)
+    share = plan.optimizer_share(shapes, info.get("dense_params", 0), info.get("expert_params", 0))
+    fb_f, opt_f, scale_text = plan.scaling(shapes, share)
+    # What capturing adds: the graphed run's peak reserved memory less the
+    # eager run's on the same slice (a graph pool holds the activations its
+    # region saves in place of eager's, so the difference, not the pool, is
+    # what the graphs cost).
+    graph_mib = plan.graph_memory(cand, peak, (eager or {}).get("peak_reserved_mib"))
     steps = [fb * fb_f + op * opt_f for fb, op in zip(info.get("fwd_bwd", []), info.get("opt", []))]
     host = [h * fb_f for h in info.get("host", [])]
     framework = dict(req["versions"])
     framework["layer_spec"] = layer_spec
     framework["world_size"] = shapes["world"]
+    if info.get("optimizer"):
+        framework["optimizer"] = info["optimizer"]
+        notes.append("optimizer: " + info["optimizer"])
     if shapes["modelled"]:
         framework["modelled"] = shapes["modelled"]
     err = info.get("error")
@@ -440,8 +470,9 @@ def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_sta
         "device_peak_mib": peak_dev,
         "device_after_mib": device_used_mib(gpu),
         "process_peak_mib": peak,
-        "graph_mib": info.get("graph_mib", 0),
-        "graph_full_job_mib": int(info.get("graph_mib", 0) * shapes["stage_layers"] / shapes["layers_built"]),
+        "process_peak_allocated_mib": info.get("peak_allocated_mib", 0),
+        "graph_mib": graph_mib,
+        "graph_full_job_mib": int(graph_mib * shapes["stage_layers"] / shapes["layers_built"]),
     }
     if info.get("trace"):
         notes.append("trace: " + " | ".join(info["trace"].strip().splitlines()[-3:]))
@@ -455,7 +486,7 @@ def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_sta
         med = lambda k: results.summarise(info.get(k) or [])["median_ms"]
         r["raw"] = {"layers_built": shapes["layers_built"], "microbatches_run": shapes["microbatches_run"],
                     "host_ms": med("host"), "host_fwd_ms": info.get("host_fwd", 0.0), "fwd_bwd_ms": med("fwd_bwd"),
-                    "opt_ms": med("opt"), "graph_mib": info.get("graph_mib", 0)}
+                    "opt_ms": med("opt"), "graph_mib": graph_mib}
         for k in ("zero_grad", "lead_in") + plan.LAYER_CALL_FIGURES:
             if info.get(k):
                 r["raw"][k + "_ms"] = med(k)

@@ -1,6 +1,7 @@
 """Unit tests of the worker's pure parts (no torch): run by ./test.sh."""
 import unittest
 
+import optim
 import plan
 import results
 
@@ -163,6 +164,46 @@ class ShapesTest(unittest.TestCase):
         self.assertEqual((fb, opt), (12 * 16, 12))
         self.assertIn("built 4 of the stage's 48 layers", text)
         self.assertEqual(plan.scaling(plan.rank_shapes(spec()))[2], "")
+
+
+class OptimizerTest(unittest.TestCase):
+    def test_the_job_optimizer_or_a_labelled_stand_in(self):
+        self.assertEqual(optim.choose(True, True), optim.TE)
+        self.assertEqual(optim.choose(False, True), optim.APEX)
+        self.assertEqual(optim.choose(False, False), optim.STAND_IN)
+        self.assertIn("standing in", optim.STAND_IN)
+
+    def test_the_shard_of_the_distributed_optimizer(self):
+        # 64 GPUs, TP 2 PP 2 CP 2 EP 8: dense state over DP x CP = 8 x 2,
+        # experts over 64 / (ETP 1 x EP 8 x PP 2) = 4.
+        s = plan.rank_shapes(spec(tp=2, pp=2, cp=2, ep=8, num_gpus=64, gbs=64, layers=8,
+                                  moe={"experts": 64, "top_k": 8, "ffn_hidden": 1024}))
+        self.assertEqual((s["dense_shard"], s["expert_shard"]), (16, 4))
+        self.assertAlmostEqual(plan.optimizer_share(s, 300, 100), (300 / 16 + 100 / 4) / 400)
+        s["distributed_optimizer"] = False
+        self.assertEqual(plan.optimizer_share(s, 300, 100), 1.0)
+
+    def test_layout_turns_the_distributed_optimizer_off(self):
+        sp = spec()
+        sp["layout"]["no_distributed_optimizer"] = True
+        sp["layout"]["grad_reduce_in_fp32"] = True
+        s = plan.rank_shapes(sp)
+        self.assertEqual((s["distributed_optimizer"], s["grad_reduce_in_fp32"]), (False, True))
+        self.assertTrue(plan.rank_shapes(spec())["distributed_optimizer"])
+
+    def test_scaling_takes_the_shard(self):
+        s = plan.rank_shapes(spec(layers=48, gbs=64), max_layers=4, max_microbatches=4)
+        fb, opt, text = plan.scaling(s, 0.25)
+        self.assertEqual((fb, opt), (12 * 16, 3))
+        self.assertIn("shard is 0.25", text)
+
+
+class GraphMemoryTest(unittest.TestCase):
+    def test_what_capturing_adds_over_eager(self):
+        self.assertEqual(plan.graph_memory({"impl": "local"}, 41544, 39394), 2150)
+        self.assertEqual(plan.graph_memory({"impl": "local"}, 39000, 39394), 0)  # never negative
+        self.assertEqual(plan.graph_memory({"impl": "none"}, 41544, 39394), 0)
+        self.assertEqual(plan.graph_memory({"impl": "local"}, 41544, None), 0)
 
 
 class ResultsTest(unittest.TestCase):
