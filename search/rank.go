@@ -32,6 +32,11 @@ type RankOptions struct {
 	// Tie is the tie band as a fraction of the step time: 0 means
 	// DefaultTie, NoTie (or any negative value) none.
 	Tie float64
+	// Memory, when set, gives the memory model's breakdown of a candidate
+	// in the job, for results that carry none (a none derived from the
+	// eager baselines, say), so that every candidate is judged the same
+	// way whatever the strategy.
+	Memory func(presets.Candidate) *engine.MemoryBreakdown
 }
 
 // tieFrac is the fraction of the step time within which candidates tie.
@@ -183,6 +188,9 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 			continue
 		}
 		r.JobMs = JobMs(e.res, opts.TrainIters)
+		if r.Result.Memory.Breakdown == nil && r.Result.Source != engine.Job && opts.Memory != nil {
+			r.Result.Memory.Breakdown = opts.Memory(r.Result.Candidate)
+		}
 		r.Fits = fits(&r, opts)
 		ok = append(ok, r)
 	}
@@ -259,8 +267,8 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 func fits(r *Ranked, opts RankOptions) bool {
 	if b := r.Result.Memory.Breakdown; b != nil {
 		if !b.Fits {
-			r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB per GPU in the job (weights %d, gradients %d, optimizer %d, activations %d, graphs %d, context %d), more than the GPU's %d MiB",
-				b.Total, b.Weights, b.Gradients, b.Optimizer, b.Activations, b.Graphs, b.Context, b.GPUMiB))
+			r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB per GPU in the job (weights %d, gradients %d, optimizer %d, the larger of activations %d and the optimizer step's fp32 gradients %d, graphs %d, allocator slack %d, context %d), more than the GPU's %d MiB",
+				b.Total, b.Weights, b.Gradients, b.Optimizer, b.Activations, b.MainGrads, b.Graphs, b.Slack, b.Context, b.GPUMiB))
 		}
 		return b.Fits
 	}

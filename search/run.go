@@ -95,6 +95,18 @@ func (c Config) rankOptions() RankOptions {
 	return RankOptions{TrainIters: c.trainIters(), JobGPUMemoryMiB: c.JobGPUMemoryMiB, Tie: c.Tie}
 }
 
+// rankOptions are the config's ranking options with the memory model of
+// the search's workload, which judges the candidates whose engine made no
+// breakdown.
+func (r *runner) rankOptions() RankOptions {
+	o := r.cfg.rankOptions()
+	gpuMiB := engine.JobGPUMiB(r.w.Layout, r.cfg.JobGPUMemoryMiB)
+	o.Memory = func(c presets.Candidate) *engine.MemoryBreakdown {
+		return engine.PredictMemory(r.w, engine.PlanCapture(r.w, c, r.w.Spec.Options.Generation), nil, gpuMiB, engine.MemoryOptions{})
+	}
+	return o
+}
+
 func (c Config) trainIters() int {
 	if c.TrainIters <= 0 {
 		return DefaultTrainIters
@@ -255,7 +267,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	s.run(ctx)
 
 	d := DoneEvent{RunDir: cfg.RunDir, Interrupted: ctx.Err() != nil, Strategy: cfg.strategy()}
-	d.Ranking = rankEntries(s.entries(), cfg.rankOptions())
+	d.Ranking = rankEntries(s.entries(), r.rankOptions())
 	d.Winner = Winner(d.Ranking)
 	r.mu.Lock()
 	d.Runs, d.Resumed, d.GPUTimeMs = r.runs, r.resumedRuns, r.spentMs

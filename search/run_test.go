@@ -642,3 +642,48 @@ func TestPrepareRunsBeforePlanning(t *testing.T) {
 		}
 	}
 }
+
+// Halving and exhaustive judge every candidate's fit the same way, with
+// the memory model's breakdown on every ranked candidate, none included:
+// Llama 3 70B with TP 1 and PP 1 on one 80 GB H100 per rank (70.6e9
+// parameters: 16 bytes each before any activation) fits under neither.
+// The estimate runs a slice of the stage, as cgtune wires it
+// (engine.SliceWhenTooBig): halving's none, derived from the slices' eager
+// baselines, was judged by the slice's peak and "fit".
+func TestStrategiesJudgeMemoryAlike(t *testing.T) {
+	m, _ := builtin(t, "llama3_70b", "h100")
+	l := presets.Layout{GPU: "h100", NumGPUs: 8, Precision: "bf16", TP: 1, PP: 1, CP: 1, EP: 1, GBS: 64, MBS: 1, Seq: 8192}
+	fit := map[string]map[string]bool{}
+	for _, s := range Strategies() {
+		t.Run(s, func(t *testing.T) {
+			cfg := Config{Model: m, Layout: l, Estimator: estimator(t, "h100"), JobGPUMemoryMiB: 81559, Strategy: s,
+				Engines: []engine.Engine{engine.SliceWhenTooBig(estimator(t, "h100"))}}
+			d, err := Run(context.Background(), cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Winner != nil {
+				t.Errorf("%s: winner %s fits the job's GPU", s, candName(d.Winner.Result.Candidate))
+			}
+			fit[s] = map[string]bool{}
+			for _, r := range d.Ranking {
+				if r.Result.Failed() {
+					continue
+				}
+				if r.Result.Memory.Breakdown == nil {
+					t.Errorf("%s: %s has no memory breakdown", s, r.Result.Candidate.Key())
+					continue
+				}
+				fit[s][r.Result.Candidate.Key()] = r.Fits
+			}
+			if _, ok := fit[s][presets.Candidate{Impl: presets.ImplNone, Warmup: presets.DefaultWarmup}.Key()]; !ok {
+				t.Errorf("%s: none is not ranked", s)
+			}
+		})
+	}
+	for k, hf := range fit[StrategyHalving] {
+		if ef, ok := fit[StrategyExhaustive][k]; ok && ef != hf {
+			t.Errorf("%s: halving says fits=%v, exhaustive %v", k, hf, ef)
+		}
+	}
+}

@@ -461,7 +461,7 @@ func (h *halving) run(ctx context.Context) {
 			byKey[a.key] = a
 		}
 		order = nil
-		for _, rk := range rankEntries(es, r.cfg.rankOptions()) {
+		for _, rk := range rankEntries(es, r.rankOptions()) {
 			// A none run for its baseline (noneOwn) is measured once: it
 			// is the reference, not a contender for the longer rounds.
 			if !rk.Result.Failed() && !(h.noneOwn && !rk.Result.Candidate.Graphed()) {
