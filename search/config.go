@@ -152,6 +152,8 @@ var schema = []Field{
 	{Key: "ddp.megatron_fsdp_version", Type: TEnum, Allowed: []string{"1", "2"}},
 	{Key: "ddp.megatron_fsdp_cuda_graph_mode", Type: TBool},
 
+	{Key: "model.transformer_impl", Type: TEnum, Allowed: []string{"transformer_engine", "local"},
+		Doc: "the layer spec (MLM transformer_config.py transformer_impl); MB builds Transformer Engine's where it is installed, local otherwise; moves activation memory"},
 	{Key: "te_version", Type: TVersion, Doc: "Transformer Engine version; default: the one MB's uv.lock pins"},
 }
 
@@ -409,6 +411,7 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 	b("ddp.use_megatron_fsdp", l.FSDP)
 	e("ddp.megatron_fsdp_version", "1")
 	e("te_version", teVersionByMB[mb])
+	e("model.transformer_impl", "transformer_engine")
 
 	// Defaults come from preset data; check them like any override so a bad
 	// preset fails here rather than inside a rule.

@@ -7,15 +7,13 @@ import (
 	"cgtune/presets"
 )
 
-// MoEWorkload sets the workload's MoE mode from the recipe overrides the
-// search checks (--set model.moe_expert_capacity_factor=… and
-// model.moe_pad_expert_input_to_capacity=…): drop-and-pad when both are
-// set, as MCore decides it, else dropless. Engines build the same MoE the
-// rules judged.
+// MoEWorkload sets the workload options the recipe decides, from the
+// layout's recipe settings and the overrides the search checks (--set):
+// the MoE mode (drop-and-pad when model.moe_expert_capacity_factor and
+// model.moe_pad_expert_input_to_capacity are both set, as MCore decides
+// it, else dropless) and the layer spec (model.transformer_impl). Engines
+// build the same model the rules judged.
 func MoEWorkload(opts engine.WorkloadOptions, m presets.Model, l presets.Layout, mbridge string, sets map[string]string) (engine.WorkloadOptions, error) {
-	if m.Arch.MoE == nil {
-		return opts, nil
-	}
 	r, err := NewRecipe(m, l, mbridge)
 	if err != nil {
 		return opts, err
@@ -26,6 +24,12 @@ func MoEWorkload(opts engine.WorkloadOptions, m presets.Model, l presets.Layout,
 		}
 	}
 	st := newState(r, 0)
+	if impl := st.str("model.transformer_impl"); impl == "local" {
+		opts.LayerSpec = impl
+	}
+	if m.Arch.MoE == nil {
+		return opts, nil
+	}
 	dropless := st.dropless()
 	opts.Dropless = &dropless
 	if !dropless {
