@@ -30,6 +30,8 @@ type Engine interface {
 // framework's own measurements are what the answer should rest on.
 type Delegator interface {
 	Delegates(c presets.Candidate) bool
+	// Fallback is the engine the candidates are handed to (nil: none).
+	Fallback() Engine
 }
 
 // DeviceInfo names the GPU a result was measured on (or estimated for).
@@ -269,6 +271,10 @@ type Result struct {
 	WallMs    float64  `json:"wall_ms"` // wall time the run took
 	// Job names the training job a result of source job was read from.
 	Job *JobInfo `json:"job,omitempty"`
+	// Delegated says why the truer engine could not run the candidate
+	// here and handed it on (Transformer Engine not importable, say): the
+	// result is a prediction of a cheaper engine, for that reason.
+	Delegated string `json:"delegated,omitempty"`
 }
 
 // RawTimes are one framework run's medians per step, as run.

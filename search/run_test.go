@@ -505,6 +505,8 @@ type delegatingEngine struct{ *fakeEngine }
 
 func (d delegatingEngine) Delegates(c presets.Candidate) bool { return c.Impl == presets.ImplTE }
 
+func (d delegatingEngine) Fallback() engine.Engine { return nil }
+
 // The candidates an engine runs itself are measured before those it hands
 // on, whatever the estimate's order (which puts the transformer_engine
 // ones first here): in both strategies, every local candidate of round 1

@@ -161,6 +161,7 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	r := e.sup.Run(ctx, w, c, opts, emit)
 	if r.ErrKind == engine.ErrUnsupported && e.opts.Fallback != nil {
 		f := e.opts.Fallback.Run(ctx, w, c, opts, emit)
+		f.Delegated = r.Err
 		f.Notes = append([]string{fmt.Sprintf("not measured on the framework (%s): %s engine instead", r.Err, e.opts.Fallback.Name())}, f.Notes...)
 		return f
 	}
