@@ -37,8 +37,10 @@ func fileKind(m fs.FileMode) string {
 // writeTarget is where a write to path lands: path itself, or, when path
 // is a symbolic link (or a chain of them), the file it points to, so that
 // replacing the file keeps the link. It fails, naming path, when that file
-// exists and is not a regular file: renaming over a device, a FIFO or a
-// socket would replace the node itself, which is never what was meant.
+// exists and is not a regular file (renaming over a device, a FIFO or a
+// socket would replace the node itself, which is never what was meant),
+// when it is read-only, and when a link on the way is one the kernel would
+// not follow for us (protectedLink).
 func writeTarget(path string) (string, error) {
 	p := path
 	for range maxSymlinks {
@@ -55,7 +57,15 @@ func writeTarget(path string) (string, error) {
 			if !st.Mode().IsRegular() {
 				return "", fmt.Errorf("%s is %s, not a regular file; cgtune only writes regular files", describe(path, p), fileKind(st.Mode()))
 			}
+			if st.Mode().Perm()&0o222 == 0 {
+				// Root may write anything; a file nobody may write says
+				// it is not to be replaced, and cgtune takes it at its word.
+				return "", fmt.Errorf("%s is read-only (mode %04o); cgtune does not replace a read-only file", describe(path, p), st.Mode().Perm())
+			}
 			return p, nil
+		}
+		if err := protectedLink(p, st); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
 		}
 		dest, err := os.Readlink(p)
 		if err != nil {
@@ -67,6 +77,32 @@ func writeTarget(path string) (string, error) {
 		p = dest
 	}
 	return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+}
+
+// protectedLink refuses the symbolic link at p (whose Lstat is st) where
+// Linux's fs.protected_symlinks would refuse to follow it: a link in a
+// sticky, world-writable folder (/tmp) that belongs neither to us nor to
+// the folder's owner. cgtune reads the link and renames over its target
+// itself, so the kernel's rule would not apply; another user's link in
+// /tmp must not make cgtune replace a file of ours it points to.
+func protectedLink(p string, st fs.FileInfo) error {
+	lst, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	dir := folderOf(p)
+	dst, err := os.Stat(dir)
+	if err != nil {
+		return nil
+	}
+	ds, ok := dst.Sys().(*syscall.Stat_t)
+	if !ok || dst.Mode()&fs.ModeSticky == 0 || dst.Mode().Perm()&0o002 == 0 {
+		return nil
+	}
+	if int(lst.Uid) == os.Geteuid() || lst.Uid == ds.Uid {
+		return nil
+	}
+	return fmt.Errorf("%s is a symbolic link owned by uid %d in the shared folder %s (sticky, world-writable); cgtune does not write through another user's link there", p, lst.Uid, dir)
 }
 
 // describe names path, and the file it leads to when that differs.
@@ -141,12 +177,28 @@ func folderError(path, dir string, err error) error {
 // WriteFileAtomic writes data to path so that a reader sees either the old
 // file or the whole new one: it writes a temporary file in the same folder
 // (rename is only atomic within one file system), syncs it, and renames it
-// over path. A symbolic link at path is kept: the file it points to is
-// replaced, atomically in that file's folder. Anything at path that is not
-// a regular file (a device, a FIFO, a socket, a folder) is refused, not
-// replaced. On any failure the temporary file is removed and path is left
-// as it was; errors name path, never the temporary file.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+// over path. A file it replaces keeps its mode (and, where the process may
+// give it away, its owner and group); perm is for a new file. A symbolic
+// link at path is kept: the file it points to is replaced, atomically in
+// that file's folder. Anything at path that is not a regular file (a
+// device, a FIFO, a socket, a folder), a read-only file and another user's
+// link in a sticky folder are refused, not replaced. On any failure the
+// temporary file is removed and path is left as it was; errors name path,
+// never the temporary file.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeAtomic(path, data, perm, true)
+}
+
+// CreateFileAtomic is WriteFileAtomic for a file that must not exist yet:
+// the new file gets its name with link(2), which fails when the name is
+// taken, so of several processes creating the same path at once exactly
+// one succeeds and none replaces another's file. A path that exists (a
+// dangling link's target is created) is an error wrapping fs.ErrExist.
+func CreateFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeAtomic(path, data, perm, false)
+}
+
+func writeAtomic(path string, data []byte, perm os.FileMode, replace bool) (err error) {
 	if path == "" || os.IsPathSeparator(path[len(path)-1]) {
 		return &os.PathError{Op: "write", Path: path, Err: errors.New("no file name")}
 	}
@@ -164,14 +216,21 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 		if err != nil {
 			f.Close()
 			os.Remove(tmp)
-			err = fmt.Errorf("%s: %w", path, unwrapPath(err))
+			if !errors.Is(err, fs.ErrExist) || replace {
+				err = fmt.Errorf("%s: %w", path, unwrapPath(err))
+			}
 		}
 	}()
 	if _, err = f.Write(data); err != nil {
 		return err
 	}
-	// CreateTemp makes the file 0600; set what the caller asked for before
-	// it becomes visible under its real name.
+	old, lerr := os.Lstat(target)
+	if lerr == nil && replace {
+		keepOwner(f, old)
+		perm = old.Mode().Perm()
+	}
+	// CreateTemp makes the file 0600; set the mode before the file becomes
+	// visible under its real name.
 	if err = f.Chmod(perm); err != nil {
 		return err
 	}
@@ -181,13 +240,12 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err = f.Close(); err != nil {
 		return err
 	}
-	// The target may have been replaced by something else since it was
-	// checked; rename would take the node's place, so look once more.
-	if st, lerr := os.Lstat(target); lerr == nil && !st.Mode().IsRegular() {
-		err = fmt.Errorf("is %s now, not a regular file", fileKind(st.Mode()))
-		return err
+	if replace {
+		err = replaceWith(tmp, target)
+	} else {
+		err = linkNew(path, tmp, target)
 	}
-	if err = os.Rename(tmp, target); err != nil {
+	if err != nil {
 		return err
 	}
 	// Persist the rename itself; not every file system lets a folder be
@@ -197,4 +255,104 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 		d.Close()
 	}
 	return nil
+}
+
+// keepOwner gives the new file f the owner and group of the file old it
+// replaces, as far as the process may (root may; others may keep the group
+// when they are in it); where it may not, the file is the writer's.
+func keepOwner(f *os.File, old fs.FileInfo) {
+	st, ok := old.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	if f.Chown(int(st.Uid), int(st.Gid)) != nil {
+		f.Chown(-1, int(st.Gid))
+	}
+}
+
+// replaceWith renames tmp over target, once more refusing a target that
+// has become something other than a regular file since it was checked
+// (rename would take the node's place).
+func replaceWith(tmp, target string) error {
+	if st, err := os.Lstat(target); err == nil && !st.Mode().IsRegular() {
+		return fmt.Errorf("is %s now, not a regular file", fileKind(st.Mode()))
+	}
+	return os.Rename(tmp, target)
+}
+
+// linkNew gives tmp the name target with link(2), which never replaces a
+// file (unlike rename, or a stat before it), then drops the temporary name.
+func linkNew(path, tmp, target string) error {
+	if err := os.Link(tmp, target); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return existsError(path)
+		}
+		return err
+	}
+	os.Remove(tmp)
+	return nil
+}
+
+// existsError is CreateFileAtomic's refusal of a path that is taken.
+type existsError string
+
+func (e existsError) Error() string        { return string(e) + " exists already" }
+func (e existsError) Is(target error) bool { return target == fs.ErrExist }
+
+// Target is where a write to path would land (through symbolic links, see
+// WriteFileAtomic), as an absolute path whose folder has no links left in
+// it, and whether a file is there now. Two paths that name the same file
+// have the same Target; errors are WriteFileAtomic's refusals.
+func Target(path string) (string, bool, error) {
+	if path == "" || os.IsPathSeparator(path[len(path)-1]) {
+		return "", false, fmt.Errorf("%q: no file name", path)
+	}
+	target, err := writeTarget(path)
+	if err != nil {
+		return "", false, err
+	}
+	_, serr := os.Lstat(target)
+	return resolved(target), serr == nil, nil
+}
+
+// resolved is p made absolute with the links in its folder resolved (the
+// file itself is taken as it is); as much as exists is resolved.
+func resolved(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs
+}
+
+// SameFile reports whether paths a and b name one file: the same path once
+// links are resolved, or (hard links, bind mounts) the same inode.
+func SameFile(a, b string) bool {
+	ra, rb := resolvedAll(a), resolvedAll(b)
+	if ra == rb {
+		return true
+	}
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}
+
+// resolvedAll is p with every link resolved, the file's own included
+// (a missing file: its folder's).
+func resolvedAll(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		if abs, err := filepath.Abs(r); err == nil {
+			return abs
+		}
+	}
+	if t, err := writeTarget(p); err == nil {
+		return resolved(t)
+	}
+	return resolved(p)
 }

@@ -1,7 +1,9 @@
 package presets
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -205,5 +207,187 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Before: a 0600 file came back 0644 (the caller's perm) after a rewrite.
+func TestWriteFileAtomicKeepsTheMode(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "secret.yaml")
+	must(t, os.WriteFile(p, []byte("old\n"), 0o600))
+	must(t, os.Chmod(p, 0o600))
+	must(t, WriteFileAtomic(p, []byte("new\n"), 0o644))
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode after a rewrite %04o, want the old 0600", st.Mode().Perm())
+	}
+	fresh := filepath.Join(dir, "fresh.yaml")
+	must(t, WriteFileAtomic(fresh, []byte("x\n"), 0o640))
+	if st, _ := os.Stat(fresh); st.Mode().Perm() != 0o640 {
+		t.Errorf("a new file's mode %04o, want 0640", st.Mode().Perm())
+	}
+}
+
+// Before: a 0444 file was replaced (root may write anything).
+func TestWriteFileAtomicRefusesReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "frozen.yaml")
+	must(t, os.WriteFile(p, []byte("keep\n"), 0o444))
+	must(t, os.Chmod(p, 0o444))
+	link := filepath.Join(dir, "link.yaml")
+	must(t, os.Symlink("frozen.yaml", link))
+	for _, name := range []string{p, link} {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			err := WriteFileAtomic(name, []byte("new\n"), 0o644)
+			if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "read-only") {
+				t.Errorf("write: %v, want a refusal naming %s as read-only", err, name)
+			}
+			if err := CheckWritable(name); err == nil || !strings.Contains(err.Error(), "read-only") {
+				t.Errorf("CheckWritable: %v", err)
+			}
+		})
+	}
+	if got, _ := os.ReadFile(p); string(got) != "keep\n" {
+		t.Errorf("the read-only file holds %q", got)
+	}
+	if n := dirNames(t, dir); len(n) != 2 {
+		t.Errorf("folder holds %v", n)
+	}
+}
+
+// Before: a link another user left in a sticky /tmp-like folder was read
+// and its target replaced, which the kernel's protected_symlinks forbids.
+func TestWriteFileAtomicRefusesOthersLinkInStickyFolder(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a link to another user needs root")
+	}
+	shared := t.TempDir()
+	must(t, os.Chmod(shared, 0o777|os.ModeSticky))
+	mine := filepath.Join(t.TempDir(), "mine.yaml")
+	must(t, os.WriteFile(mine, []byte("keep\n"), 0o644))
+	theirs := filepath.Join(shared, "theirs.yaml")
+	must(t, os.Symlink(mine, theirs))
+	must(t, os.Lchown(theirs, 65534, 65534))
+	err := WriteFileAtomic(theirs, []byte("new\n"), 0o644)
+	if err == nil || !strings.Contains(err.Error(), "uid 65534") || !strings.Contains(err.Error(), theirs) {
+		t.Errorf("write through another user's link: %v", err)
+	}
+	if err := CheckWritable(theirs); err == nil {
+		t.Error("CheckWritable passed another user's link in a sticky folder")
+	}
+	if got, _ := os.ReadFile(mine); string(got) != "keep\n" {
+		t.Errorf("the link's target holds %q", got)
+	}
+	// One's own link there is followed, as the kernel would.
+	own := filepath.Join(shared, "own.yaml")
+	must(t, os.Symlink(mine, own))
+	if err := WriteFileAtomic(own, []byte("new\n"), 0o644); err != nil {
+		t.Errorf("write through one's own link: %v", err)
+	}
+	// Another user's link in a folder that is not sticky is followed too.
+	plain := t.TempDir()
+	other := filepath.Join(plain, "other.yaml")
+	must(t, os.Symlink(mine, other))
+	must(t, os.Lchown(other, 65534, 65534))
+	if err := WriteFileAtomic(other, []byte("v3\n"), 0o644); err != nil {
+		t.Errorf("write through a link in a private folder: %v", err)
+	}
+}
+
+// Before (a stat, then a rename): of several writers creating one name at
+// once, more than one succeeded and the last one's file won.
+func TestCreateFileAtomicOneWinnerPerRace(t *testing.T) {
+	dir := t.TempDir()
+	const writers, trials = 8, 40
+	for trial := range trials {
+		p := filepath.Join(dir, fmt.Sprintf("race-%d.yaml", trial))
+		errs := make(chan error, writers)
+		start := make(chan struct{})
+		for w := range writers {
+			go func() {
+				<-start
+				errs <- CreateFileAtomic(p, []byte(fmt.Sprintf("writer %d\n", w)), 0o644)
+			}()
+		}
+		close(start)
+		won := 0
+		for range writers {
+			err := <-errs
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, fs.ErrExist):
+				t.Fatalf("trial %d: %v", trial, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("trial %d: %d writers created %s, want exactly one", trial, won, p)
+		}
+	}
+	if n := dirNames(t, dir); len(n) != trials {
+		t.Errorf("folder holds %d names, want %d (temporary files left?)", len(n), trials)
+	}
+}
+
+func TestCreateFileAtomicNeverReplaces(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "taken.yaml")
+	must(t, os.WriteFile(p, []byte("keep\n"), 0o644))
+	dangling := filepath.Join(dir, "link.yaml")
+	must(t, os.Symlink("later.yaml", dangling))
+	err := CreateFileAtomic(p, []byte("new\n"), 0o644)
+	if !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), p) {
+		t.Errorf("create over a file: %v, want fs.ErrExist naming %s", err, p)
+	}
+	if got, _ := os.ReadFile(p); string(got) != "keep\n" {
+		t.Errorf("the file holds %q", got)
+	}
+	// A dangling link's target is a new file: it is created there.
+	must(t, CreateFileAtomic(dangling, []byte("new\n"), 0o600))
+	if got, _ := os.ReadFile(filepath.Join(dir, "later.yaml")); string(got) != "new\n" {
+		t.Errorf("the dangling link's target holds %q", got)
+	}
+	if st, _ := os.Stat(dangling); st.Mode().Perm() != 0o600 {
+		t.Errorf("new file mode %04o", st.Mode().Perm())
+	}
+	if n := dirNames(t, dir); len(n) != 3 {
+		t.Errorf("folder holds %v", n)
+	}
+}
+
+func TestTargetAndSameFile(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.yaml")
+	must(t, os.WriteFile(real, []byte("x\n"), 0o644))
+	link := filepath.Join(dir, "link.yaml")
+	must(t, os.Symlink("real.yaml", link))
+	hard := filepath.Join(dir, "hard.yaml")
+	must(t, os.Link(real, hard))
+	folderLink := filepath.Join(t.TempDir(), "d")
+	must(t, os.Symlink(dir, folderLink))
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		name, a, b string
+		same       bool
+	}{
+		{"relative and absolute", "real.yaml", real, true},
+		{"a link and its target", link, real, true},
+		{"a hard link", hard, real, true},
+		{"through a linked folder", filepath.Join(folderLink, "real.yaml"), real, true},
+		{"two new names in one folder", "new.yaml", "other.yaml", false},
+		{"a new name and itself through the linked folder", "new.yaml", filepath.Join(folderLink, "new.yaml"), true},
+		{"different files", real, filepath.Join(dir, "new.yaml"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SameFile(tc.a, tc.b); got != tc.same {
+				t.Errorf("SameFile(%s, %s) = %v", tc.a, tc.b, got)
+			}
+		})
+	}
+	got, exists, err := Target(link)
+	if err != nil || got != real || !exists {
+		t.Errorf("Target(link) = %s %v %v, want %s", got, exists, err, real)
+	}
+	if got, exists, err := Target(filepath.Join(folderLink, "new.yaml")); err != nil || got != filepath.Join(dir, "new.yaml") || exists {
+		t.Errorf("Target(new through a linked folder) = %s %v %v", got, exists, err)
 	}
 }

@@ -247,7 +247,8 @@ func (s *Store) userPath(name string) (string, error) {
 }
 
 // Save writes p to the user folder as NAME.yaml, atomically. It refuses to
-// replace an existing preset unless overwrite is set.
+// replace an existing preset unless overwrite is set, with an error that
+// is an fs.ErrExist.
 func (s *Store) Save(p TeamPreset, overwrite bool) (string, error) {
 	if err := p.FillLayout(); err != nil {
 		return "", fmt.Errorf("preset %s: %w", p.Name, err)
@@ -260,19 +261,33 @@ func (s *Store) Save(p TeamPreset, overwrite bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !overwrite {
-		if _, err := os.Stat(path); err == nil {
-			return "", fmt.Errorf("preset %q already exists at %s; use --force to replace it", p.Name, path)
-		}
-	}
 	if err := os.MkdirAll(s.userDir, 0o755); err != nil {
 		return "", err
 	}
-	if err := WriteFileAtomic(path, data, 0o644); err != nil {
+	if overwrite {
+		err = WriteFileAtomic(path, data, 0o644)
+	} else {
+		// Created under its name in one step: of two saves racing for
+		// one name, one fails here instead of the last one winning.
+		err = CreateFileAtomic(path, data, 0o644)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return "", presetExists{p.Name, path}
+	}
+	if err != nil {
 		return "", err
 	}
 	return path, nil
 }
+
+// presetExists is Save's refusal to replace a preset; it is an fs.ErrExist.
+type presetExists struct{ name, path string }
+
+func (e presetExists) Error() string {
+	return fmt.Sprintf("preset %q already exists at %s; use --force to replace it", e.name, e.path)
+}
+
+func (e presetExists) Is(target error) bool { return target == fs.ErrExist }
 
 // ExportTo writes the preset called name in canonical form to w. The layout
 // is always written out, so the copy does not depend on the model defaults
@@ -290,10 +305,19 @@ func (s *Store) ExportTo(name string, w io.Writer) error {
 	return err
 }
 
-// Export writes the preset called name to the file dst, atomically.
-func (s *Store) Export(name, dst string) error {
+// Export writes the preset called name to the file dst, atomically. It
+// never writes over the preset's own file, and replaces an existing dst
+// only when overwrite is set.
+func (s *Store) Export(name, dst string, overwrite bool) error {
 	if dst == "" || dst == "-" {
 		return fmt.Errorf("export of %s: %q is not a file; write to standard output with ExportTo", name, dst)
+	}
+	info, err := s.Find(name)
+	if err != nil {
+		return err
+	}
+	if SameFile(dst, info.Path) {
+		return fmt.Errorf("%s is the preset %s itself (%s); export it to another file", dst, name, info.Path)
 	}
 	p, err := s.Load(name)
 	if err != nil {
@@ -303,7 +327,15 @@ func (s *Store) Export(name, dst string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(dst, data, 0o644)
+	if overwrite {
+		return WriteFileAtomic(dst, data, 0o644)
+	}
+	if err := CreateFileAtomic(dst, data, 0o644); errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists already; use --force to replace it", dst)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // Import copies the preset file at path into the user folder. It never

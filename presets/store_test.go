@@ -2,6 +2,7 @@ package presets
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -50,7 +51,7 @@ func TestStoreRoundTrip(t *testing.T) {
 		t.Errorf("saved to %s", saved)
 	}
 	exported := filepath.Join(t.TempDir(), "shared.yaml")
-	if err := a.Export("ds-gb200", exported); err != nil {
+	if err := a.Export("ds-gb200", exported, false); err != nil {
 		t.Fatal(err)
 	}
 	var viaWriter bytes.Buffer
@@ -279,7 +280,7 @@ func TestStoreWithoutUserFolder(t *testing.T) {
 	if _, err := s.Save(p, false); err == nil || !strings.Contains(err.Error(), "no user config folder") {
 		t.Fatalf("Save with no user folder = %v", err)
 	}
-	if err := s.Export("x", "-"); err == nil {
+	if err := s.Export("x", "-", false); err == nil {
 		t.Error("Export to - must point at ExportTo")
 	}
 }
@@ -292,5 +293,73 @@ func TestDefaultUserDir(t *testing.T) {
 	}
 	if d != "/tmp/xdg-test/cgtune/presets" {
 		t.Fatalf("DefaultUserDir = %s", d)
+	}
+}
+
+// Before: Save looked for the file, then renamed over it: of eight saves
+// of one name at once, several "succeeded" and the last one's file won.
+func TestSaveWithoutOverwriteRaces(t *testing.T) {
+	const savers, trials = 8, 20
+	for trial := range trials {
+		s := NewStore("", "", t.TempDir())
+		errs := make(chan error, savers)
+		start := make(chan struct{})
+		for i := range savers {
+			p := measuredPreset(t, "race")
+			p.Description = fmt.Sprintf("saver %d", i)
+			go func() {
+				<-start
+				_, err := s.Save(p, false)
+				errs <- err
+			}()
+		}
+		close(start)
+		saved := 0
+		for range savers {
+			err := <-errs
+			switch {
+			case err == nil:
+				saved++
+			case !strings.Contains(err.Error(), "already exists") || !strings.Contains(err.Error(), "--force"):
+				t.Fatalf("trial %d: %v", trial, err)
+			}
+		}
+		if saved != 1 {
+			t.Fatalf("trial %d: %d saves of one name succeeded without --force, want 1", trial, saved)
+		}
+	}
+}
+
+// Before: export replaced an existing file, and the preset's own file.
+func TestExportRefusesToOverwrite(t *testing.T) {
+	s := NewStore("", "", t.TempDir())
+	saved, err := s.Save(measuredPreset(t, "p1"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "out.yaml")
+	os.WriteFile(dst, []byte("mine\n"), 0o644)
+	if err := s.Export("p1", dst, false); err == nil || !strings.Contains(err.Error(), dst) || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("export over a file: %v", err)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != "mine\n" {
+		t.Errorf("refused export left %q", got)
+	}
+	if err := s.Export("p1", dst, true); err != nil {
+		t.Errorf("export --force: %v", err)
+	}
+	if got, _ := os.ReadFile(dst); !strings.Contains(string(got), "name: p1") {
+		t.Errorf("forced export left %q", got)
+	}
+	before, _ := os.ReadFile(saved)
+	link := filepath.Join(t.TempDir(), "link.yaml")
+	os.Symlink(saved, link)
+	for _, p := range []string{saved, link} {
+		if err := s.Export("p1", p, true); err == nil || !strings.Contains(err.Error(), "the preset p1 itself") {
+			t.Errorf("export onto the preset's own file (%s): %v", p, err)
+		}
+	}
+	if after, _ := os.ReadFile(saved); !bytes.Equal(before, after) {
+		t.Error("the preset's file changed")
 	}
 }

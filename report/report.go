@@ -9,6 +9,7 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -67,16 +68,23 @@ func PlotPath(mdPath string) string {
 
 // Write writes the report to mdPath and its plot beside it (PlotPath),
 // each atomically, the plot first so the report never links to a missing
-// file. Without a finished candidate there is no plot and the report says
-// so. It returns the plot's path ("" when none was written).
-func Write(mdPath string, in Input) (string, error) {
+// file. Without replace, neither may exist yet (each is created in one
+// step, presets.CreateFileAtomic), and a plot written for a report that
+// then could not be is removed again. Without a finished candidate there
+// is no plot and the report says so. It returns the plot's path ("" when
+// none was written).
+func Write(mdPath string, in Input, replace bool) (string, error) {
 	if filepath.Ext(mdPath) == ".svg" {
 		return "", fmt.Errorf("report %s: the report is Markdown (the plot goes beside it as .svg); give a .md path", mdPath)
+	}
+	write := presets.CreateFileAtomic
+	if replace {
+		write = presets.WriteFileAtomic
 	}
 	plotPath := PlotPath(mdPath)
 	svg, perr := Plot(in)
 	if perr == nil {
-		if err := presets.WriteFileAtomic(plotPath, svg, 0o644); err != nil {
+		if err := write(plotPath, svg, 0o644); err != nil {
 			return "", fmt.Errorf("report plot: %w", err)
 		}
 	} else {
@@ -86,7 +94,14 @@ func Write(mdPath string, in Input) (string, error) {
 	if plotPath != "" {
 		plotName = filepath.Base(plotPath)
 	}
-	if err := presets.WriteFileAtomic(mdPath, Markdown(in, plotName), 0o644); err != nil {
+	if err := write(mdPath, Markdown(in, plotName), 0o644); err != nil {
+		if plotPath != "" && !replace {
+			// Ours, created a moment ago (through a link: the file it
+			// leads to, never the link).
+			if t, _, terr := presets.Target(plotPath); terr == nil {
+				os.Remove(t)
+			}
+		}
 		return "", err
 	}
 	return plotPath, nil

@@ -69,7 +69,7 @@ func TestWriteReport(t *testing.T) {
 	in := input(t)
 	dir := t.TempDir()
 	md := filepath.Join(dir, "r.md")
-	plot, err := Write(md, in)
+	plot, err := Write(md, in, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestReportEstimateAndEmpty(t *testing.T) {
 	}
 	empty := Input{Model: in.Model, Layout: in.Layout, MBridge: "0.4", Done: search.DoneEvent{Interrupted: true}}
 	md := filepath.Join(t.TempDir(), "e.md")
-	plot, err := Write(md, empty)
+	plot, err := Write(md, empty, true)
 	if err != nil || plot != "" {
 		t.Fatalf("empty: plot %q, %v", plot, err)
 	}
@@ -148,7 +148,43 @@ func TestReportEstimateAndEmpty(t *testing.T) {
 	if _, err := os.Stat(PlotPath(md)); err == nil {
 		t.Error("a plot was written without a candidate")
 	}
-	if _, err := Write(filepath.Join(t.TempDir(), "x.svg"), in); err == nil {
+	if _, err := Write(filepath.Join(t.TempDir(), "x.svg"), in, false); err == nil {
 		t.Error("a report over the plot's own name was accepted")
+	}
+}
+
+// Before: a report replaced an existing r.md and r.svg without being asked.
+func TestWriteReportNeverReplacesUnasked(t *testing.T) {
+	in := input(t)
+	for _, tc := range []struct {
+		name, existing string
+	}{
+		{"the plot exists", "r.svg"},
+		{"the report exists", "r.md"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			md := filepath.Join(dir, "r.md")
+			old := filepath.Join(dir, tc.existing)
+			if err := os.WriteFile(old, []byte("mine\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Write(md, in, false); err == nil || !strings.Contains(err.Error(), old) {
+				t.Errorf("write over %s: %v", tc.existing, err)
+			}
+			if got, _ := os.ReadFile(old); string(got) != "mine\n" {
+				t.Errorf("%s holds %q", tc.existing, got)
+			}
+			entries, _ := os.ReadDir(dir)
+			if len(entries) != 1 {
+				t.Errorf("the folder holds %d files after a refused report, want only %s", len(entries), tc.existing)
+			}
+			if _, err := Write(md, in, true); err != nil {
+				t.Errorf("replace: %v", err)
+			}
+			if got, _ := os.ReadFile(old); string(got) == "mine\n" {
+				t.Errorf("%s was not replaced when asked", tc.existing)
+			}
+		})
 	}
 }

@@ -101,25 +101,34 @@ var runFolderFiles = []string{JournalFile, LockFile, UnreadableFile}
 // must not have its files overwritten. A missing or empty folder is fine;
 // extra names files the caller keeps there too.
 func CheckRunDir(dir string, extra ...string) error {
+	known := append(slices.Clone(runFolderFiles), extra...)
+	return checkOwnFolder(dir, "run", func(e fs.DirEntry) bool {
+		return e.Type().IsRegular() && slices.Contains(known, e.Name())
+	}, known)
+}
+
+// checkOwnFolder refuses a folder holding entries other than ours (what
+// names what cgtune keeps there: "run") and the temporary files of an
+// atomic write of one of the names in atomic cut short by a crash. A
+// missing folder is fine.
+func checkOwnFolder(dir, what string, ours func(fs.DirEntry) bool, atomic []string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		if st, serr := os.Stat(dir); serr == nil && !st.IsDir() {
-			return fmt.Errorf("run folder %s is not a folder", dir)
+			return fmt.Errorf("%s folder %s is not a folder", what, dir)
 		}
 		return err
 	}
-	known := append(slices.Clone(runFolderFiles), extra...)
 	var foreign []string
 	for _, e := range entries {
 		name := e.Name()
-		if slices.Contains(known, name) && e.Type().IsRegular() {
+		if ours(e) {
 			continue
 		}
-		// Temporary files of an atomic write cut short by a crash.
-		if base, ok := strings.CutPrefix(name, "."); ok && slices.ContainsFunc(known, func(k string) bool { return strings.HasPrefix(base, k+".tmp-") }) {
+		if base, ok := strings.CutPrefix(name, "."); ok && slices.ContainsFunc(atomic, func(k string) bool { return strings.HasPrefix(base, k+".tmp-") }) {
 			continue
 		}
 		foreign = append(foreign, name)
@@ -131,5 +140,5 @@ func CheckRunDir(dir string, extra ...string) error {
 	if len(shown) > 3 {
 		shown = append(slices.Clone(shown[:3]), fmt.Sprintf("and %d more", len(foreign)-3))
 	}
-	return fmt.Errorf("%s holds files that are not a cgtune run (%s); give an empty or new folder", dir, strings.Join(shown, ", "))
+	return fmt.Errorf("%s holds files that are not a cgtune %s (%s); give an empty or new folder", dir, what, strings.Join(shown, ", "))
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -230,6 +232,11 @@ func ValidateOnJobs(ctx context.Context, v JobValidation, emit func(jobs.Validat
 	if _, err := presets.ParseMBridge(v.MBridge); err != nil {
 		return JobOutcome{}, err
 	}
+	lock, err := claimValidationDir(v.Dir, v.Resume)
+	if err != nil {
+		return JobOutcome{}, err
+	}
+	defer lock.Release()
 	e, err := v.Engine()
 	if err != nil {
 		return JobOutcome{}, err
@@ -252,6 +259,47 @@ func ValidateOnJobs(ctx context.Context, v JobValidation, emit func(jobs.Validat
 		}
 	}
 	return out, nil
+}
+
+// claimValidationDir locks the validation folder dir as a search locks its
+// run folder: a second validation there (a --resume while one runs) would
+// find the first one's jobs in the ledger, mark them lost and start them
+// again. A new validation needs a folder that holds nothing but a cgtune
+// validation, checked before the lock file is made and again under it.
+func claimValidationDir(dir string, resume bool) (*RunLock, error) {
+	if !resume {
+		if err := CheckValidationDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	lock, err := LockRunDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !resume {
+		if err := CheckValidationDir(dir); err != nil {
+			lock.Release()
+			return nil, err
+		}
+	}
+	return lock, nil
+}
+
+// validationFiles are the files cgtune keeps in a validation folder.
+var validationFiles = []string{LockFile, jobs.ValidationJournal, jobs.ValidationFile, jobs.LedgerFile}
+
+// CheckValidationDir refuses a validation folder (validate --dir) that
+// holds anything but a cgtune validation: its journal, outcome, job
+// ledger, lock and job folders (named cgtune-..., jobs.JobName). validate
+// writes validation.json and truncates each job's log there. A missing or
+// empty folder is fine.
+func CheckValidationDir(dir string) error {
+	return checkOwnFolder(dir, "validation", func(e fs.DirEntry) bool {
+		if e.IsDir() {
+			return strings.HasPrefix(e.Name(), "cgtune-")
+		}
+		return e.Type().IsRegular() && slices.Contains(validationFiles, e.Name())
+	}, validationFiles)
 }
 
 // ValidatedPreset is a team preset of v's model, layout, space and MB

@@ -156,7 +156,7 @@ func (f *fakeBackend) WriteReport(path string, in report.Input, overwrite bool) 
 	f.mu.Lock()
 	f.reports[path] = in
 	f.mu.Unlock()
-	return report.Write(path, in)
+	return report.Write(path, in, overwrite)
 }
 
 func (f *fakeBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, error) {

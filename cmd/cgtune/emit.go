@@ -15,9 +15,10 @@ func init() { subcommands = append(subcommands, newEmitCmd) }
 
 func newEmitCmd() *cobra.Command {
 	var model, gpu, mbridge, format, outPath string
+	var force bool
 	var h harnessFlags
 	cmd := &cobra.Command{
-		Use:   "emit --impl I [--scope a,b] [--warmup N] [--format F] [--mbridge V] [--model M] [--gpu-type G] [-o FILE]",
+		Use:   "emit --impl I [--scope a,b] [--warmup N] [--format F] [--mbridge V] [--model M] [--gpu-type G] [-o FILE [--force]]",
 		Short: "Print the recipe overrides for one CUDA-graph configuration",
 		Long: `emit prints the Megatron-Bridge recipe overrides for a CUDA-graph configuration,
 with the companion settings it needs (TE RNG tracker; NaN checks off for a
@@ -78,7 +79,10 @@ Without --scope a graph impl captures the whole layer.`,
 				_, err = cmd.OutOrStdout().Write(data)
 				return stdoutErr(err)
 			}
-			if err := presets.WriteFileAtomic(outPath, data, 0o644); err != nil {
+			if err := (outputCheck{folders: []string{cacheFolder()}, force: force}).check(output{"-o", outPath}); err != nil {
+				return err
+			}
+			if err := writeOutput(outPath, data, force); err != nil {
 				return fail(exitBadInput, "-o %v", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", outPath)
@@ -91,6 +95,7 @@ Without --scope a graph impl captures the whole layer.`,
 	f.StringVar(&model, "model", "", "check against this built-in model's recipe")
 	f.StringVar(&gpu, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout --model uses"))
 	f.StringVarP(&outPath, "output", "o", "", "write to FILE (atomically; - for stdout) instead of stdout")
+	f.BoolVar(&force, "force", false, "replace FILE if it exists")
 	h.register(cmd)
 	refuseGPUTypeAsIndex(cmd)
 	return cmd

@@ -122,7 +122,7 @@ func TestEmitOutputChecksValid(t *testing.T) {
 		{"0.6", "none", "", "qwen3_30b_a3b"},
 	} {
 		p := filepath.Join(dir, "o.yaml")
-		args := []string{"emit", "--impl", tc.impl, "--mbridge", tc.mb, "--model", tc.model, "-o", p}
+		args := []string{"emit", "--impl", tc.impl, "--mbridge", tc.mb, "--model", tc.model, "-o", p, "--force"} // one file, rewritten per case
 		if tc.scope != "" {
 			args = append(args, "--scope", tc.scope)
 		}

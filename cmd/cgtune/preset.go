@@ -283,9 +283,10 @@ func warnShadowed(cmd *cobra.Command, s *presets.Store, name string) {
 
 func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 	var output string
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "export NAME [-o FILE]",
-		Short: "Write a preset to FILE (atomically) or to standard output",
+		Use:   "export NAME [-o FILE [--force]]",
+		Short: "Write a preset to FILE (atomically; never replaces one without --force) or to standard output",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := store(cmd)
@@ -295,7 +296,7 @@ func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 				}
 				return nil
 			}
-			if err := s.Export(args[0], output); err != nil {
+			if err := s.Export(args[0], output, force); err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], output)
@@ -303,6 +304,7 @@ func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output FILE (default: standard output)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
 	return cmd
 }
 

@@ -87,8 +87,11 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 	if d.Winner != nil {
 		r := d.Winner.Result
 		partial := ""
-		if d.Interrupted {
+		switch {
+		case d.Interrupted:
 			partial = " (so far: the search was interrupted)"
+		case d.Err != "":
+			partial = " (so far: the search stopped on an error)"
 		}
 		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %.3f× eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, r.Speedup, r.Memory.GraphFullJobMiB, r.Source)
 	}
@@ -167,7 +170,7 @@ func (f *rootFlags) writeReport(stderr io.Writer, cfg search.Config, plan []sear
 		JobGPUMemoryMiB: cfg.JobGPUMemoryMiB, Sets: cfg.Sets, Plan: plan, Done: d,
 		Overrides: overrides, Format: f.format,
 	}
-	plot, err := report.Write(f.report, in)
+	plot, err := report.Write(f.report, in, f.force)
 	if err != nil {
 		return fail(exitBadInput, "--report: %v", err)
 	}

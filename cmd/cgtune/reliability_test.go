@@ -50,7 +50,14 @@ func TestEmitOutputTargets(t *testing.T) {
 	link := filepath.Join(dir, "link.yaml")
 	must(t, os.WriteFile(real, []byte("old\n"), 0o644))
 	must(t, os.Symlink("real.yaml", link))
-	if code, _, errb := cgtune(t, "emit", "--impl", "local", "--scope", "full_iteration", "-o", link); code != exitOK {
+	// The link's target exists: replaced only with --force.
+	if code, _, errb := cgtune(t, "emit", "--impl", "local", "--scope", "full_iteration", "-o", link); code != exitBadInput || !strings.Contains(errb, "--force") {
+		t.Errorf("-o onto an existing file: exit %d %s", code, errb)
+	}
+	if got, _ := os.ReadFile(real); string(got) != "old\n" {
+		t.Errorf("refused -o left %q", got)
+	}
+	if code, _, errb := cgtune(t, "emit", "--impl", "local", "--scope", "full_iteration", "-o", link, "--force"); code != exitOK {
 		t.Fatalf("-o link: exit %d %s", code, errb)
 	}
 	if st, _ := os.Lstat(link); st.Mode()&os.ModeSymlink == 0 {
@@ -103,7 +110,7 @@ func TestHeadlessEmitSurvivesClosedStdout(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close() // the reader is gone before cgtune writes a byte
-	cmd := asMain(t, cache, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--emit", out)
+	cmd := asMain(t, cache, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--emit", out, "--force")
 	cmd.Stdout = w
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

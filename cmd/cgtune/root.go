@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"cgtune/engine/cuda"
 	"cgtune/engine/megatron"
 	"cgtune/presets"
+	"cgtune/report"
 	"cgtune/search"
 )
 
@@ -67,6 +69,7 @@ type rootFlags struct {
 	skipBad     bool
 	tie         string
 	report      string
+	force       bool // --emit and --report may replace existing files
 	// estimateDelay slows every estimate-engine run (hidden: tests and
 	// demos of an interrupted search need a search that takes time).
 	estimateDelay time.Duration
@@ -100,6 +103,9 @@ type savedRun struct {
 	Emit        string `json:"emit,omitempty"`
 	Format      string `json:"format"`
 	Tie         string `json:"tie,omitempty"`
+	// Force: --emit may replace an existing file (as the first start
+	// allowed, the resumed one does).
+	Force bool `json:"force,omitempty"`
 	// RunPredictedFailures: the search ran the candidates predicted to
 	// fail capture (a resume plans the same candidates).
 	RunPredictedFailures bool `json:"run_predicted_failures,omitempty"`
@@ -158,7 +164,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.IntVar(&f.trainIters, "train-iters", search.DefaultTrainIters, "job length the warm-up is chosen for (iterations)")
 	fl.StringVar(&f.mbridge, "mbridge", search.DefaultMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
 	fl.StringArrayVar(&f.sets, "set", nil, "recipe override KEY=VALUE the rules see (Hydra syntax); repeatable")
-	fl.StringVar(&f.emit, "emit", "", "write the winner's overrides to PATH (atomically; - for stdout, the ranking then goes to stderr)")
+	fl.StringVar(&f.emit, "emit", "", "write the winner's overrides to PATH (atomically; an existing file only with --force; - for stdout, the ranking then goes to stderr)")
 	fl.StringVar(&f.format, "format", "yaml", "overrides format: "+strings.Join(presets.Formats, ", "))
 	fl.BoolVar(&f.json, "json", false, "progress as JSON lines of the search events (stderr), the result as JSON (stdout)")
 	fl.StringVar(&f.resume, "resume", "", "continue the interrupted search in run folder RUN (a path, or a name under the runs folder)")
@@ -169,6 +175,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.BoolVar(&f.runPredictedFailures, "run-predicted-failures", false, "also run the candidates whose capture cgtune predicts will fail (a graph holding a host sync, e.g. the dropless MoE dispatch), so the installed framework confirms or refutes the prediction; each result says which")
 	fl.StringVar(&f.tie, "tie", search.FormatTie(search.DefaultTie), "tie band: candidates within this share of the step time (or whose measured p10–p90 ranges overlap) tie, and the one with less graph memory, then the simpler one, ranks first")
 	fl.StringVar(&f.report, "report", "", "write a Markdown report of the search to FILE.md (and its plot, FILE.svg, beside it)")
+	fl.BoolVar(&f.force, "force", false, "let --emit and --report (and its plot) replace existing files")
 	fl.DurationVar(&f.estimateDelay, "estimate-delay", 0, "slow the estimate engine by this much per candidate")
 	fl.MarkHidden("estimate-delay")
 }
@@ -332,6 +339,9 @@ func (f *rootFlags) applySaved(dir string) error {
 	if !changed("run-predicted-failures") {
 		f.runPredictedFailures = s.RunPredictedFailures
 	}
+	if !changed("force") {
+		f.force = s.Force
+	}
 	return nil
 }
 
@@ -483,7 +493,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if spec, ok := engine.SpecFor(cfg.Layout.GPU); ok {
 		cfg.JobGPUMemoryMiB = spec.MemoryMiB
 	}
-	if err := f.checkEmit(); err != nil {
+	if err := f.checkOutputs(cmp.Or(cfg.RunDir, f.runDir)); err != nil {
 		return nil, err
 	}
 	if err := f.openEngines(s, gpus); err != nil {
@@ -684,7 +694,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	cfg := s.cfg
 	saved, _ := json.MarshalIndent(savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus,
-		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie,
+		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie, Force: f.force,
 		RunPredictedFailures: f.runPredictedFailures}.withJob(f), "", "  ")
 	if err := presets.WriteFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
 		return fail(exitBadInput, "%v", err)
@@ -702,7 +712,9 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 
 	gen, _ := presets.ParseMBridge(cfg.MBridge)
 	var overrides []byte
-	if d.Winner != nil && !d.Interrupted {
+	// A search stopped by an error (the journal could not be written)
+	// writes nothing, as an interrupted one: its winner is of a part.
+	if d.Winner != nil && !d.Interrupted && d.Err == "" {
 		o := search.WinnerOverrides(cfg.Model, d.Winner.Result.Candidate, cfg.MBridge)
 		if overrides, err = o.Render(f.format); err != nil {
 			return fail(exitBadInput, "%v", err)
@@ -714,7 +726,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	var emitErr error
 	toFile := overrides != nil && f.emit != "" && f.emit != "-"
 	if toFile {
-		emitErr = presets.WriteFileAtomic(f.emit, overrides, 0o644)
+		emitErr = writeOutput(f.emit, overrides, f.force)
 	}
 	table := stdout
 	if f.emit == "-" {
@@ -729,19 +741,18 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	if toFile {
 		fmt.Fprintf(stderr, "wrote the winner's overrides (%s, MB %s, %s) to %s\n", f.format, cfg.MBridge, gen, f.emit)
 	}
+	if d.Err != "" {
+		// An I/O error, not a verdict on the candidates: bad input's exit.
+		return fail(exitBadInput, "the search stopped: %s; nothing was written%s; %d finished candidates are kept in %s; continue with: cgtune --headless --resume %s",
+			d.Err, f.unwritten(), d.Runs+d.Resumed, cfg.RunDir, cfg.RunDir)
+	}
 	if err := f.writeReport(stderr, cfg, p.plan, d, overrides); err != nil {
 		return err
 	}
 	switch {
-	case d.Err != "":
-		return fail(exitInvalid, "the search stopped: %s", d.Err)
 	case d.Interrupted:
-		unwritten := ""
-		if f.emit != "" {
-			unwritten = " (" + f.emit + " not written)"
-		}
 		return fail(exitInterrupted, "interrupted%s: %d finished candidates are kept in %s; continue with: cgtune --headless --resume %s",
-			unwritten, d.Runs+d.Resumed, cfg.RunDir, cfg.RunDir)
+			f.unwritten(), d.Runs+d.Resumed, cfg.RunDir, cfg.RunDir)
 	case d.Winner == nil && slices.ContainsFunc(d.Ranking, func(r search.Ranked) bool { return !r.Result.Failed() }):
 		return fail(exitInvalid, "no candidate fits the job's GPU memory (%d MiB)", cfg.JobGPUMemoryMiB)
 	case d.Winner == nil:
@@ -750,22 +761,32 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	return nil
 }
 
-// checkEmit refuses, before the search starts, an --emit target the
-// overrides could not be written to (a missing or read-only folder, a
-// device, a FIFO): finding that out after the search would lose it.
-func (f *rootFlags) checkEmit() error {
-	switch {
-	case f.emit == "":
-		return nil
-	case f.emit == "-" && f.json:
+// unwritten says which file a search that stopped early did not write.
+func (f *rootFlags) unwritten() string {
+	if f.emit == "" || f.emit == "-" {
+		return ""
+	}
+	return " (" + f.emit + " not written)"
+}
+
+// checkOutputs refuses, before the search starts, an --emit or --report
+// target the files could not be written to (a missing or read-only folder,
+// a device, a FIFO) or must not be (an input of the run, a file in a run
+// folder, each other, an existing file without --force; outputCheck):
+// finding that out after the search would lose it. runDir is the run
+// folder ("" for a new one under the cache folder).
+func (f *rootFlags) checkOutputs(runDir string) error {
+	if f.emit == "-" && f.json {
 		return fail(exitBadInput, "--emit - and --json both write to stdout; the JSON object carries the overrides")
-	case f.emit == "-":
-		return nil
 	}
-	if err := presets.CheckWritable(f.emit); err != nil {
-		return fail(exitBadInput, "--emit %v", err)
+	var outs []output
+	if f.emit != "" && f.emit != "-" {
+		outs = append(outs, output{"--emit", f.emit})
 	}
-	return nil
+	if f.report != "" {
+		outs = append(outs, output{"--report", f.report}, output{"--report's plot", report.PlotPath(f.report)})
+	}
+	return f.outputCheck(runDir).check(outs...)
 }
 
 // printOutcome writes the result to stdout: the JSON object, or the

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,13 @@ import (
 // CGTUNE_TEST_AS_MAIN=1), to send it signals.
 func TestMain(m *testing.M) {
 	if os.Getenv("CGTUNE_TEST_AS_MAIN") == "1" {
+		// CGTUNE_TEST_FSIZE caps the size of any file cgtune writes (the
+		// kernel's RLIMIT_FSIZE): a write past it fails, as on a full disk.
+		if n, err := strconv.ParseUint(os.Getenv("CGTUNE_TEST_FSIZE"), 10, 64); err == nil {
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+				panic(err)
+			}
+		}
 		main()
 	}
 	os.Exit(m.Run())

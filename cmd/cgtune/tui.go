@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,9 +46,12 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		return err
 	}
 	if f.emit != "" && f.emit != "-" {
-		// Refused now, not when the person presses w after a search.
-		if err := presets.CheckWritable(f.emit); err != nil {
-			return fail(exitBadInput, "--emit %v", err)
+		// Refused now, not when the person presses w after a search; an
+		// existing file is asked about then.
+		c := f.outputCheck("")
+		c.force = true
+		if err := c.check(output{"--emit", f.emit}); err != nil {
+			return err
 		}
 	}
 	changed := f.cmd.Flags().Changed
@@ -401,16 +405,27 @@ func expandHome(path string) (string, error) {
 	return filepath.Join(home, rest), nil
 }
 
-// refuseExisting is ErrFileExists when path is there and overwriting was
-// not asked for.
-func refuseExisting(path string, overwrite bool) error {
-	if overwrite {
-		return nil
+// outputCheck is the check headless mode makes of --emit and --report, for
+// a file the person asked to write (w, r): the program's inputs include
+// every preset it lists. An existing file passes: the write itself refuses
+// it unless overwrite is set (fileExists), and the TUI asks.
+func (b *tuiBackend) outputCheck() outputCheck {
+	c := b.flags.outputCheck("")
+	c.force = true
+	if list, err := b.store.List(); err == nil {
+		for _, p := range list {
+			c.inputs = append(c.inputs, input{"the preset " + p.Name, p.Path})
+		}
 	}
-	if _, err := os.Lstat(path); err == nil {
+	return c
+}
+
+// fileExists turns a refusal to replace path into tui.ErrFileExists.
+func fileExists(path string, err error) error {
+	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w: %s", tui.ErrFileExists, path)
 	}
-	return nil
+	return err
 }
 
 func (b *tuiBackend) WriteOverrides(path string, data []byte, overwrite bool) error {
@@ -418,10 +433,10 @@ func (b *tuiBackend) WriteOverrides(path string, data []byte, overwrite bool) er
 	if err != nil {
 		return err
 	}
-	if err := refuseExisting(path, overwrite); err != nil {
+	if err := b.outputCheck().check(output{"the overrides file", path}); err != nil {
 		return err
 	}
-	return presets.WriteFileAtomic(path, data, 0o644)
+	return fileExists(path, writeOutput(path, data, overwrite))
 }
 
 func (b *tuiBackend) WriteReport(path string, in report.Input, overwrite bool) (string, error) {
@@ -432,23 +447,21 @@ func (b *tuiBackend) WriteReport(path string, in report.Input, overwrite bool) (
 	if err := checkReportPath(path); err != nil {
 		return "", err
 	}
-	if err := refuseExisting(path, overwrite); err != nil {
+	if err := b.outputCheck().check(output{"the report", path}, output{"the report's plot", report.PlotPath(path)}); err != nil {
 		return "", err
 	}
 	if in.Sets == nil {
 		in.Sets = b.sets
 	}
-	return report.Write(path, in)
+	plot, err := report.Write(path, in, overwrite)
+	return plot, fileExists(path, err)
 }
 
 func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, error) {
-	if !overwrite && b.store.UserDir() != "" {
-		path := filepath.Join(b.store.UserDir(), p.Name+".yaml")
-		if _, err := os.Stat(path); err == nil {
-			return "", fmt.Errorf("%w: %s", tui.ErrPresetExists, path)
-		}
-	}
 	path, err := b.store.Save(p, overwrite)
+	if errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("%w: %s", tui.ErrPresetExists, filepath.Join(b.store.UserDir(), p.Name+".yaml"))
+	}
 	if err != nil {
 		return "", err
 	}

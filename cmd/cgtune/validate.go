@@ -298,6 +298,21 @@ func (f *validateFlags) validationDir(s *validateSource) (string, error) {
 	return dir, nil
 }
 
+// checkDir refuses, before a job is rendered (a dry run writes {yaml_file}
+// files too), a new validation's folder that holds files of anyone else's.
+func (f *validateFlags) checkDir(dir string) error {
+	if f.resume {
+		return nil
+	}
+	if err := search.CheckValidationDir(dir); err != nil {
+		if f.dir != "" {
+			return fail(exitBadInput, "--dir %v", err)
+		}
+		return fail(exitBadInput, "%v", err)
+	}
+	return nil
+}
+
 func (f *validateFlags) run(ctx context.Context, args []string) error {
 	stdout, stderr := f.cmd.OutOrStdout(), f.cmd.ErrOrStderr()
 	if f.top < 1 || f.iters < 1 || f.parallel < 1 || f.jobTimeout < 0 {
@@ -331,6 +346,9 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 		return err
 	}
 	if req.Dir, err = f.validationDir(s); err != nil {
+		return err
+	}
+	if err := f.checkDir(req.Dir); err != nil {
 		return err
 	}
 	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"cgtune/engine/job"
+	"cgtune/presets"
+	"cgtune/search"
+)
+
+// output is a file a command is about to write: the flag (or key) that
+// names it, and its path.
+type output struct {
+	flag, path string
+}
+
+// input is a file a command reads: what names it ("--preset", "the preset
+// qwen-h100") and its path.
+type input struct {
+	what, path string
+}
+
+// outputCheck is what an output must not be: one of the command's inputs,
+// a file in a run folder (its own, or any under cgtune's cache folder), or
+// another of its outputs; and, without force, an existing file.
+type outputCheck struct {
+	inputs  []input
+	folders []string // folders of cgtune's own (run folders, the cache) nothing is written into
+	force   bool
+}
+
+// check refuses, before anything is written, the outputs that could not be
+// written or must not be: each gets the writability check WriteFileAtomic
+// makes (a regular file or none, in a folder that takes files, no
+// read-only file, no other user's link in a sticky folder). Files are
+// compared by what they resolve to, not by how they are spelled. The
+// error is one line naming the flag and the file.
+func (c outputCheck) check(outs ...output) error {
+	for i, o := range outs {
+		if err := c.checkOne(o); err != nil {
+			return err
+		}
+		for _, prev := range outs[:i] {
+			if presets.SameFile(o.path, prev.path) {
+				return fail(exitBadInput, "%s %s and %s %s are the same file; give each its own", prev.flag, prev.path, o.flag, o.path)
+			}
+		}
+	}
+	return nil
+}
+
+func (c outputCheck) checkOne(o output) error {
+	if err := presets.CheckWritable(o.path); err != nil {
+		return fail(exitBadInput, "%s %v", o.flag, err)
+	}
+	target, exists, err := presets.Target(o.path)
+	if err != nil {
+		return fail(exitBadInput, "%s %v", o.flag, err)
+	}
+	for _, in := range c.inputs {
+		if in.path != "" && presets.SameFile(o.path, in.path) {
+			return fail(exitBadInput, "%s %s is %s (%s), an input of this run; cgtune never writes over its inputs", o.flag, o.path, in.what, in.path)
+		}
+	}
+	if dir := c.ownFolder(target); dir != "" {
+		return fail(exitBadInput, "%s %s is inside %s, which holds cgtune's run files; write it elsewhere", o.flag, o.path, dir)
+	}
+	if exists && !c.force {
+		return fail(exitBadInput, "%s %s exists already; give --force to replace it", o.flag, o.path)
+	}
+	return nil
+}
+
+// ownFolder is the folder of cgtune's that target would be written into
+// ("" for none): one of c.folders or a folder below one, or a run or
+// validation folder anywhere (it holds a journal).
+func (c outputCheck) ownFolder(target string) string {
+	dir := filepath.Dir(target)
+	for _, f := range c.folders {
+		if f != "" && within(dir, f) {
+			return f
+		}
+	}
+	for _, marker := range []string{search.JournalFile, job.ValidationJournal} {
+		if _, err := os.Lstat(filepath.Join(dir, marker)); err == nil {
+			return dir
+		}
+	}
+	return ""
+}
+
+// within reports whether dir (resolved) is folder or inside it.
+func within(dir, folder string) bool {
+	if presets.SameFile(dir, folder) {
+		return true
+	}
+	real, err := filepath.EvalSymlinks(folder)
+	if err != nil {
+		return false
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(real, dir)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// writeOutput writes data to path: replacing a file only with force, and
+// otherwise creating it in one step, so a file that appeared since the
+// check is not replaced either (an error that is an fs.ErrExist).
+func writeOutput(path string, data []byte, force bool) error {
+	if force {
+		return presets.WriteFileAtomic(path, data, 0o644)
+	}
+	err := presets.CreateFileAtomic(path, data, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w; give --force to replace it", err)
+	}
+	return err
+}
+
+// cacheFolder is cgtune's folder in the user cache folder (run folders,
+// profiles, calibration, the worker), "" when there is none.
+func cacheFolder() string {
+	root, err := runsRoot()
+	if err != nil {
+		return ""
+	}
+	return filepath.Dir(root)
+}
+
+// runInputs are the files a search started from f reads: the preset (a
+// file, or the file a NAME is found in), the profile file, the Python
+// interpreter and cgtune itself (its workers run it).
+func (f *rootFlags) runInputs() []input {
+	var ins []input
+	if f.preset != "" {
+		if st, err := os.Stat(f.preset); err == nil && !st.IsDir() {
+			ins = append(ins, input{"--preset", f.preset})
+		} else if info, err := presetStore("").Find(f.preset); err == nil {
+			ins = append(ins, input{"the preset " + f.preset, info.Path})
+		}
+	}
+	if f.profile.file != "" {
+		ins = append(ins, input{"--profile-file", f.profile.file})
+	}
+	if f.python != "" {
+		ins = append(ins, input{"--python", f.python})
+	}
+	if exe, err := os.Executable(); err == nil {
+		ins = append(ins, input{"cgtune", exe})
+	}
+	return ins
+}
+
+// outputCheck is the check for the files a search from f writes, with the
+// run folder dir ("" when it is yet to be made under the cache folder).
+func (f *rootFlags) outputCheck(dir string) outputCheck {
+	return outputCheck{inputs: f.runInputs(), folders: []string{dir, cacheFolder()}, force: f.force}
+}
