@@ -58,6 +58,9 @@ type Ranked struct {
 	// Origin is what the search said of the result before ranking it
 	// (how a derived result was derived), kept so Rerank can rank again.
 	Origin string `json:"origin,omitempty"`
+	// Emulated marks a result a cheaper engine predicted because the
+	// truer one could not run the candidate here (Result.Delegated).
+	Emulated bool `json:"emulated,omitempty"`
 }
 
 // PlanEvent is the whole space, sent once before anything runs.
@@ -127,6 +130,9 @@ type DoneEvent struct {
 	// simulated for estimated results.
 	GPUTimeMs float64  `json:"gpu_time_ms"`
 	Notes     []string `json:"notes,omitempty"` // how the strategy went (rounds, budget, derived results)
+	// Emulation is the emulation's error measured in the search, when it
+	// predicted candidates the framework could not run here.
+	Emulation *EmulationCheck `json:"emulation,omitempty"`
 }
 
 func (PlanEvent) isEvent()    {}

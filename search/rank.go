@@ -37,6 +37,10 @@ type RankOptions struct {
 	// eager baselines, say), so that every candidate is judged the same
 	// way whatever the strategy.
 	Memory func(presets.Candidate) *engine.MemoryBreakdown
+	// Emulation is the emulation's error measured in the search (nil: not
+	// measured); an emulated result outranks framework-measured ones only
+	// by more than it.
+	Emulation *EmulationCheck
 }
 
 // tieFrac is the fraction of the step time within which candidates tie.
@@ -181,8 +185,10 @@ func orderTied(group []Ranked) (why []string) {
 
 func rankEntries(es []entry, opts RankOptions) []Ranked {
 	var ok, failed []Ranked
+	best := bestFrameworkSpeedup(es)
+	held := map[string]bool{}
 	for _, e := range onTruestBaseline(es) {
-		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note, Origin: e.note}
+		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note, Origin: e.note, Emulated: e.res.Delegated != ""}
 		if e.res.Failed() {
 			failed = append(failed, r)
 			continue
@@ -192,23 +198,30 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 			r.Result.Memory.Breakdown = opts.Memory(r.Result.Candidate)
 		}
 		r.Fits = fits(&r, opts)
+		if r.Emulated && best > 0 {
+			h := heldBack(r.Result, best, opts.Emulation)
+			held[r.Result.Candidate.Key()] = h
+			r.Note = joinNote(r.Note, emulatedNote(r.Result, h, best, opts.Emulation))
+		}
 		ok = append(ok, r)
 	}
-	// Classes rank in order: fitting first, then later rounds (longer
-	// measurements of the survivors) before earlier ones.
-	class := func(r Ranked) [2]int {
-		f := 1
+	// Classes rank in order: fitting first, then framework-measured (and
+	// emulated results that beat them beyond the emulation's error) before
+	// emulated predictions, then later rounds (longer measurements of the
+	// survivors) before earlier ones.
+	class := func(r Ranked) [3]int {
+		f, h := 1, 0
 		if r.Fits {
 			f = 0
 		}
-		return [2]int{f, -r.Round}
+		if held[r.Result.Candidate.Key()] {
+			h = 1
+		}
+		return [3]int{f, h, -r.Round}
 	}
 	slices.SortStableFunc(ok, func(a, b Ranked) int {
 		ka, kb := class(a), class(b)
-		if c := cmp.Compare(ka[0], kb[0]); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(ka[1], kb[1]); c != 0 {
+		if c := slices.Compare(ka[:], kb[:]); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(a.Result.Step.Median, b.Result.Step.Median); c != 0 {
@@ -320,10 +333,29 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-// Winner is the best fitting successful candidate of a ranking, or nil.
+// Winner is the best fitting successful candidate of a ranking that was
+// not emulated in place of the framework, or nil: the overrides are for
+// what the node measured.
 func Winner(rs []Ranked) *Ranked {
 	for i := range rs {
-		if !rs[i].Result.Failed() && rs[i].Fits {
+		if !rs[i].Result.Failed() && rs[i].Fits && !rs[i].Emulated {
+			w := rs[i]
+			return &w
+		}
+	}
+	return nil
+}
+
+// BestEmulated is the best fitting emulated candidate that ranks above
+// the winner (it beat the framework-measured ones beyond the emulation's
+// error), or nil.
+func BestEmulated(rs []Ranked) *Ranked {
+	for i := range rs {
+		switch {
+		case rs[i].Result.Failed() || !rs[i].Fits:
+		case !rs[i].Emulated:
+			return nil
+		default:
 			w := rs[i]
 			return &w
 		}

@@ -267,7 +267,11 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	s.run(ctx)
 
 	d := DoneEvent{RunDir: cfg.RunDir, Interrupted: ctx.Err() != nil, Strategy: cfg.strategy()}
-	d.Ranking = rankEntries(s.entries(), r.rankOptions())
+	es := s.entries()
+	d.Emulation = r.emulationCheck(ctx, es)
+	opts := r.rankOptions()
+	opts.Emulation = d.Emulation
+	d.Ranking = rankEntries(es, opts)
 	d.Winner = Winner(d.Ranking)
 	r.mu.Lock()
 	d.Runs, d.Resumed, d.GPUTimeMs = r.runs, r.resumedRuns, r.spentMs

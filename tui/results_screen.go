@@ -97,7 +97,11 @@ func (m *Model) rankOptions() search.RankOptions {
 	if m.run != nil {
 		req = m.run.req
 	}
-	return search.RankOptions{TrainIters: req.TrainIters, JobGPUMemoryMiB: m.jobGPUMiB(req), Tie: m.tie}
+	o := search.RankOptions{TrainIters: req.TrainIters, JobGPUMemoryMiB: m.jobGPUMiB(req), Tie: m.tie}
+	if m.done != nil {
+		o.Emulation = m.done.Emulation
+	}
+	return o
 }
 
 // retie ranks the results again under the next tie band.
