@@ -163,6 +163,44 @@ func orderTied(group []Ranked) (why []string) {
 	slices.SortStableFunc(group, func(a, b Ranked) int {
 		return cmp.Compare(a.Result.Memory.JobGraphMiB(), b.Result.Memory.JobGraphMiB())
 	})
+	// A graphed candidate slower than eager never ranks above a faster
+	// one: whatever it saves in memory or scopes, eager does better.
+	slices.SortStableFunc(group, func(a, b Ranked) int { return cmp.Compare(b2i(slowerThanEager(a)), b2i(slowerThanEager(b))) })
+	var slow []Ranked
+	for _, r := range group {
+		if slowerThanEager(r) {
+			slow = append(slow, r)
+		}
+	}
+	fast := group[:len(group)-len(slow)]
+	slices.SortStableFunc(slow, func(a, b Ranked) int { return cmp.Compare(a.Result.Step.Median, b.Result.Step.Median) })
+	copy(group[len(fast):], slow)
+	why = append(orderByMemoryClass(fast), make([]string, len(slow))...)
+	for i := len(fast); i < len(group); i++ {
+		if i > 0 {
+			why[i] = fmt.Sprintf("slower than eager (%.3f×): after every candidate that is not", group[i].Result.Speedup)
+		}
+	}
+	return why
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// slowerThanEager reports whether a graphed candidate measured slower than
+// its eager baseline.
+func slowerThanEager(r Ranked) bool {
+	return r.Result.Candidate.Graphed() && r.Result.Speedup > 0 && r.Result.Speedup < 1
+}
+
+// orderByMemoryClass orders tied candidates by graph memory classes and
+// the tie-breaks inside each; why[i] says what put group[i] after
+// group[i-1].
+func orderByMemoryClass(group []Ranked) (why []string) {
 	why = make([]string, len(group))
 	for i := 0; i < len(group); {
 		least := group[i].Result.Memory.JobGraphMiB()
@@ -536,6 +574,10 @@ func Reason(rs []Ranked, opts RankOptions) string {
 	default:
 		parts = append(parts, fmt.Sprintf("%s wins: the only candidate that finished and fits (%.2f ms/step)", name, step))
 	}
+	if f := fastestFitting(ok); f != nil && f.Result.Candidate.Key() != w.Result.Candidate.Key() && (f.Tie == 0 || f.Tie != w.Tie) {
+		parts = append(parts, fmt.Sprintf("the fastest that fits, %s (rank %d, %.2f ms/step), ranks below it: %s",
+			candName(f.Result.Candidate), f.Rank, f.Result.Step.Median, whyBelow(*f, *w)))
+	}
 	var faster []string
 	for _, r := range unfit {
 		if r.Result.Step.Median < step {
@@ -548,6 +590,29 @@ func Reason(rs []Ranked, opts RankOptions) string {
 			len(faster), faster[0], fitNote(first.Note)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// fastestFitting is the fitting candidate with the least step time.
+func fastestFitting(ok []Ranked) *Ranked {
+	var best *Ranked
+	for i := range ok {
+		if best == nil || ok[i].Result.Step.Median < best.Result.Step.Median {
+			best = &ok[i]
+		}
+	}
+	return best
+}
+
+// whyBelow says why faster, a fitting candidate faster than the winner w,
+// ranks below it.
+func whyBelow(faster, w Ranked) string {
+	switch {
+	case faster.Emulated:
+		return "it is an emulated prediction, not measured on the framework"
+	case faster.Round < w.Round:
+		return fmt.Sprintf("it was measured in round %d only; the survivors were measured longer", faster.Round)
+	}
+	return faster.Note
 }
 
 // TieLeader is the fastest candidate of tied group tie (the one the band

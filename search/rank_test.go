@@ -322,3 +322,82 @@ func TestRankFailuresOrder(t *testing.T) {
 		t.Errorf("failures %v", got)
 	}
 }
+
+// withSpeedup sets a result's speed-up over its eager baseline (1000 ms).
+func withSpeedup(r engine.Result) engine.Result {
+	r.Speedup = r.Eager.Median / r.Step.Median
+	return r
+}
+
+// A graphed candidate slower than eager never ranks above a faster one,
+// even when it wins every tie-break (less memory, fewer scopes): te attn
+// at 0.997× stays below local full_iteration at 1.003× and below none.
+func TestSlowerThanEagerNeverRanksAboveFaster(t *testing.T) {
+	rs := Rank([]engine.Result{
+		withSpeedup(res(presets.ImplTE, []string{"attn"}, 3, 1003, 100)),
+		withSpeedup(res(presets.ImplLocal, []string{"full_iteration"}, 3, 997, 3800)),
+		withSpeedup(res(presets.ImplNone, nil, 3, 1000, 0)),
+	}, RankOptions{})
+	got := order(rs)
+	if got[len(got)-1] != "transformer_engine/attn/w3" {
+		t.Errorf("order %v: te attn (slower than eager) must come last", got)
+	}
+	if rs[0].Tie == 0 || rs[0].Tie != rs[2].Tie {
+		t.Errorf("the three are not one tie group: %+v", rs)
+	}
+	if !strings.Contains(rs[2].Note, "slower than eager") {
+		t.Errorf("note %q does not say why", rs[2].Note)
+	}
+}
+
+// Tie groups are ordered by their fastest member, and the why line names
+// the fastest candidate that fits when it is not the winner.
+func TestTieGroupsInSpeedOrderAndWhyNamesTheFastest(t *testing.T) {
+	rs := Rank([]engine.Result{
+		withSpeedup(res(presets.ImplNone, nil, 3, 1000, 0)),
+		withSpeedup(res(presets.ImplTE, []string{"attn"}, 3, 996, 500)),
+		withSpeedup(res(presets.ImplLocal, []string{"full_iteration"}, 3, 900, 4000)),
+		withSpeedup(res(presets.ImplLocal, nil, 3, 897, 6000)),
+	}, RankOptions{})
+	lead := map[int]float64{}
+	for _, r := range rs {
+		if l, ok := lead[r.Tie]; !ok || r.Result.Step.Median < l {
+			lead[r.Tie] = r.Result.Step.Median
+		}
+	}
+	for g := 1; g < len(lead); g++ {
+		if lead[g] >= lead[g+1] {
+			t.Errorf("tie group %d (fastest %.0f ms) ranks above group %d (fastest %.0f ms)", g, lead[g], g+1, lead[g+1])
+		}
+	}
+	why := Reason(rs, RankOptions{})
+	if w := Winner(rs); w == nil || w.Result.Candidate.Key() != "local/full_iteration/w3" {
+		t.Fatalf("winner %+v", w)
+	}
+	if !strings.Contains(why, "fastest (897.00 ms/step)") && !strings.Contains(why, "local whole-layer w3") {
+		t.Errorf("why %q does not name the fastest, local whole-layer", why)
+	}
+}
+
+// Halving promotes a round's fastest candidates, not those the final
+// ranking's tie-breaks (less memory) would put first: with a tie band wide
+// enough to tie every arm, the round-1 survivors are still the fastest.
+func TestHalvingPromotesTheFastest(t *testing.T) {
+	rs := []Ranked{}
+	for i, r := range []engine.Result{
+		withSpeedup(res(presets.ImplTE, []string{"attn"}, 3, 990, 100)),
+		withSpeedup(res(presets.ImplTE, []string{"mlp"}, 3, 985, 200)),
+		withSpeedup(res(presets.ImplLocal, nil, 3, 960, 6000)),
+		withSpeedup(res(presets.ImplLocal, []string{"full_iteration"}, 3, 955, 7000)),
+	} {
+		rs = append(rs, Ranked{Result: r, Rank: i + 1})
+	}
+	ranked := rankEntries([]entry{{res: rs[0].Result}, {res: rs[1].Result}, {res: rs[2].Result}, {res: rs[3].Result}}, RankOptions{Tie: 0.05})
+	if order(ranked)[0] == "local/full_iteration/w3" {
+		t.Fatalf("the test needs a ranking whose tie-breaks put a slower arm first: %v", order(ranked))
+	}
+	got := order(promotionOrder(ranked))
+	if got[0] != "local/full_iteration/w3" || got[1] != "local/layer/w3" {
+		t.Errorf("promotion order %v, want the two fastest first", got)
+	}
+}

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -461,10 +462,10 @@ func (h *halving) run(ctx context.Context) {
 			byKey[a.key] = a
 		}
 		order = nil
-		for _, rk := range rankEntries(es, r.rankOptions()) {
+		for _, rk := range promotionOrder(rankEntries(es, r.rankOptions())) {
 			// A none run for its baseline (noneOwn) is measured once: it
 			// is the reference, not a contender for the longer rounds.
-			if !rk.Result.Failed() && !(h.noneOwn && !rk.Result.Candidate.Graphed()) {
+			if !(h.noneOwn && !rk.Result.Candidate.Graphed()) {
 				order = append(order, byKey[armKey(rk.Result.Candidate)])
 			}
 		}
@@ -481,6 +482,24 @@ func (h *halving) run(ctx context.Context) {
 			h.rounds = append(h.rounds[:ri+1:ri+1], next...)
 		}
 	}
+}
+
+// promotionOrder is a round's finished candidates fastest first: the
+// next round measures the fastest longer, whatever the tie-breaks (less
+// graph memory, fewer scopes) that order a final ranking would prefer;
+// those decide between the finalists, not who becomes one. Step times are
+// the ranking's, on the truest engine's eager baseline.
+func promotionOrder(rs []Ranked) []Ranked {
+	var out []Ranked
+	for _, r := range rs {
+		if !r.Result.Failed() {
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Ranked) int {
+		return cmp.Or(cmp.Compare(a.Result.Step.Median, b.Result.Step.Median), cmp.Compare(a.Result.Candidate.Key(), b.Result.Candidate.Key()))
+	})
+	return out
 }
 
 // derive is the result of warm-up w derived from the measurement of
