@@ -435,11 +435,33 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 	// The recipe's further settings, as the recipe writes them before any
 	// user override.
 	for _, k := range slices.Sorted(maps.Keys(l.Settings)) {
+		if f, ok := lookupField(k); ok && f.Gen != allGens && f.Gen != gen {
+			return nil, fmt.Errorf("model %s: the %s layout's recipe sets %s, which Megatron-Bridge %s (%s) does not have (allowed: --mbridge %s)",
+				m.Name, layoutName(l), k, mbridge, gen, strings.Join(mbridgeOf(f.Gen), ", "))
+		}
 		if err := c.ApplySet(k + "=" + l.Settings[k]); err != nil {
-			return nil, fmt.Errorf("model %s: layout settings: %v", m.Name, err)
+			return nil, fmt.Errorf("model %s: the %s layout's settings: %s", m.Name, layoutName(l), strings.TrimPrefix(err.Error(), "--set "))
 		}
 	}
 	return c, nil
+}
+
+func layoutName(l presets.Layout) string {
+	if l.GPU == "" {
+		return "given"
+	}
+	return l.GPU
+}
+
+// mbridgeOf lists the Megatron-Bridge versions of generation gen.
+func mbridgeOf(gen presets.Generation) []string {
+	var out []string
+	for _, v := range presets.MBridgeVersions {
+		if g, _ := presets.ParseMBridge(v); g == gen {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // setRecompute writes the layout's recompute settings: selective with its
