@@ -1,7 +1,7 @@
 package presets
 
 import (
-	"reflect"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -123,66 +123,116 @@ func TestBuiltinArch(t *testing.T) {
 	}
 }
 
-// TestBuiltinLayouts pins one row per model to the MB perf recipes, and
-// checks that every model covers the GPUs they have rows for (h200 takes
-// h100's).
-func TestBuiltinLayouts(t *testing.T) {
+// builtinGPUs are the GPU types MB HEAD's perf recipes have a runnable
+// recipe for, per model (h200 borrows h100's).
+var builtinGPUs = map[string][]string{
+	"llama3_8b":       {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200", "r100"},
+	"llama3_70b":      {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+	"llama31_405b":    {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+	"qwen3_30b_a3b":   {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+	"qwen3_235b_a22b": {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+	"deepseek_v3":     {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+	"gpt_oss_20b":     {"b300", "gb200", "gb300", "vr200"},
+	"gpt_oss_120b":    {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+	"nemotronh_56b":   {"h100", "h200", "b200", "b300", "gb200", "gb300"},
+	"nemotron_3_nano": {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+}
+
+// Every built-in layout parses, validates, ships an explicit CUDA-graph
+// setting with its warm-up, and names the MB HEAD perf recipe it is: the
+// family's file for its GPU type and a function whose name carries its GPU
+// count, GPU type and precision.
+func TestBuiltinLayoutsValidateAndNameTheirRecipe(t *testing.T) {
 	for _, m := range builtins(t) {
-		want := []string{"h100", "h200", "b200", "b300", "gb200", "gb300"}
-		if m.Name == "gpt_oss_20b" {
-			// MB's perf recipes have no h100 or b200 row for it.
-			want = []string{"b300", "gb200", "gb300"}
+		if got := m.GPUs(); !slices.Equal(got, builtinGPUs[m.Name]) {
+			t.Errorf("%s: GPUs %v, want %v", m.Name, got, builtinGPUs[m.Name])
 		}
-		if got := m.GPUs(); !slices.Equal(got, want) {
-			t.Errorf("%s: GPUs %v, want %v", m.Name, got, want)
-		}
-		if !strings.Contains(m.Source, "src/megatron/bridge") {
-			t.Errorf("%s: source %q names no MB file", m.Name, m.Source)
+		if !strings.Contains(m.Source, "src/megatron/bridge/perf_recipes/"+m.Family+"/<gpu>/") {
+			t.Errorf("%s: source %q names no MB perf recipe file", m.Name, m.Source)
 		}
 		for _, g := range m.GPUs() {
-			l, err := m.Layout(g)
+			if _, own := m.Layouts[g]; !own {
+				continue
+			}
+			t.Run(m.Name+"/"+g, func(t *testing.T) {
+				l, err := m.Layout(g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.ValidateLayout(l); err != nil {
+					t.Error(err)
+				}
+				file := "MB HEAD (067f987) src/megatron/bridge/perf_recipes/" + m.Family + "/" + g + "/"
+				fn := regexp.MustCompile(fmt.Sprintf(`\b[a-z0-9_]+_%dgpu_%s_%s(_[a-z0-9]+)*_config\b`, l.NumGPUs, g, l.Precision))
+				if !strings.HasPrefix(l.Source, file) || !fn.MatchString(l.Source) {
+					t.Errorf("source %q does not start with %q and name a %d-GPU %s %s recipe", l.Source, file, l.NumGPUs, g, l.Precision)
+				}
+				if l.CUDAGraph == nil || l.CUDAGraph.Warmup < 1 {
+					t.Errorf("cuda_graph %+v: want the recipe's setting with its warm-up", l.CUDAGraph)
+				}
+			})
+		}
+	}
+}
+
+// TestBuiltinLayouts pins layouts to the MB HEAD perf recipes they name,
+// the ones a user found wrong among them.
+func TestBuiltinLayouts(t *testing.T) {
+	type row struct {
+		n, tp, pp, cp, vp, ep, gbs, mbs, seq int
+		prec, disp                           string
+		fsdp                                 bool
+		cpuOffload                           int
+	}
+	for _, tc := range []struct {
+		model, gpu string
+		want       row
+		graph      string
+		recompute  []string
+	}{
+		{"llama3_8b", "h100", row{8, 1, 1, 2, 0, 1, 128, 1, 8192, "bf16", "", false, 0}, "none/-/w3", nil},
+		{"llama3_8b", "b200", row{8, 1, 1, 1, 0, 1, 128, 2, 8192, "bf16", "", false, 0}, "local/full_iteration/w3", nil},
+		// llama31.py: PP 16 CP 1 on B200, Megatron-FSDP with 40 layers offloaded on B300 and GB300.
+		{"llama31_405b", "h100", row{512, 8, 8, 2, 8, 1, 768, 1, 8192, "bf16", "", false, 0}, "none/-/w3", nil},
+		{"llama31_405b", "b200", row{128, 4, 16, 1, 8, 1, 768, 1, 8192, "bf16", "", false, 0}, "none/-/w3", nil},
+		{"llama31_405b", "b300", row{128, 2, 1, 1, 0, 1, 768, 1, 8192, "bf16", "", true, 40}, "none/-/w3", nil},
+		{"llama31_405b", "gb300", row{128, 2, 1, 1, 0, 1, 768, 1, 8192, "bf16", "", true, 40}, "none/-/w3", nil},
+		// llama3.py: Megatron-FSDP on B300, with CPU offloading on GB200 and GB300.
+		{"llama3_70b", "b300", row{64, 1, 1, 1, 0, 1, 256, 1, 8192, "bf16", "", true, 0}, "none/-/w3", nil},
+		{"llama3_70b", "gb200", row{32, 1, 1, 1, 0, 1, 128, 1, 8192, "bf16", "", true, 20}, "none/-/w3", nil},
+		{"llama3_70b", "gb300", row{32, 1, 1, 1, 0, 1, 128, 2, 8192, "bf16", "", true, 30}, "none/-/w3", nil},
+		{"qwen3_30b_a3b", "h100", row{16, 1, 1, 1, 0, 16, 1024, 1, 4096, "bf16", "flex", false, 0}, "transformer_engine/moe_router,moe_preprocess/w3", nil},
+		{"qwen3_235b_a22b", "gb200", row{64, 1, 8, 1, 0, 8, 2048, 1, 4096, "bf16", "flex", false, 0}, "transformer_engine/attn,moe_router,moe_preprocess/w3", nil},
+		{"deepseek_v3", "gb200", row{256, 1, 4, 1, 4, 64, 4096, 1, 4096, "bf16", "flex", false, 0}, "transformer_engine/attn,moe_router,moe_preprocess/w3", []string{"mla_up_proj"}},
+		// gpt_oss.py: seq 4096 from the library recipe; hybridep only where the recipe sets it.
+		{"gpt_oss_120b", "h100", row{64, 1, 4, 1, 0, 8, 1280, 1, 4096, "bf16", "alltoall", false, 0}, "none/-/w3", []string{"layernorm", "moe_act"}},
+		{"gpt_oss_120b", "b300", row{64, 1, 1, 1, 0, 8, 1280, 4, 4096, "bf16", "flex", false, 0}, "transformer_engine/attn,moe_router,moe_preprocess/w3", nil},
+		{"gpt_oss_120b", "gb300", row{64, 1, 1, 1, 0, 64, 1280, 4, 4096, "bf16", "alltoall", false, 0}, "transformer_engine/attn,moe_router,moe_preprocess/w3", nil},
+		{"gpt_oss_20b", "b300", row{8, 1, 1, 2, 0, 4, 4, 1, 8192, "fp8mx", "flex", false, 0}, "local/full_iteration/w2", nil},
+		{"gpt_oss_20b", "gb200", row{8, 1, 1, 2, 0, 4, 4, 1, 8192, "nvfp4", "flex", false, 0}, "transformer_engine/attn,moe_router,moe_preprocess/w2", nil},
+		{"nemotronh_56b", "h100", row{64, 8, 1, 1, 0, 1, 192, 1, 8192, "fp8cs", "", false, 0}, "transformer_engine/mamba/w3", nil},
+		{"nemotron_3_nano", "h100", row{16, 1, 1, 1, 0, 8, 1024, 1, 8192, "bf16", "flex", false, 0}, "transformer_engine/attn,mamba/w3", []string{"moe", "layernorm"}},
+	} {
+		t.Run(tc.model+"/"+tc.gpu, func(t *testing.T) {
+			m, err := LookupModel(tc.model)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.GPU != g || !strings.Contains(l.Source, "MB ") {
-				t.Errorf("%s/%s: gpu %q source %q", m.Name, g, l.GPU, l.Source)
+			l, err := m.Layout(tc.gpu)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if err := m.ValidateLayout(l); err != nil {
-				t.Errorf("%s/%s: %v", m.Name, g, err)
+			got := row{l.NumGPUs, l.TPSize(), l.PPSize(), l.CPSize(), l.VP, l.EPSize(), l.GBS, l.MBS, l.Seq, l.Precision, l.Dispatcher, l.FSDP, l.CPUOffloadLayers}
+			if got != tc.want {
+				t.Errorf("layout %+v\nwant   %+v", got, tc.want)
 			}
-		}
-	}
-	type row struct {
-		model, gpu                           string
-		n, tp, pp, cp, vp, ep, gbs, mbs, seq int
-		prec, disp                           string
-		recompute                            []string
-	}
-	for _, r := range []row{
-		{"llama3_8b", "h100", 8, 1, 1, 2, 0, 1, 128, 1, 8192, "bf16", "", nil},
-		{"llama3_70b", "b200", 64, 2, 4, 2, 5, 1, 256, 1, 8192, "bf16", "", nil},
-		{"llama31_405b", "h100", 1024, 8, 8, 2, 8, 1, 512, 1, 8192, "bf16", "", nil},
-		{"qwen3_30b_a3b", "h100", 16, 1, 1, 1, 0, 16, 1024, 1, 4096, "bf16", "flex", nil},
-		{"qwen3_235b_a22b", "b200", 64, 1, 8, 1, 4, 8, 2048, 1, 4096, "bf16", "", nil},
-		{"deepseek_v3", "gb200", 256, 1, 4, 1, 4, 64, 4096, 1, 4096, "bf16", "flex", []string{"mla_up_proj"}},
-		{"gpt_oss_20b", "gb200", 8, 1, 1, 2, 0, 4, 4, 1, 8192, "nvfp4", "", nil},
-		{"gpt_oss_120b", "h100", 64, 1, 4, 1, 0, 8, 1280, 1, 8192, "bf16", "", []string{"layernorm", "moe_act"}},
-		{"nemotronh_56b", "h100", 64, 8, 1, 1, 0, 1, 192, 1, 8192, "fp8cs", "", nil},
-		{"nemotron_3_nano", "h100", 16, 1, 1, 1, 0, 8, 1024, 1, 8192, "bf16", "flex", []string{"moe", "layernorm"}},
-	} {
-		m, _ := LookupModel(r.model)
-		l, err := m.Layout(r.gpu)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := row{r.model, r.gpu, l.NumGPUs, l.TPSize(), l.PPSize(), l.CPSize(), l.VP, l.EPSize(), l.GBS, l.MBS, l.Seq, l.Precision, l.Dispatcher, l.RecomputeModules}
-		if !slices.Equal(got.recompute, r.recompute) {
-			t.Errorf("%s/%s recompute %v, want %v", r.model, r.gpu, got.recompute, r.recompute)
-		}
-		got.recompute, r.recompute = nil, nil
-		if !reflect.DeepEqual(got, r) {
-			t.Errorf("layout %s/%s = %+v\nwant %+v", r.model, r.gpu, got, r)
-		}
+			if g := l.ShippedGraph().Key(); g != tc.graph {
+				t.Errorf("shipped graph %s, want %s", g, tc.graph)
+			}
+			if !slices.Equal(l.RecomputeModules, tc.recompute) {
+				t.Errorf("recompute %v, want %v", l.RecomputeModules, tc.recompute)
+			}
+		})
 	}
 	// Micro-batches per rank follow from the layout: 128 / (1 × 8/2).
 	m, _ := LookupModel("llama3_8b")

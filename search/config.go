@@ -91,7 +91,11 @@ var schema = []Field{
 	{Key: "model.moe_shared_expert_intermediate_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxFFN)},
 	{Key: "model.moe_shared_expert_overlap", Type: TBool},
 	{Key: "model.moe_pad_experts_for_cuda_graph_inference", Type: TBool,
-		Doc: "drop-and-pad routing with static expert shapes; MB's full-iteration MoE perf recipes set it (MB perf_recipes/qwen/common.py)"},
+		Doc: "pads experts for inference decode graphs only; a training step never reads it (MLM megatron/core/inference/text_generation_controllers/text_generation_controller.py); MB's full-iteration MoE perf recipes set it (MB src/megatron/bridge/perf_recipes/qwen/common.py)"},
+	{Key: "model.moe_flex_dispatcher_backend", Type: TEnum, Nullable: true, Allowed: []string{"deepep", "hybridep", "ncclep"}, OnlyG3: []string{"ncclep"},
+		Doc: "the flex dispatcher's backend (MLM megatron/core/transformer/transformer_config.py; MB src/megatron/bridge/training/flex_dispatcher_backend.py); null makes MB fall back to alltoall"},
+	{Key: "model.moe_expert_rank_capacity_factor", Type: TFloat, Nullable: true, Gen: presets.G3,
+		Doc: "HybridEP/NCCL-EP static per-rank token budget: with the flex dispatcher the dispatch has static shapes and no host sync (MLM megatron/core/transformer/moe/token_dispatcher.py _HybridEPManager.setup_metadata)"},
 
 	// Recompute and dropout.
 	{Key: "model.recompute_granularity", Type: TEnum, Nullable: true, Allowed: []string{"full", "selective"}},
@@ -365,6 +369,10 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 	}
 	b("model.moe_shared_expert_overlap", false)
 	b("model.moe_pad_experts_for_cuda_graph_inference", false)
+	e("model.moe_flex_dispatcher_backend", "deepep") // MCore's default
+	if gen == presets.G3 {
+		null("model.moe_expert_rank_capacity_factor")
+	}
 
 	c.setRecompute(l)
 	// MB's providers for every built-in family set both dropouts to 0.0
@@ -427,11 +435,33 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 	// The recipe's further settings, as the recipe writes them before any
 	// user override.
 	for _, k := range slices.Sorted(maps.Keys(l.Settings)) {
+		if f, ok := lookupField(k); ok && f.Gen != allGens && f.Gen != gen {
+			return nil, fmt.Errorf("model %s: the %s layout's recipe sets %s, which Megatron-Bridge %s (%s) does not have (allowed: --mbridge %s)",
+				m.Name, layoutName(l), k, mbridge, gen, strings.Join(mbridgeOf(f.Gen), ", "))
+		}
 		if err := c.ApplySet(k + "=" + l.Settings[k]); err != nil {
-			return nil, fmt.Errorf("model %s: layout settings: %v", m.Name, err)
+			return nil, fmt.Errorf("model %s: the %s layout's settings: %s", m.Name, layoutName(l), strings.TrimPrefix(err.Error(), "--set "))
 		}
 	}
 	return c, nil
+}
+
+func layoutName(l presets.Layout) string {
+	if l.GPU == "" {
+		return "given"
+	}
+	return l.GPU
+}
+
+// mbridgeOf lists the Megatron-Bridge versions of generation gen.
+func mbridgeOf(gen presets.Generation) []string {
+	var out []string
+	for _, v := range presets.MBridgeVersions {
+		if g, _ := presets.ParseMBridge(v); g == gen {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // setRecompute writes the layout's recompute settings: selective with its

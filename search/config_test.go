@@ -341,3 +341,29 @@ func TestApplySetRejectsOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// A layout whose recipe sets a field the chosen Megatron-Bridge lacks
+// fails with one line naming the field and the releases that have it.
+func TestNewRecipeLayoutSettingsOfAnotherGeneration(t *testing.T) {
+	m, err := presets.LookupModel("gpt_oss_20b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Layout("b300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewRecipe(m, l, "0.7"); err != nil {
+		t.Fatalf("MB 0.7: %v", err)
+	}
+	_, err = NewRecipe(m, l, "0.4")
+	want := "model gpt_oss_20b: the b300 layout's recipe sets model.moe_expert_rank_capacity_factor, which Megatron-Bridge 0.4 (G2) does not have (allowed: --mbridge 0.5, 0.6, 0.7)"
+	if err == nil || err.Error() != want {
+		t.Errorf("MB 0.4: %v\nwant %s", err, want)
+	}
+	l.Settings = map[string]string{"model.moe_token_dispatcher_type": "ring"}
+	_, err = NewRecipe(m, l, "0.7")
+	if err == nil || strings.Contains(err.Error(), "--set") || !strings.Contains(err.Error(), "the b300 layout's settings: model.moe_token_dispatcher_type=ring") {
+		t.Errorf("bad setting: %v", err)
+	}
+}

@@ -9,10 +9,12 @@ import (
 
 // MoEWorkload sets the workload options the recipe decides, from the
 // layout's recipe settings and the overrides the search checks (--set):
-// the MoE mode (drop-and-pad when model.moe_expert_capacity_factor and
-// model.moe_pad_expert_input_to_capacity are both set, as MCore decides
-// it, else dropless) and the layer spec (model.transformer_impl). Engines
-// build the same model the rules judged.
+// the layer spec (model.transformer_impl) and the MoE mode: static shapes,
+// with no token count sent to the host, for drop-and-pad experts
+// (moe_expert_capacity_factor with moe_pad_expert_input_to_capacity, as
+// MCore decides it) and for the flex dispatcher's static per-rank budget
+// (moe_expert_rank_capacity_factor on hybridep or ncclep); else dropless.
+// Engines build the same model the rules judged.
 func MoEWorkload(opts engine.WorkloadOptions, m presets.Model, l presets.Layout, mbridge string, sets map[string]string) (engine.WorkloadOptions, error) {
 	r, err := NewRecipe(m, l, mbridge)
 	if err != nil {
@@ -30,9 +32,9 @@ func MoEWorkload(opts engine.WorkloadOptions, m presets.Model, l presets.Layout,
 	if m.Arch.MoE == nil {
 		return opts, nil
 	}
-	dropless := st.dropless()
+	dropless := !st.staticDispatch()
 	opts.Dropless = &dropless
-	if !dropless {
+	if !st.dropless() {
 		opts.MoECapacityFactor = st.f("model.moe_expert_capacity_factor")
 	}
 	return opts, nil

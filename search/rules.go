@@ -693,6 +693,26 @@ var rules = []Rule{
 		},
 		msg: text("Transformer engine's RNG tracker is required for cudagraphs, it can be enabled with use_te_rng_tracker=True'.")},
 
+	// --- MCore's Megatron-FSDP wrapper: MB wraps the provided model with
+	// MCore's FullyShardedDataParallel (MLM megatron/training/models/
+	// dist_utils.py _ddp_wrap), whose V1 (megatron_fsdp_version 1) asserts
+	// this in __init__. It sees the impl after MCore's normalisation, so a
+	// full-iteration graph (G3 impl full_iteration) passes. The assert just
+	// before it, on ddp.fsdp_double_buffer with EP overlap, is not about
+	// graphs and not modelled. MB v0.3/v0.4's MCore has neither.
+	{ID: "FSDP-01", Fields: []string{"ddp.use_megatron_fsdp", "ddp.megatron_fsdp_version", "model.overlap_moe_expert_parallel_comm",
+		"comm_overlap.overlap_moe_expert_parallel_comm", "model.cuda_graph_impl"},
+		Gens: onlyG3, MinMB: 5, Kind: Reject, Source: "MLM megatron/core/distributed/fsdp/mcore_fsdp_adapter.py FullyShardedDataParallelV1.__init__ (FullyShardedDataParallel before core 0.20)",
+		stages: []stage{stageProvide},
+		when: func(s *state) bool {
+			return s.b("ddp.use_megatron_fsdp") && s.str("ddp.megatron_fsdp_version") == "1" &&
+				s.b("model.overlap_moe_expert_parallel_comm") && s.impl() != presets.ImplNone && s.impl() != "full_iteration"
+		},
+		msg: func(s *state) string {
+			return "1F1B overlap with FSDP does not support per-layer CUDA graphs (cuda_graph_impl=" + pyRepr(s.impl()) + "). " +
+				"Use cuda_graph_impl='full_iteration' or disable CUDA graphs (cuda_graph_impl='none')."
+		}},
+
 	// --- run time: graph capture, MB's forward step, MLM's launcher ---
 	// MB's forward step checks this when a packed batch carries a padding
 	// mask, which MB's SFT packers (offline and in-batch) emit.

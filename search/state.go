@@ -213,6 +213,28 @@ func (s *state) dropless() bool {
 	return s.null("model.moe_expert_capacity_factor") || !s.b("model.moe_pad_expert_input_to_capacity")
 }
 
+// staticDispatch reports whether the MoE token dispatch has static shapes,
+// so that no token count goes to the host before the experts and a graph
+// can hold the dispatch: drop-and-pad (not dropless), or the flex
+// dispatcher on the hybridep or ncclep backend with
+// moe_expert_rank_capacity_factor set, a static per-rank token budget
+// (MLM megatron/core/transformer/moe/token_dispatcher.py,
+// _HybridEPManager.setup_metadata and _NCCLEPManager, core 0.18 to HEAD).
+// moe_pad_experts_for_cuda_graph_inference, which MB's full-iteration MoE
+// recipes also set, does not count: only inference reads it (MLM
+// megatron/core/inference/text_generation_controllers/
+// text_generation_controller.py); a training step's router and
+// dispatcher never do.
+func (s *state) staticDispatch() bool {
+	if !s.dropless() {
+		return true
+	}
+	budget, ok := s.c.Get("model.moe_expert_rank_capacity_factor") // G3 only
+	backend := s.v("model.moe_flex_dispatcher_backend")
+	return ok && !budget.Null && s.str("model.moe_token_dispatcher_type") == "flex" &&
+		!backend.Null && (backend.Str == "hybridep" || backend.Str == "ncclep")
+}
+
 // wgradInGraph is the delayed-wgrad test shared by MB-13..15 and ARG-08..10:
 // attn captured, or moe_router captured with a shared expert that is not
 // overlapped (its wgrad then sits in the graph).

@@ -50,9 +50,11 @@ var screenStates = []struct {
 		planNow(t, m, f)
 	}},
 	// An MoE model: the whole-layer graphs will fail, the aliases of a
-	// configuration are one row.
+	// configuration are one row. Its b200 recipe (two → from h100) leaves
+	// EP overlap off, which the h100 one turns on (TC-36 then rejects every
+	// local graph).
 	{"space_moe", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
-		press(m, "/", "q", "w", "e", "n", "enter", "enter", "enter")
+		press(m, "/", "q", "w", "e", "n", "enter", "right", "right", "enter", "enter")
 		planNow(t, m, f)
 		press(m, "tab", "down")
 	}},

@@ -25,8 +25,10 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
+// qwen3_30b_a3b on b200: a dropless MoE recipe without EP overlap (the
+// h100 recipe turns it on, and TC-36 then rejects these graphs too).
 func TestCheckAcceptance(t *testing.T) {
-	code, out, errb := cgtune(t, "check", "--model", "qwen3_30b_a3b", "--impl", "transformer_engine", "--scope", "attn,moe")
+	code, out, errb := cgtune(t, "check", "--model", "qwen3_30b_a3b", "--gpu-type", "b200", "--impl", "transformer_engine", "--scope", "attn,moe")
 	if code != exitInvalid {
 		t.Fatalf("exit %d, want 1\n%s%s", code, out, errb)
 	}
@@ -37,7 +39,7 @@ func TestCheckAcceptance(t *testing.T) {
 		t.Errorf("stderr %q", errb)
 	}
 
-	code, out, errb = cgtune(t, "check", "--model", "qwen3_30b_a3b", "--impl", "transformer_engine", "--scope", "attn,moe",
+	code, out, errb = cgtune(t, "check", "--model", "qwen3_30b_a3b", "--gpu-type", "b200", "--impl", "transformer_engine", "--scope", "attn,moe",
 		"--set", "model.moe_expert_capacity_factor=1.0", "--set", "model.moe_pad_expert_input_to_capacity=true")
 	if code != exitOK || out != "valid\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)

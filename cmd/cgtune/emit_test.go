@@ -58,7 +58,7 @@ func TestEmitRefusesInvalid(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 	// With --model the model's recipe is checked too.
-	code, out, errb = cgtune(t, "emit", "--model", "qwen3_30b_a3b", "--impl", "transformer_engine", "--scope", "attn,moe")
+	code, out, errb = cgtune(t, "emit", "--model", "qwen3_30b_a3b", "--gpu-type", "b200", "--impl", "transformer_engine", "--scope", "attn,moe")
 	if code != exitInvalid || out != "" || errb != "TC-22: moe cuda graph is only supported with drop-padding MoE.\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -22,8 +23,8 @@ func TestModelsTable(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 11 || !strings.HasPrefix(lines[0], "NAME") {
-		t.Fatalf("want a header and 10 rows:\n%s", out)
+	if len(lines) != 12 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("want a header, 10 rows and the h200 note:\n%s", out)
 	}
 	for i, name := range presets.BuiltinModelNames() {
 		if f := strings.Fields(lines[i+1]); f[0] != name {
@@ -34,12 +35,75 @@ func TestModelsTable(t *testing.T) {
 		"deepseek_v3      61      7168    moe     256/8",
 		"nemotronh_56b    118     8192    hybrid  -",
 		"nemotron_3_nano  52      2688    hybrid  128/6",
-		"gpt_oss_20b      24      2880    moe     32/4           b300(8) gb200(8) gb300(8)",
-		"h100(1024)",
+		"gpt_oss_20b      24      2880    moe     32/4           b300(8) gb200(8) gb300(8) vr200(8)",
+		"h100(1024) h200(h100's)",
+		"h200(h100's): MB has no h200 perf recipes; its jobs run the h100 layouts",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	// h200 borrows h100's layouts; it has no GPU count of its own.
+	if strings.Contains(out, "h200(0)") {
+		t.Errorf("h200 shown with 0 GPUs:\n%s", out)
+	}
+}
+
+// Each layout row names the MB perf recipe it is and the CUDA-graph
+// setting that recipe ships.
+func TestModelsShowRecipeAndShippedGraph(t *testing.T) {
+	ms, err := presets.BuiltinModels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range presets.GPUs() {
+		code, out, _ := runCmd(t, "models", "--gpu-type", g)
+		if code != exitOK {
+			t.Fatalf("--gpu-type %s: exit %d", g, code)
+		}
+		rows := map[string]string{}
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 0 {
+				rows[f[0]] = line
+			}
+		}
+		for _, m := range ms {
+			l, err := m.Layout(g)
+			if err != nil {
+				continue
+			}
+			t.Run(m.Name+"/"+g, func(t *testing.T) {
+				_, fn := recipeOf(l.Source)
+				if fn == "" || !strings.Contains(l.Source, fn) {
+					t.Fatalf("no recipe function in source %q", l.Source)
+				}
+				if row := rows[m.Name]; !strings.HasSuffix(row, " "+fn) || !strings.Contains(row, "  "+graphText(l.ShippedGraph())+"  ") {
+					t.Errorf("row %q lacks the recipe %s and the graph %q", row, fn, graphText(l.ShippedGraph()))
+				}
+			})
+		}
+	}
+	// Two rows read off MB HEAD's perf recipes.
+	_, out, _ := runCmd(t, "models", "--gpu-type", "b200")
+	for _, want := range []string{`\nllama3_8b .* local full_iteration \(warm-up 3\) +llama3_8b_pretrain_8gpu_b200_bf16_config\n`,
+		`\nqwen3_235b_a22b .* none +qwen3_235b_a22b_pretrain_64gpu_b200_bf16_config\n`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("b200 table does not match %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestModelsNoLayoutForGPUType(t *testing.T) {
+	oss, err := presets.LookupModel("gpt_oss_20b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := layoutsTable(&out, []presets.Model{oss}, "h100"); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "no built-in model has a layout for GPU type h100: MB's perf recipes have none for it\n" {
+		t.Errorf("got %q", out.String())
 	}
 }
 
@@ -70,6 +134,23 @@ func TestModelsGPU(t *testing.T) {
 	}
 	if len(rows) != 10 || rows[5].Model != "deepseek_v3" || rows[5].Layout.EP != 64 || rows[5].MicroBatches != 64 {
 		t.Errorf("json rows %+v", rows)
+	}
+
+	// JSON rows say where a layout came from and what graph it ships;
+	// h200's are h100's.
+	code, out, _ = runCmd(t, "models", "--gpu-type", "h200", "--json")
+	var h200 []modelLayoutJSON
+	if err := json.Unmarshal([]byte(out), &h200); code != exitOK || err != nil {
+		t.Fatalf("exit %d, %v\n%s", code, err, out)
+	}
+	q := h200[3]
+	if q.Model != "qwen3_30b_a3b" || q.BorrowedFrom != "h100" || q.Recipe != "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config" ||
+		q.RecipeFile != "src/megatron/bridge/perf_recipes/qwen/h100/qwen3_moe.py" || q.ShippedCUDAGraph == nil ||
+		q.ShippedCUDAGraph.Key() != "transformer_engine/moe_router,moe_preprocess/w3" {
+		t.Errorf("h200 qwen3_30b_a3b row %+v", q)
+	}
+	if h200[6].Model != "gpt_oss_20b" || h200[6].Layout != nil || h200[6].ShippedCUDAGraph != nil {
+		t.Errorf("h200 gpt_oss_20b row %+v, want no layout", h200[6])
 	}
 
 	// h200, the GPU cgtune was measured on, is a GPU type: MB has no h200

@@ -158,7 +158,7 @@ func TestPresetByName(t *testing.T) {
 	if strings.Contains(out, "mamba") || strings.Count(out, "full_iteration") != 1 {
 		t.Errorf("saved space is not canonical:\n%s", out)
 	}
-	if code, out, errb := cgtune(t, "check", "--preset", "qwen-team", "--impl", "local", "--scope", "full_iteration"); code != exitOK || out != "valid\n" {
+	if code, out, errb := cgtune(t, "check", "--preset", "qwen-team", "--impl", "transformer_engine", "--scope", "attn"); code != exitOK || out != "valid\n" {
 		t.Errorf("check --preset NAME: exit %d %q %q", code, out, errb)
 	}
 	if code, _, errb := cgtune(t, "--headless", "--preset", "qwen-team", "--engine", "estimate"); code != exitOK {

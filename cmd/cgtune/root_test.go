@@ -187,7 +187,7 @@ func TestHeadlessNoGPU(t *testing.T) {
 // emit --model adds the companions the search emits: padded experts for a
 // full-iteration graph of an MoE model (and the rules accept them).
 func TestEmitModelCompanions(t *testing.T) {
-	code, out, _ := cgtune(t, "emit", "--impl", "local", "--scope", "full_iteration", "--model", "qwen3_30b_a3b", "--format", "dotlist")
+	code, out, _ := cgtune(t, "emit", "--impl", "local", "--scope", "full_iteration", "--model", "qwen3_30b_a3b", "--gpu-type", "b200", "--format", "dotlist")
 	if code != exitOK || !strings.Contains(out, search.KeyMoEPadForGraphs+"=true") {
 		t.Errorf("qwen full iteration: exit %d, %q", code, out)
 	}
