@@ -19,9 +19,8 @@ import (
 // Persistent, for the whole run:
 //
 // Weights: the model's parameters in bf16, 2 bytes each (Float16Module
-// casts the model; fp8 and fp4 recipes keep bf16 weights plus Transformer
-// Engine's cached low-precision copy of each weight: 1 byte per parameter
-// for fp8, half a byte for fp4).
+// casts the model); Megatron-Bridge's fp8 and fp4 recipes make the
+// quantized weight the primary one (weightBytesOf).
 //
 // Gradients: Megatron DDP's contiguous gradient buffer
 // (megatron/core/distributed/param_and_grad_buffer.py), one element per
@@ -46,7 +45,8 @@ import (
 // pipeline_parallel/schedules.py get_pp_rank_microbatches), plus the loss's
 // and one layer's backward temporaries. The per-layer figures follow
 // Korthikanti et al., "Reducing Activation Recomputation in Large
-// Transformer Models" (2022), for bf16, no dropout (MB recipes train
+// Transformer Models" (2022), for bf16 (GEMM inputs quantized under fp8
+// and fp4 recipes: gemmInputBytes), no dropout (MB recipes train
 // without), sequence parallelism with TP > 1, and the layer spec: Transformer
 // Engine's flash attention keeps no s² tensor; Megatron-Core's local spec
 // (a node without Transformer Engine) keeps the fp32 softmax and the bf16
@@ -86,7 +86,7 @@ import (
 // Allocator slack: the caching allocator's reserved memory above what is
 // allocated, 8% of what comes and goes in a step (fitted on the framework's
 // dense eager peaks; see the validation document for the shapes it was
-// checked on).
+// checked on), 2% with expandable segments (measured likewise).
 //
 // Context: the CUDA context, cuBLAS and Transformer Engine workspaces and
 // the NCCL buffers of the job's communicators, outside the allocator.
@@ -107,8 +107,9 @@ const (
 	// localLossBytes is what Megatron-Core's vocab-parallel cross entropy
 	// keeps per token and vocabulary entry: the bf16 logits, their fp32
 	// softmax, and the fp32 gradient of its backward.
-	localLossBytes = 10.0
-	allocatorSlack = 0.08
+	localLossBytes  = 10.0
+	allocatorSlack  = 0.08
+	expandableSlack = 0.02
 )
 
 // MemoryOptions are job settings the memory model needs that a layout does
@@ -196,6 +197,9 @@ func stageMemory(w *Workload, p *CapturePlan, s int, opt MemoryOptions) *MemoryB
 		graphs = graphedPeak(w, p, kinds, act, f, inflight) - f.eagerPeak()
 	}
 	slack := allocatorSlack * (f.act + f.mainGrads)
+	if w.Layout.ExpandableSegments {
+		slack = expandableSlack * (f.act + f.mainGrads)
+	}
 	ctx := opt.ContextMiB
 	if ctx == 0 {
 		ctx = jobContextMiB
@@ -242,13 +246,7 @@ func persistentMemory(w *Workload, kinds []presets.LayerKind, s int, opt MemoryO
 		states = 2 * bf16GradBytes
 	}
 	var f stageFigures
-	f.weights = weightBytes * params
-	switch {
-	case strings.HasPrefix(l.Precision, "fp8"):
-		f.weights += params
-	case strings.HasPrefix(l.Precision, "nvfp4"), strings.HasPrefix(l.Precision, "fp4"):
-		f.weights += params / 2
-	}
+	f.weights = weightBytesOf(l.Precision) * params
 	gradBytes := bf16GradBytes
 	if opt.GradReduceInFP32 || l.GradReduceInFP32 {
 		gradBytes = fp32GradBytes
@@ -312,6 +310,36 @@ func staticRunners(w *Workload, p *CapturePlan, inflight float64) float64 {
 }
 
 func mib(b float64) int64 { return int64(math.Ceil(b / bytesPerMiB)) }
+
+// weightBytesOf is the bytes a weight holds per parameter: bf16, or with
+// Megatron-Bridge's fp8 and fp4 recipes, which make the low-precision
+// copy the primary weight (mixed_precision.py sets fp8_param_gather /
+// fp4_param_gather; the fp32 master copy is the optimizer's), the
+// quantized data in both the layout the forward reads and the transposed
+// one the backward reads (Transformer Engine caches it between them), with
+// their scales.
+func weightBytesOf(precision string) float64 {
+	switch {
+	case strings.HasPrefix(precision, "fp8"):
+		return 2
+	case strings.HasPrefix(precision, "nvfp4"), strings.HasPrefix(precision, "fp4"):
+		return 2 * (0.5 + 1.0/16)
+	}
+	return weightBytes
+}
+
+// gemmInputBytes is the bytes per element of a GEMM input saved for the
+// backward's weight gradient: Transformer Engine saves it quantized when
+// the recipe computes in fp8 or fp4.
+func gemmInputBytes(precision string) float64 {
+	switch {
+	case strings.HasPrefix(precision, "fp8"):
+		return 1
+	case strings.HasPrefix(precision, "nvfp4"), strings.HasPrefix(precision, "fp4"):
+		return 0.5 + 1.0/16
+	}
+	return 2
+}
 
 // stageKinds lists the layer kinds of pipeline stage s (the same balanced
 // split BuildWorkload uses), with the multi-token-prediction layers on the
@@ -415,7 +443,8 @@ type activations struct {
 	sp        float64 // 1/TP with sequence parallelism (TP > 1), else 1
 	recompute []string
 	offload   []string
-	local     bool // Megatron-Core's local spec: unfused attention and loss
+	local     bool    // Megatron-Core's local spec: unfused attention and loss
+	q         float64 // bytes per element of a saved GEMM input (gemmInputBytes)
 }
 
 func newActivations(w *Workload) activations {
@@ -424,7 +453,7 @@ func newActivations(w *Workload) activations {
 	seq := float64(l.Seq) / float64(l.CPSize())
 	return activations{a: w.Spec.Model.Arch, l: l, tokens: float64(l.MBS) * seq, keys: seq,
 		tp: tp, etp: float64(l.ETPSize()), sp: 1 / tp, recompute: l.RecomputeModules, offload: l.OffloadModules,
-		local: w.Spec.Options.LayerSpec == "local"}
+		local: w.Spec.Options.LayerSpec == "local", q: gemmInputBytes(l.Precision)}
 }
 
 func (x activations) re(m string) bool { return slices.Contains(x.recompute, m) }
@@ -483,25 +512,27 @@ func (x activations) backwardTemporaries(kinds []presets.LayerKind) float64 {
 // perToken is the bytes one token saves in the block the op scope names
 // (per layer, on this rank). Derivations, h hidden, bf16 = 2 bytes:
 //
-//	attn  GQA: norm input 2h·sp, QKV GEMM input 2h·sp, Q K V after rotary
-//	      2(H+2G)d/TP, attention output 2Hd/TP, LSE 4H/TP
+//	attn  GQA: norm input 2h·sp, QKV GEMM input q·h·sp, Q K V after rotary
+//	      2(H+2G)d/TP, attention output 2Hd/TP (and a quantized copy
+//	      q·Hd/TP for the output projection when q ≠ 2), LSE 4H/TP
 //	      MLA: the latents and their norms, Q K V up-projections, output
-//	mlp   norm input 2h·sp, fc1 input 2h·sp, fc1 output 2·up/TP (up = 2F
-//	      for SwiGLU), activation output 2F/TP
+//	mlp   norm input 2h·sp, fc1 input q·h·sp, fc1 output 2·up/TP (up = 2F
+//	      for SwiGLU), activation output q·F/TP
 //	moe_router  norm input 2h·sp, router input 2h·sp, fp32 logits and
 //	      probabilities 8E, shared expert fc1 output and activation
 //	moe_preprocess  the routing map, E bytes
-//	moe   k routed copies of: expert input 2h, fc1 output 2·upE/ETP,
-//	      activation output 2FE/ETP, permuted probability 4
+//	moe   k routed copies of: expert input q·h, fc1 output 2·upE/ETP,
+//	      activation output q·FE/ETP, permuted probability 4
 //	moe_postprocess  k expert outputs kept for the unpermute 2h each
-//	mamba norm input 2h·sp, in_proj input 2h·sp, in_proj output (z, x,
+//	mamba norm input 2h·sp, in_proj input q·h·sp, in_proj output (z, x,
 //	      B, C, dt: 2·(2·d_inner + 2·groups·state + heads)/TP), the scan
-//	      output and the gated norm's output 2·d_inner/TP each; the fused
+//	      output 2·d_inner/TP and the gated norm's output (out_proj's
+//	      input) q·d_inner/TP; the fused
 //	      mem-efficient path (mamba_split_conv1d_scan_combined) recomputes
 //	      the convolution and the chunk states in the backward
 //
-// Recompute modules drop what they recompute: layernorm the norm outputs
-// (GEMM inputs), mlp and moe everything but the block's input, moe_act the
+// q is gemmInputBytes: 2 for bf16. Recompute modules drop what they
+// recompute: layernorm the norm outputs (GEMM inputs), mlp and moe everything but the block's input, moe_act the
 // expert activation outputs, shared_experts the shared expert's
 // intermediates, mla_up_proj the Q K V up-projections; core_attn saves
 // nothing with flash attention, which keeps no s² tensor.
@@ -509,16 +540,16 @@ func (x activations) perToken(scope string) float64 {
 	a := x.a
 	h := float64(a.Hidden)
 	norm := 2 * h * x.sp
-	gemmIn := 2 * h * x.sp
+	gemmIn := x.q * h * x.sp
 	if x.re("layernorm") {
 		gemmIn = 0
 	}
-	ffn := func(f, tp float64) float64 { // fc1 output and activation output
+	ffn := func(f, tp float64) float64 { // fc1 output (bf16, for the activation's backward) and activation output (fc2's input)
 		up := 2 * f
 		if a.Activation == "squared_relu" {
 			up = f
 		}
-		return 2*up/tp + 2*f/tp
+		return 2*up/tp + x.q*f/tp
 	}
 	switch scope {
 	case presets.ScopeAttn:
@@ -547,7 +578,13 @@ func (x activations) perToken(scope string) float64 {
 		if x.re("core_attn") || x.off("core_attn") {
 			core = 0
 		}
-		out := 2 * heads * d // the output projection's input
+		// The attention's output, kept in bf16 by the fused attention's
+		// backward and as the output projection's input; quantized, the
+		// projection keeps its own copy.
+		out := 2 * heads * d
+		if x.q != 2 {
+			out += x.q * heads * d
+		}
 		if x.off("attn_proj") {
 			out = 0
 		}
@@ -582,12 +619,12 @@ func (x activations) perToken(scope string) float64 {
 			return 0
 		}
 		m := a.MoE
-		per := 2*h + ffn(float64(m.FFNHidden), x.etp) + 4
+		per := x.q*h + ffn(float64(m.FFNHidden), x.etp) + 4
 		if x.off("expert_fc1") {
-			per -= 2 * h
+			per -= x.q * h
 		}
 		if x.re("moe_act") || x.off("moe_act") {
-			per -= 2 * float64(m.FFNHidden) / x.etp
+			per -= x.q * float64(m.FFNHidden) / x.etp
 		}
 		return float64(m.TopK) * per
 	case ScopeMoEPostprocess:
@@ -603,7 +640,7 @@ func (x activations) perToken(scope string) float64 {
 		dIn := float64(mm.Heads*mm.HeadDim) / x.tp
 		gN := float64(mm.Groups*mm.StateDim) / x.tp
 		inW := 2*dIn + 2*gN + float64(mm.Heads)/x.tp
-		return norm + gemmIn + 2*inW + 2*dIn + 2*dIn
+		return norm + gemmIn + 2*inW + 2*dIn + x.q*dIn
 	}
 	return 0
 }

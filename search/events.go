@@ -61,6 +61,10 @@ type Ranked struct {
 	// Emulated marks a result a cheaper engine predicted because the
 	// truer one could not run the candidate here (Result.Delegated).
 	Emulated bool `json:"emulated,omitempty"`
+	// VsReference is the speed-up over the search's reference (the
+	// recipe's shipped setting): its step time over this one's; 0 when
+	// the reference did not finish.
+	VsReference float64 `json:"vs_reference,omitempty"`
 }
 
 // PlanEvent is the whole space, sent once before anything runs.
@@ -133,6 +137,11 @@ type DoneEvent struct {
 	// Emulation is the emulation's error measured in the search, when it
 	// predicted candidates the framework could not run here.
 	Emulation *EmulationCheck `json:"emulation,omitempty"`
+	// Reference is the recipe's shipped setting (or a preset's) and how it
+	// did; every ranked row's VsReference is over it.
+	Reference *Reference `json:"reference,omitempty"`
+	// KnownToFitMiB is RankOptions.KnownToFitMiB of the ranking.
+	KnownToFitMiB int64 `json:"known_to_fit_mib,omitempty"`
 }
 
 func (PlanEvent) isEvent()    {}

@@ -41,6 +41,13 @@ type RankOptions struct {
 	// measured); an emulated result outranks framework-measured ones only
 	// by more than it.
 	Emulation *EmulationCheck
+	// ReferenceKey is the candidate every result's VsReference is over
+	// ("" for none).
+	ReferenceKey string
+	// KnownToFitMiB is the memory model's total for a reference the
+	// recipe runs on the job's GPU, when the model puts it over the GPU:
+	// a candidate that needs no more fits (runner.knownToFit). 0: none.
+	KnownToFitMiB int64
 }
 
 // tieFrac is the fraction of the step time within which candidates tie.
@@ -309,7 +316,9 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 	for i := range ok {
 		ok[i].Rank = i + 1
 	}
-	return append(ok, failed...)
+	out := append(ok, failed...)
+	referenceOf(out, opts.ReferenceKey)
+	return out
 }
 
 // fits decides whether a ranked result fits the real job's GPU, and notes
@@ -317,6 +326,11 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 // run's peak scaled to the job.
 func fits(r *Ranked, opts RankOptions) bool {
 	if b := r.Result.Memory.Breakdown; b != nil {
+		if !b.Fits && opts.KnownToFitMiB > 0 && b.Total <= opts.KnownToFitMiB {
+			r.Note = joinNote(r.Note, fmt.Sprintf("the memory model puts it at %d MiB per GPU, over the GPU's %d MiB, but no higher than the recipe's own setting (%d MiB), which Megatron-Bridge runs on this GPU: judged to fit",
+				b.Total, b.GPUMiB, opts.KnownToFitMiB))
+			return true
+		}
 		if !b.Fits {
 			r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB per GPU in the job (weights %d, gradients %d, optimizer %d, the larger of activations %d and the optimizer step's fp32 gradients %d, graphs %d, allocator slack %d, context %d), more than the GPU's %d MiB",
 				b.Total, b.Weights, b.Gradients, b.Optimizer, b.Activations, b.MainGrads, b.Graphs, b.Slack, b.Context, b.GPUMiB))

@@ -33,6 +33,10 @@ type Config struct {
 	MBridge string            // Megatron-Bridge release (default 0.4)
 	Sets    map[string]string // recipe overrides (key → Hydra value) the rules see
 	Space   presets.Space     // empty parts take the defaults (every impl, every scope subset, warm-ups 1,2,3)
+	// Reference is the setting every result is compared with; nil: the
+	// one the layout's recipe ships (presets.Layout.ShippedGraph). The
+	// search always measures it.
+	Reference *presets.Candidate
 	// Strategy is "halving" (default) or "exhaustive".
 	Strategy string
 	// Budget is the wall-clock time the halving strategy may keep the
@@ -100,6 +104,7 @@ func (c Config) rankOptions() RankOptions {
 // breakdown.
 func (r *runner) rankOptions() RankOptions {
 	o := r.cfg.rankOptions()
+	o.ReferenceKey, o.KnownToFitMiB = r.refKey, r.knownFitMiB
 	gpuMiB := engine.JobGPUMiB(r.w.Layout, r.cfg.JobGPUMemoryMiB)
 	o.Memory = func(c presets.Candidate) *engine.MemoryBreakdown {
 		return engine.PredictMemory(r.w, engine.PlanCapture(r.w, c, r.w.Spec.Options.Generation), nil, gpuMiB, engine.MemoryOptions{})
@@ -147,6 +152,11 @@ type runner struct {
 	plan  []Planned
 	byKey map[string]*Planned
 	gpus  []int // GPU number of each engine, for events
+	// refKey is the plan row of the search's reference ("" when it cannot
+	// run); knownFitMiB the memory model's total for it when the recipe
+	// is known to run it on the job's GPU (runner.knownToFit).
+	refKey      string
+	knownFitMiB int64
 
 	emitMu sync.Mutex
 	emitFn func(Event)
@@ -203,6 +213,13 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 			return DoneEvent{}, fmt.Errorf("the lock held is on %s, not on the run folder %s", cfg.Lock.Dir(), cfg.RunDir)
 		}
 	}
+	gen, err := presets.ParseMBridge(cfg.mbridge())
+	if err != nil {
+		return DoneEvent{}, err
+	}
+	// The engines run the workload the rules judged (the recipe's MoE
+	// mode and layer spec), as Plan builds it.
+	cfg.Workload = planOptions(cfg, cfg.mbridge(), gen)
 	w, err := engine.BuildWorkloadContext(ctx, cfg.Model, cfg.Layout, cfg.Workload)
 	if err != nil {
 		return DoneEvent{}, err
@@ -218,6 +235,10 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	}
 	defer j.close()
 	r := &runner{cfg: cfg, w: w, plan: plan, byKey: map[string]*Planned{}, emitFn: emit, journal: j, prior: map[resKey]finished{}}
+	ref, refFrom := cfg.reference()
+	refWhy := ""
+	r.refKey, refWhy = referenceRow(plan, ref)
+	r.knownFitMiB = r.knownToFit(r.refKey)
 	for i := range plan {
 		r.byKey[plan[i].Candidate.Key()] = &plan[i]
 	}
@@ -272,6 +293,11 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	opts := r.rankOptions()
 	opts.Emulation = d.Emulation
 	d.Ranking = rankEntries(es, opts)
+	d.KnownToFitMiB = opts.KnownToFitMiB
+	d.Reference = &Reference{Candidate: ref, From: refFrom, Ranked: referenceOf(d.Ranking, r.refKey), Why: refWhy}
+	if d.Reference.Ranked == nil && refWhy == "" {
+		d.Reference.Why = "it did not finish"
+	}
 	d.Winner = Winner(d.Ranking)
 	r.mu.Lock()
 	d.Runs, d.Resumed, d.GPUTimeMs = r.runs, r.resumedRuns, r.spentMs

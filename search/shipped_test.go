@@ -1,6 +1,7 @@
 package search
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -137,4 +138,30 @@ func TestFSDPLayoutsWithEPOverlap(t *testing.T) {
 	if n == 0 {
 		t.Error("no built-in MoE layout uses Megatron-FSDP; the test checks nothing")
 	}
+}
+
+// The recipes Megatron-Bridge ships fit their GPUs: for every built-in
+// model × GPU layout, the search (estimate engine, as on a machine
+// without a GPU) judges the recipe's own setting to fit, none included,
+// so every layout has a candidate that fits.
+func TestShippedSettingsFitTheirGPUs(t *testing.T) {
+	builtinLayouts(t, func(t *testing.T, m presets.Model, l presets.Layout) {
+		d, err := Run(context.Background(), Config{Model: m, Layout: l, MBridge: "0.7", Strategy: StrategyExhaustive,
+			Engines:         []engine.Engine{engine.SliceWhenTooBig(estimator(t, l.GPU))},
+			JobGPUMemoryMiB: engine.JobGPUMiB(l, 0),
+			Space:           presets.Space{Impls: []string{presets.ImplNone}, Warmups: []int{presets.DefaultWarmup}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := d.Reference
+		if ref == nil || ref.Ranked == nil {
+			t.Fatalf("the recipe's setting was not ranked: %+v", ref)
+		}
+		if !ref.Ranked.Fits {
+			t.Errorf("%s does not fit: %s", candName(ref.Candidate), ref.Ranked.Note)
+		}
+		if ref.Ranked.Result.Memory.Breakdown == nil {
+			t.Errorf("%s has no memory breakdown", candName(ref.Candidate))
+		}
+	})
 }

@@ -242,7 +242,8 @@ func Plan(cfg Config) ([]Planned, error) {
 	}
 	var plan []Planned
 	rows := map[string]int{} // effective configuration → row in plan
-	for _, c := range enumerate(withDefaults(cfg.Space)) {
+	ref, _ := cfg.reference()
+	for _, c := range withReference(enumerate(withDefaults(cfg.Space)), ref) {
 		r := ValidateCandidate(cfg.Model, cfg.Layout, c, mb, cfg.Sets)
 		if !r.OK() {
 			plan = append(plan, Planned{Candidate: c, Violations: r.Violations})

@@ -352,6 +352,7 @@ func newHalving(r *runner) *halving {
 	}
 	var allHanded bool
 	h.arms, allHanded = ownFirst(r.cfg.Engines, estimateOrder(h.arms, func(a *arm) *engine.Result { return a.est }), func(a *arm) presets.Candidate { return a.rep })
+	h.arms = referenceFirst(h.arms, r.refKey)
 	if h.none != nil && !h.noneAs && allHanded {
 		h.noneOwn = true
 		h.arms = append([]*arm{h.noneArm()}, h.arms...)
@@ -420,7 +421,7 @@ func (h *halving) run(ctx context.Context) {
 	order := h.arms
 	for ri := 0; ri < len(h.rounds); ri++ {
 		rp, round := h.rounds[ri], ri+1
-		take := order[:min(rp.n, len(order))]
+		take := withReferenceArm(order[:min(rp.n, len(order))], order, h.r.refKey)
 		var jobs []job
 		r.mu.Lock()
 		for _, a := range take {
@@ -482,6 +483,45 @@ func (h *halving) run(ctx context.Context) {
 			h.rounds = append(h.rounds[:ri+1:ri+1], next...)
 		}
 	}
+}
+
+// referenceFirst moves the arm of the search's reference (its plan row
+// key refKey) to the front: the search always measures it.
+func referenceFirst(arms []*arm, refKey string) []*arm {
+	i := slices.IndexFunc(arms, func(a *arm) bool { return refKey != "" && slices.Contains(a.keys(), refKey) })
+	if i <= 0 {
+		return arms
+	}
+	out := append([]*arm{arms[i]}, arms[:i]...)
+	return append(out, arms[i+1:]...)
+}
+
+// withReferenceArm is a round's take with the reference's arm in it: when
+// the round's fastest leave it out, it takes the last place (a search
+// always compares its winner with the reference measured as long).
+func withReferenceArm(take, order []*arm, refKey string) []*arm {
+	has := func(a *arm) bool { return refKey != "" && slices.Contains(a.keys(), refKey) }
+	if len(take) == 0 || slices.ContainsFunc(take, has) {
+		return take
+	}
+	i := slices.IndexFunc(order, has)
+	if i < 0 {
+		return take
+	}
+	out := slices.Clone(take)
+	out[len(out)-1] = order[i]
+	return out
+}
+
+// keys are the candidate keys of an arm's warm-ups.
+func (a *arm) keys() []string {
+	out := make([]string, 0, len(a.warmups))
+	for _, w := range a.warmups {
+		c := a.rep
+		c.Warmup = w
+		out = append(out, c.Key())
+	}
+	return out
 }
 
 // promotionOrder is a round's finished candidates fastest first: the

@@ -99,7 +99,10 @@ func (m *Model) rankOptions() search.RankOptions {
 	}
 	o := search.RankOptions{TrainIters: req.TrainIters, JobGPUMemoryMiB: m.jobGPUMiB(req), Tie: m.tie}
 	if m.done != nil {
-		o.Emulation = m.done.Emulation
+		o.Emulation, o.KnownToFitMiB = m.done.Emulation, m.done.KnownToFitMiB
+		if ref := m.done.Reference; ref != nil && ref.Ranked != nil {
+			o.ReferenceKey = ref.Ranked.Result.Candidate.Key()
+		}
 	}
 	return o
 }

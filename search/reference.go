@@ -1,0 +1,183 @@
+package search
+
+import (
+	"fmt"
+	"reflect"
+
+	"cgtune/engine"
+	"cgtune/presets"
+)
+
+// The reference of a search is the CUDA-graph setting the recipe ships
+// (presets.Layout.CUDAGraph; none where it ships none), or the one a team
+// preset names: what the user runs today. The search always measures it,
+// and every result says how it compares.
+
+// ReferenceFromRecipe and ReferenceFromPreset say where a search's
+// reference came from.
+const (
+	ReferenceFromRecipe = "the recipe"
+	ReferenceFromPreset = "the preset"
+)
+
+// Reference is the search's reference and how it did.
+type Reference struct {
+	Candidate presets.Candidate `json:"candidate"`
+	// From is ReferenceFromRecipe or ReferenceFromPreset.
+	From string `json:"from"`
+	// Ranked is its row of the ranking (nil when it did not run or
+	// failed; Why says which).
+	Ranked *Ranked `json:"ranked,omitempty"`
+	Why    string  `json:"why,omitempty"`
+}
+
+// Describe is one line: what the reference is and how the winner compares.
+func (r *Reference) Describe(winner *Ranked) string {
+	if r == nil {
+		return ""
+	}
+	head := fmt.Sprintf("%s ships %s", r.From, candName(r.Candidate))
+	if r.From == ReferenceFromPreset {
+		head = fmt.Sprintf("the preset's reference is %s", candName(r.Candidate))
+	}
+	switch {
+	case r.Ranked == nil:
+		return fmt.Sprintf("%s: %s", head, r.Why)
+	case winner == nil:
+		return fmt.Sprintf("%s (rank %d, %.2f ms/step, %.3f× eager)", head, r.Ranked.Rank, r.Ranked.Result.Step.Median, r.Ranked.Result.Speedup)
+	case winner.Result.Candidate.Key() == r.Ranked.Result.Candidate.Key():
+		return fmt.Sprintf("%s: the winner is that setting, measured by %s", head, sourceText(winner.Result))
+	}
+	return fmt.Sprintf("%s (%.2f ms/step): the winner is %s, measured by %s", head, r.Ranked.Result.Step.Median,
+		gainText(winner.VsReference), sourceText(winner.Result))
+}
+
+// gainText says a speed-up over the reference in words.
+func gainText(vs float64) string {
+	switch {
+	case vs <= 0:
+		return "not comparable"
+	case vs >= 1:
+		return fmt.Sprintf("%.1f%% faster", 100*(vs-1))
+	}
+	return fmt.Sprintf("%.1f%% slower", 100*(1/vs-1))
+}
+
+// sourceText names what measured a result.
+func sourceText(r engine.Result) string {
+	switch r.Source {
+	case engine.Framework:
+		return "the framework on this GPU"
+	case engine.Job:
+		return "the training job"
+	case engine.Measured:
+		return "cgtune's emulation on this GPU"
+	}
+	return "cgtune's estimate (not measured)"
+}
+
+// reference is the search's reference candidate and where it came from.
+func (c Config) reference() (presets.Candidate, string) {
+	if c.Reference != nil {
+		ref := *c.Reference
+		if ref.Scopes == nil {
+			ref.Scopes = []string{}
+		}
+		return ref, ReferenceFromPreset
+	}
+	return c.Layout.ShippedGraph(), ReferenceFromRecipe
+}
+
+// withReference is the space's candidates with the reference added when
+// the space lacks it: the search always measures it.
+func withReference(cands []presets.Candidate, ref presets.Candidate) []presets.Candidate {
+	for _, c := range cands {
+		if c.Key() == ref.Key() {
+			return cands
+		}
+	}
+	return append(cands, ref)
+}
+
+// referenceRow is the key of the plan row the reference runs as (a row
+// may carry it as another spelling) and, when it cannot run, why.
+func referenceRow(plan []Planned, ref presets.Candidate) (key, why string) {
+	for _, p := range plan {
+		match := p.Candidate.Key() == ref.Key()
+		for _, a := range p.Also {
+			match = match || a.Key() == ref.Key()
+		}
+		if !match {
+			continue
+		}
+		if !p.Valid() {
+			v := p.Violations[0]
+			return "", fmt.Sprintf("not run: %s %s", v.ID, v.Message)
+		}
+		return p.Candidate.Key(), ""
+	}
+	return "", "not in the plan"
+}
+
+// referenceOf finds the reference's row in a ranking and sets every
+// row's speed-up over it.
+func referenceOf(rs []Ranked, key string) *Ranked {
+	var ref *Ranked
+	for i := range rs {
+		if key != "" && rs[i].Result.Candidate.Key() == key && !rs[i].Result.Failed() {
+			ref = &rs[i]
+		}
+	}
+	if ref == nil {
+		return nil
+	}
+	for i := range rs {
+		if !rs[i].Result.Failed() && rs[i].Result.Step.Median > 0 {
+			rs[i].VsReference = ref.Result.Step.Median / rs[i].Result.Step.Median
+		}
+	}
+	c := *ref
+	return &c
+}
+
+// knownToFit is the model's total for the reference when the search's
+// model and layout are a built-in recipe's own and the recipe ships the
+// reference: Megatron-Bridge runs that job on this GPU, so a total the
+// model puts over the GPU is the model's error, and no candidate that
+// needs no more than the reference is judged not to fit. 0 when the
+// anchor does not apply (another layout, a user's reference, settings
+// that move memory) or is not needed.
+func (r *runner) knownToFit(refKey string) int64 {
+	cfg := r.cfg
+	ref, from := cfg.reference()
+	if from != ReferenceFromRecipe || refKey == "" || !isBuiltinRecipe(cfg) {
+		return 0
+	}
+	gpuMiB := engine.JobGPUMiB(r.w.Layout, cfg.JobGPUMemoryMiB)
+	b := engine.PredictMemory(r.w, engine.PlanCapture(r.w, ref, r.w.Spec.Options.Generation), nil, gpuMiB, engine.MemoryOptions{})
+	if b.Fits {
+		return 0
+	}
+	return b.Total
+}
+
+// isBuiltinRecipe reports whether the config's model and layout are a
+// built-in preset's, unchanged, with no override that moves memory.
+func isBuiltinRecipe(cfg Config) bool {
+	m, err := presets.LookupModel(cfg.Model.Name)
+	if err != nil || !reflect.DeepEqual(m.Arch, cfg.Model.Arch) {
+		return false
+	}
+	l, err := m.Layout(cfg.Layout.GPU)
+	if err != nil {
+		return false
+	}
+	l.Source = cfg.Layout.Source // h200 notes that it borrows h100's
+	if !reflect.DeepEqual(l, cfg.Layout) {
+		return false
+	}
+	mb := cfg.mbridge()
+	plain, err1 := MoEWorkload(engine.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, nil)
+	set, err2 := MoEWorkload(engine.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, cfg.Sets)
+	return err1 == nil && err2 == nil && reflect.DeepEqual(plain, set)
+}
