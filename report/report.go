@@ -400,12 +400,12 @@ func upperFirst(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// writeBreakdown shows the memory model's per-GPU breakdown of the winner
-// (and of every candidate that would not fit), when the engine made one.
+// writeBreakdown shows the memory model's per-GPU breakdown of every
+// ranked candidate the engine made one for, in ranking order.
 func writeBreakdown(b *bytes.Buffer, in Input) {
 	var rows []search.Ranked
 	for _, r := range in.Done.Ranking {
-		if r.Result.Memory.Breakdown != nil && (!r.Fits || (in.Done.Winner != nil && r.Result.Candidate.Key() == in.Done.Winner.Result.Candidate.Key())) {
+		if r.Result.Memory.Breakdown != nil && !r.Result.Failed() {
 			rows = append(rows, r)
 		}
 	}
