@@ -285,3 +285,24 @@ func TestPlotCaptionsFitTheirPlots(t *testing.T) {
 		})
 	}
 }
+
+// The search line says how many runs ran now and how many a resumed search
+// read back from the journal.
+func TestReportSaysRunsNowAndReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		runs, resumed int
+		want          string
+	}{
+		{"fresh", 6, 0, "| Search | exhaustive; 6 runs; tie band"},
+		{"resumed", 1, 5, "| Search | exhaustive; 1 run now, 5 runs read back from the journal (6 in all); tie band"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := input(t)
+			in.Done.Runs, in.Done.Resumed = tc.runs, tc.resumed
+			if got := string(Markdown(in, "r.svg")); !strings.Contains(got, tc.want) {
+				t.Errorf("report lacks %q", tc.want)
+			}
+		})
+	}
+}
