@@ -167,11 +167,12 @@ var screenStates = []struct {
 	}},
 }
 
-// toQwenCandidates selects the MoE model (whose whole-layer graphs will
-// fail), plans its space and puts the keyboard on the candidate list.
+// toQwenCandidates selects the MoE model on its b200 layout (whose
+// whole-layer and full-iteration graphs will fail, as space_moe), plans
+// its space and puts the keyboard on the candidate list.
 func toQwenCandidates(t *testing.T, m *Model, f *fakeBackend) {
 	t.Helper()
-	press(m, "/", "q", "w", "e", "n", "enter")
+	press(m, "/", "q", "w", "e", "n", "enter", "right", "right")
 	toSpaceCandidates(t, m, f)
 }
 
@@ -248,7 +249,7 @@ func TestGoldenColourCursor(t *testing.T) {
 		for _, sz := range sizes {
 			t.Run(fmt.Sprintf("%s/%dx%d", tc.name, sz.w, sz.h), func(t *testing.T) {
 				f := newFake(t)
-				m := newColourModel(t, f, "qwen3_30b_a3b", sz.w, sz.h)
+				m := newColourModel(t, f, "qwen3_30b_a3b", "b200", sz.w, sz.h)
 				toSpaceCandidates(t, m, f)
 				cursorTo(m, firstOfKind(t, m, tc.willFail))
 				out := m.View().Content
