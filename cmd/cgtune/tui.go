@@ -516,11 +516,14 @@ func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui
 	if v.Command, err = job.ParseCommand(req.Command, b.flags.commandFormat); err != nil {
 		return tui.Validation{}, fmt.Errorf("--command: %w", err)
 	}
-	iters := cmp.Or(req.Iters, b.flags.jobIters)
+	iters, what := req.Iters, "iters"
+	if iters <= 0 {
+		iters, what = b.flags.jobIters, "--job-iters"
+	}
 	for _, t := range v.Targets {
 		if first := job.FirstMeasured(t.Candidate); iters < first {
-			return tui.Validation{}, fmt.Errorf("iters %d: %s is measured from iteration %d; give %d or more",
-				iters, t.Candidate.Key(), first, first+4)
+			return tui.Validation{}, fmt.Errorf("%s %d: %s is measured from iteration %d; give %d or more",
+				what, iters, t.Candidate.Key(), first, first+4)
 		}
 	}
 	if v.Launcher, err = jobLauncher(req.Launcher); err != nil {

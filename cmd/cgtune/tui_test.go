@@ -263,14 +263,21 @@ func TestTUILayoutSettingsSearchAsHeadlessSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := m.Layout("h100")
+	// The b200 recipe leaves EP overlap off, which full recompute would
+	// conflict with (TC-39).
+	l, err := m.Layout("b200")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// What the editor writes for Capacity 1.5, Pad on, Dispatcher
-	// alltoall, Recompute full with 2 layers.
+	// alltoall, Recompute full with 2 layers: the recipe's settings and
+	// these.
 	edited := l.Clone()
-	edited.Settings = map[string]string{"model.moe_expert_capacity_factor": "1.5", "model.moe_pad_expert_input_to_capacity": "true"}
+	if edited.Settings == nil {
+		edited.Settings = map[string]string{}
+	}
+	edited.Settings["model.moe_expert_capacity_factor"] = "1.5"
+	edited.Settings["model.moe_pad_expert_input_to_capacity"] = "true"
 	edited.Dispatcher, edited.RecomputeGranularity, edited.RecomputeModules, edited.RecomputeLayers = "alltoall", "full", nil, 2
 	space := presets.Space{Impls: []string{"none", "local", "transformer_engine"}, Scopes: [][]string{{"attn"}, {"moe"}, {"full_iteration"}, {}}, Warmups: []int{3}}
 	req := tui.Request{Model: m, Layout: edited, MBridge: "0.4", Space: space, Strategy: search.StrategyExhaustive, Budget: tui.NoBudget, Estimate: true}
@@ -280,7 +287,7 @@ func TestTUILayoutSettingsSearchAsHeadlessSets(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f := &rootFlags{cmd: newRootCmd(), model: "qwen3_30b_a3b", gpuType: "h100", mbridge: "0.4", sets: []string{
+	f := &rootFlags{cmd: newRootCmd(), model: "qwen3_30b_a3b", gpuType: "b200", mbridge: "0.4", sets: []string{
 		"model.moe_expert_capacity_factor=1.5", "model.moe_pad_expert_input_to_capacity=true",
 		"model.moe_token_dispatcher_type=alltoall", "model.recompute_granularity=full",
 		"model.recompute_method=uniform", "model.recompute_num_layers=2", "model.recompute_modules=null"}}
