@@ -4,8 +4,14 @@
 # engine, whose every result is labelled "estimated".
 #   ./run.sh                                   interactive (needs a terminal)
 #   ./run.sh --headless --model qwen3_30b_a3b --emit overrides.yaml
+# It builds in the repository but runs cgtune where it was called from, so
+# the paths given to it (a recipe to check, --emit, --report, the TUI's
+# w and r) are where the caller stands.
 set -e
-cd "$(dirname "$0")"
+here=$PWD
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$root"
 . scripts/env.sh
 go build -o bin/cgtune ./cmd/cgtune
-exec bin/cgtune "$@"
+cd "$here"
+exec "$root/bin/cgtune" "$@"

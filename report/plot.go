@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
@@ -70,10 +72,52 @@ func Plot(in Input) ([]byte, error) {
 // drawSideBySide draws two plots next to each other with aligned data
 // areas, so a candidate's step and memory sit on one line.
 func drawSideBySide(dc draw.Canvas, step, mem *plot.Plot) {
+	canvases := layOut(dc, step, mem)
+	step.Draw(canvases[0])
+	mem.Draw(canvases[1])
+}
+
+// layOut places the two plots side by side and breaks each x-axis caption
+// over lines that fit its plot's data area, where it is centred: a longer
+// line would run into the next plot or off the page. The lines keep room
+// for a wider font than the one measured: a viewer without Liberation
+// Serif, the font the SVG names, draws the text in another.
+func layOut(dc draw.Canvas, step, mem *plot.Plot) []draw.Canvas {
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 6, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
-	canvases := plot.Align([][]*plot.Plot{{step, mem}}, tiles, dc)
-	step.Draw(canvases[0][0])
-	mem.Draw(canvases[0][1])
+	plots := []*plot.Plot{step, mem}
+	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)[0]
+	for i, p := range plots {
+		area := p.DataCanvas(canvases[i])
+		p.X.Label.Text = fitCaption(p.X.Label.TextStyle, p.X.Label.Text, (area.Max.X-area.Min.X)*captionRoom)
+	}
+	// Again: a caption over more lines takes more height.
+	return plot.Align([][]*plot.Plot{plots}, tiles, dc)[0]
+}
+
+// captionRoom is the share of a data area's width a caption line takes
+// in the font measured, leaving room for a substitute up to a sixth wider.
+const captionRoom = 0.85
+
+// fitCaption breaks each line of caption between words into lines at
+// most width wide in style (a word wider than that stays whole).
+func fitCaption(style text.Style, caption string, width vg.Length) string {
+	var lines []string
+	for _, line := range strings.Split(caption, "\n") {
+		cur := ""
+		for _, word := range strings.Fields(line) {
+			switch {
+			case cur == "":
+				cur = word
+			case style.Width(cur+" "+word) <= width:
+				cur += " " + word
+			default:
+				lines = append(lines, cur)
+				cur = word
+			}
+		}
+		lines = append(lines, cur)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // plotted are the ranked successes, at most maxPlotRows.
@@ -154,7 +198,7 @@ func stepPlot(in Input, rows []search.Ranked, names []string, winner string) (*p
 		line.Color = colEager
 		line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(line)
-		p.X.Label.Text = fmt.Sprintf("ms per step (dashed: eager, %.1f ms; green: the winner)", eager)
+		p.X.Label.Text = fmt.Sprintf("ms per step\ndashed: eager, %.1f ms; green: the winner", eager)
 		lo, hi = min(lo, eager), max(hi, eager)
 	}
 	pad := max((hi-lo)*0.06, hi*0.0005)

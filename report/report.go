@@ -204,8 +204,7 @@ func writeSetup(b *bytes.Buffer, in Input) {
 	if src := sourceNote(in.Done); src != "" {
 		w("| Engine | %s: %s |\n", in.Engine, cell(strings.TrimPrefix(strings.TrimPrefix(src, "estimated: "), "measured: ")))
 	}
-	w("| Search | %s; %d runs (%d taken from the journal); tie band %s; job of %d iterations |\n",
-		in.Strategy, in.Done.Runs, in.Done.Resumed, tieText(in.Tie), trainIters(in))
+	w("| Search | %s; %s; tie band %s; job of %d iterations |\n", in.Strategy, runsText(in.Done), tieText(in.Tie), trainIters(in))
 	if in.JobGPUMemoryMiB > 0 {
 		w("| Job GPU memory | %d MiB (fit is checked against it) |\n", in.JobGPUMemoryMiB)
 	}
@@ -400,12 +399,27 @@ func upperFirst(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// writeBreakdown shows the memory model's per-GPU breakdown of the winner
-// (and of every candidate that would not fit), when the engine made one.
+// runsText says how many runs the search made now and, for a resumed
+// one, how many it read back from the journal instead of running.
+func runsText(d search.DoneEvent) string {
+	runs := func(n int) string {
+		if n == 1 {
+			return "1 run"
+		}
+		return fmt.Sprintf("%d runs", n)
+	}
+	if d.Resumed == 0 {
+		return runs(d.Runs)
+	}
+	return fmt.Sprintf("%s now, %s read back from the journal (%d in all)", runs(d.Runs), runs(d.Resumed), d.Runs+d.Resumed)
+}
+
+// writeBreakdown shows the memory model's per-GPU breakdown of every
+// ranked candidate the engine made one for, in ranking order.
 func writeBreakdown(b *bytes.Buffer, in Input) {
 	var rows []search.Ranked
 	for _, r := range in.Done.Ranking {
-		if r.Result.Memory.Breakdown != nil && (!r.Fits || (in.Done.Winner != nil && r.Result.Candidate.Key() == in.Done.Winner.Result.Candidate.Key())) {
+		if r.Result.Memory.Breakdown != nil && !r.Result.Failed() {
 			rows = append(rows, r)
 		}
 	}

@@ -1,11 +1,17 @@
 package report
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"cgtune/engine"
 	"cgtune/presets"
@@ -184,6 +190,118 @@ func TestWriteReportNeverReplacesUnasked(t *testing.T) {
 			}
 			if got, _ := os.ReadFile(old); string(got) == "mine\n" {
 				t.Errorf("%s was not replaced when asked", tc.existing)
+			}
+		})
+	}
+}
+
+// The memory table lists every ranked candidate the memory model made a
+// breakdown for, in ranking order, not only the winner and those that do
+// not fit; failed candidates have none to show.
+func TestReportMemoryTableListsEveryCandidate(t *testing.T) {
+	in := input(t)
+	for i := range in.Done.Ranking {
+		r := &in.Done.Ranking[i]
+		if r.Result.Failed() || r.Result.Memory.Breakdown != nil {
+			continue
+		}
+		g := r.Result.Memory.GraphFullJobMiB
+		r.Result.Memory.Breakdown = &engine.MemoryBreakdown{Weights: 7000, Gradients: 14000, Optimizer: 10500, Activations: 30000, Graphs: g, Context: 600,
+			Total: 62100 + g, GPUMiB: 143771, Fits: true}
+	}
+	got := string(Markdown(in, "r.svg"))
+	_, table, ok := strings.Cut(got, "### Memory per GPU in the job (MiB)")
+	if !ok {
+		t.Fatalf("no memory table:\n%s", got)
+	}
+	table, _, _ = strings.Cut(table, "\n\n###")
+	last := -1
+	for _, r := range in.Done.Ranking {
+		name := candName(r.Result.Candidate)
+		at := strings.Index(table, "| "+name+" |")
+		switch {
+		case r.Result.Failed() && at >= 0:
+			t.Errorf("failed %s has a memory row", name)
+		case r.Result.Failed():
+		case at < 0:
+			t.Errorf("memory table lacks %s:\n%s", name, table)
+		case at < last:
+			t.Errorf("%s is out of ranking order in the memory table:\n%s", name, table)
+		default:
+			last = at
+		}
+	}
+}
+
+// The plot's x-axis captions are broken over lines that fit their plot's
+// data area, where they are centred, with room for a wider substitute
+// font, so none runs into the other plot; long candidate names (a wide
+// label column) leave the step plot a narrower data area.
+func TestPlotCaptionsFitTheirPlots(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		long  bool
+		eager float64
+	}{{"short names", false, 0}, {"long names", true, 0}, {"long names, eager 29690.7 ms", true, 29690.7}} {
+		long := tc.long
+		t.Run(tc.name, func(t *testing.T) {
+			in := input(t)
+			if tc.eager > 0 {
+				for i := range in.Done.Ranking {
+					in.Done.Ranking[i].Result.Eager.Median = tc.eager
+				}
+			}
+			rows := plotted(in.Done.Ranking)
+			names := make([]string, len(rows))
+			for i, r := range rows {
+				names[len(rows)-1-i] = fmt.Sprintf("%s  #%d", candName(r.Result.Candidate), r.Rank)
+				if long {
+					names[len(rows)-1-i] = fmt.Sprintf("%s attn,mlp,moe,moe_router,moe_preprocess w3  #%d", r.Result.Candidate.Impl, r.Rank)
+				}
+			}
+			step, err := stepPlot(in, rows, names, in.Done.Winner.Result.Candidate.Key())
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, err := memoryPlot(rows, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			words := strings.Fields(step.X.Label.Text)
+			c := vgsvg.New(11*vg.Inch, vg.Length(1.6+0.22*float64(len(rows)))*vg.Inch)
+			canvases := layOut(draw.New(c), step, mem)
+			for i, p := range []*plot.Plot{step, mem} {
+				area := p.DataCanvas(canvases[i])
+				for _, l := range strings.Split(p.X.Label.Text, "\n") {
+					// Drawn a sixth wider, the line still fits.
+					if w := p.X.Label.TextStyle.Width(l) * 7 / 6; w > area.Max.X-area.Min.X {
+						t.Errorf("caption line %q is %.0f pt wide in a wider font, its plot's data area %.0f pt", l, w, area.Max.X-area.Min.X)
+					}
+				}
+			}
+			if got := strings.Fields(step.X.Label.Text); strings.Join(got, " ") != strings.Join(words, " ") || !strings.Contains(step.X.Label.Text, "dashed: eager") {
+				t.Errorf("caption %q lost words: %q", words, step.X.Label.Text)
+			}
+		})
+	}
+}
+
+// The search line says how many runs ran now and how many a resumed search
+// read back from the journal.
+func TestReportSaysRunsNowAndReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		runs, resumed int
+		want          string
+	}{
+		{"fresh", 6, 0, "| Search | exhaustive; 6 runs; tie band"},
+		{"resumed", 1, 5, "| Search | exhaustive; 1 run now, 5 runs read back from the journal (6 in all); tie band"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := input(t)
+			in.Done.Runs, in.Done.Resumed = tc.runs, tc.resumed
+			if got := string(Markdown(in, "r.svg")); !strings.Contains(got, tc.want) {
+				t.Errorf("report lacks %q", tc.want)
 			}
 		})
 	}

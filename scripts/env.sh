@@ -3,8 +3,13 @@
 # there, installing what is missing, then exports the build environment.
 # Go comes from the Go module proxy's golang.org/toolchain module (the same
 # source `GOTOOLCHAIN=auto` uses), so only the module proxy must be reachable.
+# Everything the build keeps (the Go toolchain, Go's build and module
+# caches) lives in cgtune's own cache folder under the home folder, not
+# under XDG_CACHE_HOME: a run with another XDG_CACHE_HOME (a sandbox's, a
+# test's) must not fetch Go again or build from cold.
 set -e
 _root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+_cgcache=$HOME/.cache/cgtune
 _want=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$_root/go.mod")
 
 _have_go() {
@@ -25,7 +30,7 @@ _apt() {
 }
 
 if ! _have_go; then
-	_cache=${XDG_CACHE_HOME:-$HOME/.cache}/cgtune/go$_want
+	_cache=$_cgcache/go$_want
 	if [ ! -x "$_cache/go/bin/go" ]; then
 		_apt curl unzip
 		_arch=$(uname -m); case $_arch in x86_64) _arch=amd64 ;; aarch64) _arch=arm64 ;; esac
@@ -46,3 +51,6 @@ export CGO_ENABLED=1
 # go-nvml's header marks old entry points deprecated; the warnings are noise.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 export GOTOOLCHAIN=local
+# Go's own defaults follow XDG_CACHE_HOME (the build cache) or GOPATH (the
+# modules); a GOCACHE or GOMODCACHE set by the caller is kept.
+export GOCACHE=${GOCACHE:-$_cgcache/go-build} GOMODCACHE=${GOMODCACHE:-$_cgcache/go-mod}

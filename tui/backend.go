@@ -38,13 +38,16 @@ type Backend interface {
 	// them start again (false); candidates already running go on. It
 	// returns at once (Update calls it).
 	Pause(paused bool)
-	// WriteOverrides writes an overrides file atomically; without
-	// overwrite, an existing file is an error wrapping ErrFileExists.
-	WriteOverrides(path string, data []byte, overwrite bool) error
+	// WriteOverrides writes an overrides file atomically and returns the
+	// absolute path it wrote (a relative path is where cgtune runs);
+	// without overwrite, an existing file is an error wrapping
+	// ErrFileExists.
+	WriteOverrides(path string, data []byte, overwrite bool) (string, error)
 	// WriteReport writes the Markdown report of a search and its plot
-	// beside it (report.Write) and returns the plot's path; without
-	// overwrite, an existing report is an error wrapping ErrFileExists.
-	WriteReport(path string, in report.Input, overwrite bool) (string, error)
+	// beside it (report.Write) and returns the absolute paths of both;
+	// without overwrite, an existing report is an error wrapping
+	// ErrFileExists.
+	WriteReport(path string, in report.Input, overwrite bool) (written, plot string, err error)
 	// SavePreset saves a team preset in the user folder and returns its
 	// path; without overwrite, an existing preset of that name is an error
 	// wrapping ErrPresetExists.
@@ -65,6 +68,7 @@ type ValidateRequest struct {
 	Top      int    // how many of its best graphed candidates
 	Launcher string // local or slurm
 	Command  string // the command template, as shown
+	Iters    int    // training iterations per job (0: the backend's default)
 }
 
 // Validation is a validation on its way: the candidates it runs (the
@@ -176,6 +180,7 @@ type eventMsg struct {
 
 type writtenMsg struct {
 	path, format string
+	written      string // the absolute path written
 	lines        int
 	data         []byte // what was (to be) written, for the overwrite question
 	err          error
@@ -183,6 +188,7 @@ type writtenMsg struct {
 
 type reportMsg struct {
 	path, plot string
+	written    string // the absolute path of the report written
 	in         report.Input
 	err        error
 }
@@ -255,21 +261,21 @@ func waitForEvent(ch <-chan search.Event) tea.Cmd {
 
 func writeCmd(b Backend, path, format string, data []byte, overwrite bool) tea.Cmd {
 	return func() tea.Msg {
-		err := b.WriteOverrides(path, data, overwrite)
+		written, err := b.WriteOverrides(path, data, overwrite)
 		lines := 0
 		for _, c := range data {
 			if c == '\n' {
 				lines++
 			}
 		}
-		return writtenMsg{path: path, format: format, lines: lines, data: data, err: err}
+		return writtenMsg{path: path, written: written, format: format, lines: lines, data: data, err: err}
 	}
 }
 
 func reportCmd(b Backend, path string, in report.Input, overwrite bool) tea.Cmd {
 	return func() tea.Msg {
-		plot, err := b.WriteReport(path, in, overwrite)
-		return reportMsg{path: path, plot: plot, in: in, err: err}
+		written, plot, err := b.WriteReport(path, in, overwrite)
+		return reportMsg{path: path, written: written, plot: plot, in: in, err: err}
 	}
 }
 

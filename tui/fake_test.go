@@ -133,20 +133,7 @@ func (f *fakeBackend) Pause(paused bool) {
 	f.mu.Unlock()
 }
 
-func (f *fakeBackend) WriteOverrides(path string, data []byte, overwrite bool) error {
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(f.dir, path)
-	}
-	if _, err := os.Stat(path); err == nil && !overwrite {
-		return fmt.Errorf("%w: %s", ErrFileExists, path)
-	}
-	f.mu.Lock()
-	f.written[path] = data
-	f.mu.Unlock()
-	return presets.WriteFileAtomic(path, data, 0o644)
-}
-
-func (f *fakeBackend) WriteReport(path string, in report.Input, overwrite bool) (string, error) {
+func (f *fakeBackend) WriteOverrides(path string, data []byte, overwrite bool) (string, error) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(f.dir, path)
 	}
@@ -154,9 +141,23 @@ func (f *fakeBackend) WriteReport(path string, in report.Input, overwrite bool) 
 		return "", fmt.Errorf("%w: %s", ErrFileExists, path)
 	}
 	f.mu.Lock()
+	f.written[path] = data
+	f.mu.Unlock()
+	return path, presets.WriteFileAtomic(path, data, 0o644)
+}
+
+func (f *fakeBackend) WriteReport(path string, in report.Input, overwrite bool) (string, string, error) {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(f.dir, path)
+	}
+	if _, err := os.Stat(path); err == nil && !overwrite {
+		return "", "", fmt.Errorf("%w: %s", ErrFileExists, path)
+	}
+	f.mu.Lock()
 	f.reports[path] = in
 	f.mu.Unlock()
-	return report.Write(path, in, overwrite)
+	plot, err := report.Write(path, in, overwrite)
+	return path, plot, err
 }
 
 func (f *fakeBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, error) {

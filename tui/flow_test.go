@@ -35,7 +35,9 @@ func TestFlowToOverridesFile(t *testing.T) {
 	tm.Send(keyMsg("w"))
 	until("the path prompt", func(m *Model) bool { return m.resScr.prompt == promptPath })
 	tm.Send(keyMsg("enter"))
-	until("the file to be written", func(m *Model) bool { return strings.HasPrefix(m.status, "wrote ./cgtune-overrides.yaml") })
+	until("the file to be written", func(m *Model) bool {
+		return strings.HasPrefix(m.status, "wrote "+filepath.Join(f.dir, "cgtune-overrides.yaml")+" ")
+	})
 	tm.Send(keyMsg("q"))
 
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(inspectable).Model
@@ -127,7 +129,9 @@ func TestFlowWriteAsksBeforeOverwriting(t *testing.T) {
 	tm.Send(keyMsg("enter"))
 	until("the question again", func(m *Model) bool { return m.resScr.prompt == promptOverwriteFile })
 	tm.Send(keyMsg("y"))
-	until("the file to be written", func(m *Model) bool { return strings.HasPrefix(m.status, "wrote ./cgtune-overrides.yaml") })
+	until("the file to be written", func(m *Model) bool {
+		return strings.HasPrefix(m.status, "wrote "+filepath.Join(f.dir, "cgtune-overrides.yaml")+" ")
+	})
 	tm.Send(keyMsg("q"))
 	tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))
 	want, _ := presets.BuildOverrides(cTEAttnMLP, presets.G2).Render("yaml")

@@ -58,6 +58,24 @@ var screenStates = []struct {
 		planNow(t, m, f)
 		press(m, "tab", "down")
 	}},
+	// The cursor on a candidate that will fail and on one the rules
+	// reject: the rows a person opens to read why.
+	{"space_will_fail_cursor", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		toQwenCandidates(t, m, f)
+		cursorTo(m, firstOfKind(t, m, true))
+	}},
+	{"space_rejected_cursor", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		toQwenCandidates(t, m, f)
+		cursorTo(m, firstOfKind(t, m, false))
+	}},
+	// The layout editor's MoE settings, edited to drop-and-pad.
+	{"model_layout_moe_edited", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		press(m, "/", "q", "w", "e", "n", "enter")
+		moveTo(t, m, "Capacity")
+		press(m, "1", ".", "0", "enter")
+		moveTo(t, m, "Pad")
+		press(m, "+")
+	}},
 	{"run", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
@@ -79,6 +97,17 @@ var screenStates = []struct {
 		press(m, "enter")
 		clk.t = clk.t.Add(2 * time.Minute)
 		playEvents(m, f, -1)
+	}},
+	// Every key of the results screen.
+	{"results_help", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		toResults(t, m, f)
+		press(m, "?")
+	}},
+	// The validation form, prefilled from --command.
+	{"results_validate_form", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+		m.opts.JobCommand = testJobCommand
+		toResults(t, m, f)
+		press(m, "v")
 	}},
 	{"results_write_prompt", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
@@ -138,6 +167,22 @@ var screenStates = []struct {
 	}},
 }
 
+// toQwenCandidates selects the MoE model on its b200 layout (whose
+// whole-layer and full-iteration graphs will fail, as space_moe), plans
+// its space and puts the keyboard on the candidate list.
+func toQwenCandidates(t *testing.T, m *Model, f *fakeBackend) {
+	t.Helper()
+	press(m, "/", "q", "w", "e", "n", "enter", "right", "right")
+	toSpaceCandidates(t, m, f)
+}
+
+// cursorTo moves the candidate list's cursor down to row i.
+func cursorTo(m *Model, i int) {
+	for m.spaceScr.cursor < i {
+		press(m, "down")
+	}
+}
+
 // goldenValidation runs the scripted search and starts validating it.
 func goldenValidation(t *testing.T, m *Model, f *fakeBackend) *validator {
 	m.opts.JobCommand, m.opts.JobLauncher = testJobCommand, "slurm"
@@ -191,4 +236,26 @@ func TestGoldenColour(t *testing.T) {
 	out := m.View().Content
 	checkFrame(t, out, 80, 24)
 	golden.RequireEqual(t, out)
+}
+
+// TestGoldenColourCursor keeps, in colour, the cursor on a candidate that
+// will fail and on one the rules reject, at both sizes: the rows a person
+// opens to read why must show the cursor.
+func TestGoldenColourCursor(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		willFail bool
+	}{{"will_fail", true}, {"rejected", false}} {
+		for _, sz := range sizes {
+			t.Run(fmt.Sprintf("%s/%dx%d", tc.name, sz.w, sz.h), func(t *testing.T) {
+				f := newFake(t)
+				m := newColourModel(t, f, "qwen3_30b_a3b", "b200", sz.w, sz.h)
+				toSpaceCandidates(t, m, f)
+				cursorTo(m, firstOfKind(t, m, tc.willFail))
+				out := m.View().Content
+				checkFrame(t, out, sz.w, sz.h)
+				golden.RequireEqual(t, out)
+			})
+		}
+	}
 }

@@ -118,13 +118,22 @@ func (m *Model) gpuKey(msg tea.KeyPressMsg) tea.Cmd {
 
 func (m *Model) gpuHelp() helpKeys {
 	k := m.keys
-	if m.noDriver {
-		return helpKeys{short: []key.Binding{withHelp(k.Estimate, "e", "use estimate engine"), k.Next, k.Back, k.Quit}}
+	// e says what it does now: choose the estimate engine, or give it up.
+	estimate := withHelp(k.Estimate, "e", "estimate")
+	if m.estimate {
+		estimate = withHelp(k.Estimate, "e", "measure instead")
 	}
-	short := []key.Binding{k.Toggle, k.Next, withHelp(k.Estimate, "e", "estimate"), withHelp(k.Up, "↑/↓", "move"), withHelp(k.All, "a", "all"), k.Refresh, k.Back, k.Quit}
+	if m.noDriver {
+		estimate = withHelp(k.Estimate, "e", "use estimate engine")
+		if m.estimate {
+			estimate = withHelp(k.Estimate, "e", "undo estimate engine")
+		}
+		return helpKeys{short: []key.Binding{estimate, k.Next, k.Back, k.Quit}}
+	}
+	short := []key.Binding{k.Toggle, k.Next, estimate, withHelp(k.Up, "↑/↓", "move"), withHelp(k.All, "a", "all"), k.Refresh, k.Back, k.Quit}
 	return helpKeys{short: short, full: [][]key.Binding{
 		{k.Up, k.Down, k.Toggle, k.All},
-		{k.Estimate, k.Refresh},
+		{estimate, k.Refresh},
 		{k.Next, k.Back, k.Quit, k.Help},
 	}}
 }

@@ -102,7 +102,7 @@ func DefaultKeyMap() KeyMap {
 		Save:   b([]string{"p"}, "p", "save preset"),
 		New:    b([]string{"n"}, "n", "new search"),
 
-		Validate: b([]string{"v"}, "v", "validate top 3"),
+		Validate: b([]string{"v"}, "v", "validate on jobs"),
 	}
 }
 

@@ -128,7 +128,8 @@ func (m *Model) applyBuiltin(b presets.Model, gpu string) {
 	fromPreset := m.sel.preset != ""
 	m.sel.model, m.sel.preset, m.sel.edited = b.Clone(), "", nil
 	l, err := b.Layout(gpu)
-	m.sel.layout, m.sel.err = l, err
+	m.sel.layout, m.sel.base, m.sel.err = l, l.Clone(), err
+	m.applyOptionSets()
 	if fromPreset {
 		// The space came with the preset; a built-in starts from the default.
 		m.space = newSpaceChoice(presets.DefaultSpace())
@@ -148,15 +149,28 @@ func (m *Model) applyPreset(p presets.TeamPreset) {
 		m.setError(fmt.Errorf("preset %s: %w", p.Name, err))
 		return
 	}
-	m.sel = selection{model: model, preset: p.Name, layout: p.Layout, mbridge: p.MBridge, inline: p.ModelInline != nil}
+	m.sel = selection{model: model, preset: p.Name, layout: p.Layout.Clone(), mbridge: p.MBridge, inline: p.ModelInline != nil}
 	if m.sel.mbridge == "" {
 		m.sel.mbridge = m.opts.MBridge
 	}
 	if m.sel.layout.GPU == "" {
 		m.sel.layout.GPU = p.GPU
 	}
+	m.sel.base = m.sel.layout.Clone()
+	m.applyOptionSets()
 	m.space = newSpaceChoice(p.Space)
 	m.validateLayout()
+}
+
+// applyOptionSets applies the --set values of the fields the layout
+// editor shows to the selected layout, as edits of it.
+func (m *Model) applyOptionSets() {
+	for _, label := range applyLayoutSets(&m.sel.layout, m.sel.base, m.opts.LayoutSets) {
+		if m.sel.edited == nil {
+			m.sel.edited = map[string]bool{}
+		}
+		m.sel.edited[label] = true
+	}
 }
 
 func (m *Model) validateLayout() {
@@ -164,6 +178,9 @@ func (m *Model) validateLayout() {
 		return
 	}
 	m.sel.err = m.sel.model.ValidateLayout(m.sel.layout)
+	if m.sel.err == nil {
+		m.sel.err = checkRecipe(m.sel.model, m.sel.layout, m.sel.mbridge)
+	}
 	if m.sel.err == nil && m.statusErr && strings.HasPrefix(m.status, fixLayoutFirst) {
 		// The message was about this layout, which is fixed now.
 		m.status, m.statusErr = "", false
@@ -318,84 +335,6 @@ func (m *Model) modelListKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// layoutField is one editable cell of the layout grid.
-type layoutField struct {
-	label string
-	get   func(m *Model) string
-	// step changes the value by one notch (+1 or -1).
-	step func(m *Model, dir int)
-	// set takes a typed number; nil for fields that are not numbers.
-	set func(m *Model, v int)
-	// carry copies the field from one layout to another, so an edit
-	// survives a change of GPU type; nil for the GPU type and MB.
-	carry func(dst, src *presets.Layout)
-}
-
-// layoutGrid is the editor's two columns, row by row.
-func layoutGrid() [][2]layoutField {
-	return [][2]layoutField{
-		{
-			{label: "GPU type", get: func(m *Model) string { return m.sel.layout.GPU }, step: (*Model).cycleGPUType},
-			{label: "MB", get: func(m *Model) string { return m.sel.mbridge }, step: func(m *Model, _ int) { m.toggleMBridge() }},
-		},
-		{
-			intField("GPUs", func(l *presets.Layout) *int { return &l.NumGPUs }, 1, true),
-			{label: "Precision", get: func(m *Model) string { return m.sel.layout.Precision }, step: func(m *Model, dir int) {
-				m.sel.layout.Precision = nextIn(presets.Precisions(), m.sel.layout.Precision, dir)
-			}, carry: func(dst, src *presets.Layout) { dst.Precision = src.Precision }},
-		},
-		{
-			intField("TP", func(l *presets.Layout) *int { return &l.TP }, 1, true),
-			intField("PP", func(l *presets.Layout) *int { return &l.PP }, 1, true),
-		},
-		{
-			intField("VP", func(l *presets.Layout) *int { return &l.VP }, 0, false),
-			intField("CP", func(l *presets.Layout) *int { return &l.CP }, 1, true),
-		},
-		{
-			intField("EP", func(l *presets.Layout) *int { return &l.EP }, 1, true),
-			intField("MBS", func(l *presets.Layout) *int { return &l.MBS }, 1, true),
-		},
-		{
-			intField("GBS", func(l *presets.Layout) *int { return &l.GBS }, 1, true),
-			intField("Seq", func(l *presets.Layout) *int { return &l.Seq }, 1, true),
-		},
-	}
-}
-
-// intField edits an integer of the layout. Parallel degrees and sizes move
-// in powers of two (what recipes use); VP moves by one, 0 meaning none.
-func intField(label string, ptr func(*presets.Layout) *int, minV int, pow2 bool) layoutField {
-	return layoutField{
-		label: label,
-		get: func(m *Model) string {
-			v := *ptr(&m.sel.layout)
-			if label == "VP" && v == 0 {
-				return "—"
-			}
-			if label != "VP" && v == 0 {
-				v = 1 // unset degrees read as 1
-			}
-			return strconv.Itoa(v)
-		},
-		step: func(m *Model, dir int) {
-			p := ptr(&m.sel.layout)
-			v := max(*p, minV)
-			switch {
-			case pow2 && dir > 0:
-				v *= 2
-			case pow2:
-				v /= 2
-			default:
-				v += dir
-			}
-			*p = max(v, minV)
-		},
-		set:   func(m *Model, v int) { *ptr(&m.sel.layout) = v },
-		carry: func(dst, src *presets.Layout) { *ptr(dst) = *ptr(src) },
-	}
-}
-
 func (m *Model) field() layoutField { return layoutGrid()[m.modelScr.row][m.modelScr.col] }
 
 // cycleGPUType moves to the next GPU type the model has a layout for: its
@@ -412,6 +351,7 @@ func (m *Model) cycleGPUType(dir int) {
 		m.setError(err)
 		return
 	}
+	base := l.Clone()
 	var kept []string
 	for _, row := range layoutGrid() {
 		for _, f := range row {
@@ -421,7 +361,7 @@ func (m *Model) cycleGPUType(dir int) {
 			}
 		}
 	}
-	m.sel.layout = l
+	m.sel.layout, m.sel.base = l, base
 	m.validateLayout()
 	if len(kept) > 0 {
 		m.setStatus("layout: %s's default for %s, with your %s", m.sel.model.Name, gpu, strings.Join(kept, ", "))
@@ -433,9 +373,11 @@ func (m *Model) cycleGPUType(dir int) {
 // toggleMBridge cycles through the Megatron-Bridge versions cgtune knows.
 func (m *Model) toggleMBridge() {
 	m.sel.mbridge = nextIn(presets.MBridgeVersions, m.sel.mbridge, 1)
+	m.validateLayout() // the recipe's fields depend on the version
 }
 
-// markEdited notes that the person changed the field under the cursor.
+// markEdited notes that the person changed the field under the cursor and
+// says what it is now against the layout it started from.
 func (m *Model) markEdited() {
 	f := m.field()
 	if f.carry == nil {
@@ -445,22 +387,85 @@ func (m *Model) markEdited() {
 		m.sel.edited = map[string]bool{}
 	}
 	m.sel.edited[f.label] = true
+	now, was := f.value(m.sel.model, m.sel.layout), f.value(m.sel.model, m.sel.base)
+	if now == was {
+		m.setStatus("layout: %s %s, as %s", f.label, now, m.baseName())
+		return
+	}
+	m.setStatus("layout edited: %s %s (%s: %s)", f.label, now, m.baseName(), was)
 }
 
-// commitEdit applies typed digits to the field under the cursor.
+// baseName says where the unedited layout comes from, for messages.
+func (m *Model) baseName() string {
+	if m.sel.preset != "" {
+		return "preset " + m.sel.preset
+	}
+	return "the recipe's default"
+}
+
+// layoutEdits are the fields the person changed from the layout it
+// started from, as "TP 2 (was 1)".
+func (m *Model) layoutEdits() []string {
+	var out []string
+	for _, row := range layoutGrid() {
+		for _, f := range row {
+			if f.value == nil {
+				continue
+			}
+			if now, was := f.value(m.sel.model, m.sel.layout), f.value(m.sel.model, m.sel.base); now != was {
+				out = append(out, fmt.Sprintf("%s %s (was %s)", f.label, now, was))
+			}
+		}
+	}
+	return out
+}
+
+// searchLayout is the layout a search (and a saved preset, and the
+// report) takes: the selection's, its source saying what was edited.
+func (m *Model) searchLayout() presets.Layout {
+	l := m.sel.layout.Clone()
+	if edits := m.layoutEdits(); len(edits) > 0 {
+		l.Source = "edited in cgtune: " + strings.Join(edits, ", ")
+		if m.sel.base.Source != "" {
+			l.Source += "; from " + m.sel.base.Source
+		}
+	}
+	return l
+}
+
+// commitEdit applies the typed text to the field under the cursor.
 func (m *Model) commitEdit() {
 	s := &m.modelScr
 	if !s.editing {
 		return
 	}
 	s.editing = false
-	f := m.field()
-	if v, err := strconv.Atoi(s.edit); err == nil && f.set != nil {
-		f.set(m, v)
-		m.markEdited()
-		m.validateLayout()
-	}
+	text := s.edit
 	s.edit = ""
+	f := m.field()
+	if f.set == nil {
+		return
+	}
+	if err := f.set(m, text); err != nil {
+		m.setError(fmt.Errorf("%s: %w", f.label, err))
+		return
+	}
+	m.markEdited()
+	m.validateLayout()
+}
+
+// stepField moves the field under the cursor by one notch.
+func (m *Model) stepField(dir int) {
+	f := m.field()
+	if f.step == nil {
+		return
+	}
+	if err := f.step(m, dir); err != nil {
+		m.setError(fmt.Errorf("%s: %w", f.label, err))
+		return
+	}
+	m.markEdited()
+	m.validateLayout()
 }
 
 func (m *Model) layoutKey(msg tea.KeyPressMsg) tea.Cmd {
@@ -480,7 +485,7 @@ func (m *Model) layoutKey(msg tea.KeyPressMsg) tea.Cmd {
 			s.editing, s.edit = false, ""
 			return nil
 		}
-		if len(msg.Text) == 1 && msg.Text[0] >= '0' && msg.Text[0] <= '9' {
+		if f := m.field(); len(msg.Text) == 1 && f.accepts != nil && f.accepts(msg.Text[0]) {
 			if len(s.edit) < 7 {
 				s.edit += msg.Text
 			}
@@ -491,6 +496,10 @@ func (m *Model) layoutKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case msg.String() == "esc":
 		s.focus = focusList
+	case m.gridOneColumn() && (msg.String() == "up" || msg.String() == "k" || msg.String() == "left" || msg.String() == "h"):
+		m.moveInColumn(-1)
+	case m.gridOneColumn() && (msg.String() == "down" || msg.String() == "j" || msg.String() == "right" || msg.String() == "l"):
+		m.moveInColumn(1)
 	case msg.String() == "up" || msg.String() == "k":
 		s.row = max(s.row-1, 0)
 	case msg.String() == "down" || msg.String() == "j":
@@ -499,19 +508,20 @@ func (m *Model) layoutKey(msg tea.KeyPressMsg) tea.Cmd {
 		s.col = 0
 	case msg.String() == "right" || msg.String() == "l":
 		s.col = 1
+	}
+	if layoutGrid()[s.row][s.col].label == "" {
+		s.col = 0 // a row with one field
+	}
+	switch {
 	case msg.String() == "+" || msg.String() == "=" || msg.String() == "space":
-		m.field().step(m, 1)
-		m.markEdited()
-		m.validateLayout()
+		m.stepField(1)
 	case msg.String() == "-":
-		m.field().step(m, -1)
-		m.markEdited()
-		m.validateLayout()
+		m.stepField(-1)
 	case key.Matches(msg, k.GPUType):
 		m.cycleGPUType(1)
 	case key.Matches(msg, k.MBridge):
 		m.toggleMBridge()
-	case len(msg.Text) == 1 && msg.Text[0] >= '0' && msg.Text[0] <= '9':
+	case len(msg.Text) == 1 && m.field().accepts != nil && m.field().accepts(msg.Text[0]):
 		if m.field().set != nil {
 			s.editing, s.edit = true, msg.Text
 		}
@@ -567,16 +577,59 @@ func (m *Model) modelHelp() helpKeys {
 // --- view ---------------------------------------------------------------
 
 func (m *Model) modelView(w, h int) string {
-	listW := 30
-	switch {
-	case w >= 120:
-		listW = 50
-	case w < 80:
-		// A small window: the layout editor needs the room more.
-		listW = 24
-	}
+	listW := modelListWidth(w)
 	right := m.modelDetail(w-listW-3, h)
 	return sideBySide(m.modelList(listW, h), listW, right, 3)
+}
+
+// modelListWidth is the model list's width in a window w wide; the
+// detail (and the layout editor) gets the rest less a gap of 3.
+func modelListWidth(w int) int {
+	switch {
+	case w >= 120:
+		return 50
+	case w < 80:
+		// A small window: the layout editor needs the room more.
+		return 24
+	}
+	return 30
+}
+
+// Cells of the layout grid: "  " or the cursor's mark, the label padded
+// to gridLabelW, the value (at most gridValueW in the widest choices).
+const (
+	gridLabelW = 11
+	gridValueW = 9
+)
+
+// gridOneColumn reports whether the layout editor shows its fields one
+// per line: the detail pane of a window m.width wide has no room for two
+// columns of them.
+func (m *Model) gridOneColumn() bool {
+	w := m.width - modelListWidth(m.width) - 3
+	return w < 2*(2+gridLabelW+gridValueW)
+}
+
+// gridCells are the layout grid's cells in reading order (row by row).
+func gridCells() [][2]int {
+	var out [][2]int
+	for r, row := range layoutGrid() {
+		for c, f := range row {
+			if f.label != "" {
+				out = append(out, [2]int{r, c})
+			}
+		}
+	}
+	return out
+}
+
+// moveInColumn moves the cursor by dir cells in reading order, as the
+// fields stand one per line.
+func (m *Model) moveInColumn(dir int) {
+	cells := gridCells()
+	i := slices.Index(cells, [2]int{m.modelScr.row, m.modelScr.col})
+	i = min(max(i+dir, 0), len(cells)-1)
+	m.modelScr.row, m.modelScr.col = cells[i][0], cells[i][1]
 }
 
 func (m *Model) modelList(w, h int) string {
@@ -680,7 +733,6 @@ func (m *Model) modelDetail(w, h int) string {
 	if mod.Name == "" {
 		return st.Faint.Render("no model selected")
 	}
-	var b strings.Builder
 	title := mod.Display
 	if title == "" {
 		title = mod.Name
@@ -692,11 +744,7 @@ func (m *Model) modelDetail(w, h int) string {
 	if m.sel.preset != "" {
 		sub = "preset " + m.sel.preset + " · " + sub
 	}
-	b.WriteString(truncate(st.Title.Render(title)+"  "+st.Muted.Render(sub), w) + "\n")
-	for _, l := range archLines(mod.Arch, w) {
-		b.WriteString(l.render(st) + "\n")
-	}
-	b.WriteString("\n")
+	head := truncate(st.Title.Render(title)+"  "+st.Muted.Render(sub), w)
 	title = "Layout"
 	if m.modelScr.focus == focusLayout {
 		title = st.Focused.Render(title)
@@ -709,17 +757,86 @@ func (m *Model) modelDetail(w, h int) string {
 		// An invalid layout has no data-parallel size to speak of.
 		shape = fmt.Sprintf("for %s · DP — · micro-batches —", l.GPU)
 	}
-	b.WriteString(truncate(title+"  "+st.Muted.Render(shape), w) + "\n")
-	colW := max(min((w-2)/2, 24), 16)
+	layoutTitle := truncate(title+"  "+st.Muted.Render(shape), w)
+	grid := m.layoutGridLines(w)
+	var errLines []string
+	if m.sel.err != nil {
+		errLines = strings.Split(st.Err.Render(wrap("✗ "+m.sel.err.Error(), w)), "\n")
+	}
+	// The lines that must show: the titles, the grid and the error. The
+	// architecture gets its full lines when they fit, one line else; then
+	// what was edited, a gap, the MB note and the layout's source, as far
+	// as the height allows; in a window too short for the grid the grid
+	// scrolls with the cursor.
+	arch := archLines(mod.Arch, w)
+	archText := make([]string, len(arch))
+	for i, a := range arch {
+		archText[i] = a.render(st)
+	}
+	rest := h - 2 - len(grid) - len(errLines)
+	if len(archText) > rest {
+		archText = []string{st.Muted.Render(truncate(archSummary(mod.Arch), w))}
+	}
+	rest -= len(archText)
+	var edited, gap, note, source []string
+	if edits := m.layoutEdits(); len(edits) > 0 && m.sel.err == nil && rest > 0 {
+		edited = []string{st.Warn.Render(truncate("edited: "+strings.Join(edits, ", "), w))}
+		rest--
+	}
+	if rest > 0 {
+		gap = []string{""}
+		rest--
+	}
+	if rest > 0 {
+		note = []string{st.Faint.Render(truncate(mbridgeNote(m.sel.mbridge), w))}
+		rest--
+	}
+	if src := m.sel.base.Source; src != "" && m.sel.err == nil && rest > 0 {
+		source = []string{st.Faint.Render(truncate("from "+src, w))}
+		rest--
+	}
+	if rest < 0 {
+		cur := m.modelScr.row
+		if m.gridOneColumn() {
+			cur = slices.Index(gridCells(), [2]int{m.modelScr.row, m.modelScr.col})
+		}
+		grid = windowLines(grid, cur, max(len(grid)+rest, 1))
+	}
+	lines := []string{head}
+	lines = append(lines, archText...)
+	lines = append(lines, gap...)
+	lines = append(lines, layoutTitle)
+	lines = append(lines, grid...)
+	lines = append(lines, note...)
+	lines = append(lines, errLines...)
+	lines = append(lines, edited...)
+	lines = append(lines, source...)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// layoutGridLines are the grid's rows: a label and value per cell, the
+// cursor's cell marked; one field per line where two columns do not fit.
+func (m *Model) layoutGridLines(w int) []string {
+	st := m.st
+	colW := max(min((w-2)/2, 24), 2+gridLabelW+gridValueW)
+	oneColumn := m.gridOneColumn()
+	var out []string
 	for r, cells := range layoutGrid() {
 		var line strings.Builder
 		for c, f := range cells {
+			if oneColumn && line.Len() > 0 {
+				out = append(out, line.String())
+				line.Reset()
+			}
+			if f.label == "" {
+				continue
+			}
 			cur := m.modelScr.focus == focusLayout && m.modelScr.row == r && m.modelScr.col == c
 			val := f.get(m)
 			if cur && m.modelScr.editing {
 				val = m.modelScr.edit + "▏"
 			}
-			label := padRight(f.label, 10)
+			label := padRight(f.label, gridLabelW)
 			cell := "  " + st.Label.Render(label) + st.Value.Render(val)
 			if cur {
 				mark := "› "
@@ -731,20 +848,35 @@ func (m *Model) modelDetail(w, h int) string {
 					cell = "› " + label + "[" + val + "]"
 				}
 			}
-			if c == 0 {
+			if c == 0 && !oneColumn {
 				cell = padRight(cell, colW)
 			}
 			line.WriteString(cell)
 		}
-		b.WriteString(line.String() + "\n")
+		out = append(out, line.String())
 	}
-	b.WriteString(st.Faint.Render(truncate(mbridgeNote(m.sel.mbridge), w)) + "\n")
-	if m.sel.err != nil {
-		b.WriteString(st.Err.Render(wrap("✗ "+m.sel.err.Error(), w)) + "\n")
-	} else if l.Source != "" && h > 18 {
-		b.WriteString(st.Faint.Render(truncate("from "+l.Source, w)) + "\n")
+	return out
+}
+
+// windowLines keeps h of lines, with line cur among them.
+func windowLines(lines []string, cur, h int) []string {
+	off := scrollWindow(0, cur, len(lines), h)
+	return lines[off:min(off+h, len(lines))]
+}
+
+// archSummary is the architecture in one line, for a short window.
+func archSummary(a presets.Arch) string {
+	s := fmt.Sprintf("%d layers · hidden %d · %d heads", a.Layers, a.Hidden, a.Heads)
+	switch {
+	case a.MoE != nil:
+		s += fmt.Sprintf(" · MoE %d experts, top-%d", a.MoE.Experts, a.MoE.TopK)
+	default:
+		s += " · dense"
 	}
-	return b.String()
+	if a.HybridPattern != "" {
+		s += " · hybrid"
+	}
+	return s
 }
 
 // mbridgeNote says what the MB version changes in the overrides, so the

@@ -63,14 +63,28 @@ func (m *Model) showResults() tea.Cmd {
 	case d == nil:
 	case d.Err != "":
 		m.setError(fmt.Errorf("search failed: %s", d.Err))
+	case d.Winner == nil && d.Interrupted && len(d.Ranking) == 0:
+		m.setStatus("search stopped%s: no candidate had finished", m.runsSoFar())
 	case d.Winner == nil:
 		m.setError(errors.New("no candidate succeeded"))
 	case d.Interrupted:
-		m.setStatus("search stopped early: the ranking holds the candidates that finished")
+		m.setStatus("search stopped early%s: the ranking holds the candidates that finished", m.runsSoFar())
+	case m.run != nil && m.run.stopping:
+		// The stop came after the last run: nothing was cut short.
+		m.setStatus("the search had finished all %d runs before the stop took effect: %s wins", m.run.done, candName(d.Winner.Result.Candidate))
 	default:
 		m.setStatus("search finished: %s wins", candName(d.Winner.Result.Candidate))
 	}
 	return cmd
+}
+
+// runsSoFar is " after N of M runs" for a stopped search, "" when the
+// runner had not planned them yet.
+func (m *Model) runsSoFar() string {
+	if m.run == nil || m.run.total == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" after %d of %d runs", m.run.done, m.run.total)
 }
 
 // ranking is the DoneEvent's ranking in rank order.
@@ -205,7 +219,7 @@ func (m *Model) resultsKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, k.Tie):
 		m.retie()
 	case key.Matches(msg, k.Validate):
-		m.askValidate()
+		m.openValidateForm()
 	case key.Matches(msg, k.New):
 		return m.goTo(screenSpace)
 	case key.Matches(msg, k.Back):
@@ -267,8 +281,13 @@ func (m *Model) promptKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// onPaste appends pasted text to the prompt (one line).
+// onPaste appends pasted text to the prompt (one line), or to the field
+// of the validation form under the cursor.
 func (m *Model) onPaste(text string) {
+	if m.resScr.val.phase == valForm {
+		m.formPaste(text)
+		return
+	}
 	if p := m.resScr.prompt; p == promptPath || p == promptName || p == promptReport {
 		m.resScr.input += strings.TrimSpace(strings.SplitN(text, "\n", 2)[0])
 	}
@@ -399,7 +418,7 @@ func (m *Model) onWritten(msg writtenMsg) {
 			note = "; JSON has no comments: the file does not say it is an estimate"
 		}
 	}
-	m.setStatus("wrote %s (%s, %d lines%s)", msg.path, msg.format, msg.lines, note)
+	m.setStatus("wrote %s (%s, %d lines%s)", msg.written, msg.format, msg.lines, note)
 }
 
 // reportInput is the finished search as the report shows it.
@@ -438,9 +457,9 @@ func (m *Model) onReport(msg reportMsg) {
 	case msg.err != nil:
 		m.setError(fmt.Errorf("report %s: %w", msg.path, msg.err))
 	case msg.plot == "":
-		m.setStatus("wrote the report %s (no candidate finished: no plot)", msg.path)
+		m.setStatus("wrote the report %s (no candidate finished: no plot)", msg.written)
 	default:
-		m.setStatus("wrote the report %s and its plot %s", msg.path, msg.plot)
+		m.setStatus("wrote the report %s and its plot %s", msg.written, msg.plot)
 	}
 }
 
@@ -478,7 +497,7 @@ func (m *Model) resultsHelp() helpKeys {
 	short := []key.Binding{k.Write, k.Format, k.Report, k.Save, k.Validate, k.Tie, withHelp(k.Up, "↑/↓", "candidate"), k.New, withHelp(k.Back, "esc", "run"), k.Quit}
 	return helpKeys{short: short, full: [][]key.Binding{
 		{withHelp(k.Up, "↑/↓", "show a candidate's overrides"), k.Format, withHelp(k.Tie, "t", "rank again with the next tie band")},
-		{k.Write, k.Report, k.Save, withHelp(k.Validate, "v", "validate the top 3 and eager as real jobs")},
+		{k.Write, k.Report, k.Save, withHelp(k.Validate, "v", "validate on real training jobs")},
 		{k.New, withHelp(k.Back, "esc", "back to the run"), k.Quit, k.Help},
 	}}
 }
@@ -559,27 +578,43 @@ func (m *Model) resultsView(w, h int) string {
 		body := head.String() + sideBySide(left, leftW, right, 3)
 		return fitBlock(body, w, h-1) + "\n" + prompt
 	}
-	// Narrow: the table takes what the reason, the memory line and the
-	// overrides leave; the overrides keep at least 3 lines.
-	whyLines := 3
-	if h < 18 {
-		whyLines = 2
+	// Narrow: the table, the reason, the memory lines and the overrides
+	// share the height. The table's header and cursor row come first,
+	// then the overrides whole (what the person came for), a line of the
+	// reason, the memory lines, the gaps, the rest of the reason and the
+	// table.
+	avail := h - 1 - headLines
+	take := func(want int) int {
+		n := max(min(want, avail), 0)
+		avail -= n
+		return n
 	}
-	why := m.reasonLines(w, whyLines)
-	mem := m.memoryLine(w)
+	whyMax := 3
+	if h < 18 {
+		whyMax = 2
+	}
+	rows := len(d.Ranking) + 1
 	ov := m.overridesPane(w, h < 30)
-	fixed := headLines + 1 + len(why) + len(mem) + 1 // gap, why, memory, gap
-	avail := h - 1 - fixed
-	tableH := min(len(d.Ranking)+1, max(avail-4, 3))
-	ovH := max(avail-tableH, 1)
+	mem := m.memoryLine(w)
+	tableH := take(min(rows, 2))
+	ovH := take(len(ov))
+	whyN := take(1)
+	memN := take(len(mem))
+	gapTable, gapOv := take(1), take(1)
+	whyN += take(whyMax - whyN)
+	tableH += take(rows - tableH)
 	var b strings.Builder
 	b.WriteString(head.String())
-	b.WriteString(m.rankingTable(w, tableH) + "\n\n")
-	b.WriteString(strings.Join(why, "\n") + "\n")
-	if len(mem) > 0 {
-		b.WriteString(strings.Join(mem, "\n") + "\n")
+	b.WriteString(m.rankingTable(w, max(tableH, 1)) + "\n")
+	b.WriteString(strings.Repeat("\n", gapTable))
+	if whyN > 0 {
+		b.WriteString(strings.Join(m.reasonLines(w, whyN), "\n") + "\n")
 	}
-	b.WriteString("\n" + strings.Join(fitLines(ov, ovH, w), "\n"))
+	if memN > 0 {
+		b.WriteString(strings.Join(mem[:memN], "\n") + "\n")
+	}
+	b.WriteString(strings.Repeat("\n", gapOv))
+	b.WriteString(strings.Join(fitLines(ov, ovH, w), "\n"))
 	return fitBlock(b.String(), w, h-1) + "\n" + prompt
 }
 
@@ -589,12 +624,9 @@ func (m *Model) reasonLines(w, n int) []string {
 	why := search.Reason(m.done.Ranking, m.rankOptions())
 	lines := strings.Split(wrap("Why: "+why, w), "\n")
 	if len(lines) > n {
+		// The last line shown says there is more, even a full one.
 		lines = lines[:n]
-		if last := lines[n-1]; ansi.StringWidth(last) < w {
-			lines[n-1] = last + "…"
-		} else {
-			lines[n-1] = truncate(last, w)
-		}
+		lines[n-1] = ansi.Truncate(lines[n-1], w-1, "") + "…"
 	}
 	for i := range lines {
 		lines[i] = st.Muted.Render(lines[i])
@@ -904,7 +936,13 @@ func (m *Model) overridesPane(w int, brief bool) []string {
 	}
 	tabLine := strings.Join(tabs, "") + st.Faint.Render("  f")
 	lines := []string{st.Title.Render(title) + "  " + tabLine}
-	if ansi.StringWidth(lines[0]) > w {
+	switch short := st.Title.Render("Overrides") + "  " + tabLine; {
+	case ansi.StringWidth(lines[0]) <= w:
+	case brief && ansi.StringWidth(short) <= w:
+		// A short pane keeps the line: the ranking's cursor row names
+		// the candidate.
+		lines = []string{short}
+	default:
 		// The tabs go under the title rather than lose a format.
 		lines = []string{truncate(st.Title.Render(title), w), tabLine}
 	}

@@ -417,7 +417,14 @@ func (m *Model) progressLine(w int) string {
 	}
 	elapsed := now.Sub(r.started)
 	text := fmt.Sprintf(" %d/%d runs · %s elapsed", r.done, r.total, fmtDur(elapsed))
+	if r.total == 0 && !r.finished {
+		// The runner has not said how many runs it plans yet (it may be
+		// measuring what it needs first).
+		text = fmt.Sprintf(" planning the runs · %s elapsed", fmtDur(elapsed))
+	}
 	switch {
+	case r.finished && m.done != nil && m.done.Interrupted:
+		text += " · stopped"
 	case r.finished:
 		text += " · done"
 	case r.done > 0 && !r.pausedAt.IsZero():

@@ -10,6 +10,7 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/presets"
@@ -488,7 +489,9 @@ func (m *Model) spaceView(w, h int) string {
 			detail = append(detail, fmt.Sprintf("%s: estimate %s ms/step, %s eager; capture %s ms; %d graphs",
 				p.Candidate.Label(), fmtMs(p.Estimate.Step.Median), fmtMs(p.Estimate.Eager.Median), fmtMs(p.Estimate.CaptureMs), p.Estimate.Graphs))
 		}
-		detail = detail[:min(len(detail), 4)]
+		// As much of it as leaves the list a header and three rows: the
+		// end of a "will fail" note is the way out.
+		detail = detail[:min(len(detail), max(h-lines-5, 2))]
 	}
 	listH := h - lines - 1 - len(detail)
 	if listH < 1 || len(m.plan) == 0 {
@@ -518,50 +521,135 @@ func (m *Model) spaceView(w, h int) string {
 	)
 	b.WriteString(t.header(st) + "\n")
 	listH--
-	s.offset = scrollWindow(s.offset, s.cursor, len(m.plan), listH)
-	for i := s.offset; i < len(m.plan) && i < s.offset+listH; i++ {
-		p := m.plan[i]
-		cur := s.focus == focusCands && i == s.cursor
-		var line string
-		name := nameCell(p.Candidate, candW)
-		switch {
-		case p.Valid():
-			est, sp, note := "—", "—", alsoText(p)
-			switch {
-			case p.Estimate != nil && p.Estimate.Failed():
-				// Valid by the rules, but the estimate says it will not run.
-				note = "estimate: " + p.Estimate.ErrKind
-			case p.Estimate != nil:
-				est, sp = fmtMs(p.Estimate.Step.Median), fmtSpeedup(p.Estimate.Speedup)
-			}
-			line = t.row("✓", name, est, sp, note)
-			if cur {
-				line = st.Cursor.Render(line)
-			}
-		case p.Violations[0].ID == search.WillFailID:
-			line = st.Warn.Render(t.row("!", name, "", "", "will fail: "+p.Violations[0].Message))
-		default:
-			v := p.Violations[0]
-			note := v.ID + " " + v.Message
-			if len(p.Violations) > 1 {
-				note = fmt.Sprintf("%s (+%d more)", note, len(p.Violations)-1)
-			}
-			line = st.Faint.Render(t.row("✗", name, "", "", note))
+	// A wide window has room for the notes in full: they go on under their
+	// column; a narrow one cuts them (the detail shows the cursor's).
+	wrapNotes := w >= wideNotes
+	heights := make([]int, len(m.plan))
+	for i, p := range m.plan {
+		heights[i] = len(noteLines(planNote(p), t.widths[len(t.widths)-1], wrapNotes))
+	}
+	s.offset = scrollRows(s.offset, s.cursor, listH, heights)
+	used := 0
+	for i := s.offset; i < len(m.plan); i++ {
+		lines := m.candidateLines(t, i, candW, wrapNotes)
+		if used+len(lines) > listH {
+			break
 		}
-		if cur && st.Plain {
-			_, rest, _ := strings.Cut(line, " ")
-			line = "› " + rest
-		}
-		b.WriteString(line + "\n")
+		used += len(lines)
+		b.WriteString(strings.Join(lines, "\n") + "\n")
 	}
 	if len(detail) > 0 {
-		pad := max(listH-(len(m.plan)-s.offset), 0)
-		b.WriteString(strings.Repeat("\n", pad))
+		b.WriteString(strings.Repeat("\n", max(listH-used, 0)))
 		for _, d := range detail {
 			b.WriteString(st.Muted.Render("  "+d) + "\n")
 		}
 	}
 	return b.String()
+}
+
+// wideNotes is the width from which the candidate list's notes (rules,
+// "will fail", other spellings) are wrapped in full instead of cut.
+const wideNotes = 120
+
+// candidateLines draws plan row i: its mark, name, estimate and note in
+// the table's columns, the note cut or (wrap) continued on lines of its
+// own under the note column; styled by its kind, the cursor's row
+// highlighted.
+func (m *Model) candidateLines(t table, i, candW int, wrapNotes bool) []string {
+	st := m.st
+	s := &m.spaceScr
+	p := m.plan[i]
+	cur := s.focus == focusCands && i == s.cursor
+	// The row's style: its own, or under the cursor the cursor's colour
+	// for the row on the selection highlight.
+	rowStyle := func(atCursor, own lipgloss.Style) lipgloss.Style {
+		if cur {
+			return st.CursorOn(atCursor)
+		}
+		return own
+	}
+	name := nameCell(p.Candidate, candW)
+	var mark, est, sp string
+	var style lipgloss.Style
+	switch {
+	case p.Valid():
+		mark, est, sp = "✓", "—", "—"
+		if p.Estimate != nil && !p.Estimate.Failed() {
+			est, sp = fmtMs(p.Estimate.Step.Median), fmtSpeedup(p.Estimate.Speedup)
+		}
+		style = rowStyle(st.Cursor, lipgloss.NewStyle())
+	case p.Violations[0].ID == search.WillFailID:
+		mark = "!"
+		style = rowStyle(st.Warn, st.Warn)
+	default:
+		mark = "✗"
+		// A rejected row the person opened reads brighter than the rest.
+		style = rowStyle(st.Muted, st.Faint)
+	}
+	noteW := t.widths[len(t.widths)-1]
+	notes := noteLines(planNote(p), noteW, wrapNotes)
+	if cur && st.Plain {
+		mark = "›"
+	}
+	indent := strings.Repeat(" ", t.offset(len(t.widths)-1))
+	out := []string{style.Render(t.row(mark, name, est, sp, notes[0]))}
+	for _, n := range notes[1:] {
+		out = append(out, style.Render(indent+truncate(n, noteW)))
+	}
+	return out
+}
+
+// planNote is a plan row's note: the rule that rejects it, why it will
+// fail, or its other spellings.
+func planNote(p search.Planned) string {
+	switch {
+	case p.Valid() && p.Estimate != nil && p.Estimate.Failed():
+		// Valid by the rules, but the estimate says it will not run.
+		return "estimate: " + p.Estimate.ErrKind
+	case p.Valid():
+		return alsoText(p)
+	case p.Violations[0].ID == search.WillFailID:
+		return "will fail: " + p.Violations[0].Message
+	}
+	v := p.Violations[0]
+	note := v.ID + " " + v.Message
+	if len(p.Violations) > 1 {
+		note = fmt.Sprintf("%s (+%d more)", note, len(p.Violations)-1)
+	}
+	return note
+}
+
+// noteLines is a note in a column w wide: one line (cut by the table), or
+// with wrap as many as it takes.
+func noteLines(note string, w int, wrapNotes bool) []string {
+	if !wrapNotes || ansi.StringWidth(note) <= w {
+		return []string{note}
+	}
+	return strings.Split(wrap(note, w), "\n")
+}
+
+// scrollRows is scrollWindow for rows of several lines each (heights):
+// the first row to show so that the cursor's row shows whole in h lines,
+// the window filled down to the last row.
+func scrollRows(offset, cursor, h int, heights []int) int {
+	n := len(heights)
+	if n == 0 {
+		return 0
+	}
+	// below[i] is the lines of rows i.. to the end.
+	below := make([]int, n+1)
+	for i := n - 1; i >= 0; i-- {
+		below[i] = below[i+1] + heights[i]
+	}
+	cursor = min(max(cursor, 0), n-1)
+	offset = min(max(offset, 0), cursor)
+	for offset < cursor && below[offset]-below[cursor+1] > h {
+		offset++
+	}
+	for offset > 0 && below[offset-1] <= h {
+		offset--
+	}
+	return offset
 }
 
 // alsoText lists the other spellings merged into a plan row.

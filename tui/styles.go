@@ -18,6 +18,7 @@ type palette struct {
 	estimateFg         color.Color
 	border             color.Color
 	barEmpty           color.Color
+	selectBg           color.Color // behind the row under the cursor
 	// Phases of the step chart: eager baseline, warm-up, capture, measured.
 	phaseEager, phaseWarmup, phaseCapture, phaseMeasure color.Color
 }
@@ -39,6 +40,7 @@ func newPalette(isDark bool) palette {
 		estimateFg:   ld(c("#FFFFFF"), c("#1C1C1C")),
 		border:       ld(c("#C6C6C6"), c("#4E4E4E")),
 		barEmpty:     ld(c("#D0D0D0"), c("#3A3A3A")),
+		selectBg:     ld(c("#E6E0FF"), c("#2F2A4F")),
 		phaseEager:   ld(c("#8A8A8A"), c("#8A8A8A")),
 		phaseWarmup:  ld(c("#9A6700"), c("#FFD75F")),
 		phaseCapture: ld(c("#C0262D"), c("#FF8787")),
@@ -72,8 +74,12 @@ type Styles struct {
 	Err    lipgloss.Style
 	Info   lipgloss.Style
 
-	Header   lipgloss.Style // table headers
-	Cursor   lipgloss.Style // the row or field under the cursor
+	Header lipgloss.Style // table headers
+	Cursor lipgloss.Style // the row or field under the cursor
+	// Selected is laid over the row under the cursor in a list whose rows
+	// carry their own colour (a candidate that will fail, one the rules
+	// reject): bold on a highlight, the row's colour kept (CursorOn).
+	Selected lipgloss.Style
 	Focused  lipgloss.Style // title of the pane that has the keyboard
 	Box      lipgloss.Style // bordered panels
 	Prompt   lipgloss.Style // the one-line prompts (path, preset name)
@@ -115,6 +121,7 @@ func NewStyles(isDark, noColor bool) Styles {
 		Info:       n().Foreground(p.info),
 		Header:     n().Bold(true).Foreground(p.muted),
 		Cursor:     n().Bold(true).Foreground(p.accent),
+		Selected:   n().Bold(true).Background(p.selectBg),
 		Focused:    n().Bold(true).Foreground(p.accent).Underline(true),
 		Box:        n().Border(lipgloss.RoundedBorder()).BorderForeground(p.border).Padding(0, 1),
 		Prompt:     n().Bold(true).Foreground(p.accent),
@@ -150,11 +157,21 @@ func plainStyles() Styles {
 		Plain: true,
 		App:   n, Step: n, StepDone: n, StepActive: n, Estimate: n, Measured: n, Rule: n,
 		Title: n, Label: n, Value: n, Muted: n, Faint: n, Accent: n, OK: n, Warn: n, Err: n, Info: n,
-		Header: n, Cursor: n, Focused: n, Prompt: n, Status: n, StatusOK: n, StatusEr: n,
+		Header: n, Cursor: n, Selected: n, Focused: n, Prompt: n, Status: n, StatusOK: n, StatusEr: n,
 		Box: n.Border(lipgloss.RoundedBorder()).Padding(0, 1),
 		Phase: map[string]lipgloss.Style{
 			"eager": n, "warmup": n, "capture": n, "measure": n,
 		},
 		Help: help.Styles{Ellipsis: n, ShortKey: n, ShortDesc: n, ShortSeparator: n, FullKey: n, FullDesc: n, FullSeparator: n},
 	}
+}
+
+// CursorOn is row's style for the row under the cursor: the row's own
+// colour, bold on the selection highlight. Plain styles have no colour to
+// carry it; their lists mark the row with a glyph instead.
+func (s Styles) CursorOn(row lipgloss.Style) lipgloss.Style {
+	if s.Plain {
+		return row
+	}
+	return row.Inherit(s.Selected)
 }

@@ -41,6 +41,10 @@ type Options struct {
 	MBridge string
 	// Preset starts with a team preset selected (--preset FILE).
 	Preset *presets.TeamPreset
+	// LayoutSets are the --set values of the fields the layout editor
+	// shows (LayoutSetKeys): every layout selected starts with them, as
+	// edits the person sees and can change.
+	LayoutSets map[string]string
 	// Estimate starts with the estimate engine chosen (--engine estimate);
 	// GPUs are the GPUs selected at first (--gpu), instead of the idle ones.
 	Estimate bool
@@ -57,11 +61,12 @@ type Options struct {
 	// overrides format shown first (--emit, --format).
 	EmitPath string
 	Format   string
-	// JobLauncher and JobCommand are how the results screen's "validate
-	// top 3" runs the candidates as real training jobs (--launcher,
-	// --command); without a command it only says how to give one.
+	// JobLauncher, JobCommand and JobIters prefill the results screen's
+	// validation form, which runs the top candidates as real training jobs
+	// (--launcher, --command, --job-iters).
 	JobLauncher string
 	JobCommand  string
+	JobIters    int
 	// Now is the clock (tests pin it).
 	Now func() time.Time
 }
@@ -81,9 +86,12 @@ var screenNames = []string{"Model", "GPU", "Space", "Run", "Results"}
 // selection is the recipe the person is tuning: the model, where it came
 // from, its layout for the chosen GPU type and the MB version.
 type selection struct {
-	model   presets.Model
-	preset  string // team preset it was loaded from, "" for a built-in
-	layout  presets.Layout
+	model  presets.Model
+	preset string // team preset it was loaded from, "" for a built-in
+	layout presets.Layout
+	// base is the layout as it came (the recipe's default for the GPU
+	// type, or the preset's), which edits are told against.
+	base    presets.Layout
 	mbridge string
 	inline  bool  // the preset carries its own model rather than naming a built-in
 	err     error // the layout's validation error, shown inline
@@ -252,7 +260,7 @@ func (m *Model) typing() bool {
 	case screenModel:
 		return (m.modelScr.focus == focusList && m.modelScr.filtering) || m.modelScr.editing
 	case screenResults:
-		return m.resScr.prompt != promptNone
+		return m.resScr.prompt != promptNone || m.resScr.val.phase == valForm
 	}
 	return false
 }
@@ -332,7 +340,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 		return nil
 	}
-	prompting := m.screen == screenResults && m.resScr.prompt != promptNone
+	prompting := m.screen == screenResults && (m.resScr.prompt != promptNone || m.resScr.val.phase == valForm)
 	if key.Matches(msg, m.keys.Help) && !prompting {
 		m.help.ShowAll = !m.help.ShowAll
 		return nil
@@ -376,7 +384,7 @@ func (m *Model) goTo(s screen) tea.Cmd {
 func (m *Model) request() Request {
 	r := Request{
 		Model:      m.sel.model,
-		Layout:     m.sel.layout,
+		Layout:     m.searchLayout(),
 		MBridge:    m.sel.mbridge,
 		Space:      m.space.Space(),
 		Strategy:   m.strategy,
@@ -418,7 +426,68 @@ func (m *Model) helpView() string {
 			}
 		}
 	}
-	return m.help.View(h)
+	out := m.help.View(h)
+	whole := m.help // a copy without the width limit, which cuts with …
+	whole.SetWidth(0)
+	if m.help.ShowAll && blockWidth(whole.View(h)) > m.width-1 {
+		// The groups side by side do not fit: every key, in as many
+		// columns as the width takes, so none is cut.
+		return m.flowHelp(h.FullHelp(), m.width-1)
+	}
+	return out
+}
+
+// blockWidth is the width of the widest line of s.
+func blockWidth(s string) int {
+	w := 0
+	for _, l := range strings.Split(s, "\n") {
+		w = max(w, ansi.StringWidth(l))
+	}
+	return w
+}
+
+// flowHelp lays the enabled bindings of groups out in columns (down, then
+// across), each entry "key description": the fewest rows whose columns,
+// each as wide as its widest entry, fit in w.
+func (m *Model) flowHelp(groups [][]key.Binding, w int) string {
+	st := m.help.Styles
+	type entry struct{ k, d string }
+	var entries []entry
+	for _, g := range groups {
+		for _, b := range g {
+			if b.Enabled() && b.Help().Key != "" {
+				entries = append(entries, entry{b.Help().Key, b.Help().Desc})
+			}
+		}
+	}
+	const gap = 3
+	n := len(entries)
+	for cols := n; cols >= 1; cols-- {
+		rows := (n + cols - 1) / cols
+		cols = (n + rows - 1) / rows // no empty column
+		keyW, descW := make([]int, cols), make([]int, cols)
+		total := gap * (cols - 1)
+		for c := range cols {
+			for _, e := range entries[c*rows : min((c+1)*rows, n)] {
+				keyW[c], descW[c] = max(keyW[c], ansi.StringWidth(e.k)), max(descW[c], ansi.StringWidth(e.d))
+			}
+			total += keyW[c] + 1 + descW[c]
+		}
+		if total > w && cols > 1 {
+			continue
+		}
+		lines := make([]string, rows)
+		for i, e := range entries {
+			r, c := i%rows, i/rows
+			cell := st.FullKey.Render(padRight(e.k, keyW[c])) + " " + st.FullDesc.Render(e.d)
+			if i+rows < n {
+				cell = padRight(cell, keyW[c]+1+descW[c]+gap)
+			}
+			lines[r] += cell
+		}
+		return strings.Join(lines, "\n")
+	}
+	return ""
 }
 
 func (m *Model) screenHelp() helpKeys {
@@ -462,7 +531,8 @@ func (m *Model) tooSmall() bool { return m.width < minWidth || m.height < minHei
 func (m *Model) render() string {
 	w, h := m.width, m.height
 	if m.tooSmall() {
-		return fitBlock(fmt.Sprintf("cgtune needs a window of at least %d×%d (80×24 is comfortable); this one is %d×%d.", minWidth, minHeight, w, h), w, h)
+		// Wrapped, so that the message itself is not cut.
+		return fitBlock(wrap(fmt.Sprintf("cgtune needs a window of at least %d×%d (80×24 is comfortable); this one is %d×%d.", minWidth, minHeight, w, h), w), w, h)
 	}
 	helpLines := strings.Split(m.helpView(), "\n")
 	for i, l := range helpLines {

@@ -590,7 +590,8 @@ func TestResultsFormatsAndWrite(t *testing.T) {
 	if got := mustRead(t, f.dir+"/out.yaml"); got != string(want) {
 		t.Errorf("file:\n%s\nwant:\n%s", got, want)
 	}
-	if !strings.Contains(m.status, "wrote out.yaml") {
+	// The status names the file by the absolute path the backend wrote.
+	if !strings.HasPrefix(m.status, "wrote "+filepath.Join(f.dir, "out.yaml")+" (yaml") {
 		t.Errorf("status %q", m.status)
 	}
 	// The cursor picks whose overrides are shown.
@@ -766,7 +767,7 @@ func TestLayoutFixClearsMessage(t *testing.T) {
 		t.Errorf("an invalid layout shows a data-parallel size:\n%s", view(m))
 	}
 	press(m, "4", "enter")
-	if m.sel.err != nil || m.status != "" {
+	if m.sel.err != nil || m.statusErr || strings.Contains(m.status, fixLayoutFirst) {
 		t.Errorf("after the fix: err %v, status %q", m.sel.err, m.status)
 	}
 }

@@ -29,6 +29,7 @@ type valPhase int
 
 const (
 	valOff     valPhase = iota
+	valForm             // the form asks how to run the jobs (validate_form.go)
 	valConfirm          // the command is shown; y runs it
 	valStarting
 	valRunning
@@ -37,6 +38,7 @@ const (
 
 type validationPane struct {
 	phase      valPhase
+	form       *validateForm
 	req        ValidateRequest
 	cancel     context.CancelFunc
 	cancelling bool
@@ -64,30 +66,12 @@ func (m *Model) validating() bool {
 	return m.screen == screenResults && (p == valStarting || p == valRunning)
 }
 
-// askValidate opens the confirmation, or says what is missing.
-func (m *Model) askValidate() {
-	switch d := m.done; {
-	case m.opts.JobCommand == "":
-		m.setStatus("v: give --command TEMPLATE (and --launcher) to validate on real jobs")
-	case d == nil || d.RunDir == "":
-		m.setError(errors.New("this search has no run folder to validate"))
-	case d.Winner == nil:
-		m.setError(errors.New("no candidate succeeded: nothing to validate"))
-	default:
-		launcher := m.opts.JobLauncher
-		if launcher == "" {
-			launcher = "local"
-		}
-		m.resScr.val = validationPane{phase: valConfirm,
-			req: ValidateRequest{RunDir: d.RunDir, Top: validateTop, Launcher: launcher, Command: m.opts.JobCommand}}
-		m.setStatus("read the command before it runs")
-	}
-}
-
 func (m *Model) validationKey(msg tea.KeyPressMsg) tea.Cmd {
 	p := &m.resScr.val
 	k := m.keys
 	switch p.phase {
+	case valForm:
+		return m.formKey(msg)
 	case valConfirm:
 		switch {
 		case msg.String() == "y":
@@ -201,6 +185,8 @@ func (p *validationPane) job(c presets.Candidate) *jobView {
 func (m *Model) validationHelp() helpKeys {
 	k := m.keys
 	switch m.resScr.val.phase {
+	case valForm:
+		return m.formHelp()
 	case valConfirm:
 		return helpKeys{short: []key.Binding{withHelp(k.Confirm, "y", "run the jobs"), withHelp(k.Deny, "n/esc", "no")}}
 	case valStarting, valRunning:
@@ -217,6 +203,9 @@ func (m *Model) validationHelp() helpKeys {
 func (m *Model) validationView(w, h int) string {
 	st := m.st
 	p := &m.resScr.val
+	if p.phase == valForm {
+		return m.formView(w, h)
+	}
 	var lines []string
 	title := st.Title.Render("Validation on real jobs")
 	sub := fmt.Sprintf("%s launcher", p.req.Launcher)
@@ -226,7 +215,7 @@ func (m *Model) validationView(w, h int) string {
 	lines = append(lines, truncate(title+"  "+st.Muted.Render(sub), w))
 	if p.phase == valConfirm {
 		lines = append(lines,
-			st.Muted.Render(wrap(fmt.Sprintf("Runs the top %d graphed candidates of %s and the eager baseline, one training job each, with this command:", p.req.Top, p.req.RunDir), w)),
+			st.Muted.Render(wrap(fmt.Sprintf("Runs the top %d graphed candidates of %s and the eager baseline, one training job each for %d iterations, with this command:", p.req.Top, p.req.RunDir, p.req.Iters), w)),
 			"")
 		// The whole command, never cut: it is what will run.
 		for _, l := range commandLines(p.req.Command, w-2) {

@@ -57,10 +57,12 @@ func (v *validator) end() {
 	v.cmd = send(v.m, v.cmd())
 }
 
-// startValidation presses v and y and delivers the backend's answer.
+// startValidation opens the validation form with v, takes it as it is
+// filled with enter, answers the question with y and delivers the
+// backend's answer.
 func startValidation(t *testing.T, m *Model, f *fakeBackend) *validator {
 	t.Helper()
-	press(m, "v")
+	press(m, "v", "enter")
 	cmd := press(m, "y")
 	if cmd == nil {
 		t.Fatal("y started nothing")
@@ -82,21 +84,80 @@ func outcome(real []engine.Result, interrupted bool) *search.JobOutcome {
 		Rows: jobs.Compare(ts, real), Interrupted: interrupted}, Dir: "/tmp/cgtune-run/validate"}
 }
 
-func TestValidateWithoutCommandStartsNothing(t *testing.T) {
+// v opens a form, prefilled from the flags; without --command it asks for
+// the template, refuses to go on without one and starts nothing.
+func TestValidateFormAsksForTheCommand(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
 	toResults(t, m, f)
 	if cmd := press(m, "v"); cmd != nil {
-		t.Fatalf("v without --command gave a Cmd: %T", cmd())
+		t.Fatalf("v gave a Cmd: %T", cmd())
 	}
-	if len(f.validations) != 0 || m.resScr.val.phase != valOff {
-		t.Fatalf("validations %v, phase %v", f.validations, m.resScr.val.phase)
+	p := &m.resScr.val
+	if p.phase != valForm || p.form.field != formCommand {
+		t.Fatalf("phase %v, form %+v: want the form with the cursor on the command", p.phase, p.form)
 	}
-	if want := "v: give --command TEMPLATE (and --launcher) to validate on real jobs"; m.status != want {
-		t.Errorf("status %q, want %q", m.status, want)
+	out := m.View().Content
+	for _, want := range []string{"Validation on real jobs", "Launcher", "(•) local", "( ) slurm", "Command", "Top", "3 graphed candidates, and eager", "Iters", "30 iterations per job", "{flags}"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the form does not show %q:\n%s", want, out)
+		}
 	}
-	if out := m.View().Content; !strings.Contains(out, "Ranking") {
-		t.Errorf("the ranking is gone:\n%s", out)
+	if cmd := press(m, "enter"); cmd != nil || p.phase != valForm || !m.statusErr || !strings.Contains(m.status, "Command: give the training command template") {
+		t.Fatalf("enter without a command: phase %v, status %q", p.phase, m.status)
+	}
+	// q is text here, not quit.
+	for _, r := range "torchrun q.py {iters} {flags}" {
+		if cmd := press(m, string(r)); isQuit(cmd) {
+			t.Fatal("typing q quit the program")
+		}
+	}
+	if cmd := press(m, "enter"); cmd != nil || p.phase != valConfirm || p.req.Command != "torchrun q.py {iters} {flags}" {
+		t.Fatalf("enter with a command: phase %v, request %+v", p.phase, p.req)
+	}
+	if len(f.validations) != 0 {
+		t.Fatalf("jobs started before y: %v", f.validations)
+	}
+}
+
+// The form's fields are checked inline: a placeholder the command does not
+// know is shown under the field and enter stays on the form.
+func TestValidateFormChecksTheCommand(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.opts.JobCommand = "torchrun x.py {nonsense}"
+	toResults(t, m, f)
+	press(m, "v")
+	out := m.View().Content
+	if !strings.Contains(out, "✗") || !strings.Contains(out, "nonsense") {
+		t.Errorf("no inline error for the unknown placeholder:\n%s", out)
+	}
+	press(m, "enter")
+	if m.resScr.val.phase != valForm || !strings.HasPrefix(m.status, "Command: ") {
+		t.Errorf("phase %v, status %q", m.resScr.val.phase, m.status)
+	}
+}
+
+// What the form holds is what the validation runs: the launcher, the
+// command, how many of the top candidates and the iterations.
+func TestValidateFormRunsWhatItHolds(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.opts.JobCommand, m.opts.JobIters = testJobCommand, 40
+	toResults(t, m, f)
+	press(m, "v")
+	press(m, "space")                                    // launcher: slurm
+	press(m, "down", "down", "-")                        // top: 2
+	press(m, "down", "backspace", "backspace", "1", "2") // iters: 12
+	press(m, "enter")
+	cmd := press(m, "y")
+	if cmd == nil {
+		t.Fatal("y started nothing")
+	}
+	send(m, cmd())
+	want := ValidateRequest{RunDir: "/tmp/cgtune-run", Top: 2, Launcher: "slurm", Command: testJobCommand, Iters: 12}
+	if len(f.validations) != 1 || f.validations[0] != want {
+		t.Fatalf("Validate calls %+v, want %+v", f.validations, want)
 	}
 }
 
@@ -105,7 +166,7 @@ func TestValidateShowsTheCommandFirst(t *testing.T) {
 	m, _ := newTestModel(t, f, 80, 24)
 	m.opts.JobCommand, m.opts.JobLauncher = testJobCommand+" --data-path '$(rm -rf ~)'", "slurm"
 	toResults(t, m, f)
-	if cmd := press(m, "v"); cmd != nil {
+	if cmd := press(m, "v", "enter"); cmd != nil {
 		t.Fatal("v ran something before the answer")
 	}
 	out := m.View().Content
@@ -134,7 +195,7 @@ func TestValidateFollowsJobsAndCompares(t *testing.T) {
 	m.opts.JobCommand, m.opts.JobLauncher = testJobCommand, "slurm"
 	toResults(t, m, f)
 	v := startValidation(t, m, f)
-	want := ValidateRequest{RunDir: "/tmp/cgtune-run", Top: 3, Launcher: "slurm", Command: testJobCommand}
+	want := ValidateRequest{RunDir: "/tmp/cgtune-run", Top: 3, Launcher: "slurm", Command: testJobCommand, Iters: jobs.DefaultIters}
 	if len(f.validations) != 1 || f.validations[0] != want {
 		t.Fatalf("Validate calls %+v, want %+v", f.validations, want)
 	}
@@ -217,8 +278,7 @@ func TestValidateStartFailureIsShown(t *testing.T) {
 	m, _ := newTestModel(t, f, 80, 24)
 	m.opts.JobCommand = testJobCommand
 	toResults(t, m, f)
-	press(m, "v")
-	press(m, "y")
+	press(m, "v", "enter", "y")
 	send(m, validateStartedMsg{err: fmt.Errorf("/tmp/cgtune-run: the search has no successful graphed candidate to validate")})
 	if m.resScr.val.phase != valOff || !m.statusErr || !strings.Contains(m.status, "no successful graphed candidate") {
 		t.Errorf("phase %v, status %q (error %v)", m.resScr.val.phase, m.status, m.statusErr)

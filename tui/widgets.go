@@ -117,6 +117,15 @@ func (t table) row(cells ...string) string {
 	return strings.TrimRight(strings.Join(parts, "  "), " ")
 }
 
+// offset is the cell at which column i starts.
+func (t table) offset(i int) int {
+	o := 0
+	for _, w := range t.widths[:i] {
+		o += w + 2
+	}
+	return o
+}
+
 func (t table) header(st Styles) string {
 	cells := make([]string, len(t.cols))
 	for i, c := range t.cols {

@@ -40,7 +40,7 @@ func TestHeadlessOnTheJobEngine(t *testing.T) {
 		t.Fatalf("the jobs are not in the run folder: %v", err)
 	}
 	code, out, errb = cgtune(t, "--headless", "--resume", runDir)
-	if code != 0 || !strings.Contains(errb, "done: 0 runs (2 from the journal)") || !strings.Contains(out, "winner: local full_iteration w3") {
+	if code != 0 || !strings.Contains(errb, "done: 0 runs now, 2 runs read back from the journal (2 in all)") || !strings.Contains(out, "winner: local full_iteration w3") {
 		t.Fatalf("resume: exit %d\n%s%s", code, out, errb)
 	}
 }

@@ -93,14 +93,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	// Cobra's own errors (unknown command, bad flag, wrong arg count) are usage errors.
+	code, msg := exitBadInput, err.Error()
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(stderr, "cgtune: "+ee.msg)
-		}
-		return ee.code
+		code, msg = ee.code, ee.msg
 	}
-	// Cobra's own errors (unknown command, bad flag, wrong arg count) are usage errors.
-	fmt.Fprintln(stderr, "cgtune: "+err.Error())
-	return exitBadInput
+	switch {
+	case msg == "":
+	case root.Flags().Changed("json"):
+		// The search's --json: stderr holds JSON lines only.
+		stderr.Write(jsonLine("error", errorEvent{Message: msg, ExitCode: code}))
+	default:
+		fmt.Fprintln(stderr, "cgtune: "+msg)
+	}
+	return code
 }

@@ -276,13 +276,13 @@ func TestTUIWritesMakeTheHeadlessChecks(t *testing.T) {
 		{"a run's journal", journal, "run files"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := b.WriteOverrides(tc.path, []byte("x: 1\n"), true); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := b.WriteOverrides(tc.path, []byte("x: 1\n"), true); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("w onto %s: %v", tc.path, err)
 			}
 		})
 	}
 	md := filepath.Join(run, "r.md")
-	if _, err := b.WriteReport(md, reportInput(t), true); err == nil || !strings.Contains(err.Error(), "run files") {
+	if _, _, err := b.WriteReport(md, reportInput(t), true); err == nil || !strings.Contains(err.Error(), "run files") {
 		t.Errorf("r into the run folder: %v", err)
 	}
 	for p, data := range before {
@@ -292,17 +292,18 @@ func TestTUIWritesMakeTheHeadlessChecks(t *testing.T) {
 	}
 	mine := filepath.Join(dir, "mine.yaml")
 	must(t, os.WriteFile(mine, []byte("mine\n"), 0o600))
-	must(t, b.WriteOverrides(mine, []byte("x: 1\n"), true))
+	_, err := b.WriteOverrides(mine, []byte("x: 1\n"), true)
+	must(t, err)
 	if st, _ := os.Stat(mine); st.Mode().Perm() != 0o600 {
 		t.Errorf("w kept mode %04o, want 0600", st.Mode().Perm())
 	}
 	// An existing report is asked about, then replaced when allowed.
 	r := filepath.Join(dir, "r.md")
 	must(t, os.WriteFile(r, []byte("mine\n"), 0o644))
-	if _, err := b.WriteReport(r, reportInput(t), false); !errors.Is(err, tui.ErrFileExists) {
+	if _, _, err := b.WriteReport(r, reportInput(t), false); !errors.Is(err, tui.ErrFileExists) {
 		t.Errorf("r over an existing report: %v, want ErrFileExists", err)
 	}
-	if _, err := b.WriteReport(r, reportInput(t), true); err != nil {
+	if _, _, err := b.WriteReport(r, reportInput(t), true); err != nil {
 		t.Errorf("r, overwrite: %v", err)
 	}
 }

@@ -299,7 +299,7 @@ func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 			if err := s.Export(args[0], output, force); err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], output)
+			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], absPath(output))
 			return nil
 		},
 	}

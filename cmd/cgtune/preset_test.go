@@ -210,3 +210,17 @@ func TestPresetBadInput(t *testing.T) {
 		t.Errorf("empty list printed %q", out.String())
 	}
 }
+
+// preset export -o names the file it wrote by its absolute path.
+func TestPresetExportSaysTheAbsolutePath(t *testing.T) {
+	presetEnv(t, "")
+	if code, _, errs := runCmd(t, "preset", "save", "p1", "--model", "llama3_8b", "--gpu-type", "h100"); code != exitOK {
+		t.Fatalf("save: exit %d: %s", code, errs)
+	}
+	t.Chdir(t.TempDir())
+	here, _ := os.Getwd()
+	code, _, errs := runCmd(t, "preset", "export", "p1", "-o", "p1.yaml")
+	if want := "exported p1 to " + filepath.Join(here, "p1.yaml") + "\n"; code != exitOK || errs != want {
+		t.Errorf("export: exit %d, %q; want %q", code, errs, want)
+	}
+}

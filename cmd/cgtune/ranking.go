@@ -127,12 +127,28 @@ func tieGroups(rs []search.Ranked) []string {
 // engines measured; an estimate spends no GPU time, and says what its runs
 // would have taken.
 func spentText(d search.DoneEvent, cfg search.Config, wall time.Duration) string {
-	runs := fmt.Sprintf("%d runs (%d from the journal) in %s", d.Runs, d.Resumed, fmtWall(wall))
+	runs := fmt.Sprintf("%s in %s", runsText(d), fmtWall(wall))
 	gpu := time.Duration(d.GPUTimeMs * float64(time.Millisecond)).Round(time.Second)
 	if len(cfg.Engines) > 0 && cfg.Engines[0].Name() == "estimate" {
 		return runs + fmt.Sprintf(" of computation (estimated: no GPU ran; measured on a GPU, these runs would take about %s)", gpu)
 	}
 	return runs + fmt.Sprintf("; GPU time %s", gpu)
+}
+
+// runsText counts the runs of a search: those it ran now and, for a
+// resumed one, those it read back from the journal instead of running.
+func runsText(d search.DoneEvent) string {
+	if d.Resumed == 0 {
+		return plural(d.Runs, "run")
+	}
+	return fmt.Sprintf("%s now, %s read back from the journal (%d in all)", plural(d.Runs, "run"), plural(d.Resumed, "run"), d.Runs+d.Resumed)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // fmtWall is a wall time with the precision it deserves.
@@ -160,7 +176,7 @@ func checkReportPath(path string) error {
 
 // writeReport writes --report (and its plot) for a finished or interrupted
 // search.
-func (f *rootFlags) writeReport(stderr io.Writer, cfg search.Config, plan []search.Planned, d search.DoneEvent, overrides []byte) error {
+func (f *rootFlags) writeReport(p *progress, cfg search.Config, plan []search.Planned, d search.DoneEvent, overrides []byte) error {
 	if f.report == "" {
 		return nil
 	}
@@ -174,11 +190,11 @@ func (f *rootFlags) writeReport(stderr io.Writer, cfg search.Config, plan []sear
 	if err != nil {
 		return fail(exitBadInput, "--report: %v", err)
 	}
+	e := wroteEvent{What: "report", Path: absPath(f.report)}
 	if plot != "" {
-		fmt.Fprintf(stderr, "wrote the report to %s and its plot to %s\n", f.report, plot)
-	} else {
-		fmt.Fprintf(stderr, "wrote the report to %s (no candidate finished: no plot)\n", f.report)
+		e.Plot = absPath(plot)
 	}
+	p.wrote(e)
 	return nil
 }
 

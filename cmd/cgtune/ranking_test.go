@@ -197,3 +197,24 @@ func TestHeadlessReport(t *testing.T) {
 		}
 	}
 }
+
+// The done line says how many runs ran now and how many were read back
+// from the journal, never one number in brackets of the other.
+func TestRunsText(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		runs, resumed int
+		want          string
+	}{
+		{"fresh", 16, 0, "16 runs"},
+		{"one", 1, 0, "1 run"},
+		{"resumed", 1, 60, "1 run now, 60 runs read back from the journal (61 in all)"},
+		{"all from the journal", 0, 2, "0 runs now, 2 runs read back from the journal (2 in all)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runsText(search.DoneEvent{Runs: tc.runs, Resumed: tc.resumed}); got != tc.want {
+				t.Errorf("runsText(%d, %d) = %q, want %q", tc.runs, tc.resumed, got, tc.want)
+			}
+		})
+	}
+}

@@ -280,6 +280,9 @@ func parseSets(sets []string) (map[string]string, error) {
 }
 
 func parseGPUs(s string) ([]int, error) {
+	if err := typeForIndex(s); err != nil {
+		return nil, err
+	}
 	var out []int
 	for _, p := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
@@ -689,10 +692,11 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		return err
 	}
 	defer s.release()
-	for _, n := range s.notices {
-		fmt.Fprintln(stderr, "cgtune: "+n)
-	}
 	cfg := s.cfg
+	p := &progress{w: stderr, json: f.json, cfg: cfg, start: time.Now()}
+	for _, n := range s.notices {
+		p.notice(n)
+	}
 	saved, _ := json.MarshalIndent(savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus,
 		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie, Force: f.force,
 		RunPredictedFailures: f.runPredictedFailures}.withJob(f), "", "  ")
@@ -700,7 +704,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		return fail(exitBadInput, "%v", err)
 	}
 
-	p := &progress{w: stderr, json: f.json, cfg: cfg, start: time.Now()}
+	p.start = time.Now()
 	d, err := search.Run(ctx, cfg, p.event)
 	if err != nil && d.Err == "" {
 		if ctx.Err() != nil {
@@ -710,12 +714,13 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		return journalError(err, cfg.RunDir)
 	}
 
-	gen, _ := presets.ParseMBridge(cfg.MBridge)
 	var overrides []byte
+	var o *presets.Overrides
 	// A search stopped by an error (the journal could not be written)
 	// writes nothing, as an interrupted one: its winner is of a part.
 	if d.Winner != nil && !d.Interrupted && d.Err == "" {
-		o := search.WinnerOverrides(cfg.Model, d.Winner.Result.Candidate, cfg.MBridge)
+		w := search.WinnerOverrides(cfg.Model, d.Winner.Result.Candidate, cfg.MBridge)
+		o = &w
 		if overrides, err = o.Render(f.format); err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
@@ -732,21 +737,21 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	if f.emit == "-" {
 		table = stderr // stdout carries the overrides alone
 	}
-	if err := f.printOutcome(stdout, table, d, overrides, toFile && emitErr == nil, p.plan, cfg); err != nil {
+	if err := f.printOutcome(stdout, table, d, overrides, o, toFile && emitErr == nil, p.plan, cfg); err != nil {
 		return err
 	}
 	if emitErr != nil {
 		return fail(exitBadInput, "--emit %v", emitErr)
 	}
 	if toFile {
-		fmt.Fprintf(stderr, "wrote the winner's overrides (%s, MB %s, %s) to %s\n", f.format, cfg.MBridge, gen, f.emit)
+		p.wrote(wroteEvent{What: "overrides", Path: absPath(f.emit), Format: f.format, MBridge: cfg.MBridge})
 	}
 	if d.Err != "" {
 		// An I/O error, not a verdict on the candidates: bad input's exit.
 		return fail(exitBadInput, "the search stopped: %s; nothing was written%s; %d finished candidates are kept in %s; continue with: cgtune --headless --resume %s",
 			d.Err, f.unwritten(), d.Runs+d.Resumed, cfg.RunDir, cfg.RunDir)
 	}
-	if err := f.writeReport(stderr, cfg, p.plan, d, overrides); err != nil {
+	if err := f.writeReport(p, cfg, p.plan, d, overrides); err != nil {
 		return err
 	}
 	switch {
@@ -792,20 +797,11 @@ func (f *rootFlags) checkOutputs(runDir string) error {
 // printOutcome writes the result to stdout: the JSON object, or the
 // ranking (to table) followed by the overrides when they went to no file.
 // A reader that went away is no error: the file is written already.
-func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, overrides []byte, emitted bool, plan []search.Planned, cfg search.Config) error {
+func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, overrides []byte, o *presets.Overrides, emitted bool, plan []search.Planned, cfg search.Config) error {
 	if f.json {
-		out := struct {
-			search.DoneEvent
-			Overrides string `json:"overrides,omitempty"`
-			Format    string `json:"format"`
-			Emitted   string `json:"emitted,omitempty"`
-		}{DoneEvent: d, Overrides: string(overrides), Format: f.format}
-		if emitted {
-			out.Emitted = f.emit
-		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return stdoutErr(enc.Encode(out))
+		return stdoutErr(enc.Encode(f.newHeadlessResult(d, cfg, overrides, o, emitted)))
 	}
 	printRanking(table, d, plan, cfg)
 	if overrides == nil || (f.emit != "" && f.emit != "-") {
@@ -855,17 +851,7 @@ func (p *progress) event(e search.Event) {
 		p.plan = x.Space
 	}
 	if p.json {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return
-		}
-		line := []byte(`{"event":"` + eventName(e) + `"`)
-		if len(b) > 2 {
-			line = append(append(line, ','), b[1:]...)
-		} else {
-			line = append(line, '}')
-		}
-		p.w.Write(append(line, '\n'))
+		p.w.Write(jsonLine(eventName(e), e))
 		return
 	}
 	switch x := e.(type) {

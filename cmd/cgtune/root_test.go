@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,46 +77,127 @@ func TestHeadlessEndToEnd(t *testing.T) {
 	}
 }
 
-// With --json, stderr is the event stream as JSON lines and stdout one
-// JSON object with the ranking, the winner and its overrides.
+// With --json, every line on stderr is one JSON object (the events, the
+// notices before them, the files written, with absolute paths), and stdout
+// one JSON object with what was searched, the ranking, the winner and its
+// overrides, rendered and as an object.
 func TestHeadlessJSON(t *testing.T) {
 	isolate(t)
-	code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive", "--json", "--format", "dotlist")
+	t.Chdir(t.TempDir()) // relative paths are where the person stands
+	code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive", "--json",
+		"--format", "dotlist", "--emit", "o.dotlist", "--report", "r.md")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
-	var kinds []string
+	here, _ := os.Getwd()
+	var kinds, notices []string
+	wrote := map[string]map[string]any{}
 	results := 0
 	for _, l := range strings.Split(strings.TrimSpace(errb), "\n") {
-		if strings.HasPrefix(l, "cgtune: ") {
-			continue // notices
-		}
 		var ev map[string]any
 		if err := json.Unmarshal([]byte(l), &ev); err != nil {
-			t.Fatalf("stderr line %q: %v", l, err)
+			t.Fatalf("stderr line %q is not JSON: %v", l, err)
 		}
 		k, _ := ev["event"].(string)
 		kinds = append(kinds, k)
-		if k == "result" {
+		switch k {
+		case "result":
 			results++
+		case "notice":
+			msg, _ := ev["message"].(string)
+			notices = append(notices, msg)
+		case "wrote":
+			what, _ := ev["what"].(string)
+			wrote[what] = ev
 		}
 	}
-	if kinds[0] != "plan" || kinds[len(kinds)-1] != "done" || results != 16 {
-		t.Errorf("events %v... (%d results)", kinds[:3], results)
+	if kinds[0] != "notice" || !slices.Contains(kinds, "plan") || !slices.Contains(kinds, "done") || results != 16 {
+		t.Errorf("events %v (%d results)", kinds, results)
+	}
+	if len(notices) == 0 || !strings.Contains(strings.Join(notices, "\n"), "ESTIMATED") {
+		t.Errorf("notices %q: want the estimate's", notices)
+	}
+	if p := wrote["overrides"]["path"]; p != filepath.Join(here, "o.dotlist") || wrote["overrides"]["format"] != "dotlist" {
+		t.Errorf("wrote overrides %v, want the absolute path %s", wrote["overrides"], filepath.Join(here, "o.dotlist"))
+	}
+	if wrote["report"]["path"] != filepath.Join(here, "r.md") || wrote["report"]["plot"] != filepath.Join(here, "r.svg") {
+		t.Errorf("wrote report %v", wrote["report"])
 	}
 	var res struct {
-		Ranking   []search.Ranked `json:"ranking"`
-		Winner    *search.Ranked  `json:"winner"`
-		Overrides string          `json:"overrides"`
-		Format    string          `json:"format"`
-		Runs      int             `json:"runs"`
+		Ranking         []search.Ranked           `json:"ranking"`
+		Winner          *search.Ranked            `json:"winner"`
+		Overrides       string                    `json:"overrides"`
+		OverridesObject map[string]map[string]any `json:"overrides_object"`
+		Format          string                    `json:"format"`
+		Emitted         string                    `json:"emitted"`
+		Runs            int                       `json:"runs"`
+		Model           string                    `json:"model"`
+		Layout          presets.Layout            `json:"layout"`
+		GPUType         string                    `json:"gpu_type"`
+		MBridge         string                    `json:"mbridge"`
+		Engine          string                    `json:"engine"`
+		Strategy        string                    `json:"strategy"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("stdout: %v\n%s", err, out)
 	}
 	if res.Winner == nil || len(res.Ranking) != 16 || res.Runs != 16 || res.Format != "dotlist" ||
-		!strings.Contains(res.Overrides, "model.cuda_graph_impl=") {
-		t.Errorf("result: winner %v, %d ranked, %d runs, %q %q", res.Winner, len(res.Ranking), res.Runs, res.Format, res.Overrides)
+		!strings.Contains(res.Overrides, "model.cuda_graph_impl=") || res.Emitted != filepath.Join(here, "o.dotlist") {
+		t.Errorf("result: winner %v, %d ranked, %d runs, %q %q, emitted %q", res.Winner, len(res.Ranking), res.Runs, res.Format, res.Overrides, res.Emitted)
+	}
+	want, _ := presets.LookupModel("llama3_8b")
+	layout, _ := want.Layout("h100")
+	if res.Model != "llama3_8b" || res.Layout.GPU != "h100" || res.GPUType != "h100" || res.Layout.TP != layout.TP || res.Layout.NumGPUs != layout.NumGPUs ||
+		res.MBridge != search.DefaultMBridge || res.Engine != "estimate" || res.Strategy != "exhaustive" {
+		t.Errorf("what was searched: model %q layout %+v gpu %q MB %q engine %q strategy %q", res.Model, res.Layout, res.GPUType, res.MBridge, res.Engine, res.Strategy)
+	}
+	// The object holds what the rendered text says.
+	impl, _ := res.OverridesObject["model"]["cuda_graph_impl"].(string)
+	if impl == "" || !strings.Contains(res.Overrides, "model.cuda_graph_impl="+impl+" ") {
+		t.Errorf("overrides object %v against %q", res.OverridesObject, res.Overrides)
+	}
+	if _, ok := res.OverridesObject["model"]["cuda_graph_warmup_steps"]; !ok || len(res.OverridesObject["rng"]) == 0 {
+		t.Errorf("overrides object %v: want the model and rng sections", res.OverridesObject)
+	}
+}
+
+// With --json, the error cgtune exits with is a JSON line too.
+func TestHeadlessJSONError(t *testing.T) {
+	isolate(t)
+	code, out, errb := cgtune(t, "--headless", "--json", "--model", "gpt5")
+	var ev struct {
+		Event    string `json:"event"`
+		Message  string `json:"message"`
+		ExitCode int    `json:"exit_code"`
+	}
+	lines := strings.Split(strings.TrimSpace(errb), "\n")
+	if code != exitBadInput || out != "" || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &ev) != nil ||
+		ev.Event != "error" || ev.ExitCode != exitBadInput || !strings.Contains(ev.Message, "gpt5") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	// Without --json it stays a line for people.
+	if code, _, errb := cgtune(t, "--headless", "--model", "gpt5"); code != exitBadInput || !strings.HasPrefix(errb, "cgtune: ") {
+		t.Errorf("plain: exit %d, %q", code, errb)
+	}
+}
+
+// The "wrote" lines name the files by their absolute paths: a relative
+// --emit or --report is resolved where cgtune runs.
+func TestHeadlessWroteAbsolutePaths(t *testing.T) {
+	isolate(t)
+	t.Chdir(t.TempDir())
+	here, _ := os.Getwd()
+	code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--emit", "o.yaml", "--report", "r.md")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	for _, want := range []string{
+		"wrote the winner's overrides (yaml, MB 0.4, G2) to " + filepath.Join(here, "o.yaml") + "\n",
+		"wrote the report to " + filepath.Join(here, "r.md") + " and its plot to " + filepath.Join(here, "r.svg") + "\n",
+	} {
+		if !strings.Contains(errb, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb)
+		}
 	}
 }
 
@@ -136,6 +218,7 @@ func TestHeadlessBadInput(t *testing.T) {
 		{[]string{"--headless", "--model", "llama3_8b", "--strategy", "random"}, "--strategy"},
 		{[]string{"--headless", "--model", "llama3_8b", "--format", "toml"}, "--format"},
 		{[]string{"--headless", "--model", "llama3_8b", "--gpu", "x"}, "--gpu"},
+		{[]string{"--headless", "--model", "llama3_8b", "--gpu", "h100"}, "--gpu takes GPU indices (cgtune --headless --gpu 0,1); a GPU type is --gpu-type h100"},
 		{[]string{"--headless", "--model", "llama3_8b", "--mbridge", "9"}, "--mbridge"},
 		{[]string{"--headless", "--model", "llama3_8b", "--set", "novalue"}, "KEY=VALUE"},
 		{[]string{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--set", "model.nope=1"}, "nope"},
@@ -223,11 +306,11 @@ func TestHeadlessInterruptAndResume(t *testing.T) {
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	var firstKeys, tail []string
 	for sc.Scan() {
-		ev, ok := resultEvent(sc.Text())
-		if !ok {
+		if strings.HasPrefix(sc.Text(), `{"event":"error"`) || !strings.HasPrefix(sc.Text(), `{"event":`) {
 			tail = append(tail, sc.Text())
 			continue
 		}
+		ev, _ := resultEvent(sc.Text())
 		if ev.Event == "result" {
 			firstKeys = append(firstKeys, ev.Result.Candidate.Key())
 			if len(firstKeys) == 3 {
@@ -240,8 +323,9 @@ func TestHeadlessInterruptAndResume(t *testing.T) {
 		t.Fatalf("exit %d (%v), stderr tail %q", code, err, tail)
 	}
 	msg := strings.Join(tail, "\n")
-	if !strings.Contains(msg, "interrupted") || !strings.Contains(msg, "cgtune --headless --resume ") {
-		t.Errorf("no resume command: %q", msg)
+	if len(tail) != 1 || !strings.Contains(msg, `"event":"error"`) || !strings.Contains(msg, "interrupted") ||
+		!strings.Contains(msg, "cgtune --headless --resume ") || !strings.Contains(msg, `"exit_code":130`) {
+		t.Errorf("want one error event with the resume command, got %q", msg)
 	}
 	var first struct {
 		Interrupted bool   `json:"interrupted"`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +47,10 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 	if err != nil {
 		return err
 	}
+	// The fields the layout editor shows start from --set and are the
+	// person's to change from there: they go into the layout, the rest of
+	// --set shapes every search as in headless mode.
+	layoutSets, sets := splitLayoutSets(sets)
 	if f.emit != "" && f.emit != "-" {
 		// Refused now, not when the person presses w after a search; an
 		// existing file is asked about then.
@@ -69,6 +75,8 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		// command and asks before anything runs.
 		JobLauncher: f.launcher,
 		JobCommand:  f.command,
+		JobIters:    f.jobIters,
+		LayoutSets:  layoutSets,
 		// A bad --tie is refused here as in headless mode.
 		TrainIters: f.trainIters,
 	}
@@ -119,6 +127,22 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		}
 	}
 	return nil
+}
+
+// splitLayoutSets separates the --set values of the fields the TUI's
+// layout editor shows (tui.LayoutSetKeys) from the others.
+func splitLayoutSets(sets map[string]string) (layout, rest map[string]string) {
+	for k, v := range sets {
+		m := &rest
+		if slices.Contains(tui.LayoutSetKeys, k) {
+			m = &layout
+		}
+		if *m == nil {
+			*m = map[string]string{}
+		}
+		(*m)[k] = v
+	}
+	return layout, rest
 }
 
 // tuiBackend is the TUI's window on the machine: NVML, the preset store,
@@ -428,33 +452,39 @@ func fileExists(path string, err error) error {
 	return err
 }
 
-func (b *tuiBackend) WriteOverrides(path string, data []byte, overwrite bool) error {
+func (b *tuiBackend) WriteOverrides(path string, data []byte, overwrite bool) (string, error) {
 	path, err := expandHome(path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := b.outputCheck().check(output{"the overrides file", path}); err != nil {
-		return err
+		return "", err
 	}
-	return fileExists(path, writeOutput(path, data, overwrite))
+	if err := fileExists(path, writeOutput(path, data, overwrite)); err != nil {
+		return "", err
+	}
+	return absPath(path), nil
 }
 
-func (b *tuiBackend) WriteReport(path string, in report.Input, overwrite bool) (string, error) {
+func (b *tuiBackend) WriteReport(path string, in report.Input, overwrite bool) (string, string, error) {
 	path, err := expandHome(path)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if err := checkReportPath(path); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if err := b.outputCheck().check(output{"the report", path}, output{"the report's plot", report.PlotPath(path)}); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if in.Sets == nil {
 		in.Sets = b.sets
 	}
 	plot, err := report.Write(path, in, overwrite)
-	return plot, fileExists(path, err)
+	if plot != "" {
+		plot = absPath(plot)
+	}
+	return absPath(path), plot, fileExists(path, err)
 }
 
 func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, error) {
@@ -472,11 +502,12 @@ func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, e
 }
 
 // Validate runs the top candidates of the search in req.RunDir and the
-// eager baseline as jobs, as `cgtune validate RUN` does with the root
-// command's --command-format, --job-iters and --job-timeout: in
-// RUN/validate, resumed when that folder holds a validation already (its
-// finished jobs are kept, running ones re-attached), with the host-cost
-// calibration fitted from the jobs.
+// eager baseline as jobs, as `cgtune validate RUN` does, with the form's
+// launcher, command, top and iterations (req.Iters, else --job-iters), the
+// root command's --command-format and --job-timeout (else validate's
+// default): in RUN/validate, resumed when that folder holds a validation
+// already (its finished jobs are kept, running ones re-attached), with the
+// host-cost calibration fitted from the jobs.
 func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui.Validation, error) {
 	v, err := search.JobValidationForRun(req.RunDir, req.Top)
 	if err != nil {
@@ -485,16 +516,20 @@ func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui
 	if v.Command, err = job.ParseCommand(req.Command, b.flags.commandFormat); err != nil {
 		return tui.Validation{}, fmt.Errorf("--command: %w", err)
 	}
+	iters, what := req.Iters, "iters"
+	if iters <= 0 {
+		iters, what = b.flags.jobIters, "--job-iters"
+	}
 	for _, t := range v.Targets {
-		if first := job.FirstMeasured(t.Candidate); b.flags.jobIters < first {
-			return tui.Validation{}, fmt.Errorf("--job-iters %d: %s is measured from iteration %d; give --job-iters %d or more",
-				b.flags.jobIters, t.Candidate.Key(), first, first+4)
+		if first := job.FirstMeasured(t.Candidate); iters < first {
+			return tui.Validation{}, fmt.Errorf("%s %d: %s is measured from iteration %d; give %d or more",
+				what, iters, t.Candidate.Key(), first, first+4)
 		}
 	}
 	if v.Launcher, err = jobLauncher(req.Launcher); err != nil {
 		return tui.Validation{}, err
 	}
-	v.Iters, v.Timeout, v.Poll = b.flags.jobIters, b.flags.jobTimeout, b.jobPoll
+	v.Iters, v.Timeout, v.Poll = iters, cmp.Or(b.flags.jobTimeout, defaultValidateTimeout), b.jobPoll
 	_, statErr := os.Stat(filepath.Join(v.Dir, job.ValidationJournal))
 	v.Resume = statErr == nil
 	v.Estimator = calibrationEstimator(v.Layout.GPU)

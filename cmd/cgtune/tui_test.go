@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cgtune/presets"
+	"cgtune/report"
 	"cgtune/search"
 	"cgtune/tui"
 )
@@ -126,17 +127,17 @@ func TestTUIBackendStopKeepsResults(t *testing.T) {
 func TestTUIBackendFiles(t *testing.T) {
 	b := testBackend(t)
 	path := filepath.Join(t.TempDir(), "o.yaml")
-	if err := b.WriteOverrides(path, []byte("model: {}\n"), false); err != nil {
+	if _, err := b.WriteOverrides(path, []byte("model: {}\n"), false); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(path); string(got) != "model: {}\n" {
 		t.Errorf("file %q", got)
 	}
 	// A file that is there is not replaced unless asked.
-	if err := b.WriteOverrides(path, []byte("x: 1\n"), false); !errors.Is(err, tui.ErrFileExists) {
+	if _, err := b.WriteOverrides(path, []byte("x: 1\n"), false); !errors.Is(err, tui.ErrFileExists) {
 		t.Errorf("second write: %v, want ErrFileExists", err)
 	}
-	if err := b.WriteOverrides(path, []byte("x: 1\n"), true); err != nil {
+	if _, err := b.WriteOverrides(path, []byte("x: 1\n"), true); err != nil {
 		t.Errorf("overwrite: %v", err)
 	}
 	if got, _ := os.ReadFile(path); string(got) != "x: 1\n" {
@@ -219,5 +220,124 @@ func TestTUIBackendGPUsWithoutDriver(t *testing.T) {
 	}
 	if !errors.Is(err, tui.ErrNoDriver) {
 		t.Errorf("no driver should wrap tui.ErrNoDriver: %v", err)
+	}
+}
+
+// The TUI's w and r write a relative path where cgtune runs and say the
+// absolute path they wrote.
+func TestTUIBackendWritesWhereCgtuneRuns(t *testing.T) {
+	b := testBackend(t)
+	t.Chdir(t.TempDir())
+	here, _ := os.Getwd()
+	written, err := b.WriteOverrides("o.yaml", []byte("model: {}\n"), false)
+	if err != nil || written != filepath.Join(here, "o.yaml") {
+		t.Fatalf("wrote %q, %v; want %s", written, err, filepath.Join(here, "o.yaml"))
+	}
+	if _, err := os.Stat(filepath.Join(here, "o.yaml")); err != nil {
+		t.Error(err)
+	}
+	req := estimateRequest(t)
+	ch, err := b.Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done search.DoneEvent
+	for ev := range ch {
+		if d, ok := ev.(search.DoneEvent); ok {
+			done = d
+		}
+	}
+	md, plot, err := b.WriteReport("r.md", report.Input{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Done: done}, false)
+	if err != nil || md != filepath.Join(here, "r.md") || plot != filepath.Join(here, "r.svg") {
+		t.Errorf("report %q, plot %q, %v; want both in %s", md, plot, err, here)
+	}
+}
+
+// The layout editor's MoE and recompute settings reach the search as a
+// layout does, and a search with them is the headless search with the
+// same values as --set: the same workload (drop-and-pad, its capacity)
+// and the same verdict on every candidate.
+func TestTUILayoutSettingsSearchAsHeadlessSets(t *testing.T) {
+	b := testBackend(t)
+	m, err := presets.LookupModel("qwen3_30b_a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The b200 recipe leaves EP overlap off, which full recompute would
+	// conflict with (TC-39).
+	l, err := m.Layout("b200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the editor writes for Capacity 1.5, Pad on, Dispatcher
+	// alltoall, Recompute full with 2 layers: the recipe's settings and
+	// these.
+	edited := l.Clone()
+	if edited.Settings == nil {
+		edited.Settings = map[string]string{}
+	}
+	edited.Settings["model.moe_expert_capacity_factor"] = "1.5"
+	edited.Settings["model.moe_pad_expert_input_to_capacity"] = "true"
+	edited.Dispatcher, edited.RecomputeGranularity, edited.RecomputeModules, edited.RecomputeLayers = "alltoall", "full", nil, 2
+	space := presets.Space{Impls: []string{"none", "local", "transformer_engine"}, Scopes: [][]string{{"attn"}, {"moe"}, {"full_iteration"}, {}}, Warmups: []int{3}}
+	req := tui.Request{Model: m, Layout: edited, MBridge: "0.4", Space: space, Strategy: search.StrategyExhaustive, Budget: tui.NoBudget, Estimate: true}
+	tuiCfg := b.config(req)
+	tuiPlan, err := b.Plan(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	f := &rootFlags{cmd: newRootCmd(), model: "qwen3_30b_a3b", gpuType: "b200", mbridge: "0.4", sets: []string{
+		"model.moe_expert_capacity_factor=1.5", "model.moe_pad_expert_input_to_capacity=true",
+		"model.moe_token_dispatcher_type=alltoall", "model.recompute_granularity=full",
+		"model.recompute_method=uniform", "model.recompute_num_layers=2", "model.recompute_modules=null"}}
+	var headless search.Config
+	if err := f.what(&headless); err != nil {
+		t.Fatal(err)
+	}
+	headless.Space = space
+	headlessPlan, err := search.Plan(headless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tuiCfg.Workload.Dropless == nil || *tuiCfg.Workload.Dropless || tuiCfg.Workload.MoECapacityFactor != 1.5 {
+		t.Errorf("TUI workload: dropless %v, capacity %v; want drop-and-pad at 1.5", tuiCfg.Workload.Dropless, tuiCfg.Workload.MoECapacityFactor)
+	}
+	if *tuiCfg.Workload.Dropless != *headless.Workload.Dropless || tuiCfg.Workload.MoECapacityFactor != headless.Workload.MoECapacityFactor {
+		t.Errorf("workloads differ: TUI %+v, headless %+v", tuiCfg.Workload, headless.Workload)
+	}
+	verdict := func(plan []search.Planned) map[string]string {
+		out := map[string]string{}
+		for _, p := range plan {
+			v := "valid"
+			if !p.Valid() {
+				v = p.Violations[0].ID
+			}
+			out[p.Candidate.Key()] = v
+		}
+		return out
+	}
+	got, want := verdict(tuiPlan), verdict(headlessPlan)
+	if len(got) != len(want) {
+		t.Fatalf("TUI plan %v, headless %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: TUI %s, headless %s", k, got[k], v)
+		}
+	}
+	// Full recompute leaves only the full-iteration graph (TC-24), and
+	// drop-and-pad lets it capture (no will-fail).
+	if got["local/full_iteration/w3"] != "valid" || got["transformer_engine/attn/w3"] != "TC-24" {
+		t.Errorf("verdicts %v", got)
+	}
+}
+
+// --set values of the fields the layout editor shows go into the layout
+// (where the person sees and changes them); the others stay --set.
+func TestSplitLayoutSets(t *testing.T) {
+	layout, rest := splitLayoutSets(map[string]string{"model.moe_expert_capacity_factor": "1.0", "env.NCCL_GRAPH_REGISTER": "1"})
+	if len(layout) != 1 || layout["model.moe_expert_capacity_factor"] != "1.0" || len(rest) != 1 || rest["env.NCCL_GRAPH_REGISTER"] != "1" {
+		t.Errorf("layout %v, rest %v", layout, rest)
 	}
 }

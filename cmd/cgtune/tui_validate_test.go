@@ -117,3 +117,23 @@ func TestTUIBackendValidateBadInput(t *testing.T) {
 		t.Errorf("--job-iters 2: %v", err)
 	}
 }
+
+// The form's iterations override --job-iters, and a number too small for
+// a candidate is refused naming the form's field.
+func TestTUIBackendValidateTakesTheFormsIters(t *testing.T) {
+	isolate(t)
+	run := searchRun(t)
+	b := newTUIBackend(&rootFlags{jobIters: 2}, nil)
+	t.Cleanup(func() { b.close(func() {}) })
+	_, err := b.Validate(context.Background(), tui.ValidateRequest{RunDir: run, Top: 3, Launcher: "local", Command: fakeJobCommand(t), Iters: 2})
+	if err == nil || !strings.HasPrefix(err.Error(), "iters 2: ") {
+		t.Errorf("iters 2: %v", err)
+	}
+	// 12 from the form: past the --job-iters 2 check.
+	v, err := b.Validate(context.Background(), tui.ValidateRequest{RunDir: run, Top: 1, Launcher: "local", Command: fakeJobCommand(t), Iters: 12})
+	if err != nil {
+		t.Fatalf("iters 12: %v", err)
+	}
+	for range v.Updates {
+	}
+}

@@ -25,6 +25,11 @@ import (
 
 func init() { subcommands = append(subcommands, newValidateCmd) }
 
+// defaultValidateTimeout bounds each validation job's running time unless
+// told otherwise (validate --job-timeout; the TUI's form without
+// --job-timeout).
+const defaultValidateTimeout = 30 * time.Minute
+
 type validateFlags struct {
 	preset, launcher, command, format string
 	top, iters, parallel              int
@@ -127,7 +132,7 @@ func newValidateCmd() *cobra.Command {
 	fl.IntVar(&f.top, "top", 3, "how many of the run's best graphed candidates to validate (each impl and scope once)")
 	fl.IntVar(&f.iters, "iters", job.DefaultIters, "training iterations per job")
 	fl.IntVar(&f.parallel, "parallel", 1, "jobs queued or running at once")
-	fl.DurationVar(&f.jobTimeout, "job-timeout", 30*time.Minute, "cancel a job that runs longer (time in the queue not counted; 0: no limit)")
+	fl.DurationVar(&f.jobTimeout, "job-timeout", defaultValidateTimeout, "cancel a job that runs longer (time in the queue not counted; 0: no limit)")
 	fl.BoolVar(&f.resume, "resume", false, "continue the validation in the folder: keep finished jobs, re-attach to running ones")
 	fl.StringVar(&f.dir, "dir", "", "validation folder (default: RUN/validate; with --preset a new folder under the runs folder)")
 	fl.IntVar(&f.nodes, "nodes", 0, "slurm: nodes per job (default: the preset's, else 1)")

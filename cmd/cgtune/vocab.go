@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,17 @@ func refuseGPUTypeAsIndex(cmd *cobra.Command) {
 		}
 		return nil
 	}
+}
+
+// typeForIndex is the error for a --gpu value that names GPU types
+// (h100, "h100,b200"), which --gpu-type takes; nil for anything else.
+func typeForIndex(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if !slices.Contains(presets.GPUs(), strings.ToLower(strings.TrimSpace(p))) {
+			return nil
+		}
+	}
+	return fail(exitBadInput, "--gpu %s: --gpu takes GPU indices (cgtune --headless --gpu 0,1); a GPU type is --gpu-type %s", v, v)
 }
 
 // loadPreset reads --preset: a file when arg names one, else the preset of
