@@ -530,6 +530,11 @@ func (o Overrides) renderJSON() ([]byte, error) {
 				return err
 			}
 			vb = []byte(t)
+		} else if k == JSONWhyKey || k == JSONNotesKey {
+			// One reason a line: they are long.
+			if vb, err = json.MarshalIndent(v, "  ", "  "); err != nil {
+				return err
+			}
 		} else if vb, err = json.Marshal(v); err != nil {
 			return err
 		}

@@ -176,7 +176,8 @@ type JobValidation struct {
 	Source   string // "run DIR", "preset NAME": what the targets came from
 	Model    presets.Model
 	Layout   presets.Layout
-	MBridge  string // field names of the overrides
+	MBridge  string            // field names of the overrides
+	Sets     map[string]string // the search's --set values (the overrides carry those the candidates need)
 	Workload engine.WorkloadOptions
 	Space    presets.Space // what the search searched (for a saved preset)
 	Targets  []jobs.Target // the eager baseline and the candidates
@@ -202,7 +203,7 @@ func JobValidationForRun(dir string, top int) (JobValidation, error) {
 	if err != nil {
 		return JobValidation{}, err
 	}
-	return JobValidation{Source: "run " + dir, Model: fp.Model, Layout: fp.Layout, MBridge: fp.MBridge,
+	return JobValidation{Source: "run " + dir, Model: fp.Model, Layout: fp.Layout, MBridge: fp.MBridge, Sets: fp.Sets,
 		Workload: fp.Workload, Space: fp.Space, Targets: targets, Dir: filepath.Join(dir, "validate")}, nil
 }
 
@@ -218,9 +219,9 @@ type JobOutcome struct {
 
 // Engine builds v's job engine (for a dry run's commands, say).
 func (v JobValidation) Engine() (*jobs.Engine, error) {
-	m, mb := v.Model, v.MBridge
+	t := Target{Model: v.Model, Layout: v.Layout, MBridge: v.MBridge, Sets: v.Sets}
 	return jobs.New(jobs.Config{Launcher: v.Launcher, Command: v.Command, Dir: v.Dir, Iters: v.Iters, Timeout: v.Timeout, Poll: v.Poll,
-		Overrides: func(c presets.Candidate) presets.Overrides { return WinnerOverrides(m, c, mb) }})
+		Overrides: func(c presets.Candidate) presets.Overrides { return WinnerOverrides(t, c) }})
 }
 
 // ValidateOnJobs runs v's targets as jobs and streams their state and log

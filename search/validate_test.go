@@ -199,7 +199,9 @@ func TestSearchOnTheJobEngine(t *testing.T) {
 	}
 	newEngine := func() *jobs.Engine {
 		e, err := jobs.New(jobs.Config{Launcher: &jobs.Local{}, Command: tmpl, Dir: filepath.Join(dir, "jobs"), Iters: 10, Poll: 50 * time.Millisecond,
-			Overrides: func(c presets.Candidate) presets.Overrides { return WinnerOverrides(m, c, "0.6") }})
+			Overrides: func(c presets.Candidate) presets.Overrides {
+				return WinnerOverrides(Target{Model: m, Layout: l, MBridge: "0.6"}, c)
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,6 +57,9 @@ type Options struct {
 	// overrides format shown first (--emit, --format).
 	EmitPath string
 	Format   string
+	// Sets are the --set recipe overrides the searches run with; the
+	// overrides a candidate needs of them are emitted with it.
+	Sets map[string]string
 	// JobLauncher and JobCommand are how the results screen's "validate
 	// top 3" runs the candidates as real training jobs (--launcher,
 	// --command); without a command it only says how to give one.

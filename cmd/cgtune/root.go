@@ -715,7 +715,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	// A search stopped by an error (the journal could not be written)
 	// writes nothing, as an interrupted one: its winner is of a part.
 	if d.Winner != nil && !d.Interrupted && d.Err == "" {
-		o := search.WinnerOverrides(cfg.Model, d.Winner.Result.Candidate, cfg.MBridge)
+		o := search.WinnerOverrides(cfg.Target(), d.Winner.Result.Candidate)
 		if overrides, err = o.Render(f.format); err != nil {
 			return fail(exitBadInput, "%v", err)
 		}

@@ -65,6 +65,7 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		Budget:   f.budget,
 		EmitPath: f.emit,
 		Format:   f.format,
+		Sets:     sets,
 		// "v validate top 3" runs jobs with these; the TUI shows the
 		// command and asks before anything runs.
 		JobLauncher: f.launcher,
