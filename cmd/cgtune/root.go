@@ -499,6 +499,9 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.openEngines(s, gpus); err != nil {
 		return nil, err
 	}
+	if n := calibrationNotice(cfg.Model, cfg.Layout); n != "" && f.engine != "job" {
+		s.notices = append(s.notices, n)
+	}
 	// Last, so that a search that cannot start leaves no run folder.
 	if !cfg.Resume {
 		if err := f.claimRunDir(s); err != nil {

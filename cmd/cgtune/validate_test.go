@@ -300,7 +300,7 @@ func TestCalibrateFromLogs(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"calibrate", "--log", eager, "--model", "llama3_8b", "--job-gpu", "nope"}, "allowed: h100"},
+		{[]string{"calibrate", "--log", eager, "--log", full, "--model", "llama3_8b", "--job-gpu", "nope"}, "allowed: h100"},
 		{[]string{"calibrate", "--model", "llama3_8b"}, "at least one --log"},
 		{[]string{"calibrate", "--log", eager}, "give --model M or --preset F"},
 		{[]string{"calibrate", "--log", filepath.Join(dir, "missing.log"), "--model", "llama3_8b"}, "missing.log"},
