@@ -479,7 +479,11 @@ func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, e
 // finished jobs are kept, running ones re-attached), with the host-cost
 // calibration fitted from the jobs.
 func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui.Validation, error) {
-	v, err := search.JobValidationForRun(req.RunDir, req.Top)
+	// The jobs run on this node (local launcher) or one like it: the
+	// Python of the megatron engine says whether they have Transformer
+	// Engine, which transformer_engine candidates need.
+	te := &teProbe{ctx: ctx, python: b.flags.python}
+	v, err := search.JobValidationForRun(req.RunDir, req.Top, te.buildable)
 	if err != nil {
 		return tui.Validation{}, err
 	}
@@ -518,7 +522,7 @@ func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui
 		}
 		send(tui.ValidationUpdate{Outcome: &out, Err: err})
 	}()
-	return tui.Validation{Targets: v.Targets, Dir: v.Dir, Updates: ch}, nil
+	return tui.Validation{Targets: v.Targets, Skipped: v.Skipped, Dir: v.Dir, Updates: ch}, nil
 }
 
 var _ tui.Backend = (*tuiBackend)(nil)
