@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"cgtune/presets"
@@ -115,6 +116,70 @@ func LoadCalibrationFrom(dir, model, layoutKey string) (Calibration, bool, error
 	return c, true, nil
 }
 
+// CalibrationID names the calibration of model and layoutKey in
+// `cgtune calibrate --list` and --rm: its file's name without ".json".
+func CalibrationID(model, layoutKey string) string {
+	return strings.TrimSuffix(calibrationFile(model, layoutKey), ".json")
+}
+
+// SavedCalibration is one calibration file of the folder: the calibration,
+// or why it cannot be read.
+type SavedCalibration struct {
+	ID   string
+	Path string
+	Calibration
+	Err error
+}
+
+// ListCalibrations lists the calibrations in dir by ID; a folder that does
+// not exist holds none.
+func ListCalibrations(dir string) ([]SavedCalibration, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []SavedCalibration
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		sc := SavedCalibration{ID: strings.TrimSuffix(name, ".json"), Path: filepath.Join(dir, name)}
+		b, err := presets.ReadFileLimited(sc.Path, 1<<20)
+		if err == nil {
+			err = json.Unmarshal(b, &sc.Calibration)
+		}
+		if err == nil && sc.Version != CalibrationVersion {
+			err = fmt.Errorf("version %d, this cgtune reads %d", sc.Version, CalibrationVersion)
+		}
+		if err == nil && CalibrationID(sc.Model, sc.Layout) != sc.ID {
+			err = fmt.Errorf("holds model %s layout %q, whose file is %s", sc.Model, sc.Layout, calibrationFile(sc.Model, sc.Layout))
+		}
+		sc.Err = err
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// RemoveCalibration deletes the calibration id (as ListCalibrations names
+// it) from dir and returns its path.
+func RemoveCalibration(dir, id string) (string, error) {
+	if id == "" || id != filepath.Base(id) || strings.HasPrefix(id, ".") {
+		return "", fmt.Errorf("calibration %q: give an ID as cgtune calibrate --list prints it", id)
+	}
+	path := filepath.Join(dir, id+".json")
+	if err := os.Remove(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("no calibration %q in %s (cgtune calibrate --list lists them)", id, dir)
+		}
+		return "", err
+	}
+	return path, nil
+}
+
 // SaveCalibration writes c into CalibrationDir, replacing the one for the
 // same model and layout; it returns the file's path.
 func SaveCalibration(c Calibration) (string, error) {
@@ -159,9 +224,14 @@ const (
 // jobs' step times best. With the eager baseline and at least one graphed
 // job it fits the speed-ups (each graphed job's step time over the eager
 // one's), which the host cost decides and which a global error in the
-// modelled GPU time cancels out of; otherwise it fits the step times
-// themselves, and says that any GPU-time error then goes into the scale.
-// The points come back with their predictions at scale 1 and at the fit.
+// modelled GPU time cancels out of; with graphed jobs alone it fits the
+// step times themselves, and says that any GPU-time error then goes into
+// the scale. It refuses eager jobs alone (the eager step cannot tell host
+// cost from GPU time: any error of the modelled GPU time would become the
+// scale) and a fit that ends at a bound of the scale (MinHostScale,
+// MaxHostScale: no host cost explains the jobs, as when they ran another
+// model or layout). The points come back with their predictions at scale 1
+// and at the fit.
 func FitHostScale(points []CalibrationPoint, predict Predictor) (float64, []CalibrationPoint, []string, error) {
 	if len(points) == 0 {
 		return 0, nil, nil, errors.New("no job step times to fit")
@@ -178,10 +248,13 @@ func FitHostScale(points []CalibrationPoint, predict Predictor) (float64, []Cali
 			eager = i
 		}
 	}
-	ratios := eager >= 0 && graphed > 0
+	if graphed == 0 {
+		return 0, nil, nil, errors.New("only eager runs (cuda_graph_impl none): a fit needs at least one graphed run, whose step time against eager's is what the host cost decides")
+	}
+	ratios := eager >= 0
 	var notes []string
 	if !ratios {
-		notes = append(notes, "fitted on step times alone (no eager and graphed pair): an error of the modelled GPU time goes into the host-cost scale")
+		notes = append(notes, "fitted on step times alone (no eager run to pair the graphed ones with): an error of the modelled GPU time goes into the host-cost scale")
 	}
 	var firstErr error
 	cost := func(s float64) float64 {
@@ -241,7 +314,7 @@ func FitHostScale(points []CalibrationPoint, predict Predictor) (float64, []Cali
 	}
 	scale := math.Exp((a + b) / 2)
 	if best == 0 || best == n {
-		notes = append(notes, fmt.Sprintf("the fit reached the bound %.3g of the host-cost scale: the jobs differ from the model by more than host cost explains", scale))
+		return 0, nil, nil, fmt.Errorf("the fit reached the bound %.3g of the host-cost scale (allowed %g to %g): the runs differ from the model by more than host cost explains (of another model or layout?); nothing saved", scale, float64(MinHostScale), float64(MaxHostScale))
 	}
 	out := make([]CalibrationPoint, len(points))
 	for i, p := range points {

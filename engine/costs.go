@@ -34,6 +34,18 @@ type Costs struct {
 	Rates   Rates
 	Host    HostCosts
 	Profile *FrameworkProfile
+	// Calibration says which calibration scaled the host costs ("" none):
+	// every result the costs give says so (CalibrationNotes).
+	Calibration string
+}
+
+// CalibrationNotes is the note a result emulated with c carries when a
+// calibration fitted from real jobs changed its host costs.
+func (c Costs) CalibrationNotes() []string {
+	if c.Calibration == "" {
+		return nil
+	}
+	return []string{"calibrated: " + c.Calibration}
 }
 
 // Source says where the host costs come from, for every result's notes.

@@ -271,6 +271,7 @@ func (s *ProfileSet) CostsFor(w *Workload, rates Rates, fallback HostCosts) Cost
 	}
 	if s.Calibration != nil {
 		if f, src, ok := s.Calibration(model, layout); ok && f > 0 && !math.IsInf(f, 0) {
+			c.Calibration = fmt.Sprintf("host costs ×%.3g from %s", f, src)
 			if c.Profile != nil {
 				c.Profile = scaleProfile(c.Profile, f, 1, "calibrated ×"+fmt.Sprint(f)+" from "+src)
 			} else {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -11,10 +12,14 @@ import (
 )
 
 // Entry is one recipe override: a dotted ConfigContainer key and its value.
-// Value is a string, bool, int, nil or []string.
+// Value is a string, bool, int, float64, nil, []string or []int.
 type Entry struct {
 	Key   string
 	Value any
+	// Why says what needs the setting ("" for none given): every format
+	// with comments writes it as a comment on the entry, JSON in the
+	// "_why" object.
+	Why string
 }
 
 // Overrides is the ordered set of recipe overrides a candidate needs for one
@@ -22,7 +27,18 @@ type Entry struct {
 type Overrides struct {
 	Gen     Generation
 	Entries []Entry
+	// Notes are lines for whoever applies the overrides (a prerequisite
+	// that is not a recipe field, a warning): comment lines in the
+	// formats that have comments, the "_notes" list in JSON.
+	Notes []string
 }
+
+// JSON keys of the parts of the overrides that are not recipe fields; a
+// recipe key is always dotted, these never are.
+const (
+	JSONWhyKey   = "_why"
+	JSONNotesKey = "_notes"
+)
 
 // Override keys, as dotted ConfigContainer paths.
 const (
@@ -49,7 +65,7 @@ var Formats = []string{"yaml", "dotlist", "python", "flags", "json"}
 // cuda_graph_scope, G3 cuda_graph_modules). It does not validate c.
 func BuildOverrides(c Candidate, gen Generation) Overrides {
 	o := Overrides{Gen: gen}
-	add := func(k string, v any) { o.Entries = append(o.Entries, Entry{k, v}) }
+	add := func(k string, v any) { o.Entries = append(o.Entries, Entry{Key: k, Value: v}) }
 	graphed := c.Graphed()
 	full := c.FullIteration() || c.Impl == implFullIterG3
 	switch {
@@ -110,7 +126,7 @@ func (o Overrides) Render(format string) ([]byte, error) {
 	case "yaml":
 		return o.renderYAML()
 	case "dotlist":
-		return []byte(strings.Join(o.DotlistTokens(true), " ") + "\n"), nil
+		return append(o.shellComments(), strings.Join(o.DotlistTokens(true), " ")+"\n"...), nil
 	case "python":
 		return o.renderPython()
 	case "flags":
@@ -118,12 +134,43 @@ func (o Overrides) Render(format string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []byte(strings.Join(toks, " ") + "\n"), nil
+		return append(o.shellComments(), strings.Join(toks, " ")+"\n"...), nil
 	case "json":
 		return o.renderJSON()
 	}
 	return nil, fmt.Errorf("unknown format %q (allowed: %s)", format, strings.Join(Formats, ", "))
 }
+
+// commentLines are the notes, then each entry's why, as "# " lines: what
+// goes above the overrides in a format with comments.
+func (o Overrides) commentLines(keyed bool) []string {
+	var out []string
+	for _, n := range o.Notes {
+		out = append(out, "# "+n)
+	}
+	if keyed {
+		for _, e := range o.Entries {
+			if e.Why != "" {
+				out = append(out, "# "+e.Key+": "+e.Why)
+			}
+		}
+	}
+	return out
+}
+
+// shellComments are the comment lines above a dotlist or flags line: a
+// shell reads them as comments, and the tokens stay on one line.
+func (o Overrides) shellComments() []byte {
+	var b bytes.Buffer
+	for _, l := range o.commentLines(true) {
+		b.WriteString(oneLine(l) + "\n")
+	}
+	return b.Bytes()
+}
+
+// oneLine keeps a comment on its line: a newline in a reason would end
+// the comment and make the rest of it code.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // RenderDotlistLines is the dotlist with one shell-quoted override a line,
 // for diffs and for pasting into a multi-line launcher command.
@@ -167,6 +214,14 @@ func flowValue(v any, quote func(string) string, sep string) (string, error) {
 		return strconv.FormatBool(x), nil
 	case int:
 		return strconv.Itoa(x), nil
+	case float64:
+		return floatText(x)
+	case []int:
+		parts := make([]string, len(x))
+		for i, n := range x {
+			parts[i] = strconv.Itoa(n)
+		}
+		return "[" + strings.Join(parts, sep) + "]", nil
 	case string:
 		if plainRe.MatchString(x) && !yamlReserved[x] {
 			return x, nil
@@ -183,7 +238,24 @@ func flowValue(v any, quote func(string) string, sep string) (string, error) {
 		}
 		return "[" + strings.Join(parts, sep) + "]", nil
 	}
-	return "", fmt.Errorf("override value %v has unsupported type %T (want string, bool, int, nil or []string)", v, v)
+	return "", unsupported(v)
+}
+
+func unsupported(v any) error {
+	return fmt.Errorf("override value %v has unsupported type %T (want string, bool, int, float64, nil, []string or []int)", v, v)
+}
+
+// floatText writes a float so that YAML, Hydra and Python all read a
+// float back (1.0, not 1, which they would read as an integer).
+func floatText(x float64) (string, error) {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "", fmt.Errorf("override value %v is not a finite number", x)
+	}
+	t := strconv.FormatFloat(x, 'g', -1, 64)
+	if !strings.ContainsAny(t, ".eE") {
+		t += ".0"
+	}
+	return t, nil
 }
 
 func yamlScalar(v any) (string, error) { return flowValue(v, strconv.Quote, ", ") }
@@ -191,29 +263,79 @@ func yamlScalar(v any) (string, error) { return flowValue(v, strconv.Quote, ", "
 func (o Overrides) renderYAML() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("# " + o.header() + "\n")
-	var sections []string
-	bySection := map[string][]Entry{}
+	for _, l := range o.commentLines(false) {
+		b.WriteString(oneLine(l) + "\n")
+	}
+	root := &yamlNode{}
 	for _, e := range o.Entries {
-		sec, field, ok := strings.Cut(e.Key, ".")
-		if !ok || strings.Contains(field, ".") {
+		path := strings.Split(e.Key, ".")
+		if len(path) < 2 || slices.Contains(path, "") {
 			return nil, fmt.Errorf("override key %q: want section.field", e.Key)
 		}
-		if _, seen := bySection[sec]; !seen {
-			sections = append(sections, sec)
+		if err := root.add(path, e); err != nil {
+			return nil, err
 		}
-		bySection[sec] = append(bySection[sec], Entry{field, e.Value})
 	}
-	for _, sec := range sections {
-		b.WriteString(sec + ":\n")
-		for _, e := range bySection[sec] {
-			s, err := yamlScalar(e.Value)
-			if err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(&b, "  %s: %s\n", e.Key, s)
-		}
+	if err := root.write(&b, ""); err != nil {
+		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// yamlNode is one mapping of the nested YAML: its keys in the order the
+// entries first name them, each a value or a further mapping.
+type yamlNode struct {
+	keys  []string
+	leaf  map[string]Entry
+	child map[string]*yamlNode
+}
+
+func (n *yamlNode) add(path []string, e Entry) error {
+	k := path[0]
+	if n.leaf == nil {
+		n.leaf, n.child = map[string]Entry{}, map[string]*yamlNode{}
+	}
+	_, isLeaf := n.leaf[k]
+	c, isChild := n.child[k]
+	if len(path) == 1 {
+		if isLeaf || isChild {
+			return fmt.Errorf("override key %q is given twice", e.Key)
+		}
+		n.keys = append(n.keys, k)
+		n.leaf[k] = e
+		return nil
+	}
+	if isLeaf {
+		return fmt.Errorf("override key %q: %s is a value, not a section", e.Key, k)
+	}
+	if !isChild {
+		c = &yamlNode{}
+		n.keys = append(n.keys, k)
+		n.child[k] = c
+	}
+	return c.add(path[1:], e)
+}
+
+func (n *yamlNode) write(b *bytes.Buffer, indent string) error {
+	for _, k := range n.keys {
+		if c, ok := n.child[k]; ok {
+			b.WriteString(indent + k + ":\n")
+			if err := c.write(b, indent+"  "); err != nil {
+				return err
+			}
+			continue
+		}
+		e := n.leaf[k]
+		s, err := yamlScalar(e.Value)
+		if err != nil {
+			return err
+		}
+		if e.Why != "" {
+			b.WriteString(indent + "# " + oneLine(e.Why) + "\n")
+		}
+		fmt.Fprintf(b, "%s%s: %s\n", indent, k, s)
+	}
+	return nil
 }
 
 // hydraValue writes a value in Hydra's override grammar: lists always in
@@ -262,7 +384,9 @@ func (o Overrides) DotlistTokens(quote bool) []string {
 // --cuda_graph_impl and --cuda_graph_scope (comma string, harness vocabulary,
 // so full iteration is "local full_iteration" in both generations), then the
 // rest as trailing Hydra overrides, which the harness applies first (MB
-// scripts/performance/run_script.py).
+// scripts/performance/run_script.py). A whole-layer transformer_engine
+// graph, which the flags cannot express, is all Hydra overrides
+// (wholeLayerTE).
 func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 	implV, ok := o.Get(KeyImpl)
 	impl, isStr := implV.(string)
@@ -281,6 +405,9 @@ func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 	}
 	if impl == implFullIterG3 {
 		impl, scopes = ImplLocal, []string{ScopeFullIteration}
+	}
+	if impl == ImplTE && len(scopes) == 0 {
+		return o.hydraTokens(o.wholeLayerTE(), quote), nil
 	}
 	toks := []string{flagImpl, impl}
 	var rest []Entry
@@ -303,6 +430,31 @@ func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 	return append(toks, o.hydraTokens(rest, quote)...), nil
 }
 
+// wholeLayerTE is a whole-layer transformer_engine graph as run_script.py
+// takes it: Hydra overrides alone. The harness flags cannot say it: MB
+// v0.3.0/v0.4.0's argument parser (scripts/performance/argument_parser.py
+// is_cuda_graph_scope_valid) refuses an empty --cuda_graph_scope, and
+// without one their _set_cuda_graph_overrides (scripts/performance/utils/
+// overrides.py) iterates None under --cuda_graph_impl transformer_engine
+// (TypeError: 'NoneType' object is not iterable). Without --cuda_graph_impl
+// that function leaves the recipe's impl alone, which the Hydra overrides
+// (applied first, run_script.py) have set. MB v0.5.0's version asserts that
+// the recipe's cuda_graph_scope is a list of TE scopes whenever the impl is
+// transformer_engine, so G3 writes the deprecated field as [] rather than
+// null; MCore moves it to cuda_graph_modules (TransformerConfig
+// __post_init__), and MB v0.6.0 reads both fields (cuda_graph_module_names).
+func (o Overrides) wholeLayerTE() []Entry {
+	out := slices.Clone(o.Entries)
+	if o.Gen >= G3 {
+		for i, e := range out {
+			if e.Key == KeyScope && e.Value == nil {
+				out[i].Value = []string{}
+			}
+		}
+	}
+	return out
+}
+
 func shellQuoteIf(s string, quote bool) string {
 	if quote {
 		return shellQuote(s)
@@ -321,6 +473,8 @@ func pythonValue(v any) (string, error) {
 		return "False", nil
 	case int:
 		return strconv.Itoa(x), nil
+	case float64:
+		return floatText(x)
 	case string:
 		return strconv.Quote(x), nil
 	case []string:
@@ -329,17 +483,25 @@ func pythonValue(v any) (string, error) {
 			parts[i] = strconv.Quote(s)
 		}
 		return "[" + strings.Join(parts, ", ") + "]", nil
+	case []int:
+		return flowValue(x, strconv.Quote, ", ")
 	}
-	return "", fmt.Errorf("override value %v has unsupported type %T (want string, bool, int, nil or []string)", v, v)
+	return "", unsupported(v)
 }
 
 func (o Overrides) renderPython() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("# " + o.header() + "\n")
+	for _, l := range o.commentLines(false) {
+		b.WriteString(oneLine(l) + "\n")
+	}
 	for _, e := range o.Entries {
 		v, err := pythonValue(e.Value)
 		if err != nil {
 			return nil, err
+		}
+		if e.Why != "" {
+			b.WriteString("# " + oneLine(e.Why) + "\n")
 		}
 		fmt.Fprintf(&b, "cfg.%s = %s\n", e.Key, v)
 	}
@@ -348,27 +510,61 @@ func (o Overrides) renderPython() ([]byte, error) {
 
 // renderJSON writes an object of dotted key -> value in entry order (a Go map
 // would sort the keys and lose the order the overrides are applied in).
+// JSON has no comments: the entries' reasons follow as the object
+// JSONWhyKey (key -> why) and the notes as the list JSONNotesKey, neither
+// of which is a dotted recipe key.
 func (o Overrides) renderJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("{")
-	for i, e := range o.Entries {
+	sep := ""
+	member := func(k string, v any) error {
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return err
+		}
+		var vb []byte
+		if x, isFloat := v.(float64); isFloat {
+			// json.Marshal writes 1.0 as 1, which a reader takes for an integer.
+			t, err := floatText(x)
+			if err != nil {
+				return err
+			}
+			vb = []byte(t)
+		} else if k == JSONWhyKey || k == JSONNotesKey {
+			// One reason a line: they are long.
+			if vb, err = json.MarshalIndent(v, "  ", "  "); err != nil {
+				return err
+			}
+		} else if vb, err = json.Marshal(v); err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s\n  %s: %s", sep, kb, vb)
+		sep = ","
+		return nil
+	}
+	why := map[string]string{}
+	for _, e := range o.Entries {
 		switch e.Value.(type) {
-		case nil, bool, int, string, []string:
+		case nil, bool, int, float64, string, []string, []int:
 		default:
-			return nil, fmt.Errorf("override value %v has unsupported type %T (want string, bool, int, nil or []string)", e.Value, e.Value)
+			return nil, unsupported(e.Value)
 		}
-		k, err := json.Marshal(e.Key)
-		if err != nil {
+		if err := member(e.Key, e.Value); err != nil {
 			return nil, err
 		}
-		v, err := json.Marshal(e.Value)
-		if err != nil {
+		if e.Why != "" {
+			why[e.Key] = e.Why
+		}
+	}
+	if len(why) > 0 {
+		if err := member(JSONWhyKey, why); err != nil {
 			return nil, err
 		}
-		if i > 0 {
-			b.WriteString(",")
+	}
+	if len(o.Notes) > 0 {
+		if err := member(JSONNotesKey, o.Notes); err != nil {
+			return nil, err
 		}
-		fmt.Fprintf(&b, "\n  %s: %s", k, v)
 	}
 	b.WriteString("\n}\n")
 	return b.Bytes(), nil

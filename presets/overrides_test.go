@@ -3,11 +3,14 @@ package presets
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -258,9 +261,9 @@ func TestRenderErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"toml"`) || !strings.Contains(err.Error(), "yaml, dotlist, python, flags, json") {
 		t.Fatalf("Render(toml) = %v", err)
 	}
-	bad := Overrides{Gen: G3, Entries: []Entry{{KeyImpl, "none"}, {KeyWarmup, 3.5}}}
+	bad := Overrides{Gen: G3, Entries: []Entry{{Key: KeyImpl, Value: "none"}, {Key: KeyWarmup, Value: float32(3.5)}}}
 	for _, f := range []string{"yaml", "python", "json"} {
-		if _, err := bad.Render(f); err == nil || !strings.Contains(err.Error(), "float64") {
+		if _, err := bad.Render(f); err == nil || !strings.Contains(err.Error(), "float32") {
 			t.Errorf("%s with a float value: %v", f, err)
 		}
 	}
@@ -270,7 +273,7 @@ func TestRenderErrors(t *testing.T) {
 }
 
 func TestYAMLQuotesAmbiguousStrings(t *testing.T) {
-	o := Overrides{Gen: G3, Entries: []Entry{{"model.a", "null"}, {"model.b", "on"}, {"model.c", "a b"}, {"model.d", []string{"yes", "x"}}}}
+	o := Overrides{Gen: G3, Entries: []Entry{{Key: "model.a", Value: "null"}, {Key: "model.b", Value: "on"}, {Key: "model.c", Value: "a b"}, {Key: "model.d", Value: []string{"yes", "x"}}}}
 	y, err := o.Render("yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +315,7 @@ func TestMegatronLMFlagTokens(t *testing.T) {
 		}
 	}
 	// Values that are not plain words are quoted for the shell.
-	o := Overrides{Gen: G3, Entries: []Entry{{KeyImpl, "local"}, {KeyModules, []string{"a b", "$(x)"}}}}
+	o := Overrides{Gen: G3, Entries: []Entry{{Key: KeyImpl, Value: "local"}, {Key: KeyModules, Value: []string{"a b", "$(x)"}}}}
 	toks, err := o.MegatronLMFlagTokens(true)
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +348,302 @@ func TestAnnotate(t *testing.T) {
 		default:
 			if !ok || string(got) != "# ESTIMATED: not measured\n"+string(data) {
 				t.Errorf("%s:\n%s", f, got)
+			}
+		}
+	}
+}
+
+// perfHarness is what MB's perf harness does with run_script.py's command
+// line, transcribed from MB at tags v0.4.0 and v0.6.0 (and v0.5.0, the
+// other G3 release):
+//   - scripts/performance/argument_parser.py: VALID_CUDA_GRAPH_IMPLS and
+//     VALID_CUDA_GRAPH_SCOPES (the same lists in all three),
+//     is_cuda_graph_impl_valid, is_cuda_graph_scope_valid (arg.split(",")
+//     with every part in the list); parse_known_args leaves the unknown
+//     tokens to Hydra (run_script.py main / _apply_perf_recipe_overrides);
+//   - scripts/performance/run_script.py: the Hydra overrides are applied
+//     (set_cli_overrides) before the flags (set_user_overrides);
+//   - scripts/performance/utils/overrides.py _set_cuda_graph_overrides.
+type perfHarness struct {
+	mb int // Megatron-Bridge minor version: 4, 5 or 6
+}
+
+var (
+	harnessImpls  = []string{"none", "local", "transformer_engine"}
+	harnessScopes = []string{"full_iteration", "attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba"}
+	harnessTE     = []string{"attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba"}
+)
+
+// graphConfig is the recipe's CUDA-graph fields; a nil list is None.
+type graphConfig struct {
+	impl          string
+	scope, mods   []string
+	scopeNone     bool
+	modsNone      bool
+	rng, nanCheck bool
+}
+
+// run parses toks as run_script.py would and returns the recipe's graph
+// fields after the harness, or the error the harness raises.
+func (h perfHarness) run(toks []string) (graphConfig, error) {
+	var implFlag, scopeFlag *string
+	var hydra []string
+	for i := 0; i < len(toks); i++ {
+		t := toks[i]
+		switch {
+		case t == "--cuda_graph_impl" || t == "--cuda_graph_scope":
+			if i+1 >= len(toks) {
+				return graphConfig{}, fmt.Errorf("argparse: %s expects one argument", t)
+			}
+			v := toks[i+1]
+			i++
+			if t == "--cuda_graph_impl" {
+				if !slices.Contains(harnessImpls, v) {
+					return graphConfig{}, fmt.Errorf("argparse: invalid is_cuda_graph_impl_valid value: %q", v)
+				}
+				implFlag = &v
+				continue
+			}
+			for _, p := range strings.Split(v, ",") {
+				if !slices.Contains(harnessScopes, p) {
+					return graphConfig{}, fmt.Errorf("argparse: invalid is_cuda_graph_scope_valid value: %q", v)
+				}
+			}
+			scopeFlag = &v
+		case strings.HasPrefix(t, "-"):
+			return graphConfig{}, fmt.Errorf("unknown flag %q would reach Hydra", t)
+		case strings.Contains(t, "="):
+			hydra = append(hydra, t)
+		default:
+			return graphConfig{}, fmt.Errorf("token %q is neither a flag nor a Hydra override", t)
+		}
+	}
+	// The library recipe's own values (MB recipes write cuda_graph_scope="full").
+	g := graphConfig{impl: "none", scopeNone: true, modsNone: h.mb < 5, rng: false, nanCheck: true}
+	g.scope, g.scopeNone = []string{"full"}, false
+	if h.mb >= 5 {
+		g.mods = []string{}
+	}
+	for _, t := range hydra {
+		k, v, _ := strings.Cut(t, "=")
+		var list []string
+		isNull := v == "null"
+		if strings.HasPrefix(v, "[") {
+			if inner := strings.Trim(v, "[]"); inner != "" {
+				list = strings.Split(inner, ",")
+			} else {
+				list = []string{}
+			}
+		}
+		switch k {
+		case KeyImpl:
+			g.impl = v
+		case KeyScope:
+			g.scope, g.scopeNone = list, isNull
+		case KeyModules:
+			if h.mb < 5 {
+				return g, fmt.Errorf("Hydra: %s is not a field of MB 0.%d", k, h.mb)
+			}
+			g.mods, g.modsNone = list, isNull
+		case KeyModelRNG:
+			g.rng = v == "true"
+		}
+	}
+	var scopeList []string
+	if scopeFlag != nil {
+		scopeList = strings.Split(*scopeFlag, ",")
+	}
+	if implFlag != nil {
+		g.impl = *implFlag
+		g.rng = *implFlag != "none"
+	}
+	switch {
+	case h.mb <= 4:
+		if implFlag != nil && *implFlag == "transformer_engine" {
+			if scopeFlag == nil {
+				return g, errors.New("TypeError: 'NoneType' object is not iterable")
+			}
+			if !allIn(scopeList, harnessTE) {
+				return g, fmt.Errorf("AssertionError: Invalid cuda graph scope: %v", scopeList)
+			}
+		}
+		if scopeFlag != nil {
+			g.scope, g.scopeNone = scopeList, false
+		}
+	case h.mb == 5:
+		if scopeFlag != nil {
+			g.scope, g.scopeNone = scopeList, false
+		}
+		if g.impl == "transformer_engine" && (g.scopeNone || !allIn(g.scope, harnessTE)) {
+			return g, fmt.Errorf("AssertionError: Invalid cuda graph scope: %v", g.scope)
+		}
+		if g.impl == "none" {
+			g.scope = []string{}
+		}
+	default:
+		if g.impl == "none" {
+			g.mods, g.modsNone, g.scope, g.scopeNone = []string{}, false, nil, true
+			return g, nil
+		}
+		if scopeFlag != nil {
+			if slices.Contains(scopeList, "full_iteration") {
+				if len(scopeList) != 1 || g.impl == "transformer_engine" {
+					return g, errors.New("ValueError: full_iteration CUDA graph scope")
+				}
+				g.impl, g.mods, g.modsNone, g.scope, g.scopeNone = "full_iteration", []string{}, false, nil, true
+			} else {
+				g.mods, g.modsNone, g.scope, g.scopeNone = scopeList, false, nil, true
+			}
+		}
+		if g.impl == "transformer_engine" && !allIn(g.moduleNames(), harnessTE) {
+			return g, fmt.Errorf("AssertionError: Invalid cuda graph scope: %v", g.moduleNames())
+		}
+		if g.impl == "local" && !slices.Contains(append(slices.Clone(g.mods), g.scope...), "full_iteration") {
+			return g, errors.New(`ValueError: Megatron Bridge supports model.cuda_graph_impl="local" only for full-iteration CUDA graphs`)
+		}
+	}
+	return g, nil
+}
+
+// moduleNames is MB v0.6.0's cuda_graph_module_names (src/megatron/bridge/
+// utils/cuda_graph.py): both fields, without the special values.
+func (g graphConfig) moduleNames() []string {
+	var out []string
+	for _, n := range append(slices.Clone(g.mods), g.scope...) {
+		if n != "full" && n != "full_iteration" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func allIn(xs, set []string) bool {
+	for _, x := range xs {
+		if !slices.Contains(set, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// The flags rendering is what run_script.py of MB v0.4.0, v0.5.0 and
+// v0.6.0 accepts for every scope set, the whole layer included, and the
+// recipe ends with the candidate's graph.
+func TestFlagsAcceptedByPerfHarness(t *testing.T) {
+	var cands []Candidate
+	cands = append(cands, Candidate{Impl: ImplNone, Warmup: 3}, Candidate{Impl: ImplLocal, Scopes: []string{ScopeFullIteration}, Warmup: 2})
+	for mask := 0; mask < 1<<len(LayerScopes); mask++ {
+		set := []string{}
+		for i, s := range LayerScopes {
+			if mask&(1<<i) != 0 {
+				set = append(set, s)
+			}
+		}
+		cands = append(cands, Candidate{Impl: ImplTE, Scopes: set, Warmup: 1})
+	}
+	g2Local := []Candidate{{Impl: ImplLocal, Warmup: 3}, {Impl: ImplLocal, Scopes: []string{ScopeAttn}, Warmup: 3}}
+	for _, h := range []perfHarness{{mb: 4}, {mb: 5}, {mb: 6}} {
+		gen := G3
+		all := cands
+		if h.mb <= 4 {
+			gen, all = G2, append(slices.Clone(cands), g2Local...)
+		}
+		for _, c := range all {
+			t.Run(fmt.Sprintf("MB_0.%d/%s", h.mb, c.Key()), func(t *testing.T) {
+				toks, err := BuildOverrides(c, gen).FlagTokens(false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := h.run(toks)
+				if err != nil {
+					t.Fatalf("%q: %v", toks, err)
+				}
+				wantImpl, wantMods := c.Impl, c.Scopes
+				if wantMods == nil {
+					wantMods = []string{}
+				}
+				gotMods := g.moduleNames()
+				switch {
+				case h.mb <= 5:
+					// The scope field, as the harness leaves it; MCore moves
+					// it to cuda_graph_modules later (G3).
+					gotMods = g.scope
+				case c.FullIteration():
+					wantImpl, wantMods = "full_iteration", []string{}
+				}
+				if gotMods == nil {
+					gotMods = []string{}
+				}
+				if !c.Graphed() {
+					wantMods = gotMods // the harness clears or ignores the scope of none
+				}
+				if g.impl != wantImpl || !slices.Equal(gotMods, wantMods) || g.rng != c.Graphed() {
+					t.Errorf("%q ends as impl %s scopes %v rng %v; want %s %v", toks, g.impl, gotMods, g.rng, wantImpl, wantMods)
+				}
+			})
+		}
+	}
+}
+
+// A setting the overrides carry with a reason, a nested key, a float and
+// notes: every format carries the values and the reasons (a comment where
+// the format has comments, JSON's _why and _notes otherwise).
+func TestOverridesWhyAndNotes(t *testing.T) {
+	for _, gen := range []Generation{G2, G3} {
+		o := BuildOverrides(Candidate{Impl: ImplLocal, Scopes: []string{ScopeFullIteration}, Warmup: 1}, gen)
+		o.Entries = append(o.Entries,
+			Entry{Key: "model.moe_expert_capacity_factor", Value: 1.0, Why: "without it the capture fails:\ndropless MoE"},
+			Entry{Key: "dataset.offline_packing_specs.pad_cu_seqlens", Value: true, Why: "MB-08 needs it"})
+		o.Notes = []string{"WARNING: forced"}
+		for _, f := range Formats {
+			data, err := o.Render(f)
+			if err != nil {
+				t.Fatalf("%s %s: %v", gen, f, err)
+			}
+			got := string(data)
+			switch f {
+			case "yaml":
+				var nested map[string]any
+				if err := yaml.Unmarshal(data, &nested); err != nil {
+					t.Fatalf("%s yaml: %v\n%s", gen, err, got)
+				}
+				flat := map[string]any{}
+				flatten("", nested, flat)
+				if v, ok := flat["model.moe_expert_capacity_factor"].(float64); !ok || v != 1.0 || flat["dataset.offline_packing_specs.pad_cu_seqlens"] != true {
+					t.Errorf("%s yaml reads back as %v", gen, flat)
+				}
+				if !strings.Contains(got, "  # without it the capture fails: dropless MoE\n  moe_expert_capacity_factor: 1.0\n") ||
+					!strings.Contains(got, "\n    # MB-08 needs it\n    pad_cu_seqlens: true\n") || !strings.Contains(got, "\n# WARNING: forced\n") {
+					t.Errorf("%s yaml:\n%s", gen, got)
+				}
+			case "python":
+				if !strings.Contains(got, "# without it the capture fails: dropless MoE\ncfg.model.moe_expert_capacity_factor = 1.0\n") ||
+					!strings.Contains(got, "cfg.dataset.offline_packing_specs.pad_cu_seqlens = True\n") || !strings.Contains(got, "\n# WARNING: forced\n") {
+					t.Errorf("%s python:\n%s", gen, got)
+				}
+			case "dotlist", "flags":
+				lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+				last := lines[len(lines)-1]
+				for _, l := range lines[:len(lines)-1] {
+					if !strings.HasPrefix(l, "# ") {
+						t.Errorf("%s %s: %q is not a comment line", gen, f, l)
+					}
+				}
+				if !strings.Contains(got, "# model.moe_expert_capacity_factor: without it the capture fails: dropless MoE\n") ||
+					!strings.Contains(last, "model.moe_expert_capacity_factor=1.0") || !strings.Contains(got, "# WARNING: forced\n") {
+					t.Errorf("%s %s:\n%s", gen, f, got)
+				}
+			case "json":
+				var m map[string]any
+				if err := json.Unmarshal(data, &m); err != nil {
+					t.Fatalf("%s json: %v\n%s", gen, err, got)
+				}
+				why, _ := m[JSONWhyKey].(map[string]any)
+				if m["model.moe_expert_capacity_factor"] != 1.0 || !strings.Contains(got, `"model.moe_expert_capacity_factor": 1.0`) ||
+					why["dataset.offline_packing_specs.pad_cu_seqlens"] != "MB-08 needs it" || len(why) != 2 ||
+					!reflect.DeepEqual(m[JSONNotesKey], []any{"WARNING: forced"}) {
+					t.Errorf("%s json:\n%s", gen, got)
+				}
 			}
 		}
 	}

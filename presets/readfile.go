@@ -19,6 +19,25 @@ const MaxYAMLBytes = 4 << 20
 // for reading (and the open itself is non-blocking, so a file swapped for
 // a FIFO in between cannot hang either). Errors name path.
 func ReadFileLimited(path string, limit int64) ([]byte, error) {
+	f, err := OpenFileLimited(path, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, unwrapPath(err))
+	}
+	if int64(len(data)) > limit {
+		return nil, tooBig(path, limit)
+	}
+	return data, nil
+}
+
+// OpenFileLimited opens the regular file at path for reading, with the
+// checks of ReadFileLimited: for an input read as a stream (a training
+// log), which the caller reads at most limit bytes of.
+func OpenFileLimited(path string, limit int64) (*os.File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -30,24 +49,19 @@ func ReadFileLimited(path string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	if st, err = f.Stat(); err != nil {
+		f.Close()
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
+		f.Close()
 		return nil, notRegular(path, st.Mode())
 	}
 	if st.Size() > limit {
+		f.Close()
 		return nil, tooBig(path, limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, unwrapPath(err))
-	}
-	if int64(len(data)) > limit {
-		return nil, tooBig(path, limit)
-	}
-	return data, nil
+	return f, nil
 }
 
 func notRegular(path string, m os.FileMode) error {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"cgtune/engine"
 	"cgtune/presets"
 )
 
@@ -14,9 +15,17 @@ import (
 type Violation struct {
 	ID      string
 	Message string
+	// Hint says what to do, where the stack's message does not (a bare
+	// Python error); "" for none.
+	Hint string `json:",omitempty"`
 }
 
-func (v Violation) String() string { return v.ID + ": " + v.Message }
+func (v Violation) String() string {
+	if v.Hint != "" {
+		return v.ID + ": " + v.Message + " (" + v.Hint + ")"
+	}
+	return v.ID + ": " + v.Message
+}
 
 // ConfigID marks a violation that is not a rule of the stack: the input
 // itself could not be read (bad --set value, unknown MB version, ...).
@@ -60,7 +69,11 @@ func (s *state) fire(r *Rule) bool {
 		if r.when(s) {
 			fired = true
 			if !s.fired[r.ID] && !(r.Shadow != "" && s.fired[r.Shadow]) {
-				s.violations = append(s.violations, Violation{ID: r.ID, Message: r.msg(s)})
+				v := Violation{ID: r.ID, Message: r.msg(s)}
+				if r.hint != nil {
+					v.Hint = r.hint(s)
+				}
+				s.violations = append(s.violations, v)
 			}
 			s.fired[r.ID] = true
 		}
@@ -92,9 +105,19 @@ func (s *state) runStage(st stage) {
 // start-up order, applying the auto-fixes MB applies on the way. cfg is not
 // modified. mbridge must be of the generation cfg was built for.
 func Check(cfg *Recipe, mbridge string) Report {
-	s, err := stateFor(cfg.Clone(), mbridge)
+	s, err := checked(cfg, mbridge)
 	if err != nil {
 		return configReport(err)
+	}
+	return Report{Violations: s.violations, Notes: s.notes}
+}
+
+// checked runs Check's stages on a copy of cfg and returns the state MB
+// ends its start-up with.
+func checked(cfg *Recipe, mbridge string) (*state, error) {
+	s, err := stateFor(cfg.Clone(), mbridge)
+	if err != nil {
+		return nil, err
 	}
 	s.runStage(stageCommOverlap)
 	// CommOverlapConfig.setup copies the user's comm_overlap values onto the
@@ -111,7 +134,113 @@ func Check(cfg *Recipe, mbridge string) Report {
 	s.runStage(stageMB)
 	s.runStage(stageProvide)
 	s.runStage(stageRuntime)
-	return Report{Violations: s.violations, Notes: s.notes}
+	return s, nil
+}
+
+// CheckWithCapture is Check, then, when no rule is broken, the capture
+// plan of the CUDA-graph setting MB ends its start-up with, on the model
+// and layout cfg was seeded from and with the recipe's MoE mode
+// (engine.PlanCapture, as the search plans each candidate): a capture
+// known to fail is a WillFailID violation with the reason the search
+// gives, and a setting that captures nothing on the model is a note.
+func CheckWithCapture(cfg *Recipe, mbridge string) Report {
+	s, err := checked(cfg, mbridge)
+	if err != nil {
+		return configReport(err)
+	}
+	r := Report{Violations: s.violations, Notes: s.notes}
+	if len(r.Violations) > 0 {
+		return r
+	}
+	v, notes, err := s.captureVerdict(newPlanner(cfg.model, cfg.layout))
+	switch {
+	case err != nil:
+		r.Violations = append(r.Violations, Violation{ID: ConfigID, Message: err.Error()})
+	case v != nil:
+		r.Violations = append(r.Violations, *v)
+	}
+	r.Notes = append(r.Notes, notes...)
+	return r
+}
+
+// graphSetting is the CUDA-graph setting of the state, as the search
+// writes candidates (the perf harness's vocabulary: a full-iteration graph
+// is impl local with scope full_iteration).
+func (s *state) graphSetting() presets.Candidate {
+	w := s.i("model.cuda_graph_warmup_steps")
+	switch {
+	case s.impl() == presets.ImplNone || s.impl() == "":
+		return presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: w}
+	case s.fullIteration():
+		return presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: w}
+	}
+	return presets.Candidate{Impl: s.impl(), Scopes: canonicalScopes(s.moduleNames()), Warmup: w}
+}
+
+// moeWorkload sets the workload options the state decides: the layer
+// spec (model.transformer_impl) and the MoE mode: static shapes, with no
+// token count sent to the host, for drop-and-pad experts
+// (moe_expert_capacity_factor with moe_pad_expert_input_to_capacity, as
+// MCore decides it) and for the flex dispatcher's static per-rank budget;
+// else dropless.
+func (s *state) moeWorkload(m presets.Model, opts engine.WorkloadOptions) engine.WorkloadOptions {
+	if impl := s.str("model.transformer_impl"); impl == "local" {
+		opts.LayerSpec = impl
+	}
+	if m.Arch.MoE == nil {
+		return opts
+	}
+	dropless := !s.staticDispatch()
+	opts.Dropless = &dropless
+	if !s.dropless() {
+		opts.MoECapacityFactor = s.f("model.moe_expert_capacity_factor")
+	}
+	return opts
+}
+
+// planner builds the workloads capture verdicts plan on, once per MoE
+// mode and generation: a verdict needs only which ops the graphs hold.
+type planner struct {
+	m     presets.Model
+	l     presets.Layout
+	built map[string]*engine.Workload
+}
+
+func newPlanner(m presets.Model, l presets.Layout) *planner {
+	return &planner{m: m, l: l, built: map[string]*engine.Workload{}}
+}
+
+func (p *planner) workload(opts engine.WorkloadOptions) (*engine.Workload, error) {
+	dropless := opts.Dropless != nil && *opts.Dropless
+	key := fmt.Sprint(dropless, opts.MoECapacityFactor, opts.Generation, opts.LayerSpec)
+	if w, ok := p.built[key]; ok {
+		return w, nil
+	}
+	w, err := engine.BuildWorkload(p.m, p.l, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.built[key] = w
+	return w, nil
+}
+
+// captureVerdict plans the capture of the state's CUDA-graph setting on
+// the planner's model and layout: the WillFailID violation the search
+// would give it, or the plan's notes.
+func (s *state) captureVerdict(p *planner) (*Violation, []string, error) {
+	c := s.graphSetting()
+	if !c.Graphed() {
+		return nil, nil, nil
+	}
+	w, err := p.workload(s.moeWorkload(p.m, engine.WorkloadOptions{Generation: s.gen}))
+	if err != nil {
+		return nil, nil, err
+	}
+	cp := engine.PlanCapture(w, c, s.gen)
+	if cp.Failure != nil {
+		return &Violation{ID: WillFailID, Message: willFailText(cp)}, nil, nil
+	}
+	return nil, cp.Notes, nil
 }
 
 // ApplyHarnessFlags applies the perf harness's --cuda_graph_impl and
@@ -266,6 +395,17 @@ func harness04(s *state) {
 // applies it, then every rule. A nil c.Scopes is the whole layer here. A
 // set that cannot be applied is reported as a CONFIG violation.
 func ValidateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string) Report {
+	return validateCandidate(m, l, c, mbridge, sets, Check)
+}
+
+// ValidateWithCapture is ValidateCandidate, then the capture plan's verdict
+// (CheckWithCapture): a candidate the search would leave out as WillFailID
+// is a violation here.
+func ValidateWithCapture(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string) Report {
+	return validateCandidate(m, l, c, mbridge, sets, CheckWithCapture)
+}
+
+func validateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, check func(*Recipe, string) Report) Report {
 	cfg, err := NewRecipe(m, l, mbridge)
 	if err != nil {
 		return configReport(err)
@@ -282,7 +422,7 @@ func ValidateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, m
 	if len(violations) > 0 {
 		return Report{Violations: violations, Notes: notes}
 	}
-	r := Check(cfg, mbridge)
+	r := check(cfg, mbridge)
 	r.Notes = append(notes, r.Notes...)
 	return r
 }
@@ -303,8 +443,10 @@ var shapeSets = map[string]string{
 
 // ValidateShape checks only what does not depend on a model: the impl,
 // scope and warm-up combination as the perf harness and the stack of
-// Megatron-Bridge mbridge see it (for `cgtune emit` without --model).
+// Megatron-Bridge mbridge see it, and its capture plan where that fails on
+// any model (impl local with mlp and no attn) (for `cgtune emit` without
+// --model).
 func ValidateShape(c presets.Candidate, mbridge string) Report {
 	l := presets.Layout{NumGPUs: 8, Precision: "bf16", EP: 8, GBS: 64, MBS: 1, Seq: 4096, Dispatcher: "flex"}
-	return ValidateCandidate(shapeModel, l, c, mbridge, shapeSets)
+	return ValidateWithCapture(shapeModel, l, c, mbridge, shapeSets)
 }

@@ -270,6 +270,10 @@ type Recipe struct {
 	gen  presets.Generation
 	mb   int // Megatron-Bridge minor version (0.N)
 	vals map[string]Value
+	// model and layout are what the recipe was seeded from: the capture
+	// plan of its CUDA-graph setting is built on them (CheckWithCapture).
+	model  presets.Model
+	layout presets.Layout
 }
 
 // teVersionByMB is the Transformer Engine version each MB release's uv.lock
@@ -296,7 +300,7 @@ func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, erro
 	if err != nil {
 		return nil, err
 	}
-	c := &Recipe{gen: gen, mb: mb, vals: make(map[string]Value, len(schema)+4)}
+	c := &Recipe{gen: gen, mb: mb, vals: make(map[string]Value, len(schema)+4), model: m, layout: l.Clone()}
 	b := func(k string, v bool) { c.vals[k] = Value{Bool: v} }
 	i := func(k string, v int) { c.vals[k] = Value{Int: v} }
 	e := func(k, v string) { c.vals[k] = Value{Str: v} }
@@ -525,7 +529,7 @@ func (c *Recipe) Generation() presets.Generation { return c.gen }
 
 // Clone returns an independent copy.
 func (c *Recipe) Clone() *Recipe {
-	n := &Recipe{gen: c.gen, mb: c.mb, vals: make(map[string]Value, len(c.vals))}
+	n := &Recipe{gen: c.gen, mb: c.mb, vals: make(map[string]Value, len(c.vals)), model: c.model, layout: c.layout.Clone()}
 	for k, v := range c.vals {
 		n.vals[k] = v.clone()
 	}

@@ -25,17 +25,5 @@ func MoEWorkload(opts engine.WorkloadOptions, m presets.Model, l presets.Layout,
 			return opts, fmt.Errorf("--set %s=%s: %w", k, v, err)
 		}
 	}
-	st := newState(r, 0)
-	if impl := st.str("model.transformer_impl"); impl == "local" {
-		opts.LayerSpec = impl
-	}
-	if m.Arch.MoE == nil {
-		return opts, nil
-	}
-	dropless := !st.staticDispatch()
-	opts.Dropless = &dropless
-	if !st.dropless() {
-		opts.MoECapacityFactor = st.f("model.moe_expert_capacity_factor")
-	}
-	return opts, nil
+	return newState(r, 0).moeWorkload(m, opts), nil
 }

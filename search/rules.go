@@ -42,6 +42,7 @@ type Rule struct {
 	stages []stage
 	when   func(*state) bool   // Reject: violated; AutoFix: applies
 	msg    func(*state) string // Reject: the exact message
+	hint   func(*state) string // Reject: what to do instead, where the message does not say ("" for none)
 	fix    func(*state) string // AutoFix: rewrite, return the note ("" for none)
 	after  func(*state)        // MCore's normalisation right after this check
 }
@@ -216,6 +217,19 @@ var rules = []Rule{
 				got = pyList(s.moduleNames())
 			}
 			return fmt.Sprintf("Invalid cuda graph scope: %s. Valid options are: %s", got, pyList(validTEScopes))
+		},
+		hint: func(s *state) string {
+			switch {
+			case s.mb <= 4 && !s.scopeGiven:
+				return fmt.Sprintf("MB 0.%d's perf harness iterates --cuda_graph_scope, which was not given, and refuses an empty one: "+
+					"a whole-layer transformer_engine graph cannot be set with its flags; give it as the Hydra overrides "+
+					"model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=[] without --cuda_graph_impl "+
+					"(cgtune emit --impl transformer_engine --format flags writes them)", s.mb)
+			case s.mb == 5 && s.v("model.cuda_graph_scope").Null:
+				return "MB 0.5's perf harness needs the recipe's cuda_graph_scope to be a list: for a whole-layer graph " +
+					"set model.cuda_graph_scope=[] (cgtune emit --impl transformer_engine --format flags writes it)"
+			}
+			return ""
 		}},
 	{ID: "PERF-06", Fields: []string{"model.cuda_graph_impl", "rng.te_rng_tracker", "model.use_te_rng_tracker", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"},
 		Gens: both, Kind: AutoFix, Source: srcOVR + "; NaN-grad: _set_common_perf_overrides (v0.4) / perf_recipes/_common.py _benchmark_common",

@@ -277,7 +277,7 @@ func TestPlanRowsEmitDistinctOverrides(t *testing.T) {
 				if !p.Valid() {
 					continue
 				}
-				o, err := WinnerOverrides(m, p.Candidate, mb).Render("dotlist")
+				o, err := WinnerOverrides(Target{Model: m, Layout: l, MBridge: mb}, p.Candidate).Render("dotlist")
 				if err != nil {
 					t.Fatal(err)
 				}

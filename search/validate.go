@@ -18,21 +18,47 @@ import (
 	"cgtune/presets"
 )
 
+// Buildable says whether the framework the jobs run can build candidate
+// c, and when it cannot, why (what is missing).
+type Buildable func(c presets.Candidate) (ok bool, why string)
+
+// NeedsTE is the Buildable of a framework without Transformer Engine
+// (why says how the node was asked): a transformer_engine graph needs it
+// (Megatron-Core's TECudaGraphHelper asserts "CUDA Graphs are not
+// supported without TE.", MLM megatron/core/transformer/cuda_graphs.py);
+// local and full-iteration graphs do not.
+func NeedsTE(why string) Buildable {
+	return func(c presets.Candidate) (bool, string) {
+		if c.Impl == presets.ImplTE {
+			return false, "a transformer_engine graph needs Transformer Engine: " + why
+		}
+		return true, ""
+	}
+}
+
+// Skipped is a candidate a validation passed over, and why.
+type Skipped struct {
+	Candidate presets.Candidate `json:"candidate"`
+	Why       string            `json:"why"`
+}
+
 // ValidationTargets reads the search in run folder dir and picks what
 // `cgtune validate` runs as real jobs: the top successful graphed
-// candidates of its ranking (each impl×scope once, with the warm-up the
-// ranking put first) and the eager baseline, each with the search's result
-// as the prediction. Each candidate's result is its latest round's.
-func ValidationTargets(dir string, top int) (Fingerprint, []jobs.Target, error) {
+// candidates of its ranking that the jobs' framework can build (can; nil:
+// any), each impl×scope once, with the warm-up the ranking put first, and
+// the eager baseline, each with the search's result as the prediction.
+// Each candidate's result is its latest round's. The candidates passed
+// over for can come back as skipped, with why.
+func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []jobs.Target, []Skipped, error) {
 	if _, err := os.Stat(filepath.Join(dir, JournalFile)); errors.Is(err, os.ErrNotExist) {
-		return Fingerprint{}, nil, fmt.Errorf("%s holds no search (no %s)", dir, JournalFile)
+		return Fingerprint{}, nil, nil, fmt.Errorf("%s holds no search (no %s)", dir, JournalFile)
 	}
 	pj, err := readJournal(dir, filepath.Join(dir, JournalFile))
 	if err != nil {
-		return Fingerprint{}, nil, err
+		return Fingerprint{}, nil, nil, err
 	}
 	if err := pj.badLinesError(false); err != nil {
-		return Fingerprint{}, nil, err
+		return Fingerprint{}, nil, nil, err
 	}
 	fp, lines := pj.fp, pj.results
 	latest := map[string]journalLine{}
@@ -55,6 +81,7 @@ func ValidationTargets(dir string, top int) (Fingerprint, []jobs.Target, error) 
 	}
 	ranking := Rank(results, opts)
 	var targets []jobs.Target
+	var skipped []Skipped
 	seen := map[string]bool{}
 	for _, r := range ranking {
 		c := r.Result.Candidate
@@ -63,11 +90,20 @@ func ValidationTargets(dir string, top int) (Fingerprint, []jobs.Target, error) 
 			continue
 		}
 		seen[arm] = true
+		if can != nil {
+			if ok, why := can(c); !ok {
+				skipped = append(skipped, Skipped{Candidate: c, Why: why})
+				continue
+			}
+		}
 		res := r.Result
 		targets = append(targets, jobs.Target{Candidate: c, Predicted: &res})
 	}
 	if len(targets) == 0 {
-		return fp, nil, fmt.Errorf("%s: the search has no successful graphed candidate to validate", dir)
+		if len(skipped) > 0 {
+			return fp, nil, skipped, fmt.Errorf("%s: no successful graphed candidate of the search can be built by the jobs' framework (%s: %s)", dir, skipped[0].Candidate.Label(), skipped[0].Why)
+		}
+		return fp, nil, nil, fmt.Errorf("%s: the search has no successful graphed candidate to validate", dir)
 	}
 	eager := presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}
 	var pred *engine.Result
@@ -77,16 +113,22 @@ func ValidationTargets(dir string, top int) (Fingerprint, []jobs.Target, error) 
 	} else if res, ok := eagerAsNone(results); ok {
 		pred = &res
 	}
-	return fp, append([]jobs.Target{{Candidate: eager, Predicted: pred}}, targets...), nil
+	return fp, append([]jobs.Target{{Candidate: eager, Predicted: pred}}, targets...), skipped, nil
 }
 
 // PresetTargets are what `cgtune validate --preset` runs: the preset's
 // result's winner and the eager baseline, with its step times as the
-// predictions.
-func PresetTargets(p presets.TeamPreset) ([]jobs.Target, error) {
+// predictions. A winner the jobs' framework cannot build (can; nil: any)
+// is an error: there is nothing to compare eager with.
+func PresetTargets(p presets.TeamPreset, can Buildable) ([]jobs.Target, error) {
 	r := p.Result
 	if r == nil {
 		return nil, fmt.Errorf("preset %s has no result to validate (run a search and save it with the result)", p.Name)
+	}
+	if can != nil && r.Winner.Graphed() {
+		if ok, why := can(r.Winner); !ok {
+			return nil, fmt.Errorf("preset %s's winner %s cannot be validated here: %s", p.Name, r.Winner.Label(), why)
+		}
 	}
 	eager := presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}
 	src := r.Engine
@@ -176,10 +218,12 @@ type JobValidation struct {
 	Source   string // "run DIR", "preset NAME": what the targets came from
 	Model    presets.Model
 	Layout   presets.Layout
-	MBridge  string // field names of the overrides
+	MBridge  string            // field names of the overrides
+	Sets     map[string]string // the search's --set values (the overrides carry those the candidates need)
 	Workload engine.WorkloadOptions
 	Space    presets.Space // what the search searched (for a saved preset)
 	Targets  []jobs.Target // the eager baseline and the candidates
+	Skipped  []Skipped     // top candidates the jobs' framework cannot build
 
 	Dir      string // validation folder: jobs, their logs, journal, validation.json
 	Launcher jobs.Launcher
@@ -195,15 +239,16 @@ type JobValidation struct {
 }
 
 // JobValidationForRun fills what to validate from run folder dir: its top
-// candidates and eager baseline with their predictions, its model, layout
-// and MB release; the validation folder is dir/validate.
-func JobValidationForRun(dir string, top int) (JobValidation, error) {
-	fp, targets, err := ValidationTargets(dir, top)
+// candidates the jobs' framework can build (ValidationTargets) and eager
+// baseline with their predictions, its model, layout and MB release; the
+// validation folder is dir/validate.
+func JobValidationForRun(dir string, top int, can Buildable) (JobValidation, error) {
+	fp, targets, skipped, err := ValidationTargets(dir, top, can)
 	if err != nil {
 		return JobValidation{}, err
 	}
-	return JobValidation{Source: "run " + dir, Model: fp.Model, Layout: fp.Layout, MBridge: fp.MBridge,
-		Workload: fp.Workload, Space: fp.Space, Targets: targets, Dir: filepath.Join(dir, "validate")}, nil
+	return JobValidation{Source: "run " + dir, Model: fp.Model, Layout: fp.Layout, MBridge: fp.MBridge, Sets: fp.Sets,
+		Workload: fp.Workload, Space: fp.Space, Targets: targets, Skipped: skipped, Dir: filepath.Join(dir, "validate")}, nil
 }
 
 // JobOutcome is a finished (or interrupted) validation and the calibration
@@ -211,6 +256,7 @@ func JobValidationForRun(dir string, top int) (JobValidation, error) {
 type JobOutcome struct {
 	jobs.Validation
 	Dir             string              `json:"dir"`
+	Skipped         []Skipped           `json:"skipped,omitempty"`
 	Calibration     *engine.Calibration `json:"calibration,omitempty"`
 	CalibrationFile string              `json:"calibration_file,omitempty"`
 	CalibrationErr  string              `json:"calibration_error,omitempty"`
@@ -218,9 +264,9 @@ type JobOutcome struct {
 
 // Engine builds v's job engine (for a dry run's commands, say).
 func (v JobValidation) Engine() (*jobs.Engine, error) {
-	m, mb := v.Model, v.MBridge
+	t := Target{Model: v.Model, Layout: v.Layout, MBridge: v.MBridge, Sets: v.Sets}
 	return jobs.New(jobs.Config{Launcher: v.Launcher, Command: v.Command, Dir: v.Dir, Iters: v.Iters, Timeout: v.Timeout, Poll: v.Poll,
-		Overrides: func(c presets.Candidate) presets.Overrides { return WinnerOverrides(m, c, mb) }})
+		Overrides: func(c presets.Candidate) presets.Overrides { return WinnerOverrides(t, c) }})
 }
 
 // ValidateOnJobs runs v's targets as jobs and streams their state and log
@@ -242,7 +288,7 @@ func ValidateOnJobs(ctx context.Context, v JobValidation, emit func(jobs.Validat
 		return JobOutcome{}, err
 	}
 	val, err := jobs.Validate(ctx, jobs.ValidateConfig{Engine: e, Targets: v.Targets, Parallel: v.Parallel, Resume: v.Resume, Source: v.Source}, emit)
-	out := JobOutcome{Validation: val, Dir: v.Dir}
+	out := JobOutcome{Validation: val, Dir: v.Dir, Skipped: v.Skipped}
 	if err != nil || val.Interrupted || v.Estimator == nil {
 		return out, err
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,8 +33,8 @@ func TestValidationTargetsFromARun(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, nil); err != nil {
 		t.Fatal(err)
 	}
-	fp, targets, err := ValidationTargets(dir, 3)
-	if err != nil {
+	fp, targets, skipped, err := ValidationTargets(dir, 3, nil)
+	if err != nil || len(skipped) != 0 {
 		t.Fatal(err)
 	}
 	if fp.Model.Name != m.Name {
@@ -54,22 +55,72 @@ func TestValidationTargetsFromARun(t *testing.T) {
 		t.Errorf("predictions %v %v", targets[1].Predicted.Step, targets[0].Predicted.Step)
 	}
 	// top 1 keeps the eager baseline and the winner.
-	if _, ts, _ := ValidationTargets(dir, 1); len(ts) != 2 || ts[1].Candidate.ScopeString() != "full_iteration" {
+	if _, ts, _, _ := ValidationTargets(dir, 1, nil); len(ts) != 2 || ts[1].Candidate.ScopeString() != "full_iteration" {
 		t.Errorf("top 1: %v", ts)
 	}
-	if _, _, err := ValidationTargets(t.TempDir(), 3); err == nil || !strings.Contains(err.Error(), "holds no search") {
+	if _, _, _, err := ValidationTargets(t.TempDir(), 3, nil); err == nil || !strings.Contains(err.Error(), "holds no search") {
 		t.Errorf("empty folder: %v", err)
+	}
+}
+
+// On a framework without Transformer Engine, the top N are the top N it
+// can build: the transformer_engine candidates are passed over (once per
+// impl and scope) with the reason, and the next buildable ones fill in.
+func TestValidationTargetsTheFrameworkCanBuild(t *testing.T) {
+	m, l := denseModel, layoutFor(denseModel)
+	dir := t.TempDir()
+	// TE attn and TE whole layer fastest, then the local graphs.
+	step := map[string]float64{"transformer_engine/attn": 600, "transformer_engine/": 650, "local/full_iteration": 700, "local/": 800}
+	fe := &fakeEngine{step: func(c presets.Candidate) float64 {
+		if ms, ok := step[c.Impl+"/"+c.ScopeString()]; ok {
+			return ms
+		}
+		return 990
+	}}
+	cfg := Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Strategy: StrategyExhaustive, RunDir: dir,
+		Space: presets.Space{Impls: []string{"none", "local", "transformer_engine"}, Scopes: [][]string{{}, {"attn"}, {"full_iteration"}}, Warmups: []int{1, 3}}}
+	if _, err := Run(context.Background(), cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, targets, skipped, err := ValidationTargets(dir, 2, NeedsTE("no module named transformer_engine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys, skippedKeys []string
+	for _, tg := range targets {
+		keys = append(keys, tg.Candidate.Impl+" "+tg.Candidate.ScopeString())
+	}
+	for _, sk := range skipped {
+		skippedKeys = append(skippedKeys, sk.Candidate.Impl+" "+sk.Candidate.ScopeString())
+		if !strings.Contains(sk.Why, "needs Transformer Engine: no module named transformer_engine") {
+			t.Errorf("why %q", sk.Why)
+		}
+	}
+	if want := []string{"none ", "local full_iteration", "local "}; !slices.Equal(keys, want) {
+		t.Errorf("targets %q, want %q", keys, want)
+	}
+	if want := []string{"transformer_engine attn", "transformer_engine "}; !slices.Equal(skippedKeys, want) {
+		t.Errorf("skipped %q, want %q", skippedKeys, want)
+	}
+	// Nothing it can build: an error naming what was skipped and why.
+	onlyLocal := func(c presets.Candidate) (bool, string) { return false, "nothing builds here" }
+	if _, _, _, err := ValidationTargets(dir, 2, onlyLocal); err == nil || !strings.Contains(err.Error(), "nothing builds here") {
+		t.Errorf("nothing buildable: %v", err)
 	}
 }
 
 func TestPresetTargets(t *testing.T) {
 	p := presets.TeamPreset{Name: "x", Result: &presets.Result{Winner: presets.Candidate{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}, StepMS: 20, EagerStepMS: 30, Engine: "measured"}}
-	ts, err := PresetTargets(p)
+	ts, err := PresetTargets(p, NeedsTE("no TE"))
 	if err != nil || len(ts) != 2 || ts[0].Predicted.Step.Median != 30 || ts[1].Predicted.Step.Median != 20 || ts[1].Predicted.Source != "measured" {
 		t.Errorf("%+v %v", ts, err)
 	}
+	p.Result.Winner = presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3}
+	if _, err := PresetTargets(p, NeedsTE("no TE")); err == nil || !strings.Contains(err.Error(), "te attn cannot be validated here") {
+		t.Errorf("a TE winner without TE: %v", err)
+	}
 	p.Result = nil
-	if _, err := PresetTargets(p); err == nil {
+	if _, err := PresetTargets(p, nil); err == nil {
 		t.Error("a preset without a result gave targets")
 	}
 }
@@ -124,7 +175,7 @@ func TestValidateOnJobs(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, nil); err != nil {
 		t.Fatal(err)
 	}
-	v, err := JobValidationForRun(dir, 3)
+	v, err := JobValidationForRun(dir, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +250,9 @@ func TestSearchOnTheJobEngine(t *testing.T) {
 	}
 	newEngine := func() *jobs.Engine {
 		e, err := jobs.New(jobs.Config{Launcher: &jobs.Local{}, Command: tmpl, Dir: filepath.Join(dir, "jobs"), Iters: 10, Poll: 50 * time.Millisecond,
-			Overrides: func(c presets.Candidate) presets.Overrides { return WinnerOverrides(m, c, "0.6") }})
+			Overrides: func(c presets.Candidate) presets.Overrides {
+				return WinnerOverrides(Target{Model: m, Layout: l, MBridge: "0.6"}, c)
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}

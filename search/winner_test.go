@@ -1,51 +1,164 @@
 package search
 
 import (
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	"cgtune/presets"
 )
 
-// A full-iteration winner on an MoE model carries the padded-expert flag
-// MB's full-iteration MoE recipes set; other winners do not; and the
-// overrides pass the rules, flag included, in both generations.
-func TestWinnerOverrides(t *testing.T) {
-	full := presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 2}
-	te := presets.Candidate{Impl: presets.ImplTE, Scopes: []string{presets.ScopeAttn}, Warmup: 3}
-	for _, tc := range []struct {
-		m    presets.Model
-		c    presets.Candidate
-		mb   string
-		want bool
-	}{
-		{moeModel, full, "0.4", true},
-		{moeModel, full, "0.6", true},
-		{moeModel, te, "0.4", false},
-		{denseModel, full, "0.4", false},
-		{denseModel, presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: 3}, "0.6", false},
+var (
+	fullIter    = presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 2}
+	teAttn      = presets.Candidate{Impl: presets.ImplTE, Scopes: []string{presets.ScopeAttn}, Warmup: 3}
+	dropPadSets = map[string]string{"model.moe_expert_capacity_factor": "1.0", "model.moe_pad_expert_input_to_capacity": "true"}
+)
+
+// entryKeys are the keys of the overrides' entries.
+func entryKeys(o presets.Overrides) []string {
+	var out []string
+	for _, e := range o.Entries {
+		out = append(out, e.Key)
+	}
+	return out
+}
+
+// holdsOnStockRecipe applies the rendered YAML to the recipe without any
+// --set and checks it as the search would (rules and capture plan).
+func holdsOnStockRecipe(t *testing.T, m presets.Model, l presets.Layout, mb string, o presets.Overrides) Report {
+	t.Helper()
+	data, err := o.Render("yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRecipe(m, l, mb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ApplyYAML("winner.yaml", data); err != nil {
+		t.Fatalf("the rules do not read the overrides: %v\n%s", err, data)
+	}
+	return CheckWithCapture(r, mb)
+}
+
+// A full-iteration winner of an MoE model searched with drop-and-pad
+// experts carries the capacity factor and the padding, each with the
+// capture failure it avoids, in every format; a --set it does not need is
+// left out; and on the recipe without any --set the overrides pass the
+// rules and the capture plan, in both generations.
+func TestWinnerOverridesCarryTheSettingsTheyNeed(t *testing.T) {
+	m, l := moeModel, layoutFor(moeModel)
+	sets := map[string]string{"model.moe_router_padding_for_fp8": "false"}
+	for k, v := range dropPadSets {
+		sets[k] = v
+	}
+	for _, mb := range []string{"0.4", "0.6"} {
+		t.Run("MB_"+mb, func(t *testing.T) {
+			o := WinnerOverrides(Target{Model: m, Layout: l, MBridge: mb, Sets: sets}, fullIter)
+			keys := entryKeys(o)
+			if slices.Contains(keys, "model.moe_router_padding_for_fp8") {
+				t.Errorf("a --set the candidate does not need is emitted: %v", keys)
+			}
+			for k, want := range map[string]any{"model.moe_expert_capacity_factor": 1.0, "model.moe_pad_expert_input_to_capacity": true} {
+				i := slices.Index(keys, k)
+				if i < 0 {
+					t.Fatalf("%s missing from %v", k, keys)
+				}
+				e := o.Entries[i]
+				if e.Value != want || !strings.Contains(e.Why, "given with --set") || !strings.Contains(e.Why, WillFailID+": dropless MoE syncs with the host") {
+					t.Errorf("%s = %v, why %q", k, e.Value, e.Why)
+				}
+			}
+			if rep := holdsOnStockRecipe(t, m, l, mb, o); !rep.OK() {
+				t.Errorf("on the stock recipe: %v", rep.Violations)
+			}
+			for _, f := range presets.Formats {
+				data, err := o.Render(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := string(data)
+				if f == "json" {
+					var obj map[string]any
+					if err := json.Unmarshal(data, &obj); err != nil {
+						t.Fatal(err)
+					}
+					why, _ := obj[presets.JSONWhyKey].(map[string]any)
+					if obj["model.moe_expert_capacity_factor"] != 1.0 || obj["model.moe_pad_expert_input_to_capacity"] != true ||
+						!strings.Contains(why["model.moe_expert_capacity_factor"].(string), "dropless MoE") {
+						t.Errorf("json:\n%s", got)
+					}
+					continue
+				}
+				if !strings.Contains(got, "moe_expert_capacity_factor") || !strings.Contains(got, "moe_pad_expert_input_to_capacity") ||
+					!strings.Contains(got, "# ") || !strings.Contains(got, "dropless MoE syncs with the host") {
+					t.Errorf("%s lacks the settings or why:\n%s", f, got)
+				}
+			}
+		})
+	}
+	// A candidate that holds on the dropless recipe needs none of them.
+	o := WinnerOverrides(Target{Model: m, Layout: l, MBridge: "0.4", Sets: sets}, teAttn)
+	if keys := entryKeys(o); !slices.Equal(keys, entryKeys(presets.BuildOverrides(teAttn, presets.G2))) {
+		t.Errorf("te attn carries %v", keys)
+	}
+}
+
+// The layout's own settings are derived the same way: those the winner
+// needs are emitted, the reason naming the layout.
+func TestWinnerOverridesCarryLayoutSettings(t *testing.T) {
+	m, l := moeModel, layoutFor(moeModel)
+	l.Settings = map[string]string{"model.moe_shared_expert_overlap": "false"}
+	for k, v := range dropPadSets {
+		l.Settings[k] = v
+	}
+	o := WinnerOverrides(Target{Model: m, Layout: l, MBridge: "0.4"}, fullIter)
+	keys := entryKeys(o)
+	if slices.Contains(keys, "model.moe_shared_expert_overlap") {
+		t.Errorf("a layout setting the candidate does not need is emitted: %v", keys)
+	}
+	i := slices.Index(keys, "model.moe_expert_capacity_factor")
+	if i < 0 || !strings.Contains(o.Entries[i].Why, "set by the layout") {
+		t.Fatalf("entries %+v", o.Entries)
+	}
+	bare := l.Clone()
+	bare.Settings = nil
+	if rep := holdsOnStockRecipe(t, m, bare, "0.4", o); !rep.OK() {
+		t.Errorf("on the recipe without the layout's settings: %v", rep.Violations)
+	}
+}
+
+// The companions say what needs them, found by leaving them out (the two
+// RNG-tracker fields together, since MB keeps them in sync).
+func TestWinnerOverridesExplainCompanions(t *testing.T) {
+	o := WinnerOverrides(Target{Model: denseModel, Layout: layoutFor(denseModel), MBridge: "0.4"}, fullIter)
+	for k, id := range map[string]string{
+		presets.KeyNaNLoss: "MB-03", presets.KeyNaNGrad: "ARG-03", presets.KeyModelRNG: "MB-01", presets.KeyRNG: "MB-01",
 	} {
-		o := WinnerOverrides(tc.m, tc.c, tc.mb)
-		v, ok := o.Get(KeyMoEPadForGraphs)
-		if ok != tc.want || (ok && v != true) {
-			t.Errorf("%s %s %s: %s = %v, %v; want set %v", tc.m.Name, tc.c.Key(), tc.mb, KeyMoEPadForGraphs, v, ok, tc.want)
+		i := slices.Index(entryKeys(o), k)
+		if i < 0 || !strings.Contains(o.Entries[i].Why, id+": ") {
+			t.Errorf("%s: why %q, want %s", k, o.Entries[i].Why, id)
 		}
-		base := presets.BuildOverrides(tc.c, o.Gen)
-		if n := len(o.Entries) - len(base.Entries); (n == 1) != tc.want || n < 0 || n > 1 {
-			t.Errorf("%s %s: %d entries beyond BuildOverrides", tc.m.Name, tc.c.Key(), n)
+	}
+	for _, e := range o.Entries {
+		if slices.Contains(graphKeys, e.Key) && e.Why != "" {
+			t.Errorf("%s is the graph setting itself; why %q", e.Key, e.Why)
 		}
-		data, err := o.Render("yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := NewRecipe(tc.m, layoutFor(tc.m), tc.mb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.ApplyYAML("winner.yaml", data); err != nil {
-			t.Fatalf("%s %s %s: the rules do not read the overrides: %v", tc.m.Name, tc.c.Key(), tc.mb, err)
-		}
-		if rep := Check(r, tc.mb); !rep.OK() {
-			t.Errorf("%s %s %s: %v", tc.m.Name, tc.c.Key(), tc.mb, rep.Violations)
+	}
+}
+
+// A setting that is not a recipe field (an environment variable) cannot
+// be an override: when the candidate needs it, it is a note.
+func TestWinnerOverridesNoteWhatIsNotARecipeField(t *testing.T) {
+	sets := map[string]string{"env.PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "env.NCCL_GRAPH_REGISTER": "0"}
+	o := WinnerOverrides(Target{Model: denseModel, Layout: layoutFor(denseModel), MBridge: "0.4", Sets: sets}, teAttn)
+	if len(o.Notes) != 1 || !strings.Contains(o.Notes[0], "env.NCCL_GRAPH_REGISTER=0") || !strings.Contains(o.Notes[0], "ARG-06") {
+		t.Errorf("notes %q", o.Notes)
+	}
+	for _, k := range entryKeys(o) {
+		if strings.HasPrefix(k, "env.") {
+			t.Errorf("%s emitted as an override", k)
 		}
 	}
 }

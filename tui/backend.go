@@ -75,6 +75,8 @@ type ValidateRequest struct {
 // eager baseline among them), its folder and its updates.
 type Validation struct {
 	Targets []jobs.Target
+	// Skipped are top candidates the jobs' framework cannot build.
+	Skipped []search.Skipped
 	Dir     string
 	Updates <-chan ValidationUpdate
 }

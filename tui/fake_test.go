@@ -402,3 +402,9 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// winnerOverrides are candidate c's overrides as the results screen
+// writes them for the search of req.
+func winnerOverrides(req Request, c presets.Candidate) presets.Overrides {
+	return search.WinnerOverrides(search.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge}, c)
+}

@@ -11,8 +11,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/exp/teatest/v2"
-
-	"cgtune/presets"
 )
 
 // TestFlowToOverridesFile drives the whole program as a person would: the
@@ -47,7 +45,7 @@ func TestFlowToOverridesFile(t *testing.T) {
 	if len(f.started) != 1 || f.started[0].Model.Name != "llama3_70b" || len(f.started[0].GPUs) != 1 {
 		t.Fatalf("searches started: %+v", f.started)
 	}
-	want, err := presets.BuildOverrides(cTEAttnMLP, presets.G2).Render("yaml")
+	want, err := winnerOverrides(f.started[0], cTEAttnMLP).Render("yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +132,7 @@ func TestFlowWriteAsksBeforeOverwriting(t *testing.T) {
 	})
 	tm.Send(keyMsg("q"))
 	tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))
-	want, _ := presets.BuildOverrides(cTEAttnMLP, presets.G2).Render("yaml")
+	want, _ := winnerOverrides(f.started[0], cTEAttnMLP).Render("yaml")
 	if got := mustRead(t, path); got != string(want) {
 		t.Errorf("after y:\n%s\nwant:\n%s", got, want)
 	}

@@ -50,6 +50,9 @@ type resultsScreen struct {
 	pendingReport reportMsg
 	// val is the validation on real jobs (validate_pane.go).
 	val validationPane
+	// overrides are the candidates' overrides by candidate key, derived
+	// once per search (search.WinnerOverrides plans captures).
+	overrides map[string]presets.Overrides
 }
 
 // formatExt is the file extension of each override format, for the
@@ -164,14 +167,28 @@ func (m *Model) overridesText() ([]byte, error) {
 	if m.run != nil {
 		req = m.run.req
 	}
-	o := search.WinnerOverrides(req.Model, rk.Result.Candidate, req.MBridge)
-	data, err := o.Render(m.format())
+	data, err := m.candidateOverrides(req, rk.Result.Candidate).Render(m.format())
 	if err != nil || rk.Result.Source != engine.Estimated {
 		return data, err
 	}
 	// What is written from an estimate says so.
 	data, _ = presets.Annotate(data, m.format(), search.EstimateNote(rk.Result))
 	return data, nil
+}
+
+// candidateOverrides are candidate c's overrides for the search of req,
+// with the settings of --set it needs.
+func (m *Model) candidateOverrides(req Request, c presets.Candidate) presets.Overrides {
+	s := &m.resScr
+	if o, ok := s.overrides[c.Key()]; ok {
+		return o
+	}
+	o := search.WinnerOverrides(search.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Sets: m.opts.Sets}, c)
+	if s.overrides == nil {
+		s.overrides = map[string]presets.Overrides{}
+	}
+	s.overrides[c.Key()] = o
+	return o
 }
 
 func (m *Model) defaultPath() string {
@@ -440,8 +457,7 @@ func (m *Model) reportInput() report.Input {
 	if m.done != nil {
 		in.Done = *m.done
 		if w := m.done.Winner; w != nil {
-			o := search.WinnerOverrides(req.Model, w.Result.Candidate, req.MBridge)
-			if data, err := o.Render(m.format()); err == nil {
+			if data, err := m.candidateOverrides(req, w.Result.Candidate).Render(m.format()); err == nil {
 				in.Overrides = data
 			}
 		}
@@ -911,8 +927,8 @@ func memoryText(r engine.Result) string {
 // line breaks between tokens with a shell continuation ("\").
 func (m *Model) overridesLines(w int) []string { return m.overridesPane(w, false) }
 
-// overridesPane is overridesLines; brief leaves out the comments the
-// file starts with (which say where it comes from), for a short pane: the
+// overridesPane is overridesLines; brief leaves out the comments (where
+// the file comes from, why a setting is there), for a short pane: the
 // overrides themselves are what has to show.
 func (m *Model) overridesPane(w int, brief bool) []string {
 	st := m.st
@@ -952,12 +968,16 @@ func (m *Model) overridesPane(w int, brief bool) []string {
 	}
 	body := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	if brief {
-		head := 0
-		for head < len(body) && strings.HasPrefix(body[head], "#") {
-			head++
+		// A short pane keeps the overrides themselves: every comment
+		// (where the file comes from, why a setting is there) gives way.
+		var kept []string
+		for _, l := range body {
+			if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+				kept = append(kept, l)
+			}
 		}
-		if head > 0 && head < len(body) {
-			body = body[head:]
+		if len(kept) > 0 {
+			body = kept
 		}
 	}
 	for _, l := range body {

@@ -61,6 +61,9 @@ type Options struct {
 	// overrides format shown first (--emit, --format).
 	EmitPath string
 	Format   string
+	// Sets are the --set recipe overrides the searches run with; the
+	// overrides a candidate needs of them are emitted with it.
+	Sets map[string]string
 	// JobLauncher, JobCommand and JobIters prefill the results screen's
 	// validation form, which runs the top candidates as real training jobs
 	// (--launcher, --command, --job-iters).

@@ -586,7 +586,7 @@ func TestResultsFormatsAndWrite(t *testing.T) {
 		t.Fatal("enter did not write")
 	}
 	send(m, cmd())
-	want, _ := presets.BuildOverrides(cTEAttnMLP, presets.G2).Render("yaml")
+	want, _ := winnerOverrides(m.request(), cTEAttnMLP).Render("yaml")
 	if got := mustRead(t, f.dir+"/out.yaml"); got != string(want) {
 		t.Errorf("file:\n%s\nwant:\n%s", got, want)
 	}

@@ -344,7 +344,7 @@ func TestResultsShowTheOverrides(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-				if strings.HasPrefix(l, "#") {
+				if strings.HasPrefix(strings.TrimSpace(l), "#") {
 					continue // the file's comments give way in a short pane
 				}
 				if !strings.Contains(out, "  "+l+"\n") {

@@ -119,7 +119,11 @@ func (m *Model) onValidateStarted(msg validateStartedMsg) tea.Cmd {
 		p.jobs[t.Candidate.Key()] = &jobView{u: jobs.Update{Candidate: t.Candidate}}
 	}
 	if !p.cancelling {
-		m.setStatus("%d jobs through the %s launcher; esc cancels them", len(p.targets), p.req.Launcher)
+		skipped := ""
+		for _, sk := range msg.v.Skipped {
+			skipped += fmt.Sprintf("; skipped %s: %s", candName(sk.Candidate), sk.Why)
+		}
+		m.setStatus("%d jobs through the %s launcher; esc cancels them%s", len(p.targets), p.req.Launcher, skipped)
 	}
 	return waitForValidation(msg.v.Updates)
 }

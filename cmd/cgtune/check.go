@@ -117,8 +117,13 @@ harness (scripts/performance) applies them, and runs every validation rule of
 MB, Megatron-Core and Transformer Engine of that release.
 
 It prints "valid", or one line per broken rule, "RULE-ID: message", with the
-message MB would print. The changes MB makes on its own (the TE RNG tracker,
-NaN checks for full-iteration graphs, ...) are printed to stderr as notes.
+message MB would print (and, where that is a bare Python error, what to do in
+parentheses). When the rules pass, the CUDA-graph setting MB ends with is
+planned on the model's layers as the search plans candidates: a capture the
+search rules out (dropless MoE's host sync inside a graph, local mlp without
+attn on Megatron-Core 0.16-0.20) is "WILL-FAIL: reason", the reason the
+search gives. The changes MB makes on its own (the TE RNG tracker, NaN checks
+for full-iteration graphs, ...) are printed to stderr as notes.
 Exit status: 0 valid, 1 invalid, 2 bad input.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -158,7 +163,7 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 				}
 			}
 			if len(violations) == 0 {
-				r := search.Check(cfg, mb)
+				r := search.CheckWithCapture(cfg, mb)
 				if err := harnessInputError(r.Violations); err != nil {
 					return err
 				}

@@ -179,3 +179,59 @@ mbridge: "0.6"
 		t.Errorf("bad preset: exit %d, %q", code, errb)
 	}
 }
+
+// check knows what the search knows: a setting whose capture the capture
+// plan rules out is invalid, with the reason the search gives.
+func TestCheckKnowsCaptureFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		// qwen3_30b_a3b's b200 recipe leaves EP overlap off (TC-36 would
+		// reject any local graph) and its MoE dropless.
+		{"dropless MoE inside a full-iteration graph", []string{"--model", "qwen3_30b_a3b", "--gpu-type", "b200", "--impl", "local", "--scope", "full_iteration"},
+			"WILL-FAIL: dropless MoE syncs with the host inside the full-iteration graph"},
+		{"local mlp without attn", []string{"--model", "llama3_8b", "--impl", "local", "--scope", "mlp"},
+			"WILL-FAIL: impl local with mlp and no attention graph on the layer: Megatron-Core fails when it builds the layer"},
+		{"dropless MoE in a whole-layer graph from a file", []string{"--model", "qwen3_30b_a3b", "--gpu-type", "b200",
+			writeFile(t, "layer.yaml", "model:\n  cuda_graph_impl: transformer_engine\n  cuda_graph_scope: []\n  use_te_rng_tracker: true\n")},
+			"WILL-FAIL: dropless MoE syncs with the host inside the whole-layer graph of layer 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errb := cgtune(t, append([]string{"check"}, tc.args...)...)
+			if code != exitInvalid || !strings.HasPrefix(out, tc.want) || strings.Count(out, "\n") != 1 {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+			}
+		})
+	}
+	// Drop-and-pad MoE captures whole.
+	code, out, errb := cgtune(t, "check", "--model", "qwen3_30b_a3b", "--gpu-type", "b200", "--impl", "local", "--scope", "full_iteration",
+		"--set", "model.moe_expert_capacity_factor=1.0", "--set", "model.moe_pad_expert_input_to_capacity=true")
+	if code != exitOK || out != "valid\n" {
+		t.Errorf("drop-and-pad: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}
+
+// A whole-layer transformer_engine graph through MB 0.4's harness flags is
+// the harness's TypeError; check says what to do instead.
+func TestCheckWholeLayerTEFlagsSaysWhatToDo(t *testing.T) {
+	code, out, _ := cgtune(t, "check", "--model", "llama3_8b", "--impl", "transformer_engine")
+	if code != exitInvalid || !strings.HasPrefix(out, "PERF-05: 'NoneType' object is not iterable (") ||
+		!strings.Contains(out, "model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=[]") || !strings.Contains(out, "--format flags") {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	// What emit --format flags writes for it is what check then accepts as
+	// the recipe's settings.
+	code, flags, errb := cgtune(t, "emit", "--impl", "transformer_engine", "--format", "flags")
+	if code != exitOK || strings.Contains(flags, "--cuda_graph_impl") {
+		t.Fatalf("emit: exit %d, %q %q", code, flags, errb)
+	}
+	args := []string{"check", "--model", "llama3_8b"}
+	for _, tok := range strings.Fields(flags) {
+		args = append(args, "--set", strings.Trim(tok, "'"))
+	}
+	if code, out, errb := cgtune(t, args...); code != exitOK || out != "valid\n" {
+		t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errb)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,23 +107,28 @@ func TestEmitFormats(t *testing.T) {
 }
 
 // What emit writes, check accepts: the YAML reads back with the same
-// rules, in both generations.
+// rules, in both generations; the --set values a configuration needs are
+// in it (check is given none).
 func TestEmitOutputChecksValid(t *testing.T) {
 	dir := t.TempDir()
+	dropPad := []string{"--set", "model.moe_expert_capacity_factor=1.0", "--set", "model.moe_pad_expert_input_to_capacity=true"}
 	for _, tc := range []struct {
-		mb, impl, scope, model string
+		mb, impl, scope, model, gpu string
+		sets                        []string
 	}{
-		{"0.4", "local", "full_iteration", "llama3_8b"},
-		{"0.4", "transformer_engine", "attn,moe_router,moe_preprocess", "qwen3_30b_a3b"},
-		{"0.4", "none", "", "llama3_8b"},
-		{"0.5", "local", "full_iteration", "llama3_8b"},
-		{"0.6", "local", "full_iteration", "deepseek_v3"},
-		{"0.6", "transformer_engine", "attn,mlp", "llama3_8b"},
-		{"0.6", "transformer_engine", "", "llama3_8b"},
-		{"0.6", "none", "", "qwen3_30b_a3b"},
+		{"0.4", "local", "full_iteration", "llama3_8b", "h100", nil},
+		{"0.4", "transformer_engine", "attn,moe_router,moe_preprocess", "qwen3_30b_a3b", "h100", nil},
+		{"0.4", "none", "", "llama3_8b", "h100", nil},
+		{"0.5", "local", "full_iteration", "llama3_8b", "h100", nil},
+		{"0.6", "local", "full_iteration", "deepseek_v3", "b200", dropPad},
+		{"0.4", "local", "full_iteration", "qwen3_30b_a3b", "b200", dropPad},
+		{"0.6", "transformer_engine", "attn,mlp", "llama3_8b", "h100", nil},
+		{"0.6", "transformer_engine", "", "llama3_8b", "h100", nil},
+		{"0.6", "none", "", "qwen3_30b_a3b", "h100", nil},
 	} {
 		p := filepath.Join(dir, "o.yaml")
-		args := []string{"emit", "--impl", tc.impl, "--mbridge", tc.mb, "--model", tc.model, "-o", p, "--force"} // one file, rewritten per case
+		// One file, rewritten per case.
+		args := append([]string{"emit", "--impl", tc.impl, "--mbridge", tc.mb, "--model", tc.model, "--gpu-type", tc.gpu, "-o", p, "--force"}, tc.sets...)
 		if tc.scope != "" {
 			args = append(args, "--scope", tc.scope)
 		}
@@ -133,13 +139,52 @@ func TestEmitOutputChecksValid(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatal(err)
 		}
-		gpu := "h100"
-		if tc.model == "deepseek_v3" {
-			gpu = "b200"
-		}
-		code, out, errb = cgtune(t, "check", "--model", tc.model, "--gpu-type", gpu, "--mbridge", tc.mb, p)
+		code, out, errb = cgtune(t, "check", "--model", tc.model, "--gpu-type", tc.gpu, "--mbridge", tc.mb, p)
 		if code != exitOK || out != "valid\n" {
 			t.Errorf("check of emitted %v: exit %d, stdout %q, stderr %q", tc, code, out, errb)
 		}
+	}
+}
+
+// emit refuses a configuration whose capture the plan rules out, in one
+// line; --force emits it with a warning in the output (JSON: _notes).
+func TestEmitRefusesPredictedCaptureFailure(t *testing.T) {
+	args := []string{"emit", "--model", "qwen3_30b_a3b", "--gpu-type", "b200", "--impl", "local", "--scope", "full_iteration"}
+	code, out, errb := cgtune(t, args...)
+	if code != exitInvalid || out != "" || strings.Count(errb, "\n") != 1 ||
+		!strings.HasPrefix(errb, "WILL-FAIL: dropless MoE syncs with the host") || !strings.HasSuffix(errb, "(--force emits it anyway)\n") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	code, out, errb = cgtune(t, append(args, "--force")...)
+	if code != exitOK || !strings.Contains(out, "\n# WARNING: emitted with --force: cgtune's capture plan says this configuration fails: dropless MoE") ||
+		!strings.HasPrefix(errb, "warning: emitted with --force") {
+		t.Errorf("--force: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	code, out, _ = cgtune(t, append(args, "--force", "--format", "json")...)
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(out), &obj); code != exitOK || err != nil || obj[presets.JSONNotesKey] == nil {
+		t.Errorf("--force json: exit %d, %v\n%s", code, err, out)
+	}
+	// Without a model: local mlp without attn fails to build on any.
+	code, _, errb = cgtune(t, "emit", "--impl", "local", "--scope", "mlp")
+	if code != exitInvalid || !strings.HasPrefix(errb, "WILL-FAIL: impl local with mlp and no attention graph") {
+		t.Errorf("local mlp: exit %d, %q", code, errb)
+	}
+	// With the settings that make it capture, given with --set, it is
+	// emitted with them.
+	code, out, errb = cgtune(t, append(args, "--set", "model.moe_expert_capacity_factor=1.0", "--set", "model.moe_pad_expert_input_to_capacity=true", "--format", "dotlist")...)
+	if code != exitOK || !strings.Contains(out, "model.moe_expert_capacity_factor=1.0 model.moe_pad_expert_input_to_capacity=true") {
+		t.Errorf("drop-and-pad: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	if code, _, errb = cgtune(t, "emit", "--impl", "local", "--set", "model.moe_expert_capacity_factor=1.0"); code != exitBadInput || !strings.Contains(errb, "--set needs --model") {
+		t.Errorf("--set without --model: exit %d, %q", code, errb)
+	}
+}
+
+// --impl none with a scope: the scope is dropped, and emit says so.
+func TestEmitNoneSaysItDropsTheScope(t *testing.T) {
+	code, out, errb := cgtune(t, "emit", "--impl", "none", "--scope", "attn", "--format", "dotlist")
+	if code != exitOK || strings.Contains(out, "attn") || errb != "note: --scope attn is dropped: cuda_graph_impl none captures nothing (Megatron-Bridge clears the scope of impl none itself)\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 }

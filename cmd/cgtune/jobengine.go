@@ -28,9 +28,8 @@ func (f *rootFlags) openJobEngine(s *searchSetup) error {
 	if err != nil {
 		return err
 	}
-	m, mb := s.cfg.Model, s.cfg.MBridge
 	cfg := job.Config{Launcher: l, Command: tmpl, Iters: f.jobIters, Timeout: f.jobTimeout,
-		Overrides: func(c presets.Candidate) presets.Overrides { return search.WinnerOverrides(m, c, mb) }}
+		Overrides: func(c presets.Candidate) presets.Overrides { return search.WinnerOverrides(s.cfg.Target(), c) }}
 	e := &lazyEngine{what: "job engine", source: engine.Job, name: "job",
 		device: engine.DeviceInfo{Name: "training job (" + l.Name() + ")"},
 		open:   func() (engine.Engine, error) { return jobsInRunFolder(cfg, s.cfg.RunDir) }}

@@ -51,7 +51,7 @@ func TestHeadlessOneRowPerEffectiveConfiguration(t *testing.T) {
 		if c.FullIteration() {
 			full++
 		}
-		o, err := search.WinnerOverrides(mustModel(t, "llama3_8b"), c, "0.4").Render("dotlist")
+		o, err := search.WinnerOverrides(search.Target{Model: mustModel(t, "llama3_8b"), Layout: mustLayout(t, "llama3_8b"), MBridge: "0.4"}, c).Render("dotlist")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,6 +87,15 @@ func keysOf(rs []search.Ranked) []string {
 		out = append(out, r.Result.Candidate.Key())
 	}
 	return out
+}
+
+func mustLayout(t *testing.T, name string) presets.Layout {
+	t.Helper()
+	l, err := mustModel(t, name).Layout("h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 func mustModel(t *testing.T, name string) presets.Model {

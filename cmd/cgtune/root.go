@@ -502,6 +502,9 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.openEngines(s, gpus); err != nil {
 		return nil, err
 	}
+	if n := calibrationNotice(cfg.Model, cfg.Layout); n != "" && f.engine != "job" {
+		s.notices = append(s.notices, n)
+	}
 	// Last, so that a search that cannot start leaves no run folder.
 	if !cfg.Resume {
 		if err := f.claimRunDir(s); err != nil {
@@ -719,7 +722,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	// A search stopped by an error (the journal could not be written)
 	// writes nothing, as an interrupted one: its winner is of a part.
 	if d.Winner != nil && !d.Interrupted && d.Err == "" {
-		w := search.WinnerOverrides(cfg.Model, d.Winner.Result.Candidate, cfg.MBridge)
+		w := search.WinnerOverrides(cfg.Target(), d.Winner.Result.Candidate)
 		o = &w
 		if overrides, err = o.Render(f.format); err != nil {
 			return fail(exitBadInput, "%v", err)

@@ -267,24 +267,6 @@ func TestHeadlessNoGPU(t *testing.T) {
 	}
 }
 
-// emit --model adds the companions the search emits: padded experts for a
-// full-iteration graph of an MoE model (and the rules accept them).
-func TestEmitModelCompanions(t *testing.T) {
-	code, out, _ := cgtune(t, "emit", "--impl", "local", "--scope", "full_iteration", "--model", "qwen3_30b_a3b", "--gpu-type", "b200", "--format", "dotlist")
-	if code != exitOK || !strings.Contains(out, search.KeyMoEPadForGraphs+"=true") {
-		t.Errorf("qwen full iteration: exit %d, %q", code, out)
-	}
-	for _, args := range [][]string{
-		{"emit", "--impl", "local", "--scope", "full_iteration", "--format", "dotlist"},
-		{"emit", "--impl", "local", "--scope", "full_iteration", "--model", "llama3_8b", "--format", "dotlist"},
-		{"emit", "--impl", "transformer_engine", "--scope", "attn", "--model", "qwen3_30b_a3b", "--format", "dotlist"},
-	} {
-		if code, out, _ := cgtune(t, args...); code != exitOK || strings.Contains(out, search.KeyMoEPadForGraphs) {
-			t.Errorf("%v: exit %d, %q", args, code, out)
-		}
-	}
-}
-
 // Ctrl-C stops a headless search: exit 130, the finished candidates in the
 // journal and the resume command printed; --resume then finishes the
 // search without running those candidates again.
@@ -414,5 +396,38 @@ func TestRunPredictedFailuresFlag(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dir+"2", "run.json"))
 	if err != nil || !strings.Contains(string(data), `"run_predicted_failures": true`) {
 		t.Errorf("run.json %s %v", data, err)
+	}
+}
+
+// The winner's overrides carry the --set values it needs: searched with
+// drop-and-pad MoE, a full-iteration winner's file holds the capacity
+// factor and the padding, and the stock recipe with the file alone passes
+// check (rules and capture plan).
+func TestHeadlessEmitCarriesTheSettingsTheWinnerNeeds(t *testing.T) {
+	isolate(t)
+	path := filepath.Join(t.TempDir(), "dp.yaml")
+	// qwen3_30b_a3b's b200 recipe: dropless MoE, EP overlap off (which
+	// would rule out local graphs, TC-36).
+	code, out, errb := cgtune(t, "--headless", "--model", "qwen3_30b_a3b", "--gpu-type", "b200", "--engine", "estimate", "--strategy", "exhaustive", "--tie", "0%",
+		"--set", "model.moe_expert_capacity_factor=1.0", "--set", "model.moe_pad_expert_input_to_capacity=true", "--emit", path)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errb)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The estimate ranks local graphs (full iteration, whole layer) first:
+	// both hold the MoE dispatch, which only drop-and-pad MoE captures.
+	if !strings.Contains(string(data), "cuda_graph_impl: local\n") {
+		t.Fatalf("the winner is not a local graph:\n%s", data)
+	}
+	for _, want := range []string{"  moe_expert_capacity_factor: 1.0\n", "  moe_pad_expert_input_to_capacity: true\n", "dropless MoE syncs with the host"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("%s lacks %q:\n%s", path, want, data)
+		}
+	}
+	if code, out, errb := cgtune(t, "check", "--model", "qwen3_30b_a3b", "--gpu-type", "b200", path); code != exitOK || out != "valid\n" {
+		t.Errorf("check of the emitted file on the stock recipe: exit %d, %q %q", code, out, errb)
 	}
 }

@@ -71,6 +71,7 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		Budget:   f.budget,
 		EmitPath: f.emit,
 		Format:   f.format,
+		Sets:     sets,
 		// "v validate top 3" runs jobs with these; the TUI shows the
 		// command and asks before anything runs.
 		JobLauncher: f.launcher,
@@ -509,7 +510,11 @@ func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, e
 // already (its finished jobs are kept, running ones re-attached), with the
 // host-cost calibration fitted from the jobs.
 func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui.Validation, error) {
-	v, err := search.JobValidationForRun(req.RunDir, req.Top)
+	// The jobs run on this node (local launcher) or one like it: the
+	// Python of the megatron engine says whether they have Transformer
+	// Engine, which transformer_engine candidates need.
+	te := &teProbe{ctx: ctx, python: b.flags.python}
+	v, err := search.JobValidationForRun(req.RunDir, req.Top, te.buildable)
 	if err != nil {
 		return tui.Validation{}, err
 	}
@@ -552,7 +557,7 @@ func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui
 		}
 		send(tui.ValidationUpdate{Outcome: &out, Err: err})
 	}()
-	return tui.Validation{Targets: v.Targets, Dir: v.Dir, Updates: ch}, nil
+	return tui.Validation{Targets: v.Targets, Skipped: v.Skipped, Dir: v.Dir, Updates: ch}, nil
 }
 
 var _ tui.Backend = (*tuiBackend)(nil)

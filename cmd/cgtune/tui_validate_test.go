@@ -46,7 +46,9 @@ func drain(t *testing.T, v tui.Validation) ([]job.ValidateEvent, *search.JobOutc
 func TestTUIBackendValidatesOnLocalJobs(t *testing.T) {
 	isolate(t)
 	run := searchRun(t)
-	b := newTUIBackend(&rootFlags{jobIters: 12}, nil)
+	// The fake job stands in for a framework with Transformer Engine,
+	// which the megatron engine's Python says.
+	b := newTUIBackend(&rootFlags{jobIters: 12, python: fakePython(t, true)}, nil)
 	b.jobPoll = 100 * time.Millisecond
 	t.Cleanup(func() { b.close(func() {}) })
 	req := tui.ValidateRequest{RunDir: run, Top: 3, Launcher: "local", Command: fakeJobCommand(t)}
@@ -98,7 +100,9 @@ func TestTUIBackendValidatesOnLocalJobs(t *testing.T) {
 func TestTUIBackendValidateBadInput(t *testing.T) {
 	isolate(t)
 	run := searchRun(t)
-	b := newTUIBackend(&rootFlags{jobIters: 12}, nil)
+	// The fake job stands in for a framework with Transformer Engine,
+	// which the megatron engine's Python says.
+	b := newTUIBackend(&rootFlags{jobIters: 12, python: fakePython(t, true)}, nil)
 	t.Cleanup(func() { b.close(func() {}) })
 	for _, c := range []struct {
 		req  tui.ValidateRequest

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cgtune/engine/job"
+	"cgtune/engine/megatron"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -45,6 +47,7 @@ type validateFlags struct {
 	mbridge, jobGPU                   string
 	json, dryRun, noCalibrate, force  bool
 	poll                              time.Duration
+	jobPython, jobTE                  string
 
 	cmd *cobra.Command
 }
@@ -150,6 +153,8 @@ func newValidateCmd() *cobra.Command {
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print each job's command (and batch script) without running anything")
 	fl.BoolVar(&f.noCalibrate, "no-calibrate", false, "do not update the host-cost calibration from the jobs")
 	fl.StringVar(&f.jobGPU, "job-gpu", "", "GPU type the jobs run on, whose framework profile and rates the calibration predicts with (default: the layout's GPU type)")
+	fl.StringVar(&f.jobTE, "job-te", "auto", "whether the jobs' framework has Transformer Engine, which transformer_engine candidates need: auto (ask --job-python), yes, no")
+	fl.StringVar(&f.jobPython, "job-python", "", "the Python the jobs run, asked whether it imports transformer_engine (default: $"+megatron.PythonEnv+", then python3 on PATH)")
 	fl.DurationVar(&f.poll, "poll", time.Second, "how often job states and logs are read")
 	fl.MarkHidden("poll")
 	return cmd
@@ -163,7 +168,86 @@ type validateSource struct {
 	preset *presets.TeamPreset
 }
 
-func (f *validateFlags) source(args []string) (*validateSource, error) {
+// buildable is which candidates the jobs' framework can build (--job-te,
+// else what --job-python imports, asked once a transformer_engine
+// candidate is among the top ones), and a function that says which
+// Transformer Engine the jobs' Python imports ("" when it was not asked or
+// cannot: the candidates skipped say why).
+func (f *validateFlags) buildable(ctx context.Context) (search.Buildable, func() string, error) {
+	switch f.jobTE {
+	case "yes":
+		return nil, func() string { return "" }, nil
+	case "no":
+		return search.NeedsTE("--job-te no"), func() string { return "" }, nil
+	case "auto":
+	default:
+		return nil, nil, fail(exitBadInput, "--job-te %q: allowed: auto, yes, no", f.jobTE)
+	}
+	p := &teProbe{ctx: ctx, python: f.jobPython}
+	return p.buildable, func() string { return p.how }, nil
+}
+
+// teProbe asks the jobs' Python (python, else $CGTUNE_PYTHON, else
+// python3) once whether it imports transformer_engine. A Python that
+// cannot be found or asked counts as without it, so that no
+// transformer_engine job crashes on it (--job-te yes runs them).
+type teProbe struct {
+	ctx    context.Context
+	python string
+	once   sync.Once
+	why    string // "" when it imports transformer_engine
+	how    string // the import that worked, for the user (a failed one shows in why)
+}
+
+func (p *teProbe) buildable(c presets.Candidate) (bool, string) {
+	if c.Impl != presets.ImplTE {
+		return true, ""
+	}
+	p.once.Do(p.ask)
+	if p.why == "" {
+		return true, ""
+	}
+	return search.NeedsTE(p.why)(c)
+}
+
+func (p *teProbe) ask() {
+	path, err := megatron.FindPython(p.python)
+	if err != nil {
+		p.why = fmt.Sprintf("%v (--job-python; --job-te yes runs them anyway)", err)
+		return
+	}
+	version, err := importTE(p.ctx, path)
+	if err != nil {
+		p.why = fmt.Sprintf("the jobs' Python %s cannot import it: %v (--job-te yes runs them anyway)", path, err)
+		return
+	}
+	p.how = fmt.Sprintf("the jobs' Python %s imports transformer_engine %s", path, version)
+}
+
+// importTE imports transformer_engine with python and returns its version,
+// or the last line the import printed when it fails.
+func importTE(ctx context.Context, python string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", "import transformer_engine; print(getattr(transformer_engine, '__version__', 'unknown'))")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+			return "", errors.New(last)
+		}
+		return "", err
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) == 0 {
+		return "unknown", nil
+	}
+	return fields[len(fields)-1], nil
+}
+
+func (f *validateFlags) source(args []string, can search.Buildable) (*validateSource, error) {
 	s := &validateSource{}
 	switch {
 	case len(args) == 1 && f.preset != "":
@@ -173,7 +257,7 @@ func (f *validateFlags) source(args []string) (*validateSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.req, err = search.JobValidationForRun(dir, f.top); err != nil {
+		if s.req, err = search.JobValidationForRun(dir, f.top, can); err != nil {
 			return nil, fail(exitBadInput, "%v", err)
 		}
 		s.runDir = dir
@@ -186,7 +270,7 @@ func (f *validateFlags) source(args []string) (*validateSource, error) {
 		if err != nil {
 			return nil, fail(exitBadInput, "%s: %v", f.preset, err)
 		}
-		targets, err := search.PresetTargets(p)
+		targets, err := search.PresetTargets(p, can)
 		if err != nil {
 			return nil, fail(exitBadInput, "%v", err)
 		}
@@ -323,7 +407,11 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	if f.top < 1 || f.iters < 1 || f.parallel < 1 || f.jobTimeout < 0 {
 		return fail(exitBadInput, "--top, --iters and --parallel must be positive, --job-timeout 0 or more")
 	}
-	s, err := f.source(args)
+	can, how, err := f.buildable(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := f.source(args, can)
 	if err != nil {
 		return err
 	}
@@ -357,6 +445,14 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 		return err
 	}
 	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume
+	// What the jobs' framework was found to lack, once the input is known
+	// to be good (a refusal stays one line).
+	if h := how(); h != "" {
+		fmt.Fprintln(stderr, "note: "+h)
+	}
+	for _, sk := range s.req.Skipped {
+		fmt.Fprintf(stderr, "skipped %s: %s\n", candLabel(sk.Candidate), sk.Why)
+	}
 	if !f.noCalibrate {
 		req.Estimator = calibrationEstimator(cmp.Or(f.jobGPU, req.Layout.GPU))
 	}

@@ -52,6 +52,22 @@ mbridge: "0.4"
 	return dir
 }
 
+// fakePython is a stand-in for the jobs' Python: it imports
+// transformer_engine (version 2.8.0) when withTE, else fails as Python does
+// without it.
+func fakePython(t *testing.T, withTE bool) string {
+	t.Helper()
+	body := "echo 2.8.0\n"
+	if !withTE {
+		body = "echo 'Traceback (most recent call last):' >&2\necho \"ModuleNotFoundError: No module named 'transformer_engine'\" >&2\nexit 1\n"
+	}
+	p := filepath.Join(t.TempDir(), "python3")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // tableRows are the candidate labels of validate's table, in order.
 func tableRows(out string) []string {
 	var rows []string
@@ -82,7 +98,8 @@ func TestValidateLocalEndToEnd(t *testing.T) {
 	cache := isolate(t)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(cache, "config"))
 	run := searchRun(t)
-	args := []string{"validate", run, "--launcher", "local", "--command", fakeJobCommand(t), "--iters", "12", "--poll", "100ms"}
+	// The fake job stands in for a framework with Transformer Engine.
+	args := []string{"validate", run, "--launcher", "local", "--command", fakeJobCommand(t), "--iters", "12", "--poll", "100ms", "--job-python", fakePython(t, true)}
 	code, out, errb := cgtune(t, append(args, "--save-preset", "llama-validated")...)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s%s", code, out, errb)
@@ -300,7 +317,7 @@ func TestCalibrateFromLogs(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"calibrate", "--log", eager, "--model", "llama3_8b", "--job-gpu", "nope"}, "allowed: h100"},
+		{[]string{"calibrate", "--log", eager, "--log", full, "--model", "llama3_8b", "--job-gpu", "nope"}, "allowed: h100"},
 		{[]string{"calibrate", "--model", "llama3_8b"}, "at least one --log"},
 		{[]string{"calibrate", "--log", eager}, "give --model M or --preset F"},
 		{[]string{"calibrate", "--log", filepath.Join(dir, "missing.log"), "--model", "llama3_8b"}, "missing.log"},
@@ -390,5 +407,34 @@ func TestValidateSlurmKilledThenResumed(t *testing.T) {
 	}
 	if !ids[firstID] || len(ids) != 2 {
 		t.Errorf("job ids %v, want %s among two", ids, firstID)
+	}
+}
+
+// validate --top N takes the top N candidates the jobs' framework can
+// build: without Transformer Engine in the jobs' Python, the
+// transformer_engine candidates are skipped, each with why, and run
+// nowhere; with it (or --job-te yes) they run.
+func TestValidateSkipsWhatTheFrameworkCannotBuild(t *testing.T) {
+	isolate(t)
+	run := searchRun(t)
+	base := []string{"validate", run, "--launcher", "local", "--command", fakeJobCommand(t), "--dry-run"}
+	code, out, errb := cgtune(t, append(base, "--job-python", fakePython(t, false))...)
+	if code != exitOK || strings.Contains(out, "transformer_engine/") || !strings.Contains(out, "# local/full_iteration/w3") ||
+		!strings.Contains(errb, "skipped te whole-layer w3: a transformer_engine graph needs Transformer Engine: the jobs' Python ") ||
+		!strings.Contains(errb, "ModuleNotFoundError: No module named 'transformer_engine'") {
+		t.Errorf("without TE: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	}
+	for _, args := range [][]string{{"--job-python", fakePython(t, true)}, {"--job-te", "yes", "--job-python", fakePython(t, false)}} {
+		code, out, errb = cgtune(t, append(base, args...)...)
+		if code != exitOK || !strings.Contains(out, "# transformer_engine/layer/w3") || strings.Contains(errb, "skipped") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errb)
+		}
+	}
+	code, out, errb = cgtune(t, append(base, "--job-te", "no", "--top", "1")...)
+	if code != exitOK || strings.Contains(out, "transformer_engine/") || strings.Contains(errb, "skipped") {
+		t.Errorf("--job-te no --top 1 (the winner is local): exit %d\n%s%s", code, out, errb)
+	}
+	if code, _, errb = cgtune(t, append(base, "--job-te", "maybe")...); code != exitBadInput || !strings.Contains(errb, "allowed: auto, yes, no") {
+		t.Errorf("--job-te maybe: exit %d %q", code, errb)
 	}
 }

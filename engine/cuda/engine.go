@@ -197,7 +197,7 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
 	sched := engine.NewSchedule(w, plan, costs)
 	res := engine.Result{Candidate: c, Source: engine.Measured, Device: e.info, HostCosts: costs.Kind()}
-	res.Notes = append([]string{"host costs: " + costs.Source()}, w.Notes...)
+	res.Notes = append(append([]string{"host costs: " + costs.Source()}, costs.CalibrationNotes()...), w.Notes...)
 	res.Notes = append(append(append(res.Notes, plan.Describe()), plan.Notes...), sched.Notes...)
 	res.Memory.Breakdown = engine.PredictMemory(w, plan, costs.Profile, engine.JobGPUMiB(w.Layout, e.info.MemoryMiB), engine.MemoryOptions{})
 	res.Notes = append(res.Notes, res.Memory.Breakdown.Describe())

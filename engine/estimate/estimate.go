@@ -144,7 +144,7 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	}
 	costs := e.costs(w)
 	res := engine.Result{Candidate: c, Source: engine.Estimated, Device: e.dev, HostCosts: costs.Kind()}
-	res.Notes = append([]string{fmt.Sprintf("estimated: rates %s; host costs: %s", e.rates.Source, costs.Source())}, w.Notes...)
+	res.Notes = append(append([]string{fmt.Sprintf("estimated: rates %s; host costs: %s", e.rates.Source, costs.Source())}, costs.CalibrationNotes()...), w.Notes...)
 	if err := ctx.Err(); err != nil {
 		res.Err, res.ErrKind = err.Error(), engine.ErrCancel
 		return res
