@@ -57,7 +57,9 @@ func (in Input) estimated() bool {
 }
 
 func (in Input) rankOptions() search.RankOptions {
-	return search.RankOptions{TrainIters: in.TrainIters, JobGPUMemoryMiB: in.JobGPUMemoryMiB, Tie: in.Tie}
+	d := in.Done
+	return search.RankOptions{TrainIters: in.TrainIters, JobGPUMemoryMiB: in.JobGPUMemoryMiB, Tie: in.Tie,
+		ReferenceKey: d.ReferenceKey(), KnownToFitMiB: d.KnownToFitMiB, Emulation: d.Emulation}
 }
 
 // PlotPath is where Write puts the plot of a report at mdPath: the same
@@ -283,12 +285,21 @@ func writeWinner(b *bytes.Buffer, in Input) {
 	w("## Winner\n\n")
 	if d.Winner == nil {
 		w("%s.\n\n", upperFirst(search.Reason(d.Ranking, in.rankOptions())))
+		if line := d.Reference.Describe(nil); line != "" {
+			w("Reference: %s.\n\n", line)
+		}
 		return
 	}
 	r := d.Winner.Result
 	w("**%s**: %.2f ms per step against %.2f ms eager (%.3f×), capture %.0f ms, %d MiB of graph memory in the job, %.1f s for a %d-iteration job (%s).\n\n",
 		candName(r.Candidate), r.Step.Median, r.Eager.Median, r.Speedup, r.CaptureMs, r.Memory.JobGraphMiB(), d.Winner.JobMs/1000, trainIters(in), r.Source)
 	w("Why: %s.\n\n", search.Reason(d.Ranking, in.rankOptions()))
+	if line := d.Reference.Describe(d.Winner); line != "" {
+		w("Reference: %s.\n\n", line)
+	}
+	if d.Emulation != nil {
+		w("Emulation: %s.\n\n", d.Emulation.Describe())
+	}
 	if also := aliases(in.Plan, r.Candidate); len(also) > 0 {
 		w("Megatron runs these spellings as the same configuration: %s.\n\n", strings.Join(also, ", "))
 	}
@@ -336,8 +347,8 @@ func writeRanking(b *bytes.Buffer, in Input, plotName string) {
 	if plotName != "" {
 		w("![Step time with its p10–p90 band, and graph memory, per candidate](%s)\n\n", plotName)
 	}
-	w("| # | Candidate | Step ms | p10–p90 | × eager | Capture ms | Graph MiB | Job s | Fits | Tie | Source | Note |\n")
-	w("|---:|---|---:|---|---:|---:|---:|---:|---|---:|---|---|\n")
+	w("| # | Candidate | Step ms | p10–p90 | × eager | × recipe | Capture ms | Graph MiB | Job s | Fits | Tie | Source | Note |\n")
+	w("|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---|\n")
 	ranked := 0
 	for _, r := range d.Ranking {
 		res := r.Result
@@ -364,11 +375,18 @@ func writeRanking(b *bytes.Buffer, in Input, plotName string) {
 		if r.Derived {
 			note = strings.TrimPrefix(note+"; not run itself", "; ")
 		}
-		w("| %d | %s | %.2f | %s | %.3f | %.0f | %d | %.1f | %s | %s | %s | %s |\n", r.Rank, cell(name), res.Step.Median, spread(res), res.Speedup,
-			res.CaptureMs, res.Memory.JobGraphMiB(), r.JobMs/1000, fits, tie, res.Source, cell(note))
+		if d.ReferenceKey() == res.Candidate.Key() {
+			note = strings.TrimPrefix("the reference; "+note, "; ")
+		}
+		vs := "—"
+		if r.VsReference > 0 {
+			vs = fmt.Sprintf("%.3f", r.VsReference)
+		}
+		w("| %d | %s | %.2f | %s | %.3f | %s | %.0f | %d | %.1f | %s | %s | %s | %s |\n", r.Rank, cell(name), res.Step.Median, spread(res), res.Speedup,
+			vs, res.CaptureMs, res.Memory.JobGraphMiB(), r.JobMs/1000, fits, tie, res.Source, cell(note))
 	}
 	if ranked == 0 {
-		w("| | no candidate finished | | | | | | | | | | |\n")
+		w("| | no candidate finished | | | | | | | | | | | |\n")
 	}
 	w("\n")
 	var ties []string

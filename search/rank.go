@@ -166,7 +166,7 @@ func tieBreak(a, b Ranked) (int, string) {
 // class (measured from that least one, as step-time groups are, so the
 // order is well defined), and inside a class by tieBreak. why[i] says
 // what put group[i] after group[i-1].
-func orderTied(group []Ranked) (why []string) {
+func orderTied(group []Ranked, refKey string) (why []string) {
 	slices.SortStableFunc(group, func(a, b Ranked) int {
 		return cmp.Compare(a.Result.Memory.JobGraphMiB(), b.Result.Memory.JobGraphMiB())
 	})
@@ -182,7 +182,23 @@ func orderTied(group []Ranked) (why []string) {
 	fast := group[:len(group)-len(slow)]
 	slices.SortStableFunc(slow, func(a, b Ranked) int { return cmp.Compare(a.Result.Step.Median, b.Result.Step.Median) })
 	copy(group[len(fast):], slow)
-	why = append(orderByMemoryClass(fast), make([]string, len(slow))...)
+	// The reference (what the recipe runs today) comes first among those
+	// tied with it: nothing measured beats it beyond noise.
+	rest := fast
+	if i := slices.IndexFunc(fast, func(r Ranked) bool { return refKey != "" && r.Result.Candidate.Key() == refKey }); i >= 0 {
+		ref := fast[i]
+		copy(fast[1:i+1], fast[:i])
+		fast[0] = ref
+		rest = fast[1:]
+	}
+	why = orderByMemoryClass(rest)
+	if len(rest) < len(fast) {
+		why = append([]string{""}, why...)
+		if len(fast) > 1 {
+			why[1] = "the reference (the recipe's own setting) ranks first among those tied with it"
+		}
+	}
+	why = append(why, make([]string, len(slow))...)
 	for i := len(fast); i < len(group); i++ {
 		if i > 0 {
 			why[i] = fmt.Sprintf("slower than eager (%.3f×): after every candidate that is not", group[i].Result.Speedup)
@@ -288,7 +304,7 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 		group := ok[i:j]
 		if len(group) > 1 {
 			fastest := group[0]
-			why := orderTied(group)
+			why := orderTied(group, opts.ReferenceKey)
 			n, tol := len(group), tieTol(frac, fastest.Result, fastest.Result)
 			ties++
 			for k := range group {
@@ -299,7 +315,7 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 					note = fmt.Sprintf("fastest of %d candidates tied within noise (±%.2f ms)", n, tol)
 				case k == 0:
 					note = fmt.Sprintf("first of %d candidates tied within noise (±%.2f ms of the fastest, %s) on %s",
-						n, tol, candName(fastest.Result.Candidate), firstReason(group[0], fastest))
+						n, tol, candName(fastest.Result.Candidate), firstReason(group[0], fastest, opts.ReferenceKey))
 				default:
 					note = fmt.Sprintf("tied with %s within noise; after it on %s", candName(group[k-1].Result.Candidate), why[k])
 				}
@@ -358,7 +374,10 @@ func Rerank(rs []Ranked, opts RankOptions) []Ranked {
 
 // firstReason says why the head of a tied group ranks before the fastest
 // candidate of the group.
-func firstReason(head, fastest Ranked) string {
+func firstReason(head, fastest Ranked, refKey string) string {
+	if refKey != "" && head.Result.Candidate.Key() == refKey {
+		return "being the reference, the recipe's own setting, which nothing beats beyond noise"
+	}
 	hm, fm := head.Result.Memory.JobGraphMiB(), fastest.Result.Memory.JobGraphMiB()
 	if fm-hm > memTolMiB(hm) {
 		return fmt.Sprintf("less graph memory (%d vs %d MiB)", hm, fm)
@@ -578,7 +597,7 @@ func Reason(rs []Ranked, opts RankOptions) string {
 				name, step, len(group), w.TieBandMs, band))
 		} else {
 			parts = append(parts, fmt.Sprintf("%s wins a tie: %d candidates are within ±%.2f ms (%s) of the fastest, %s (%.2f ms/step); it comes first on %s",
-				name, len(group), w.TieBandMs, band, candName(fastest.Result.Candidate), fastest.Result.Step.Median, firstReason(*w, fastest)))
+				name, len(group), w.TieBandMs, band, candName(fastest.Result.Candidate), fastest.Result.Step.Median, firstReason(*w, fastest, opts.ReferenceKey)))
 		}
 	case len(ok) > 1:
 		next := ok[1]

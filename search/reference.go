@@ -52,6 +52,15 @@ func (r *Reference) Describe(winner *Ranked) string {
 		gainText(winner.VsReference), sourceText(winner.Result))
 }
 
+// ReferenceKey is the key of the ranked reference ("" when it did not
+// finish), for RankOptions.ReferenceKey.
+func (d DoneEvent) ReferenceKey() string {
+	if d.Reference == nil || d.Reference.Ranked == nil {
+		return ""
+	}
+	return d.Reference.Ranked.Result.Candidate.Key()
+}
+
 // gainText says a speed-up over the reference in words.
 func gainText(vs float64) string {
 	switch {

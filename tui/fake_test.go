@@ -256,15 +256,17 @@ func scriptedEvents() []search.Event {
 		search.MemoryEvent{GPU: 0, UsedMiB: 61_234, TotalMiB: 143771, UtilGPU: 96},
 		search.ResultEvent{GPU: 0, Round: 1, Result: rAttnMLP, Done: 4, Total: 4, ETA: 0},
 	)
+	// te attn is the recipe's own setting: every row's speed-up over it.
 	ranking := []search.Ranked{
-		{Rank: 1, Result: rAttnMLP, JobMs: 5_400, Fits: true},
-		{Rank: 2, Result: rAttn, JobMs: 5_800, Fits: true},
-		{Rank: 3, Result: rNone, JobMs: 6_500, Fits: true, Derived: true, Note: "eager baseline of the runs"},
+		{Rank: 1, Result: rAttnMLP, JobMs: 5_400, Fits: true, VsReference: 112.0 / 104},
+		{Rank: 2, Result: rAttn, JobMs: 5_800, Fits: true, VsReference: 1},
+		{Rank: 3, Result: rNone, JobMs: 6_500, Fits: true, Derived: true, Note: "eager baseline of the runs", VsReference: 112.0 / 130},
 		{Rank: 4, Result: rFull, Fits: false},
 	}
-	w := ranking[0]
+	w, ref := ranking[0], ranking[1]
 	return append(evs, search.DoneEvent{Ranking: ranking, Winner: &w, RunDir: "/tmp/cgtune-run", Strategy: "halving",
-		Runs: 4, GPUTimeMs: 95_000, Notes: []string{"round 1: 4 candidates, 8 measured steps each", "none derived from the eager baselines of 3 runs"}})
+		Runs: 4, GPUTimeMs: 95_000, Notes: []string{"round 1: 4 candidates, 8 measured steps each", "none derived from the eager baselines of 3 runs"},
+		Reference: &search.Reference{Candidate: cTEAttn, From: search.ReferenceFromRecipe, Ranked: &ref}})
 }
 
 // estimatedResult is r as the estimate engine reports it: no spread, the

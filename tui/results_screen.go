@@ -117,9 +117,7 @@ func (m *Model) rankOptions() search.RankOptions {
 	o := search.RankOptions{TrainIters: req.TrainIters, JobGPUMemoryMiB: m.jobGPUMiB(req), Tie: m.tie}
 	if m.done != nil {
 		o.Emulation, o.KnownToFitMiB = m.done.Emulation, m.done.KnownToFitMiB
-		if ref := m.done.Reference; ref != nil && ref.Ranked != nil {
-			o.ReferenceKey = ref.Ranked.Result.Candidate.Key()
-		}
+		o.ReferenceKey = m.done.ReferenceKey()
 	}
 	return o
 }
@@ -638,6 +636,9 @@ func (m *Model) resultsView(w, h int) string {
 func (m *Model) reasonLines(w, n int) []string {
 	st := m.st
 	why := search.Reason(m.done.Ranking, m.rankOptions())
+	if ref := m.done.Reference.Describe(m.done.Winner); ref != "" {
+		why += ". Reference: " + ref
+	}
 	lines := strings.Split(wrap("Why: "+why, w), "\n")
 	if len(lines) > n {
 		// The last line shown says there is more, even a full one.
@@ -725,12 +726,15 @@ func (m *Model) rankingTable(w, h int) string {
 	// "≈ " for derived rows); in a narrow window the capture column goes
 	// first, then graph memory and job time (the lines under the table
 	// and the details have them), before the names are cut.
-	capture, wide := w >= 100, w >= 70
+	capture, wide, vsCol := w >= 100, w >= 70, w >= 80
 	cols := []column{
 		{title: "#", width: 2, right: true},
 		{title: "CANDIDATE"},
 		{title: "STEP ms", width: 7, right: true},
 		{title: "×EAGER", width: 6, right: true},
+	}
+	if vsCol {
+		cols = append(cols, column{title: "×RECIPE", width: 7, right: true})
 	}
 	if capture {
 		cols = append(cols, column{title: "CAPT ms", width: 7, right: true})
@@ -752,13 +756,16 @@ func (m *Model) rankingTable(w, h int) string {
 	// cells takes every column's cell and keeps the shown columns'.
 	cells := func(c ...string) []string {
 		out := c[:4:4]
-		if capture {
+		if vsCol {
 			out = append(out, c[4])
 		}
-		if wide {
-			out = append(out, c[5], c[6])
+		if capture {
+			out = append(out, c[5])
 		}
-		return append(out, c[7:]...)
+		if wide {
+			out = append(out, c[6], c[7])
+		}
+		return append(out, c[8:]...)
 	}
 	var b strings.Builder
 	b.WriteString(t.header(st) + "\n")
@@ -787,7 +794,7 @@ func (m *Model) rankingTable(w, h int) string {
 		cur := i == s.cursor
 		var line string
 		if res.Failed() {
-			line = t.row(cells(rank, label, "failed", "", "", res.ErrKind, "", "—", "")...)
+			line = t.row(cells(rank, label, "failed", "", "", "", res.ErrKind, "", "—", "")...)
 			line = st.Err.Render(line)
 		} else {
 			fits := "yes"
@@ -798,7 +805,14 @@ func (m *Model) rankingTable(w, h int) string {
 			if rk.Tie > 0 {
 				tie = fmt.Sprintf("=%d", rk.Tie)
 			}
-			line = t.row(cells(rank, label, fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), fmtMs(res.CaptureMs),
+			vs := "—"
+			if rk.VsReference > 0 {
+				vs = fmtSpeedup(rk.VsReference)
+			}
+			if res.Candidate.Key() == m.done.ReferenceKey() {
+				vs = "ref"
+			}
+			line = t.row(cells(rank, label, fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), vs, fmtMs(res.CaptureMs),
 				fmt.Sprintf("%d", res.Memory.JobGraphMiB()), fmtJob(rk.JobMs), fits, tie)...)
 			switch {
 			case cur:

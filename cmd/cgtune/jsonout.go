@@ -114,6 +114,9 @@ type headlessResult struct {
 	OverridesObject map[string]map[string]any `json:"overrides_object,omitempty"`
 	Format          string                    `json:"format"`
 	Emitted         string                    `json:"emitted,omitempty"` // the absolute path --emit wrote
+	// ReferenceText says what the recipe ships and how the winner
+	// compares with it (the reference object has the figures).
+	ReferenceText string `json:"reference_text,omitempty"`
 }
 
 // overridesObject is o's entries by section: the dotted key's first part
@@ -144,6 +147,7 @@ func (f *rootFlags) newHeadlessResult(d search.DoneEvent, cfg search.Config, ren
 		MBridge: cfg.MBridge, Generation: gen.String(), Engine: f.engine,
 		TrainIters: cfg.TrainIters, Tie: tieFlag(cfg.Tie), Sets: cfg.Sets,
 		Overrides: string(rendered), OverridesObject: overridesObject(o), Format: f.format,
+		ReferenceText: d.Reference.Describe(d.Winner),
 	}
 	if emitted {
 		r.Emitted = absPath(f.emit)

@@ -59,12 +59,12 @@ func joinParts(parts ...string) string {
 // their warm-up) are never cut.
 func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg search.Config) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tCANDIDATE\tSTEP MS\tP10–P90\tSPEED-UP\tCAPTURE MS\tGRAPH MIB\tJOB S\tFITS\tTIE\tSOURCE\tNOTE")
+	fmt.Fprintln(tw, "RANK\tCANDIDATE\tSTEP MS\tP10–P90\tSPEED-UP\tVS RECIPE\tCAPTURE MS\tGRAPH MIB\tJOB S\tFITS\tTIE\tSOURCE\tNOTE")
 	for _, r := range d.Ranking {
 		res := r.Result
 		if res.Failed() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash, candLabel(res.Candidate), dash, dash, dash, dash, dash, dash, dash, dash,
-				res.Source, joinParts(fmt.Sprintf("failed (%s): %s", res.ErrKind, res.Err), aliasText(plan, res.Candidate)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash, candLabel(res.Candidate), dash, dash, dash, dash, dash, dash, dash, dash, dash,
+				res.Source, joinParts(referenceMark(d, res.Candidate), fmt.Sprintf("failed (%s): %s", res.ErrKind, res.Err), aliasText(plan, res.Candidate)))
 			continue
 		}
 		fits := "yes"
@@ -75,15 +75,18 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 		if r.Tie > 0 {
 			tie = fmt.Sprint(r.Tie)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%.3f×\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\n", r.Rank, candLabel(res.Candidate),
-			res.Step.Median, spreadText(res), res.Speedup, res.CaptureMs, res.Memory.GraphFullJobMiB,
-			r.JobMs/1000, fits, tie, res.Source, joinParts(r.Note, aliasText(plan, res.Candidate)))
+		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%.3f×\t%s\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\n", r.Rank, candLabel(res.Candidate),
+			res.Step.Median, spreadText(res), res.Speedup, vsText(r.VsReference), res.CaptureMs, res.Memory.GraphFullJobMiB,
+			r.JobMs/1000, fits, tie, res.Source, joinParts(referenceMark(d, res.Candidate), r.Note, aliasText(plan, res.Candidate)))
 	}
 	tw.Flush()
 	if groups := tieGroups(d.Ranking); len(groups) > 0 {
 		fmt.Fprintln(w, "\n"+strings.Join(groups, "\n"))
 	}
-	opts := search.RankOptions{Tie: cfg.Tie, JobGPUMemoryMiB: cfg.JobGPUMemoryMiB}
+	if d.Emulation != nil {
+		fmt.Fprintln(w, "\nemulation: "+d.Emulation.Describe())
+	}
+	opts := search.RankOptions{Tie: cfg.Tie, JobGPUMemoryMiB: cfg.JobGPUMemoryMiB, ReferenceKey: d.ReferenceKey(), KnownToFitMiB: d.KnownToFitMiB, Emulation: d.Emulation}
 	if d.Winner != nil {
 		r := d.Winner.Result
 		partial := ""
@@ -96,6 +99,33 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %.3f× eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, r.Speedup, r.Memory.GraphFullJobMiB, r.Source)
 	}
 	fmt.Fprintln(w, "why: "+search.Reason(d.Ranking, opts))
+	if line := d.Reference.Describe(d.Winner); line != "" {
+		fmt.Fprintln(w, "reference: "+line)
+	}
+	if e := search.BestEmulated(d.Ranking); e != nil && d.Winner != nil && e.Result.Candidate.Key() != d.Winner.Result.Candidate.Key() {
+		fmt.Fprintf(w, "emulated: %s ranks above the winner (%.3f× eager, predicted by the %s engine: %s); the overrides are the framework-measured winner's (--winner-emulated emits it instead)\n",
+			candLabel(e.Result.Candidate), e.Result.Speedup, e.Result.Source, e.Result.Delegated)
+	}
+}
+
+// vsText is a speed-up over the reference for the table.
+func vsText(vs float64) string {
+	if vs <= 0 {
+		return dash
+	}
+	return fmt.Sprintf("%.3f×", vs)
+}
+
+// referenceMark marks the reference's row.
+func referenceMark(d search.DoneEvent, c presets.Candidate) string {
+	ref := d.Reference
+	if ref == nil || ref.Ranked == nil || ref.Ranked.Result.Candidate.Key() != c.Key() {
+		return ""
+	}
+	if ref.From == search.ReferenceFromPreset {
+		return "the preset's reference"
+	}
+	return "the recipe's own setting"
 }
 
 // tieGroups describes each group of tied candidates in one line (which

@@ -86,6 +86,9 @@ type rootFlags struct {
 	maxMicroBatches                  int
 	// runPredictedFailures runs the candidates predicted to fail capture.
 	runPredictedFailures bool
+	// winnerEmulated emits the emulated candidate that ranks above the
+	// framework-measured winner, when there is one.
+	winnerEmulated bool
 	// skipProfile: a megatron search does not measure the framework
 	// profile first when none is cached.
 	skipProfile bool
@@ -172,6 +175,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.runDir, "run-dir", "", "run folder for the journal (default: a new folder under the user cache folder, cgtune/runs)")
 	f.profile.register(root)
 	fl.BoolVar(&f.skipProfile, "skip-profile", false, "megatron engine: do not measure the framework profile (cgtune probe --framework) before the search when none is cached for the model, layout and GPU")
+	fl.BoolVar(&f.winnerEmulated, "winner-emulated", false, "emit the overrides of an emulated candidate (one the framework could not run here, e.g. transformer_engine without Transformer Engine) when it ranks above the best framework-measured one; by default the overrides are for what the framework measured")
 	fl.BoolVar(&f.runPredictedFailures, "run-predicted-failures", false, "also run the candidates whose capture cgtune predicts will fail (a graph holding a host sync, e.g. the dropless MoE dispatch), so the installed framework confirms or refutes the prediction; each result says which")
 	fl.StringVar(&f.tie, "tie", search.FormatTie(search.DefaultTie), "tie band: candidates within this share of the step time (or whose measured p10–p90 ranges overlap) tie, and the one with less graph memory, then the simpler one, ranks first")
 	fl.StringVar(&f.report, "report", "", "write a Markdown report of the search to FILE.md (and its plot, FILE.svg, beside it)")
@@ -721,6 +725,9 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	var o *presets.Overrides
 	// A search stopped by an error (the journal could not be written)
 	// writes nothing, as an interrupted one: its winner is of a part.
+	if e := search.BestEmulated(d.Ranking); f.winnerEmulated && e != nil {
+		d.Winner = e
+	}
 	if d.Winner != nil && !d.Interrupted && d.Err == "" {
 		w := search.WinnerOverrides(cfg.Target(), d.Winner.Result.Candidate)
 		o = &w
@@ -728,6 +735,9 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 			return fail(exitBadInput, "%v", err)
 		}
 		overrides = markEstimate(overrides, f.format, d.Winner.Result)
+		if line := d.Reference.Describe(d.Winner); line != "" {
+			overrides, _ = presets.Annotate(overrides, f.format, line)
+		}
 	}
 	// The file first: whatever happens to stdout (a reader that quits
 	// early), the overrides are on disk before the ranking is printed.
