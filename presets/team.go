@@ -22,6 +22,9 @@ type TeamPreset struct {
 	GPU         string  `yaml:"gpu" json:"gpu"`
 	Layout      Layout  `yaml:"layout" json:"layout"` // filled from the model's layout for GPU when left out
 	Space       Space   `yaml:"space" json:"space"`
+	// Reference is the setting the team compares with, in place of the
+	// one the layout's recipe ships (nil: the recipe's).
+	Reference *Candidate `yaml:"reference,omitempty" json:"reference,omitempty"`
 	MBridge     string  `yaml:"mbridge" json:"mbridge"`
 	Result      *Result `yaml:"result,omitempty" json:"result,omitempty"`
 	// Job is how the team launches the real training job, for
@@ -245,6 +248,15 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 			return d.errf("layout.gpu", "field \"gpu\" in layout is %q but the preset's gpu is %q", p.Layout.GPU, p.GPU)
 		}
 		if err := d.validateLayout(&m, &p.Layout, p.GPU, "layout"); err != nil {
+			return err
+		}
+	}
+	if c := p.Reference; c != nil {
+		sp := Space{Impls: []string{c.Impl}, Warmups: []int{c.Warmup}}
+		if len(c.Scopes) > 0 {
+			sp.Scopes = [][]string{c.Scopes}
+		}
+		if err := d.validateSpace(&sp, "reference"); err != nil {
 			return err
 		}
 	}

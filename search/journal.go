@@ -47,18 +47,20 @@ type Fingerprint struct {
 	Sets     map[string]string      `json:"sets,omitempty"`
 	Workload engine.WorkloadOptions `json:"workload"`
 	Measured engine.RunOptions      `json:"measured"`
+	// Reference is a preset's own reference (nil: the recipe's).
+	Reference *presets.Candidate `json:"reference,omitempty"`
 }
 
 func (c Config) fingerprint() Fingerprint {
 	return Fingerprint{Model: c.Model, Layout: c.Layout, MBridge: c.mbridge(), Space: withDefaults(c.Space),
-		Strategy: c.strategy(), Sets: c.Sets, Workload: c.Workload, Measured: c.Measured}
+		Strategy: c.strategy(), Sets: c.Sets, Workload: c.Workload, Measured: c.Measured, Reference: c.Reference}
 }
 
 // diff names the parts of two fingerprints that differ.
 func (f Fingerprint) diff(g Fingerprint) []string {
 	parts := func(x Fingerprint) map[string]any {
 		return map[string]any{"model": x.Model, "layout": x.Layout, "mbridge": x.MBridge, "space": x.Space,
-			"strategy": x.Strategy, "sets": x.Sets, "workload": x.Workload, "run options": x.Measured}
+			"strategy": x.Strategy, "sets": x.Sets, "workload": x.Workload, "run options": x.Measured, "reference": x.Reference}
 	}
 	a, b := parts(f), parts(g)
 	var out []string

@@ -5,11 +5,12 @@ against.
   PYTHONPATH=<Megatron-LM checkout> python3 bench/memory/peaks.py CASES.json OUT.jsonl
 
 CASES.json is a list of {"name", "arch", "mbs", "microbatches", "seq",
-"mode", "optimizer"}: arch as cgtune's preset arch (layers, hidden,
+"mode", "optimizer", "env"}: arch as cgtune's preset arch (layers, hidden,
 ffn_hidden, heads, kv_groups, head_dim, vocab, activation, moe), mode
 none | local | full_iteration, optimizer "job" (the worker's: the job's
 FusedAdam or its stand-in) or "fallback" (Megatron-Core's own fallback
-without Transformer Engine and apex).  Every case runs in its own process,
+without Transformer Engine and apex), env extra environment variables
+(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, say).  Every case runs in its own process,
 forked after one import of megatron.core, and writes one JSON line: the
 parameter counts, memory after the model and optimizer are built, the
 peak allocated and reserved memory of every step's forward-backward and
@@ -154,8 +155,9 @@ def one_case_main(case_json):
 def in_fresh_process(case):
     import subprocess
 
+    env = dict(os.environ, **(case.get("env") or {}))
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=env)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -182,7 +184,9 @@ def main():
             print(json.dumps({"name": case["name"], "mode": case["mode"], "skipped": "deadline"}), flush=True)
             continue
         t0 = time.time()
-        res = None if fresh else in_child(lambda: run_case(case))
+        # A case with its own environment (the allocator's settings are
+        # read when CUDA starts) runs in a fresh interpreter.
+        res = None if fresh or case.get("env") else in_child(lambda: run_case(case))
         if res is None or "re-initialize CUDA in forked" in (res.get("error") or ""):
             fresh = True  # the framework touched CUDA at import: a fresh interpreter per case
             res = in_fresh_process(case)

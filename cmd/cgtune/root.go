@@ -400,7 +400,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		if err != nil {
 			return fail(exitBadInput, "%s: %v", where, err)
 		}
-		cfg.Model, cfg.Layout, cfg.Space = m, p.Layout, p.Space
+		cfg.Model, cfg.Layout, cfg.Space, cfg.Reference = m, p.Layout, p.Space, p.Reference
 		// The preset names its GPU and MB release; explicit flags win.
 		if changed("gpu-type") {
 			if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
@@ -416,7 +416,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		if err != nil {
 			return journalError(err, cfg.RunDir)
 		}
-		cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured
+		cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured, cfg.Reference = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured, fp.Reference
 		if !changed("mbridge") {
 			cfg.MBridge = fp.MBridge
 		}

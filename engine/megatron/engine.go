@@ -187,11 +187,22 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 func (e *Engine) addJobMemory(r *engine.Result, w *engine.Workload, c presets.Candidate) {
 	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
 	b := engine.PredictMemory(w, plan, nil, engine.JobGPUMiB(w.Layout, e.Device().MemoryMiB), engine.MemoryOptions{})
-	if g := r.Memory.GraphFullJobMiB; g > 0 {
+	how := "memory model"
+	switch g := r.Memory.GraphFullJobMiB; {
+	case !c.Graphed():
+	case w.Layout.NumGPUs <= e.WorldSize():
+		// The run is the job's whole data-parallel world: its graphed
+		// peak less its eager peak is what the job's graphs add.
 		b.SetGraphs(g)
+		how += "; graphs as measured on the framework (the graphed run's peak reserved memory less eager's)"
+	default:
+		// A slice at data-parallel size 1 holds the whole optimizer state
+		// and main gradients, which the job shards: what its graphs add
+		// there is not what they add in the job.
+		how += fmt.Sprintf("; graphs modelled (the slice measured %d MiB over eager, scaled to the stage, at data-parallel size 1)", g)
 	}
 	r.Memory.Breakdown = b
-	r.Notes = append(r.Notes, b.Describe()+" (memory model; graphs as measured where the framework captured any)")
+	r.Notes = append(r.Notes, b.Describe()+" ("+how+")")
 }
 
 // addCollectives adds, to every step figure, the time of the collectives

@@ -30,11 +30,12 @@ type peakLine struct {
 	Reserved int64  `json:"peak_reserved_mib"`
 	Error    string `json:"error"`
 	Case     struct {
-		Arch         presets.Arch `json:"arch"`
-		MBS          int          `json:"mbs"`
-		MicroBatches int          `json:"microbatches"`
-		Seq          int          `json:"seq"`
-		Optimizer    string       `json:"optimizer"`
+		Arch         presets.Arch      `json:"arch"`
+		MBS          int               `json:"mbs"`
+		MicroBatches int               `json:"microbatches"`
+		Seq          int               `json:"seq"`
+		Optimizer    string            `json:"optimizer"`
+		Env          map[string]string `json:"env"`
 	} `json:"case"`
 }
 
@@ -52,7 +53,8 @@ func candidate(mode string) presets.Candidate {
 func predict(p peakLine) (*engine.MemoryBreakdown, error) {
 	m := presets.Model{Name: p.Name, Arch: p.Case.Arch}
 	l := presets.Layout{GPU: "h200", NumGPUs: 1, Precision: "bf16", TP: 1, PP: 1, CP: 1, EP: 1,
-		GBS: p.Case.MBS * p.Case.MicroBatches, MBS: p.Case.MBS, Seq: p.Case.Seq}
+		GBS: p.Case.MBS * p.Case.MicroBatches, MBS: p.Case.MBS, Seq: p.Case.Seq,
+		ExpandableSegments: strings.Contains(p.Case.Env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True")}
 	opts := engine.WorkloadOptions{LayerSpec: "local", RunMicroBatches: p.Case.MicroBatches}
 	if m.Arch.MoE != nil {
 		dropless := false
