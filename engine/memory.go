@@ -86,7 +86,8 @@ import (
 // Allocator slack: the caching allocator's reserved memory above what is
 // allocated, 8% of what comes and goes in a step (fitted on the framework's
 // dense eager peaks; see the validation document for the shapes it was
-// checked on), 2% with expandable segments (measured likewise).
+// checked on; with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which
+// most of MB's perf recipes set, it measured the same).
 //
 // Context: the CUDA context, cuBLAS and Transformer Engine workspaces and
 // the NCCL buffers of the job's communicators, outside the allocator.
@@ -107,9 +108,8 @@ const (
 	// localLossBytes is what Megatron-Core's vocab-parallel cross entropy
 	// keeps per token and vocabulary entry: the bf16 logits, their fp32
 	// softmax, and the fp32 gradient of its backward.
-	localLossBytes  = 10.0
-	allocatorSlack  = 0.08
-	expandableSlack = 0.02
+	localLossBytes = 10.0
+	allocatorSlack = 0.08
 )
 
 // MemoryOptions are job settings the memory model needs that a layout does
@@ -197,9 +197,6 @@ func stageMemory(w *Workload, p *CapturePlan, s int, opt MemoryOptions) *MemoryB
 		graphs = graphedPeak(w, p, kinds, act, f, inflight) - f.eagerPeak()
 	}
 	slack := allocatorSlack * (f.act + f.mainGrads)
-	if w.Layout.ExpandableSegments {
-		slack = expandableSlack * (f.act + f.mainGrads)
-	}
 	ctx := opt.ContextMiB
 	if ctx == 0 {
 		ctx = jobContextMiB

@@ -121,11 +121,6 @@ type Layout struct {
 	// GradReduceInFP32 is ddp.grad_reduce_in_fp32 (MB's perf recipes set it
 	// False in _benchmark_common; some recipes turn it back on).
 	GradReduceInFP32 bool `yaml:"grad_reduce_in_fp32,omitempty" json:"grad_reduce_in_fp32,omitempty"`
-	// ExpandableSegments: the recipe runs with
-	// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, whose caching
-	// allocator grows segments in place and keeps little reserved memory
-	// above what is allocated.
-	ExpandableSegments bool `yaml:"expandable_segments,omitempty" json:"expandable_segments,omitempty"`
 	// MTPLayers is mtp_num_layers: multi-token-prediction layers on the
 	// last pipeline stage.
 	MTPLayers int `yaml:"mtp_layers,omitempty" json:"mtp_layers,omitempty"`

@@ -27,6 +27,8 @@ type EmulationCheck struct {
 	// Error is the largest |emulated speed-up / framework speed-up − 1|
 	// over the rows.
 	Error float64 `json:"error"`
+	// Failed are the candidates the emulation could not run, with why.
+	Failed []string `json:"failed,omitempty"`
 }
 
 // EmulationRow is one candidate both engines ran.
@@ -86,10 +88,14 @@ func (r *runner) emulationCheck(ctx context.Context, es []entry) *EmulationCheck
 		}
 		emu := fb.Run(ctx, r.w, res.Candidate, r.opts(0), func(engine.StepSample) {})
 		if emu.Failed() || emu.Speedup <= 0 {
+			check.Failed = append(check.Failed, fmt.Sprintf("%s: %s", candName(res.Candidate), cmp.Or(emu.Err, "no speed-up")))
 			continue
 		}
 		check.Rows = append(check.Rows, EmulationRow{Candidate: res.Candidate, Framework: res.Speedup, Emulated: emu.Speedup})
 		check.Error = math.Max(check.Error, math.Abs(emu.Speedup/res.Speedup-1))
+	}
+	if len(check.Failed) > 0 {
+		r.note("emulation check: the %s engine could not run %s", check.Engine, strings.Join(check.Failed, "; "))
 	}
 	if len(check.Rows) == 0 {
 		return nil

@@ -141,8 +141,18 @@ func referenceOf(rs []Ranked, key string) *Ranked {
 		return nil
 	}
 	for i := range rs {
-		if !rs[i].Result.Failed() && rs[i].Result.Step.Median > 0 {
-			rs[i].VsReference = ref.Result.Step.Median / rs[i].Result.Step.Median
+		switch r := rs[i].Result; {
+		case r.Failed() || r.Step.Median <= 0:
+		case !ref.Result.Candidate.Graphed() && r.Speedup > 0:
+			// The reference is eager: each result's own eager baseline
+			// measured it, in the same process and more often than the
+			// reference's single run.
+			rs[i].VsReference = r.Speedup
+			if !r.Candidate.Graphed() {
+				rs[i].VsReference = 1
+			}
+		default:
+			rs[i].VsReference = ref.Result.Step.Median / r.Step.Median
 		}
 	}
 	c := *ref

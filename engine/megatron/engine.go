@@ -190,16 +190,18 @@ func (e *Engine) addJobMemory(r *engine.Result, w *engine.Workload, c presets.Ca
 	how := "memory model"
 	switch g := r.Memory.GraphFullJobMiB; {
 	case !c.Graphed():
-	case w.Layout.NumGPUs <= e.WorldSize():
-		// The run is the job's whole data-parallel world: its graphed
-		// peak less its eager peak is what the job's graphs add.
+	case w.Layout.NumGPUs <= e.WorldSize() && r.Raw != nil && r.Raw.LayersBuilt >= w.StageLayers && r.Raw.MicroBatchesRun >= w.MicroBatches:
+		// The run is the whole job (every rank, layer and micro-batch):
+		// its graphed peak less its eager peak is what the job's graphs
+		// add.
 		b.SetGraphs(g)
 		how += "; graphs as measured on the framework (the graphed run's peak reserved memory less eager's)"
 	default:
-		// A slice at data-parallel size 1 holds the whole optimizer state
-		// and main gradients, which the job shards: what its graphs add
-		// there is not what they add in the job.
-		how += fmt.Sprintf("; graphs modelled (the slice measured %d MiB over eager, scaled to the stage, at data-parallel size 1)", g)
+		// A slice is not the job: what its graphs add depends on how its
+		// activations compare with its optimizer step's main gradients
+		// (the data-parallel size 1 of the run holds them all), which
+		// does not scale with the layers it left out.
+		how += fmt.Sprintf("; graphs modelled: the slice measured %d MiB over eager (%d MiB scaled to the stage)", r.Memory.GraphMiB, g)
 	}
 	r.Memory.Breakdown = b
 	r.Notes = append(r.Notes, b.Describe()+" ("+how+")")

@@ -35,7 +35,7 @@ type peakLine struct {
 		MicroBatches int               `json:"microbatches"`
 		Seq          int               `json:"seq"`
 		Optimizer    string            `json:"optimizer"`
-		Env          map[string]string `json:"env"`
+		Env          map[string]string `json:"env"` // shown in the shape's name
 	} `json:"case"`
 }
 
@@ -53,8 +53,7 @@ func candidate(mode string) presets.Candidate {
 func predict(p peakLine) (*engine.MemoryBreakdown, error) {
 	m := presets.Model{Name: p.Name, Arch: p.Case.Arch}
 	l := presets.Layout{GPU: "h200", NumGPUs: 1, Precision: "bf16", TP: 1, PP: 1, CP: 1, EP: 1,
-		GBS: p.Case.MBS * p.Case.MicroBatches, MBS: p.Case.MBS, Seq: p.Case.Seq,
-		ExpandableSegments: strings.Contains(p.Case.Env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True")}
+		GBS: p.Case.MBS * p.Case.MicroBatches, MBS: p.Case.MBS, Seq: p.Case.Seq}
 	opts := engine.WorkloadOptions{LayerSpec: "local", RunMicroBatches: p.Case.MicroBatches}
 	if m.Arch.MoE != nil {
 		dropless := false
@@ -102,8 +101,12 @@ func main() {
 		}
 		e := 100 * float64(b.Reserved()-p.Reserved) / float64(p.Reserved)
 		worst = max(worst, abs(e))
+		name := p.Name
+		if v := p.Case.Env["PYTORCH_CUDA_ALLOC_CONF"]; v != "" && !strings.Contains(name, "expandable") {
+			name += " (" + v + ")"
+		}
 		rows = append(rows, fmt.Sprintf("| %s | %s | %d | %d | %+.1f%% | %d | %d | %d | %d | %d |",
-			p.Name, p.Mode, p.Reserved, b.Reserved(), e, b.Weights+b.Gradients+b.Optimizer, b.Activations, b.MainGrads, b.Graphs, b.Slack))
+			name, p.Mode, p.Reserved, b.Reserved(), e, b.Weights+b.Gradients+b.Optimizer, b.Activations, b.MainGrads, b.Graphs, b.Slack))
 	}
 	sort.Strings(rows)
 	fmt.Println("| shape | mode | measured peak reserved MiB | model MiB | error | persistent | activations | fp32 main grads | graphs | slack |")
