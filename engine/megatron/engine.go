@@ -133,6 +133,14 @@ func (e *Engine) Framework() *engine.FrameworkInfo {
 // Name is "megatron".
 func (e *Engine) Name() string { return "megatron" }
 
+// The search asks a megatron engine what it hands on, and to whom.
+var _ engine.Delegator = (*Engine)(nil)
+
+// Fallback is the engine that runs what the framework cannot here (nil
+// when there is none): the search measures its error on candidates the
+// framework ran too.
+func (e *Engine) Fallback() engine.Engine { return e.opts.Fallback }
+
 // Device is the first rank's GPU.
 func (e *Engine) Device() engine.DeviceInfo { return e.sup.Device() }
 
