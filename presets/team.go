@@ -358,6 +358,12 @@ func (d *strictDoc) validateSpace(s *Space, p string) error {
 			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "warmups"), i), "field \"warmups\": %d is out of range (allowed: 0 to %d)", w, MaxWarmup)
 		}
 	}
+	if err := CheckSpaceSize(*s); err != nil {
+		if p == "" {
+			return err
+		}
+		return d.errf(p, "field %q: %v", p, err)
+	}
 	return nil
 }
 

@@ -225,7 +225,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		return DoneEvent{}, err
 	}
 	prepared := prepare(ctx, cfg, w, emit)
-	plan, err := Plan(cfg)
+	plan, err := PlanContext(ctx, cfg)
 	if err != nil {
 		return DoneEvent{}, err
 	}
