@@ -3,6 +3,7 @@ package job
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -153,3 +154,28 @@ func FuzzLogReader(f *testing.F) {
 }
 
 func clipLine(s string) string { return s[:min(len(s), 80)] }
+
+// Before: a ledger line over 1 MiB failed the run with "bufio.Scanner:
+// token too long", naming neither file nor line, and a validation journal
+// line over 64 MiB silently ended the resume's reading there (the results
+// after it ran again). Both name the file and the line now.
+func TestJournalLinesTooLongNameFileAndLine(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("x", 17<<20)
+	ledger := filepath.Join(dir, LedgerFile)
+	if err := os.WriteFile(ledger, []byte(`{"key":"none","job":{"launcher":"local","id":"local:1"}}`+"\n\""+long+"\"\n{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenLedger(dir); err == nil || err.Error() != ledger+" line 2 is longer than 1 MiB, the most cgtune reads on one line" {
+		t.Errorf("ledger: %v", err)
+	}
+	targets := []Target{{Candidate: eager}}
+	header, _ := json.Marshal(validationLine{Type: "header", Targets: targets})
+	journal := filepath.Join(dir, ValidationJournal)
+	if err := os.WriteFile(journal, []byte(string(header)+"\n\""+long+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openValidationJournal(dir, targets, true); err == nil || err.Error() != journal+" line 2 is longer than 16 MiB, the most cgtune reads on one line" {
+		t.Errorf("validation journal: %v", err)
+	}
+}
