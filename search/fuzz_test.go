@@ -89,7 +89,7 @@ func FuzzJournalReader(f *testing.F) {
 	f.Add([]byte("\n\n"))
 	f.Add([]byte(`{"type":"header","version":1,"fingerprint":{}}` + "\n" + `{"type":"result","result":null}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pj, err := parseJournal("journal.jsonl", data)
+		pj, err := parseJournal("journal.jsonl", data, nil)
 		if err != nil {
 			if msg := err.Error(); !strings.HasPrefix(msg, "journal.jsonl") || strings.Contains(msg, "\n") {
 				t.Fatalf("error %q", msg)
@@ -118,7 +118,7 @@ func FuzzJournalReader(f *testing.F) {
 		if (pj.badLinesError(false) == nil) != (len(pj.bad) == 0) {
 			t.Fatal("unreadable lines without an error, or an error without them")
 		}
-		clean, err := parseJournal("journal.jsonl", bytes.Join(pj.good, nil))
+		clean, err := parseJournal("journal.jsonl", bytes.Join(pj.good, nil), nil)
 		if err != nil || len(clean.bad) != 0 || len(clean.results) != len(pj.results) {
 			t.Fatalf("the readable lines alone: %v, %d unreadable, %d results (want %d)", err, len(clean.bad), len(clean.results), len(pj.results))
 		}

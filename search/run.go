@@ -229,7 +229,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	if err != nil {
 		return DoneEvent{}, err
 	}
-	j, prior, err := openJournal(cfg.RunDir, cfg.fingerprint(), cfg.Resume, cfg.SkipBadLines)
+	j, prior, err := openJournal(cfg.RunDir, cfg.fingerprint(), cfg.Resume, cfg.SkipBadLines, planCheck(plan, cfg.strategy()))
 	if err != nil {
 		return DoneEvent{}, err
 	}

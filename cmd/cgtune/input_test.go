@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"cgtune/presets"
+	"cgtune/search"
 )
 
 // Before: a preset whose space lists warm-ups 0 to 1000 was accepted and
@@ -78,5 +82,62 @@ func TestWorkerCommandSurvivesAnOverlongLine(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker still running 10 s after quit")
+	}
+}
+
+// editJournalLine rewrites line n (from 1) of run's journal with edit.
+func editJournalLine(t *testing.T, run string, n int, edit func(l map[string]any)) {
+	t.Helper()
+	path := filepath.Join(run, search.JournalFile)
+	data, err := os.ReadFile(path)
+	must(t, err)
+	lines := strings.SplitAfter(string(data), "\n")
+	var l map[string]any
+	must(t, json.Unmarshal([]byte(lines[n-1]), &l))
+	edit(l)
+	b, err := json.Marshal(l)
+	must(t, err)
+	lines[n-1] = string(b) + "\n"
+	must(t, os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644))
+}
+
+// Before: a journal edited to hold a candidate outside the plan panicked
+// the resume of a halving run (nil pointer in halving.predict, a stack
+// trace, exit 2). The line is named, with why, and --skip-bad-lines sets
+// it aside.
+func TestResumeNamesAForeignJournalLine(t *testing.T) {
+	isolate(t)
+	run := filepath.Join(t.TempDir(), "run")
+	if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--run-dir", run); code != exitOK {
+		t.Fatalf("search: exit %d %s", code, errb)
+	}
+	editJournalLine(t, run, 3, func(l map[string]any) {
+		res := l["result"].(map[string]any)
+		res["candidate"].(map[string]any)["scopes"] = []string{"mlq"}
+		res["step"] = map[string]any{"median_ms": 1, "p10_ms": 1, "p90_ms": 1, "n": 3}
+	})
+	code, out, errb := cgtune(t, "--headless", "--resume", run)
+	want := filepath.Join(run, search.JournalFile) + `: line 3 is unreadable (line 3: candidate `
+	if code != exitBadInput || out != "" || !strings.Contains(errb, want) || !strings.Contains(errb, `unknown scope "mlq"`) || strings.Contains(errb, "panic") {
+		t.Fatalf("resume: exit %d, stderr %q", code, errb)
+	}
+	if code, out, errb := cgtune(t, "--headless", "--resume", run, "--skip-bad-lines"); code != exitOK || !strings.Contains(out, "winner") || strings.Contains(out, "mlq") {
+		t.Errorf("resume --skip-bad-lines: exit %d\n%s\n%s", code, out, errb)
+	}
+}
+
+// Before: validate launched the candidates of a run's journal as they
+// were written there, an impl "banana" included.
+func TestValidateChecksJournalCandidates(t *testing.T) {
+	isolate(t)
+	run := searchRun(t)
+	editJournalLine(t, run, 2, func(l map[string]any) {
+		l["key"] = "banana/attn/w3"
+		l["result"].(map[string]any)["candidate"] = map[string]any{"impl": "banana", "scopes": []string{"attn"}, "warmup": 3}
+	})
+	code, out, errb := cgtune(t, "validate", run, "--launcher", "local", "--dry-run", "--command", fakeJobCommand(t))
+	want := filepath.Join(run, search.JournalFile) + `: line 2 is unreadable (line 2: candidate banana/attn/w3: field "impl": unknown impl "banana"`
+	if code != exitBadInput || !strings.Contains(errb, want) || strings.Contains(out, "banana") {
+		t.Errorf("exit %d, stderr %q, stdout %q", code, errb, out)
 	}
 }
