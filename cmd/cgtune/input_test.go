@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,5 +142,82 @@ func TestValidateChecksJournalCandidates(t *testing.T) {
 	want := filepath.Join(run, search.JournalFile) + `: line 2 is unreadable (line 2: candidate banana/attn/w3: field "impl": unknown impl "banana"`
 	if code != exitBadInput || !strings.Contains(errb, want) || strings.Contains(out, "banana") {
 		t.Errorf("exit %d, stderr %q, stdout %q", code, errb, out)
+	}
+}
+
+// failingWriter is a stdout whose every write fails, as on a full disk.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// Before: a command whose results could not be written to stdout exited 0
+// (or 1, check's "invalid") as if they had arrived.
+func TestResultsThatCannotBeWrittenAreAnError(t *testing.T) {
+	isolate(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"check valid", []string{"check", "--model", "llama3_8b"}},
+		{"check invalid", []string{"check", "--model", "llama3_8b", "--impl", "transformer_engine", "--scope", "moe"}},
+		{"models", []string{"models"}},
+		{"headless", []string{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var errb strings.Builder
+			code := run(tc.args, failingWriter{}, &errb)
+			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+			if code != exitBadInput || !strings.HasSuffix(lines[len(lines)-1], ": no space left on device") {
+				t.Errorf("exit %d, stderr %q", code, errb.String())
+			}
+		})
+	}
+}
+
+// The same with the process's own stdout on a full device (a private
+// /dev/full node).
+func TestCheckToAFullDevice(t *testing.T) {
+	cache := isolate(t)
+	full := filepath.Join(t.TempDir(), "full")
+	must(t, syscall.Mknod(full, syscall.S_IFCHR|0o666, 1<<8|7))
+	f, err := os.OpenFile(full, os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no private /dev/full: %v", err)
+	}
+	defer f.Close()
+	cmd := asMain(t, cache, "check", "--model", "llama3_8b")
+	var errb strings.Builder
+	cmd.Stdout, cmd.Stderr = f, &errb
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitBadInput || errb.String() != "cgtune: writing the results to stdout: write /dev/stdout: no space left on device\n" {
+		t.Errorf("%v, stderr %q", err, errb.String())
+	}
+}
+
+// Before: a journal that could not be written (here: past the file size
+// limit) stopped the search with exit 1, the code for an invalid
+// configuration or no candidate succeeding.
+func TestJournalWriteFailureExitsTwo(t *testing.T) {
+	cache := isolate(t)
+	args := []string{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive"}
+	first := filepath.Join(t.TempDir(), "run")
+	if code, _, errb := cgtune(t, append(args, "--run-dir", first)...); code != exitOK {
+		t.Fatalf("exit %d %s", code, errb)
+	}
+	data, err := os.ReadFile(filepath.Join(first, search.JournalFile))
+	must(t, err)
+	header, _, _ := strings.Cut(string(data), "\n")
+	// Room for the header and part of the first result (ulimit -f counts KiB).
+	limit := (len(header)+1)/1024 + 1
+	run := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command("bash", append([]string{"-c", `ulimit -f "$1"; shift; exec "$@"`, "bash", fmt.Sprint(limit), os.Args[0]}, append(args, "--run-dir", run)...)...)
+	cmd.Env = asMain(t, cache).Env
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitBadInput || !strings.Contains(errb.String(), "cgtune: the search stopped: journal "+filepath.Join(run, search.JournalFile)) {
+		t.Errorf("%v, stderr %q", err, errb.String())
 	}
 }
