@@ -153,6 +153,26 @@ func layoutSizes(l *Layout) []sized {
 	}
 }
 
+// checkNoZeroDegrees refuses a parallel size a file writes as 0. A layout
+// may leave tp, pp, cp, ep, etp and vp out (Layout.TPSize: 1; vp: no
+// virtual pipeline), which decodes to 0 as well; the strict decoder records
+// the line of each field the file gives, and that tells the two apart.
+func (d *strictDoc) checkNoZeroDegrees(l *Layout, p string) error {
+	for _, f := range []struct {
+		name    string
+		v, max  int
+		missing string
+	}{
+		{"tp", l.TP, MaxDegree, "1"}, {"pp", l.PP, MaxDegree, "1"}, {"vp", l.VP, MaxVP, "no virtual pipeline"},
+		{"cp", l.CP, MaxDegree, "1"}, {"ep", l.EP, MaxDegree, "1"}, {"etp", l.ETP, MaxDegree, "1"},
+	} {
+		if _, given := d.lines[joinPath(p, f.name)]; given && f.v == 0 {
+			return d.errf(joinPath(p, f.name), "field %q: 0 is not a size (allowed: 1 to %d; leave the field out for %s)", f.name, f.max, f.missing)
+		}
+	}
+	return nil
+}
+
 // validateArchSizes bounds every size of the architecture.
 func (d *strictDoc) validateArchSizes(a *Arch, p string) error {
 	if err := checkSizes(d, p, archSizes(a)); err != nil {

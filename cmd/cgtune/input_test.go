@@ -221,3 +221,104 @@ func TestJournalWriteFailureExitsTwo(t *testing.T) {
 		t.Errorf("%v, stderr %q", err, errb.String())
 	}
 }
+
+// Before: each of these was accepted and ignored (exit 0: the engines took
+// their defaults), or, for --job-timeout, failed with exit 1 after jobs
+// were launched; a dropout of 7 was "valid".
+func TestFlagsOutOfRangeAreRefused(t *testing.T) {
+	isolate(t)
+	h := []string{"--headless", "--model", "llama3_8b", "--engine", "estimate"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"max-layers", append(h, "--max-layers", "-1"), "cgtune: --max-layers -1: out of range (allowed: 1 to 1024)"},
+		{"max-microbatches", append(h, "--max-microbatches", "0"), "cgtune: --max-microbatches 0: out of range (allowed: 1 to "},
+		{"probe max-layers", []string{"probe", "--framework", "--model", "llama3_8b", "--max-layers", "0"}, "cgtune: --max-layers 0: out of range (allowed: 1 to 1024)"},
+		{"ranks", append(h, "--ranks", "-3"), "cgtune: --ranks -3: allowed: 0 (as many of --gpu as the layout's TP×EP can use) or 1 or more"},
+		{"job-iters 0", append(h, "--job-iters", "0"), "cgtune: --job-iters 0: out of range (allowed: 1 to "},
+		{"job-iters -1", append(h, "--job-iters", "-1"), "cgtune: --job-iters -1: out of range (allowed: 1 to "},
+		{"job-timeout", append(h, "--job-timeout", "-5s"), "cgtune: --job-timeout -5s: allowed: 0 (no bound beyond the scheduler's) or a positive duration"},
+		{"hidden dropout", append(h, "--set", "model.hidden_dropout=1e308"), "cgtune: --set model.hidden_dropout=1e308: field model.hidden_dropout: bad value \"1e+308\" (allowed: a probability: a number from 0 up to but not including 1)"},
+		{"attention dropout", []string{"check", "--model", "llama3_8b", "--set", "model.attention_dropout=7"}, "(allowed: a probability: a number from 0 up to but not including 1)"},
+		{"dropout 1", []string{"check", "--model", "llama3_8b", "--set", "model.attention_dropout=1"}, "bad value \"1\""},
+		{"negative dropout", []string{"check", "--model", "llama3_8b", "--set", "model.hidden_dropout=-0.1"}, "bad value \"-0.1\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errb := cgtune(t, tc.args...)
+			lines := strings.Split(strings.TrimSpace(errb), "\n")
+			if code != exitBadInput || !strings.HasPrefix(lines[len(lines)-1], "cgtune: ") || !strings.Contains(lines[len(lines)-1], tc.want) || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %q", code, out, errb, tc.want)
+			}
+		})
+	}
+	if code, out, errb := cgtune(t, "check", "--model", "llama3_8b", "--set", "model.hidden_dropout=0.1", "--set", "model.attention_dropout=0"); code != exitOK {
+		t.Errorf("dropouts 0.1 and 0: exit %d %s %s", code, out, errb)
+	}
+}
+
+// Before: --resume took no notice of a --gpu-type or --run-dir that
+// contradicted the run it resumed.
+func TestResumeRefusesContradictingFlags(t *testing.T) {
+	isolate(t)
+	run := filepath.Join(t.TempDir(), "run")
+	if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--run-dir", run); code != exitOK {
+		t.Fatalf("search: exit %d %s", code, errb)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"gpu-type", []string{"--gpu-type", "b200"}, "cgtune: --gpu-type b200: the search in " + run + " is for h100 (its journal says); leave --gpu-type out to resume it, or start a new search"},
+		{"run-dir", []string{"--run-dir", other}, "cgtune: --run-dir " + other + ": --resume " + run + " continues the search in " + run + "; leave --run-dir out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errb := cgtune(t, append([]string{"--headless", "--resume", run}, tc.args...)...)
+			if code != exitBadInput || errb != tc.want+"\n" || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+			}
+		})
+	}
+	for _, args := range [][]string{{"--gpu-type", "h100"}, {"--run-dir", run}} {
+		if code, _, errb := cgtune(t, append([]string{"--headless", "--resume", run}, args...)...); code != exitOK {
+			t.Errorf("%v agreeing with the run: exit %d %s", args, code, errb)
+		}
+	}
+	if _, err := os.Stat(other); err == nil {
+		t.Error("the refused --run-dir was created")
+	}
+}
+
+// Before: a preset's layout with tp: 0 was read as tp 1. A field left out
+// still is 1; one written as 0 is refused with its line; and a preset
+// without tp survives import and export (it is not written back as 0).
+func TestPresetParallelSizeZero(t *testing.T) {
+	isolate(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	body := func(layout string) string {
+		return "version: 1\nname: p\nmodel: llama3_8b\ngpu: h100\nlayout: {" + layout +
+			"num_gpus: 8, precision: bf16, gbs: 128, mbs: 1, seq: 8192}\nspace: {impls: [none, local], warmups: [3]}\nmbridge: \"0.4\"\n"
+	}
+	for _, f := range []string{"tp", "pp", "cp", "ep", "etp", "vp"} {
+		p := writeFile(t, "p.yaml", body(f+": 0, "))
+		code, _, errb := cgtune(t, "check", "--preset", p)
+		if code != exitBadInput || !strings.Contains(errb, p+":5: field \""+f+"\": 0 is not a size (allowed: 1 to ") {
+			t.Errorf("%s: 0: exit %d %q", f, code, errb)
+		}
+	}
+	p := writeFile(t, "p.yaml", body(""))
+	if code, _, errb := cgtune(t, "preset", "import", p); code != exitOK {
+		t.Fatalf("import without tp: exit %d %s", code, errb)
+	}
+	code, exported, errb := cgtune(t, "preset", "export", "p")
+	if code != exitOK {
+		t.Fatalf("export: exit %d %s", code, errb)
+	}
+	back := writeFile(t, "back.yaml", exported)
+	if code, out, errb := cgtune(t, "check", "--preset", back); code != exitOK || strings.Contains(exported, "tp: 0") {
+		t.Errorf("the exported preset: exit %d %s %s\n%s", code, out, errb, exported)
+	}
+}
