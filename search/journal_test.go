@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,21 +84,29 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// editJournal rewrites result line n (from 1) of the journal in dir with
-// edit, which changes the line's JSON object.
-func editJournal(t *testing.T, dir string, n int, edit func(l map[string]any)) {
+// editJournal rewrites the first result line of the journal in dir filed
+// under key with edit, which changes the line's JSON object, and returns
+// the line's number (from 1).
+func editJournal(t *testing.T, dir, key string, edit func(l map[string]any)) int {
 	t.Helper()
 	path := filepath.Join(dir, JournalFile)
 	data, err := os.ReadFile(path)
 	must(t, err)
 	lines := bytes.SplitAfter(data, []byte("\n"))
-	var l map[string]any
-	must(t, json.Unmarshal(lines[n-1], &l))
-	edit(l)
-	b, err := json.Marshal(l)
-	must(t, err)
-	lines[n-1] = append(b, '\n')
-	must(t, os.WriteFile(path, bytes.Join(lines, nil), 0o644))
+	for i, raw := range lines[1:] {
+		var l map[string]any
+		if json.Unmarshal(raw, &l) != nil || l["key"] != key {
+			continue
+		}
+		edit(l)
+		b, err := json.Marshal(l)
+		must(t, err)
+		lines[i+1] = append(b, '\n')
+		must(t, os.WriteFile(path, bytes.Join(lines, nil), 0o644))
+		return i + 2
+	}
+	t.Fatalf("no result for %s in the journal", key)
+	return 0
 }
 
 // setCandidate makes a result line's key and candidate c.
@@ -148,11 +157,12 @@ func TestResumeRefusesResultsOutsideThePlan(t *testing.T) {
 				Space: presets.Space{Impls: []string{presets.ImplNone, presets.ImplTE, presets.ImplLocal}, Scopes: [][]string{{"attn"}, {"mlp"}, {"moe"}}, Warmups: []int{3}}}
 			d, err := Run(context.Background(), cfg, nil)
 			must(t, err)
-			editJournal(t, dir, 3, tc.edit)
+			n := editJournal(t, dir, "transformer_engine/mlp/w3", tc.edit)
 			cfg.Resume = true
 			_, err = Run(context.Background(), cfg, nil)
 			var bad *BadLinesError
-			if !errors.As(err, &bad) || len(bad.Lines) != 1 || bad.Lines[0] != 3 || !strings.Contains(err.Error(), "line 3 is unreadable (line 3: ") || !strings.Contains(err.Error(), tc.why) {
+			at := fmt.Sprintf("line %d is unreadable (line %d: ", n, n)
+			if !errors.As(err, &bad) || len(bad.Lines) != 1 || bad.Lines[0] != n || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), tc.why) {
 				t.Fatalf("resume: %v", err)
 			}
 			cfg.SkipBadLines = true
