@@ -1,17 +1,12 @@
 package engine
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 
 	"cgtune/presets"
 )
@@ -41,6 +36,8 @@ import (
 // the scales apply after them. Without a profile only host_scale applies,
 // to the per-op (PyTorch) host costs.
 type ProfileAdjust struct {
+	// Version may be given, as in cgtune's other YAML files (1).
+	Version           int                      `yaml:"version,omitempty"`
 	HostScale         *float64                 `yaml:"host_scale"`
 	GPUScale          *float64                 `yaml:"gpu_scale"`
 	Layers            map[string]LayerOverride `yaml:"layers"`
@@ -101,22 +98,15 @@ func LoadProfileAdjust(path string) (*ProfileAdjust, error) {
 		return nil, err
 	}
 	var a ProfileAdjust
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&a); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %s", path, oneLine(err))
+	f, err := presets.DecodeStrictFile(path, "profile file", data, &a)
+	if err != nil {
+		return nil, err
 	}
 	a.Source = path
-	if err := a.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+	if err := a.check(f.Errorf); err != nil {
+		return nil, err
 	}
 	return &a, nil
-}
-
-func oneLine(err error) string {
-	s := strings.TrimPrefix(err.Error(), "yaml: ")
-	s = strings.TrimPrefix(s, "unmarshal errors:\n")
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // ParseProfileScale parses --profile-scale: "host=1.3", "gpu=0.9" or both
@@ -152,17 +142,24 @@ func ParseProfileScale(s string, a *ProfileAdjust) (*ProfileAdjust, error) {
 }
 
 // Validate checks every value: scales finite in [0.01, 100], times finite
-// in [0, 1e6] ms, memory in [0, 1e7] MiB, known layer kinds.
+// in [0, 1e6] ms, memory in [0, 1e7] MiB, known layer kinds. The error is
+// the first value out of range, naming its field.
 func (a *ProfileAdjust) Validate() error {
+	return a.check(func(_, format string, args ...any) error { return fmt.Errorf(format, args...) })
+}
+
+// check is Validate with errf making each error (LoadProfileAdjust puts
+// the file's line of the field before it).
+func (a *ProfileAdjust) check(errf func(field, format string, args ...any) error) error {
 	scale := func(field string, v *float64) error {
 		if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < MinProfileScale || *v > MaxProfileScale) {
-			return fmt.Errorf("field %s: %v (allowed: a number from %g to %g)", field, *v, MinProfileScale, MaxProfileScale)
+			return errf(field, "field %s: %v (allowed: a number from %g to %g)", field, *v, MinProfileScale, MaxProfileScale)
 		}
 		return nil
 	}
 	val := func(field string, v *float64, limit float64, unit string) error {
 		if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0 || *v > limit) {
-			return fmt.Errorf("field %s: %v (allowed: %s from 0 to %g)", field, *v, unit, limit)
+			return errf(field, "field %s: %v (allowed: %s from 0 to %g)", field, *v, unit, limit)
 		}
 		return nil
 	}
@@ -170,7 +167,10 @@ func (a *ProfileAdjust) Validate() error {
 		if o == nil {
 			return nil
 		}
-		return errors.Join(val(field+".host_ms", o.HostMs, maxOverrideMs, "ms"), val(field+".gpu_ms", o.GPUMs, maxOverrideMs, "ms"))
+		return firstErr(val(field+".host_ms", o.HostMs, maxOverrideMs, "ms"), val(field+".gpu_ms", o.GPUMs, maxOverrideMs, "ms"))
+	}
+	if a.Version != 0 && a.Version != presets.FileVersion {
+		return errf("version", "field version: unsupported version %d (allowed: %d)", a.Version, presets.FileVersion)
 	}
 	errs := []error{scale("host_scale", a.HostScale), scale("gpu_scale", a.GPUScale),
 		hg("other_fwd", a.OtherFwd), hg("other_bwd", a.OtherBwd), hg("optimizer", a.Optimizer), hg("optimizer_per_layer", a.OptimizerPerLayer),
@@ -180,21 +180,29 @@ func (a *ProfileAdjust) Validate() error {
 		errs = append(errs, val("full_iteration.replay_host_ms", f.ReplayHostMs, maxOverrideMs, "ms"),
 			val("full_iteration.graph_mib_per_microbatch", f.GraphMiBPerMicroBatch, maxOverrideMiB, "MiB"))
 	}
-	for k, l := range a.Layers {
+	for _, k := range slices.Sorted(maps.Keys(a.Layers)) {
+		l := a.Layers[k]
 		if !slices.Contains(layerKindNames, k) {
-			errs = append(errs, fmt.Errorf("field layers.%s: unknown layer kind (allowed: %s)", k, strings.Join(layerKindNames, ", ")))
+			errs = append(errs, errf("layers."+k, "field layers.%s: unknown layer kind (allowed: %s)", k, strings.Join(layerKindNames, ", ")))
 			continue
 		}
 		errs = append(errs, hg("layers."+k+".eager_fwd", l.EagerFwd), hg("layers."+k+".eager_bwd", l.EagerBwd))
-		for r, g := range l.Graphed {
-			f := "layers." + k + ".graphed." + r
+		for _, r := range slices.Sorted(maps.Keys(l.Graphed)) {
+			g, f := l.Graphed[r], "layers."+k+".graphed."+r
 			errs = append(errs, val(f+".replay_host_ms", g.ReplayHostMs, maxOverrideMs, "ms"), val(f+".first_replay_host_ms", g.FirstReplayHostMs, maxOverrideMs, "ms"),
 				val(f+".gpu_ms", g.GPUMs, maxOverrideMs, "ms"),
 				val(f+".graph_mib", g.GraphMiB, maxOverrideMiB, "MiB"))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return errors.New(strings.ReplaceAll(err.Error(), "\n", "; "))
+	return firstErr(errs...)
+}
+
+// firstErr is the first error that is not nil.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -125,6 +125,35 @@ pre_fwd_host_ms: 0.5
 	}
 }
 
+// Before: a profile file's errors were the YAML decoder's, with Go type
+// names, several run together on one line ("cannot unmarshal !!seq into
+// engine.LayerOverride", "field version not found in type
+// engine.ProfileAdjust"), and without a line. They name the file, the line
+// and the field in words now, and version: 1, as cgtune's other YAML files
+// have it, is accepted.
+func TestProfileFileErrorsInWords(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"a list for a layer", "host_scale: 1.2\nlayers:\n  moe:\n    - eager_fwd\n", `:4: field "layers.moe": want a mapping, got a list`},
+		{"a version other than 1", "version: 2\nhost_scale: 1.2\n", `:1: unsupported version "2" (allowed: 1)`},
+		{"a value out of range", "host_scale: 1\nlayers:\n  dense:\n    eager_fwd:\n      host_ms: -1\n", ":5: field layers.dense.eager_fwd.host_ms: -1 (allowed: ms from 0 to 1e+06)"},
+		{"an unknown field", "layers:\n  dense:\n    eager_fwd: {hots_ms: 1}\n", `:3: unknown field "hots_ms" in layers.dense.eager_fwd (allowed: host_ms, gpu_ms)`},
+		{"a string for a number", "full_iteration:\n  replay_host_ms: soon\n", `:2: field "full_iteration.replay_host_ms": want a number, got "soon"`},
+		{"an alias", "other_fwd: &a {host_ms: 1}\nother_bwd: *a\n", ":1: YAML anchors and aliases are not supported in a profile file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeFile(t, tc.body)
+			_, err := LoadProfileAdjust(p)
+			if err == nil || err.Error() != p+tc.want && !strings.HasPrefix(err.Error(), p+tc.want) || strings.ContainsAny(err.Error(), "\n!") || strings.Contains(err.Error(), "engine.") {
+				t.Errorf("%v; want %s%s", err, p, tc.want)
+			}
+		})
+	}
+	p := writeFile(t, "version: 1\nhost_scale: 1.5\n")
+	if a, err := LoadProfileAdjust(p); err != nil || *a.HostScale != 1.5 {
+		t.Errorf("version: 1: %v", err)
+	}
+}
+
 func TestProfileAdjustRejectsBadValues(t *testing.T) {
 	for body, want := range map[string]string{
 		"host_scale: .nan\n":                          "field host_scale: NaN (allowed: a number from 0.01 to 100)",
@@ -133,13 +162,13 @@ func TestProfileAdjustRejectsBadValues(t *testing.T) {
 		"host_scale: 1000\n":                          "field host_scale: 1000",
 		"layers: {dense: {eager_fwd: {host_ms: -1}}}": "field layers.dense.eager_fwd.host_ms: -1 (allowed: ms from 0 to 1e+06)",
 		"layers: {gpu: {eager_fwd: {host_ms: 1}}}":    "field layers.gpu: unknown layer kind (allowed: dense, moe, mamba",
-		"host_scael: 1\n":                             "field host_scael not found",
+		"host_scael: 1\n":                             `unknown field "host_scael" (allowed: version, host_scale, gpu_scale,`,
 		"pre_fwd_host_ms: -0.5\n":                     "field pre_fwd_host_ms: -0.5 (allowed: ms from 0 to 1e+06)",
-		"host_scale: fast\n":                          "cannot unmarshal",
+		"host_scale: fast\n":                          `field "host_scale": want a number, got "fast"`,
 	} {
 		p := writeFile(t, body)
 		_, err := LoadProfileAdjust(p)
-		if err == nil || !strings.HasPrefix(err.Error(), p+": ") || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		if err == nil || !strings.HasPrefix(err.Error(), p+":1: ") || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v; want one line naming %s and %q", body, err, p, want)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // Limits of the size fields. They sit far above any real model or job
@@ -33,7 +34,63 @@ const (
 
 	// MaxWarmup bounds cuda_graph_warmup_steps (MCore's default is 3).
 	MaxWarmup = 1000
+
+	// MaxSpaceCandidates bounds the candidates a search space enumerates.
+	// Before the search starts each one is checked against the rules and
+	// its capture planned (milliseconds apiece), and the search runs every
+	// configuration at least once: the default space has 391, every scope
+	// subset with warm-ups 0 to 30 has 4031.
+	MaxSpaceCandidates = 4096
 )
+
+// SpaceCandidates is how many candidates space s enumerates before
+// spellings of one configuration are merged: each graphed impl × each
+// scope set × each warm-up, and none once. Empty parts count as the
+// defaults (every impl, every scope subset and full_iteration,
+// DefaultWarmups).
+func SpaceCandidates(s Space) (n int, parts string) {
+	impls, sets, warmups := distinct(s.Impls), len(s.Scopes), len(distinct(s.Warmups))
+	if len(impls) == 0 {
+		impls = Impls
+	}
+	if sets == 0 {
+		sets = 1<<len(LayerScopes) + 1
+	}
+	if warmups == 0 {
+		warmups = len(DefaultWarmups())
+	}
+	graphed := len(impls)
+	if slices.Contains(impls, ImplNone) {
+		graphed--
+	}
+	parts = fmt.Sprintf("%d graphed impls × %d scope sets × %d warm-ups", graphed, sets, warmups)
+	n = graphed * sets * warmups
+	if graphed < len(impls) {
+		n, parts = n+1, parts+" + none"
+	}
+	return n, parts
+}
+
+// CheckSpaceSize reports a space of more than MaxSpaceCandidates
+// candidates, saying why there is a bound.
+func CheckSpaceSize(s Space) error {
+	n, parts := SpaceCandidates(s)
+	if n <= MaxSpaceCandidates {
+		return nil
+	}
+	return fmt.Errorf("the space holds %d candidates (%s), more than the %d cgtune plans: each is checked against the rules and its capture planned before the search starts, and the search runs every configuration; list fewer warm-ups or scope sets",
+		n, parts, MaxSpaceCandidates)
+}
+
+func distinct[T comparable](xs []T) []T {
+	var out []T
+	for _, x := range xs {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
 
 // sized is one integer field and its allowed range.
 type sized struct {
@@ -94,6 +151,26 @@ func layoutSizes(l *Layout) []sized {
 		{"recompute_layers", l.RecomputeLayers, 0, MaxLayers}, {"cpu_offload_layers", l.CPUOffloadLayers, 0, MaxLayers},
 		{"mtp_layers", l.MTPLayers, 0, MaxLayers},
 	}
+}
+
+// checkNoZeroDegrees refuses a parallel size a file writes as 0. A layout
+// may leave tp, pp, cp, ep, etp and vp out (Layout.TPSize: 1; vp: no
+// virtual pipeline), which decodes to 0 as well; the strict decoder records
+// the line of each field the file gives, and that tells the two apart.
+func (d *strictDoc) checkNoZeroDegrees(l *Layout, p string) error {
+	for _, f := range []struct {
+		name    string
+		v, max  int
+		missing string
+	}{
+		{"tp", l.TP, MaxDegree, "1"}, {"pp", l.PP, MaxDegree, "1"}, {"vp", l.VP, MaxVP, "no virtual pipeline"},
+		{"cp", l.CP, MaxDegree, "1"}, {"ep", l.EP, MaxDegree, "1"}, {"etp", l.ETP, MaxDegree, "1"},
+	} {
+		if _, given := d.lines[joinPath(p, f.name)]; given && f.v == 0 {
+			return d.errf(joinPath(p, f.name), "field %q: 0 is not a size (allowed: 1 to %d; leave the field out for %s)", f.name, f.max, f.missing)
+		}
+	}
+	return nil
 }
 
 // validateArchSizes bounds every size of the architecture.

@@ -371,6 +371,9 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 	if err := checkSizes(d, p, layoutSizes(l)); err != nil {
 		return err
 	}
+	if err := d.checkNoZeroDegrees(l, p); err != nil {
+		return err
+	}
 	if err := oneOf(d, p, "precision", l.Precision, Precisions()); err != nil {
 		return err
 	}

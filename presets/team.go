@@ -17,16 +17,16 @@ type TeamPreset struct {
 	Description string `yaml:"description,omitempty" json:"description,omitempty"`
 	// Model names a built-in model; ModelInline carries a full model
 	// instead. Exactly one of them is set.
-	Model       string  `yaml:"model,omitempty" json:"model,omitempty"`
-	ModelInline *Model  `yaml:"model_inline,omitempty" json:"model_inline,omitempty"`
-	GPU         string  `yaml:"gpu" json:"gpu"`
-	Layout      Layout  `yaml:"layout" json:"layout"` // filled from the model's layout for GPU when left out
-	Space       Space   `yaml:"space" json:"space"`
+	Model       string `yaml:"model,omitempty" json:"model,omitempty"`
+	ModelInline *Model `yaml:"model_inline,omitempty" json:"model_inline,omitempty"`
+	GPU         string `yaml:"gpu" json:"gpu"`
+	Layout      Layout `yaml:"layout" json:"layout"` // filled from the model's layout for GPU when left out
+	Space       Space  `yaml:"space" json:"space"`
 	// Reference is the setting the team compares with, in place of the
 	// one the layout's recipe ships (nil: the recipe's).
 	Reference *Candidate `yaml:"reference,omitempty" json:"reference,omitempty"`
-	MBridge     string  `yaml:"mbridge" json:"mbridge"`
-	Result      *Result `yaml:"result,omitempty" json:"result,omitempty"`
+	MBridge   string     `yaml:"mbridge" json:"mbridge"`
+	Result    *Result    `yaml:"result,omitempty" json:"result,omitempty"`
 	// Job is how the team launches the real training job, for
 	// `cgtune validate --preset`. Its command is untrusted input: cgtune
 	// shows it and runs it only with --trust-preset-command.
@@ -357,6 +357,12 @@ func (d *strictDoc) validateSpace(s *Space, p string) error {
 		if w < 0 || w > MaxWarmup {
 			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "warmups"), i), "field \"warmups\": %d is out of range (allowed: 0 to %d)", w, MaxWarmup)
 		}
+	}
+	if err := CheckSpaceSize(*s); err != nil {
+		if p == "" {
+			return err
+		}
+		return d.errf(p, "field %q: %v", p, err)
 	}
 	return nil
 }

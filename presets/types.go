@@ -77,11 +77,11 @@ type Layout struct {
 	GPU              string   `yaml:"gpu,omitempty" json:"gpu,omitempty"`
 	NumGPUs          int      `yaml:"num_gpus" json:"num_gpus"`
 	Precision        string   `yaml:"precision" json:"precision"` // bf16, fp8cs, fp8mx, nvfp4, ...
-	TP               int      `yaml:"tp" json:"tp"`
-	PP               int      `yaml:"pp" json:"pp"`
+	TP               int      `yaml:"tp,omitempty" json:"tp"`
+	PP               int      `yaml:"pp,omitempty" json:"pp"`
 	VP               int      `yaml:"vp,omitempty" json:"vp,omitempty"`
-	CP               int      `yaml:"cp" json:"cp"`
-	EP               int      `yaml:"ep" json:"ep"`
+	CP               int      `yaml:"cp,omitempty" json:"cp"`
+	EP               int      `yaml:"ep,omitempty" json:"ep"`
 	ETP              int      `yaml:"etp,omitempty" json:"etp,omitempty"`
 	GBS              int      `yaml:"gbs" json:"gbs"`
 	MBS              int      `yaml:"mbs" json:"mbs"`

@@ -24,6 +24,7 @@ const FileVersion = 1
 type strictDoc struct {
 	file  string
 	lines map[string]int // dotted path (models[0].arch.layers) -> line
+	kind  string         // what the file is, for errors ("preset file")
 }
 
 var yamlLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -33,10 +34,42 @@ var yamlLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // known field, that scalars have the right type and that version is
 // FileVersion, so each error can name the field, its line and what is allowed.
 func decodeStrict(file string, data []byte, out any) (*strictDoc, error) {
-	d := &strictDoc{file: file, lines: map[string]int{}}
+	return decodeStrictAs(file, "preset file", true, data, out)
+}
+
+// StrictFile is a YAML file read with the checks of the preset files, for
+// the other YAML inputs (a profile adjustment file).
+type StrictFile struct{ d *strictDoc }
+
+// DecodeStrictFile decodes data, the YAML file file (a kind such as
+// "profile file", for errors), into out with the checks of the preset
+// files: every key a known field, scalars of the field's type, no anchors,
+// aliases or second document; each error one line, FILE:LINE: and the
+// field in words. Unlike a preset file it may be empty (out stays zero) and
+// needs no version field; one it gives must be FileVersion, and out must
+// then have a version field to hold it.
+func DecodeStrictFile(file, kind string, data []byte, out any) (*StrictFile, error) {
+	d, err := decodeStrictAs(file, kind, false, data, out)
+	if err != nil {
+		return nil, err
+	}
+	return &StrictFile{d: d}, nil
+}
+
+// Errorf is a validation error at field path (dotted, as the file nests
+// it: layers.moe.eager_fwd.host_ms), located at its line.
+func (f *StrictFile) Errorf(path, format string, args ...any) error {
+	return f.d.errf(path, format, args...)
+}
+
+func decodeStrictAs(file, kind string, versioned bool, data []byte, out any) (*strictDoc, error) {
+	d := &strictDoc{file: file, lines: map[string]int{}, kind: kind}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
 	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) && !versioned {
+			return d, nil
+		}
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s:1: empty file (want a YAML mapping with version: %d)", file, FileVersion)
 		}
@@ -44,18 +77,24 @@ func decodeStrict(file string, data []byte, out any) (*strictDoc, error) {
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, fmt.Errorf("%s:%d: a second YAML document; a preset file holds exactly one", file, extra.Line)
+		return nil, fmt.Errorf("%s:%d: a second YAML document; a %s holds exactly one", file, extra.Line, kind)
 	} else if !errors.Is(err, io.EOF) {
 		return nil, d.syntaxErr(err)
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 {
+		if !versioned {
+			return d, nil
+		}
 		return nil, fmt.Errorf("%s:1: empty file (want a YAML mapping with version: %d)", file, FileVersion)
 	}
 	top := root.Content[0]
 	if top.Kind != yaml.MappingNode {
+		if !versioned {
+			return nil, fmt.Errorf("%s:%d: want a YAML mapping at the top, got %s", file, top.Line, kindName(top))
+		}
 		return nil, fmt.Errorf("%s:%d: want a YAML mapping with version: %d at the top, got %s", file, top.Line, FileVersion, kindName(top))
 	}
-	if err := d.checkVersion(top); err != nil {
+	if err := d.checkVersion(top, versioned); err != nil {
 		return nil, err
 	}
 	t := reflect.TypeOf(out).Elem()
@@ -72,7 +111,7 @@ func decodeStrict(file string, data []byte, out any) (*strictDoc, error) {
 	return d, nil
 }
 
-func (d *strictDoc) checkVersion(top *yaml.Node) error {
+func (d *strictDoc) checkVersion(top *yaml.Node, required bool) error {
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		k, v := top.Content[i], top.Content[i+1]
 		if k.Value != "version" {
@@ -82,6 +121,9 @@ func (d *strictDoc) checkVersion(top *yaml.Node) error {
 		if v.Kind != yaml.ScalarNode || err != nil || n != FileVersion {
 			return fmt.Errorf("%s:%d: unsupported version %q (allowed: %d)", d.file, v.Line, v.Value, FileVersion)
 		}
+		return nil
+	}
+	if !required {
 		return nil
 	}
 	return fmt.Errorf("%s:%d: missing field \"version\" (allowed: %d)", d.file, top.Line, FileVersion)
@@ -144,7 +186,7 @@ func (d *strictDoc) walk(n *yaml.Node, t reflect.Type, path string) error {
 		d.lines[path] = n.Line
 	}
 	if n.Kind == yaml.AliasNode || n.Anchor != "" {
-		return fmt.Errorf("%s:%d: YAML anchors and aliases are not supported in preset files", d.file, n.Line)
+		return fmt.Errorf("%s:%d: YAML anchors and aliases are not supported in a %s", d.file, n.Line, d.kind)
 	}
 	if isNull(n) {
 		switch t.Kind() {

@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"cgtune/engine"
 	"cgtune/presets"
@@ -157,7 +159,28 @@ func Markdown(in Input, plotName string) []byte {
 		}
 		w("\n")
 	}
-	return b.Bytes()
+	return printable(b.Bytes())
+}
+
+// escapeSeq is an ANSI escape sequence: CSI (colours, cursor moves), OSC
+// (window titles, hyperlinks, ended by BEL or ESC \) or a two-byte one.
+var escapeSeq = regexp.MustCompile(`\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])`)
+
+// printable drops from the report what a terminal or a viewer would act on
+// instead of showing: escape sequences, the other control characters (tabs
+// and newlines stay) and Unicode's bidirectional controls, which reorder
+// the text around them. Names and display names come from preset and model
+// files, values from --set, errors from jobs' logs: none is cgtune's own.
+func printable(md []byte) []byte {
+	return []byte(strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return r
+		case unicode.IsControl(r), unicode.Is(unicode.Bidi_Control, r):
+			return -1
+		}
+		return r
+	}, escapeSeq.ReplaceAllString(string(md), "")))
 }
 
 func writeSetup(b *bytes.Buffer, in Input) {

@@ -333,3 +333,28 @@ func TestReportComparesWithTheRecipe(t *testing.T) {
 		}
 	}
 }
+
+// Before: escape sequences and control characters in a preset's display
+// name (or a --set value, a job's error) went into the report as they
+// were: a terminal showing it ran them (colours, a window title, a
+// hyperlink, text reordered by a bidi override).
+func TestReportDropsControlCharacters(t *testing.T) {
+	in := input(t)
+	in.Model.Display = "Qwen\x1b[31m3\x1b[0m\x1b]0;owned\x07 \x1b]8;;https://x.example\x1b\\30B\x1b]8;;\x1b\\\r\x08\x7f\u202eA3B\u0085"
+	in.Sets = map[string]string{"model.moe_token_dispatcher_type": "alltoall\x1b[2J"}
+	in.Done.Ranking[len(in.Done.Ranking)-1].Result.Err = "boom\x1b[1A\x00 at step 3"
+	md := string(Markdown(in, ""))
+	for _, r := range md {
+		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) || r == '\u202e' {
+			t.Fatalf("the report holds %U:\n%s", r, md)
+		}
+	}
+	for _, want := range []string{"(Qwen3 30BA3B)", "`model.moe_token_dispatcher_type=alltoall`", "boom at step 3"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "owned") || strings.Contains(md, "x.example") {
+		t.Error("an OSC sequence's text is left in the report")
+	}
+}

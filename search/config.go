@@ -40,8 +40,11 @@ type Field struct {
 	OnlyG3   []string // elements of Allowed that only G3's MCore knows
 	Min      *int     // TInt lower bound, nil for none
 	Max      *int     // TInt upper bound, nil for none
-	Gen      presets.Generation
-	Doc      string
+	// Probability bounds a TFloat to [0, 1): a dropout is the chance an
+	// element is zeroed (torch.nn.Dropout's p); 1 would drop everything.
+	Probability bool
+	Gen         presets.Generation
+	Doc         string
 }
 
 func minInt(n int) *int { return &n }
@@ -104,8 +107,8 @@ var schema = []Field{
 	{Key: "model.recompute_modules", Type: TList, Nullable: true,
 		Allowed: []string{"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out"},
 		OnlyG3:  []string{"gdn_norm_out"}},
-	{Key: "model.attention_dropout", Type: TFloat},
-	{Key: "model.hidden_dropout", Type: TFloat},
+	{Key: "model.attention_dropout", Type: TFloat, Probability: true},
+	{Key: "model.hidden_dropout", Type: TFloat, Probability: true},
 
 	// Fine-grained activation offloading.
 	{Key: "model.fine_grained_activation_offloading", Type: TBool},
@@ -204,6 +207,9 @@ func (f Field) allowed(gen presets.Generation) string {
 		}
 	case TFloat:
 		s = "a number"
+		if f.Probability {
+			s = "a probability: a number from 0 up to but not including 1"
+		}
 	case TEnum:
 		s = strings.Join(f.elems(gen), ", ")
 	case TList:
@@ -646,7 +652,7 @@ func checkValue(f Field, v Value, gen presets.Generation) error {
 			return bad(v.Str)
 		}
 	case TFloat:
-		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
+		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) || (f.Probability && !(v.Float >= 0 && v.Float < 1)) {
 			return bad(strconv.FormatFloat(v.Float, 'g', -1, 64))
 		}
 	}

@@ -263,7 +263,7 @@ func TestApplySet(t *testing.T) {
 		{"model.num_moe_experts=[1]", "0.4", `--set model.num_moe_experts=[1]: field model.num_moe_experts: bad value "[1]" (allowed: an integer from 1 to 4096, null)`},
 		{"model.cuda_graph_warmup_steps=null", "0.4",
 			`--set model.cuda_graph_warmup_steps=null: field model.cuda_graph_warmup_steps: bad value "null" (allowed: an integer from 0 to 1000)`},
-		{"model.attention_dropout=nan", "0.4", `--set model.attention_dropout=nan: field model.attention_dropout: bad value "nan" (allowed: a number)`},
+		{"model.attention_dropout=nan", "0.4", `--set model.attention_dropout=nan: field model.attention_dropout: bad value "nan" (allowed: a probability: a number from 0 up to but not including 1)`},
 		{"+model.foo=1", "0.4", "--set +model.foo=1: unknown field +model.foo"},
 	}
 	for _, e := range errs {
@@ -324,7 +324,8 @@ func TestApplySetRejectsOutOfRange(t *testing.T) {
 		{"model.num_moe_experts=99999999999999999999", `bad value "99999999999999999999"`},
 		{"model.moe_expert_capacity_factor=nan", `bad value "nan" (allowed: a number, null)`},
 		{"model.moe_expert_capacity_factor=1e309", `bad value "1e309" (allowed: a number, null)`},
-		{"model.hidden_dropout=inf", `bad value "inf" (allowed: a number)`},
+		{"model.hidden_dropout=inf", `bad value "inf" (allowed: a probability: a number from 0 up to but not including 1)`},
+		{"model.attention_dropout=1", `bad value "1" (allowed: a probability`},
 	} {
 		c, err := NewRecipe(m, l, "0.4")
 		if err != nil {

@@ -99,8 +99,8 @@ type journal struct {
 // reads the one there, checks that it is the same search and returns its
 // results. An empty dir means no journal (nil, nil, nil). skipBad lets a
 // resume go on past unreadable lines in the middle of the journal (see
-// BadLinesError).
-func openJournal(dir string, fp Fingerprint, resume, skipBad bool) (*journal, []journalLine, error) {
+// BadLinesError); a result check refuses is such a line.
+func openJournal(dir string, fp Fingerprint, resume, skipBad bool, check resultCheck) (*journal, []journalLine, error) {
 	if dir == "" {
 		if resume {
 			return nil, nil, errors.New("resume needs the run folder of the search to resume")
@@ -109,7 +109,7 @@ func openJournal(dir string, fp Fingerprint, resume, skipBad bool) (*journal, []
 	}
 	path := filepath.Join(dir, JournalFile)
 	if resume {
-		return reopenJournal(dir, path, fp, skipBad)
+		return reopenJournal(dir, path, fp, skipBad, check)
 	}
 	if _, err := os.Stat(path); err == nil {
 		return nil, nil, fmt.Errorf("%s already holds a search (%s); resume it or choose another run folder", dir, JournalFile)
@@ -139,7 +139,7 @@ func openJournal(dir string, fp Fingerprint, resume, skipBad bool) (*journal, []
 // folder, and for tools). Unreadable lines in the middle are a
 // *BadLinesError unless skipBad is set; the file is not changed.
 func ReadJournal(dir string, skipBad bool) (Fingerprint, []engine.Result, error) {
-	pj, err := readJournal(dir, filepath.Join(dir, JournalFile))
+	pj, err := readJournal(dir, filepath.Join(dir, JournalFile), nil)
 	if err != nil {
 		return Fingerprint{}, nil, err
 	}
@@ -153,7 +153,7 @@ func ReadJournal(dir string, skipBad bool) (Fingerprint, []engine.Result, error)
 	return pj.fp, rs, nil
 }
 
-func readJournal(dir, path string) (parsedJournal, error) {
+func readJournal(dir, path string, check resultCheck) (parsedJournal, error) {
 	data, err := presets.ReadFileLimited(path, maxJournalBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -161,7 +161,7 @@ func readJournal(dir, path string) (parsedJournal, error) {
 		}
 		return parsedJournal{}, err
 	}
-	return parseJournal(path, data)
+	return parseJournal(path, data, check)
 }
 
 // parsedJournal is a journal read back.
@@ -218,11 +218,59 @@ func (pj parsedJournal) badLinesError(skipBad bool) error {
 	return e
 }
 
+// halvingRounds is the most rounds the halving strategy plans
+// (nominalRounds: round1Steps, round2Steps, finalSteps).
+const halvingRounds = 3
+
+// resultCheck says why a journal's result line does not belong to the
+// search resuming it (nil: it does).
+type resultCheck func(journalLine) error
+
+// planCheck accepts the results a search with plan and strategy can have
+// run: a candidate of the plan that the search runs (a row the rules
+// accept, or one only predicted to fail, which --run-predicted-failures
+// runs), recorded under its own key, in a round the strategy has. Anything
+// else was edited in or comes from another search; a strategy fed it would
+// rank a candidate the rules reject or find no arm for it.
+func planCheck(plan []Planned, strategy string) resultCheck {
+	rows := map[string]*Planned{}
+	for i := range plan {
+		rows[plan[i].Candidate.Key()] = &plan[i]
+	}
+	rounds := 1
+	if strategy == StrategyHalving {
+		rounds = halvingRounds
+	}
+	return func(l journalLine) error {
+		c := l.Result.Candidate
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("candidate %s: %v", c.Key(), err)
+		}
+		if c.Key() != l.Key {
+			return fmt.Errorf("a result for %s filed under key %q", c.Key(), l.Key)
+		}
+		p := rows[l.Key]
+		if p == nil {
+			return fmt.Errorf("candidate %s is not in this search's space", l.Key)
+		}
+		for _, v := range p.Violations {
+			if v.ID != WillFailID {
+				return fmt.Errorf("candidate %s is not run by this search: %s %s", l.Key, v.ID, v.Message)
+			}
+		}
+		if l.Round < 1 || l.Round > rounds {
+			return fmt.Errorf("round %d: the %s strategy has rounds 1 to %d", l.Round, strategy, rounds)
+		}
+		return nil
+	}
+}
+
 // parseJournal reads a journal. A last line cut short (the process died
-// while writing it) is ignored; unreadable lines elsewhere are collected
-// in bad, never silently dropped. Only a missing or foreign header (the
-// journal of what?) is an error here.
-func parseJournal(path string, data []byte) (parsedJournal, error) {
+// while writing it) is ignored; unreadable lines elsewhere, and result
+// lines check (may be nil) refuses, are collected in bad, never silently
+// dropped. Only a missing or foreign header (the journal of what?) is an
+// error here.
+func parseJournal(path string, data []byte, check resultCheck) (parsedJournal, error) {
 	pj := parsedJournal{path: path, size: int64(len(data)), intact: int64(len(data))}
 	var off int64
 	for n := 1; off < int64(len(data)); n++ {
@@ -245,6 +293,12 @@ func parseJournal(path string, data []byte) (parsedJournal, error) {
 		case jerr != nil:
 			pj.bad = append(pj.bad, badLine{n: n, text: raw, err: jerr})
 		default:
+			if n > 1 && l.Type == "result" && check != nil {
+				if err := check(l); err != nil {
+					pj.bad = append(pj.bad, badLine{n: n, text: raw, err: err})
+					break
+				}
+			}
 			if n == 1 {
 				pj.fp = *l.Fingerprint
 			} else if l.Type == "result" {
@@ -260,17 +314,18 @@ func parseJournal(path string, data []byte) (parsedJournal, error) {
 	return pj, nil
 }
 
-func reopenJournal(dir, path string, fp Fingerprint, skipBad bool) (*journal, []journalLine, error) {
-	pj, err := readJournal(dir, path)
+func reopenJournal(dir, path string, fp Fingerprint, skipBad bool, check resultCheck) (*journal, []journalLine, error) {
+	pj, err := readJournal(dir, path, check)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := pj.badLinesError(skipBad); err != nil {
-		return nil, nil, err
-	}
+	// Another search's results are all foreign: say that, not which lines.
 	if d := pj.fp.diff(fp); len(d) > 0 {
 		return nil, nil, fmt.Errorf("cannot resume %s: it holds a different search (%s differ: it was %s); start a new run instead",
 			dir, strings.Join(d, ", "), describeFingerprint(pj.fp))
+	}
+	if err := pj.badLinesError(skipBad); err != nil {
+		return nil, nil, err
 	}
 	if len(pj.bad) > 0 {
 		if err := setAsideBadLines(dir, path, pj); err != nil {

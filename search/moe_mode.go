@@ -1,8 +1,6 @@
 package search
 
 import (
-	"fmt"
-
 	"cgtune/engine"
 	"cgtune/presets"
 )
@@ -22,7 +20,7 @@ func MoEWorkload(opts engine.WorkloadOptions, m presets.Model, l presets.Layout,
 	}
 	for k, v := range sets {
 		if err := r.ApplySet(k + "=" + v); err != nil {
-			return opts, fmt.Errorf("--set %s=%s: %w", k, v, err)
+			return opts, err // it names the --set already
 		}
 	}
 	return newState(r, 0).moeWorkload(m, opts), nil

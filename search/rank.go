@@ -700,6 +700,11 @@ func ParseTie(s string) (float64, error) {
 	t := strings.TrimSpace(s)
 	num, pct := strings.CutSuffix(t, "%")
 	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if !pct && err == nil && !math.IsNaN(v) && v >= 0 && v < 100 {
+		// "--tie 1": a percentage without its sign (a fraction would be
+		// a guess: 1 is no fraction, 0.01 could be either).
+		return 0, fmt.Errorf("tie band %q: the %% sign is missing: write %s%% (allowed: a percentage from 0%% to under 100%%, such as 1%% or 0.5%%)", s, num)
+	}
 	if !pct || err != nil || math.IsNaN(v) || v < 0 || v >= 100 {
 		return 0, fmt.Errorf("tie band %q: want a percentage from 0%% to under 100%%, such as 1%% or 0.5%%", s)
 	}

@@ -248,6 +248,25 @@ func TestRankTieBand(t *testing.T) {
 	}
 }
 
+// Before: --tie 0 and --tie 1 were refused with the generic "want a
+// percentage": the missing % sign is named, with the value to write.
+func TestParseTieNamesTheMissingPercentSign(t *testing.T) {
+	for in, want := range map[string]string{
+		"0":    `tie band "0": the % sign is missing: write 0% (allowed: a percentage from 0% to under 100%, such as 1% or 0.5%)`,
+		"1":    `tie band "1": the % sign is missing: write 1% (allowed:`,
+		" 0.5": `tie band " 0.5": the % sign is missing: write 0.5% (allowed:`,
+	} {
+		if _, err := ParseTie(in); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("ParseTie(%q): %v; want %s", in, err, want)
+		}
+	}
+	for _, in := range []string{"100", "-1", "x"} {
+		if _, err := ParseTie(in); err == nil || strings.Contains(err.Error(), "sign is missing") {
+			t.Errorf("ParseTie(%q): %v; not a percentage without its sign", in, err)
+		}
+	}
+}
+
 // The memory model's breakdown decides fit when the engine made one: a
 // candidate whose breakdown does not fit never wins, however fast.
 func TestRankBreakdownFit(t *testing.T) {

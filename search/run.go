@@ -225,11 +225,11 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		return DoneEvent{}, err
 	}
 	prepared := prepare(ctx, cfg, w, emit)
-	plan, err := Plan(cfg)
+	plan, err := PlanContext(ctx, cfg)
 	if err != nil {
 		return DoneEvent{}, err
 	}
-	j, prior, err := openJournal(cfg.RunDir, cfg.fingerprint(), cfg.Resume, cfg.SkipBadLines)
+	j, prior, err := openJournal(cfg.RunDir, cfg.fingerprint(), cfg.Resume, cfg.SkipBadLines, planCheck(plan, cfg.strategy()))
 	if err != nil {
 		return DoneEvent{}, err
 	}

@@ -228,6 +228,16 @@ func Canonical(m presets.Model, gen presets.Generation, c presets.Candidate) Eff
 // and sizes its rounds. The order is deterministic: a row sits where its
 // first spelling was enumerated.
 func Plan(cfg Config) ([]Planned, error) {
+	return PlanContext(context.Background(), cfg)
+}
+
+// PlanContext is Plan that stops, with ctx's error, once ctx is done: a
+// large space takes a while to plan and an interrupt must not wait for it.
+// A space of more than presets.MaxSpaceCandidates candidates is refused.
+func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
+	if err := presets.CheckSpaceSize(cfg.Space); err != nil {
+		return nil, err
+	}
 	mb := cfg.mbridge()
 	gen, err := presets.ParseMBridge(mb)
 	if err != nil {
@@ -244,6 +254,9 @@ func Plan(cfg Config) ([]Planned, error) {
 	rows := map[string]int{} // effective configuration → row in plan
 	ref, _ := cfg.reference()
 	for _, c := range withReference(enumerate(withDefaults(cfg.Space)), ref) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		r := ValidateCandidate(cfg.Model, cfg.Layout, c, mb, cfg.Sets)
 		if !r.OK() {
 			plan = append(plan, Planned{Candidate: c, Violations: r.Violations})
@@ -303,8 +316,11 @@ func Plan(cfg Config) ([]Planned, error) {
 	if cfg.Estimator != nil {
 		for i := range plan {
 			if plan[i].Valid() {
-				r := cfg.Estimator.Run(context.Background(), w, plan[i].Candidate, engine.RunOptions{EagerSteps: cfg.Measured.EagerSteps, MeasuredSteps: finalSteps}, nil)
+				r := cfg.Estimator.Run(ctx, w, plan[i].Candidate, engine.RunOptions{EagerSteps: cfg.Measured.EagerSteps, MeasuredSteps: finalSteps}, nil)
 				plan[i].Estimate = &r
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -386,5 +387,63 @@ func TestCanonicalSpace(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("CanonicalSpace = %+v, want %+v", got, want)
+	}
+}
+
+// cancellingEstimator cancels the search's context on its first estimate
+// and counts the estimates asked of it.
+type cancellingEstimator struct {
+	engine.Engine
+	cancel context.CancelFunc
+	calls  int
+}
+
+func (e *cancellingEstimator) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+	e.calls++
+	e.cancel()
+	return e.Engine.Run(ctx, w, c, opts, emit)
+}
+
+// Before: planning ignored the search's context, so an interrupt waited
+// until every candidate of the space was planned and estimated (52 s for
+// a space of 117118).
+func TestPlanStopsWhenCancelled(t *testing.T) {
+	m, l := builtin(t, "llama3_8b", "h100")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	est := &cancellingEstimator{Engine: estimator(t, "h100"), cancel: cancel}
+	cfg := Config{Model: m, Layout: l, Engines: []engine.Engine{&fakeEngine{}}, Estimator: est}
+	var ev events
+	_, err := Run(ctx, cfg, ev.emit)
+	if !errors.Is(err, context.Canceled) || est.calls != 1 || ev.plan != nil {
+		t.Errorf("err %v, %d estimates after the cancel, plan event %v", err, est.calls, ev.plan != nil)
+	}
+}
+
+// Before: a space of warm-ups 0 to 1000 (130131 candidates) was planned,
+// which took minutes; it is refused at once, saying the bound and why.
+func TestPlanRefusesAnOversizedSpace(t *testing.T) {
+	m, l := builtin(t, "llama3_8b", "h100")
+	var warmups []int
+	for w := range presets.MaxWarmup + 1 {
+		warmups = append(warmups, w)
+	}
+	for _, tc := range []struct {
+		name  string
+		space presets.Space
+		want  string
+	}{
+		{"every warm-up", presets.Space{Warmups: warmups}, "130131 candidates (2 graphed impls × 65 scope sets × 1001 warm-ups + none), more than the 4096"},
+		{"one impl", presets.Space{Impls: []string{presets.ImplLocal}, Warmups: warmups[:64]}, "4160 candidates (1 graphed impls × 65 scope sets × 64 warm-ups)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Plan(Config{Model: m, Layout: l, Space: tc.space})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "checked against the rules") {
+				t.Errorf("%v", err)
+			}
+		})
+	}
+	if _, err := Plan(Config{Model: m, Layout: l, Space: presets.Space{Warmups: warmups[:31]}}); err != nil {
+		t.Errorf("4031 candidates: %v", err)
 	}
 }

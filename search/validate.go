@@ -53,7 +53,11 @@ func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []jobs.
 	if _, err := os.Stat(filepath.Join(dir, JournalFile)); errors.Is(err, os.ErrNotExist) {
 		return Fingerprint{}, nil, nil, fmt.Errorf("%s holds no search (no %s)", dir, JournalFile)
 	}
-	pj, err := readJournal(dir, filepath.Join(dir, JournalFile))
+	check, err := journalPlanCheck(dir)
+	if err != nil {
+		return Fingerprint{}, nil, nil, err
+	}
+	pj, err := readJournal(dir, filepath.Join(dir, JournalFile), check)
 	if err != nil {
 		return Fingerprint{}, nil, nil, err
 	}
@@ -114,6 +118,23 @@ func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []jobs.
 		pred = &res
 	}
 	return fp, append([]jobs.Target{{Candidate: eager, Predicted: pred}}, targets...), skipped, nil
+}
+
+// journalPlanCheck is the check a resume of the search in dir applies to
+// its journal's results (planCheck), from the plan its header describes:
+// the candidates validate launches are those the search could have run,
+// never strings taken from the journal unchecked.
+func journalPlanCheck(dir string) (resultCheck, error) {
+	pj, err := readJournal(dir, filepath.Join(dir, JournalFile), nil)
+	if err != nil {
+		return nil, err
+	}
+	fp := pj.fp
+	plan, err := Plan(Config{Model: fp.Model, Layout: fp.Layout, MBridge: fp.MBridge, Sets: fp.Sets, Space: fp.Space, Workload: fp.Workload, Reference: fp.Reference})
+	if err != nil {
+		return nil, fmt.Errorf("%s: the search it holds cannot be planned: %w", filepath.Join(dir, JournalFile), err)
+	}
+	return planCheck(plan, fp.Strategy), nil
 }
 
 // PresetTargets are what `cgtune validate --preset` runs: the preset's

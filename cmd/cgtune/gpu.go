@@ -108,6 +108,9 @@ func newProbeCmd() *cobra.Command {
 			np := ncclProbe{gpus: gpus, python: python, refresh: refresh, cacheDir: cacheDir}
 			switch {
 			case framework:
+				if err := checkMegatronLimits(fp.maxLayers, fp.maxMicroBatches); err != nil {
+					return err
+				}
 				fp.gpus, fp.python = gpus, python
 				return fp.run(cmd.Context(), out)
 			case nccl:

@@ -87,9 +87,24 @@ func stdoutErr(err error) error {
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
-	root.SetOut(stdout)
+	out := &checkedWriter{w: stdout}
+	if isTerminal(stdout) {
+		root.SetOut(stdout) // the TUI needs the terminal itself
+	} else {
+		root.SetOut(out)
+	}
 	root.SetErr(stderr)
-	err := root.Execute()
+	code := exitCode(root, root.Execute(), stderr)
+	if out.err != nil && (code == exitOK || code == exitInvalid) {
+		// The results (or check's violations) never arrived: a full
+		// disk, a closed descriptor. That is no success.
+		return exitCode(root, fail(exitBadInput, "writing the results to stdout: %v", out.err), stderr)
+	}
+	return code
+}
+
+// exitCode is the exit code of a command's error, printing its message.
+func exitCode(root *cobra.Command, err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
@@ -108,4 +123,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cgtune: "+msg)
 	}
 	return code
+}
+
+// checkedWriter is stdout for the commands, remembering the first write
+// error (stdoutErr: a reader that went away is none), so that no command
+// reports success for results that were never written.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if c.err == nil {
+		c.err = stdoutErr(err)
+	}
+	return n, err
 }

@@ -25,8 +25,8 @@ func TestProfileFlagsRejectBadValues(t *testing.T) {
 		{[]string{"--profile-scale", "host=nan"}, "--profile-scale: field host_scale: NaN (allowed: a number from 0.01 to 100)"},
 		{[]string{"--profile-scale", "host=500"}, "field host_scale: 500"},
 		{[]string{"--profile-scale", "speed=2"}, `unknown key "speed" (allowed: host, gpu)`},
-		{[]string{"--profile-file", bad}, "--profile-file " + bad + ": field host_scale: +Inf"},
-		{[]string{"--profile-file", unknown}, "field hots_ms not found"},
+		{[]string{"--profile-file", bad}, "--profile-file " + bad + ":1: field host_scale: +Inf"},
+		{[]string{"--profile-file", unknown}, `--profile-file ` + unknown + `:1: unknown field "hots_ms" in layers.dense.eager_fwd (allowed: host_ms, gpu_ms)`},
 		{[]string{"--profile-file", filepath.Join(t.TempDir(), "missing.yaml")}, "no such file"},
 	} {
 		args := append([]string{"--headless", "--model", "llama3_8b", "--engine", "estimate"}, tc.args...)

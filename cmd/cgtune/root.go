@@ -135,6 +135,9 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 --engine cuda; 130 interrupted (the finished candidates are kept: --resume RUN).`
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := f.checkEngineFlags(); err != nil {
+			return err
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		// After the first Ctrl-C the search winds down and prints what it
@@ -416,6 +419,9 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		if err != nil {
 			return journalError(err, cfg.RunDir)
 		}
+		if changed("gpu-type") && f.gpuType != fp.Layout.GPU {
+			return fail(exitBadInput, "--gpu-type %s: the search in %s is for %s (its journal says); leave --gpu-type out to resume it, or start a new search", f.gpuType, cfg.RunDir, fp.Layout.GPU)
+		}
 		cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured, cfg.Reference = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured, fp.Reference
 		if !changed("mbridge") {
 			cfg.MBridge = fp.MBridge
@@ -456,6 +462,9 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		dir, err := resolveRun(f.resume)
 		if err != nil {
 			return nil, err
+		}
+		if f.runDir != "" && !sameDir(f.runDir, dir) {
+			return nil, fail(exitBadInput, "--run-dir %s: --resume %s continues the search in %s; leave --run-dir out", f.runDir, f.resume, dir)
 		}
 		// Locked before run.json is read: another process resuming the
 		// same run would run every remaining candidate a second time.
@@ -516,6 +525,46 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		}
 	}
 	return s, nil
+}
+
+// checkEngineFlags refuses engine settings that are no size or time (the
+// engines would take them for their defaults): each is one line naming
+// the flag and what it allows.
+func (f *rootFlags) checkEngineFlags() error {
+	if err := checkMegatronLimits(f.maxLayers, f.maxMicroBatches); err != nil {
+		return err
+	}
+	switch {
+	case f.ranks < 0:
+		return fail(exitBadInput, "--ranks %d: allowed: 0 (as many of --gpu as the layout's TP×EP can use) or 1 or more GPUs per candidate", f.ranks)
+	case f.jobIters < 1 || f.jobIters > maxTrainIters:
+		return fail(exitBadInput, "--job-iters %d: out of range (allowed: 1 to %d)", f.jobIters, maxTrainIters)
+	case f.jobTimeout < 0:
+		return fail(exitBadInput, "--job-timeout %s: allowed: 0 (no bound beyond the scheduler's) or a positive duration such as 30m", f.jobTimeout)
+	}
+	return nil
+}
+
+// checkMegatronLimits refuses a --max-layers or --max-microbatches the
+// megatron engine would replace by its default.
+func checkMegatronLimits(maxLayers, maxMicroBatches int) error {
+	switch {
+	case maxLayers < 1 || maxLayers > presets.MaxLayers:
+		return fail(exitBadInput, "--max-layers %d: out of range (allowed: 1 to %d)", maxLayers, presets.MaxLayers)
+	case maxMicroBatches < 1 || maxMicroBatches > presets.MaxGBS:
+		return fail(exitBadInput, "--max-microbatches %d: out of range (allowed: 1 to %d)", maxMicroBatches, presets.MaxGBS)
+	}
+	return nil
+}
+
+// sameDir reports whether paths a and b name one folder.
+func sameDir(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(sa, sb)
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
 }
 
 // journalError is a search that could not start, as bad input; for a

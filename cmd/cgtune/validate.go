@@ -354,7 +354,7 @@ func (f *validateFlags) launcherFor(js presets.JobSetup) (job.Launcher, error) {
 	}
 	tmpl := ""
 	if f.batchTemplate != "" {
-		b, err := os.ReadFile(f.batchTemplate)
+		b, err := presets.ReadFileLimited(f.batchTemplate, presets.MaxYAMLBytes) // a FIFO or /dev/zero must not hang
 		if err != nil {
 			return nil, fail(exitBadInput, "--batch-template: %v", err)
 		}

@@ -438,3 +438,29 @@ func TestValidateSkipsWhatTheFrameworkCannotBuild(t *testing.T) {
 		t.Errorf("--job-te maybe: exit %d %q", code, errb)
 	}
 }
+
+// Before: --batch-template FIFO blocked forever and a character device
+// such as /dev/zero was read until memory ran out.
+func TestValidateBatchTemplateNeverHangs(t *testing.T) {
+	isolate(t)
+	run := searchRun(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.sbatch")
+	zero := filepath.Join(dir, "zero.sbatch")
+	big := filepath.Join(dir, "big.sbatch")
+	must(t, syscall.Mkfifo(fifo, 0o644))
+	must(t, syscall.Mknod(zero, syscall.S_IFCHR|0o644, 1<<8|5)) // a private /dev/zero
+	must(t, os.WriteFile(big, []byte(strings.Repeat("#", presets.MaxYAMLBytes+1)), 0o644))
+	for _, tc := range []struct{ name, path, want string }{
+		{"fifo", fifo, "not a regular file"},
+		{"device", zero, "not a regular file"},
+		{"too big", big, "larger than 4 MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errb := cgtuneWithin(t, "validate", run, "--launcher", "slurm", "--dry-run", "--command", fakeJobCommand(t), "--batch-template", tc.path)
+			if code != exitBadInput || !strings.Contains(errb, "--batch-template: "+tc.path) || !strings.Contains(errb, tc.want) || strings.Count(errb, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q", code, errb)
+			}
+		})
+	}
+}

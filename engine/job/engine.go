@@ -6,11 +6,9 @@
 package job
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -114,11 +112,11 @@ func (e *Engine) Run(ctx context.Context, _ *engine.Workload, c presets.Candidat
 // iterations they held. The TUI shows State, JobID and Tail.
 type Update struct {
 	Candidate  presets.Candidate
-	JobID      string // "" until submitted
-	State      string // SUBMITTING, PENDING, RUNNING, COMPLETED, ...
-	Reason     string // Slurm's reason for the state (Priority, Resources, ...)
-	Reattached bool   // followed a job an earlier cgtune launched
-	Lines      []string
+	JobID      string   // "" until submitted
+	State      string   // SUBMITTING, PENDING, RUNNING, COMPLETED, ...
+	Reason     string   // Slurm's reason for the state (Priority, Resources, ...)
+	Reattached bool     // followed a job an earlier cgtune launched
+	Lines      []string // new lines (the last maxUpdateLines when more came at once)
 	Tail       []string // the last Config.TailLines lines of the log
 	Samples    []engine.StepSample
 	Output     string // the log file
@@ -206,7 +204,6 @@ type follower struct {
 	reattached bool
 	parser     Parser
 	file       *os.File
-	partial    []byte
 }
 
 func (f *follower) failed(kind, msg string) engine.Result {
@@ -334,9 +331,9 @@ func (f *follower) follow(ctx context.Context) (st Status, stopped bool, why str
 		if st.State == StateRunning && runningSince.IsZero() {
 			runningSince = time.Now()
 		}
-		lines, samples := f.read()
+		lines, samples, _ := f.read()
 		if len(lines) > 0 || st.State != last {
-			f.update(st, lines, samples)
+			f.update(st, lastLines(lines), samples)
 			last = st.State
 		}
 		if st.Done {
@@ -376,39 +373,50 @@ func (f *follower) stop(ctx context.Context) Status {
 	}
 }
 
-// read returns the complete lines the log gained since the last call,
-// parsed into samples.
-func (f *follower) read() ([]string, []engine.StepSample) {
+// readBudget is the most of the log one read takes in: the follow loop
+// must get back to the job's state, the time-out and ctx however fast the
+// log grows.
+const readBudget = 64 << 20
+
+// maxUpdateLines is the most new lines one Update carries (the last ones):
+// a log of empty lines must not turn into millions of strings.
+const maxUpdateLines = 4096
+
+// read returns the complete lines the log gained since the last call (the
+// last maxUpdateLines of them), parsed into samples; more says it stopped
+// at readBudget with more of the log to read. Each byte is parsed once.
+func (f *follower) read() (lines []string, samples []engine.StepSample, more bool) {
 	if f.file == nil {
 		fh, err := os.Open(f.info.Output)
 		if err != nil {
-			return nil, nil // not created yet (the job is queued)
+			return nil, nil, false // not created yet (the job is queued)
 		}
 		f.file = fh
 	}
 	buf := make([]byte, 64*1024)
-	var lines []string
-	var samples []engine.StepSample
-	for {
+	for took := 0; took < readBudget; {
 		n, err := f.file.Read(buf)
-		if n > 0 {
-			f.partial = append(f.partial, buf[:n]...)
-			for {
-				i := bytes.IndexByte(f.partial, '\n')
-				if i < 0 {
-					break
-				}
-				line := string(f.partial[:i])
-				f.partial = f.partial[i+1:]
-				lines = append(lines, line)
-				if it, ok := f.parser.Line(line); ok {
-					samples = append(samples, engine.StepSample{Candidate: f.c.Key(), Phase: Phase(f.c, it), Step: it.Iter, StepMs: it.Ms})
-				}
-			}
+		took += n
+		f.parser.Feed(buf[:n], func(l LogLine) { lines, samples = f.took(l, lines, samples) })
+		if err != nil || n == 0 {
+			return lines, samples, false
 		}
-		if err == io.EOF || n == 0 || err != nil {
-			break
-		}
+	}
+	return lines, samples, true
+}
+
+// took adds a parsed line to what read returns.
+func (f *follower) took(l LogLine, lines []string, samples []engine.StepSample) ([]string, []engine.StepSample) {
+	text := l.Text
+	if l.Cut > 0 {
+		text = "…" + text
+	}
+	if len(lines) == 2*maxUpdateLines {
+		lines = append(lines[:0], lines[maxUpdateLines:]...)
+	}
+	lines = append(lines, text)
+	if l.IsIter {
+		samples = append(samples, engine.StepSample{Candidate: f.c.Key(), Phase: Phase(f.c, l.Iter), Step: l.Iter.Iter, StepMs: l.Iter.Ms})
 	}
 	return lines, samples
 }
@@ -418,27 +426,36 @@ func (f *follower) read() ([]string, []engine.StepSample) {
 // takes a last line that has no newline.
 func (f *follower) drain(st Status) {
 	quiet := 0
-	for i := 0; i < 20 && quiet < 2; i++ {
-		lines, samples := f.read()
-		if len(lines) > 0 {
-			f.update(st, lines, samples)
+	for polls := 0; polls < 20 && quiet < 2; {
+		lines, samples, more := f.read()
+		if len(lines) > 0 || more {
+			f.update(st, lastLines(lines), samples)
 			quiet = 0
+			if !more {
+				polls++
+			}
 			continue
 		}
+		polls++
 		quiet++
 		if f.file != nil && quiet < 2 {
 			time.Sleep(min(f.e.cfg.Poll, 250*time.Millisecond))
 		}
 	}
-	if len(f.partial) > 0 {
-		line := string(f.partial)
-		f.partial = nil
-		var samples []engine.StepSample
-		if it, ok := f.parser.Line(line); ok {
-			samples = append(samples, engine.StepSample{Candidate: f.c.Key(), Phase: Phase(f.c, it), Step: it.Iter, StepMs: it.Ms})
-		}
-		f.update(st, []string{line}, samples)
+	var lines []string
+	var samples []engine.StepSample
+	f.parser.End(func(l LogLine) { lines, samples = f.took(l, lines, samples) })
+	if len(lines) > 0 {
+		f.update(st, lines, samples)
 	}
+}
+
+// lastLines is the last maxUpdateLines of lines.
+func lastLines(lines []string) []string {
+	if len(lines) > maxUpdateLines {
+		return lines[len(lines)-maxUpdateLines:]
+	}
+	return lines
 }
 
 // tail keeps the last n lines.

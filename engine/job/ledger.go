@@ -1,16 +1,18 @@
 package job
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"cgtune/presets"
 )
 
 // LedgerFile is the file in a run folder that lists the jobs cgtune
@@ -45,21 +47,24 @@ func OpenLedger(dir string) (*Ledger, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	n := 0
-	for sc.Scan() {
-		n++
+	lr := presets.NewLineReader(bytes.NewReader(data), l.path, 1<<20)
+	for {
+		b, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return l, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 		var e LedgerEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			if n == bytes.Count(data, []byte("\n"))+1 {
-				break // the torn last line
+		if err := json.Unmarshal(b, &e); err != nil {
+			if lr.Line() == bytes.Count(data, []byte("\n"))+1 {
+				return l, nil // the torn last line
 			}
-			return nil, fmt.Errorf("%s line %d: %v", l.path, n, err)
+			return nil, fmt.Errorf("%s line %d: %v", l.path, lr.Line(), err)
 		}
 		l.note(e)
 	}
-	return l, sc.Err()
 }
 
 func (l *Ledger) note(e LedgerEntry) {

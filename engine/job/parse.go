@@ -1,7 +1,6 @@
 package job
 
 import (
-	"bufio"
 	"io"
 	"regexp"
 	"slices"
@@ -91,7 +90,20 @@ type Report struct {
 	// summary); nil when it does not say.
 	Candidate *presets.Candidate `json:"candidate,omitempty"`
 	Lines     int                `json:"lines"`
+	// CutLines lines were longer than MaxLogLine: only their last
+	// MaxLogLine bytes were read, CutBytes bytes before them were not.
+	CutLines int   `json:"cut_lines,omitempty"`
+	CutBytes int64 `json:"cut_bytes,omitempty"`
+	// IterationsDropped iteration lines came after the first
+	// maxIterations ones and were not kept.
+	IterationsDropped int `json:"iterations_dropped,omitempty"`
 }
+
+// maxIterations is the most iteration lines a Report keeps: a tuning job
+// runs tens of iterations and a whole training run's log a few hundred
+// thousand; a log that repeats iteration lines without end must not grow
+// the process.
+const maxIterations = 1 << 20
 
 // Parser reads a training log line by line.
 type Parser struct {
@@ -99,17 +111,57 @@ type Parser struct {
 	lastIter int
 	exc      string // first exception line that is not a launcher's wrapper
 	detect   candidateDetector
+	split    lineSplitter
+}
+
+// LogLine is one line Feed or End parsed.
+type LogLine struct {
+	Text   string
+	Cut    int64     // bytes dropped from the front of an overlong line
+	Iter   Iteration // the iteration the line reports, if IsIter
+	IsIter bool
 }
 
 // ParseLog reads a whole log.
 func ParseLog(rd io.Reader) (Report, error) {
 	var p Parser
-	sc := bufio.NewScanner(rd)
-	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	for sc.Scan() {
-		p.Line(sc.Text())
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := rd.Read(buf)
+		p.Feed(buf[:n], nil)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			p.End(nil)
+			return p.Report(), err
+		}
 	}
-	return p.Report(), sc.Err()
+	p.End(nil)
+	return p.Report(), nil
+}
+
+// Feed parses the next chunk of a log, which may end anywhere in a line;
+// on (may be nil) gets each line the chunk completes.
+func (p *Parser) Feed(chunk []byte, on func(LogLine)) {
+	p.split.feed(chunk, func(b []byte, cut int64) { p.parsed(b, cut, on) })
+}
+
+// End parses a last line that has no line end.
+func (p *Parser) End(on func(LogLine)) {
+	p.split.end(func(b []byte, cut int64) { p.parsed(b, cut, on) })
+}
+
+func (p *Parser) parsed(b []byte, cut int64, on func(LogLine)) {
+	if cut > 0 {
+		p.r.CutLines++
+		p.r.CutBytes += cut
+	}
+	l := LogLine{Text: string(b), Cut: cut}
+	l.Iter, l.IsIter = p.Line(l.Text)
+	if on != nil {
+		on(l)
+	}
 }
 
 // Line feeds one line (without its newline); it returns the iteration the
@@ -134,7 +186,11 @@ func (p *Parser) Line(raw string) (Iteration, bool) {
 			k, _ := strconv.Atoi(n[1])
 			p.r.NaNIterations += k
 		}
-		p.r.Iterations = append(p.r.Iterations, it)
+		if len(p.r.Iterations) < maxIterations {
+			p.r.Iterations = append(p.r.Iterations, it)
+		} else {
+			p.r.IterationsDropped++
+		}
 		return it, true
 	}
 	switch {

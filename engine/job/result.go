@@ -116,6 +116,13 @@ func buildResult(c presets.Candidate, rep Report, st Status, stoppedByUs bool, i
 	if s.averaged {
 		res.Notes = append(res.Notes, "the log averages several iterations per line (log_interval > 1): percentiles are of line averages; use --log-interval 1")
 	}
+	if rep.CutLines > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d log lines were longer than %d KiB: only the last %d KiB of each were read (%d bytes skipped)",
+			rep.CutLines, MaxLogLine>>10, MaxLogLine>>10, rep.CutBytes))
+	}
+	if rep.IterationsDropped > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the log has %d more iteration lines than the %d cgtune keeps; they were not read", rep.IterationsDropped, maxIterations))
+	}
 	if rep.NaNIterations > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the log counts %d NaN iterations", rep.NaNIterations))
 	}

@@ -1,13 +1,13 @@
 package job
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -315,12 +315,18 @@ func openValidationJournal(dir string, targets []Target, resume bool) (map[strin
 	}
 	prior := map[string]engine.Result{}
 	if resume {
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		lr := presets.NewLineReader(bytes.NewReader(data), path, 16<<20)
 		first := true
-		for sc.Scan() {
+		for {
+			b, err := lr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, nil, err
+			}
 			var l validationLine
-			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			if err := json.Unmarshal(b, &l); err != nil {
 				break // a torn last line: what follows it is lost anyway
 			}
 			if first {

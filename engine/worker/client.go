@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +34,9 @@ type Client struct {
 	hello  Reply
 	next   int
 	dead   error
+	// readErr is why the replies stopped (a line too long), set by the
+	// reading goroutine before it closes lines.
+	readErr error
 	// Deadline is the longest one candidate may take; past it the worker
 	// is killed and the candidate fails with ErrTimeout. DeadlineFor, when
 	// set, gives a per-candidate deadline instead.
@@ -107,19 +109,36 @@ func Start(c Command, startTimeout time.Duration) (*Client, error) {
 	}
 }
 
+// read relays the worker's replies. A reply line too long to read (a
+// broken worker) kills the worker: the reply it carried is lost, and the
+// candidate fails at once, naming the line, instead of at its deadline.
 func (c *Client) read(stdout io.Reader) {
 	defer close(c.lines)
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
+	lr := presets.NewLineReader(stdout, fmt.Sprintf("worker %d stdout", c.cmd.Process.Pid), MaxLineBytes)
+	for {
+		b, err := lr.Next()
+		var long *presets.LongLineError
+		switch {
+		case errors.As(err, &long):
+			if c.readErr == nil {
+				c.readErr = long
+				c.cmd.Process.Kill()
+			}
+			continue
+		case err != nil:
+			return
+		}
 		var r Reply
-		if json.Unmarshal(sc.Bytes(), &r) == nil {
+		if json.Unmarshal(b, &r) == nil {
 			c.lines <- r
 		}
 	}
 }
 
 func (c *Client) exitReason() string {
+	if c.readErr != nil {
+		return c.readErr.Error()
+	}
 	msg := c.stderr.lastLine()
 	if c.cmd.ProcessState != nil {
 		if msg != "" {

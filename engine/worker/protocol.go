@@ -28,6 +28,12 @@ import (
 // Version of the protocol.
 const Version = 1
 
+// MaxLineBytes is the longest request or reply line either end reads. A
+// request (workload spec, candidate) or a reply (a result) is a few KiB; a
+// longer line is answered with an error reply (worker) or ends the worker
+// as broken (client), and is never held in memory.
+const MaxLineBytes = 16 << 20
+
 // Message types.
 const (
 	TypeRun    = "run"

@@ -1,9 +1,9 @@
 package worker
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -45,7 +45,7 @@ func Serve(ctx context.Context, eng engine.Engine, in io.Reader, out io.Writer) 
 	}
 	lines, readErr := readLines(in)
 	for {
-		var line []byte
+		var line request
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -55,27 +55,51 @@ func Serve(ctx context.Context, eng engine.Engine, in io.Reader, out io.Writer) 
 			}
 			line = l
 		}
-		quit, err := serveOne(ctx, eng, line, send)
+		if line.tooLong != nil {
+			// The line was not kept: refuse it and read on.
+			if err := send(Reply{Type: TypeError, Error: "bad request: " + line.tooLong.Error()}); err != nil {
+				return err
+			}
+			continue
+		}
+		quit, err := serveOne(ctx, eng, line.b, send)
 		if err != nil || quit {
 			return err
 		}
 	}
 }
 
+// request is one request line, or the line too long to be read.
+type request struct {
+	b       []byte
+	tooLong *presets.LongLineError
+}
+
 // readLines reads requests on a goroutine of their own, so that Serve can
 // stop while no request is coming. The channel closes at EOF or a read
-// error, which then arrives on the error channel.
-func readLines(in io.Reader) (<-chan []byte, <-chan error) {
-	lines := make(chan []byte)
+// error, which then arrives on the error channel (nil at EOF).
+func readLines(in io.Reader) (<-chan request, <-chan error) {
+	lines := make(chan request)
 	errc := make(chan error, 1)
 	go func() {
 		defer close(lines)
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			lines <- append([]byte(nil), sc.Bytes()...)
+		lr := presets.NewLineReader(in, "stdin", MaxLineBytes)
+		for {
+			b, err := lr.Next()
+			var long *presets.LongLineError
+			switch {
+			case errors.As(err, &long):
+				lines <- request{tooLong: long}
+			case errors.Is(err, io.EOF):
+				errc <- nil
+				return
+			case err != nil:
+				errc <- err
+				return
+			default:
+				lines <- request{b: append([]byte(nil), b...)}
+			}
 		}
-		errc <- sc.Err()
 	}()
 	return lines, errc
 }

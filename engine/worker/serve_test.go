@@ -151,3 +151,33 @@ func TestSIGTERMStopsTheWorkerProcess(t *testing.T) {
 		t.Fatal("worker still running 5 s after SIGTERM")
 	}
 }
+
+// hugeLine writes n bytes of x and a newline, in pieces.
+func hugeLine(w io.Writer, n int) error {
+	piece := []byte(strings.Repeat("x", 1<<20))
+	for ; n > 0; n -= len(piece) {
+		if _, err := w.Write(piece[:min(n, len(piece))]); err != nil {
+			return err
+		}
+	}
+	_, err := w.Write([]byte("\n"))
+	return err
+}
+
+// Before: a 100 MB request line ended Serve ("bufio.Scanner: token too
+// long"), killing the worker; it is answered with an error naming the
+// line and the limit, and the worker keeps serving.
+func TestServeAnswersAnOverlongLine(t *testing.T) {
+	s := serve(t, context.Background())
+	go func() {
+		if hugeLine(s.in, 100<<20) == nil {
+			json.NewEncoder(s.in).Encode(Request{V: Version, Type: TypePing, ID: "p"})
+		}
+	}()
+	if r := s.next(t); r.Type != TypeError || r.Error != "bad request: stdin line 1 is longer than 16 MiB, the most cgtune reads on one line" {
+		t.Errorf("reply %+v", r)
+	}
+	if r := s.next(t); r.Type != TypePong || r.ID != "p" {
+		t.Errorf("after the long line: %+v", r)
+	}
+}

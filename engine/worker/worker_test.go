@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -19,6 +20,10 @@ import (
 // hangWarmup marks a candidate the fake engine never returns from.
 const hangWarmup = 999
 
+// longReplyWarmup marks a candidate whose result is a reply line longer
+// than MaxLineBytes.
+const longReplyWarmup = 998
+
 // fakeEngine stands in for the CUDA engine: each step sleeps stepMs and
 // emits a sample; a candidate with warm-up hangWarmup never returns, even
 // when cancelled (a wedged GPU call).
@@ -32,6 +37,9 @@ func (f fakeEngine) Close() error { return nil }
 func (f fakeEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	if c.Warmup == hangWarmup {
 		time.Sleep(time.Hour) // a wedged GPU call: the process lives, nothing answers
+	}
+	if c.Warmup == longReplyWarmup {
+		return engine.Result{Candidate: c, Notes: []string{strings.Repeat("x", MaxLineBytes)}}
 	}
 	var ms []float64
 	for i := range 3 {
@@ -208,5 +216,26 @@ func TestCancelKillsTheWorker(t *testing.T) {
 	res := sup.Run(ctx, w, presets.Candidate{Impl: "none"}, engine.RunOptions{}, nil)
 	if res.ErrKind != engine.ErrCancel {
 		t.Fatalf("%+v", res)
+	}
+}
+
+// Before: a reply line of up to 64 MiB was read whole; one longer than
+// MaxLineBytes now kills the (broken) worker and fails the candidate at
+// once, naming the line, and the next candidate gets a new worker.
+func TestLongReplyLineFailsTheCandidate(t *testing.T) {
+	sup, err := NewSupervisor(selfWorker(t), 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	w, _ := spec(t).Build()
+	pid := sup.Current().PID()
+	res := sup.Run(context.Background(), w, presets.Candidate{Impl: "local", Warmup: longReplyWarmup}, engine.RunOptions{}, nil)
+	want := fmt.Sprintf("worker %d stdout line 2 is longer than 16 MiB", pid)
+	if res.ErrKind != engine.ErrCrash || !strings.Contains(res.Err, want) {
+		t.Fatalf("kind %q err %q, want %q", res.ErrKind, res.Err, want)
+	}
+	if next := sup.Run(context.Background(), w, presets.Candidate{Impl: "none"}, engine.RunOptions{}, nil); next.Failed() {
+		t.Fatalf("after the long line: %s", next.Err)
 	}
 }
