@@ -103,3 +103,36 @@ func abs(v float64) float64 {
 	}
 	return v
 }
+
+// Halving measures the reference in its last round even when the round's
+// fastest would leave it out: a winner is compared with the reference
+// measured as long as itself.
+func TestHalvingKeepsTheReferenceToTheEnd(t *testing.T) {
+	m, l := builtin(t, "llama3_8b", "b200") // ships local full_iteration w3
+	fe := &fakeEngine{step: func(c presets.Candidate) float64 {
+		switch {
+		case armKey(c) == "local/full_iteration":
+			return 990 // the slowest graphed arm
+		case c.Graphed():
+			return 800 + 10*float64(len(c.Scopes))
+		}
+		return 1000
+	}}
+	d, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Strategy: StrategyHalving, Budget: -1, Tie: NoTie,
+		Space: presets.Space{Impls: []string{presets.ImplNone, presets.ImplLocal, presets.ImplTE},
+			Scopes: [][]string{{}, {"attn"}, {"mlp"}, {"attn", "mlp"}, {presets.ScopeFullIteration}}, Warmups: []int{3}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	for _, r := range d.Ranking {
+		last = max(last, r.Round)
+	}
+	if last < 2 {
+		t.Fatalf("the search ran %d round(s); the test needs a later round to drop the reference from", last)
+	}
+	ref := d.Reference
+	if ref == nil || ref.Ranked == nil || armKey(ref.Ranked.Result.Candidate) != "local/full_iteration" || ref.Ranked.Round != last {
+		t.Errorf("reference %+v, want local full_iteration measured in round %d", ref, last)
+	}
+}
