@@ -267,3 +267,39 @@ func TestUsableNamesWhatIsMissing(t *testing.T) {
 		t.Fatal("a complete framework is not usable")
 	}
 }
+
+// The breakdown takes the graph memory the framework measured only from a
+// run that is the whole job (every rank, layer and micro-batch); a slice's
+// measurement is reported beside the model's figure.
+func TestMeasuredGraphMemoryOnlyFromTheWholeJob(t *testing.T) {
+	m, err := presets.LookupModel("llama3_8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := presets.Layout{GPU: "h100", NumGPUs: 1, TP: 1, PP: 1, CP: 1, EP: 1, GBS: 2, MBS: 1, Seq: 1024, Precision: "bf16"}
+	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{RunMicroBatches: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{}, Warmup: 1}
+	modelled := engine.PredictMemory(w, engine.PlanCapture(w, c, presets.G2), nil, engine.JobGPUMiB(l, 0), engine.MemoryOptions{}).Graphs
+	e := fakeEngine(t, "ok", nil, time.Minute)
+	for _, tc := range []struct {
+		name         string
+		layers, mbs  int
+		wantMeasured bool
+	}{
+		{"whole job", w.StageLayers, w.MicroBatches, true},
+		{"a slice of the layers", 8, w.MicroBatches, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := engine.Result{Candidate: c, Raw: &engine.RawTimes{LayersBuilt: tc.layers, MicroBatchesRun: tc.mbs}}
+			r.Memory.GraphMiB, r.Memory.GraphFullJobMiB = 777, 777*int64(w.StageLayers)/int64(tc.layers)
+			e.addJobMemory(&r, w, c)
+			got := r.Memory.Breakdown.Graphs
+			if measured := got == r.Memory.GraphFullJobMiB; measured != tc.wantMeasured || (!tc.wantMeasured && got != modelled) {
+				t.Errorf("graphs %d MiB (measured %d, modelled %d); want measured %v", got, r.Memory.GraphFullJobMiB, modelled, tc.wantMeasured)
+			}
+		})
+	}
+}
