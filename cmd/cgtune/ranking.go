@@ -86,6 +86,9 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 	if d.Emulation != nil {
 		fmt.Fprintln(w, "\nemulation: "+d.Emulation.Describe())
 	}
+	if opt := frameworkOptimizer(d.Ranking); opt != "" {
+		fmt.Fprintln(w, "\noptimizer (framework runs): "+opt)
+	}
 	opts := search.RankOptions{Tie: cfg.Tie, JobGPUMemoryMiB: cfg.JobGPUMemoryMiB, ReferenceKey: d.ReferenceKey(), KnownToFitMiB: d.KnownToFitMiB, Emulation: d.Emulation}
 	if d.Winner != nil {
 		r := d.Winner.Result
@@ -106,6 +109,17 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 		fmt.Fprintf(w, "emulated: %s ranks above the winner (%.3f× eager, predicted by the %s engine: %s); the overrides are the framework-measured winner's (--winner-emulated emits it instead)\n",
 			candLabel(e.Result.Candidate), e.Result.Speedup, e.Result.Source, e.Result.Delegated)
 	}
+}
+
+// frameworkOptimizer is the optimizer the framework's runs stepped (the
+// job's, or the stand-in the worker put in for it), "" when none ran.
+func frameworkOptimizer(rs []search.Ranked) string {
+	for _, r := range rs {
+		if f := r.Result.Framework; f != nil && f.Optimizer != "" {
+			return f.Optimizer
+		}
+	}
+	return ""
 }
 
 // vsText is a speed-up over the reference for the table.

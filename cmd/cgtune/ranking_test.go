@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"cgtune/engine"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -225,5 +226,18 @@ func TestRunsText(t *testing.T) {
 				t.Errorf("runsText(%d, %d) = %q, want %q", tc.runs, tc.resumed, got, tc.want)
 			}
 		})
+	}
+}
+
+// The table says which optimizer the framework's runs stepped: the job's,
+// or the stand-in for it.
+func TestTableNamesTheFrameworkOptimizer(t *testing.T) {
+	r := search.Ranked{Rank: 1, Fits: true}
+	r.Result.Candidate = presets.Candidate{Impl: presets.ImplNone}
+	r.Result.Framework = &engine.FrameworkInfo{Optimizer: "torch fused AdamW + foreach norms (standing in for FusedAdam)"}
+	var b strings.Builder
+	printRanking(&b, search.DoneEvent{Ranking: []search.Ranked{r}}, nil, search.Config{})
+	if !strings.Contains(b.String(), "optimizer (framework runs): torch fused AdamW + foreach norms (standing in for FusedAdam)") {
+		t.Errorf("the table does not name the optimizer:\n%s", b.String())
 	}
 }
