@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Everything cgtune measures on a GPU machine, in one go (the device lease
-# is short): regenerate the kernels' PTX with nvcc, print gpus and probe,
-# run the launch-cost benchmark against the C reference, and run the GPU
-# tests. Binaries come prebuilt in bin/ (built where Go is):
+# The cuda engine on a GPU machine: regenerates the kernels' PTX with nvcc
+# (engine/cuda/kernels/kernels.ptx), prints `cgtune gpus` and `cgtune probe`,
+# runs the launch-cost benchmark against the C reference (bench/launch) and
+# the GPU tests (engine/cuda, build tag gpu), whose acceptance table of
+# qwen3_30b_a3b and llama3_8b is also written as OUT_DIR/acceptance.json.
+#
+#   bench/gpu/run.sh OUT_DIR [TEST-REGEXP]
+#
+# Needs: an NVIDIA GPU with its driver, nvcc, and, built where Go is,
 #   CGO_ENABLED=1 go build -o bin/cgtune ./cmd/cgtune
 #   go test -c -tags gpu -o bin/cuda.test ./engine/cuda
-# Usage: bench/gpu/run.sh [OUTDIR] [TEST-REGEXP]
+# Output in OUT_DIR: kernels.ptx, launch.txt, gpu-tests.txt, acceptance.json
+# and the probe cache (cache/).
 set -uo pipefail
-out=${1:-${OUT:-/tmp/cgtune-gpu}}
+[ $# -ge 1 ] || { echo "usage: bench/gpu/run.sh OUT_DIR [TEST-REGEXP]" >&2; exit 2; }
+out=$1
 tests=${2:-.}
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

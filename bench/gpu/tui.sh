@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Drives the interactive program with tmux as a person would, on a GPU
 # machine: pick qwen3_30b_a3b, keep GPU 0, start the search, watch it, write
-# the overrides. Screens are captured to OUTDIR/tui-*.txt.
-# Usage: bench/gpu/tui.sh OUTDIR   (bin/cgtune prebuilt; the probe cache in
-# $XDG_CACHE_HOME is filled first so the worker starts at once)
+# the overrides. Screens are captured to OUT_DIR/tui-*.txt.
+#
+#   bench/gpu/tui.sh OUT_DIR
+#
+# Needs: an NVIDIA GPU, tmux and bin/cgtune (CGO_ENABLED=1 go build -o
+# bin/cgtune ./cmd/cgtune). Run `bin/cgtune probe` first so that the probe
+# cache in $XDG_CACHE_HOME is filled and the worker starts at once.
 set -uo pipefail
-out=${1:?outdir}
+out=${1:?usage: bench/gpu/tui.sh OUT_DIR}
+mkdir -p "$out" && out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$out/tui-work
 mkdir -p "$work"

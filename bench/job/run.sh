@@ -1,41 +1,43 @@
 #!/usr/bin/env bash
-# The real-job acceptance of `cgtune validate` on a GPU machine: Megatron-LM's
+# Real training jobs against cgtune's prediction: Megatron-LM's
 # pretrain_gpt.py (mock data, --transformer-impl local, bf16, one GPU through
 # torchrun) for the dense-small shape (8 layers, hidden 2048, FFN 8192, 16
 # heads, 4 query groups, SwiGLU, vocab 32000, seq 1024, mbs 1, gbs 4: the
-# layout of bench/megatron/presets/dense-small-mbs1.yaml), run by
-# `cgtune validate --launcher local` for eager, the local whole-layer graphs
-# and the full-iteration graph. The predictions are the megatron engine's
-# search of that preset on an H200 (bench/results/megatron-h200/final/
-# run-dense-mbs1, copied, so nothing is written into the repository); when
-# that folder is missing, a cuda-engine search made here. Then `cgtune
-# calibrate` reads the three jobs' logs.
+# layout of bench/megatron/presets/dense-small-mbs1.yaml). The megatron
+# engine's exhaustive search of that preset (which measures the framework
+# profile first) predicts; `cgtune validate --launcher local` runs eager and
+# the top two candidates as real jobs; `cgtune calibrate --dry-run` reads
+# the three jobs' logs.
+#
+#   bench/job/run.sh OUT_DIR
 #
 # Needs, in the repository root: bin/cgtune (CGO_ENABLED=1 go build -o
-# bin/cgtune ./cmd/cgtune) and .mlm/ with Megatron-LM's megatron/,
-# pretrain_gpt.py, gpt_builders.py and model_provider.py (git archive of
-# NVIDIA/Megatron-LM; git-ignored, never committed); torch with CUDA, numpy,
-# pybind11 and a C++ compiler (Megatron-LM builds its dataset helpers at
-# start; without them a pure-Python stand-in is used and the output says
-# so). No Transformer Engine, no apex, no network. About 3 minutes.
+# bin/cgtune ./cmd/cgtune) and a Megatron-LM checkout in $MLM (default
+# .mlm/, git-ignored) with megatron/, pretrain_gpt.py, gpt_builders.py and
+# model_provider.py; one GPU, torch with CUDA, numpy, pybind11 and a C++
+# compiler (Megatron-LM builds its dataset helpers at start; without them a
+# pure-Python stand-in is used and the output says so). No Transformer
+# Engine, no apex, no network. About 6 minutes on an H200. JOB_GPU (default
+# h200) is the GPU type the jobs run on, which the calibration predicts
+# with.
 #
-# Usage: bench/job/run.sh [OUTDIR]   (default $OUT, else /tmp/cgtune-job)
-# Output: OUTDIR/summary.txt (the comparison table), validate.err (job
-# states), calibrate.txt, run/ (the run folder: journal, validate/
+# Output in OUT_DIR (created; must not hold a previous run): summary.txt
+# (the comparison table), search.txt/.err (the predictions), validate.err
+# (job states), calibrate.txt, run/ (the run folder: journal, validate/
 # validation.json, each job's log under validate/cgtune-*/).
 set -uo pipefail
-out=${1:-${OUT:-/tmp/cgtune-job}}
+[ $# -eq 1 ] || { echo "usage: bench/job/run.sh OUT_DIR" >&2; exit 2; }
+out=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
+[ -e "$out/run" ] && { echo "run.sh: $out already holds a run; give another OUT_DIR" >&2; exit 2; }
+mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$root"
-mkdir -p "$out"
 exec > >(tee "$out/run.txt") 2>&1
 export XDG_CACHE_HOME=$out/cache XDG_CONFIG_HOME=$out/config
-mlm=$root/.mlm
+mlm=${MLM:-$root/.mlm}
+export PYTHONPATH=$mlm PYTHONUNBUFFERED=1
 preset=$root/bench/megatron/presets/dense-small-mbs1.yaml
-predictions=$root/bench/results/megatron-h200/final/run-dense-mbs1
-# The framework profile of that preset measured on the H200 (cgtune probe
-# --framework), which the calibration predicts with (--job-gpu h200).
-profiles=$root/bench/results/megatron-h200/s8-call1/profiles
+jobgpu=${JOB_GPU:-h200}
 
 die() { echo "run.sh: $*"; exit 1; }
 [ -x bin/cgtune ] || die "no bin/cgtune (CGO_ENABLED=1 go build -o bin/cgtune ./cmd/cgtune)"
@@ -57,17 +59,12 @@ if ! make -C "$mlm/megatron/core/datasets" >"$out/helpers-make.txt" 2>&1; then
 	export PATH=$out/shim:$PATH
 fi
 
-mkdir -p "$XDG_CACHE_HOME/cgtune" && cp -r "$profiles" "$XDG_CACHE_HOME/cgtune/"
 t0=$SECONDS
-if [ -f "$predictions/journal.jsonl" ]; then
-	echo "== predictions: the megatron engine's search of $(basename "$preset") (copied from ${predictions#"$root"/})"
-	rm -rf "$out/run" && cp -r "$predictions" "$out/run" && rm -rf "$out/run/validate"
-else
-	echo "== predictions: cuda engine, exhaustive search of $(basename "$preset") here"
-	timeout 150 bin/cgtune --headless --preset "$preset" --engine cuda --strategy exhaustive --run-dir "$out/run" \
-		>"$out/search.txt" 2>"$out/search.err" || { tail -5 "$out/search.err"; die "no search to validate"; }
-	echo "search: $((SECONDS - t0)) s"
-fi
+echo "== predictions: the megatron engine's exhaustive search of $(basename "$preset")"
+timeout 900 bin/cgtune --headless --preset "$preset" --engine megatron --strategy exhaustive --run-dir "$out/run" \
+	>"$out/search.txt" 2>"$out/search.err" || { tail -5 "$out/search.err"; die "no search to validate"; }
+sed -n '1,/^why/p' "$out/search.txt"
+echo "search: $((SECONDS - t0)) s"
 
 # The training command: the dense-small shape, mock data, no TE/apex
 # kernels (no gradient-accumulation, masked-softmax, RoPE, bias-SwiGLU or
@@ -75,7 +72,7 @@ fi
 # line every iteration, no evaluation. cgtune fills in {iters} and {flags}
 # (--cuda-graph-impl, --cuda-graph-warmup-steps, and for full iteration
 # --no-check-for-nan-in-loss-and-grad).
-cache=/tmp/cgtune-mlm-data-cache
+cache=$out/mlm-data-cache
 command="torchrun --standalone --nproc-per-node 1 $mlm/pretrain_gpt.py \
  --num-layers 8 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 16 \
  --group-query-attention --num-query-groups 4 --swiglu --normalization RMSNorm \
@@ -93,7 +90,7 @@ echo "== validate: eager + top 2 (local whole layer, full iteration), 30 iterati
 t0=$SECONDS
 # --mbridge 0.6: Megatron-LM HEAD's field names (--cuda-graph-modules,
 # --cuda-graph-impl full_iteration), whatever generation the search used.
-bin/cgtune validate "$out/run" --launcher local --gpus-per-node 1 --top 2 --iters 30 --mbridge 0.6 --job-timeout 3m --job-gpu h200 \
+bin/cgtune validate "$out/run" --launcher local --gpus-per-node 1 --top 2 --iters 30 --mbridge 0.6 --job-timeout 3m --job-gpu "$jobgpu" \
 	--command "$command" >"$out/summary.txt" 2>"$out/validate.err"
 rc=$?
 echo "validate: exit $rc, $((SECONDS - t0)) s"
@@ -107,5 +104,5 @@ for log in "$out"/run/validate/cgtune-*/*.log; do
 	grep -E 'iteration +[0-9]+/|memory \(MB\)|Error|error' "$log" | tail -4 | cut -c1-220
 done
 echo "== calibrate from the jobs' logs"
-bin/cgtune calibrate "${logs[@]}" --preset "$preset" --job-gpu h200 --dry-run 2>&1 | tee "$out/calibrate.txt"
+bin/cgtune calibrate "${logs[@]}" --preset "$preset" --job-gpu "$jobgpu" --dry-run 2>&1 | tee "$out/calibrate.txt"
 exit $rc

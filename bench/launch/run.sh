@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Launch-cost benchmark: cgtune's eager launch path and graph replay against
 # the C reference (ref.c), measured in the same run, interleaved five times
-# each; prints medians and the ratios cgtune/C (the claim: both <= 1.05).
-# Usage (on a GPU machine with nvcc): bench/launch/run.sh CGTUNE_BINARY KERNELS.ptx
+# each; prints medians and the ratios cgtune/C (PASS when both are at most
+# 1.05).
+#
+#   bench/launch/run.sh bin/cgtune engine/cuda/kernels/kernels.ptx
+#
+# Needs: an NVIDIA GPU, nvcc, and bin/cgtune (CGO_ENABLED=1 go build -o
+# bin/cgtune ./cmd/cgtune). Prints to stdout (bench/gpu/run.sh keeps it).
 set -euo pipefail
 cgtune=${1:?cgtune binary}
 ptx=${2:?kernels.ptx}

@@ -10,9 +10,9 @@ it, or the previous kernel's copy/sync), with the largest gaps.
   python3 bench/megatron/gaps.py MODE LAYERS MICROBATCHES [OUT.json]
   MODE: none | local | full_iteration
 
-Session 11: per-layer graphs cost Megatron-Core ~1.3 ms per step more than
-the full iteration at 1 and 8 layers (bench/results/megatron-h200/s10-call3);
-this says where that time goes.
+Per-layer graphs cost Megatron-Core 0.6-1.6 ms per step more than the full
+iteration on dense-small (docs/emulation-accuracy-2026-12-01.md); this says
+where that time goes. `bench/megatron/run.sh gaps OUT_DIR` runs every mode.
 """
 
 import collections

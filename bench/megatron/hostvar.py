@@ -5,15 +5,17 @@
                        drop-and-pad experts)
   MODE:  none | local | full_iteration
 
-Session 12 asks two things of it:
-- moe-small's eager step took 866-1178 ms in different processes on the same
-  H200 (bench/results/megatron-h200/s9..s11), more than any step-to-step
-  spread inside one process: run it in several processes, pinned and not,
-  and compare their medians with their own spreads.
-- with per-layer graphs the GPU idles ~0.6 ms at the first replay of a
-  step (s11-call1/gaps): the host's timestamps of every forward layer call
-  (its start; the decoder's and the final norm's) per micro-batch, and CUDA
-  events at the same points, say which host work the GPU waits for.
+It answers two questions (`bench/megatron/run.sh host-variance OUT_DIR`
+runs both; docs/emulation-accuracy-2026-12-01.md has the answers measured on
+an H200):
+- how far moe-small's host-bound eager step varies between processes on the
+  same GPU, against its step-to-step spread inside one process, with the
+  process pinned to the GPU's CPUs or not: run it in several processes and
+  compare their medians with their own spreads.
+- where the GPU waits for the host through a step with per-layer graphs:
+  the host's timestamps of every forward layer call (its start; the
+  decoder's and the final norm's) per micro-batch, and CUDA events at the
+  same points.
 """
 
 import json

@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# Smoke run of the Megatron-Core worker on the GPU machine, without Go:
-# Megatron-LM extracted at ./.mlm (git-ignored), results under $OUT.
+# Smoke run of the Megatron-Core worker without Go: the worker protocol's
+# requests of bench/megatron/smoke_requests.py piped into
+# engine/megatron/pyworker/worker.py, one line per result.
+#
+#   bench/megatron/smoke.sh OUT_DIR dense|moe|tp2|bad...
+#
+# dense and moe: dense-small and moe-small (drop-and-pad and dropless) in
+# eager, whole-layer, attention and full-iteration modes; tp2: dense-small
+# at TP 2 on GPUs 0 and 1; bad: requests the worker must refuse.
+# Needs: torch with CUDA and Megatron-LM's megatron/ package in $MLM (default
+# ./.mlm, git-ignored). Output: OUT_DIR/smoke-WHICH.jsonl and .err.
+[ $# -ge 2 ] || { sed -n '6p' "$0" | sed 's/^# *//' >&2; exit 2; }
+mkdir -p "$1" && OUT=$(cd "$1" && pwd) || exit 2
+shift
 cd "$(dirname "$0")/../.."
-export PYTHONPATH=$PWD/.mlm PYTHONUNBUFFERED=1
+export PYTHONPATH=${MLM:-$PWD/.mlm} PYTHONUNBUFFERED=1
 W=engine/megatron/pyworker/worker.py
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 for which in "$@"; do
   ws=1; gpus=0
   [ "$which" = tp2 ] && ws=2 && gpus=0,1

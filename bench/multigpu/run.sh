@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
-# Issue-13 acceptance on a machine with 2 GPUs (nvidia-h200-x2): Megatron-LM
-# extracted at ./.mlm (git-ignored, as for bench/megatron/run.sh), cgtune built
-# at ./bin/cgtune. Each part fits one device call; results land in
-# $OUT/bench-multigpu-PART.tgz (raw JSON, journals, probe and profile output).
-#   bench/multigpu/run.sh nccl     cgtune probe --nccl --gpu 0,1, then plain cgtune probe (NCCL part included)
-#   bench/multigpu/run.sh worlds [CASE...]   dense-small TP2 mbs 1/4, moe-small EP2 mbs 1/4 (drop-and-pad,
-#                                  dropless): world size 2, world size 1 with modelled collectives, the
-#                                  framework profile with its collective exposure, the calibrated emulation;
-#                                  table of every case run so far. CASE: dense-tp2-mbs1 dense-tp2-mbs4
-#                                  moe-ep2-mbs1-droppad moe-ep2-mbs4-droppad moe-ep2-mbs1-dropless
-#                                  moe-ep2-mbs4-dropless (default all; two per call fit a 10-minute call)
-#   bench/multigpu/run.sh halve    single-rank candidates: --gpu 0 against --gpu 0,1 --ranks 1 (wall, winner)
+# Benchmarks on two GPUs of one host (NVLink; NCCL with NVLink multicast off).
+#
+#   bench/multigpu/run.sh nccl OUT_DIR
+#       cgtune probe --nccl --gpu 0,1, then plain cgtune probe (NCCL part
+#       included): bus bandwidth and latency per collective.
+#   bench/multigpu/run.sh worlds OUT_DIR [CASE...]
+#       Per case: the megatron engine's exhaustive search at world size 2,
+#       the same at world size 1 with the collectives modelled, the
+#       framework profile with its collective exposure (probe --framework
+#       --gpu 0,1) and the calibrated estimate; then the table of every case
+#       in OUT_DIR (bench/multigpu/table.py). CASE: dense-tp2-mbs1
+#       dense-tp2-mbs4 moe-ep2-mbs1-droppad moe-ep2-mbs4-droppad
+#       moe-ep2-mbs1-dropless moe-ep2-mbs4-dropless (default: all, about 40
+#       minutes on two H200s).
+#   bench/multigpu/run.sh halve OUT_DIR
+#       Single-rank candidates of dense-small mbs 1: --gpu 0 against
+#       --gpu 0,1 --ranks 1 (wall time, runs per GPU, winner).
+#
+# Needs: two GPUs, torch with CUDA and NCCL, Megatron-LM's megatron/ package
+# in $MLM (default ./.mlm, git-ignored), and bin/cgtune built in the
+# repository root (CGO_ENABLED=1 go build -o bin/cgtune ./cmd/cgtune).
+# Results (raw JSON, run folders, probe and profile output) go to OUT_DIR,
+# created if missing; its cache/ keeps the NCCL probe the later parts use.
 cd "$(dirname "$0")/../.."
-part=$1
-export PYTHONPATH=$PWD/.mlm PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-OUT=${OUT:-/tmp/out}; R=/tmp/bench13; mkdir -p $OUT $R
-# One cache for the whole session: the NCCL probe and the profiles the later parts read.
-export XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/bench13-cache}
+usage() { sed -n '2,/^cd /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+part=${1:-}
+[ $# -ge 2 ] || usage
+case "$part" in nccl | worlds | halve) ;; *) usage ;; esac
+[ -x bin/cgtune ] || { echo "run.sh: no bin/cgtune (CGO_ENABLED=1 go build -o bin/cgtune ./cmd/cgtune)" >&2; exit 2; }
+mkdir -p "$2" && R=$(cd "$2" && pwd) || exit 2
+shift 2
+export PYTHONPATH=${MLM:-$PWD/.mlm} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 XDG_CACHE_HOME=$R/cache
 P=bench/megatron/presets
 DROPPAD="--set model.moe_expert_capacity_factor=1.0 --set model.moe_pad_expert_input_to_capacity=true"
 search() { # name limit args...
@@ -37,7 +51,7 @@ nccl)
   ;;
 worlds)
   nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
-  shift; want=" $* "
+  want=" $* "
   for c in "dense-tp2-mbs1 dense-small-tp2-mbs1" "dense-tp2-mbs4 dense-small-tp2-mbs4" \
            "moe-ep2-mbs1-droppad moe-small-ep2-mbs1 DROPPAD" "moe-ep2-mbs4-droppad moe-small-ep2-mbs4 DROPPAD" \
            "moe-ep2-mbs1-dropless moe-small-ep2-mbs1" "moe-ep2-mbs4-dropless moe-small-ep2-mbs4"; do
@@ -58,6 +72,5 @@ halve)
   search single-gpu01 240 --engine megatron --preset $P/dense-small-mbs1.yaml --gpu 0,1 --ranks 1
   python3 bench/multigpu/table.py --halve $R | tee $R/halve.txt
   ;;
-*) echo "usage: $0 nccl|worlds|halve" >&2; exit 2 ;;
 esac
-tar -czf $OUT/bench-multigpu-$part.tgz -C $R .
+echo "results: $R"
