@@ -291,8 +291,8 @@ func localRegions(k presets.LayerKind, mods []string) (whole bool, partialMoE bo
 // layer's graph manager from GraphableMegatronModule.__init__, before
 // TransformerLayer.__init__ sets is_moe_layer, and the mlp branch of
 // create_mcore_cudagraph_manager reads it (transformer_layer.py, core_v0.16.0
-// to core_v0.19.0 and main; measured on the H200 with 0.20.0:
-// bench/results/megatron-h200/final, dense-small local mlp).
+// to core_v0.19.0 and main; measured on an H200 with 0.20.0, dense-small
+// local mlp: docs/megatron-engine-h200-2026-12-01.md).
 const localMLPFailure = "impl local with mlp and no attention graph on the layer: Megatron-Core fails when it builds the layer " +
 	"(AttributeError: 'TransformerLayer' object has no attribute 'is_moe_layer'; create_mcore_cudagraph_manager reads it before __init__ sets it)"
 

@@ -36,7 +36,8 @@ type FrameworkProfile struct {
 	// PreFwdHostMs is the part of OtherFwd's host time before a
 	// micro-batch reaches its first layer (embedding, rotary tables, the
 	// schedule's set-up). With per-layer graphs the GPU waits through it
-	// at the start of the step (bench/results/megatron-h200/s11-call1);
+	// at the start of the step (traced with torch.profiler on an H200,
+	// docs/emulation-accuracy-2026-12-01.md);
 	// 0: not measured, OtherFwd is split over its ops by the per-op model.
 	PreFwdHostMs float64 `json:"pre_fwd_host_ms,omitempty"`
 	// FullIteration holds what a full-iteration graph costs per step.
@@ -139,8 +140,9 @@ type GraphedRegion struct {
 	// the step's first replay of the region's graphs: the first replay's
 	// path beyond a later one's and the decoder's extra work before its
 	// first graphed layer. The GPU, idle at the step's start, waits
-	// through it (Megatron-Core 0.20 on the H200: 0.3-0.5 ms for dense-small,
-	// bench/results/megatron-h200/s12-call1). 0: not measured.
+	// through it (Megatron-Core 0.20 on an H200: 0.18-0.24 ms for
+	// dense-small and moe-small, docs/emulation-accuracy-2026-12-01.md).
+	// 0: not measured.
 	FirstReplayHostMs float64 `json:"first_replay_host_ms,omitempty"`
 }
 

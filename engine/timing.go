@@ -73,12 +73,11 @@ type HostCosts struct {
 }
 
 // DefaultHostCosts are PyTorch 2.11 per-op host costs of the order measured
-// on an H200 node (torch.add about 8 µs, nn.Linear forward about 36 µs on
-// the first node measured; the probe of bench/results/2026-11-29-run5-
-// gpu-tests.txt measured 6.7 µs per elementwise op, 24 µs per GEMM module,
-// 9 µs per norm, 17 µs per attention call, 23 µs per graph replay). They
-// are used only where the PyTorch probe cannot run; it replaces all of them
-// when torch is there.
+// on an H200 (three probes on one H200 measured 6.7–11.7 µs per
+// elementwise op, 24–44 µs per GEMM module, 9–14 µs per norm, 17–31 µs
+// per attention call, 23–33 µs per graph replay;
+// docs/cuda-engine-h200-2026-11-29.md). They are used only where the
+// PyTorch probe cannot run; it replaces all of them when torch is there.
 func DefaultHostCosts() HostCosts {
 	return HostCosts{
 		Source:        "default (PyTorch 2.11 on an H200)",
@@ -152,7 +151,7 @@ type Spec struct {
 // Specs is the spec table; a probe on a real GPU replaces it. Matrix rates
 // are the dense bf16 datasheet figure times the fraction reached on random
 // data in practice (0.8: cuBLAS reached 797–800 of 989 TFLOP/s on an H200,
-// bench/results/2026-11-29-run5-gpu-tests.txt); copy bandwidth is 0.9 of
+// docs/cuda-engine-h200-2026-11-29.md); copy bandwidth is 0.9 of
 // the datasheet HBM figure (cgtune's streaming kernel reached 3.9 of
 // 4.8 TB/s on that H200, 0.82); NVLink is the per-GPU one-direction
 // figure; network is one 400 Gb/s NIC per GPU.
@@ -164,7 +163,7 @@ type Spec struct {
 // NVIDIA GB200 NVL72 datasheet (2.5 PFLOP/s bf16 dense per GPU, 8 TB/s,
 // 186 GB). Launch and node costs are an H200's: 3.1–3.9 µs per
 // cuLaunchKernel and 0.5 µs per replayed graph node
-// (bench/results/2026-11-29-run5-launch.txt and -gpu-tests.txt).
+// (docs/cuda-engine-h200-2026-11-29.md).
 //
 // Blackwell Ultra (b300, gb300) and Rubin (vr200, r100) have no dense bf16
 // figure cgtune can cite: their rows borrow B200's and GB200's rates (see

@@ -129,8 +129,9 @@ func Rank(results []engine.Result, opts RankOptions) []Ranked {
 // wider of the two spreads: one slow step among eleven stretches a p90
 // far from its median, and measured on the H200 that tied an eager step
 // whose every p10–p90 value was slower than every graphed one's
-// (bench/results/megatron-h200/s9-call1, dense-small mbs 4: 216.4 ms,
-// 213.5–243.8, against 209.9 ms, 208.9–211.3). For a with itself it is
+// (dense-small mbs 4 on Megatron-Core: 216.4 ms, 213.5–243.8, against
+// 209.9 ms, 208.9–211.3; docs/emulation-accuracy-2026-12-01.md). For a
+// with itself it is
 // a's whole p10–p90 width, the band shown under a table.
 func tieTol(frac float64, a, b engine.Result) float64 {
 	return max(frac*a.Step.Median, (a.Step.P90-a.Step.Median)+(b.Step.Median-b.Step.P10))

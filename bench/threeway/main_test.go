@@ -131,9 +131,10 @@ func TestTableNamesAWinnerTiedOnMegatron(t *testing.T) {
 	full := presets.Candidate{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 1}
 	layer := presets.Candidate{Impl: "local", Scopes: []string{}, Warmup: 1}
 	none := presets.Candidate{Impl: "none", Scopes: []string{}}
-	// Measured on the H200 (s9-call3, moe-small mbs 4): full iteration
-	// 229.4 ms (224.5–239.5) ties whole layer 238.1 (227.8–252.6) and wins
-	// on less graph memory; the emulation has whole layer 1.3% ahead.
+	// Measured on an H200 (moe-small mbs 4, drop-and-pad;
+	// docs/emulation-accuracy-2026-12-01.md): full iteration 229.4 ms
+	// (224.5–239.5) ties whole layer 238.1 (227.8–252.6) and wins on less
+	// graph memory; the emulation has whole layer 1.3% ahead.
 	rows := []Row{
 		{Candidate: full, Megatron: res(full, 229.37, 224.54, 239.46, 11424), Estimate: res(full, 262.94, 262.94, 262.94, 11425)},
 		{Candidate: layer, Megatron: res(layer, 238.11, 227.79, 252.64, 12994), Estimate: res(layer, 259.44, 259.44, 259.44, 12994)},

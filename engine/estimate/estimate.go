@@ -14,7 +14,8 @@ import (
 )
 
 // Costs of capture and instantiation the probes do not measure, fitted to
-// the CUDA engine's capture times on an H200 (bench/results).
+// the CUDA engine's capture times on an H200 (the GPU tests' acceptance
+// table, docs/cuda-engine-h200-2026-11-29.md).
 const (
 	captureLaunchUs   = 2.0   // cuLaunchKernel into a capturing stream
 	instantiateNodeUs = 3.5   // cuGraphInstantiate, per node

@@ -246,9 +246,10 @@ func TestProfileOptimizerStartsOnAnIdleGPU(t *testing.T) {
 // With the lead-in measured, the host work before a micro-batch's first
 // layer goes to the ops before it: per-layer graphs wait through it (and
 // the step's start) once per step, where the full iteration waits only
-// for the start and its launch (bench/results/megatron-h200/s11-call1: the
-// ~1.3 ms per step Megatron-Core's per-layer graphs cost beyond the full
-// iteration). The host's total is the same either way.
+// for the start and its launch (part of the 0.6–1.6 ms per step that
+// Megatron-Core 0.20's per-layer graphs cost beyond the full iteration on
+// dense-small on an H200, docs/emulation-accuracy-2026-12-01.md). The
+// host's total is the same either way.
 func TestPerLayerGraphsWaitThroughTheLeadIn(t *testing.T) {
 	withLeadIn := func(lead float64) *engine.FrameworkProfile {
 		p := profile(false)
@@ -291,7 +292,8 @@ func TestPerLayerGraphsWaitThroughTheLeadIn(t *testing.T) {
 }
 
 // The step's first replay of per-layer graphs costs the host more than
-// the later ones (Megatron-Core's, bench/results/megatron-h200/s12-call1):
+// the later ones (Megatron-Core 0.20 on an H200: 0.18–0.24 ms more,
+// docs/emulation-accuracy-2026-12-01.md):
 // on an idle GPU at the step's start, GPU-bound after it, the measured
 // extra adds to the step once, not once per graph or micro-batch, and not
 // to the full iteration, which has no per-layer replay.

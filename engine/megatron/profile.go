@@ -18,8 +18,9 @@ import (
 // layer grows with the layers built, and on the H200 a 1-and-4-layer fit
 // put dense-small's 8-layer eager step at 143 ms of host time against
 // 164-181 ms measured and moe-small's at 792 ms against 1136 ms, the
-// largest errors of the three-way tables (bench/results/megatron-h200/
-// s9-call2). A stage of one layer still needs two points: 1 and 2.
+// largest errors such a fit gave in the three-way tables
+// (docs/emulation-accuracy-2026-12-01.md). A stage of one layer still
+// needs two points: 1 and 2.
 func profileLayers(w *engine.Workload, maxLayers int) [2]int {
 	built := min(len(w.Layers), orDefault(maxLayers, DefaultMaxLayers))
 	return [2]int{1, max(2, built)}
@@ -152,8 +153,8 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 	// launches a few kernels per parameter group and reads the gradient
 	// norm back); as GPU time as well it was counted twice, and the
 	// emulated eager step of dense-small came out 8 ms above the profile's
-	// own run (bench/results/megatron-h200/s10-call3). Its kernels' GPU
-	// time is left to the per-op model (GPU 0).
+	// own run on an H200 (docs/emulation-accuracy-2026-12-01.md). Its
+	// kernels' GPU time is left to the per-op model (GPU 0).
 	p.Optimizer = engine.HostGPU{HostMs: optFixed}
 	p.OptimizerPerLayer = engine.HostGPU{HostMs: optLayer}
 	if l1, l2 := fit.get("layer", fit.a), fit.get("layer", fit.b); l1 != nil && l2 != nil {
@@ -262,7 +263,7 @@ func (f fitter) gpu(p *engine.FrameworkProfile, lp *engine.LayerProfile, e1, e2 
 		// removes: where the eager runs are GPU-bound, their wall time is
 		// the layers' eager GPU time (dense-small mbs 4 on the H200: 5.43
 		// ms per layer and micro-batch eager, 5.24 graphed;
-		// bench/results/megatron-h200/s11-call2).
+		// docs/emulation-accuracy-2026-12-01.md).
 		l, _ := f.line(eagerWall(e1), eagerWall(e2))
 		if l = f.lessFirstForward(l, lp.EagerFwd.HostMs); l > eagerGPU {
 			eagerGPU = l
@@ -282,7 +283,7 @@ func (f fitter) gpu(p *engine.FrameworkProfile, lp *engine.LayerProfile, e1, e2 
 // s = g + (fwdHost − g/3)/M. Without taking that out the emulation, which
 // runs the same host-bound forward, counts it twice (dense-small mbs 4 on
 // the H200: an emulated eager step 8 ms above the run it was fitted from,
-// bench/results/megatron-h200/s12-call2).
+// docs/emulation-accuracy-2026-12-01.md).
 func (f fitter) lessFirstForward(s, fwdHost float64) float64 {
 	g := (s - fwdHost/f.m) / (1 - 1/(3*f.m))
 	if fwdHost <= g/3 {
