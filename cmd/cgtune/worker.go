@@ -116,7 +116,7 @@ func estimateEngine(gpu string, prof profileFlags) (engine.Engine, error) {
 }
 
 // profileFlags are the flags that scale or override the emulation's host
-// and GPU costs (README: "Framework profiles"). They replace the former
+// and GPU costs (README: "Adjusting the costs"). They replace the former
 // CGTUNE_HOST_COST_SCALE.
 type profileFlags struct {
 	scale string // --profile-scale host=F[,gpu=F]
