@@ -1,53 +1,92 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"cgtune/search"
 )
 
+// gpuWork is what the --json progress of a search says each GPU did: how
+// many runs it finished, and the most runs in flight at once over all
+// GPUs (a start event opens a run, its GPU's result event closes it).
+type gpuWork struct {
+	results     map[int]int
+	maxInFlight int
+}
+
+func workOf(t *testing.T, progress string) gpuWork {
+	t.Helper()
+	w := gpuWork{results: map[int]int{}}
+	running := map[int]int{}
+	inFlight := 0
+	sc := bufio.NewScanner(strings.NewReader(progress))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var ev struct {
+			Event   string `json:"event"`
+			GPU     int    `json:"gpu"`
+			Resumed any    `json:"resumed"` // a result's flag, the done event's count
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("progress line %.200q: %v", sc.Text(), err)
+		}
+		switch {
+		case ev.Event == "start":
+			running[ev.GPU]++
+			inFlight++
+			w.maxInFlight = max(w.maxInFlight, inFlight)
+		case ev.Event == "result" && ev.Resumed != true:
+			if running[ev.GPU] == 0 {
+				t.Fatalf("a result on GPU %d without a start", ev.GPU)
+			}
+			running[ev.GPU]--
+			inFlight--
+			w.results[ev.GPU]++
+		}
+	}
+	return w
+}
+
 // --gpu 0,1 opens one engine per GPU and the headless search runs them at
-// once: on engines that take a fixed time per candidate (the estimate
-// engine slowed by --estimate-delay) it takes about half the wall time of
-// --gpu 0, with the same winner, and both GPUs report results.
-func TestHeadlessTwoGPUsHalveTheWallTime(t *testing.T) {
+// once: both GPUs run candidates, their runs overlap (on engines that take
+// a fixed time per candidate, the estimate engine slowed by
+// --estimate-delay), every run is reported once, and the winner is the
+// one of --gpu 0. The wall time this saves is not asserted: it depends on
+// the machine's load.
+func TestHeadlessTwoGPUsRunCandidatesAtOnce(t *testing.T) {
 	isolate(t)
-	search1 := func(gpus, delay string) (string, time.Duration, string) {
+	search1 := func(args ...string) (string, int, string) {
 		t.Helper()
-		start := time.Now()
-		code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive",
-			"--estimate-delay", delay, "--gpu", gpus, "--json")
-		wall := time.Since(start)
+		args = append([]string{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive", "--json"}, args...)
+		code, out, errb := cgtune(t, args...)
 		if code != exitOK {
-			t.Fatalf("--gpu %s: exit %d: %s", gpus, code, errb)
+			t.Fatalf("%v: exit %d: %s", args, code, errb)
 		}
 		var d struct {
 			Winner *search.Ranked
 			Runs   int
 		}
 		if err := json.Unmarshal([]byte(out), &d); err != nil || d.Winner == nil || d.Runs < 8 {
-			t.Fatalf("--gpu %s: %v %+v", gpus, err, d)
+			t.Fatalf("%v: %v %+v", args, err, d)
 		}
-		return d.Winner.Result.Candidate.Key(), wall, errb
+		return d.Winner.Result.Candidate.Key(), d.Runs, errb
 	}
-	// The search's own work (planning, the estimator) is the same with one
-	// GPU or two: measured without the delay and taken off both.
-	_, t0, _ := search1("0", "0s")
-	w1, t1, _ := search1("0", "100ms")
-	w2, t2, progress := search1("0,1", "100ms")
+	w1, _, _ := search1("--gpu", "0")
+	w2, runs, progress := search1("--gpu", "0,1", "--estimate-delay", "100ms")
 	if w1 != w2 {
 		t.Errorf("winner %s on one GPU, %s on two", w1, w2)
 	}
-	for _, gpu := range []string{`"gpu":0`, `"gpu":1`} {
-		if !strings.Contains(progress, `"event":"result"`) || !strings.Contains(progress, gpu) {
-			t.Errorf("no result event from %s in the progress", gpu)
-		}
+	work := workOf(t, progress)
+	if work.results[0] == 0 || work.results[1] == 0 {
+		t.Errorf("results per GPU %v; want both GPUs to run candidates", work.results)
 	}
-	if ratio := float64(t2-t0) / float64(t1-t0); ratio > 0.75 {
-		t.Errorf("--gpu 0,1 took %s, --gpu 0 %s, the search's own work %s (ratio %.2f); want about half", t2, t1, t0, ratio)
+	if got := work.results[0] + work.results[1]; got != runs || len(work.results) != 2 {
+		t.Errorf("results per GPU %v, %d runs; want every run on GPU 0 or 1, once", work.results, runs)
 	}
-	t.Logf("--gpu 0: %s, --gpu 0,1: %s (the search's own work %s), winner %s", t1.Round(time.Millisecond), t2.Round(time.Millisecond), t0.Round(time.Millisecond), w1)
+	if work.maxInFlight != 2 {
+		t.Errorf("at most %d candidate(s) ran at once on two GPUs; want 2", work.maxInFlight)
+	}
 }
