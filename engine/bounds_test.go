@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -38,9 +39,11 @@ func TestBuildWorkloadIsBoundedAndCancellable(t *testing.T) {
 		{NumGPUs: 1 << 62, GBS: 2, MBS: 1, Seq: 128},
 		{NumGPUs: 8, GBS: 2, MBS: 1, Seq: 128, TP: 1 << 32, PP: 1 << 32},
 	} {
-		if _, err := BuildWorkload(m, bad, WorkloadOptions{}); err == nil || !strings.Contains(err.Error(), "out of range") {
-			t.Errorf("%+v: %v", bad, err)
-		}
+		t.Run(fmt.Sprintf("gpus %d mbs %d seq %d tp %d pp %d", bad.NumGPUs, bad.MBS, bad.Seq, bad.TP, bad.PP), func(t *testing.T) {
+			if _, err := BuildWorkload(m, bad, WorkloadOptions{}); err == nil || !strings.Contains(err.Error(), "out of range") {
+				t.Errorf("%+v: %v", bad, err)
+			}
+		})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -65,8 +68,10 @@ func TestMsDurationSaturates(t *testing.T) {
 		{1500, 1500 * time.Millisecond}, {0, 0}, {-3, 0}, {math.NaN(), 0},
 		{1e30, math.MaxInt64}, {math.Inf(1), math.MaxInt64}, {9.3e15, math.MaxInt64},
 	} {
-		if got := MsDuration(tc.ms); got != tc.want {
-			t.Errorf("MsDuration(%g) = %v, want %v", tc.ms, got, tc.want)
-		}
+		t.Run(fmt.Sprint(tc.ms), func(t *testing.T) {
+			if got := MsDuration(tc.ms); got != tc.want {
+				t.Errorf("MsDuration(%g) = %v, want %v", tc.ms, got, tc.want)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,22 +28,24 @@ func TestFitHostScaleRecoversTheScale(t *testing.T) {
 	none := presets.Candidate{Impl: presets.ImplNone}
 	full := presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 3}
 	for _, want := range []float64{0.4, 1, 2.5, 7} {
-		truth := toy(30, 20)
-		e, _ := truth(want, none)
-		g, _ := truth(want, full)
-		// The jobs run on a GPU 1.3x slower than the model thinks: the
-		// speed-up fit must not care.
-		pts := []CalibrationPoint{{Candidate: none, RealMs: e * 1.3}, {Candidate: full, RealMs: g * 1.3}}
-		scale, out, notes, err := FitHostScale(pts, toy(30, 20))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if math.Abs(scale-want)/want > 0.01 {
-			t.Errorf("scale %v, want %v (notes %q)", scale, want, notes)
-		}
-		if out[0].PredictedMs <= 0 || out[1].FittedMs <= 0 {
-			t.Errorf("points %+v", out)
-		}
+		t.Run(fmt.Sprint(want), func(t *testing.T) {
+			truth := toy(30, 20)
+			e, _ := truth(want, none)
+			g, _ := truth(want, full)
+			// The jobs run on a GPU 1.3x slower than the model thinks: the
+			// speed-up fit must not care.
+			pts := []CalibrationPoint{{Candidate: none, RealMs: e * 1.3}, {Candidate: full, RealMs: g * 1.3}}
+			scale, out, notes, err := FitHostScale(pts, toy(30, 20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(scale-want)/want > 0.01 {
+				t.Errorf("scale %v, want %v (notes %q)", scale, want, notes)
+			}
+			if out[0].PredictedMs <= 0 || out[1].FittedMs <= 0 {
+				t.Errorf("points %+v", out)
+			}
+		})
 	}
 	// Graphed runs alone: step times are fitted, and the note says so.
 	g, _ := toy(10, 20)(3, full)
@@ -156,9 +159,11 @@ func TestCalibrationListAndRemove(t *testing.T) {
 		t.Error("removed calibration still loads")
 	}
 	for _, bad := range []string{CalibrationID(a.Model, a.Layout), "", "../x", ".hidden"} {
-		if _, err := RemoveCalibration(dir, bad); err == nil {
-			t.Errorf("remove %q: no error", bad)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if _, err := RemoveCalibration(dir, bad); err == nil {
+				t.Errorf("remove %q: no error", bad)
+			}
+		})
 	}
 	if list, err := ListCalibrations(filepath.Join(dir, "none")); err != nil || len(list) != 0 {
 		t.Errorf("a missing folder: %v %v", list, err)

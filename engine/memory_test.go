@@ -79,11 +79,13 @@ func TestLlama70BOnOneGPUDoesNotFit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, gpu := range []string{"h100", "h200", "b200"} {
-		l := presets.Layout{GPU: gpu, NumGPUs: 1, TP: 1, PP: 1, CP: 1, GBS: 8, MBS: 1, Seq: 8192, Precision: "bf16"}
-		m := breakdown(t, m70, l, eagerCand)
-		if m.Fits || m.Weights < 130_000 { // 70.6e9 parameters × 2 bytes
-			t.Errorf("llama3_70b on one %s: %s", gpu, m.Describe())
-		}
+		t.Run(gpu, func(t *testing.T) {
+			l := presets.Layout{GPU: gpu, NumGPUs: 1, TP: 1, PP: 1, CP: 1, GBS: 8, MBS: 1, Seq: 8192, Precision: "bf16"}
+			m := breakdown(t, m70, l, eagerCand)
+			if m.Fits || m.Weights < 130_000 { // 70.6e9 parameters × 2 bytes
+				t.Errorf("llama3_70b on one %s: %s", gpu, m.Describe())
+			}
+		})
 	}
 }
 

@@ -118,44 +118,48 @@ func TestPlanPerScope(t *testing.T) {
 		{"local whole MoETransformerLayer dropless", hybridModel, true, cand(presets.ImplLocal), 3, nil, nil, FailCapture, "token_counts_to_host"},
 	}
 	for _, tc := range cases {
-		for _, gen := range []presets.Generation{presets.G2, presets.G3} {
-			w := build(t, tc.m, oneGPU, tc.dropless)
-			p := PlanCapture(w, tc.c, gen)
-			name := tc.name + " " + gen.String()
-			if tc.fail != "" {
-				if p.Failure == nil || p.Failure.Stage != tc.fail || p.Failure.Op != tc.failOp {
-					t.Errorf("%s: failure %+v, want stage %s op %q", name, p.Failure, tc.fail, tc.failOp)
-				}
-				continue
-			}
-			if p.Failure != nil {
-				t.Errorf("%s: unexpected failure %s", name, p.Failure.Message)
-				continue
-			}
-			graphed, eager := covered(p, tc.layer)
-			for r, scopes := range tc.regions {
-				if !slices.Equal(graphed[r], scopes) {
-					t.Errorf("%s: region %q covers %v, want %v (all: %v)", name, r, graphed[r], scopes, graphed)
-				}
-			}
-			if len(graphed) != len(tc.regions) {
-				t.Errorf("%s: regions %v, want %v", name, graphed, tc.regions)
-			}
-			if !slices.Equal(eager, tc.eager) {
-				t.Errorf("%s: eager %v, want %v", name, eager, tc.eager)
-			}
-			// One forward and one backward graph per region and captured micro-batch.
-			if got, want := graphsOf(p, tc.layer), 2*len(tc.regions)*p.Captured; got != want {
-				t.Errorf("%s: %d graphs for the layer, want %d", name, got, want)
-			}
-			for _, g := range p.Graphs {
-				for _, o := range g.Ops {
-					if o.HostSync {
-						t.Errorf("%s: graph %s holds host sync %s but the plan does not fail", name, g.Region, o.Name)
+		t.Run(tc.name, func(t *testing.T) {
+			for _, gen := range []presets.Generation{presets.G2, presets.G3} {
+				t.Run(gen.String(), func(t *testing.T) {
+					w := build(t, tc.m, oneGPU, tc.dropless)
+					p := PlanCapture(w, tc.c, gen)
+					name := tc.name + " " + gen.String()
+					if tc.fail != "" {
+						if p.Failure == nil || p.Failure.Stage != tc.fail || p.Failure.Op != tc.failOp {
+							t.Errorf("%s: failure %+v, want stage %s op %q", name, p.Failure, tc.fail, tc.failOp)
+						}
+						return
 					}
-				}
+					if p.Failure != nil {
+						t.Errorf("%s: unexpected failure %s", name, p.Failure.Message)
+						return
+					}
+					graphed, eager := covered(p, tc.layer)
+					for r, scopes := range tc.regions {
+						if !slices.Equal(graphed[r], scopes) {
+							t.Errorf("%s: region %q covers %v, want %v (all: %v)", name, r, graphed[r], scopes, graphed)
+						}
+					}
+					if len(graphed) != len(tc.regions) {
+						t.Errorf("%s: regions %v, want %v", name, graphed, tc.regions)
+					}
+					if !slices.Equal(eager, tc.eager) {
+						t.Errorf("%s: eager %v, want %v", name, eager, tc.eager)
+					}
+					// One forward and one backward graph per region and captured micro-batch.
+					if got, want := graphsOf(p, tc.layer), 2*len(tc.regions)*p.Captured; got != want {
+						t.Errorf("%s: %d graphs for the layer, want %d", name, got, want)
+					}
+					for _, g := range p.Graphs {
+						for _, o := range g.Ops {
+							if o.HostSync {
+								t.Errorf("%s: graph %s holds host sync %s but the plan does not fail", name, g.Region, o.Name)
+							}
+						}
+					}
+				})
 			}
-		}
+		})
 	}
 }
 
@@ -174,13 +178,15 @@ func TestPlanGenerations(t *testing.T) {
 		{cand(presets.ImplLocal, "full_iteration"), "cuda_graph_impl=local cuda_graph_scope=[full_iteration]", "cuda_graph_impl=full_iteration cuda_graph_modules=[]"},
 		{cand(presets.ImplNone), "cuda_graph_impl=none", "cuda_graph_impl=none"},
 	} {
-		p2, p3 := PlanCapture(w, tc.c, presets.G2), PlanCapture(w, tc.c, presets.G3)
-		if p2.Config != tc.g2 || p3.Config != tc.g3 {
-			t.Errorf("%s: config G2 %q G3 %q", tc.c.Label(), p2.Config, p3.Config)
-		}
-		if len(p2.Graphs) != len(p3.Graphs) || p2.Nodes() != p3.Nodes() || (p2.Failure == nil) != (p3.Failure == nil) {
-			t.Errorf("%s: G2 and G3 plans differ: %d/%d graphs", tc.c.Label(), len(p2.Graphs), len(p3.Graphs))
-		}
+		t.Run(tc.c.Key(), func(t *testing.T) {
+			p2, p3 := PlanCapture(w, tc.c, presets.G2), PlanCapture(w, tc.c, presets.G3)
+			if p2.Config != tc.g2 || p3.Config != tc.g3 {
+				t.Errorf("%s: config G2 %q G3 %q", tc.c.Label(), p2.Config, p3.Config)
+			}
+			if len(p2.Graphs) != len(p3.Graphs) || p2.Nodes() != p3.Nodes() || (p2.Failure == nil) != (p3.Failure == nil) {
+				t.Errorf("%s: G2 and G3 plans differ: %d/%d graphs", tc.c.Label(), len(p2.Graphs), len(p3.Graphs))
+			}
+		})
 	}
 }
 
@@ -190,31 +196,33 @@ func TestPlanFullIteration(t *testing.T) {
 		dropless bool
 		fail     bool
 	}{{denseModel, false, false}, {moeModel, false, false}, {moeModel, true, true}, {hybridModel, false, false}} {
-		w := build(t, tc.m, oneGPU, tc.dropless)
-		p := PlanCapture(w, cand(presets.ImplLocal, "full_iteration"), presets.G3)
-		if (p.Failure != nil) != tc.fail {
-			t.Errorf("%s dropless=%v: failure %+v", tc.m.Name, tc.dropless, p.Failure)
-		}
-		if tc.fail {
-			if !strings.Contains(p.Failure.Message, "token_counts_to_host") || p.Failure.Region != RegionFullIteration {
-				t.Errorf("%s: %s", tc.m.Name, p.Failure.Message)
+		t.Run(tc.m.Name, func(t *testing.T) {
+			w := build(t, tc.m, oneGPU, tc.dropless)
+			p := PlanCapture(w, cand(presets.ImplLocal, "full_iteration"), presets.G3)
+			if (p.Failure != nil) != tc.fail {
+				t.Errorf("%s dropless=%v: failure %+v", tc.m.Name, tc.dropless, p.Failure)
 			}
-			continue
-		}
-		if len(p.Graphs) != 1 || p.Graphs[0].Layer != -1 || p.Mechanism != MechanismFullIteration {
-			t.Fatalf("%s: %d graphs, mechanism %s", tc.m.Name, len(p.Graphs), p.Mechanism)
-		}
-		// Every micro-batch the run holds, forward and backward, in one graph;
-		// the optimizer stays outside.
-		if got, want := len(p.Graphs[0].Ops), w.RunMicroBatches*len(w.MicroBatchOps()); got != want {
-			t.Errorf("%s: graph has %d ops, want %d", tc.m.Name, got, want)
-		}
-		if p.FullIteration.RealMicroBatches != w.MicroBatches || p.Graphs[0].StaticBytes != float64(w.RunMicroBatches)*w.StaticInputBytes() {
-			t.Errorf("%s: %+v", tc.m.Name, p.FullIteration)
-		}
-		if p.Graphs[0].PoolBytes <= 0 {
-			t.Errorf("%s: full-iteration pool %v", tc.m.Name, p.Graphs[0].PoolBytes)
-		}
+			if tc.fail {
+				if !strings.Contains(p.Failure.Message, "token_counts_to_host") || p.Failure.Region != RegionFullIteration {
+					t.Errorf("%s: %s", tc.m.Name, p.Failure.Message)
+				}
+				return
+			}
+			if len(p.Graphs) != 1 || p.Graphs[0].Layer != -1 || p.Mechanism != MechanismFullIteration {
+				t.Fatalf("%s: %d graphs, mechanism %s", tc.m.Name, len(p.Graphs), p.Mechanism)
+			}
+			// Every micro-batch the run holds, forward and backward, in one graph;
+			// the optimizer stays outside.
+			if got, want := len(p.Graphs[0].Ops), w.RunMicroBatches*len(w.MicroBatchOps()); got != want {
+				t.Errorf("%s: graph has %d ops, want %d", tc.m.Name, got, want)
+			}
+			if p.FullIteration.RealMicroBatches != w.MicroBatches || p.Graphs[0].StaticBytes != float64(w.RunMicroBatches)*w.StaticInputBytes() {
+				t.Errorf("%s: %+v", tc.m.Name, p.FullIteration)
+			}
+			if p.Graphs[0].PoolBytes <= 0 {
+				t.Errorf("%s: full-iteration pool %v", tc.m.Name, p.Graphs[0].PoolBytes)
+			}
+		})
 	}
 }
 
@@ -229,22 +237,24 @@ func TestPlanMicroBatchesAndOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, impl := range []string{presets.ImplTE, presets.ImplLocal} {
-		p := PlanCapture(w, cand(impl), presets.G3)
-		if p.RealCaptured != 8 || p.Captured != 3 || len(p.Graphs) != 3*2*len(w.Layers) {
-			t.Fatalf("%s PP2: captured %d real %d graphs %d", impl, p.Captured, p.RealCaptured, len(p.Graphs))
-		}
-		g := p.Graphs
-		n := len(w.Layers)
-		if g[0].Layer != 0 || g[n-1].Layer != n-1 || g[n].Layer != n-1 || !g[n].Backward || g[2*n].MicroBatch != 1 {
-			t.Errorf("%s: capture order %+v", impl, g[:2*n+1])
-		}
-		// The last stage holds one micro-batch in flight: only the first
-		// captured micro-batch's forward graphs add pool memory.
-		for _, x := range g {
-			if (x.PoolBytes > 0) != (!x.Backward && x.MicroBatch == 0) {
-				t.Errorf("%s: graph layer %d mb %d bwd %v pool %v", impl, x.Layer, x.MicroBatch, x.Backward, x.PoolBytes)
+		t.Run(impl, func(t *testing.T) {
+			p := PlanCapture(w, cand(impl), presets.G3)
+			if p.RealCaptured != 8 || p.Captured != 3 || len(p.Graphs) != 3*2*len(w.Layers) {
+				t.Fatalf("%s PP2: captured %d real %d graphs %d", impl, p.Captured, p.RealCaptured, len(p.Graphs))
 			}
-		}
+			g := p.Graphs
+			n := len(w.Layers)
+			if g[0].Layer != 0 || g[n-1].Layer != n-1 || g[n].Layer != n-1 || !g[n].Backward || g[2*n].MicroBatch != 1 {
+				t.Errorf("%s: capture order %+v", impl, g[:2*n+1])
+			}
+			// The last stage holds one micro-batch in flight: only the first
+			// captured micro-batch's forward graphs add pool memory.
+			for _, x := range g {
+				if (x.PoolBytes > 0) != (!x.Backward && x.MicroBatch == 0) {
+					t.Errorf("%s: graph layer %d mb %d bwd %v pool %v", impl, x.Layer, x.MicroBatch, x.Backward, x.PoolBytes)
+				}
+			}
+		})
 	}
 	p := PlanCapture(w, cand(presets.ImplTE, "attn"), presets.G3)
 	if p.WarmupPasses != TEWarmupPasses(3, w.MicroBatches, 3) {

@@ -45,9 +45,11 @@ func TestProfileCacheRoundTrip(t *testing.T) {
 	}
 	// Another GPU, model or layout has none; a broken file is skipped.
 	for _, k := range [][3]string{{"llama3_8b", layout, "h100"}, {"llama3_70b", layout, "h200"}, {"llama3_8b", "tp1", "h200"}} {
-		if p, _, err := FindProfile(dir, k[0], k[1], k[2]); p != nil || err != nil {
-			t.Errorf("%v: found %v (%v)", k, p, err)
-		}
+		t.Run(strings.Join(k[:], " "), func(t *testing.T) {
+			if p, _, err := FindProfile(dir, k[0], k[1], k[2]); p != nil || err != nil {
+				t.Errorf("%v: found %v (%v)", k, p, err)
+			}
+		})
 	}
 	os.WriteFile(filepath.Join(filepath.Dir(p2), "zz_broken.json"), []byte("{"), 0o644)
 	os.Chtimes(filepath.Join(filepath.Dir(p2), "zz_broken.json"), later.Add(time.Hour), later.Add(time.Hour))
@@ -166,11 +168,13 @@ func TestProfileAdjustRejectsBadValues(t *testing.T) {
 		"pre_fwd_host_ms: -0.5\n":                     "field pre_fwd_host_ms: -0.5 (allowed: ms from 0 to 1e+06)",
 		"host_scale: fast\n":                          `field "host_scale": want a number, got "fast"`,
 	} {
-		p := writeFile(t, body)
-		_, err := LoadProfileAdjust(p)
-		if err == nil || !strings.HasPrefix(err.Error(), p+":1: ") || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%q: %v; want one line naming %s and %q", body, err, p, want)
-		}
+		t.Run(body, func(t *testing.T) {
+			p := writeFile(t, body)
+			_, err := LoadProfileAdjust(p)
+			if err == nil || !strings.HasPrefix(err.Error(), p+":1: ") || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%q: %v; want one line naming %s and %q", body, err, p, want)
+			}
+		})
 	}
 	for arg, want := range map[string]string{
 		"host=1.3":         "",
@@ -180,13 +184,15 @@ func TestProfileAdjustRejectsBadValues(t *testing.T) {
 		"cpu=2":            `unknown key "cpu" (allowed: host, gpu)`,
 		"host":             "want host=F",
 	} {
-		a, err := ParseProfileScale(arg, nil)
-		switch {
-		case want == "" && (err != nil || *a.HostScale != 1.3):
-			t.Errorf("%s: %v", arg, err)
-		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
-			t.Errorf("%s: %v, want %q", arg, err, want)
-		}
+		t.Run(arg, func(t *testing.T) {
+			a, err := ParseProfileScale(arg, nil)
+			switch {
+			case want == "" && (err != nil || *a.HostScale != 1.3):
+				t.Errorf("%s: %v", arg, err)
+			case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+				t.Errorf("%s: %v, want %q", arg, err, want)
+			}
+		})
 	}
 }
 
@@ -288,11 +294,13 @@ func TestProfileCollectivesRoundTripAndValidation(t *testing.T) {
 		{[]CollectiveExposure{{WorldSize: 2}, {WorldSize: 2}}, "collectives[1].world_size: 2"},
 		{[]CollectiveExposure{{WorldSize: 4, EagerExposedHostMsPerLayer: -1}}, "collectives[0].eager_exposed_host_ms_per_layer: -1"},
 	} {
-		bad := testProfile("m", "tp2", "NVIDIA H200", "0.16.0")
-		bad.Collectives = tc.c
-		if _, err := SaveProfile(dir, bad); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: %v; want %q", tc.c, err, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			bad := testProfile("m", "tp2", "NVIDIA H200", "0.16.0")
+			bad.Collectives = tc.c
+			if _, err := SaveProfile(dir, bad); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%+v: %v; want %q", tc.c, err, tc.want)
+			}
+		})
 	}
 	// A profile without the field (older files) still loads.
 	q := testProfile("m", "tp1", "NVIDIA H200", "0.16.0")

@@ -89,13 +89,15 @@ func TestSliceWhenTooBig(t *testing.T) {
 		{&oomAbove{fit: 4, fail: "CUDA_ERROR_LAUNCH_FAILED"}, 3, ErrCUDA, "", true},
 		{&oomAbove{fit: 0}, 5, ErrOOM, "a slice of one layer does not fit", true},
 	} {
-		r := SliceWhenTooBig(c.fake).Run(context.Background(), w, presets.Candidate{Impl: presets.ImplLocal, Warmup: 1}, RunOptions{}, nil)
-		if len(c.fake.runs) != c.runs || r.Failed() != c.wantFail || r.ErrKind != c.kind {
-			t.Errorf("fit %d: ran %v, failed %v (%s); want %d runs", c.fake.fit, c.fake.runs, r.Failed(), r.ErrKind, c.runs)
-		}
-		if c.noteHas != "" && !strings.Contains(strings.Join(r.Notes, "\n"), c.noteHas) {
-			t.Errorf("fit %d: notes %q", c.fake.fit, r.Notes)
-		}
+		t.Run(c.kind, func(t *testing.T) {
+			r := SliceWhenTooBig(c.fake).Run(context.Background(), w, presets.Candidate{Impl: presets.ImplLocal, Warmup: 1}, RunOptions{}, nil)
+			if len(c.fake.runs) != c.runs || r.Failed() != c.wantFail || r.ErrKind != c.kind {
+				t.Errorf("fit %d: ran %v, failed %v (%s); want %d runs", c.fake.fit, c.fake.runs, r.Failed(), r.ErrKind, c.runs)
+			}
+			if c.noteHas != "" && !strings.Contains(strings.Join(r.Notes, "\n"), c.noteHas) {
+				t.Errorf("fit %d: notes %q", c.fake.fit, r.Notes)
+			}
+		})
 	}
 }
 

@@ -43,14 +43,16 @@ func TestFrameworkSpreadFollowsTheCapture(t *testing.T) {
 		{"te attn", cand(presets.ImplTE, "attn"), 0.10, 0.15, "the wider of eager and layer run"},
 	}
 	for _, tc := range cases {
-		plan := PlanCapture(w, tc.c, presets.G2)
-		s, note := WithFrameworkSpread(Stats{Median: 100, P10: 99.9, P90: 100.1, N: 15}, spreadProfile(), plan)
-		if math.Abs(s.P10-100*(1-tc.below)) > 1e-9 || math.Abs(s.P90-100*(1+tc.above)) > 1e-9 || s.Median != 100 || s.N != 15 {
-			t.Errorf("%s: %+v, want p10 %.1f and p90 %.1f around the same median", tc.name, s, 100*(1-tc.below), 100*(1+tc.above))
-		}
-		if !strings.Contains(note, tc.from) {
-			t.Errorf("%s: note %q does not name the %s", tc.name, note, tc.from)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			plan := PlanCapture(w, tc.c, presets.G2)
+			s, note := WithFrameworkSpread(Stats{Median: 100, P10: 99.9, P90: 100.1, N: 15}, spreadProfile(), plan)
+			if math.Abs(s.P10-100*(1-tc.below)) > 1e-9 || math.Abs(s.P90-100*(1+tc.above)) > 1e-9 || s.Median != 100 || s.N != 15 {
+				t.Errorf("%s: %+v, want p10 %.1f and p90 %.1f around the same median", tc.name, s, 100*(1-tc.below), 100*(1+tc.above))
+			}
+			if !strings.Contains(note, tc.from) {
+				t.Errorf("%s: note %q does not name the %s", tc.name, note, tc.from)
+			}
+		})
 	}
 }
 

@@ -37,16 +37,18 @@ func analytic(a presets.Arch, seq int, tokens float64) float64 {
 
 func TestFLOPsMatchAnalytic(t *testing.T) {
 	for _, m := range []presets.Model{llama8b, qwen30b} {
-		w, err := BuildWorkload(m, single, WorkloadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens := float64(single.GBS * single.Seq)
-		want := analytic(m.Arch, single.Seq, tokens)
-		got := w.TotalFLOPs()
-		if rel := math.Abs(got-want) / want; rel > 0.05 {
-			t.Errorf("%s: trace %.4g FLOPs/step, analytic %.4g: off by %.1f%%", m.Name, got, want, 100*rel)
-		}
+		t.Run(m.Name, func(t *testing.T) {
+			w, err := BuildWorkload(m, single, WorkloadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens := float64(single.GBS * single.Seq)
+			want := analytic(m.Arch, single.Seq, tokens)
+			got := w.TotalFLOPs()
+			if rel := math.Abs(got-want) / want; rel > 0.05 {
+				t.Errorf("%s: trace %.4g FLOPs/step, analytic %.4g: off by %.1f%%", m.Name, got, want, 100*rel)
+			}
+		})
 	}
 }
 
@@ -90,17 +92,19 @@ func TestKernelCountsPerLayer(t *testing.T) {
 		{"mamba", mamba, single, WorkloadOptions{}, 11, 13},
 	}
 	for _, c := range cases {
-		w, err := BuildWorkload(c.m, c.l, c.opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := w.Layers[0]
-		if got := len(l.Fwd); got != c.fwd {
-			t.Errorf("%s: %d forward kernels, want %d", c.name, got, c.fwd)
-		}
-		if got := len(l.Bwd); got != c.bwd {
-			t.Errorf("%s: %d backward kernels, want %d", c.name, got, c.bwd)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			w, err := BuildWorkload(c.m, c.l, c.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := w.Layers[0]
+			if got := len(l.Fwd); got != c.fwd {
+				t.Errorf("%s: %d forward kernels, want %d", c.name, got, c.fwd)
+			}
+			if got := len(l.Bwd); got != c.bwd {
+				t.Errorf("%s: %d backward kernels, want %d", c.name, got, c.bwd)
+			}
+		})
 	}
 }
 
@@ -220,18 +224,20 @@ func TestBuiltinPresetsBuild(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"llama3_8b", "qwen3_30b_a3b"} {
-		m, err := presets.LookupModel(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := BuildWorkload(m, single, WorkloadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := analytic(m.Arch, single.Seq, float64(single.GBS*single.Seq))
-		if rel := math.Abs(w.TotalFLOPs()-want) / want; rel > 0.05 {
-			t.Errorf("%s preset: %.4g vs analytic %.4g (%.1f%%)", name, w.TotalFLOPs(), want, 100*rel)
-		}
+		t.Run(name, func(t *testing.T) {
+			m, err := presets.LookupModel(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := BuildWorkload(m, single, WorkloadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := analytic(m.Arch, single.Seq, float64(single.GBS*single.Seq))
+			if rel := math.Abs(w.TotalFLOPs()-want) / want; rel > 0.05 {
+				t.Errorf("%s preset: %.4g vs analytic %.4g (%.1f%%)", name, w.TotalFLOPs(), want, 100*rel)
+			}
+		})
 	}
 }
 

@@ -152,16 +152,18 @@ func TestWriteFileAtomicKeepsSymlinks(t *testing.T) {
 	must(t, os.Symlink(rel, chain))
 	must(t, os.Symlink(filepath.Join(other, "later.yaml"), dangling))
 	for i, p := range []string{rel, chain, dangling} {
-		data := []byte(fmt.Sprintf("v%d\n", i))
-		if err := WriteFileAtomic(p, data, 0o644); err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		if st, _ := os.Lstat(p); st.Mode()&os.ModeSymlink == 0 {
-			t.Errorf("%s is no longer a link", p)
-		}
-		if got, _ := os.ReadFile(p); string(got) != string(data) {
-			t.Errorf("%s reads %q, want %q", p, got, data)
-		}
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			data := []byte(fmt.Sprintf("v%d\n", i))
+			if err := WriteFileAtomic(p, data, 0o644); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			if st, _ := os.Lstat(p); st.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("%s is no longer a link", p)
+			}
+			if got, _ := os.ReadFile(p); string(got) != string(data) {
+				t.Errorf("%s reads %q, want %q", p, got, data)
+			}
+		})
 	}
 	if got, _ := os.ReadFile(filepath.Join(other, "later.yaml")); string(got) != "v2\n" {
 		t.Errorf("the dangling link's target holds %q", got)

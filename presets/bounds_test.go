@@ -1,6 +1,7 @@
 package presets
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -45,10 +46,12 @@ func TestSizesAreBounded(t *testing.T) {
 		{layout: "{num_gpus: 1048576, precision: bf16, gbs: 128, mbs: 65536, seq: 8}",
 			want: `mbs×dp = 65536×1048576 is more than the largest gbs, 4194304`},
 	} {
-		_, err := ParsePreset("big.yaml", []byte(inlinePreset(tc.arch, tc.layout)))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s%s:\n got %v\nwant %s", tc.arch, tc.layout, err, tc.want)
-		}
+		t.Run(tc.arch, func(t *testing.T) {
+			_, err := ParsePreset("big.yaml", []byte(inlinePreset(tc.arch, tc.layout)))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s%s:\n got %v\nwant %s", tc.arch, tc.layout, err, tc.want)
+			}
+		})
 	}
 	// The largest values allowed still validate (with a divisible layout).
 	big := inlinePreset("{layers: 1024, hidden: 131072, ffn_hidden: 1048576, heads: 4096, kv_groups: 4096, head_dim: 1024, vocab: 4194304}",
@@ -76,8 +79,10 @@ func TestLayoutProductsSaturate(t *testing.T) {
 		{[]int{3, 5, 7}, 105, true}, {[]int{math.MaxInt, 1}, math.MaxInt, true}, {[]int{math.MaxInt / 2, 3}, 0, false},
 		{[]int{1 << 32, 1 << 31}, 0, false}, {[]int{1 << 31, 1 << 31}, 1 << 62, true}, {[]int{-1, 2}, 0, false}, {nil, 1, true},
 	} {
-		if p, ok := MulInts(tc.xs...); p != tc.p || ok != tc.ok {
-			t.Errorf("MulInts(%v) = %d, %v", tc.xs, p, ok)
-		}
+		t.Run(fmt.Sprint(tc.xs), func(t *testing.T) {
+			if p, ok := MulInts(tc.xs...); p != tc.p || ok != tc.ok {
+				t.Errorf("MulInts(%v) = %d, %v", tc.xs, p, ok)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package presets
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -47,10 +48,12 @@ func TestLineReader(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, r := range []io.Reader{strings.NewReader(tc.in), iotest.OneByteReader(strings.NewReader(tc.in))} {
-				got := lineResults(t, r, 4)
-				if strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
-					t.Errorf("got %q, want %q", got, tc.want)
-				}
+				t.Run(fmt.Sprintf("%T", r), func(t *testing.T) {
+					got := lineResults(t, r, 4)
+					if strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
+						t.Errorf("got %q, want %q", got, tc.want)
+					}
+				})
 			}
 		})
 	}

@@ -48,25 +48,27 @@ func TestHybridPatterns(t *testing.T) {
 		{"nemotronh_56b", 118, 54, 10, 54, 0},
 		{"nemotron_3_nano", 52, 23, 6, 0, 23},
 	} {
-		m, err := LookupModel(tc.model)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := m.Arch.HybridPattern
-		c := countRunes(p)
-		if len(p) != tc.layers || m.Arch.Layers != tc.layers {
-			t.Errorf("%s: pattern length %d, layers %d, want %d", tc.model, len(p), m.Arch.Layers, tc.layers)
-		}
-		if c['M'] != tc.m || c['*'] != tc.attn || c['-'] != tc.mlp || c['E'] != tc.moe {
-			t.Errorf("%s: pattern has M=%d *=%d -=%d E=%d, want %d %d %d %d", tc.model, c['M'], c['*'], c['-'], c['E'], tc.m, tc.attn, tc.mlp, tc.moe)
-		}
-		kinds := m.Arch.LayerKinds()
-		if len(kinds) != tc.layers {
-			t.Errorf("%s: LayerKinds has %d entries", tc.model, len(kinds))
-		}
-		if !m.Arch.HasMamba() || !m.Arch.HasAttention() {
-			t.Errorf("%s: hybrid must have mamba and attention layers", tc.model)
-		}
+		t.Run(tc.model, func(t *testing.T) {
+			m, err := LookupModel(tc.model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := m.Arch.HybridPattern
+			c := countRunes(p)
+			if len(p) != tc.layers || m.Arch.Layers != tc.layers {
+				t.Errorf("%s: pattern length %d, layers %d, want %d", tc.model, len(p), m.Arch.Layers, tc.layers)
+			}
+			if c['M'] != tc.m || c['*'] != tc.attn || c['-'] != tc.mlp || c['E'] != tc.moe {
+				t.Errorf("%s: pattern has M=%d *=%d -=%d E=%d, want %d %d %d %d", tc.model, c['M'], c['*'], c['-'], c['E'], tc.m, tc.attn, tc.mlp, tc.moe)
+			}
+			kinds := m.Arch.LayerKinds()
+			if len(kinds) != tc.layers {
+				t.Errorf("%s: LayerKinds has %d entries", tc.model, len(kinds))
+			}
+			if !m.Arch.HasMamba() || !m.Arch.HasAttention() {
+				t.Errorf("%s: hybrid must have mamba and attention layers", tc.model)
+			}
+		})
 	}
 	// The exact strings, as MB's providers spell them.
 	nano, _ := LookupModel("nemotron_3_nano")
@@ -365,10 +367,12 @@ func TestParseModelYAMLStructural(t *testing.T) {
 		{"alias", strings.Replace(goodModel, "      h100:\n", "      h100: &a\n", 1), "anchors and aliases are not supported"},
 		{"no models", "version: 1\nmodels: []\n", "bad.yaml:2: no models"},
 	} {
-		_, err := ParseModelYAML("bad.yaml", []byte(tc.src))
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s: error %v, want one line containing %q", tc.name, err, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseModelYAML("bad.yaml", []byte(tc.src))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: error %v, want one line containing %q", tc.name, err, tc.want)
+			}
+		})
 	}
 }
 

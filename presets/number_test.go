@@ -19,12 +19,14 @@ func TestParseFiniteFloat(t *testing.T) {
 		{"1e308", 0, "is out of range"}, {"0", 0, "is out of range"}, {"-1", 0, "is out of range"}, {"100.5", 0, "is out of range"},
 		{"abc", 0, "is not a number"}, {"", 0, "is not a number"}, {"0x1p-2", 0.25, ""},
 	} {
-		got, err := ParseFiniteFloat(tc.in, 0.01, 100)
-		switch {
-		case tc.err == "" && (err != nil || got != tc.want):
-			t.Errorf("%q: %v, %v; want %v", tc.in, got, err, tc.want)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "allowed: a number from 0.01 to 100")):
-			t.Errorf("%q: %v, %v; want an error %q", tc.in, got, err, tc.err)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseFiniteFloat(tc.in, 0.01, 100)
+			switch {
+			case tc.err == "" && (err != nil || got != tc.want):
+				t.Errorf("%q: %v, %v; want %v", tc.in, got, err, tc.want)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "allowed: a number from 0.01 to 100")):
+				t.Errorf("%q: %v, %v; want an error %q", tc.in, got, err, tc.err)
+			}
+		})
 	}
 }

@@ -165,15 +165,17 @@ func TestSearchPathPrecedence(t *testing.T) {
 		{"", env2, "qwen3_30b_a3b", e2},
 		{"", "", "deepseek_v3", u},
 	} {
-		s := NewStore(tc.flag, tc.env, cfg)
-		p, err := s.Load("shared")
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, _ := s.Find("shared")
-		if p.Model != tc.wantModel || info.Path != tc.wantPath {
-			t.Errorf("flag=%q env=%q: got %s from %s, want %s from %s", tc.flag, tc.env, p.Model, info.Path, tc.wantModel, tc.wantPath)
-		}
+		t.Run(tc.flag, func(t *testing.T) {
+			s := NewStore(tc.flag, tc.env, cfg)
+			p, err := s.Load("shared")
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, _ := s.Find("shared")
+			if p.Model != tc.wantModel || info.Path != tc.wantPath {
+				t.Errorf("flag=%q env=%q: got %s from %s, want %s from %s", tc.flag, tc.env, p.Model, info.Path, tc.wantModel, tc.wantPath)
+			}
+		})
 	}
 
 	s := NewStore(flagFile, env, cfg)
@@ -355,9 +357,11 @@ func TestExportRefusesToOverwrite(t *testing.T) {
 	link := filepath.Join(t.TempDir(), "link.yaml")
 	os.Symlink(saved, link)
 	for _, p := range []string{saved, link} {
-		if err := s.Export("p1", p, true); err == nil || !strings.Contains(err.Error(), "the preset p1 itself") {
-			t.Errorf("export onto the preset's own file (%s): %v", p, err)
-		}
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			if err := s.Export("p1", p, true); err == nil || !strings.Contains(err.Error(), "the preset p1 itself") {
+				t.Errorf("export onto the preset's own file (%s): %v", p, err)
+			}
+		})
 	}
 	if after, _ := os.ReadFile(saved); !bytes.Equal(before, after) {
 		t.Error("the preset's file changed")

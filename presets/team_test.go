@@ -154,25 +154,27 @@ func TestPresetJobRoundTrip(t *testing.T) {
 
 func TestMarshalPresetRoundTrip(t *testing.T) {
 	for _, f := range []string{"qwen-gb200.yaml", "llama-measured.yaml", "tiny-hybrid.yaml"} {
-		p, err := ParsePreset(f, readTestdata(t, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := MarshalPreset(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q, err := ParsePreset("out.yaml", out)
-		if err != nil {
-			t.Fatalf("%s: canonical form does not parse: %v\n%s", f, err, out)
-		}
-		if !reflect.DeepEqual(p, q) {
-			t.Errorf("%s: round trip changed the preset:\n%+v\n%+v", f, p, q)
-		}
-		again, _ := MarshalPreset(q)
-		if string(again) != string(out) {
-			t.Errorf("%s: canonical form is not stable", f)
-		}
+		t.Run(f, func(t *testing.T) {
+			p, err := ParsePreset(f, readTestdata(t, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := MarshalPreset(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := ParsePreset("out.yaml", out)
+			if err != nil {
+				t.Fatalf("%s: canonical form does not parse: %v\n%s", f, err, out)
+			}
+			if !reflect.DeepEqual(p, q) {
+				t.Errorf("%s: round trip changed the preset:\n%+v\n%+v", f, p, q)
+			}
+			again, _ := MarshalPreset(q)
+			if string(again) != string(out) {
+				t.Errorf("%s: canonical form is not stable", f)
+			}
+		})
 	}
 }
 

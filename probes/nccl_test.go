@@ -79,11 +79,13 @@ func TestRunNCCLFailures(t *testing.T) {
 		{"garbage", "NCCL probe output"},
 		{"nan", "ops.all_gather.busbw_gbps: 0"},
 	} {
-		py, _ := fakeNCCLPython(t, tc.mode)
-		_, err := RunNCCL(context.Background(), py, []int{0, 1}, h200)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s: error %v; want one line with %q", tc.mode, err, tc.want)
-		}
+		t.Run(tc.mode, func(t *testing.T) {
+			py, _ := fakeNCCLPython(t, tc.mode)
+			_, err := RunNCCL(context.Background(), py, []int{0, 1}, h200)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: error %v; want one line with %q", tc.mode, err, tc.want)
+			}
+		})
 	}
 	if _, err := RunNCCL(context.Background(), "python3", []int{0}, h200); err == nil || !strings.Contains(err.Error(), "two or more GPUs") {
 		t.Errorf("one GPU: %v", err)

@@ -40,31 +40,35 @@ func TestGenerationDifferences(t *testing.T) {
 			map[string][]string{"0.3": {}, "0.4": {}, "0.5": {}, "0.6": {}}},
 	}
 	for _, tc := range cases {
-		for mb, want := range tc.want {
-			r := ValidateCandidate(moeModel, layoutFor(moeModel), tc.c, mb, tc.sets)
-			if got := ids(r); !slices.Equal(got, want) {
-				t.Errorf("%s, MB %s: got %v, want %v (%v)", tc.name, mb, got, want, r.Violations)
+		t.Run(tc.name, func(t *testing.T) {
+			for mb, want := range tc.want {
+				r := ValidateCandidate(moeModel, layoutFor(moeModel), tc.c, mb, tc.sets)
+				if got := ids(r); !slices.Equal(got, want) {
+					t.Errorf("%s, MB %s: got %v, want %v (%v)", tc.name, mb, got, want, r.Violations)
+				}
 			}
-		}
+		})
 	}
 
 	// Written as the recipe field rather than through the harness.
 	for mb, want := range map[string][]string{"0.4": {"TC-13"}, "0.6": {}} {
-		c := newCfg(t, denseModel, mb)
-		for _, s := range []string{"model.cuda_graph_impl=full_iteration", "rng.te_rng_tracker=true",
-			"rerun_state_machine.check_for_nan_in_loss=false", "ddp.check_for_nan_in_grad=false"} {
-			if err := c.ApplySet(s); err != nil {
-				t.Fatal(err)
+		t.Run(mb, func(t *testing.T) {
+			c := newCfg(t, denseModel, mb)
+			for _, s := range []string{"model.cuda_graph_impl=full_iteration", "rng.te_rng_tracker=true",
+				"rerun_state_machine.check_for_nan_in_loss=false", "ddp.check_for_nan_in_grad=false"} {
+				if err := c.ApplySet(s); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		if mb == "0.6" {
-			if err := c.ApplySet("model.cuda_graph_scope=null"); err != nil {
-				t.Fatal(err)
+			if mb == "0.6" {
+				if err := c.ApplySet("model.cuda_graph_scope=null"); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		if got := ids(Check(c, mb)); !slices.Equal(got, want) {
-			t.Errorf("impl full_iteration, MB %s: got %v, want %v", mb, got, want)
-		}
+			if got := ids(Check(c, mb)); !slices.Equal(got, want) {
+				t.Errorf("impl full_iteration, MB %s: got %v, want %v", mb, got, want)
+			}
+		})
 	}
 }
 
@@ -182,8 +186,10 @@ func TestValidateShape(t *testing.T) {
 		{presets.Candidate{Impl: "bogus", Warmup: 3}, "0.4", []string{"PERF-01"}},
 	}
 	for _, tc := range cases {
-		if got := ids(ValidateShape(tc.c, tc.mb)); !slices.Equal(got, tc.want) {
-			t.Errorf("%s MB %s: got %v, want %v", tc.c.Key(), tc.mb, got, tc.want)
-		}
+		t.Run(tc.mb, func(t *testing.T) {
+			if got := ids(ValidateShape(tc.c, tc.mb)); !slices.Equal(got, tc.want) {
+				t.Errorf("%s MB %s: got %v, want %v", tc.c.Key(), tc.mb, got, tc.want)
+			}
+		})
 	}
 }

@@ -132,11 +132,13 @@ te_version: 2.11
 		"te_version":                                   {Str: "2.11"},
 	}
 	for k, w := range want {
-		got, _ := c.Get(k)
-		if got.Null != w.Null || got.Bool != w.Bool || got.Int != w.Int || got.Float != w.Float || got.Str != w.Str ||
-			!slices.Equal(got.List, w.List) || !slices.Equal(got.Ints, w.Ints) || got.IsList != w.IsList {
-			t.Errorf("%s = %+v, want %+v", k, got, w)
-		}
+		t.Run(k, func(t *testing.T) {
+			got, _ := c.Get(k)
+			if got.Null != w.Null || got.Bool != w.Bool || got.Int != w.Int || got.Float != w.Float || got.Str != w.Str ||
+				!slices.Equal(got.List, w.List) || !slices.Equal(got.Ints, w.Ints) || got.IsList != w.IsList {
+				t.Errorf("%s = %+v, want %+v", k, got, w)
+			}
+		})
 	}
 	if r := Check(c, "0.6"); !r.OK() {
 		t.Errorf("valid file reported %v", r.Violations)
@@ -175,18 +177,20 @@ func TestApplyYAMLErrors(t *testing.T) {
 			`o.yaml:2: field model.offload_modules: bad value "fused_group_mlp" (allowed: a list of: attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act, null)`},
 	}
 	for _, tc := range cases {
-		c := newCfg(t, moeModel, tc.mb)
-		before := c.Clone()
-		err := c.ApplyYAML("o.yaml", []byte(tc.doc))
-		if err == nil || err.Error() != tc.want {
-			t.Errorf("%q:\n got: %v\nwant: %s", tc.doc, err, tc.want)
-		}
-		if !slices.Equal(c.Keys(), before.Keys()) {
-			t.Errorf("%q: a failed file changed the config", tc.doc)
-		}
-		if v, _ := c.Get("model.cuda_graph_impl"); v.Str != "none" {
-			t.Errorf("%q: a failed file changed cuda_graph_impl to %q", tc.doc, v.Str)
-		}
+		t.Run(tc.mb, func(t *testing.T) {
+			c := newCfg(t, moeModel, tc.mb)
+			before := c.Clone()
+			err := c.ApplyYAML("o.yaml", []byte(tc.doc))
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("%q:\n got: %v\nwant: %s", tc.doc, err, tc.want)
+			}
+			if !slices.Equal(c.Keys(), before.Keys()) {
+				t.Errorf("%q: a failed file changed the config", tc.doc)
+			}
+			if v, _ := c.Get("model.cuda_graph_impl"); v.Str != "none" {
+				t.Errorf("%q: a failed file changed cuda_graph_impl to %q", tc.doc, v.Str)
+			}
+		})
 	}
 }
 
@@ -225,9 +229,11 @@ func TestApplySet(t *testing.T) {
 		"model.moe_token_dispatcher_type='flex'",
 		"model.mtp_num_layers=+1",
 	} {
-		if err := c.ApplySet(s); err != nil {
-			t.Errorf("%s: %v", s, err)
-		}
+		t.Run(s, func(t *testing.T) {
+			if err := c.ApplySet(s); err != nil {
+				t.Errorf("%s: %v", s, err)
+			}
+		})
 	}
 	check := func(k string, ok func(Value) bool) {
 		if v, _ := c.Get(k); !ok(v) {
@@ -267,10 +273,12 @@ func TestApplySet(t *testing.T) {
 		{"+model.foo=1", "0.4", "--set +model.foo=1: unknown field +model.foo"},
 	}
 	for _, e := range errs {
-		c := newCfg(t, moeModel, e.mb)
-		if err := c.ApplySet(e.set); err == nil || err.Error() != e.want {
-			t.Errorf("--set %s:\n got: %v\nwant: %s", e.set, err, e.want)
-		}
+		t.Run(e.set, func(t *testing.T) {
+			c := newCfg(t, moeModel, e.mb)
+			if err := c.ApplySet(e.set); err == nil || err.Error() != e.want {
+				t.Errorf("--set %s:\n got: %v\nwant: %s", e.set, err, e.want)
+			}
+		})
 	}
 }
 
@@ -327,19 +335,23 @@ func TestApplySetRejectsOutOfRange(t *testing.T) {
 		{"model.hidden_dropout=inf", `bad value "inf" (allowed: a probability: a number from 0 up to but not including 1)`},
 		{"model.attention_dropout=1", `bad value "1" (allowed: a probability`},
 	} {
-		c, err := NewRecipe(m, l, "0.4")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.ApplySet(tc.set); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("--set %s: %v; want %s", tc.set, err, tc.want)
-		}
+		t.Run(tc.set, func(t *testing.T) {
+			c, err := NewRecipe(m, l, "0.4")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.ApplySet(tc.set); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("--set %s: %v; want %s", tc.set, err, tc.want)
+			}
+		})
 	}
 	c, _ := NewRecipe(m, l, "0.4")
 	for _, ok := range []string{"model.cuda_graph_warmup_steps=0", "model.cuda_graph_warmup_steps=1000", "model.moe_expert_capacity_factor=1e3"} {
-		if err := c.ApplySet(ok); err != nil {
-			t.Errorf("--set %s: %v", ok, err)
-		}
+		t.Run(ok, func(t *testing.T) {
+			if err := c.ApplySet(ok); err != nil {
+				t.Errorf("--set %s: %v", ok, err)
+			}
+		})
 	}
 }
 

@@ -237,14 +237,18 @@ func TestRankTieBand(t *testing.T) {
 		t.Errorf("no band: %v (tie %d)", order(got), got[0].Tie)
 	}
 	for in, want := range map[string]float64{"1%": 0.01, "0.5%": 0.005, " 2 % ": 0.02, "0%": NoTie} {
-		if got, err := ParseTie(in); err != nil || got != want {
-			t.Errorf("ParseTie(%q) = %v, %v; want %v", in, got, err, want)
-		}
+		t.Run(in, func(t *testing.T) {
+			if got, err := ParseTie(in); err != nil || got != want {
+				t.Errorf("ParseTie(%q) = %v, %v; want %v", in, got, err, want)
+			}
+		})
 	}
 	for _, bad := range []string{"1", "x%", "-1%", "100%", "NaN%", ""} {
-		if _, err := ParseTie(bad); err == nil {
-			t.Errorf("ParseTie(%q) accepted", bad)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if _, err := ParseTie(bad); err == nil {
+				t.Errorf("ParseTie(%q) accepted", bad)
+			}
+		})
 	}
 }
 
@@ -256,14 +260,18 @@ func TestParseTieNamesTheMissingPercentSign(t *testing.T) {
 		"1":    `tie band "1": the % sign is missing: write 1% (allowed:`,
 		" 0.5": `tie band " 0.5": the % sign is missing: write 0.5% (allowed:`,
 	} {
-		if _, err := ParseTie(in); err == nil || !strings.HasPrefix(err.Error(), want) {
-			t.Errorf("ParseTie(%q): %v; want %s", in, err, want)
-		}
+		t.Run(in, func(t *testing.T) {
+			if _, err := ParseTie(in); err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("ParseTie(%q): %v; want %s", in, err, want)
+			}
+		})
 	}
 	for _, in := range []string{"100", "-1", "x"} {
-		if _, err := ParseTie(in); err == nil || strings.Contains(err.Error(), "sign is missing") {
-			t.Errorf("ParseTie(%q): %v; not a percentage without its sign", in, err)
-		}
+		t.Run(in, func(t *testing.T) {
+			if _, err := ParseTie(in); err == nil || strings.Contains(err.Error(), "sign is missing") {
+				t.Errorf("ParseTie(%q): %v; not a percentage without its sign", in, err)
+			}
+		})
 	}
 }
 

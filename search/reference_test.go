@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,10 +79,12 @@ func TestTheRecipeIsKnownToFit(t *testing.T) {
 		total int64
 		fits  bool
 	}{{900, true}, {1200, true}, {1300, false}} {
-		r := mk(tc.total)
-		if got := fits(&r, opts); got != tc.fits {
-			t.Errorf("total %d MiB against a known-to-fit 1200 on a 1000 MiB GPU: fits %v, want %v (%s)", tc.total, got, tc.fits, r.Note)
-		}
+		t.Run(fmt.Sprint(tc.total), func(t *testing.T) {
+			r := mk(tc.total)
+			if got := fits(&r, opts); got != tc.fits {
+				t.Errorf("total %d MiB against a known-to-fit 1200 on a 1000 MiB GPU: fits %v, want %v (%s)", tc.total, got, tc.fits, r.Note)
+			}
+		})
 	}
 	m, l := builtin(t, "llama31_405b", "b200")
 	if !isBuiltinRecipe(Config{Model: m, Layout: l}) {

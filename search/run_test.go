@@ -143,34 +143,36 @@ func estimator(t testing.TB, gpu string) engine.Engine {
 // the same best graphed configuration, for a fraction of the runs.
 func TestHalvingMatchesExhaustive(t *testing.T) {
 	for _, name := range []string{"qwen3_30b_a3b", "llama3_8b"} {
-		m, l := builtin(t, name, "h100")
-		base := Config{Model: m, Layout: l, Estimator: estimator(t, "h100"), JobGPUMemoryMiB: 81559}
-		outcome := map[string]DoneEvent{}
-		for _, s := range Strategies() {
-			cfg := base
-			cfg.Strategy = s
-			cfg.Engines = []engine.Engine{estimator(t, "h100")}
-			d, err := Run(context.Background(), cfg, nil)
-			if err != nil {
-				t.Fatal(err)
+		t.Run(name, func(t *testing.T) {
+			m, l := builtin(t, name, "h100")
+			base := Config{Model: m, Layout: l, Estimator: estimator(t, "h100"), JobGPUMemoryMiB: 81559}
+			outcome := map[string]DoneEvent{}
+			for _, s := range Strategies() {
+				cfg := base
+				cfg.Strategy = s
+				cfg.Engines = []engine.Engine{estimator(t, "h100")}
+				d, err := Run(context.Background(), cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Winner == nil || d.Interrupted {
+					t.Fatalf("%s %s: no winner (%+v)", name, s, d.Notes)
+				}
+				outcome[s] = d
 			}
-			if d.Winner == nil || d.Interrupted {
-				t.Fatalf("%s %s: no winner (%+v)", name, s, d.Notes)
+			h, e := outcome[StrategyHalving], outcome[StrategyExhaustive]
+			if hw, ew := h.Winner.Result.Candidate.Key(), e.Winner.Result.Candidate.Key(); hw != ew {
+				t.Errorf("%s: halving chose %s, exhaustive %s", name, hw, ew)
 			}
-			outcome[s] = d
-		}
-		h, e := outcome[StrategyHalving], outcome[StrategyExhaustive]
-		if hw, ew := h.Winner.Result.Candidate.Key(), e.Winner.Result.Candidate.Key(); hw != ew {
-			t.Errorf("%s: halving chose %s, exhaustive %s", name, hw, ew)
-		}
-		if hg, eg := bestGraphed(h.Ranking), bestGraphed(e.Ranking); hg != eg {
-			t.Errorf("%s: best graphed: halving %s, exhaustive %s", name, hg, eg)
-		}
-		if h.Runs >= e.Runs || h.GPUTimeMs > float64(DefaultBudget.Milliseconds()) {
-			t.Errorf("%s: halving %d runs / %.0f ms, exhaustive %d runs", name, h.Runs, h.GPUTimeMs, e.Runs)
-		}
-		t.Logf("%s: winner %s (best graphed %s); halving %d runs, simulated GPU time %s; exhaustive %d runs, %s",
-			name, candName(h.Winner.Result.Candidate), bestGraphed(h.Ranking), h.Runs, fmtMs(h.GPUTimeMs), e.Runs, fmtMs(e.GPUTimeMs))
+			if hg, eg := bestGraphed(h.Ranking), bestGraphed(e.Ranking); hg != eg {
+				t.Errorf("%s: best graphed: halving %s, exhaustive %s", name, hg, eg)
+			}
+			if h.Runs >= e.Runs || h.GPUTimeMs > float64(DefaultBudget.Milliseconds()) {
+				t.Errorf("%s: halving %d runs / %.0f ms, exhaustive %d runs", name, h.Runs, h.GPUTimeMs, e.Runs)
+			}
+			t.Logf("%s: winner %s (best graphed %s); halving %d runs, simulated GPU time %s; exhaustive %d runs, %s",
+				name, candName(h.Winner.Result.Candidate), bestGraphed(h.Ranking), h.Runs, fmtMs(h.GPUTimeMs), e.Runs, fmtMs(e.GPUTimeMs))
+		})
 	}
 }
 
@@ -251,17 +253,19 @@ func TestHalvingRounds(t *testing.T) {
 func TestHalvingBudget(t *testing.T) {
 	m, l := builtin(t, "qwen3_30b_a3b", "h100")
 	for _, b := range []time.Duration{45 * time.Second, 90 * time.Second, 5 * time.Minute} {
-		d, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{estimator(t, "h100")}, Estimator: estimator(t, "h100"), Budget: b}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.GPUTimeMs > float64(b.Milliseconds()) && !strings.Contains(strings.Join(d.Notes, " "), "below the smallest search") {
-			t.Errorf("budget %s: spent %s (%v)", b, fmtMs(d.GPUTimeMs), d.Notes)
-		}
-		if d.Winner == nil {
-			t.Errorf("budget %s: no winner", b)
-		}
-		t.Logf("budget %s: %d runs, %s: %v", b, d.Runs, fmtMs(d.GPUTimeMs), d.Notes)
+		t.Run(b.String(), func(t *testing.T) {
+			d, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{estimator(t, "h100")}, Estimator: estimator(t, "h100"), Budget: b}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.GPUTimeMs > float64(b.Milliseconds()) && !strings.Contains(strings.Join(d.Notes, " "), "below the smallest search") {
+				t.Errorf("budget %s: spent %s (%v)", b, fmtMs(d.GPUTimeMs), d.Notes)
+			}
+			if d.Winner == nil {
+				t.Errorf("budget %s: no winner", b)
+			}
+			t.Logf("budget %s: %d runs, %s: %v", b, d.Runs, fmtMs(d.GPUTimeMs), d.Notes)
+		})
 	}
 	// Two engines: twice the GPU time in the same wall time.
 	one, _ := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{estimator(t, "h100")}, Estimator: estimator(t, "h100"), Budget: time.Minute}, nil)
@@ -515,31 +519,33 @@ func (d delegatingEngine) Fallback() engine.Engine { return nil }
 func TestOwnCandidatesFirst(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
 	for _, s := range []string{StrategyHalving, StrategyExhaustive} {
-		fe := delegatingEngine{&fakeEngine{step: func(c presets.Candidate) float64 {
-			if c.Impl == presets.ImplTE {
-				return 500 // the fastest: the estimate order alone would put them first
+		t.Run(s, func(t *testing.T) {
+			fe := delegatingEngine{&fakeEngine{step: func(c presets.Candidate) float64 {
+				if c.Impl == presets.ImplTE {
+					return 500 // the fastest: the estimate order alone would put them first
+				}
+				return 800
+			}}}
+			var ev events
+			if _, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Estimator: estimator(t, "h100"), Strategy: s, Budget: -1}, ev.emit); err != nil {
+				t.Fatal(err)
 			}
-			return 800
-		}}}
-		var ev events
-		if _, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Estimator: estimator(t, "h100"), Strategy: s, Budget: -1}, ev.emit); err != nil {
-			t.Fatal(err)
-		}
-		seenTE, local := false, 0
-		for _, st := range ev.starts {
-			switch {
-			case st.Candidate.Impl == presets.ImplTE:
-				seenTE = true
-			case st.Candidate.Impl == presets.ImplLocal:
-				local++
-				if seenTE && st.Round == 1 {
-					t.Errorf("%s: local %s started after a transformer_engine candidate in round 1", s, st.Candidate.Key())
+			seenTE, local := false, 0
+			for _, st := range ev.starts {
+				switch {
+				case st.Candidate.Impl == presets.ImplTE:
+					seenTE = true
+				case st.Candidate.Impl == presets.ImplLocal:
+					local++
+					if seenTE && st.Round == 1 {
+						t.Errorf("%s: local %s started after a transformer_engine candidate in round 1", s, st.Candidate.Key())
+					}
 				}
 			}
-		}
-		if local == 0 || !seenTE {
-			t.Errorf("%s: ran %d local candidates, transformer_engine ones: %v", s, local, seenTE)
-		}
+			if local == 0 || !seenTE {
+				t.Errorf("%s: ran %d local candidates, transformer_engine ones: %v", s, local, seenTE)
+			}
+		})
 	}
 }
 
@@ -605,44 +611,46 @@ func TestHalvingRunsNoneWhenEveryArmIsHandedOn(t *testing.T) {
 func TestPrepareRunsBeforePlanning(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
 	for _, fail := range []bool{false, true} {
-		var order []string
-		calls := 0
-		prep := func(_ context.Context, w *engine.Workload, say func(string)) error {
-			calls++
-			if w == nil || w.Spec.Model.Name != m.Name {
-				t.Errorf("prepare got workload %v", w)
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			var order []string
+			calls := 0
+			prep := func(_ context.Context, w *engine.Workload, say func(string)) error {
+				calls++
+				if w == nil || w.Spec.Model.Name != m.Name {
+					t.Errorf("prepare got workload %v", w)
+				}
+				say("measuring the profile")
+				if fail {
+					return errors.New("the eager runs failed")
+				}
+				return nil
 			}
-			say("measuring the profile")
-			if fail {
-				return errors.New("the eager runs failed")
+			fe := &fakeEngine{}
+			var ev events
+			emit := func(e Event) {
+				switch x := e.(type) {
+				case PrepareEvent:
+					order = append(order, "prepare: "+x.Message)
+				case PlanEvent:
+					order = append(order, "plan")
+				}
+				ev.emit(e)
 			}
-			return nil
-		}
-		fe := &fakeEngine{}
-		var ev events
-		emit := func(e Event) {
-			switch x := e.(type) {
-			case PrepareEvent:
-				order = append(order, "prepare: "+x.Message)
-			case PlanEvent:
-				order = append(order, "plan")
+			d, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Strategy: StrategyExhaustive, Prepare: prep}, emit)
+			if err != nil {
+				t.Fatal(err)
 			}
-			ev.emit(e)
-		}
-		d, err := Run(context.Background(), Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Strategy: StrategyExhaustive, Prepare: prep}, emit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if calls != 1 || len(order) < 2 || order[0] != "prepare: measuring the profile" || order[1] != "plan" {
-			t.Errorf("fail=%v: prepare called %d times, events %v; want it once, before the plan", fail, calls, order)
-		}
-		noted := slices.ContainsFunc(d.Notes, func(n string) bool { return n == "preparing the search: the eager runs failed" })
-		if noted != fail {
-			t.Errorf("fail=%v: notes %q", fail, d.Notes)
-		}
-		if len(ev.results) == 0 || len(ev.results) != len(fe.runs()) {
-			t.Errorf("fail=%v: %d results of %d runs", fail, len(ev.results), len(fe.runs()))
-		}
+			if calls != 1 || len(order) < 2 || order[0] != "prepare: measuring the profile" || order[1] != "plan" {
+				t.Errorf("fail=%v: prepare called %d times, events %v; want it once, before the plan", fail, calls, order)
+			}
+			noted := slices.ContainsFunc(d.Notes, func(n string) bool { return n == "preparing the search: the eager runs failed" })
+			if noted != fail {
+				t.Errorf("fail=%v: notes %q", fail, d.Notes)
+			}
+			if len(ev.results) == 0 || len(ev.results) != len(fe.runs()) {
+				t.Errorf("fail=%v: %d results of %d runs", fail, len(ev.results), len(fe.runs()))
+			}
+		})
 	}
 }
 

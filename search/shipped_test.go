@@ -99,12 +99,14 @@ func TestCPUOffloadLayoutsRejectPerLayerGraphs(t *testing.T) {
 		}
 		n++
 		for _, mb := range []string{"0.4", "0.7"} {
-			r := ValidateCandidate(m, l, presets.Candidate{Impl: presets.ImplTE, Scopes: []string{presets.ScopeAttn}, Warmup: 3}, mb, nil)
-			if !slices.ContainsFunc(r.Violations, func(v Violation) bool {
-				return v.ID == "TC-16" && v.Message == "CUDA graphs not supported with CPU offloading."
-			}) {
-				t.Errorf("MB %s: te attn on a CPU-offloading layout: %v", mb, r.Violations)
-			}
+			t.Run(mb, func(t *testing.T) {
+				r := ValidateCandidate(m, l, presets.Candidate{Impl: presets.ImplTE, Scopes: []string{presets.ScopeAttn}, Warmup: 3}, mb, nil)
+				if !slices.ContainsFunc(r.Violations, func(v Violation) bool {
+					return v.ID == "TC-16" && v.Message == "CUDA graphs not supported with CPU offloading."
+				}) {
+					t.Errorf("MB %s: te attn on a CPU-offloading layout: %v", mb, r.Violations)
+				}
+			})
 		}
 	})
 	if n == 0 {

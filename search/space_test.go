@@ -103,18 +103,20 @@ func TestPlanDefaultSpace(t *testing.T) {
 		// TransformerLayer is graphed by local only for attn or mlp.
 		{"local/moe_router,moe_preprocess/w3", []string{SpaceID}, "captures nothing on qwen3_30b_a3b's layers"},
 	} {
-		p, ok := byKey[tc.key]
-		if !ok {
-			t.Errorf("%s not planned", tc.key)
-			continue
-		}
-		if got := planIDs(p); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: rejected by %v (%v), want %v", tc.key, got, p.Violations, tc.want)
-			continue
-		}
-		if tc.msg != "" && !strings.Contains(p.Violations[0].Message, tc.msg) {
-			t.Errorf("%s: message %q, want it to contain %q", tc.key, p.Violations[0].Message, tc.msg)
-		}
+		t.Run(tc.key, func(t *testing.T) {
+			p, ok := byKey[tc.key]
+			if !ok {
+				t.Errorf("%s not planned", tc.key)
+				return
+			}
+			if got := planIDs(p); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%s: rejected by %v (%v), want %v", tc.key, got, p.Violations, tc.want)
+				return
+			}
+			if tc.msg != "" && !strings.Contains(p.Violations[0].Message, tc.msg) {
+				t.Errorf("%s: message %q, want it to contain %q", tc.key, p.Violations[0].Message, tc.msg)
+			}
+		})
 	}
 	// Deterministic: the same config plans the same list.
 	again, _ := Plan(Config{Model: m, Layout: l})
@@ -132,9 +134,11 @@ func TestPlanPerModelAndGeneration(t *testing.T) {
 		"transformer_engine/attn,mlp/w1":   "",
 		"local/layer/w1":                   "", // MB 0.4 takes scoped local graphs: local attn runs as this
 	} {
-		if got := strings.Join(planIDs(p[key]), ","); got != want {
-			t.Errorf("llama %s: %q (%v), want %q", key, got, p[key].Violations, want)
-		}
+		t.Run(key, func(t *testing.T) {
+			if got := strings.Join(planIDs(p[key]), ","); got != want {
+				t.Errorf("llama %s: %q (%v), want %q", key, got, p[key].Violations, want)
+			}
+		})
 	}
 	if also := p["local/layer/w1"].Also; len(also) == 0 || also[0].Key() != "local/attn/w1" {
 		t.Errorf("llama local whole-layer: also %v, want local attn first", also)
@@ -243,21 +247,23 @@ func BenchmarkPlan(b *testing.B) {
 func TestPlanFullIterationAliases(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
 	for _, mb := range []string{"0.3", "0.4"} {
-		plan, err := Plan(Config{Model: m, Layout: l, MBridge: mb, Space: presets.Space{
-			Impls:   []string{presets.ImplLocal},
-			Scopes:  [][]string{{"full_iteration"}, {"full_iteration", "attn"}},
-			Warmups: []int{3},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The recipe's own setting (none for llama3_8b on h100) comes last.
-		if len(plan) != 2 || !plan[0].Valid() || plan[0].Candidate.Key() != "local/full_iteration/w3" || plan[1].Candidate.Key() != "none/-/w3" {
-			t.Fatalf("MB %s: plan %+v, want one valid local/full_iteration/w3 row and the recipe's none", mb, plan)
-		}
-		if len(plan[0].Also) != 1 || plan[0].Also[0].Key() != "local/full_iteration,attn/w3" || len(plan[0].Why) == 0 {
-			t.Errorf("MB %s: also %v (why %v)", mb, plan[0].Also, plan[0].Why)
-		}
+		t.Run(mb, func(t *testing.T) {
+			plan, err := Plan(Config{Model: m, Layout: l, MBridge: mb, Space: presets.Space{
+				Impls:   []string{presets.ImplLocal},
+				Scopes:  [][]string{{"full_iteration"}, {"full_iteration", "attn"}},
+				Warmups: []int{3},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The recipe's own setting (none for llama3_8b on h100) comes last.
+			if len(plan) != 2 || !plan[0].Valid() || plan[0].Candidate.Key() != "local/full_iteration/w3" || plan[1].Candidate.Key() != "none/-/w3" {
+				t.Fatalf("MB %s: plan %+v, want one valid local/full_iteration/w3 row and the recipe's none", mb, plan)
+			}
+			if len(plan[0].Also) != 1 || plan[0].Also[0].Key() != "local/full_iteration,attn/w3" || len(plan[0].Why) == 0 {
+				t.Errorf("MB %s: also %v (why %v)", mb, plan[0].Also, plan[0].Why)
+			}
+		})
 	}
 }
 
@@ -267,32 +273,36 @@ func TestPlanFullIterationAliases(t *testing.T) {
 // same overrides would measure one configuration twice.
 func TestPlanRowsEmitDistinctOverrides(t *testing.T) {
 	for _, name := range []string{"llama3_8b", "qwen3_30b_a3b", "deepseek_v3", "nemotronh_56b", "nemotron_3_nano"} {
-		m, l := builtin(t, name, firstGPU(t, name))
-		for _, mb := range []string{"0.4", "0.5", "0.6"} {
-			plan, err := Plan(Config{Model: m, Layout: l, MBridge: mb})
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen := map[string]string{}
-			for _, p := range plan {
-				if !p.Valid() {
-					continue
-				}
-				o, err := WinnerOverrides(Target{Model: m, Layout: l, MBridge: mb}, p.Candidate).Render("dotlist")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if prev, dup := seen[string(o)]; dup {
-					t.Errorf("%s MB %s: %s and %s emit the same overrides %s", name, mb, prev, p.Candidate.Key(), o)
-				}
-				seen[string(o)] = p.Candidate.Key()
-				for _, a := range p.Also {
-					if a.Key() == p.Candidate.Key() {
-						t.Errorf("%s MB %s: %s lists itself as an alias", name, mb, a.Key())
+		t.Run(name, func(t *testing.T) {
+			m, l := builtin(t, name, firstGPU(t, name))
+			for _, mb := range []string{"0.4", "0.5", "0.6"} {
+				t.Run(mb, func(t *testing.T) {
+					plan, err := Plan(Config{Model: m, Layout: l, MBridge: mb})
+					if err != nil {
+						t.Fatal(err)
 					}
-				}
+					seen := map[string]string{}
+					for _, p := range plan {
+						if !p.Valid() {
+							continue
+						}
+						o, err := WinnerOverrides(Target{Model: m, Layout: l, MBridge: mb}, p.Candidate).Render("dotlist")
+						if err != nil {
+							t.Fatal(err)
+						}
+						if prev, dup := seen[string(o)]; dup {
+							t.Errorf("%s MB %s: %s and %s emit the same overrides %s", name, mb, prev, p.Candidate.Key(), o)
+						}
+						seen[string(o)] = p.Candidate.Key()
+						for _, a := range p.Also {
+							if a.Key() == p.Candidate.Key() {
+								t.Errorf("%s MB %s: %s lists itself as an alias", name, mb, a.Key())
+							}
+						}
+					}
+				})
 			}
-		}
+		})
 	}
 }
 
@@ -317,10 +327,12 @@ func TestPlanWillFail(t *testing.T) {
 		"transformer_engine/attn,moe_router,moe_preprocess/w3": "",
 		"local/full_iteration/w3":                              WillFailID, // the whole iteration holds the sync
 	} {
-		got := strings.Join(planIDs(p[key]), ",")
-		if got != want {
-			t.Errorf("%s: %q (%v), want %q", key, got, p[key].Violations, want)
-		}
+		t.Run(key, func(t *testing.T) {
+			got := strings.Join(planIDs(p[key]), ",")
+			if got != want {
+				t.Errorf("%s: %q (%v), want %q", key, got, p[key].Violations, want)
+			}
+		})
 	}
 	if msg := p["transformer_engine/layer/w3"].Violations[0].Message; !strings.Contains(msg, "dropless MoE syncs with the host inside the whole-layer graph of layer 0") || !strings.Contains(msg, "drop-and-pad") {
 		t.Errorf("will-fail message %q", msg)

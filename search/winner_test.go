@@ -61,14 +61,16 @@ func TestWinnerOverridesCarryTheSettingsTheyNeed(t *testing.T) {
 				t.Errorf("a --set the candidate does not need is emitted: %v", keys)
 			}
 			for k, want := range map[string]any{"model.moe_expert_capacity_factor": 1.0, "model.moe_pad_expert_input_to_capacity": true} {
-				i := slices.Index(keys, k)
-				if i < 0 {
-					t.Fatalf("%s missing from %v", k, keys)
-				}
-				e := o.Entries[i]
-				if e.Value != want || !strings.Contains(e.Why, "given with --set") || !strings.Contains(e.Why, WillFailID+": dropless MoE syncs with the host") {
-					t.Errorf("%s = %v, why %q", k, e.Value, e.Why)
-				}
+				t.Run(k, func(t *testing.T) {
+					i := slices.Index(keys, k)
+					if i < 0 {
+						t.Fatalf("%s missing from %v", k, keys)
+					}
+					e := o.Entries[i]
+					if e.Value != want || !strings.Contains(e.Why, "given with --set") || !strings.Contains(e.Why, WillFailID+": dropless MoE syncs with the host") {
+						t.Errorf("%s = %v, why %q", k, e.Value, e.Why)
+					}
+				})
 			}
 			if rep := holdsOnStockRecipe(t, m, l, mb, o); !rep.OK() {
 				t.Errorf("on the stock recipe: %v", rep.Violations)
@@ -136,10 +138,12 @@ func TestWinnerOverridesExplainCompanions(t *testing.T) {
 	for k, id := range map[string]string{
 		presets.KeyNaNLoss: "MB-03", presets.KeyNaNGrad: "ARG-03", presets.KeyModelRNG: "MB-01", presets.KeyRNG: "MB-01",
 	} {
-		i := slices.Index(entryKeys(o), k)
-		if i < 0 || !strings.Contains(o.Entries[i].Why, id+": ") {
-			t.Errorf("%s: why %q, want %s", k, o.Entries[i].Why, id)
-		}
+		t.Run(k, func(t *testing.T) {
+			i := slices.Index(entryKeys(o), k)
+			if i < 0 || !strings.Contains(o.Entries[i].Why, id+": ") {
+				t.Errorf("%s: why %q, want %s", k, o.Entries[i].Why, id)
+			}
+		})
 	}
 	for _, e := range o.Entries {
 		if slices.Contains(graphKeys, e.Key) && e.Why != "" {

@@ -16,6 +16,19 @@ func cgtune(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// argsName names a subtest by its command line, with the files of the
+// test's temporary folders by their base names (stable across runs).
+func argsName(args []string) string {
+	words := make([]string, len(args))
+	for i, a := range args {
+		if filepath.IsAbs(a) {
+			a = filepath.Base(a)
+		}
+		words[i] = a
+	}
+	return strings.Join(words, " ")
+}
+
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -70,10 +83,12 @@ func TestCheckBadInput(t *testing.T) {
 		{[]string{"check", "--model", "llama3_8b", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
 	}
 	for _, tc := range cases {
-		code, out, errb := cgtune(t, tc.args...)
-		if code != exitBadInput || !strings.Contains(errb, tc.want) || out != "" {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errb, tc.want)
-		}
+		t.Run(argsName(tc.args), func(t *testing.T) {
+			code, out, errb := cgtune(t, tc.args...)
+			if code != exitBadInput || !strings.Contains(errb, tc.want) || out != "" {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errb, tc.want)
+			}
+		})
 	}
 }
 

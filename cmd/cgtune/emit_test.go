@@ -86,10 +86,12 @@ func TestEmitBadInput(t *testing.T) {
 		{[]string{"emit", "--impl", "local", "--warmup", "-2"}, "--warmup -2: must be >= 0"},
 	}
 	for _, tc := range cases {
-		code, out, errb := cgtune(t, tc.args...)
-		if code != exitBadInput || out != "" || !strings.Contains(errb, tc.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errb, tc.want)
-		}
+		t.Run(argsName(tc.args), func(t *testing.T) {
+			code, out, errb := cgtune(t, tc.args...)
+			if code != exitBadInput || out != "" || !strings.Contains(errb, tc.want) {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errb, tc.want)
+			}
+		})
 	}
 }
 
@@ -126,23 +128,25 @@ func TestEmitOutputChecksValid(t *testing.T) {
 		{"0.6", "transformer_engine", "", "llama3_8b", "h100", nil},
 		{"0.6", "none", "", "qwen3_30b_a3b", "h100", nil},
 	} {
-		p := filepath.Join(dir, "o.yaml")
-		// One file, rewritten per case.
-		args := append([]string{"emit", "--impl", tc.impl, "--mbridge", tc.mb, "--model", tc.model, "--gpu-type", tc.gpu, "-o", p, "--force"}, tc.sets...)
-		if tc.scope != "" {
-			args = append(args, "--scope", tc.scope)
-		}
-		code, out, errb := cgtune(t, args...)
-		if code != exitOK || out != "" || errb != "wrote "+p+"\n" {
-			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, code, out, errb)
-		}
-		if _, err := os.Stat(p); err != nil {
-			t.Fatal(err)
-		}
-		code, out, errb = cgtune(t, "check", "--model", tc.model, "--gpu-type", tc.gpu, "--mbridge", tc.mb, p)
-		if code != exitOK || out != "valid\n" {
-			t.Errorf("check of emitted %v: exit %d, stdout %q, stderr %q", tc, code, out, errb)
-		}
+		t.Run(tc.model, func(t *testing.T) {
+			p := filepath.Join(dir, "o.yaml")
+			// One file, rewritten per case.
+			args := append([]string{"emit", "--impl", tc.impl, "--mbridge", tc.mb, "--model", tc.model, "--gpu-type", tc.gpu, "-o", p, "--force"}, tc.sets...)
+			if tc.scope != "" {
+				args = append(args, "--scope", tc.scope)
+			}
+			code, out, errb := cgtune(t, args...)
+			if code != exitOK || out != "" || errb != "wrote "+p+"\n" {
+				t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, code, out, errb)
+			}
+			if _, err := os.Stat(p); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errb = cgtune(t, "check", "--model", tc.model, "--gpu-type", tc.gpu, "--mbridge", tc.mb, p)
+			if code != exitOK || out != "valid\n" {
+				t.Errorf("check of emitted %v: exit %d, stdout %q, stderr %q", tc, code, out, errb)
+			}
+		})
 	}
 }
 

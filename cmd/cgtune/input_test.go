@@ -39,11 +39,13 @@ mbridge: "0.4"
 		{"--headless", "--preset", preset, "--engine", "estimate"},
 		{"check", "--preset", preset},
 	} {
-		code, out, errb := cgtuneWithin(t, args...)
-		if code != exitBadInput || strings.Count(errb, "\n") != 1 || !strings.Contains(errb, preset+":5: ") ||
-			!strings.Contains(errb, "130131 candidates") || !strings.Contains(errb, "more than the 4096 cgtune plans: each is checked against the rules") {
-			t.Errorf("%v: exit %d, stderr %q, stdout %q", args, code, errb, out)
-		}
+		t.Run(argsName(args), func(t *testing.T) {
+			code, out, errb := cgtuneWithin(t, args...)
+			if code != exitBadInput || strings.Count(errb, "\n") != 1 || !strings.Contains(errb, preset+":5: ") ||
+				!strings.Contains(errb, "130131 candidates") || !strings.Contains(errb, "more than the 4096 cgtune plans: each is checked against the rules") {
+				t.Errorf("%v: exit %d, stderr %q, stdout %q", args, code, errb, out)
+			}
+		})
 	}
 }
 
@@ -283,9 +285,11 @@ func TestResumeRefusesContradictingFlags(t *testing.T) {
 		})
 	}
 	for _, args := range [][]string{{"--gpu-type", "h100"}, {"--run-dir", run}} {
-		if code, _, errb := cgtune(t, append([]string{"--headless", "--resume", run}, args...)...); code != exitOK {
-			t.Errorf("%v agreeing with the run: exit %d %s", args, code, errb)
-		}
+		t.Run(argsName(args), func(t *testing.T) {
+			if code, _, errb := cgtune(t, append([]string{"--headless", "--resume", run}, args...)...); code != exitOK {
+				t.Errorf("%v agreeing with the run: exit %d %s", args, code, errb)
+			}
+		})
 	}
 	if _, err := os.Stat(other); err == nil {
 		t.Error("the refused --run-dir was created")
@@ -303,11 +307,13 @@ func TestPresetParallelSizeZero(t *testing.T) {
 			"num_gpus: 8, precision: bf16, gbs: 128, mbs: 1, seq: 8192}\nspace: {impls: [none, local], warmups: [3]}\nmbridge: \"0.4\"\n"
 	}
 	for _, f := range []string{"tp", "pp", "cp", "ep", "etp", "vp"} {
-		p := writeFile(t, "p.yaml", body(f+": 0, "))
-		code, _, errb := cgtune(t, "check", "--preset", p)
-		if code != exitBadInput || !strings.Contains(errb, p+":5: field \""+f+"\": 0 is not a size (allowed: 1 to ") {
-			t.Errorf("%s: 0: exit %d %q", f, code, errb)
-		}
+		t.Run(f, func(t *testing.T) {
+			p := writeFile(t, "p.yaml", body(f+": 0, "))
+			code, _, errb := cgtune(t, "check", "--preset", p)
+			if code != exitBadInput || !strings.Contains(errb, p+":5: field \""+f+"\": 0 is not a size (allowed: 1 to ") {
+				t.Errorf("%s: 0: exit %d %q", f, code, errb)
+			}
+		})
 	}
 	p := writeFile(t, "p.yaml", body(""))
 	if code, _, errb := cgtune(t, "preset", "import", p); code != exitOK {

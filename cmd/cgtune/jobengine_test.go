@@ -56,9 +56,11 @@ func TestJobEngineNeedsACommandAndALauncher(t *testing.T) {
 		{[]string{"--engine", "job", "--command", "train.sh {flags}", "--launcher", "pbs"}, `--launcher "pbs": allowed: local, slurm`},
 		{[]string{"--engine", "job", "--command", "train.sh --no-settings"}, "--command:"},
 	} {
-		code, _, errb := cgtune(t, append([]string{"--headless", "--preset", preset}, c.args...)...)
-		if code != exitBadInput || !strings.Contains(errb, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errb, c.want)
-		}
+		t.Run(argsName(c.args), func(t *testing.T) {
+			code, _, errb := cgtune(t, append([]string{"--headless", "--preset", preset}, c.args...)...)
+			if code != exitBadInput || !strings.Contains(errb, c.want) {
+				t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errb, c.want)
+			}
+		})
 	}
 }

@@ -166,10 +166,12 @@ func TestModelsGPU(t *testing.T) {
 	}
 	// --gpu is GPU indices everywhere; a type given to it is pointed at --gpu-type.
 	for _, args := range [][]string{{"models", "--gpu", "h100"}, {"check", "--model", "llama3_8b", "--gpu", "h100"}, {"emit", "--impl", "none", "--gpu", "h100"}, {"preset", "save", "x", "--model", "llama3_8b", "--gpu", "h100"}} {
-		code, _, errs = runCmd(t, args...)
-		if code != exitBadInput || !strings.Contains(errs, "--gpu takes GPU indices") || !strings.Contains(errs, "--gpu-type h100") {
-			t.Errorf("%v: exit %d, %q", args, code, errs)
-		}
+		t.Run(argsName(args), func(t *testing.T) {
+			code, _, errs = runCmd(t, args...)
+			if code != exitBadInput || !strings.Contains(errs, "--gpu takes GPU indices") || !strings.Contains(errs, "--gpu-type h100") {
+				t.Errorf("%v: exit %d, %q", args, code, errs)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,10 +25,12 @@ func TestProbeNCCLUsage(t *testing.T) {
 		{[]string{"probe", "--nccl", "--gpu", "0,x"}, `--gpu "0,x": want GPU indices`},
 		{[]string{"probe", "--nccl", "--gpu", "1,1"}, "GPU 1 listed twice"},
 	} {
-		code, out, errb := cgtune(t, tc.args...)
-		if code != exitBadInput || !strings.Contains(errb, tc.want) || strings.Count(strings.TrimSpace(errb), "\n") != 0 || out != "" {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errb, tc.want)
-		}
+		t.Run(argsName(tc.args), func(t *testing.T) {
+			code, out, errb := cgtune(t, tc.args...)
+			if code != exitBadInput || !strings.Contains(errb, tc.want) || strings.Count(strings.TrimSpace(errb), "\n") != 0 || out != "" {
+				t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errb, tc.want)
+			}
+		})
 	}
 }
 
@@ -158,9 +161,11 @@ func TestPrintProfileShowsStepSpreads(t *testing.T) {
 // can use on the GPUs given: TP×EP's divisors among them.
 func TestUsableRanksForExposure(t *testing.T) {
 	for _, tc := range []struct{ tp, ep, gpus, want int }{{2, 1, 2, 2}, {1, 1, 2, 1}, {4, 1, 2, 2}, {2, 4, 8, 8}, {2, 1, 3, 1}} {
-		l := presets.Layout{TP: tc.tp, EP: tc.ep}
-		if got := usableRanks(l, tc.gpus); got != tc.want {
-			t.Errorf("TP %d EP %d on %d GPUs: %d ranks, want %d", tc.tp, tc.ep, tc.gpus, got, tc.want)
-		}
+		t.Run(fmt.Sprintf("tp%d ep%d gpus%d", tc.tp, tc.ep, tc.gpus), func(t *testing.T) {
+			l := presets.Layout{TP: tc.tp, EP: tc.ep}
+			if got := usableRanks(l, tc.gpus); got != tc.want {
+				t.Errorf("TP %d EP %d on %d GPUs: %d ranks, want %d", tc.tp, tc.ep, tc.gpus, got, tc.want)
+			}
+		})
 	}
 }

@@ -131,11 +131,13 @@ func TestPresetListAndPrecedence(t *testing.T) {
 		{"team", "llama3_8b", "gb200", "$CGTUNE_PRESETS", filepath.Join(shared, "team.yaml")},
 		{"team", "llama3_70b", "b200", "user", filepath.Join(user, "team.yaml"), "shadowed by " + filepath.Join(shared, "team.yaml")},
 	} {
-		for _, w := range want {
-			if !strings.Contains(lines[i+1], w) {
-				t.Errorf("list row %d %q lacks %q", i+1, lines[i+1], w)
+		t.Run(strings.Join(want[:3], " "), func(t *testing.T) {
+			for _, w := range want {
+				if !strings.Contains(lines[i+1], w) {
+					t.Errorf("list row %d %q lacks %q", i+1, lines[i+1], w)
+				}
 			}
-		}
+		})
 	}
 	// Load follows the same order: the shared copy wins.
 	_, out, _ = runCmd(t, "preset", "show", "team")
@@ -189,18 +191,20 @@ func TestPresetBadInput(t *testing.T) {
 		{[]string{"preset"}, []string{"needs a subcommand"}},
 		{[]string{"preset", "show"}, []string{"accepts 1 arg"}},
 	} {
-		code, _, errs := runCmd(t, tc.args...)
-		if code != exitBadInput {
-			t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, exitBadInput, errs)
-		}
-		if strings.Count(strings.TrimSpace(errs), "\n") != 0 {
-			t.Errorf("%v: error is not one line: %q", tc.args, errs)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(errs, w) {
-				t.Errorf("%v: error %q lacks %q", tc.args, errs, w)
+		t.Run(argsName(tc.args), func(t *testing.T) {
+			code, _, errs := runCmd(t, tc.args...)
+			if code != exitBadInput {
+				t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, exitBadInput, errs)
 			}
-		}
+			if strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+				t.Errorf("%v: error is not one line: %q", tc.args, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("%v: error %q lacks %q", tc.args, errs, w)
+				}
+			}
+		})
 	}
 	if entries, _ := os.ReadDir(user); len(entries) != 0 {
 		t.Errorf("failed commands left files: %v", entries)

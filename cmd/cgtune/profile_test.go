@@ -29,11 +29,13 @@ func TestProfileFlagsRejectBadValues(t *testing.T) {
 		{[]string{"--profile-file", unknown}, `--profile-file ` + unknown + `:1: unknown field "hots_ms" in layers.dense.eager_fwd (allowed: host_ms, gpu_ms)`},
 		{[]string{"--profile-file", filepath.Join(t.TempDir(), "missing.yaml")}, "no such file"},
 	} {
-		args := append([]string{"--headless", "--model", "llama3_8b", "--engine", "estimate"}, tc.args...)
-		code, out, errb := cgtune(t, args...)
-		if code != exitBadInput || !strings.Contains(errb, tc.want) || strings.Count(strings.TrimSpace(errb), "\n") != 0 || out != "" {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errb, tc.want)
-		}
+		t.Run(argsName(tc.args), func(t *testing.T) {
+			args := append([]string{"--headless", "--model", "llama3_8b", "--engine", "estimate"}, tc.args...)
+			code, out, errb := cgtune(t, args...)
+			if code != exitBadInput || !strings.Contains(errb, tc.want) || strings.Count(strings.TrimSpace(errb), "\n") != 0 || out != "" {
+				t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errb, tc.want)
+			}
+		})
 	}
 	if runs, _ := filepath.Glob(filepath.Join(cache, "cgtune", "runs", "*")); len(runs) != 0 {
 		t.Errorf("run folders left behind: %v", runs)

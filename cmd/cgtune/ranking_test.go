@@ -138,9 +138,11 @@ func TestHeadlessTableEstimate(t *testing.T) {
 		t.Errorf("--tie 0.1%%: exit %d\n%s", code, out)
 	}
 	for _, bad := range []string{"1", "-2%", "abc"} {
-		if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--tie", bad); code != exitBadInput || !strings.Contains(errb, "--tie") {
-			t.Errorf("--tie %s: exit %d %q", bad, code, errb)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--tie", bad); code != exitBadInput || !strings.Contains(errb, "--tie") {
+				t.Errorf("--tie %s: exit %d %q", bad, code, errb)
+			}
+		})
 	}
 }
 
@@ -202,9 +204,11 @@ func TestHeadlessReport(t *testing.T) {
 		t.Errorf("plot: %v", err)
 	}
 	for _, bad := range []string{filepath.Join(dir, "r.svg"), filepath.Join(dir, "missing", "r.md")} {
-		if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--report", bad); code != exitBadInput || !strings.Contains(errb, "--report") {
-			t.Errorf("--report %s: exit %d %q", bad, code, errb)
-		}
+		t.Run(strings.TrimPrefix(bad, dir), func(t *testing.T) {
+			if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--report", bad); code != exitBadInput || !strings.Contains(errb, "--report") {
+				t.Errorf("--report %s: exit %d %q", bad, code, errb)
+			}
+		})
 	}
 }
 

@@ -32,10 +32,12 @@ func TestHeadlessShowsTheRecipesSetting(t *testing.T) {
 				t.Errorf("the table does not show the reference (%q):\n%s", want, out)
 			}
 			for name, path := range map[string]string{"report": report, "overrides": emit} {
-				b, err := os.ReadFile(path)
-				if err != nil || !strings.Contains(string(b), want) {
-					t.Errorf("the %s does not say %q (%v)", name, want, err)
-				}
+				t.Run(name, func(t *testing.T) {
+					b, err := os.ReadFile(path)
+					if err != nil || !strings.Contains(string(b), want) {
+						t.Errorf("the %s does not say %q (%v)", name, want, err)
+					}
+				})
 			}
 			code, out, errb = cgtune(t, "--headless", "--model", tc.model, "--gpu-type", tc.gpu, "--engine", "estimate", "--mbridge", "0.7",
 				"--run-dir", filepath.Join(dir, "run2"), "--json")

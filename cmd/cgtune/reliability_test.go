@@ -35,10 +35,12 @@ func TestEmitOutputTargets(t *testing.T) {
 	must(t, syscall.Mkfifo(fifo, 0o644))
 	must(t, syscall.Mknod(dev, syscall.S_IFCHR|0o644, 1<<8|3))
 	for _, p := range []string{fifo, dev} {
-		code, _, errb := cgtune(t, "emit", "--impl", "local", "--scope", "full_iteration", "-o", p)
-		if code != exitBadInput || !strings.Contains(errb, p) || !strings.Contains(errb, "not a regular file") || strings.Count(errb, "\n") != 1 {
-			t.Errorf("-o %s: exit %d, %q", p, code, errb)
-		}
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			code, _, errb := cgtune(t, "emit", "--impl", "local", "--scope", "full_iteration", "-o", p)
+			if code != exitBadInput || !strings.Contains(errb, p) || !strings.Contains(errb, "not a regular file") || strings.Count(errb, "\n") != 1 {
+				t.Errorf("-o %s: exit %d, %q", p, code, errb)
+			}
+		})
 	}
 	if st, _ := os.Lstat(fifo); st.Mode()&os.ModeNamedPipe == 0 {
 		t.Error("the FIFO was replaced")
@@ -80,13 +82,15 @@ func TestHeadlessEmitCheckedBeforeSearch(t *testing.T) {
 	fifo := filepath.Join(dir, "fifo")
 	must(t, syscall.Mkfifo(fifo, 0o644))
 	for _, p := range []string{filepath.Join(dir, "missing", "o.yaml"), fifo} {
-		code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--emit", p)
-		if code != exitBadInput || !strings.Contains(errb, "cgtune: --emit "+p) || strings.Contains(errb, ".tmp-") {
-			t.Errorf("--emit %s: exit %d, stderr %q", p, code, errb)
-		}
-		if strings.Contains(errb, "plan:") || out != "" {
-			t.Errorf("--emit %s: the search ran: %q %q", p, out, errb)
-		}
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--emit", p)
+			if code != exitBadInput || !strings.Contains(errb, "cgtune: --emit "+p) || strings.Contains(errb, ".tmp-") {
+				t.Errorf("--emit %s: exit %d, stderr %q", p, code, errb)
+			}
+			if strings.Contains(errb, "plan:") || out != "" {
+				t.Errorf("--emit %s: the search ran: %q %q", p, out, errb)
+			}
+		})
 	}
 	if st, _ := os.Lstat(fifo); st.Mode()&os.ModeNamedPipe == 0 {
 		t.Error("the FIFO was replaced")
@@ -171,10 +175,12 @@ func TestReadingNeverHangs(t *testing.T) {
 			{"--headless", "--preset", p, "--engine", "estimate"},
 			{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--profile-file", p},
 		} {
-			code, _, errb := cgtuneWithin(t, args...)
-			if code != exitBadInput || !strings.Contains(errb, p) || !strings.Contains(errb, "not a regular file") {
-				t.Errorf("%v: exit %d, %q", args, code, errb)
-			}
+			t.Run(argsName(args), func(t *testing.T) {
+				code, _, errb := cgtuneWithin(t, args...)
+				if code != exitBadInput || !strings.Contains(errb, p) || !strings.Contains(errb, "not a regular file") {
+					t.Errorf("%v: exit %d, %q", args, code, errb)
+				}
+			})
 		}
 	}
 	t.Setenv("CGTUNE_PRESETS", dir)
@@ -207,12 +213,16 @@ func TestOversizedModelsRefusedAtTheEdge(t *testing.T) {
 		{preset(arch, strings.Replace(layout, "mbs: 1", "mbs: 4611686018427387903", 1)), `field "mbs": 4611686018427387903 is out of range`},
 		{preset(arch, strings.Replace(layout, "num_gpus: 8", "num_gpus: 4611686018427387904", 1)), `field "num_gpus": 4611686018427387904 is out of range`},
 	} {
-		for _, args := range [][]string{{"check", "--preset", tc.file}, {"--headless", "--preset", tc.file, "--engine", "estimate", "--emit", emit}} {
-			code, out, errb := cgtuneWithin(t, args...)
-			if code != exitBadInput || !strings.Contains(errb, tc.want) || out != "" {
-				t.Errorf("%v: exit %d, stdout %q, stderr %q; want %s", args, code, out, errb, tc.want)
+		t.Run(tc.want, func(t *testing.T) {
+			for _, args := range [][]string{{"check", "--preset", tc.file}, {"--headless", "--preset", tc.file, "--engine", "estimate", "--emit", emit}} {
+				t.Run(argsName(args), func(t *testing.T) {
+					code, out, errb := cgtuneWithin(t, args...)
+					if code != exitBadInput || !strings.Contains(errb, tc.want) || out != "" {
+						t.Errorf("%v: exit %d, stdout %q, stderr %q; want %s", args, code, out, errb, tc.want)
+					}
+				})
 			}
-		}
+		})
 	}
 	if _, err := os.Stat(emit); err == nil {
 		t.Error("overrides were written for an oversized model")
@@ -227,10 +237,12 @@ func TestOversizedModelsRefusedAtTheEdge(t *testing.T) {
 func TestNonFiniteAndOutOfRangeRejectedAtTheEdge(t *testing.T) {
 	isolate(t)
 	for _, v := range []string{"NaN", "Inf", "-Inf", "1e308", "1e999", "0", "-2", "x"} {
-		code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--profile-scale", "host="+v)
-		if code != exitBadInput || !strings.Contains(errb, "--profile-scale") || strings.Contains(errb, "plan:") || out != "" {
-			t.Errorf("--profile-scale host=%s: exit %d, %q", v, code, errb)
-		}
+		t.Run(v, func(t *testing.T) {
+			code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--profile-scale", "host="+v)
+			if code != exitBadInput || !strings.Contains(errb, "--profile-scale") || strings.Contains(errb, "plan:") || out != "" {
+				t.Errorf("--profile-scale host=%s: exit %d, %q", v, code, errb)
+			}
+		})
 	}
 	if code, _, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--engine", "estimate", "--profile-scale", "host=1.5"); code != exitOK {
 		t.Errorf("--profile-scale host=1.5: exit %d, %s", code, errb)
@@ -242,10 +254,12 @@ func TestNonFiniteAndOutOfRangeRejectedAtTheEdge(t *testing.T) {
 		{"emit", "--impl", "local", "--warmup", "1001"},
 		{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--train-iters", "9223372036854775807"},
 	} {
-		code, out, errb := cgtune(t, args...)
-		if code != exitBadInput || !strings.Contains(errb, "allowed: ") || strings.Contains(out, "valid") {
-			t.Errorf("%v: exit %d, %q %q", args, code, out, errb)
-		}
+		t.Run(argsName(args), func(t *testing.T) {
+			code, out, errb := cgtune(t, args...)
+			if code != exitBadInput || !strings.Contains(errb, "allowed: ") || strings.Contains(out, "valid") {
+				t.Errorf("%v: exit %d, %q %q", args, code, out, errb)
+			}
+		})
 	}
 }
 
@@ -289,13 +303,15 @@ func TestRunFolderIsLocked(t *testing.T) {
 		{"--headless", "--resume", dir},
 		{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--run-dir", dir, "--emit", "second.yaml"},
 	} {
-		code, out, errb := cgtune(t, args...)
-		if code != exitBadInput || out != "" || strings.Contains(errb, "plan:") {
-			t.Errorf("%v while the first search runs: exit %d, %q %q", args, code, out, errb)
-		}
-		if args[1] == "--resume" && !strings.Contains(errb, "is in use by another cgtune (pid "+pid+")") {
-			t.Errorf("--resume: %q does not name the holder", errb)
-		}
+		t.Run(argsName(args), func(t *testing.T) {
+			code, out, errb := cgtune(t, args...)
+			if code != exitBadInput || out != "" || strings.Contains(errb, "plan:") {
+				t.Errorf("%v while the first search runs: exit %d, %q %q", args, code, out, errb)
+			}
+			if args[1] == "--resume" && !strings.Contains(errb, "is in use by another cgtune (pid "+pid+")") {
+				t.Errorf("--resume: %q does not name the holder", errb)
+			}
+		})
 	}
 	if saved, _ := os.ReadFile(filepath.Join(dir, runFile)); string(saved) != string(savedBefore) {
 		t.Errorf("run.json changed under the running search:\n%s\n%s", savedBefore, saved)

@@ -230,10 +230,12 @@ func TestHeadlessBadInput(t *testing.T) {
 		{[]string{"--headless", "--model", "llama3_8b", "--budget", "soon"}, "budget"},
 		{[]string{"stray-arg"}, "unknown command"},
 	} {
-		code, _, errb := cgtune(t, tc.args...)
-		if code != exitBadInput || !strings.Contains(errb, tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errb, tc.want)
-		}
+		t.Run(argsName(tc.args), func(t *testing.T) {
+			code, _, errb := cgtune(t, tc.args...)
+			if code != exitBadInput || !strings.Contains(errb, tc.want) {
+				t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errb, tc.want)
+			}
+		})
 	}
 }
 

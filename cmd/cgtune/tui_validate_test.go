@@ -112,9 +112,11 @@ func TestTUIBackendValidateBadInput(t *testing.T) {
 		{tui.ValidateRequest{RunDir: t.TempDir(), Top: 3, Launcher: "local", Command: fakeJobCommand(t)}, "holds no search"},
 		{tui.ValidateRequest{RunDir: run, Top: 3, Launcher: "local", Command: "python train.py"}, "--command"},
 	} {
-		if _, err := b.Validate(context.Background(), c.req); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: error %v, want %q", c.req, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			if _, err := b.Validate(context.Background(), c.req); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%+v: error %v, want %q", c.req, err, c.want)
+			}
+		})
 	}
 	b.flags.jobIters = 2
 	if _, err := b.Validate(context.Background(), tui.ValidateRequest{RunDir: run, Top: 3, Launcher: "local", Command: fakeJobCommand(t)}); err == nil || !strings.Contains(err.Error(), "--job-iters 2") {

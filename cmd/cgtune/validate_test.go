@@ -219,11 +219,13 @@ func TestValidateBadInput(t *testing.T) {
 		{[]string{"validate", run, "--launcher", "slurm", "--dry-run", "--command", cmdOK, "--time", "soon"}, "--time \"soon\""},
 		{[]string{"validate", run, "--launcher", "local", "--command", cmdOK, "--mbridge", "9"}, "--mbridge"},
 	} {
-		code, out, errb := cgtune(t, tc.args...)
-		lines := strings.Split(strings.TrimSpace(errb), "\n")
-		if code != exitBadInput || !strings.Contains(lines[len(lines)-1], tc.want) {
-			t.Errorf("%q: exit %d, stderr %q, want %q (stdout %q)", tc.args[1:], code, errb, tc.want, out)
-		}
+		t.Run(argsName(tc.args), func(t *testing.T) {
+			code, out, errb := cgtune(t, tc.args...)
+			lines := strings.Split(strings.TrimSpace(errb), "\n")
+			if code != exitBadInput || !strings.Contains(lines[len(lines)-1], tc.want) {
+				t.Errorf("%q: exit %d, stderr %q, want %q (stdout %q)", tc.args[1:], code, errb, tc.want, out)
+			}
+		})
 	}
 	if _, err := os.Stat(filepath.Join(run, "validate", job.ValidationJournal)); err == nil {
 		t.Error("bad input left a validation journal")
@@ -324,10 +326,12 @@ func TestCalibrateFromLogs(t *testing.T) {
 		{[]string{"calibrate", "--log", bare + "=local/bogus/w3", "--model", "llama3_8b"}, "want impl/scopes/wN"},
 		{[]string{"calibrate", "--log", eager, "--model", "nope"}, "--model"},
 	} {
-		code, _, errb := cgtune(t, tc.args...)
-		if code != exitBadInput || !strings.Contains(errb, tc.want) {
-			t.Errorf("%q: exit %d %q, want %q", tc.args, code, errb, tc.want)
-		}
+		t.Run(argsName(tc.args), func(t *testing.T) {
+			code, _, errb := cgtune(t, tc.args...)
+			if code != exitBadInput || !strings.Contains(errb, tc.want) {
+				t.Errorf("%q: exit %d %q, want %q", tc.args, code, errb, tc.want)
+			}
+		})
 	}
 }
 
@@ -425,10 +429,12 @@ func TestValidateSkipsWhatTheFrameworkCannotBuild(t *testing.T) {
 		t.Errorf("without TE: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
 	}
 	for _, args := range [][]string{{"--job-python", fakePython(t, true)}, {"--job-te", "yes", "--job-python", fakePython(t, false)}} {
-		code, out, errb = cgtune(t, append(base, args...)...)
-		if code != exitOK || !strings.Contains(out, "# transformer_engine/layer/w3") || strings.Contains(errb, "skipped") {
-			t.Errorf("%v: exit %d\n%s%s", args, code, out, errb)
-		}
+		t.Run(argsName(args), func(t *testing.T) {
+			code, out, errb = cgtune(t, append(base, args...)...)
+			if code != exitOK || !strings.Contains(out, "# transformer_engine/layer/w3") || strings.Contains(errb, "skipped") {
+				t.Errorf("%v: exit %d\n%s%s", args, code, out, errb)
+			}
+		})
 	}
 	code, out, errb = cgtune(t, append(base, "--job-te", "no", "--top", "1")...)
 	if code != exitOK || strings.Contains(out, "transformer_engine/") || strings.Contains(errb, "skipped") {

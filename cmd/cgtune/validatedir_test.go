@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,14 +25,16 @@ func TestValidateDirRefusesOtherFiles(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, job.ValidationFile), []byte("mine\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine\n"), 0o644))
 	for _, dry := range []bool{false, true} {
-		args := []string{"validate", run, "--dir", dir, "--launcher", "local", "--command", "bash x.sh {flags} --out {yaml_file}", "--iters", "12"}
-		if dry {
-			args = append(args, "--dry-run")
-		}
-		code, out, errb := cgtune(t, args...)
-		if code != exitBadInput || strings.Count(errb, "\n") != 1 || !strings.Contains(errb, "--dir "+dir+" holds files that are not a cgtune validation (notes.txt)") {
-			t.Errorf("dry run %v: exit %d, %q %q", dry, code, out, errb)
-		}
+		t.Run(fmt.Sprintf("dry-run=%v", dry), func(t *testing.T) {
+			args := []string{"validate", run, "--dir", dir, "--launcher", "local", "--command", "bash x.sh {flags} --out {yaml_file}", "--iters", "12"}
+			if dry {
+				args = append(args, "--dry-run")
+			}
+			code, out, errb := cgtune(t, args...)
+			if code != exitBadInput || strings.Count(errb, "\n") != 1 || !strings.Contains(errb, "--dir "+dir+" holds files that are not a cgtune validation (notes.txt)") {
+				t.Errorf("dry run %v: exit %d, %q %q", dry, code, out, errb)
+			}
+		})
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 2 {

@@ -8,6 +8,7 @@ package cuda_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -53,18 +54,20 @@ func TestDriverErrorIsNamed(t *testing.T) {
 func TestSpinKernelHitsItsTarget(t *testing.T) {
 	e := open(t)
 	for _, us := range []float64{50, 500, 5000} {
-		op := engine.Op{Name: "gemm", Kind: engine.KindGEMM, FLOPs: us * 790e6}
-		r, _ := engine.SpecFor("h200")
-		r.KernelUs = 0
-		e.SetRates(r)
-		got, err := e.TimeOpUs(op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("spin target %.0f us: measured %.1f us", us, got)
-		if math.Abs(got-us)/us > 0.05 && math.Abs(got-us) > 3 {
-			t.Errorf("spin kernel for %.0f us took %.1f us", us, got)
-		}
+		t.Run(fmt.Sprintf("%gus", us), func(t *testing.T) {
+			op := engine.Op{Name: "gemm", Kind: engine.KindGEMM, FLOPs: us * 790e6}
+			r, _ := engine.SpecFor("h200")
+			r.KernelUs = 0
+			e.SetRates(r)
+			got, err := e.TimeOpUs(op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("spin target %.0f us: measured %.1f us", us, got)
+			if math.Abs(got-us)/us > 0.05 && math.Abs(got-us) > 3 {
+				t.Errorf("spin kernel for %.0f us took %.1f us", us, got)
+			}
+		})
 	}
 }
 
@@ -139,36 +142,38 @@ func TestAcceptanceTable(t *testing.T) {
 		{"llama3_8b", engine.WorkloadOptions{}, []presets.Candidate{cand("none", "", 3), cand("transformer_engine", "attn", 3),
 			cand("transformer_engine", "attn,mlp", 3), cand("local", "full_iteration", 3)}},
 	} {
-		w := workload(t, tc.model, "h100", tc.opt)
-		t.Logf("%s h100 layout: %d micro-batches/step (runs %d), %d layers, notes: %s", tc.model, w.MicroBatches, w.RunMicroBatches, len(w.Layers), strings.Join(w.Notes, "; "))
-		t.Logf("%-44s %9s %9s %8s %10s %6s %6s %9s %9s | %9s %7s %8s", "candidate", "eager ms", "graph ms", "speedup", "capture ms", "graphs", "nodes", "graph MiB", "peak MiB", "est. ms", "est err", "est. x")
-		for _, c := range tc.cands {
-			r := e2.Run(ctx, w, c, engine.RunOptions{}, nil)
-			x := est.Run(ctx, w, c, engine.RunOptions{}, nil)
-			all, ests = append(all, r), append(ests, x)
-			if r.Failed() {
-				t.Errorf("%s %s: %s", tc.model, c.Label(), r.Err)
-				continue
-			}
-			rel := (x.Step.Median - r.Step.Median) / r.Step.Median
-			t.Logf("%-44s %9.1f %9.1f %8.4f %10.0f %6d %6d %9d %9d | %9.1f %+6.1f%% %8.4f", tc.model+" "+c.Label(), r.Eager.Median, r.Step.Median, r.Speedup,
-				r.CaptureMs, r.Graphs, r.Nodes, r.Memory.GraphMiB, r.Memory.DevicePeakMiB, x.Step.Median, 100*rel, x.Speedup)
-			if math.Abs(rel) > 0.15 {
-				t.Errorf("%s %s: estimate %.1f ms vs measured %.1f ms (%.1f%%)", tc.model, c.Label(), x.Step.Median, r.Step.Median, 100*rel)
-			}
-			// A speed-up inside the measurement's own spread has no sign.
-			noise := max(0.002, (r.Step.P90-r.Step.P10)/r.Step.Median)
-			if c.Graphed() && math.Abs(r.Speedup-1) > noise && (r.Speedup > 1) != (x.Speedup > 1) {
-				t.Errorf("%s %s: speed-up sign: measured %.4f, estimated %.4f", tc.model, c.Label(), r.Speedup, x.Speedup)
-			}
-			if c.FullIteration() {
-				rel := math.Abs(r.FwdBwdMs-r.FwdBwdKernelMs) / r.FwdBwdKernelMs
-				t.Logf("  full iteration: forward-backward %.1f ms, sum of its kernels %.1f ms (%.2f%%)", r.FwdBwdMs, r.FwdBwdKernelMs, 100*rel)
-				if rel > 0.05 {
-					t.Errorf("%s: full-iteration graph %.1f ms vs kernel sum %.1f ms", tc.model, r.FwdBwdMs, r.FwdBwdKernelMs)
+		t.Run(tc.model, func(t *testing.T) {
+			w := workload(t, tc.model, "h100", tc.opt)
+			t.Logf("%s h100 layout: %d micro-batches/step (runs %d), %d layers, notes: %s", tc.model, w.MicroBatches, w.RunMicroBatches, len(w.Layers), strings.Join(w.Notes, "; "))
+			t.Logf("%-44s %9s %9s %8s %10s %6s %6s %9s %9s | %9s %7s %8s", "candidate", "eager ms", "graph ms", "speedup", "capture ms", "graphs", "nodes", "graph MiB", "peak MiB", "est. ms", "est err", "est. x")
+			for _, c := range tc.cands {
+				r := e2.Run(ctx, w, c, engine.RunOptions{}, nil)
+				x := est.Run(ctx, w, c, engine.RunOptions{}, nil)
+				all, ests = append(all, r), append(ests, x)
+				if r.Failed() {
+					t.Errorf("%s %s: %s", tc.model, c.Label(), r.Err)
+					continue
+				}
+				rel := (x.Step.Median - r.Step.Median) / r.Step.Median
+				t.Logf("%-44s %9.1f %9.1f %8.4f %10.0f %6d %6d %9d %9d | %9.1f %+6.1f%% %8.4f", tc.model+" "+c.Label(), r.Eager.Median, r.Step.Median, r.Speedup,
+					r.CaptureMs, r.Graphs, r.Nodes, r.Memory.GraphMiB, r.Memory.DevicePeakMiB, x.Step.Median, 100*rel, x.Speedup)
+				if math.Abs(rel) > 0.15 {
+					t.Errorf("%s %s: estimate %.1f ms vs measured %.1f ms (%.1f%%)", tc.model, c.Label(), x.Step.Median, r.Step.Median, 100*rel)
+				}
+				// A speed-up inside the measurement's own spread has no sign.
+				noise := max(0.002, (r.Step.P90-r.Step.P10)/r.Step.Median)
+				if c.Graphed() && math.Abs(r.Speedup-1) > noise && (r.Speedup > 1) != (x.Speedup > 1) {
+					t.Errorf("%s %s: speed-up sign: measured %.4f, estimated %.4f", tc.model, c.Label(), r.Speedup, x.Speedup)
+				}
+				if c.FullIteration() {
+					rel := math.Abs(r.FwdBwdMs-r.FwdBwdKernelMs) / r.FwdBwdKernelMs
+					t.Logf("  full iteration: forward-backward %.1f ms, sum of its kernels %.1f ms (%.2f%%)", r.FwdBwdMs, r.FwdBwdKernelMs, 100*rel)
+					if rel > 0.05 {
+						t.Errorf("%s: full-iteration graph %.1f ms vs kernel sum %.1f ms", tc.model, r.FwdBwdMs, r.FwdBwdKernelMs)
+					}
 				}
 			}
-		}
+		})
 	}
 	if dir := os.Getenv("CGTUNE_GPU_OUT"); dir != "" {
 		b, _ := json.MarshalIndent(map[string]any{"probe": rep, "results": all, "estimates": ests}, "", " ")

@@ -50,21 +50,23 @@ func TestEstimatesSayEstimated(t *testing.T) {
 		w *engine.Workload
 		c presets.Candidate
 	}{{w, cand("none", "")}, {w, cand("transformer_engine", "attn")}, {dropPad, cand("local", "full_iteration")}} {
-		r := e.Run(context.Background(), tc.w, tc.c, engine.RunOptions{}, nil)
-		if r.Failed() {
-			t.Fatalf("%s: %s", tc.c.Label(), r.Err)
-		}
-		if r.Source != engine.Estimated || !strings.HasPrefix(r.Notes[0], "estimated:") || !strings.Contains(r.Summary(), "estimated") {
-			t.Errorf("%s: source %q notes %q summary %q", tc.c.Label(), r.Source, r.Notes, r.Summary())
-		}
-		// Without a framework profile the per-op costs are the fallback, and the result says so.
-		if r.HostCosts != engine.HostCostsPerOp || !strings.Contains(r.Notes[0], "host costs: PyTorch per-op (fallback)") {
-			t.Errorf("%s: host costs %q, notes %q", tc.c.Label(), r.HostCosts, r.Notes[0])
-		}
-		if r.Memory.Breakdown == nil || r.Memory.Breakdown.Total <= 0 {
-			t.Errorf("%s: no memory breakdown", tc.c.Label())
-		}
-		t.Logf("%s", r.Summary())
+		t.Run(tc.c.Key(), func(t *testing.T) {
+			r := e.Run(context.Background(), tc.w, tc.c, engine.RunOptions{}, nil)
+			if r.Failed() {
+				t.Fatalf("%s: %s", tc.c.Label(), r.Err)
+			}
+			if r.Source != engine.Estimated || !strings.HasPrefix(r.Notes[0], "estimated:") || !strings.Contains(r.Summary(), "estimated") {
+				t.Errorf("%s: source %q notes %q summary %q", tc.c.Label(), r.Source, r.Notes, r.Summary())
+			}
+			// Without a framework profile the per-op costs are the fallback, and the result says so.
+			if r.HostCosts != engine.HostCostsPerOp || !strings.Contains(r.Notes[0], "host costs: PyTorch per-op (fallback)") {
+				t.Errorf("%s: host costs %q, notes %q", tc.c.Label(), r.HostCosts, r.Notes[0])
+			}
+			if r.Memory.Breakdown == nil || r.Memory.Breakdown.Total <= 0 {
+				t.Errorf("%s: no memory breakdown", tc.c.Label())
+			}
+			t.Logf("%s", r.Summary())
+		})
 	}
 	// A dropless MoE cannot be captured whole: its full-iteration graph fails.
 	if r := e.Run(context.Background(), w, cand("local", "full_iteration"), engine.RunOptions{}, nil); r.ErrKind != engine.ErrCapture {

@@ -70,14 +70,16 @@ func TestCollectiveExposureAtItsWorldSize(t *testing.T) {
 		{cand("transformer_engine", ""), 2 * 4 * graphedX},
 		{cand("local", "full_iteration"), 2 * 4 * graphedX},
 	} {
-		before, after := run(t, e0, w, tc.cand), run(t, e1, w, tc.cand)
-		near(t, tc.cand.Label()+" step with the exposure", after.Step.Median, before.Step.Median+tc.add, 0.01)
-		if n := notesOf(after); !strings.Contains(n, "collective effect measured at world size 2 (framework profile): 1.000 ms eager, 0.050 ms graphed") {
-			t.Errorf("%s notes:\n%s", tc.cand.Label(), n)
-		}
-		if n := notesOf(before); !strings.Contains(n, "collective effect extrapolated from world size 1") {
-			t.Errorf("%s without the exposure, notes:\n%s", tc.cand.Label(), n)
-		}
+		t.Run(tc.cand.Key(), func(t *testing.T) {
+			before, after := run(t, e0, w, tc.cand), run(t, e1, w, tc.cand)
+			near(t, tc.cand.Label()+" step with the exposure", after.Step.Median, before.Step.Median+tc.add, 0.01)
+			if n := notesOf(after); !strings.Contains(n, "collective effect measured at world size 2 (framework profile): 1.000 ms eager, 0.050 ms graphed") {
+				t.Errorf("%s notes:\n%s", tc.cand.Label(), n)
+			}
+			if n := notesOf(before); !strings.Contains(n, "collective effect extrapolated from world size 1") {
+				t.Errorf("%s without the exposure, notes:\n%s", tc.cand.Label(), n)
+			}
+		})
 	}
 	eager0, layer0 := run(t, e0, w, cand("none", "")), run(t, e0, w, cand("transformer_engine", ""))
 	eager1, layer1 := run(t, e1, w, cand("none", "")), run(t, e1, w, cand("transformer_engine", ""))
@@ -116,13 +118,15 @@ func TestCollectiveExposureChoice(t *testing.T) {
 		{4, []engine.CollectiveExposure{three}, "collective effect extrapolated from world size 1: the layers' collectives over 4 ranks", 0},
 		{2, []engine.CollectiveExposure{four}, "collective effect extrapolated from world size 1", 0},
 	} {
-		e0, w := tpProfiled(t, tc.tp, profile(true))
-		e1, _ := tpProfiled(t, tc.tp, withExposure(tc.have...))
-		base, r := run(t, e0, w, cand("none", "")), run(t, e1, w, cand("none", ""))
-		if !strings.Contains(notesOf(r), tc.want) {
-			t.Errorf("TP %d with %v: notes lack %q:\n%s", tc.tp, tc.have, tc.want, notesOf(r))
-		}
-		near(t, "eager step", r.Step.Median, base.Step.Median+2*4*tc.add, 0.01)
+		t.Run(tc.want, func(t *testing.T) {
+			e0, w := tpProfiled(t, tc.tp, profile(true))
+			e1, _ := tpProfiled(t, tc.tp, withExposure(tc.have...))
+			base, r := run(t, e0, w, cand("none", "")), run(t, e1, w, cand("none", ""))
+			if !strings.Contains(notesOf(r), tc.want) {
+				t.Errorf("TP %d with %v: notes lack %q:\n%s", tc.tp, tc.have, tc.want, notesOf(r))
+			}
+			near(t, "eager step", r.Step.Median, base.Step.Median+2*4*tc.add, 0.01)
+		})
 	}
 	// One GPU: no collectives in the layers, nothing to say.
 	e, w := profiled(t, withExposure(two))

@@ -102,43 +102,45 @@ func TestLocalJobsMeasureWhatTheJobPrints(t *testing.T) {
 		step    float64
 		peakMiB int64
 	}{{eager, 40, 1000}, {perLayer, 30, 1200}, {fullIter, 22, 1400}} {
-		var u updates
-		res := e.RunJob(context.Background(), tc.c, 0, u.add)
-		if res.Failed() {
-			t.Fatalf("%s: %s: %s", tc.c.Key(), res.ErrKind, res.Err)
-		}
-		if res.Step.Median < tc.step || res.Step.Median > tc.step+0.6 || res.Step.N != 12-FirstMeasured(tc.c)+1 {
-			t.Errorf("%s: step %+v, want %v..%v over %d iterations", tc.c.Key(), res.Step, tc.step, tc.step+0.6, 12-FirstMeasured(tc.c)+1)
-		}
-		if res.Memory.ProcessPeakMiB != tc.peakMiB {
-			t.Errorf("%s: peak %d MiB, want %d", tc.c.Key(), res.Memory.ProcessPeakMiB, tc.peakMiB)
-		}
-		if tc.c.FullIteration() && (res.CaptureMs < 160 || res.CaptureMs > 170) {
-			t.Errorf("%s: capture %v ms, want about 190 - step", tc.c.Key(), res.CaptureMs)
-		}
-		if tc.c.Graphed() && !tc.c.FullIteration() && (res.CaptureMs != 0 || !strings.Contains(strings.Join(res.Notes, ";"), "first iteration")) {
-			t.Errorf("%s: local per-layer capture %v ms, notes %q", tc.c.Key(), res.CaptureMs, res.Notes)
-		}
-		if res.Source != engine.Job || res.Job == nil || res.Job.Launcher != "local" || res.Job.State != StateCompleted {
-			t.Errorf("%s: source %s job %+v", tc.c.Key(), res.Source, res.Job)
-		}
-		if st := u.states(); st[0] != StateSubmitting || st[len(st)-1] != StateCompleted {
-			t.Errorf("%s: states %v", tc.c.Key(), st)
-		}
-		var measured int
-		for _, x := range u.us {
-			for _, s := range x.Samples {
-				if s.Phase == engine.PhaseMeasure {
-					measured++
+		t.Run(tc.c.Key(), func(t *testing.T) {
+			var u updates
+			res := e.RunJob(context.Background(), tc.c, 0, u.add)
+			if res.Failed() {
+				t.Fatalf("%s: %s: %s", tc.c.Key(), res.ErrKind, res.Err)
+			}
+			if res.Step.Median < tc.step || res.Step.Median > tc.step+0.6 || res.Step.N != 12-FirstMeasured(tc.c)+1 {
+				t.Errorf("%s: step %+v, want %v..%v over %d iterations", tc.c.Key(), res.Step, tc.step, tc.step+0.6, 12-FirstMeasured(tc.c)+1)
+			}
+			if res.Memory.ProcessPeakMiB != tc.peakMiB {
+				t.Errorf("%s: peak %d MiB, want %d", tc.c.Key(), res.Memory.ProcessPeakMiB, tc.peakMiB)
+			}
+			if tc.c.FullIteration() && (res.CaptureMs < 160 || res.CaptureMs > 170) {
+				t.Errorf("%s: capture %v ms, want about 190 - step", tc.c.Key(), res.CaptureMs)
+			}
+			if tc.c.Graphed() && !tc.c.FullIteration() && (res.CaptureMs != 0 || !strings.Contains(strings.Join(res.Notes, ";"), "first iteration")) {
+				t.Errorf("%s: local per-layer capture %v ms, notes %q", tc.c.Key(), res.CaptureMs, res.Notes)
+			}
+			if res.Source != engine.Job || res.Job == nil || res.Job.Launcher != "local" || res.Job.State != StateCompleted {
+				t.Errorf("%s: source %s job %+v", tc.c.Key(), res.Source, res.Job)
+			}
+			if st := u.states(); st[0] != StateSubmitting || st[len(st)-1] != StateCompleted {
+				t.Errorf("%s: states %v", tc.c.Key(), st)
+			}
+			var measured int
+			for _, x := range u.us {
+				for _, s := range x.Samples {
+					if s.Phase == engine.PhaseMeasure {
+						measured++
+					}
 				}
 			}
-		}
-		if measured != res.Step.N {
-			t.Errorf("%s: %d measured samples streamed, result has %d", tc.c.Key(), measured, res.Step.N)
-		}
-		if !groupGone(t, res.Job.ID) {
-			t.Errorf("%s: process group still there", tc.c.Key())
-		}
+			if measured != res.Step.N {
+				t.Errorf("%s: %d measured samples streamed, result has %d", tc.c.Key(), measured, res.Step.N)
+			}
+			if !groupGone(t, res.Job.ID) {
+				t.Errorf("%s: process group still there", tc.c.Key())
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -91,19 +92,21 @@ func TestParseFailures(t *testing.T) {
 		{"mlm_nan.log", engine.ErrNaN, "Unexpected result nan"},
 		{"mlm_import_error.log", "", "ModuleNotFoundError: No module named 'transformer_engine'"},
 	} {
-		r := parseFile(t, tc.file)
-		if r.ErrKind != tc.kind || !strings.HasPrefix(r.Err, strings.SplitN(tc.text, "Unexpected", 2)[0]) || !strings.Contains(r.Err, tc.text) {
-			t.Errorf("%s: got %q %q, want %q containing %q", tc.file, r.ErrKind, r.Err, tc.kind, tc.text)
-		}
-		res := buildResult(presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 1}, r,
-			Status{State: StateFailed, ExitCode: 1, Done: true}, false, engine.JobInfo{})
-		wantKind := tc.kind
-		if wantKind == "" {
-			wantKind = engine.ErrCrash
-		}
-		if res.ErrKind != wantKind || !strings.Contains(res.Err, tc.text) {
-			t.Errorf("%s: result %s: %s", tc.file, res.ErrKind, res.Err)
-		}
+		t.Run(tc.file, func(t *testing.T) {
+			r := parseFile(t, tc.file)
+			if r.ErrKind != tc.kind || !strings.HasPrefix(r.Err, strings.SplitN(tc.text, "Unexpected", 2)[0]) || !strings.Contains(r.Err, tc.text) {
+				t.Errorf("%s: got %q %q, want %q containing %q", tc.file, r.ErrKind, r.Err, tc.kind, tc.text)
+			}
+			res := buildResult(presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 1}, r,
+				Status{State: StateFailed, ExitCode: 1, Done: true}, false, engine.JobInfo{})
+			wantKind := tc.kind
+			if wantKind == "" {
+				wantKind = engine.ErrCrash
+			}
+			if res.ErrKind != wantKind || !strings.Contains(res.Err, tc.text) {
+				t.Errorf("%s: result %s: %s", tc.file, res.ErrKind, res.Err)
+			}
+		})
 	}
 }
 
@@ -145,9 +148,11 @@ func TestPhases(t *testing.T) {
 	c := presets.Candidate{Impl: presets.ImplTE, Warmup: 3}
 	want := map[int]string{1: engine.PhaseWarmup, 3: engine.PhaseWarmup, 4: engine.PhaseCapture, 5: engine.PhaseMeasure, 9: engine.PhaseMeasure}
 	for it, ph := range want {
-		if got := Phase(c, Iteration{Iter: it, Span: 1}); got != ph {
-			t.Errorf("iteration %d: %s, want %s", it, got, ph)
-		}
+		t.Run(fmt.Sprint("iteration ", it), func(t *testing.T) {
+			if got := Phase(c, Iteration{Iter: it, Span: 1}); got != ph {
+				t.Errorf("iteration %d: %s, want %s", it, got, ph)
+			}
+		})
 	}
 	if got := Phase(presets.Candidate{Impl: presets.ImplNone}, Iteration{Iter: 3, Span: 1}); got != engine.PhaseMeasure {
 		t.Errorf("eager iteration 3: %s", got)
@@ -165,14 +170,18 @@ func TestParseCandidateKey(t *testing.T) {
 		{Impl: presets.ImplLocal, Scopes: []string{"full_iteration"}, Warmup: 1},
 		{Impl: presets.ImplTE, Scopes: []string{"attn", "moe_router"}, Warmup: 0},
 	} {
-		got, err := ParseCandidateKey(c.Key())
-		if err != nil || got.Key() != c.Key() {
-			t.Errorf("%s: got %v, %v", c.Key(), got, err)
-		}
+		t.Run(c.Key(), func(t *testing.T) {
+			got, err := ParseCandidateKey(c.Key())
+			if err != nil || got.Key() != c.Key() {
+				t.Errorf("%s: got %v, %v", c.Key(), got, err)
+			}
+		})
 	}
 	for _, bad := range []string{"", "local", "local/attn", "local/attn/3", "bogus/attn/w3", "local/bogus/w3", "local/attn/w-1"} {
-		if _, err := ParseCandidateKey(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if _, err := ParseCandidateKey(bad); err == nil {
+				t.Errorf("%q: no error", bad)
+			}
+		})
 	}
 }

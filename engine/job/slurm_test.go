@@ -195,9 +195,11 @@ func TestSlurmCancelQueuedAndRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tg := range targets {
-		if o, ok := l.Open(tg.Candidate.Key()); ok {
-			t.Errorf("%s still open in the ledger: %+v", tg.Candidate.Key(), o)
-		}
+		t.Run(tg.Candidate.Key(), func(t *testing.T) {
+			if o, ok := l.Open(tg.Candidate.Key()); ok {
+				t.Errorf("%s still open in the ledger: %+v", tg.Candidate.Key(), o)
+			}
+		})
 	}
 }
 

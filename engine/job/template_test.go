@@ -1,6 +1,7 @@
 package job
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,31 +52,33 @@ func TestRenderedValuesAreShellQuoted(t *testing.T) {
 
 	// The dotlist and run_script renderings, and the YAML file path.
 	for _, ph := range []string{"dotlist", "run_script_flags", "yaml_file"} {
-		tmpl, err := ParseCommand(`printf '%s\0' {`+ph+`}`, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sub := filepath.Join(dir, "it's $(here)")
-		cmd, err := renderCommand(tmpl, o, sub, map[string]string{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := printedArgs(t, dir, cmd)
-		var want []string
-		switch ph {
-		case "dotlist":
-			want = o.DotlistTokens(false)
-		case "run_script_flags":
-			want, _ = o.FlagTokens(false)
-		case "yaml_file":
-			want = []string{filepath.Join(sub, "overrides.yaml")}
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: got %q\nwant %q", ph, got, want)
-		}
-		if _, err := os.Stat(filepath.Join(dir, "PWNED")); err == nil {
-			t.Errorf("%s: a value was executed: %s", ph, cmd)
-		}
+		t.Run(ph, func(t *testing.T) {
+			tmpl, err := ParseCommand(`printf '%s\0' {`+ph+`}`, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub := filepath.Join(dir, "it's $(here)")
+			cmd, err := renderCommand(tmpl, o, sub, map[string]string{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := printedArgs(t, dir, cmd)
+			var want []string
+			switch ph {
+			case "dotlist":
+				want = o.DotlistTokens(false)
+			case "run_script_flags":
+				want, _ = o.FlagTokens(false)
+			case "yaml_file":
+				want = []string{filepath.Join(sub, "overrides.yaml")}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: got %q\nwant %q", ph, got, want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "PWNED")); err == nil {
+				t.Errorf("%s: a value was executed: %s", ph, cmd)
+			}
+		})
 	}
 }
 
@@ -116,10 +119,12 @@ func TestParseCommandErrors(t *testing.T) {
 		{`torchrun train.py '{dotlist}'`, "inside quotes"},
 		{"a\nb {bogus_thing}", "line 2: unknown placeholder"},
 	} {
-		_, err := ParseCommand(tc.tmpl, "")
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: error %v, want %q", tc.tmpl, err, tc.want)
-		}
+		t.Run(tc.tmpl, func(t *testing.T) {
+			_, err := ParseCommand(tc.tmpl, "")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q: error %v, want %q", tc.tmpl, err, tc.want)
+			}
+		})
 	}
 	if _, err := ParseCommand("x {overrides}", "yaml"); err == nil || !strings.Contains(err.Error(), "allowed: dotlist, flags, run_script_flags") {
 		t.Errorf("bad format: %v", err)
@@ -145,17 +150,19 @@ func TestOverridesPlaceholderFollowsFormat(t *testing.T) {
 		"flags":            "--cuda-graph-impl full_iteration --cuda-graph-warmup-steps 2 --no-check-for-nan-in-loss-and-grad",
 		"run_script_flags": "--cuda_graph_impl local --cuda_graph_scope full_iteration",
 	} {
-		tm, err := ParseCommand("run {overrides}", format)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd, err := renderCommand(tm, o, t.TempDir(), map[string]string{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasPrefix(cmd, "run "+want) {
-			t.Errorf("%s: %s", format, cmd)
-		}
+		t.Run(format, func(t *testing.T) {
+			tm, err := ParseCommand("run {overrides}", format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd, err := renderCommand(tm, o, t.TempDir(), map[string]string{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(cmd, "run "+want) {
+				t.Errorf("%s: %s", format, cmd)
+			}
+		})
 	}
 }
 
@@ -168,18 +175,22 @@ func TestSlurmOptionsRejectInjection(t *testing.T) {
 		for _, o := range []SlurmOptions{
 			{Nodes: 1, Partition: bad}, {Nodes: 1, Account: bad}, {Nodes: 1, Time: bad},
 		} {
-			if bad == "" {
-				continue
-			}
-			if err := o.Check(); err == nil {
-				t.Errorf("%+v accepted", o)
-			}
+			t.Run(fmt.Sprintf("%+v", o), func(t *testing.T) {
+				if bad == "" {
+					return
+				}
+				if err := o.Check(); err == nil {
+					t.Errorf("%+v accepted", o)
+				}
+			})
 		}
 	}
 	for _, o := range []SlurmOptions{{Nodes: 0}, {Nodes: 1, GPUsPerNode: -1}, {Nodes: 1, Time: "1:2:3:4"}} {
-		if err := o.Check(); err == nil {
-			t.Errorf("%+v accepted", o)
-		}
+		t.Run(fmt.Sprintf("%+v", o), func(t *testing.T) {
+			if err := o.Check(); err == nil {
+				t.Errorf("%+v accepted", o)
+			}
+		})
 	}
 }
 
@@ -211,8 +222,10 @@ func TestBatchScript(t *testing.T) {
 		{"echo\n{command}\n", "interpreter line"},
 		{"#!/bin/bash\n{comand}\n", "unknown placeholder {comand}"},
 	} {
-		if _, err := NewSlurm(SlurmOptions{Nodes: 1}, tc.tmpl); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: %v, want %q", tc.tmpl, err, tc.want)
-		}
+		t.Run(tc.tmpl, func(t *testing.T) {
+			if _, err := NewSlurm(SlurmOptions{Nodes: 1}, tc.tmpl); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q: %v, want %q", tc.tmpl, err, tc.want)
+			}
+		})
 	}
 }

@@ -167,11 +167,13 @@ func TestHungWorkerIsKilledAtItsDeadline(t *testing.T) {
 func TestVersionMismatchAndMissingFrameworkFailTheStart(t *testing.T) {
 	script, _ := filepath.Abs("testdata/fake_worker.py")
 	for mode, want := range map[string]string{"version": "version 2", "noimport": "No module named 'megatron'"} {
-		cmd := worker.Command{Path: python(t), Args: []string{"-B", script}, Env: []string{"FAKE_MODE=" + mode}}
-		_, err := newWithCommand(Options{StartTimeout: 20 * time.Second}, cmd)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %v, want it to name %q", mode, err, want)
-		}
+		t.Run(mode, func(t *testing.T) {
+			cmd := worker.Command{Path: python(t), Args: []string{"-B", script}, Env: []string{"FAKE_MODE=" + mode}}
+			_, err := newWithCommand(Options{StartTimeout: 20 * time.Second}, cmd)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: err = %v, want it to name %q", mode, err, want)
+			}
+		})
 	}
 }
 

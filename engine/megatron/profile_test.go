@@ -1,6 +1,7 @@
 package megatron
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -64,10 +65,12 @@ func TestProfileLayersFollowTheBuiltSlice(t *testing.T) {
 	for _, c := range []struct{ stage, max, want int }{
 		{8, 0, 8}, {12, 8, 8}, {12, 4, 4}, {3, 8, 3}, {1, 8, 2}, {48, 0, 8},
 	} {
-		w := &engine.Workload{Layers: make([]engine.LayerTrace, c.stage)}
-		if got := profileLayers(w, c.max); got != [2]int{1, c.want} {
-			t.Errorf("stage of %d layers, max %d: profile layers %v, want [1 %d]", c.stage, c.max, got, c.want)
-		}
+		t.Run(fmt.Sprintf("stage %d max %d", c.stage, c.max), func(t *testing.T) {
+			w := &engine.Workload{Layers: make([]engine.LayerTrace, c.stage)}
+			if got := profileLayers(w, c.max); got != [2]int{1, c.want} {
+				t.Errorf("stage of %d layers, max %d: profile layers %v, want [1 %d]", c.stage, c.max, got, c.want)
+			}
+		})
 	}
 }
 

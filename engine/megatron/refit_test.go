@@ -42,9 +42,11 @@ func TestRefitFromPrintedRuns(t *testing.T) {
 		{"step start", got.StepStart.HostMs, want.StepStart.HostMs},
 		{"lead-in", got.PreFwdHostMs, want.PreFwdHostMs},
 	} {
-		if d := c.got - c.want; d > 0.01 || d < -0.01 {
-			t.Errorf("%s: %.4f, want %.4f", c.what, c.got, c.want)
-		}
+		t.Run(c.what, func(t *testing.T) {
+			if d := c.got - c.want; d > 0.01 || d < -0.01 {
+				t.Errorf("%s: %.4f, want %.4f", c.what, c.got, c.want)
+			}
+		})
 	}
 	if got.Key != old.Key || got.Spread["eager"] != old.Spread["eager"] || !strings.HasPrefix(got.Source, "probe; re-fitted") {
 		t.Errorf("key %+v, spread %v, source %q: want the saved profile's", got.Key, got.Spread, got.Source)

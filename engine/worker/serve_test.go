@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"strings"
@@ -74,10 +75,12 @@ func TestWorkerRefusesInvalidRequests(t *testing.T) {
 		{presets.Candidate{Impl: "local"}, sp, engine.RunOptions{Layers: -1}, `layers -1 is out of range`},
 		{presets.Candidate{Impl: "local"}, huge, engine.RunOptions{}, `field "layers": 100000000 is out of range`},
 	} {
-		s.send(t, Request{V: Version, Type: TypeRun, ID: "x", Spec: &tc.spec, Candidate: &tc.cand, Opts: &tc.opts})
-		if r := s.next(t); r.Type != TypeError || r.ID != "x" || !strings.Contains(r.Error, tc.want) {
-			t.Errorf("%+v %+v: reply %+v; want an error %q", tc.cand, tc.opts, r, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			s.send(t, Request{V: Version, Type: TypeRun, ID: "x", Spec: &tc.spec, Candidate: &tc.cand, Opts: &tc.opts})
+			if r := s.next(t); r.Type != TypeError || r.ID != "x" || !strings.Contains(r.Error, tc.want) {
+				t.Errorf("%+v %+v: reply %+v; want an error %q", tc.cand, tc.opts, r, tc.want)
+			}
+		})
 	}
 	good := presets.Candidate{Impl: "local", Scopes: []string{"attn"}, Warmup: 3}
 	s.send(t, Request{V: Version, Type: TypeRun, ID: "g", Spec: &sp, Candidate: &good})
@@ -94,27 +97,29 @@ func TestWorkerRefusesInvalidRequests(t *testing.T) {
 // for one, or running a long candidate, ignored SIGTERM.
 func TestServeStopsWithinASecondOfCancel(t *testing.T) {
 	for _, running := range []bool{false, true} {
-		ctx, cancel := context.WithCancel(context.Background())
-		s := serve(t, ctx)
-		if running {
-			sp := spec(t)
-			c := presets.Candidate{Impl: "local", Warmup: hangWarmup}
-			s.send(t, Request{V: Version, Type: TypeRun, ID: "h", Spec: &sp, Candidate: &c})
-			time.Sleep(100 * time.Millisecond)
-		}
-		start := time.Now()
-		cancel()
-		select {
-		case err := <-s.done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("running=%v: Serve returned %v", running, err)
+		t.Run(fmt.Sprintf("running=%v", running), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			s := serve(t, ctx)
+			if running {
+				sp := spec(t)
+				c := presets.Candidate{Impl: "local", Warmup: hangWarmup}
+				s.send(t, Request{V: Version, Type: TypeRun, ID: "h", Spec: &sp, Candidate: &c})
+				time.Sleep(100 * time.Millisecond)
 			}
-			if d := time.Since(start); d > time.Second {
-				t.Errorf("running=%v: stopped after %s", running, d)
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-s.done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("running=%v: Serve returned %v", running, err)
+				}
+				if d := time.Since(start); d > time.Second {
+					t.Errorf("running=%v: stopped after %s", running, d)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("running=%v: Serve still going 5 s after cancel", running)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("running=%v: Serve still going 5 s after cancel", running)
-		}
+		})
 	}
 }
 
