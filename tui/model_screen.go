@@ -389,48 +389,10 @@ func (m *Model) markEdited() {
 	m.sel.edited[f.label] = true
 	now, was := f.value(m.sel.model, m.sel.layout), f.value(m.sel.model, m.sel.base)
 	if now == was {
-		m.setStatus("layout: %s %s, as %s", f.label, now, m.baseName())
+		m.setStatus("layout: %s %s, as %s", f.label, now, m.sel.baseName())
 		return
 	}
-	m.setStatus("layout edited: %s %s (%s: %s)", f.label, now, m.baseName(), was)
-}
-
-// baseName says where the unedited layout comes from, for messages.
-func (m *Model) baseName() string {
-	if m.sel.preset != "" {
-		return "preset " + m.sel.preset
-	}
-	return "the recipe's default"
-}
-
-// layoutEdits are the fields the person changed from the layout it
-// started from, as "TP 2 (was 1)".
-func (m *Model) layoutEdits() []string {
-	var out []string
-	for _, row := range layoutGrid() {
-		for _, f := range row {
-			if f.value == nil {
-				continue
-			}
-			if now, was := f.value(m.sel.model, m.sel.layout), f.value(m.sel.model, m.sel.base); now != was {
-				out = append(out, fmt.Sprintf("%s %s (was %s)", f.label, now, was))
-			}
-		}
-	}
-	return out
-}
-
-// searchLayout is the layout a search (and a saved preset, and the
-// report) takes: the selection's, its source saying what was edited.
-func (m *Model) searchLayout() presets.Layout {
-	l := m.sel.layout.Clone()
-	if edits := m.layoutEdits(); len(edits) > 0 {
-		l.Source = "edited in cgtune: " + strings.Join(edits, ", ")
-		if m.sel.base.Source != "" {
-			l.Source += "; from " + m.sel.base.Source
-		}
-	}
-	return l
+	m.setStatus("layout edited: %s %s (%s: %s)", f.label, now, m.sel.baseName(), was)
 }
 
 // commitEdit applies the typed text to the field under the cursor.
@@ -779,7 +741,7 @@ func (m *Model) modelDetail(w, h int) string {
 	}
 	rest -= len(archText)
 	var edited, gap, note, source []string
-	if edits := m.layoutEdits(); len(edits) > 0 && m.sel.err == nil && rest > 0 {
+	if edits := m.sel.layoutEdits(); len(edits) > 0 && m.sel.err == nil && rest > 0 {
 		edited = []string{st.Warn.Render(truncate("edited: "+strings.Join(edits, ", "), w))}
 		rest--
 	}

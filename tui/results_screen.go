@@ -114,7 +114,7 @@ func (m *Model) rankOptions() search.RankOptions {
 	if m.run != nil {
 		req = m.run.req
 	}
-	o := search.RankOptions{TrainIters: req.TrainIters, JobGPUMemoryMiB: m.jobGPUMiB(req), Tie: m.tie}
+	o := search.RankOptions{TrainIters: req.TrainIters, JobGPUMemoryMiB: jobGPUMiB(req), Tie: m.tie}
 	if m.done != nil {
 		o.Emulation, o.KnownToFitMiB = m.done.Emulation, m.done.KnownToFitMiB
 		o.ReferenceKey = m.done.ReferenceKey()
@@ -450,7 +450,7 @@ func (m *Model) reportInput() report.Input {
 	in := report.Input{
 		Version: m.opts.Version, Now: m.opts.Now(), Model: req.Model, Layout: req.Layout, MBridge: req.MBridge,
 		Engine: engineName, Strategy: req.Strategy, TrainIters: req.TrainIters, Tie: m.tie,
-		JobGPUMemoryMiB: m.jobGPUMiB(req), Plan: plan, Format: m.format(),
+		JobGPUMemoryMiB: jobGPUMiB(req), Plan: plan, Format: m.format(),
 	}
 	if m.done != nil {
 		in.Done = *m.done
@@ -665,7 +665,7 @@ func (m *Model) memoryLine(w int) []string {
 	if m.run != nil {
 		req = m.run.req
 	}
-	need, total, what := jobMemory(rk.Result, m.jobGPUMiB(req))
+	need, total, what := jobMemory(rk.Result, jobGPUMiB(req))
 	text := fmt.Sprintf("%s GiB %s", fmtGiB(need), what)
 	if total > 0 {
 		text = fmt.Sprintf("%s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
@@ -884,7 +884,7 @@ func (m *Model) breakdownLines(rk search.Ranked, w int) []string {
 	if m.run != nil {
 		req = m.run.req
 	}
-	need, total, what := jobMemory(res, m.jobGPUMiB(req))
+	need, total, what := jobMemory(res, jobGPUMiB(req))
 	var lines []string
 	if b := res.Memory.Breakdown; b != nil {
 		lines = append(lines, truncate(st.Label.Render(padRight("", 10))+st.Muted.Render(fmt.Sprintf(

@@ -751,7 +751,7 @@ func (m *Model) estimatedMemoryLines(w int, labelled bool) []string {
 	if r.lastOK == nil {
 		return []string{label + st.Faint.Render("estimated: waiting for the first estimate")}
 	}
-	need, total, what := jobMemory(*r.lastOK, m.jobGPUMiB(r.req))
+	need, total, what := jobMemory(*r.lastOK, jobGPUMiB(r.req))
 	text := fmt.Sprintf(" %s/%s GiB %s · %s · estimated", fmtGiB(need), fmtGiB(total), what, candName(r.lastOK.Candidate))
 	frac := 0.0
 	if total > 0 {

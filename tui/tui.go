@@ -6,7 +6,6 @@
 package tui
 
 import (
-	"cgtune/engine"
 	"context"
 	"fmt"
 	"slices"
@@ -86,70 +85,38 @@ const (
 
 var screenNames = []string{"Model", "GPU", "Space", "Run", "Results"}
 
-// selection is the recipe the person is tuning: the model, where it came
-// from, its layout for the chosen GPU type and the MB version.
-type selection struct {
-	model  presets.Model
-	preset string // team preset it was loaded from, "" for a built-in
-	layout presets.Layout
-	// base is the layout as it came (the recipe's default for the GPU
-	// type, or the preset's), which edits are told against.
-	base    presets.Layout
-	mbridge string
-	inline  bool  // the preset carries its own model rather than naming a built-in
-	err     error // the layout's validation error, shown inline
-	// edited are the layout fields the person changed (by label); a
-	// change of GPU type keeps them.
-	edited map[string]bool
-}
-
-// Model is the root bubbletea model. It owns all state; screens are files
-// of methods on it, each with its own sub-state.
+// Model is the root bubbletea model. It owns what the screens share (the
+// common frame and the session: the search as set up and as run) and
+// routes each message to the screen it is for.
 type Model struct {
-	backend Backend
-	opts    Options
-	st      Styles
-	keys    KeyMap
-	help    help.Model
-	prog    progress.Model
-	isDark  bool
+	*common
+	*session
 
-	width, height int
-	screen        screen
-	reached       screen // furthest screen reached, for the breadcrumb
+	help   help.Model
+	prog   progress.Model
+	isDark bool
+
+	screen  screen
+	reached screen // furthest screen reached, for the breadcrumb
 
 	builtins []presets.Model
 	presets  []presets.PresetInfo
 	loaded   map[string]presetLoadedMsg
-	sel      selection
 	modelScr modelScreen
 
-	gpus      []engine.GPUStatus
-	driver    DriverInfo
 	gpuErr    error
 	noDriver  bool
 	gpuLoaded bool
 	gpuChosen bool // the GPU selection was made (by --gpu or by the person)
-	gpuSel    map[int]bool
-	estimate  bool
 	gpuScr    gpuScreen
 
-	space    spaceChoice
-	strategy string
-	budget   time.Duration
-	tie      float64 // the ranking's tie band (search.RankOptions.Tie)
 	plan     []search.Planned
 	planSeq  int
 	planErr  error
 	planning bool
 	spaceScr spaceScreen
 
-	run    *runState
-	done   *search.DoneEvent
 	resScr resultsScreen
-
-	status    string
-	statusErr bool
 }
 
 // New builds the program's model. builtins come from the embedded presets.
@@ -164,20 +131,19 @@ func New(b Backend, opts Options) *Model {
 		opts.MBridge = presets.DefaultMBridge
 	}
 	m := &Model{
-		backend:  b,
-		opts:     opts,
-		keys:     DefaultKeyMap(),
-		help:     help.New(),
-		isDark:   true, // until the terminal tells us otherwise
-		width:    80,
-		height:   24,
-		loaded:   map[string]presetLoadedMsg{},
-		gpuSel:   map[int]bool{},
-		estimate: opts.Estimate,
-		strategy: Strategies[0],
-		budget:   10 * time.Minute,
-		tie:      search.DefaultTie,
-		space:    newSpaceChoice(presets.DefaultSpace()),
+		common: &common{backend: b, opts: opts, keys: DefaultKeyMap(), width: 80, height: 24},
+		session: &session{
+			gpuSel:     map[int]bool{},
+			estimate:   opts.Estimate,
+			strategy:   Strategies[0],
+			budget:     10 * time.Minute,
+			tie:        search.DefaultTie,
+			space:      newSpaceChoice(presets.DefaultSpace()),
+			trainIters: opts.TrainIters,
+		},
+		help:   help.New(),
+		isDark: true, // until the terminal tells us otherwise
+		loaded: map[string]presetLoadedMsg{},
 	}
 	if slices.Contains(Strategies, opts.Strategy) {
 		m.strategy = opts.Strategy
@@ -246,14 +212,6 @@ func (m *Model) Init() tea.Cmd {
 		fetchGPUs(m.opts.Context, m.backend),
 		tea.RequestBackgroundColor,
 	)
-}
-
-func (m *Model) setStatus(format string, args ...any) {
-	m.status, m.statusErr = fmt.Sprintf(format, args...), false
-}
-
-func (m *Model) setError(err error) {
-	m.status, m.statusErr = err.Error(), true
 }
 
 // typing reports whether a text field has the keyboard, so printable keys
@@ -370,7 +328,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 func (m *Model) goTo(s screen) tea.Cmd {
 	m.screen = s
 	m.reached = max(m.reached, s)
-	m.status, m.statusErr = "", false
+	m.clearStatus()
 	m.help.ShowAll = false
 	switch s {
 	case screenGPU:
@@ -381,29 +339,6 @@ func (m *Model) goTo(s screen) tea.Cmd {
 		return m.replan()
 	}
 	return nil
-}
-
-// request is the search as set up so far.
-func (m *Model) request() Request {
-	r := Request{
-		Model:      m.sel.model,
-		Layout:     m.searchLayout(),
-		MBridge:    m.sel.mbridge,
-		Space:      m.space.Space(),
-		Strategy:   m.strategy,
-		Budget:     m.budget,
-		Tie:        m.tie,
-		TrainIters: m.opts.TrainIters,
-		Estimate:   m.estimate,
-	}
-	if !m.estimate {
-		for _, g := range m.gpus {
-			if m.gpuSel[g.Index] {
-				r.GPUs = append(r.GPUs, g.Index)
-			}
-		}
-	}
-	return r
 }
 
 // Sizes of the frame around the screens.
@@ -516,15 +451,6 @@ func (m *Model) View() tea.View {
 	v.AltScreen = true
 	v.WindowTitle = "cgtune · " + screenNames[m.screen]
 	return v
-}
-
-// jobGPUMiB is the memory of the GPU the real job runs on (the layout's
-// GPU type), 0 when the spec table does not know it.
-func (m *Model) jobGPUMiB(req Request) int64 {
-	if spec, ok := engine.SpecFor(req.Layout.GPU); ok {
-		return spec.MemoryMiB
-	}
-	return 0
 }
 
 // tooSmall reports whether the window is below the minimum size, when the
