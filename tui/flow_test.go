@@ -62,7 +62,7 @@ func TestFlowToOverridesFile(t *testing.T) {
 // flowToResults walks from the model screen to the results of the scripted
 // search with enter on every screen.
 func flowToResults(tm *teatest.TestModel, until func(string, func(*Model) bool)) {
-	until("the GPU list", func(m *Model) bool { return m.gpuLoaded })
+	until("the GPU list", func(m *Model) bool { return m.gpuScr.loaded })
 	tm.Send(keyMsg("enter"))
 	until("the GPU screen", func(m *Model) bool { return m.screen == screenGPU })
 	tm.Send(keyMsg("enter"))

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"cgtune/engine"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,45 +9,83 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
+
+	"cgtune/engine"
 )
 
 // Screen (b): the NVML devices to measure on, or the estimate engine.
 
+// gpuScreen lists the GPUs NVML sees and selects those the search measures
+// on, or takes the estimate engine. The listing and the selection are the
+// session's: the search's request and the results read them.
 type gpuScreen struct {
-	cursor int
+	*common
+	*session
+
+	cursor   int
+	err      error // what NVML said, shown above the list
+	noDriver bool  // no NVIDIA driver here: only the estimate engine is offered
+	loaded   bool  // NVML has answered
+	chosen   bool  // the GPU selection was made (by --gpu or by the person)
 }
 
-func (m *Model) onGPUs(msg gpusMsg) {
-	m.gpuLoaded = true
-	m.gpus, m.driver, m.gpuErr = msg.gpus, msg.driver, msg.err
-	m.noDriver = errors.Is(msg.err, ErrNoDriver)
-	if m.noDriver {
-		m.gpuSel = map[int]bool{}
+func newGPUScreen(c *common, s *session) *gpuScreen {
+	return &gpuScreen{common: c, session: s}
+}
+
+// Init reads the GPUs.
+func (s *gpuScreen) Init() tea.Cmd { return fetchGPUs(s.opts.Context, s.backend) }
+
+// enter reads the GPUs unless NVML has answered already.
+func (s *gpuScreen) enter() tea.Cmd {
+	if !s.loaded {
+		return s.Init()
+	}
+	return nil
+}
+
+func (s *gpuScreen) typing() bool { return false }
+
+func (s *gpuScreen) Update(msg tea.Msg) (tea.Cmd, handoff) {
+	switch msg := msg.(type) {
+	case gpusMsg:
+		s.onGPUs(msg)
+	case tea.KeyPressMsg:
+		return s.key(msg)
+	}
+	return nil, nil
+}
+
+func (s *gpuScreen) onGPUs(msg gpusMsg) {
+	s.loaded = true
+	s.gpus, s.driver, s.err = msg.gpus, msg.driver, msg.err
+	s.noDriver = errors.Is(msg.err, ErrNoDriver)
+	if s.noDriver {
+		s.gpuSel = map[int]bool{}
 		return
 	}
 	// Keep the choice across a refresh; on the first listing select the
 	// --gpu ones, or else the idle GPUs, which a measurement can have alone.
-	if !m.gpuChosen {
-		m.gpuChosen = true
-		for _, g := range m.gpus {
-			if len(m.opts.GPUs) > 0 {
-				m.gpuSel[g.Index] = slices.Contains(m.opts.GPUs, g.Index)
+	if !s.chosen {
+		s.chosen = true
+		for _, g := range s.gpus {
+			if len(s.opts.GPUs) > 0 {
+				s.gpuSel[g.Index] = slices.Contains(s.opts.GPUs, g.Index)
 			} else {
-				m.gpuSel[g.Index] = len(g.Processes) == 0
+				s.gpuSel[g.Index] = len(g.Processes) == 0
 			}
 		}
 	}
-	for i := range m.gpuSel {
-		if !m.hasGPU(i) {
-			delete(m.gpuSel, i)
+	for i := range s.gpuSel {
+		if !s.hasGPU(i) {
+			delete(s.gpuSel, i)
 		}
 	}
-	m.gpuScr.cursor = min(m.gpuScr.cursor, max(len(m.gpus)-1, 0))
+	s.cursor = min(s.cursor, max(len(s.gpus)-1, 0))
 }
 
-func (m *Model) hasGPU(i int) bool {
-	for _, g := range m.gpus {
+func (s *gpuScreen) hasGPU(i int) bool {
+	for _, g := range s.gpus {
 		if g.Index == i {
 			return true
 		}
@@ -56,76 +93,81 @@ func (m *Model) hasGPU(i int) bool {
 	return false
 }
 
-func (m *Model) selectedGPUs() int {
+func (s *gpuScreen) selectedGPUs() int {
 	n := 0
-	for _, g := range m.gpus {
-		if m.gpuSel[g.Index] {
+	for _, g := range s.gpus {
+		if s.gpuSel[g.Index] {
 			n++
 		}
 	}
 	return n
 }
 
-func (m *Model) gpuKey(msg tea.KeyPressMsg) tea.Cmd {
-	k := m.keys
-	s := &m.gpuScr
+func (s *gpuScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
+	k := s.keys
 	switch {
 	case key.Matches(msg, k.Back):
-		m.screen = screenModel
-		return nil
+		return nil, backTo{screenModel}
 	case key.Matches(msg, k.Up):
 		s.cursor = max(s.cursor-1, 0)
 	case key.Matches(msg, k.Down):
-		s.cursor = min(s.cursor+1, max(len(m.gpus)-1, 0))
+		s.cursor = min(s.cursor+1, max(len(s.gpus)-1, 0))
 	case key.Matches(msg, k.Toggle):
-		if len(m.gpus) > 0 && !m.estimate {
-			i := m.gpus[s.cursor].Index
-			m.gpuSel[i] = !m.gpuSel[i]
+		if len(s.gpus) > 0 && !s.estimate {
+			i := s.gpus[s.cursor].Index
+			s.gpuSel[i] = !s.gpuSel[i]
 		}
 	case key.Matches(msg, k.All):
-		if !m.estimate {
-			all := m.selectedGPUs() < len(m.gpus)
-			for _, g := range m.gpus {
-				m.gpuSel[g.Index] = all
+		if !s.estimate {
+			all := s.selectedGPUs() < len(s.gpus)
+			for _, g := range s.gpus {
+				s.gpuSel[g.Index] = all
 			}
 		}
 	case key.Matches(msg, k.Refresh):
-		m.setStatus("reading NVML…")
-		return fetchGPUs(m.opts.Context, m.backend)
+		s.setStatus("reading NVML…")
+		return s.Init(), nil
 	case key.Matches(msg, k.Estimate):
-		m.estimate = !m.estimate
-		if m.estimate {
-			m.setStatus("estimate engine chosen: results are computed, not measured")
-		} else {
-			m.setStatus("measuring on the selected GPUs")
-		}
+		s.toggleEstimate()
 	case key.Matches(msg, k.Next):
-		if m.estimate {
-			return m.goTo(screenSpace)
-		}
-		if m.noDriver {
-			m.setError(errors.New("no NVIDIA driver here: press e to use the estimate engine"))
-			return nil
-		}
-		if m.selectedGPUs() == 0 {
-			m.setError(errors.New("select at least one GPU (space), or press e for the estimate engine"))
-			return nil
-		}
-		return m.goTo(screenSpace)
+		return nil, s.next()
 	}
-	return nil
+	return nil, nil
 }
 
-func (m *Model) gpuHelp() helpKeys {
-	k := m.keys
+func (s *gpuScreen) toggleEstimate() {
+	s.estimate = !s.estimate
+	if s.estimate {
+		s.setStatus("estimate engine chosen: results are computed, not measured")
+	} else {
+		s.setStatus("measuring on the selected GPUs")
+	}
+}
+
+// next goes on to the space when there is something to run the search on.
+func (s *gpuScreen) next() handoff {
+	switch {
+	case s.estimate:
+	case s.noDriver:
+		s.setError(errors.New("no NVIDIA driver here: press e to use the estimate engine"))
+		return nil
+	case s.selectedGPUs() == 0:
+		s.setError(errors.New("select at least one GPU (space), or press e for the estimate engine"))
+		return nil
+	}
+	return goTo{screenSpace}
+}
+
+func (s *gpuScreen) helpKeys() helpKeys {
+	k := s.keys
 	// e says what it does now: choose the estimate engine, or give it up.
 	estimate := withHelp(k.Estimate, "e", "estimate")
-	if m.estimate {
+	if s.estimate {
 		estimate = withHelp(k.Estimate, "e", "measure instead")
 	}
-	if m.noDriver {
+	if s.noDriver {
 		estimate = withHelp(k.Estimate, "e", "use estimate engine")
-		if m.estimate {
+		if s.estimate {
 			estimate = withHelp(k.Estimate, "e", "undo estimate engine")
 		}
 		return helpKeys{short: []key.Binding{estimate, k.Next, k.Back, k.Quit}}
@@ -138,32 +180,56 @@ func (m *Model) gpuHelp() helpKeys {
 	}}
 }
 
-func (m *Model) gpuView(w, h int) string {
-	st := m.st
-	var b strings.Builder
+// --- view ---------------------------------------------------------------
+
+func (s *gpuScreen) View(w, h int) string {
+	st := s.st
 	switch {
-	case !m.gpuLoaded:
-		b.WriteString(st.Title.Render("GPUs") + "\n\n" + st.Muted.Render("reading NVML…") + "\n")
-		return b.String()
-	case m.noDriver:
-		return m.noDriverView(w)
+	case !s.loaded:
+		return st.Title.Render("GPUs") + "\n\n" + st.Muted.Render("reading NVML…") + "\n"
+	case s.noDriver:
+		return s.noDriverView(w)
 	}
+	var b strings.Builder
+	b.WriteString(s.headView(w))
+	b.WriteString("\n")
+	b.WriteString(s.tableView(w))
+	b.WriteString("\n")
+	if !s.estimate {
+		n := s.selectedGPUs()
+		b.WriteString(st.Muted.Render(fmt.Sprintf("%d of %d selected: one measuring worker per GPU; candidates are spread over them.", n, len(s.gpus))) + "\n")
+		if busy := s.busySelected(); busy != "" {
+			b.WriteString(st.Warn.Render(wrap("! "+busy, w)) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// headView is the title with the driver, NVML's error, and the engine
+// that will measure (or the estimate engine's label).
+func (s *gpuScreen) headView(w int) string {
+	st := s.st
+	var b strings.Builder
 	head := st.Title.Render("GPUs")
-	if m.driver.Version != "" {
-		head += "  " + st.Muted.Render(fmt.Sprintf("driver %s · CUDA %s · %d device(s)", m.driver.Version, m.driver.CUDA, len(m.gpus)))
+	if s.driver.Version != "" {
+		head += "  " + st.Muted.Render(fmt.Sprintf("driver %s · CUDA %s · %d device(s)", s.driver.Version, s.driver.CUDA, len(s.gpus)))
 	}
 	b.WriteString(head + "\n")
-	if m.gpuErr != nil {
-		b.WriteString(st.Err.Render(wrap("✗ NVML: "+m.gpuErr.Error(), w)) + "\n")
+	if s.err != nil {
+		b.WriteString(st.Err.Render(wrap("✗ NVML: "+s.err.Error(), w)) + "\n")
 	}
-	if !m.estimate && m.driver.Engine != "" {
-		b.WriteString(st.Label.Render("engine "+m.driver.Engine) + " " + st.Muted.Render(wrap(m.driver.EngineWhy, max(w-len(m.driver.Engine)-8, 20))) + "\n")
+	if !s.estimate && s.driver.Engine != "" {
+		b.WriteString(st.Label.Render("engine "+s.driver.Engine) + " " + st.Muted.Render(wrap(s.driver.EngineWhy, max(w-len(s.driver.Engine)-8, 20))) + "\n")
 	}
-	if m.estimate {
+	if s.estimate {
 		b.WriteString(st.Estimate.Render(" ESTIMATE ") + " " + st.Warn.Render("the estimate engine computes the results; nothing runs on these GPUs (e: measure instead)") + "\n")
 	}
-	b.WriteString("\n")
-	memW := 28
+	return b.String()
+}
+
+// tableView is a row per GPU: selected, memory, load, other processes.
+func (s *gpuScreen) tableView(w int) string {
+	st := s.st
 	nameW := 16
 	if w >= 120 {
 		nameW = 28
@@ -172,56 +238,54 @@ func (m *Model) gpuView(w, h int) string {
 		column{title: "", width: 5},
 		column{title: "#", width: 2, right: true},
 		column{title: "NAME", width: nameW},
-		column{title: "MEMORY USED / TOTAL", width: memW},
+		column{title: "MEMORY USED / TOTAL", width: 28},
 		column{title: "UTIL", width: 4, right: true},
 		column{title: "OTHER PROCESSES", width: 16, flex: true},
 	)
+	var b strings.Builder
 	b.WriteString(t.header(st) + "\n")
-	for i, g := range m.gpus {
-		cur := i == m.gpuScr.cursor
-		box := "[ ]"
-		if m.gpuSel[g.Index] && !m.estimate {
-			box = "[x]"
-		}
-		mark := "  "
-		if cur {
-			mark = "› "
-		}
-		frac := 0.0
-		if g.TotalMiB > 0 {
-			frac = float64(g.UsedMiB) / float64(g.TotalMiB)
-		}
-		mem := gauge(frac, 8, m.gaugeStyle(frac), lipgloss.NewStyle().Foreground(st.BarEmpty)) + " " +
-			fmt.Sprintf("%s / %s GiB", fmtGiB(g.UsedMiB), fmtGiB(g.TotalMiB))
-		line := t.row(mark+box, strconv.Itoa(g.Index), g.Name, mem, fmt.Sprintf("%d%%", g.UtilGPU), processList(g.Processes))
-		switch {
-		case m.estimate:
-			line = st.Faint.Render(line)
-		case cur:
-			line = st.Cursor.Render(line)
-		}
-		b.WriteString(line + "\n")
+	for i, g := range s.gpus {
+		b.WriteString(s.gpuRow(t, i, g) + "\n")
 	}
-	if len(m.gpus) == 0 && m.gpuErr == nil {
+	if len(s.gpus) == 0 && s.err == nil {
 		b.WriteString(st.Faint.Render("NVML reports no devices.") + "\n")
-	}
-	b.WriteString("\n")
-	if !m.estimate {
-		n := m.selectedGPUs()
-		b.WriteString(st.Muted.Render(fmt.Sprintf("%d of %d selected: one measuring worker per GPU; candidates are spread over them.", n, len(m.gpus))) + "\n")
-		if busy := m.busySelected(); busy != "" {
-			b.WriteString(st.Warn.Render(wrap("! "+busy, w)) + "\n")
-		}
 	}
 	return b.String()
 }
 
+func (s *gpuScreen) gpuRow(t table, i int, g engine.GPUStatus) string {
+	st := s.st
+	cur := i == s.cursor
+	box := "[ ]"
+	if s.gpuSel[g.Index] && !s.estimate {
+		box = "[x]"
+	}
+	mark := "  "
+	if cur {
+		mark = "› "
+	}
+	frac := 0.0
+	if g.TotalMiB > 0 {
+		frac = float64(g.UsedMiB) / float64(g.TotalMiB)
+	}
+	mem := gauge(frac, 8, st.Gauge(frac), st.GaugeEmpty()) + " " +
+		fmt.Sprintf("%s / %s GiB", fmtGiB(g.UsedMiB), fmtGiB(g.TotalMiB))
+	line := t.row(mark+box, strconv.Itoa(g.Index), g.Name, mem, fmt.Sprintf("%d%%", g.UtilGPU), processList(g.Processes))
+	switch {
+	case s.estimate:
+		return st.Faint.Render(line)
+	case cur:
+		return st.Cursor.Render(line)
+	}
+	return line
+}
+
 // busySelected warns when a selected GPU runs someone else's processes:
 // they would share the GPU with the measurement and skew it.
-func (m *Model) busySelected() string {
+func (s *gpuScreen) busySelected() string {
 	var busy []string
-	for _, g := range m.gpus {
-		if m.gpuSel[g.Index] && len(g.Processes) > 0 {
+	for _, g := range s.gpus {
+		if s.gpuSel[g.Index] && len(g.Processes) > 0 {
 			busy = append(busy, strconv.Itoa(g.Index))
 		}
 	}
@@ -231,23 +295,11 @@ func (m *Model) busySelected() string {
 	return fmt.Sprintf("GPU %s run other processes; their work will slow the measurements down", strings.Join(busy, ", "))
 }
 
-func (m *Model) gaugeStyle(frac float64) lipgloss.Style {
-	switch {
-	case m.st.Plain:
-		return lipgloss.NewStyle()
-	case frac >= 0.9:
-		return m.st.Err
-	case frac >= 0.7:
-		return m.st.Warn
-	}
-	return lipgloss.NewStyle().Foreground(m.st.BarFull)
-}
-
-func (m *Model) noDriverView(w int) string {
-	st := m.st
+func (s *gpuScreen) noDriverView(w int) string {
+	st := s.st
 	reason := "libnvidia-ml.so.1 could not be loaded"
-	if m.gpuErr != nil && m.gpuErr.Error() != ErrNoDriver.Error() {
-		reason = strings.TrimPrefix(m.gpuErr.Error(), ErrNoDriver.Error()+": ")
+	if s.err != nil && s.err.Error() != ErrNoDriver.Error() {
+		reason = strings.TrimPrefix(s.err.Error(), ErrNoDriver.Error()+": ")
 	}
 	var b strings.Builder
 	b.WriteString(st.Title.Render("GPUs") + "\n\n")
@@ -258,7 +310,7 @@ func (m *Model) noDriverView(w int) string {
 	body := "The estimate engine computes every candidate from a GPU spec table (or probes cached on this machine) with the same timing model the measuring engine uses. Its numbers are for planning: every result it gives is labelled ESTIMATE, with the GPU it was estimated for."
 	boxW := min(w-2, 76)
 	var choice string
-	if m.estimate {
+	if s.estimate {
 		choice = st.Estimate.Render(" ESTIMATE ") + " " + st.OK.Render("estimate engine chosen") + st.Muted.Render(" · enter to continue · e to undo")
 	} else {
 		choice = st.Accent.Render("Press e to use the estimate engine") + st.Muted.Render(", or q to quit.")

@@ -13,8 +13,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"charm.land/lipgloss/v2"
-
 	"cgtune/engine"
 	"cgtune/presets"
 	"cgtune/report"
@@ -895,7 +893,7 @@ func (m *Model) breakdownLines(rk search.Ranked, w int) []string {
 	if total > 0 {
 		frac := float64(need) / float64(total)
 		barW := 20
-		text = gauge(frac, barW, m.gaugeStyle(frac), lipgloss.NewStyle().Foreground(st.BarEmpty)) + " " +
+		text = gauge(frac, barW, st.Gauge(frac), st.GaugeEmpty()) + " " +
 			fmt.Sprintf("%s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
 	}
 	if res.Source == engine.Estimated {

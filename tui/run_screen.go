@@ -722,7 +722,7 @@ func (m *Model) memoryLines(w int, labelled bool) []string {
 			frac = float64(ev.UsedMiB) / float64(ev.TotalMiB)
 		}
 		barW := max(min(w-7-len(text), 50), 8)
-		lines = append(lines, label+gauge(frac, barW, m.gaugeStyle(frac), lipgloss.NewStyle().Foreground(st.BarEmpty))+st.Muted.Render(text))
+		lines = append(lines, label+gauge(frac, barW, st.Gauge(frac), st.GaugeEmpty())+st.Muted.Render(text))
 	}
 	return lines
 }
@@ -758,5 +758,5 @@ func (m *Model) estimatedMemoryLines(w int, labelled bool) []string {
 		frac = float64(need) / float64(total)
 	}
 	barW := max(min(w-8-ansi.StringWidth(text), 50), 8)
-	return []string{label + gauge(frac, barW, m.gaugeStyle(frac), lipgloss.NewStyle().Foreground(st.BarEmpty)) + st.Muted.Render(truncate(text, w-8-barW))}
+	return []string{label + gauge(frac, barW, st.Gauge(frac), st.GaugeEmpty()) + st.Muted.Render(truncate(text, w-8-barW))}
 }

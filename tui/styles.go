@@ -175,3 +175,20 @@ func (s Styles) CursorOn(row lipgloss.Style) lipgloss.Style {
 	}
 	return row.Inherit(s.Selected)
 }
+
+// Gauge is the style of a gauge's filled part at frac: the warning colours
+// as it fills up.
+func (s Styles) Gauge(frac float64) lipgloss.Style {
+	switch {
+	case s.Plain:
+		return lipgloss.NewStyle()
+	case frac >= 0.9:
+		return s.Err
+	case frac >= 0.7:
+		return s.Warn
+	}
+	return lipgloss.NewStyle().Foreground(s.BarFull)
+}
+
+// GaugeEmpty is the style of a gauge's empty part.
+func (s Styles) GaugeEmpty() lipgloss.Style { return lipgloss.NewStyle().Foreground(s.BarEmpty) }

@@ -73,18 +73,6 @@ type Options struct {
 	Now func() time.Time
 }
 
-type screen int
-
-const (
-	screenModel screen = iota
-	screenGPU
-	screenSpace
-	screenRun
-	screenResults
-)
-
-var screenNames = []string{"Model", "GPU", "Space", "Run", "Results"}
-
 // Model is the root bubbletea model. It owns what the screens share (the
 // common frame and the session: the search as set up and as run) and
 // routes each message to the screen it is for.
@@ -104,11 +92,7 @@ type Model struct {
 	loaded   map[string]presetLoadedMsg
 	modelScr modelScreen
 
-	gpuErr    error
-	noDriver  bool
-	gpuLoaded bool
-	gpuChosen bool // the GPU selection was made (by --gpu or by the person)
-	gpuScr    gpuScreen
+	gpuScr *gpuScreen
 
 	plan     []search.Planned
 	planSeq  int
@@ -157,6 +141,7 @@ func New(b Backend, opts Options) *Model {
 	if i := slices.Index(presets.Formats, opts.Format); i >= 0 {
 		m.resScr.format = i
 	}
+	m.gpuScr = newGPUScreen(m.common, m.session)
 	m.setStyles()
 	builtins, err := presets.BuiltinModels()
 	if err != nil {
@@ -209,7 +194,7 @@ func (m *Model) Outcome() (done *search.DoneEvent, interrupted bool) {
 func (m *Model) Init() tea.Cmd {
 	return tea.Batch(
 		fetchPresets(m.backend),
-		fetchGPUs(m.opts.Context, m.backend),
+		m.gpuScr.Init(),
 		tea.RequestBackgroundColor,
 	)
 }
@@ -240,8 +225,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyPressMsg:
 		return m, m.handleKey(msg)
 	case gpusMsg:
-		m.onGPUs(msg)
-		return m, nil
+		return m, m.update(m.gpuScr, msg)
 	case presetsMsg:
 		if msg.err != nil {
 			m.setError(fmt.Errorf("team presets: %w", msg.err))
@@ -313,13 +297,35 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	case screenModel:
 		return m.modelKey(msg)
 	case screenGPU:
-		return m.gpuKey(msg)
+		return m.update(m.gpuScr, msg)
 	case screenSpace:
 		return m.spaceKey(msg)
 	case screenRun:
 		return m.runKey(msg)
 	case screenResults:
 		return m.resultsKey(msg)
+	}
+	return nil
+}
+
+// update passes msg to screen p and does what it hands over.
+func (m *Model) update(p page, msg tea.Msg) tea.Cmd {
+	cmd, h := p.Update(msg)
+	if h == nil {
+		return cmd
+	}
+	return tea.Batch(cmd, m.takeHandoff(h))
+}
+
+// takeHandoff does what a screen asked of the root.
+func (m *Model) takeHandoff(h handoff) tea.Cmd {
+	switch h := h.(type) {
+	case goTo:
+		return m.goTo(h.to)
+	case backTo:
+		m.screen = h.to
+	case startSearch:
+		return m.startSearch()
 	}
 	return nil
 }
@@ -332,9 +338,7 @@ func (m *Model) goTo(s screen) tea.Cmd {
 	m.help.ShowAll = false
 	switch s {
 	case screenGPU:
-		if !m.gpuLoaded {
-			return fetchGPUs(m.opts.Context, m.backend)
-		}
+		return m.gpuScr.enter()
 	case screenSpace:
 		return m.replan()
 	}
@@ -433,7 +437,7 @@ func (m *Model) screenHelp() helpKeys {
 	case screenModel:
 		return m.modelHelp()
 	case screenGPU:
-		return m.gpuHelp()
+		return m.gpuScr.helpKeys()
 	case screenSpace:
 		return m.spaceHelp()
 	case screenRun:
@@ -474,7 +478,7 @@ func (m *Model) render() string {
 	case screenModel:
 		body = m.modelView(w, bodyH)
 	case screenGPU:
-		body = m.gpuView(w, bodyH)
+		body = m.gpuScr.View(w, bodyH)
 	case screenSpace:
 		body = m.spaceView(w, bodyH)
 	case screenRun:
