@@ -380,7 +380,7 @@ func keyMsg(k string) tea.KeyPressMsg {
 func planNow(t *testing.T, m *Model, f *fakeBackend) {
 	t.Helper()
 	p, err := f.Plan(m.request())
-	send(m, planMsg{seq: m.planSeq, plan: p, err: err})
+	send(m, planMsg{seq: m.spaceScr.planSeq, plan: p, err: err})
 }
 
 // playEvents feeds the fake's events to the run screen, n of them (all

@@ -66,7 +66,9 @@ func flowToResults(tm *teatest.TestModel, until func(string, func(*Model) bool))
 	tm.Send(keyMsg("enter"))
 	until("the GPU screen", func(m *Model) bool { return m.screen == screenGPU })
 	tm.Send(keyMsg("enter"))
-	until("the plan", func(m *Model) bool { return m.screen == screenSpace && !m.planning && m.validCount() > 0 })
+	until("the plan", func(m *Model) bool {
+		return m.screen == screenSpace && !m.spaceScr.planning && m.spaceScr.validCount() > 0
+	})
 	tm.Send(keyMsg("enter"))
 	until("the results of the scripted search", func(m *Model) bool { return m.screen == screenResults && m.done != nil })
 }

@@ -88,23 +88,15 @@ func newRunState(req Request, now time.Time) *runState {
 	return &runState{req: req, started: now, index: map[string]int{}, live: map[int]*liveRun{}, prev: map[int]*liveRun{}, mem: map[int]search.MemoryEvent{}}
 }
 
-// startSearch starts the search of the valid candidates.
-func (m *Model) startSearch() tea.Cmd {
-	if m.planning {
-		m.setStatus("still checking the rules; a moment…")
-		return nil
-	}
-	if m.validCount() == 0 {
-		m.setError(errors.New("no valid candidate to run: widen the space"))
-		return nil
-	}
+// startSearch starts the search of the plan's valid candidates.
+func (m *Model) startSearch(plan []search.Planned) tea.Cmd {
 	req := m.request()
 	ctx, cancel := context.WithCancel(m.opts.Context)
 	m.run = newRunState(req, m.opts.Now())
 	m.run.cancel = cancel
 	m.done = nil
 	// Until the runner's PlanEvent arrives, the table shows what Plan said.
-	m.run.setPlan(m.plan)
+	m.run.setPlan(plan)
 	m.resScr = resultsScreen{}
 	cmd := m.goTo(screenRun)
 	m.setStatus("starting the search…")

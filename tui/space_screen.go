@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,202 +19,65 @@ import (
 // Screen (c): the search space, the candidates the rules leave, strategy
 // and budget.
 
-// spaceChoice is the space as toggles.
-type spaceChoice struct {
-	impls   []bool // per presets.Impls
-	whole   bool   // the whole layer (an empty scope list)
-	scopes  []bool // per presets.Scopes
-	warmups []int  // the warm-up values offered
-	warmOn  []bool
-	// explicit holds a preset's own scope sets; they are kept as they are
-	// until the person toggles a scope, since toggles cannot show them.
-	explicit [][]string
-}
-
-// warmupChoices are the warm-up counts offered besides a preset's own:
-// MCore's default 3, and the values around it worth comparing.
-var warmupChoices = []int{1, 2, 3, 5, 10}
-
-func newSpaceChoice(s presets.Space) spaceChoice {
-	c := spaceChoice{impls: make([]bool, len(presets.Impls)), scopes: make([]bool, len(presets.Scopes))}
-	for i, im := range presets.Impls {
-		c.impls[i] = slices.Contains(s.Impls, im)
-	}
-	if len(s.Scopes) == 0 {
-		c.whole = true
-		for i := range c.scopes {
-			c.scopes[i] = true
-		}
-	} else {
-		c.explicit = cloneSets(s.Scopes)
-		for _, set := range s.Scopes {
-			if len(set) == 0 {
-				c.whole = true
-			}
-			for _, sc := range set {
-				if i := slices.Index(presets.Scopes, sc); i >= 0 {
-					c.scopes[i] = true
-				}
-			}
-		}
-	}
-	c.warmups = slices.Clone(warmupChoices)
-	for _, w := range s.Warmups {
-		if !slices.Contains(c.warmups, w) {
-			c.warmups = append(c.warmups, w)
-		}
-	}
-	slices.Sort(c.warmups)
-	c.warmOn = make([]bool, len(c.warmups))
-	for i, w := range c.warmups {
-		c.warmOn[i] = slices.Contains(s.Warmups, w)
-	}
-	return c
-}
-
-func cloneSets(s [][]string) [][]string {
-	out := make([][]string, len(s))
-	for i := range s {
-		out[i] = slices.Clone(s[i])
-		if out[i] == nil {
-			out[i] = []string{}
-		}
-	}
-	return out
-}
-
-// Space is the presets.Space the toggles describe. Everything on is the
-// runner's default (nil Scopes: every subset); otherwise the scope sets
-// are the whole layer (if on) and every non-empty subset of the scopes on.
-func (c spaceChoice) Space() presets.Space {
-	var s presets.Space
-	for i, on := range c.impls {
-		if on {
-			s.Impls = append(s.Impls, presets.Impls[i])
-		}
-	}
-	for i, on := range c.warmOn {
-		if on {
-			s.Warmups = append(s.Warmups, c.warmups[i])
-		}
-	}
-	if c.explicit != nil {
-		s.Scopes = cloneSets(c.explicit)
-		return s
-	}
-	var on []string
-	for i, v := range c.scopes {
-		if v {
-			on = append(on, presets.Scopes[i])
-		}
-	}
-	if c.whole && len(on) == len(presets.Scopes) {
-		return s
-	}
-	if c.whole {
-		s.Scopes = append(s.Scopes, []string{})
-	}
-	// Subsets by size, then in the harness's scope order, so the list
-	// reads from the simple to the elaborate.
-	for size := 1; size <= len(on); size++ {
-		for mask := 1; mask < 1<<len(on); mask++ {
-			if popcount(mask) != size {
-				continue
-			}
-			var set []string
-			for j := range on {
-				if mask&(1<<j) != 0 {
-					set = append(set, on[j])
-				}
-			}
-			s.Scopes = append(s.Scopes, set)
-		}
-	}
-	return s
-}
-
-func popcount(x int) int {
-	n := 0
-	for ; x != 0; x &= x - 1 {
-		n++
-	}
-	return n
-}
-
-// problem says why the toggles cannot make a space, "" when they can.
-func (c spaceChoice) problem() string {
-	s := c.Space()
-	switch {
-	case len(s.Impls) == 0:
-		return "choose at least one impl"
-	case len(s.Warmups) == 0:
-		return "choose at least one warm-up value"
-	case c.explicit == nil && !c.whole && !slices.Contains(c.scopes, true):
-		return "choose the whole layer or at least one scope"
-	}
-	return ""
-}
-
 const (
 	focusToggles = 0
 	focusCands   = 1
 )
 
+// spaceScreen edits the session's space, strategy, budget and tie band,
+// and lists the candidates the rules leave of the space (the plan, which
+// the backend makes).
 type spaceScreen struct {
+	*common
+	*session
+
 	focus    int
 	row, col int // toggle grid cursor
 	cursor   int // candidate list cursor
 	offset   int
+
+	plan     []search.Planned
+	planSeq  int // drops answers to a space that has changed since
+	planErr  error
+	planning bool
 }
 
-// toggleRows are the rows of the toggle grid.
-func (m *Model) toggleRows() []toggleRow {
-	c := &m.space
-	var rows []toggleRow
-	impl := toggleRow{label: "Impls"}
-	for i, im := range presets.Impls {
-		impl.items = append(impl.items, toggleItem{name: im, on: &c.impls[i]})
-	}
-	scope := toggleRow{label: "Scopes"}
-	scope.items = append(scope.items, toggleItem{name: "whole layer", on: &c.whole, scope: true})
-	for i, sc := range presets.Scopes {
-		scope.items = append(scope.items, toggleItem{name: sc, on: &c.scopes[i], scope: true})
-	}
-	warm := toggleRow{label: "Warm-up"}
-	for i, w := range c.warmups {
-		warm.items = append(warm.items, toggleItem{name: strconv.Itoa(w), on: &c.warmOn[i]})
-	}
-	return append(rows, impl, scope, warm)
+func newSpaceScreen(c *common, s *session) *spaceScreen {
+	return &spaceScreen{common: c, session: s}
 }
 
-type toggleRow struct {
-	label string
-	items []toggleItem
-}
+// enter plans the space as it is set up now.
+func (s *spaceScreen) enter() tea.Cmd { return s.replan() }
 
-type toggleItem struct {
-	name  string
-	on    *bool
-	scope bool // toggling it leaves a preset's explicit scope sets
+func (s *spaceScreen) typing() bool { return false }
+
+func (s *spaceScreen) Update(msg tea.Msg) (tea.Cmd, handoff) {
+	switch msg := msg.(type) {
+	case planMsg:
+		s.onPlan(msg)
+	case tea.KeyPressMsg:
+		return s.key(msg)
+	}
+	return nil, nil
 }
 
 // replan asks the backend for the candidate list of the current space.
-func (m *Model) replan() tea.Cmd {
-	m.planSeq++
-	if p := m.space.problem(); p != "" {
-		m.plan, m.planErr, m.planning = nil, errors.New(p), false
+func (s *spaceScreen) replan() tea.Cmd {
+	s.planSeq++
+	if p := s.space.problem(); p != "" {
+		s.plan, s.planErr, s.planning = nil, errors.New(p), false
 		return nil
 	}
-	m.planning, m.planErr = true, nil
-	return planCmd(m.backend, m.planSeq, m.request())
+	s.planning, s.planErr = true, nil
+	return planCmd(s.backend, s.planSeq, s.request())
 }
 
-func (m *Model) onPlan(msg planMsg) {
-	if msg.seq != m.planSeq {
+func (s *spaceScreen) onPlan(msg planMsg) {
+	if msg.seq != s.planSeq {
 		return // the space changed while this plan was made
 	}
-	m.planning = false
-	m.planErr = msg.err
+	s.planning = false
+	s.planErr = msg.err
 	// Valid candidates first: they are what will run; then those known
 	// to fail, then the ones the rules reject, with the rule.
 	plan := slices.Clone(msg.plan)
@@ -229,13 +91,13 @@ func (m *Model) onPlan(msg planMsg) {
 		return 2
 	}
 	slices.SortStableFunc(plan, func(a, b search.Planned) int { return class(a) - class(b) })
-	m.plan = plan
-	m.spaceScr.cursor = min(m.spaceScr.cursor, max(len(plan)-1, 0))
+	s.plan = plan
+	s.cursor = min(s.cursor, max(len(plan)-1, 0))
 }
 
-func (m *Model) validCount() int {
+func (s *spaceScreen) validCount() int {
 	n := 0
-	for _, p := range m.plan {
+	for _, p := range s.plan {
 		if p.Valid() {
 			n++
 		}
@@ -245,8 +107,8 @@ func (m *Model) validCount() int {
 
 // planCounts are the plan's rows that will fail, are rejected by the
 // rules, and the other spellings merged into rows.
-func (m *Model) planCounts() (willFail, rejected, aliases int) {
-	for _, p := range m.plan {
+func (s *spaceScreen) planCounts() (willFail, rejected, aliases int) {
+	for _, p := range s.plan {
 		aliases += len(p.Also)
 		switch {
 		case p.Valid():
@@ -273,46 +135,71 @@ func tieText(t float64) string {
 	return search.FormatTie(t)
 }
 
-func (m *Model) spaceKey(msg tea.KeyPressMsg) tea.Cmd {
-	k := m.keys
-	s := &m.spaceScr
+func (s *spaceScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
+	k := s.keys
 	switch {
 	case key.Matches(msg, k.Back):
-		m.screen = screenGPU
-		return nil
+		return nil, backTo{screenGPU}
 	case key.Matches(msg, k.Focus):
 		s.focus = 1 - s.focus
-		return nil
+		return nil, nil
 	case key.Matches(msg, k.Strategy):
-		m.strategy = nextIn(Strategies, m.strategy, 1)
-		return m.replan()
+		s.strategy = nextIn(Strategies, s.strategy, 1)
+		return s.replan(), nil
 	case key.Matches(msg, k.BudgetUp):
-		m.budget = nextBudget(m.budget, 1)
-		return nil
+		s.budget = nextBudget(s.budget, 1)
+		return nil, nil
 	case key.Matches(msg, k.BudgetDown):
-		m.budget = nextBudget(m.budget, -1)
-		return nil
+		s.budget = nextBudget(s.budget, -1)
+		return nil, nil
 	case key.Matches(msg, k.Tie):
-		m.tie = nextIn(Ties, m.tie, 1)
-		m.setStatus("tie band %s: candidates within it (or whose measured p10–p90 ranges overlap) tie; less graph memory, then the simpler one, ranks first", tieText(m.tie))
-		return nil
+		s.tie = nextIn(Ties, s.tie, 1)
+		s.setStatus("tie band %s: candidates within it (or whose measured p10–p90 ranges overlap) tie; less graph memory, then the simpler one, ranks first", tieText(s.tie))
+		return nil, nil
 	case key.Matches(msg, k.Start):
-		return m.startSearch()
+		return nil, s.start()
 	}
 	if s.focus == focusCands {
-		switch {
-		case key.Matches(msg, k.Up):
-			s.cursor = max(s.cursor-1, 0)
-		case key.Matches(msg, k.Down):
-			s.cursor = min(s.cursor+1, max(len(m.plan)-1, 0))
-		case key.Matches(msg, k.PageUp):
-			s.cursor = max(s.cursor-10, 0)
-		case key.Matches(msg, k.PageDown):
-			s.cursor = min(s.cursor+10, max(len(m.plan)-1, 0))
-		}
+		s.candidatesKey(msg)
+		return nil, nil
+	}
+	return s.togglesKey(msg), nil
+}
+
+// start hands the plan's valid candidates to the root to search, once
+// the rules have been checked.
+func (s *spaceScreen) start() handoff {
+	if s.planning {
+		s.setStatus("still checking the rules; a moment…")
 		return nil
 	}
-	rows := m.toggleRows()
+	if s.validCount() == 0 {
+		s.setError(errors.New("no valid candidate to run: widen the space"))
+		return nil
+	}
+	return startSearch{plan: s.plan}
+}
+
+// candidatesKey moves the candidate list's cursor.
+func (s *spaceScreen) candidatesKey(msg tea.KeyPressMsg) {
+	k := s.keys
+	switch {
+	case key.Matches(msg, k.Up):
+		s.cursor = max(s.cursor-1, 0)
+	case key.Matches(msg, k.Down):
+		s.cursor = min(s.cursor+1, max(len(s.plan)-1, 0))
+	case key.Matches(msg, k.PageUp):
+		s.cursor = max(s.cursor-10, 0)
+	case key.Matches(msg, k.PageDown):
+		s.cursor = min(s.cursor+10, max(len(s.plan)-1, 0))
+	}
+}
+
+// togglesKey moves over the toggle grid and toggles; a changed space is
+// planned again.
+func (s *spaceScreen) togglesKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := s.keys
+	rows := s.space.toggleRows()
 	switch {
 	case key.Matches(msg, k.Up):
 		s.row = max(s.row-1, 0)
@@ -326,30 +213,35 @@ func (m *Model) spaceKey(msg tea.KeyPressMsg) tea.Cmd {
 		s.col = min(s.col+1, len(rows[s.row].items)-1)
 	case key.Matches(msg, k.Toggle):
 		s.col = min(s.col, len(rows[s.row].items)-1)
-		it := rows[s.row].items[s.col]
-		*it.on = !*it.on
-		if it.scope {
-			m.space.explicit = nil
-		}
-		return m.replan()
+		s.toggle(rows[s.row].items[s.col], !*rows[s.row].items[s.col].on)
+		return s.replan()
 	case key.Matches(msg, k.All):
-		row := rows[s.row]
-		all := false
-		for _, it := range row.items {
-			if !*it.on {
-				all = true
-			}
-		}
-		for _, it := range row.items {
-			*it.on = all
-			if it.scope {
-				m.space.explicit = nil
-			}
-		}
-		return m.replan()
+		s.toggleAll(rows[s.row])
+		return s.replan()
 	}
 	s.col = min(s.col, len(rows[s.row].items)-1)
 	return nil
+}
+
+// toggle sets one toggle; a scope leaves a preset's explicit scope sets.
+func (s *spaceScreen) toggle(it toggleItem, on bool) {
+	*it.on = on
+	if it.scope {
+		s.space.explicit = nil
+	}
+}
+
+// toggleAll turns a row's toggles all on, or all off when they are.
+func (s *spaceScreen) toggleAll(row toggleRow) {
+	all := false
+	for _, it := range row.items {
+		if !*it.on {
+			all = true
+		}
+	}
+	for _, it := range row.items {
+		s.toggle(it, all)
+	}
 }
 
 // nextBudget steps through Budgets from the nearest one at or above cur.
@@ -375,9 +267,9 @@ func budgetText(b time.Duration, strategy string) string {
 	return fmtDur(b)
 }
 
-func (m *Model) spaceHelp() helpKeys {
-	k := m.keys
-	if m.spaceScr.focus == focusCands {
+func (s *spaceScreen) helpKeys() helpKeys {
+	k := s.keys
+	if s.focus == focusCands {
 		return helpKeys{short: []key.Binding{withHelp(k.Up, "↑/↓", "scroll"), k.Start, withHelp(k.Focus, "tab", "toggles"),
 			k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, k.Back, k.Quit}}
 	}
@@ -390,45 +282,67 @@ func (m *Model) spaceHelp() helpKeys {
 	}}
 }
 
-func (m *Model) spaceView(w, h int) string {
-	st := m.st
-	s := &m.spaceScr
-	var b strings.Builder
+// --- view ---------------------------------------------------------------
+
+// View is the settings (toggles, run settings) above the candidate list;
+// with the keyboard on the list, the rules of the row under the cursor
+// in full below it.
+func (s *spaceScreen) View(w, h int) string {
+	head := append(s.settingsLines(w), s.candidatesTitle())
+	var detail []string
+	if s.focus == focusCands && s.cursor < len(s.plan) {
+		// As much of it as leaves the list a header and three rows: the
+		// end of a "will fail" note is the way out.
+		detail = s.cursorDetail(w, max(h-len(head)-5, 2))
+	}
+	out := strings.Join(head, "\n") + "\n"
+	listH := h - len(head) - 1 - len(detail)
+	if listH < 1 || len(s.plan) == 0 {
+		return out
+	}
+	return out + s.candidateList(w, listH, detail)
+}
+
+// settingsLines are the title, the toggles, and the run's settings.
+func (s *spaceScreen) settingsLines(w int) []string {
+	st := s.st
 	title := "Search space"
 	if s.focus == focusToggles {
 		title = st.Focused.Render(title)
 	} else {
 		title = st.Title.Render(title)
 	}
-	b.WriteString(title + "  " + st.Muted.Render(fmt.Sprintf("%s on %s · MB %s", m.sel.model.Name, m.sel.layout.GPU, m.sel.mbridge)) + "\n")
-	lines := 1
-	for r, row := range m.toggleRows() {
-		for _, l := range m.toggleRowLines(row, r, w) {
-			b.WriteString(l + "\n")
-			lines++
-		}
+	lines := []string{title + "  " + st.Muted.Render(fmt.Sprintf("%s on %s · MB %s", s.sel.model.Name, s.sel.layout.GPU, s.sel.mbridge))}
+	for r, row := range s.space.toggleRows() {
+		lines = append(lines, s.toggleRowLines(row, r, w)...)
 	}
-	if m.space.explicit != nil {
-		b.WriteString(st.Muted.Render(fmt.Sprintf("  scope sets from the preset: %d (toggling a scope replaces them with every subset)", len(m.space.explicit))) + "\n")
-		lines++
+	if s.space.explicit != nil {
+		lines = append(lines, st.Muted.Render(fmt.Sprintf("  scope sets from the preset: %d (toggling a scope replaces them with every subset)", len(s.space.explicit))))
 	}
-	strategy := st.Label.Render("Strategy ") + st.Value.Render(m.strategy) + st.Faint.Render(" (s)")
-	budget := st.Label.Render("Budget ") + st.Value.Render(budgetText(m.budget, m.strategy)) + st.Faint.Render(" (+/-)")
+	lines = append(lines, s.runLines(w)...)
+	return append(lines, "")
+}
+
+// runLines are the run settings, wrapped under their label like the
+// toggles.
+func (s *spaceScreen) runLines(w int) []string {
+	st := s.st
+	strategy := st.Label.Render("Strategy ") + st.Value.Render(s.strategy) + st.Faint.Render(" (s)")
+	budget := st.Label.Render("Budget ") + st.Value.Render(budgetText(s.budget, s.strategy)) + st.Faint.Render(" (+/-)")
 	engine := st.Label.Render("Engine ")
-	if m.estimate {
+	if s.estimate {
 		engine += st.Estimate.Render(" ESTIMATE ")
 	} else {
-		engine += st.Value.Render(fmt.Sprintf("%d GPU(s)", len(m.request().GPUs)))
+		engine += st.Value.Render(fmt.Sprintf("%d GPU(s)", len(s.request().GPUs)))
 	}
-	tie := st.Label.Render("Tie ") + st.Value.Render(tieText(m.tie)) + st.Faint.Render(" (t)")
-	// The run settings wrap under their label like the toggles do.
+	tie := st.Label.Render("Tie ") + st.Value.Render(tieText(s.tie)) + st.Faint.Render(" (t)")
+	var lines []string
 	run := padRight("Run", 9)
 	runW := 9
 	for i, item := range []string{strategy, budget, tie, engine} {
 		iw := ansi.StringWidth(item)
 		if i > 0 && runW+2+iw > w {
-			b.WriteString(run + "\n")
-			lines++
+			lines = append(lines, run)
 			run, runW = strings.Repeat(" ", 9), 9
 		} else if i > 0 {
 			run += "  "
@@ -437,25 +351,28 @@ func (m *Model) spaceView(w, h int) string {
 		run += item
 		runW += iw
 	}
-	b.WriteString(run + "\n\n")
-	lines += 2
+	return append(lines, run)
+}
 
-	ctitle := "Candidates"
+// candidatesTitle is the list's title with its counts, or why there is
+// no list.
+func (s *spaceScreen) candidatesTitle() string {
+	st := s.st
+	title := "Candidates"
 	if s.focus == focusCands {
-		ctitle = st.Focused.Render(ctitle)
+		title = st.Focused.Render(title)
 	} else {
-		ctitle = st.Title.Render(ctitle)
+		title = st.Title.Render(title)
 	}
-	valid := m.validCount()
 	var count string
 	switch {
-	case m.planErr != nil:
-		count = st.Err.Render("✗ " + m.planErr.Error())
-	case m.planning && m.plan == nil:
+	case s.planErr != nil:
+		count = st.Err.Render("✗ " + s.planErr.Error())
+	case s.planning && s.plan == nil:
 		count = st.Muted.Render("checking the rules…")
 	default:
-		fails, rejected, aliases := m.planCounts()
-		count = st.OK.Render(fmt.Sprintf("%d valid", valid))
+		fails, rejected, aliases := s.planCounts()
+		count = st.OK.Render(fmt.Sprintf("%d valid", s.validCount()))
 		if fails > 0 {
 			count += st.Warn.Render(fmt.Sprintf(" · %d will fail", fails))
 		}
@@ -463,46 +380,48 @@ func (m *Model) spaceView(w, h int) string {
 		if aliases > 0 {
 			count += st.Muted.Render(fmt.Sprintf(" · %d aliases", aliases))
 		}
-		if m.planning {
+		if s.planning {
 			count += st.Faint.Render(" (updating…)")
 		}
 	}
-	b.WriteString(ctitle + "  " + count + "\n")
-	lines++
-	// The rule under the cursor in full: the table only has room for its start.
+	return title + "  " + count
+}
+
+// cursorDetail is the row under the cursor in full, at most n lines: the
+// rules that reject it, why it will fail, its other spellings, its
+// estimate. The table only has room for the start of them.
+func (s *spaceScreen) cursorDetail(w, n int) []string {
+	p := s.plan[s.cursor]
 	var detail []string
-	if s.focus == focusCands && s.cursor < len(m.plan) {
-		p := m.plan[s.cursor]
-		for _, v := range p.Violations {
-			text := v.ID + ": " + v.Message
-			if v.ID == search.WillFailID {
-				text = "will fail: " + v.Message
-			}
-			detail = append(detail, strings.Split(wrap(text, w-2), "\n")...)
+	for _, v := range p.Violations {
+		text := v.ID + ": " + v.Message
+		if v.ID == search.WillFailID {
+			text = "will fail: " + v.Message
 		}
-		if len(p.Also) > 0 {
-			detail = append(detail, strings.Split(wrap(alsoText(p)+" ("+strings.Join(p.Why, "; ")+")", w-2), "\n")...)
-		}
-		if p.Valid() && p.Estimate != nil && p.Estimate.Failed() {
-			detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: the estimate fails (%s): %s", p.Candidate.Label(), p.Estimate.ErrKind, p.Estimate.Err), w-2), "\n")...)
-		} else if p.Valid() && p.Estimate != nil {
-			detail = append(detail, fmt.Sprintf("%s: estimate %s ms/step, %s eager; capture %s ms; %d graphs",
-				p.Candidate.Label(), fmtMs(p.Estimate.Step.Median), fmtMs(p.Estimate.Eager.Median), fmtMs(p.Estimate.CaptureMs), p.Estimate.Graphs))
-		}
-		// As much of it as leaves the list a header and three rows: the
-		// end of a "will fail" note is the way out.
-		detail = detail[:min(len(detail), max(h-lines-5, 2))]
+		detail = append(detail, strings.Split(wrap(text, w-2), "\n")...)
 	}
-	listH := h - lines - 1 - len(detail)
-	if listH < 1 || len(m.plan) == 0 {
-		return b.String()
+	if len(p.Also) > 0 {
+		detail = append(detail, strings.Split(wrap(alsoText(p)+" ("+strings.Join(p.Why, "; ")+")", w-2), "\n")...)
 	}
+	if p.Valid() && p.Estimate != nil && p.Estimate.Failed() {
+		detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: the estimate fails (%s): %s", p.Candidate.Label(), p.Estimate.ErrKind, p.Estimate.Err), w-2), "\n")...)
+	} else if p.Valid() && p.Estimate != nil {
+		detail = append(detail, fmt.Sprintf("%s: estimate %s ms/step, %s eager; capture %s ms; %d graphs",
+			p.Candidate.Label(), fmtMs(p.Estimate.Step.Median), fmtMs(p.Estimate.Eager.Median), fmtMs(p.Estimate.CaptureMs), p.Estimate.Graphs))
+	}
+	return detail[:min(len(detail), n)]
+}
+
+// candidateList is the plan's table in h lines, scrolled to the cursor,
+// with the cursor's detail at the bottom.
+func (s *spaceScreen) candidateList(w, h int, detail []string) string {
+	st := s.st
 	estHdr := "STEP ms"
-	if m.estimate || m.anyEstimate() {
+	if s.estimate || s.anyEstimate() {
 		estHdr = "EST. ms"
 	}
 	var cands []presets.Candidate
-	for _, p := range m.plan {
+	for _, p := range s.plan {
 		// The rows that run (or will fail) size the column; a long
 		// rejected spelling is cut rather than push the notes away.
 		if p.Valid() || p.Violations[0].ID == search.WillFailID {
@@ -519,27 +438,28 @@ func (m *Model) spaceView(w, h int) string {
 		column{title: "×EAGER", width: 6, right: true},
 		column{title: "RULE / NOTE", width: 20, flex: true},
 	)
+	var b strings.Builder
 	b.WriteString(t.header(st) + "\n")
-	listH--
+	h--
 	// A wide window has room for the notes in full: they go on under their
 	// column; a narrow one cuts them (the detail shows the cursor's).
 	wrapNotes := w >= wideNotes
-	heights := make([]int, len(m.plan))
-	for i, p := range m.plan {
+	heights := make([]int, len(s.plan))
+	for i, p := range s.plan {
 		heights[i] = len(noteLines(planNote(p), t.widths[len(t.widths)-1], wrapNotes))
 	}
-	s.offset = scrollRows(s.offset, s.cursor, listH, heights)
+	s.offset = scrollRows(s.offset, s.cursor, h, heights)
 	used := 0
-	for i := s.offset; i < len(m.plan); i++ {
-		lines := m.candidateLines(t, i, candW, wrapNotes)
-		if used+len(lines) > listH {
+	for i := s.offset; i < len(s.plan); i++ {
+		lines := s.candidateLines(t, i, candW, wrapNotes)
+		if used+len(lines) > h {
 			break
 		}
 		used += len(lines)
 		b.WriteString(strings.Join(lines, "\n") + "\n")
 	}
 	if len(detail) > 0 {
-		b.WriteString(strings.Repeat("\n", max(listH-used, 0)))
+		b.WriteString(strings.Repeat("\n", max(h-used, 0)))
 		for _, d := range detail {
 			b.WriteString(st.Muted.Render("  "+d) + "\n")
 		}
@@ -555,10 +475,9 @@ const wideNotes = 120
 // the table's columns, the note cut or (wrap) continued on lines of its
 // own under the note column; styled by its kind, the cursor's row
 // highlighted.
-func (m *Model) candidateLines(t table, i, candW int, wrapNotes bool) []string {
-	st := m.st
-	s := &m.spaceScr
-	p := m.plan[i]
+func (s *spaceScreen) candidateLines(t table, i, candW int, wrapNotes bool) []string {
+	st := s.st
+	p := s.plan[i]
 	cur := s.focus == focusCands && i == s.cursor
 	// The row's style: its own, or under the cursor the cursor's colour
 	// for the row on the selection highlight.
@@ -664,8 +583,8 @@ func alsoText(p search.Planned) string {
 	return "also: " + strings.Join(names, ", ")
 }
 
-func (m *Model) anyEstimate() bool {
-	for _, p := range m.plan {
+func (s *spaceScreen) anyEstimate() bool {
+	for _, p := range s.plan {
 		if p.Estimate != nil {
 			return p.Estimate.Source == "estimated"
 		}
@@ -674,9 +593,8 @@ func (m *Model) anyEstimate() bool {
 }
 
 // toggleRowLines renders one row of toggles, wrapped under its label.
-func (m *Model) toggleRowLines(row toggleRow, r, w int) []string {
-	st := m.st
-	s := &m.spaceScr
+func (s *spaceScreen) toggleRowLines(row toggleRow, r, w int) []string {
+	st := s.st
 	const labelW = 9
 	var lines []string
 	cur := padRight(row.label, labelW)

@@ -94,11 +94,7 @@ type Model struct {
 
 	gpuScr *gpuScreen
 
-	plan     []search.Planned
-	planSeq  int
-	planErr  error
-	planning bool
-	spaceScr spaceScreen
+	spaceScr *spaceScreen
 
 	resScr resultsScreen
 }
@@ -142,6 +138,7 @@ func New(b Backend, opts Options) *Model {
 		m.resScr.format = i
 	}
 	m.gpuScr = newGPUScreen(m.common, m.session)
+	m.spaceScr = newSpaceScreen(m.common, m.session)
 	m.setStyles()
 	builtins, err := presets.BuiltinModels()
 	if err != nil {
@@ -236,8 +233,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case presetLoadedMsg:
 		return m, m.onPresetLoaded(msg)
 	case planMsg:
-		m.onPlan(msg)
-		return m, nil
+		return m, m.update(m.spaceScr, msg)
 	case startedMsg:
 		return m, m.onStarted(msg)
 	case eventMsg:
@@ -299,7 +295,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	case screenGPU:
 		return m.update(m.gpuScr, msg)
 	case screenSpace:
-		return m.spaceKey(msg)
+		return m.update(m.spaceScr, msg)
 	case screenRun:
 		return m.runKey(msg)
 	case screenResults:
@@ -325,7 +321,7 @@ func (m *Model) takeHandoff(h handoff) tea.Cmd {
 	case backTo:
 		m.screen = h.to
 	case startSearch:
-		return m.startSearch()
+		return m.startSearch(h.plan)
 	}
 	return nil
 }
@@ -340,7 +336,7 @@ func (m *Model) goTo(s screen) tea.Cmd {
 	case screenGPU:
 		return m.gpuScr.enter()
 	case screenSpace:
-		return m.replan()
+		return m.spaceScr.enter()
 	}
 	return nil
 }
@@ -439,7 +435,7 @@ func (m *Model) screenHelp() helpKeys {
 	case screenGPU:
 		return m.gpuScr.helpKeys()
 	case screenSpace:
-		return m.spaceHelp()
+		return m.spaceScr.helpKeys()
 	case screenRun:
 		return m.runHelp()
 	case screenResults:
@@ -480,7 +476,7 @@ func (m *Model) render() string {
 	case screenGPU:
 		body = m.gpuScr.View(w, bodyH)
 	case screenSpace:
-		body = m.spaceView(w, bodyH)
+		body = m.spaceScr.View(w, bodyH)
 	case screenRun:
 		body = m.runView(w, bodyH)
 	case screenResults:

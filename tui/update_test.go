@@ -358,25 +358,25 @@ func TestSpaceToggles(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
 	press(m, "enter", "enter")
-	if m.screen != screenSpace || !m.planning {
-		t.Fatalf("screen %d planning %v", m.screen, m.planning)
+	if m.screen != screenSpace || !m.spaceScr.planning {
+		t.Fatalf("screen %d planning %v", m.screen, m.spaceScr.planning)
 	}
 	// The same default warm-ups as the headless search.
 	if sp := m.space.Space(); sp.Scopes != nil || !slices.Equal(sp.Warmups, presets.DefaultWarmups()) {
 		t.Fatalf("default space %+v", sp)
 	}
-	seq := m.planSeq
+	seq := m.spaceScr.planSeq
 	planNow(t, m, f)
-	if m.validCount() == 0 || m.validCount() == len(m.plan) {
-		t.Fatalf("plan should have valid and rejected rows: %d of %d", m.validCount(), len(m.plan))
+	if m.spaceScr.validCount() == 0 || m.spaceScr.validCount() == len(m.spaceScr.plan) {
+		t.Fatalf("plan should have valid and rejected rows: %d of %d", m.spaceScr.validCount(), len(m.spaceScr.plan))
 	}
 	// Rejected rows come after the valid ones, with their rule id shown.
-	for i := 1; i < len(m.plan); i++ {
-		if m.plan[i].Valid() && !m.plan[i-1].Valid() {
+	for i := 1; i < len(m.spaceScr.plan); i++ {
+		if m.spaceScr.plan[i].Valid() && !m.spaceScr.plan[i-1].Valid() {
 			t.Fatal("a valid candidate is listed after a rejected one")
 		}
 	}
-	if !strings.Contains(view(m), m.plan[len(m.plan)-1].Violations[0].ID) {
+	if !strings.Contains(view(m), m.spaceScr.plan[len(m.spaceScr.plan)-1].Violations[0].ID) {
 		t.Error("rule id of a rejected candidate not shown")
 	}
 	// Turn the whole layer off: explicit sets, every non-empty subset.
@@ -388,12 +388,12 @@ func TestSpaceToggles(t *testing.T) {
 	if slices.ContainsFunc(sp.Scopes, func(s []string) bool { return len(s) == 0 }) {
 		t.Error("whole layer still in the space")
 	}
-	if m.planSeq == seq {
+	if m.spaceScr.planSeq == seq {
 		t.Error("toggling did not re-plan")
 	}
 	// A stale plan answer is dropped.
 	send(m, planMsg{seq: seq, plan: nil})
-	if !m.planning {
+	if !m.spaceScr.planning {
 		t.Error("a stale plan answer was taken")
 	}
 	// Impls row: none off.
@@ -403,8 +403,8 @@ func TestSpaceToggles(t *testing.T) {
 	}
 	// Warm-ups: everything off is an error, not a plan.
 	press(m, "down", "down", "a", "a")
-	if m.space.problem() == "" || m.planErr == nil {
-		t.Errorf("no warm-up should be a problem: %q %v", m.space.problem(), m.planErr)
+	if m.space.problem() == "" || m.spaceScr.planErr == nil {
+		t.Errorf("no warm-up should be a problem: %q %v", m.space.problem(), m.spaceScr.planErr)
 	}
 	press(m, "a")
 	if !slices.Equal(m.space.Space().Warmups, []int{1, 2, 3, 5, 10}) {
@@ -433,7 +433,7 @@ func TestStartNeedsValidCandidates(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
 	press(m, "enter", "enter")
-	send(m, planMsg{seq: m.planSeq, plan: []search.Planned{{Candidate: cNone, Violations: []search.Violation{{ID: "X", Message: "no"}}}}})
+	send(m, planMsg{seq: m.spaceScr.planSeq, plan: []search.Planned{{Candidate: cNone, Violations: []search.Violation{{ID: "X", Message: "no"}}}}})
 	press(m, "enter")
 	if m.screen != screenSpace || m.run != nil {
 		t.Error("a search started with no valid candidate")

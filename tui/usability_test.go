@@ -41,7 +41,7 @@ func toSpaceCandidates(t *testing.T, m *Model, f *fakeBackend) {
 // (search.WillFailID) or that a rule rejects (any other id).
 func firstOfKind(t *testing.T, m *Model, willFail bool) int {
 	t.Helper()
-	for i, p := range m.plan {
+	for i, p := range m.spaceScr.plan {
 		if !p.Valid() && (p.Violations[0].ID == search.WillFailID) == willFail {
 			return i
 		}
@@ -74,7 +74,7 @@ func TestCursorShowsOnWillFailAndRejectedRows(t *testing.T) {
 			m := newColourModel(t, f, "qwen3_30b_a3b", "b200", 80, 24)
 			toSpaceCandidates(t, m, f)
 			row := firstOfKind(t, m, tc.willFail)
-			c := m.plan[row].Candidate
+			c := m.spaceScr.plan[row].Candidate
 			for range row {
 				press(m, "down")
 			}
@@ -381,7 +381,7 @@ func TestWideSpaceShowsNotesInFull(t *testing.T) {
 	// Compared without white space: a wrapped line may break after a
 	// hyphen.
 	joined := strings.Join(strings.Fields(out), "")
-	p := m.plan[firstOfKind(t, m, true)]
+	p := m.spaceScr.plan[firstOfKind(t, m, true)]
 	if want := strings.Join(strings.Fields("will fail: "+p.Violations[0].Message), ""); !strings.Contains(joined, want) {
 		t.Errorf("the will-fail note is cut; want %q in:\n%s", want, out)
 	}
