@@ -42,14 +42,14 @@ type layoutField struct {
 	// the cells that are not part of the layout (GPU type, MB version).
 	value func(mod presets.Model, l presets.Layout) string
 	// get is the value shown for the selection.
-	get func(m *Model) string
+	get func(s *modelScreen) string
 	// step changes the value by one notch (+1 or -1); an error says why
 	// the field does not apply.
-	step func(m *Model, dir int) error
+	step func(s *modelScreen, dir int) error
 	// set takes typed text; nil for fields that are not typed. accepts
 	// says which characters typing takes (digits, and a point for a
 	// factor).
-	set     func(m *Model, text string) error
+	set     func(s *modelScreen, text string) error
 	accepts func(c byte) bool
 	// carry copies the field from one layout to another, so an edit
 	// survives a change of GPU type; nil for the GPU type and MB.
@@ -64,15 +64,15 @@ func digitOrPoint(c byte) bool { return digit(c) || c == '.' }
 func layoutGrid() [][2]layoutField {
 	return [][2]layoutField{
 		{
-			{label: "GPU type", get: func(m *Model) string { return m.sel.layout.GPU }, step: func(m *Model, dir int) error { m.cycleGPUType(dir); return nil }},
-			{label: "MB", get: func(m *Model) string { return m.sel.mbridge }, step: func(m *Model, _ int) error { m.toggleMBridge(); return nil }},
+			{label: "GPU type", get: func(s *modelScreen) string { return s.sel.layout.GPU }, step: func(s *modelScreen, dir int) error { s.cycleGPUType(dir); return nil }},
+			{label: "MB", get: func(s *modelScreen) string { return s.sel.mbridge }, step: func(s *modelScreen, _ int) error { s.toggleMBridge(); return nil }},
 		},
 		{
 			intField("GPUs", func(l *presets.Layout) *int { return &l.NumGPUs }, 1, true),
 			layoutValue(layoutField{label: "Precision",
 				value: func(_ presets.Model, l presets.Layout) string { return l.Precision },
-				step: func(m *Model, dir int) error {
-					m.sel.layout.Precision = nextIn(presets.Precisions(), m.sel.layout.Precision, dir)
+				step: func(s *modelScreen, dir int) error {
+					s.sel.layout.Precision = nextIn(presets.Precisions(), s.sel.layout.Precision, dir)
 					return nil
 				},
 				carry: func(dst, src *presets.Layout) { dst.Precision = src.Precision }}),
@@ -101,7 +101,7 @@ func layoutGrid() [][2]layoutField {
 
 // layoutValue fills get from value.
 func layoutValue(f layoutField) layoutField {
-	f.get = func(m *Model) string { return f.value(m.sel.model, m.sel.layout) }
+	f.get = func(s *modelScreen) string { return f.value(s.sel.model, s.sel.layout) }
 	return f
 }
 
@@ -120,8 +120,8 @@ func intField(label string, ptr func(*presets.Layout) *int, minV int, pow2 bool)
 			}
 			return strconv.Itoa(v)
 		},
-		step: func(m *Model, dir int) error {
-			p := ptr(&m.sel.layout)
+		step: func(s *modelScreen, dir int) error {
+			p := ptr(&s.sel.layout)
 			v := max(*p, minV)
 			switch {
 			case pow2 && dir > 0:
@@ -134,12 +134,12 @@ func intField(label string, ptr func(*presets.Layout) *int, minV int, pow2 bool)
 			*p = max(v, minV)
 			return nil
 		},
-		set: func(m *Model, text string) error {
+		set: func(s *modelScreen, text string) error {
 			v, err := strconv.Atoi(text)
 			if err != nil {
 				return fmt.Errorf("%q is not a whole number", text)
 			}
-			*ptr(&m.sel.layout) = v
+			*ptr(&s.sel.layout) = v
 			return nil
 		},
 		accepts: digit,
@@ -148,8 +148,8 @@ func intField(label string, ptr func(*presets.Layout) *int, minV int, pow2 bool)
 }
 
 // errDense is why the MoE fields do not apply.
-func errDense(m *Model) error {
-	return fmt.Errorf("%s is dense: the MoE settings do not apply", m.sel.model.Name)
+func errDense(s *modelScreen) error {
+	return fmt.Errorf("%s is dense: the MoE settings do not apply", s.sel.model.Name)
 }
 
 // dispatcherOf is the token dispatcher the recipe runs: the layout's, else
@@ -166,11 +166,11 @@ func dispatcherOf(mod presets.Model, l presets.Layout) string {
 
 func dispatcherField() layoutField {
 	return layoutValue(layoutField{label: "Dispatcher", value: dispatcherOf,
-		step: func(m *Model, dir int) error {
-			if m.sel.model.Arch.MoE == nil {
-				return errDense(m)
+		step: func(s *modelScreen, dir int) error {
+			if s.sel.model.Arch.MoE == nil {
+				return errDense(s)
 			}
-			m.sel.layout.Dispatcher = nextIn(presets.Dispatchers(), dispatcherOf(m.sel.model, m.sel.layout), dir)
+			s.sel.layout.Dispatcher = nextIn(presets.Dispatchers(), dispatcherOf(s.sel.model, s.sel.layout), dir)
 			return nil
 		},
 		carry: func(dst, src *presets.Layout) { dst.Dispatcher = src.Dispatcher }})
@@ -238,26 +238,26 @@ func capacityField() layoutField {
 			}
 			return none
 		},
-		step: func(m *Model, dir int) error {
-			if m.sel.model.Arch.MoE == nil {
-				return errDense(m)
+		step: func(s *modelScreen, dir int) error {
+			if s.sel.model.Arch.MoE == nil {
+				return errDense(s)
 			}
-			putSetting(&m.sel.layout, m.sel.base, keyCapacity, nextIn(capacityChoices, setting(m.sel.layout, keyCapacity), dir))
+			putSetting(&s.sel.layout, s.sel.base, keyCapacity, nextIn(capacityChoices, setting(s.sel.layout, keyCapacity), dir))
 			return nil
 		},
-		set: func(m *Model, text string) error {
-			if m.sel.model.Arch.MoE == nil {
-				return errDense(m)
+		set: func(s *modelScreen, text string) error {
+			if s.sel.model.Arch.MoE == nil {
+				return errDense(s)
 			}
 			v, err := strconv.ParseFloat(text, 64)
 			if err != nil || math.IsNaN(v) || v <= 0 || v > maxCapacityFactor {
 				return fmt.Errorf("%q: want a factor above 0 and at most %d (- steps back to — for dropless)", text, maxCapacityFactor)
 			}
-			s := strconv.FormatFloat(v, 'f', -1, 64)
-			if !strings.Contains(s, ".") {
-				s += ".0"
+			factor := strconv.FormatFloat(v, 'f', -1, 64)
+			if !strings.Contains(factor, ".") {
+				factor += ".0"
 			}
-			putSetting(&m.sel.layout, m.sel.base, keyCapacity, s)
+			putSetting(&s.sel.layout, s.sel.base, keyCapacity, factor)
 			return nil
 		},
 		accepts: digitOrPoint,
@@ -276,18 +276,18 @@ func padField() layoutField {
 			}
 			return "off"
 		},
-		step: func(m *Model, _ int) error {
-			if m.sel.model.Arch.MoE == nil {
-				return errDense(m)
+		step: func(s *modelScreen, _ int) error {
+			if s.sel.model.Arch.MoE == nil {
+				return errDense(s)
 			}
 			v := "true"
-			if setting(m.sel.layout, keyPad) == "true" {
+			if setting(s.sel.layout, keyPad) == "true" {
 				v = "false"
-				if setting(m.sel.base, keyPad) != "true" {
+				if setting(s.sel.base, keyPad) != "true" {
 					v = "" // the default, as the base layout had it
 				}
 			}
-			putSetting(&m.sel.layout, m.sel.base, keyPad, v)
+			putSetting(&s.sel.layout, s.sel.base, keyPad, v)
 			return nil
 		},
 		carry: carrySetting(keyPad),
@@ -308,8 +308,8 @@ func recomputeOf(l presets.Layout) string {
 func recomputeField() layoutField {
 	return layoutValue(layoutField{label: "Recompute",
 		value: func(_ presets.Model, l presets.Layout) string { return recomputeOf(l) },
-		step: func(m *Model, dir int) error {
-			l := &m.sel.layout
+		step: func(s *modelScreen, dir int) error {
+			l := &s.sel.layout
 			switch nextIn([]string{"none", "selective", "full"}, recomputeOf(*l), dir) {
 			case "none":
 				l.RecomputeGranularity, l.RecomputeModules, l.RecomputeLayers = "", nil, 0
@@ -318,8 +318,8 @@ func recomputeField() layoutField {
 				// else MCore's default (core_attn).
 				l.RecomputeGranularity, l.RecomputeLayers = "selective", 0
 				l.RecomputeModules = nil
-				if recomputeOf(m.sel.base) == "selective" {
-					l.RecomputeModules = slices.Clone(m.sel.base.RecomputeModules)
+				if recomputeOf(s.sel.base) == "selective" {
+					l.RecomputeModules = slices.Clone(s.sel.base.RecomputeModules)
 				}
 			case "full":
 				// Full recompute needs recompute_num_layers (MCore
@@ -327,8 +327,8 @@ func recomputeField() layoutField {
 				// base layout says otherwise.
 				l.RecomputeGranularity, l.RecomputeModules = "full", nil
 				l.RecomputeLayers = 1
-				if m.sel.base.FullRecompute() && m.sel.base.RecomputeLayers > 0 {
-					l.RecomputeLayers = m.sel.base.RecomputeLayers
+				if s.sel.base.FullRecompute() && s.sel.base.RecomputeLayers > 0 {
+					l.RecomputeLayers = s.sel.base.RecomputeLayers
 				}
 			}
 			return nil
@@ -351,22 +351,22 @@ func recomputeLayersField() layoutField {
 			}
 			return strconv.Itoa(l.RecomputeLayers)
 		},
-		step: func(m *Model, dir int) error {
-			if !m.sel.layout.FullRecompute() {
+		step: func(s *modelScreen, dir int) error {
+			if !s.sel.layout.FullRecompute() {
 				return errNotFull
 			}
-			m.sel.layout.RecomputeLayers = max(m.sel.layout.RecomputeLayers+dir, 1)
+			s.sel.layout.RecomputeLayers = max(s.sel.layout.RecomputeLayers+dir, 1)
 			return nil
 		},
-		set: func(m *Model, text string) error {
-			if !m.sel.layout.FullRecompute() {
+		set: func(s *modelScreen, text string) error {
+			if !s.sel.layout.FullRecompute() {
 				return errNotFull
 			}
 			v, err := strconv.Atoi(text)
 			if err != nil {
 				return fmt.Errorf("%q is not a whole number", text)
 			}
-			m.sel.layout.RecomputeLayers = v
+			s.sel.layout.RecomputeLayers = v
 			return nil
 		},
 		accepts: digit,

@@ -87,16 +87,10 @@ type Model struct {
 	screen  screen
 	reached screen // furthest screen reached, for the breadcrumb
 
-	builtins []presets.Model
-	presets  []presets.PresetInfo
-	loaded   map[string]presetLoadedMsg
-	modelScr modelScreen
-
-	gpuScr *gpuScreen
-
+	modelScr *modelScreen
+	gpuScr   *gpuScreen
 	spaceScr *spaceScreen
-
-	resScr resultsScreen
+	resScr   resultsScreen
 }
 
 // New builds the program's model. builtins come from the embedded presets.
@@ -123,7 +117,6 @@ func New(b Backend, opts Options) *Model {
 		},
 		help:   help.New(),
 		isDark: true, // until the terminal tells us otherwise
-		loaded: map[string]presetLoadedMsg{},
 	}
 	if slices.Contains(Strategies, opts.Strategy) {
 		m.strategy = opts.Strategy
@@ -144,13 +137,8 @@ func New(b Backend, opts Options) *Model {
 	if err != nil {
 		m.setError(err)
 	}
-	m.builtins = builtins
 	m.sel.mbridge = opts.MBridge
-	m.selectInitial()
-	if p := opts.Preset; p != nil {
-		m.loaded[p.Name] = presetLoadedMsg{name: p.Name, preset: *p}
-		m.applyPreset(*p)
-	}
+	m.modelScr = newModelScreen(m.common, m.session, builtins)
 	m.layoutSizes()
 	return m
 }
@@ -190,7 +178,7 @@ func (m *Model) Outcome() (done *search.DoneEvent, interrupted bool) {
 // background so the palette matches it.
 func (m *Model) Init() tea.Cmd {
 	return tea.Batch(
-		fetchPresets(m.backend),
+		m.modelScr.Init(),
 		m.gpuScr.Init(),
 		tea.RequestBackgroundColor,
 	)
@@ -201,7 +189,7 @@ func (m *Model) Init() tea.Cmd {
 func (m *Model) typing() bool {
 	switch m.screen {
 	case screenModel:
-		return (m.modelScr.focus == focusList && m.modelScr.filtering) || m.modelScr.editing
+		return m.modelScr.typing()
 	case screenResults:
 		return m.resScr.prompt != promptNone || m.resScr.val.phase == valForm
 	}
@@ -223,15 +211,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.handleKey(msg)
 	case gpusMsg:
 		return m, m.update(m.gpuScr, msg)
-	case presetsMsg:
-		if msg.err != nil {
-			m.setError(fmt.Errorf("team presets: %w", msg.err))
-		}
-		m.presets = msg.list
-		m.followSelection()
-		return m, nil
-	case presetLoadedMsg:
-		return m, m.onPresetLoaded(msg)
+	case presetsMsg, presetLoadedMsg:
+		return m, m.update(m.modelScr, msg)
 	case planMsg:
 		return m, m.update(m.spaceScr, msg)
 	case startedMsg:
@@ -291,7 +272,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	switch m.screen {
 	case screenModel:
-		return m.modelKey(msg)
+		return m.update(m.modelScr, msg)
 	case screenGPU:
 		return m.update(m.gpuScr, msg)
 	case screenSpace:
@@ -431,7 +412,7 @@ func (m *Model) flowHelp(groups [][]key.Binding, w int) string {
 func (m *Model) screenHelp() helpKeys {
 	switch m.screen {
 	case screenModel:
-		return m.modelHelp()
+		return m.modelScr.helpKeys()
 	case screenGPU:
 		return m.gpuScr.helpKeys()
 	case screenSpace:
@@ -472,7 +453,7 @@ func (m *Model) render() string {
 	var body string
 	switch m.screen {
 	case screenModel:
-		body = m.modelView(w, bodyH)
+		body = m.modelScr.View(w, bodyH)
 	case screenGPU:
 		body = m.gpuScr.View(w, bodyH)
 	case screenSpace:

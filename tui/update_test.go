@@ -87,7 +87,7 @@ func TestFilterTypesInsteadOfQuitting(t *testing.T) {
 	if m.modelScr.filter != "qwen" {
 		t.Fatalf("filter = %q, want qwen", m.modelScr.filter)
 	}
-	items := m.listItems()
+	items := m.modelScr.listItems()
 	if len(items) != 2 || items[0].name() != "qwen3_30b_a3b" {
 		t.Fatalf("filtered items: %v", names(items))
 	}
@@ -99,8 +99,8 @@ func TestFilterTypesInsteadOfQuitting(t *testing.T) {
 		t.Errorf("backspace: filter = %q", m.modelScr.filter)
 	}
 	press(m, "esc")
-	if m.modelScr.filter != "" || m.modelScr.filtering || len(m.listItems()) != len(m.builtins)+len(f.presets) {
-		t.Errorf("esc should clear the filter; %d items", len(m.listItems()))
+	if m.modelScr.filter != "" || m.modelScr.filtering || len(m.modelScr.listItems()) != len(m.modelScr.builtins)+len(f.presets) {
+		t.Errorf("esc should clear the filter; %d items", len(m.modelScr.listItems()))
 	}
 	if isQuit(press(m, "ctrl+c")) == false {
 		t.Error("ctrl+c does not quit on the model screen")
@@ -187,8 +187,8 @@ func TestLayoutEditValidatesInline(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
 	press(m, "tab", "down", "down") // TP
-	if m.field().label != "TP" {
-		t.Fatalf("cursor on %s", m.field().label)
+	if m.modelScr.field().label != "TP" {
+		t.Fatalf("cursor on %s", m.modelScr.field().label)
 	}
 	tp := m.sel.layout.TP
 	press(m, "+")
@@ -275,7 +275,7 @@ func TestTeamPresetLoadsThroughBackend(t *testing.T) {
 	}
 	// A broken preset is listed but not loaded.
 	m.modelScr.filter, m.modelScr.cursor = "broken", 0
-	if cmd := m.onCursor(); cmd != nil {
+	if cmd := m.modelScr.onCursor(); cmd != nil {
 		t.Error("a broken preset was sent to the backend")
 	}
 }

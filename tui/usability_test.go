@@ -224,7 +224,7 @@ func TestLayoutEditorMoEAndRecompute(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
 	m.opts.Model = "qwen3_30b_a3b"
-	m.selectInitial()
+	m.modelScr.selectInitial()
 
 	moveTo(t, m, "Pad")
 	press(m, "+")
@@ -276,7 +276,7 @@ func TestLayoutEditorDenseHasNoMoESettings(t *testing.T) {
 	m, _ := newTestModel(t, f, 80, 24)
 	for _, label := range []string{"Dispatcher", "Capacity", "Pad"} {
 		moveTo(t, m, label)
-		if got := m.field().get(m); got != none {
+		if got := m.modelScr.field().get(m.modelScr); got != none {
 			t.Errorf("%s shows %q on a dense model", label, got)
 		}
 		press(m, "+")
@@ -299,7 +299,7 @@ func TestLayoutSetsFromFlagsAreEdits(t *testing.T) {
 	if l := m.request().Layout; l.Settings[keyCapacity] != "1.0" || l.Settings[keyPad] != "true" || !strings.HasPrefix(l.Source, "edited in cgtune: Capacity 1.0 (was —), Pad on (was off)") {
 		t.Errorf("layout %+v", l)
 	}
-	m.cycleGPUType(1) // another GPU type keeps them
+	m.modelScr.cycleGPUType(1) // another GPU type keeps them
 	if l := m.request().Layout; l.Settings[keyCapacity] != "1.0" || l.Settings[keyPad] != "true" {
 		t.Errorf("after the GPU type: %+v", l.Settings)
 	}
@@ -373,7 +373,7 @@ func TestWideSpaceShowsNotesInFull(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 160, 48)
 	m.opts.Model = "qwen3_30b_a3b"
-	m.selectInitial()
+	m.modelScr.selectInitial()
 	press(m, "enter", "enter")
 	planNow(t, m, f)
 	out := view(m)
@@ -409,7 +409,7 @@ func TestLayoutEditorFitsTheSmallestWindow(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, minWidth, minHeight)
 	m.opts.Model = "qwen3_30b_a3b"
-	m.selectInitial()
+	m.modelScr.selectInitial()
 	press(m, "tab")
 	for i, cell := range gridCells() {
 		if i > 0 {
@@ -419,7 +419,7 @@ func TestLayoutEditorFitsTheSmallestWindow(t *testing.T) {
 			t.Fatalf("step %d: cursor on %v, want %v", i, got, cell)
 		}
 		fl := layoutGrid()[cell[0]][cell[1]]
-		want := "› " + padRight(fl.label, gridLabelW) + "[" + fl.get(m) + "]"
+		want := "› " + padRight(fl.label, gridLabelW) + "[" + fl.get(m.modelScr) + "]"
 		if out := view(m); !strings.Contains(out, want) {
 			t.Errorf("%s: %q not on screen:\n%s", fl.label, want, out)
 		}
