@@ -57,9 +57,10 @@ type resultsScreen struct {
 // default path of the write prompt.
 var formatExt = map[string]string{"yaml": "yaml", "dotlist": "dotlist", "python": "py", "flags": "flags", "json": "json"}
 
-func (m *Model) showResults() tea.Cmd {
+// enterResults shows the results from their top, the status saying how
+// the search ended.
+func (m *Model) enterResults() tea.Cmd {
 	m.resScr.cursor, m.resScr.offset = 0, 0
-	cmd := m.goTo(screenResults)
 	switch d := m.done; {
 	case d == nil:
 	case d.Err != "":
@@ -76,7 +77,7 @@ func (m *Model) showResults() tea.Cmd {
 	default:
 		m.setStatus("search finished: %s wins", candName(d.Winner.Result.Candidate))
 	}
-	return cmd
+	return nil
 }
 
 // runsSoFar is " after N of M runs" for a stopped search, "" when the

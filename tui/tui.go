@@ -14,7 +14,6 @@ import (
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
-	"charm.land/bubbles/v2/progress"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -81,7 +80,6 @@ type Model struct {
 	*session
 
 	help   help.Model
-	prog   progress.Model
 	isDark bool
 
 	screen  screen
@@ -90,6 +88,7 @@ type Model struct {
 	modelScr *modelScreen
 	gpuScr   *gpuScreen
 	spaceScr *spaceScreen
+	runScr   *runScreen
 	resScr   resultsScreen
 }
 
@@ -132,6 +131,7 @@ func New(b Backend, opts Options) *Model {
 	}
 	m.gpuScr = newGPUScreen(m.common, m.session)
 	m.spaceScr = newSpaceScreen(m.common, m.session)
+	m.runScr = newRunScreen(m.common, m.session)
 	m.setStyles()
 	builtins, err := presets.BuiltinModels()
 	if err != nil {
@@ -146,23 +146,7 @@ func New(b Backend, opts Options) *Model {
 func (m *Model) setStyles() {
 	m.st = NewStyles(m.isDark, m.opts.NoColor)
 	m.help.Styles = m.st.Help
-	opts := []progress.Option{progress.WithWidth(40)}
-	if m.st.Plain {
-		// No colour: the bar has to be readable from its characters alone.
-		opts = append(opts, progress.WithFillCharacters('█', '░'))
-	} else {
-		opts = append(opts, progress.WithColors(m.st.BarFull), progress.WithFillCharacters('█', '░'))
-	}
-	w := m.prog.Width()
-	m.prog = progress.New(opts...)
-	if m.st.Plain {
-		m.prog.FullColor, m.prog.EmptyColor = nil, nil
-	} else {
-		m.prog.EmptyColor = m.st.BarEmpty
-	}
-	if w > 0 {
-		m.prog.SetWidth(w)
-	}
+	m.runScr.setStyles()
 }
 
 // Outcome is how the session ended, for the exit code: whether a search
@@ -215,15 +199,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.update(m.modelScr, msg)
 	case planMsg:
 		return m, m.update(m.spaceScr, msg)
-	case startedMsg:
-		return m, m.onStarted(msg)
-	case eventMsg:
-		return m, m.onEvent(msg)
-	case tickMsg:
-		if m.run != nil && !m.run.finished {
-			return m, tick()
-		}
-		return m, nil
+	case startedMsg, eventMsg, tickMsg:
+		return m, m.update(m.runScr, msg)
 	case writtenMsg:
 		m.onWritten(msg)
 		return m, nil
@@ -255,7 +232,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 		// Nothing of the screen is visible: a key would act blind. Only
 		// ctrl+c (above, or on the run screen) and q get through.
 		if m.screen == screenRun {
-			return m.runKey(msg)
+			return m.update(m.runScr, msg)
 		}
 		if key.Matches(msg, m.keys.Quit) {
 			return tea.Quit
@@ -278,7 +255,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	case screenSpace:
 		return m.update(m.spaceScr, msg)
 	case screenRun:
-		return m.runKey(msg)
+		return m.update(m.runScr, msg)
 	case screenResults:
 		return m.resultsKey(msg)
 	}
@@ -318,8 +295,18 @@ func (m *Model) goTo(s screen) tea.Cmd {
 		return m.gpuScr.enter()
 	case screenSpace:
 		return m.spaceScr.enter()
+	case screenResults:
+		return m.enterResults()
 	}
 	return nil
+}
+
+// startSearch starts the search of the plan's valid candidates on the
+// run screen; the results of the last one go.
+func (m *Model) startSearch(plan []search.Planned) tea.Cmd {
+	m.resScr = resultsScreen{}
+	cmd := m.goTo(screenRun)
+	return tea.Batch(cmd, m.runScr.start(m.request(), plan))
 }
 
 // Sizes of the frame around the screens.
@@ -418,7 +405,7 @@ func (m *Model) screenHelp() helpKeys {
 	case screenSpace:
 		return m.spaceScr.helpKeys()
 	case screenRun:
-		return m.runHelp()
+		return m.runScr.helpKeys()
 	case screenResults:
 		return m.resultsHelp()
 	}
@@ -459,7 +446,7 @@ func (m *Model) render() string {
 	case screenSpace:
 		body = m.spaceScr.View(w, bodyH)
 	case screenRun:
-		body = m.runView(w, bodyH)
+		body = m.runScr.View(w, bodyH)
 	case screenResults:
 		body = m.resultsView(w, bodyH)
 	}

@@ -497,11 +497,11 @@ func TestStopAsksAndKeepsPartialResults(t *testing.T) {
 	f := newFake(t)
 	m, _, _ := startRun(t, f)
 	cmd := press(m, "ctrl+c")
-	if isQuit(cmd) || !m.run.confirm {
+	if isQuit(cmd) || !m.runScr.confirm {
 		t.Fatal("ctrl+c on the run screen should ask, not quit")
 	}
 	press(m, "n")
-	if m.run.confirm || m.run.stopping {
+	if m.runScr.confirm || m.run.stopping {
 		t.Fatal("n should keep the search running")
 	}
 	press(m, "q")
@@ -780,12 +780,12 @@ func TestRunStopPausesAndEscGoesBack(t *testing.T) {
 	m, clk, _ := startRun(t, f)
 	playEvents(m, f, 6)
 	press(m, "esc")
-	if !m.run.confirm || len(f.paused) != 1 || !f.paused[0] || !strings.Contains(view(m), "Paused") {
-		t.Fatalf("esc: confirm %v, paused %v", m.run.confirm, f.paused)
+	if !m.runScr.confirm || len(f.paused) != 1 || !f.paused[0] || !strings.Contains(view(m), "Paused") {
+		t.Fatalf("esc: confirm %v, paused %v", m.runScr.confirm, f.paused)
 	}
 	press(m, "n")
-	if m.run.confirm || len(f.paused) != 2 || f.paused[1] {
-		t.Fatalf("n: confirm %v, paused %v", m.run.confirm, f.paused)
+	if m.runScr.confirm || len(f.paused) != 2 || f.paused[1] {
+		t.Fatalf("n: confirm %v, paused %v", m.runScr.confirm, f.paused)
 	}
 	clk.t = clk.t.Add(5 * time.Second)
 	for _, e := range f.events[6:] {
@@ -901,7 +901,7 @@ func TestChartCaptureOffScale(t *testing.T) {
 	f := newFake(t)
 	m, _, _ := startRun(t, f)
 	playEvents(m, f, len(f.events)-2)
-	lines := m.chartLines(100, 6)
+	lines := m.runScr.chartLines(100, 6)
 	if !strings.Contains(lines[0], "capture 260.0 ms, off the scale") || !strings.HasPrefix(strings.TrimSpace(lines[1]), "132.0") {
 		t.Errorf("chart:\n%s", strings.Join(lines, "\n"))
 	}
