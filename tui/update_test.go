@@ -564,8 +564,8 @@ func TestResultsFormatsAndWrite(t *testing.T) {
 	}
 	for _, want := range presets.Formats[1:] {
 		press(m, "f")
-		if m.format() != want {
-			t.Fatalf("f: format %s, want %s", m.format(), want)
+		if m.resScr.format() != want {
+			t.Fatalf("f: format %s, want %s", m.resScr.format(), want)
 		}
 	}
 	press(m, "f") // back to yaml
@@ -684,11 +684,11 @@ func TestFailedRunsRankLast(t *testing.T) {
 	failed.Result.Err, failed.Result.ErrKind = "capture failed", "capture"
 	win := search.Ranked{Rank: 1, Result: result(cTEAttn, 112, 900), Fits: true}
 	send(m, eventMsg{ev: search.DoneEvent{Ranking: []search.Ranked{failed, win}, Winner: &win}})
-	r := m.ranking()
+	r := m.resScr.ranking()
 	if r[0].Rank != 1 || r[1].Rank != 0 {
 		t.Fatalf("ranking order %d, %d", r[0].Rank, r[1].Rank)
 	}
-	if rk, _ := m.shownCandidate(); rk.Result.Candidate.Key() != cTEAttn.Key() {
+	if rk, _ := m.resScr.shownCandidate(); rk.Result.Candidate.Key() != cTEAttn.Key() {
 		t.Errorf("the cursor starts on %s, not the winner", rk.Result.Candidate.Key())
 	}
 }

@@ -192,7 +192,7 @@ func TestEditedLayoutSaysItIsEdited(t *testing.T) {
 	if !strings.HasPrefix(src, "edited in cgtune: TP 8 (was 4); from ") || !strings.HasSuffix(src, recipe) {
 		t.Errorf("the search's layout source %q; want the edit, then %q", src, recipe)
 	}
-	p, err := m.teamPreset("edited")
+	p, err := m.resScr.teamPreset("edited")
 	if err != nil || p.Layout.Source != src {
 		t.Errorf("saved preset's source %q (%v), want %q", p.Layout.Source, err, src)
 	}
@@ -339,7 +339,7 @@ func TestResultsShowTheOverrides(t *testing.T) {
 			m, _ := newTestModel(t, f, sz.w, sz.h)
 			toResults(t, m, f)
 			out := view(m)
-			data, err := m.overridesText()
+			data, err := m.resScr.overridesText()
 			if err != nil {
 				t.Fatal(err)
 			}

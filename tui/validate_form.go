@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -43,32 +42,26 @@ type validateForm struct {
 	command  string
 	top      string // typed numbers, checked on enter
 	iters    string
+	runDir   string // the search's run folder, which the jobs validate
 }
 
-// openValidateForm opens the form, or says why there is nothing to
-// validate.
-func (m *Model) openValidateForm() {
-	switch d := m.done; {
-	case d == nil || d.RunDir == "":
-		m.setError(errors.New("this search has no run folder to validate"))
-	case d.Winner == nil:
-		m.setError(errors.New("no candidate succeeded: nothing to validate"))
-	default:
-		launcher := m.opts.JobLauncher
-		if launcher == "" {
-			launcher = Launchers[0]
-		}
-		iters := m.opts.JobIters
-		if iters <= 0 {
-			iters = jobs.DefaultIters
-		}
-		f := &validateForm{launcher: launcher, command: m.opts.JobCommand, top: strconv.Itoa(validateTop), iters: strconv.Itoa(iters)}
-		if f.command == "" {
-			f.field = formCommand
-		}
-		m.resScr.val = validationPane{phase: valForm, form: f}
-		m.setStatus("how to run the jobs: enter shows the command before anything runs")
+// newValidateForm is the form for the search in runDir, prefilled from
+// --launcher, --command and --job-iters; without a command the cursor
+// starts on it.
+func newValidateForm(opts Options, runDir string) *validateForm {
+	launcher := opts.JobLauncher
+	if launcher == "" {
+		launcher = Launchers[0]
 	}
+	iters := opts.JobIters
+	if iters <= 0 {
+		iters = jobs.DefaultIters
+	}
+	f := &validateForm{launcher: launcher, command: opts.JobCommand, top: strconv.Itoa(validateTop), iters: strconv.Itoa(iters), runDir: runDir}
+	if f.command == "" {
+		f.field = formCommand
+	}
+	return f
 }
 
 // problems are the form's fields that cannot run, by field, with why.
@@ -92,34 +85,28 @@ func (f *validateForm) problems() map[int]string {
 	return out
 }
 
-// request is the validation the form describes (its problems checked).
-func (f *validateForm) request(runDir string) ValidateRequest {
-	top, _ := strconv.Atoi(f.top)
-	iters, _ := strconv.Atoi(f.iters)
-	return ValidateRequest{RunDir: runDir, Top: top, Launcher: f.launcher, Command: strings.TrimSpace(f.command), Iters: iters}
+// firstProblem is the first field, in the form's order, that cannot run,
+// and why.
+func (f *validateForm) firstProblem() (field int, why string, bad bool) {
+	problems := f.problems()
+	for i := range formFields {
+		if why, ok := problems[i]; ok {
+			return i, why, true
+		}
+	}
+	return 0, "", false
 }
 
-func (m *Model) formKey(msg tea.KeyPressMsg) tea.Cmd {
-	p := &m.resScr.val
-	f := p.form
-	k := m.keys
+// request is the validation the form describes (its problems checked).
+func (f *validateForm) request() ValidateRequest {
+	top, _ := strconv.Atoi(f.top)
+	iters, _ := strconv.Atoi(f.iters)
+	return ValidateRequest{RunDir: f.runDir, Top: top, Launcher: f.launcher, Command: strings.TrimSpace(f.command), Iters: iters}
+}
+
+// key moves between the fields and edits the one under the cursor.
+func (f *validateForm) key(msg tea.KeyPressMsg, k KeyMap) {
 	switch s := msg.String(); {
-	case s == "esc":
-		p.phase, p.form = valOff, nil
-		m.setStatus("nothing started")
-	case s == "enter":
-		if bad := f.problems(); len(bad) > 0 {
-			for i := range formFields {
-				if why, ok := bad[i]; ok {
-					f.field = i
-					m.setError(fmt.Errorf("%s: %s", formLabels[i], why))
-					break
-				}
-			}
-			return nil
-		}
-		p.req, p.phase = f.request(m.done.RunDir), valConfirm
-		m.setStatus("read the command before it runs")
 	case s == "up" || s == "shift+tab":
 		f.field = (f.field + formFields - 1) % formFields
 	case s == "down" || s == "tab":
@@ -132,27 +119,31 @@ func (m *Model) formKey(msg tea.KeyPressMsg) tea.Cmd {
 		f.launcher = nextIn(Launchers, f.launcher, dir)
 	case f.field == formCommand:
 		f.command = editLine(f.command, msg)
-	case f.field == formTop || f.field == formIters:
-		ptr := &f.top
-		if f.field == formIters {
-			ptr = &f.iters
-		}
-		switch {
-		case s == "+" || s == "=" || s == "-":
-			v, _ := strconv.Atoi(*ptr)
-			if s == "-" {
-				v--
-			} else {
-				v++
-			}
-			*ptr = strconv.Itoa(min(max(v, 1), maxFormNumber))
-		case len(msg.Text) == 1 && digit(msg.Text[0]) && len(*ptr) < 6:
-			*ptr += msg.Text
-		case msg.Text == "": // backspace, ctrl+u: the number is edited, not typed over
-			*ptr = editLine(*ptr, msg)
-		}
+	case f.field == formTop:
+		f.top = editNumber(f.top, msg)
+	case f.field == formIters:
+		f.iters = editNumber(f.iters, msg)
 	}
-	return nil
+}
+
+// editNumber applies a key to a typed number: +/- step it, digits append,
+// backspace and ctrl+u edit it (it is not typed over).
+func editNumber(n string, msg tea.KeyPressMsg) string {
+	switch s := msg.String(); {
+	case s == "+" || s == "=" || s == "-":
+		v, _ := strconv.Atoi(n)
+		if s == "-" {
+			v--
+		} else {
+			v++
+		}
+		return strconv.Itoa(min(max(v, 1), maxFormNumber))
+	case len(msg.Text) == 1 && digit(msg.Text[0]) && len(n) < 6:
+		return n + msg.Text
+	case msg.Text == "":
+		return editLine(n, msg)
+	}
+	return n
 }
 
 // editLine applies a key to a line of text: typing appends, backspace and
@@ -179,9 +170,8 @@ func editLine(s string, msg tea.KeyPressMsg) string {
 	return s
 }
 
-// formPaste puts pasted text into the field under the cursor.
-func (m *Model) formPaste(text string) {
-	f := m.resScr.val.form
+// paste puts pasted text into the field under the cursor.
+func (f *validateForm) paste(text string) {
 	text = strings.TrimRight(text, "\r\n")
 	switch f.field {
 	case formCommand:
@@ -193,10 +183,9 @@ func (m *Model) formPaste(text string) {
 	}
 }
 
-func (m *Model) formHelp() helpKeys {
-	k := m.keys
+func (f *validateForm) helpKeys(k KeyMap) helpKeys {
 	short := []key.Binding{withHelp(k.Up, "↑/↓", "field"), withHelp(k.Next, "enter", "review the command"), withHelp(k.Back, "esc", "cancel")}
-	switch m.resScr.val.form.field {
+	switch f.field {
 	case formLauncher:
 		short = append(short, withHelp(k.Toggle, "space/←/→", "launcher"))
 	case formCommand:
@@ -207,72 +196,80 @@ func (m *Model) formHelp() helpKeys {
 	return helpKeys{short: short}
 }
 
-// formView draws the form: each field with its value, the cursor's marked,
+// formLabelW is the width of the form's labels.
+const formLabelW = 10
+
+// View draws the form: each field with its value, the cursor's marked,
 // and under a field what is wrong with it.
-func (m *Model) formView(w, h int) string {
-	st := m.st
-	f := m.resScr.val.form
+func (f *validateForm) View(st Styles, w, h int) string {
 	bad := f.problems()
 	lines := []string{st.Title.Render("Validation on real jobs"),
-		st.Muted.Render(wrap(fmt.Sprintf("Runs the top candidates of %s and the eager baseline as the real training job, one job each, and compares their iteration time with the prediction (as cgtune validate RUN does).", m.done.RunDir), w)),
+		st.Muted.Render(wrap(fmt.Sprintf("Runs the top candidates of %s and the eager baseline as the real training job, one job each, and compares their iteration time with the prediction (as cgtune validate RUN does).", f.runDir), w)),
 		""}
-	const labelW = 10
 	for i := range formFields {
-		var val string
-		switch i {
-		case formLauncher:
-			for _, l := range Launchers {
-				if l == f.launcher {
-					val += "(•) " + l + "  "
-				} else {
-					val += "( ) " + l + "  "
-				}
-			}
-		case formCommand:
-			val = f.command
-		case formTop:
-			val = f.top + " graphed candidates, and eager"
-		case formIters:
-			val = f.iters + " iterations per job"
-		}
-		label := padRight(formLabels[i], labelW)
 		cur := i == f.field
-		if cur && (i == formCommand || i == formTop || i == formIters) {
-			switch i {
-			case formCommand:
-				val += "▏"
-			case formTop:
-				val = f.top + "▏ graphed candidates, and eager"
-			default:
-				val = f.iters + "▏ iterations per job"
-			}
-		}
-		mark := "  "
-		if cur {
-			mark = "› "
-		}
-		// The command shows whole, over as many lines as it needs.
-		valLines := []string{val}
-		if i == formCommand {
-			valLines = commandLines(val, w-2-labelW)
-		}
-		for j, v := range valLines {
-			lbl := label
-			if j > 0 {
-				lbl = strings.Repeat(" ", labelW)
-			}
-			line := mark + st.Label.Render(lbl) + st.Value.Render(v)
-			if cur {
-				line = st.Cursor.Render(mark+lbl) + st.Value.Render(v)
-			}
-			lines = append(lines, line)
-			mark = "  "
-		}
+		lines = append(lines, f.fieldLines(st, i, w)...)
 		if why, ok := bad[i]; ok && (i != formCommand || f.command != "" || cur) {
-			lines = append(lines, st.Err.Render(hanging(strings.Repeat(" ", 2+labelW)+"✗ ", why, w)))
+			lines = append(lines, st.Err.Render(hanging(strings.Repeat(" ", 2+formLabelW)+"✗ ", why, w)))
 		}
 	}
 	lines = append(lines, "", st.Faint.Render(wrap("Placeholders: {flags} (Megatron-LM), {dotlist} (Megatron-Bridge), {overrides}, {run_script_flags}, {yaml_file}, {iters}, {candidate}, {job_dir}; the job must log every iteration (cgtune validate --help).", w)))
 	prompt := st.Muted.Render(truncate("enter: review the command before it runs · esc: cancel", w))
 	return fitBlock(strings.Join(lines, "\n"), w, h-1) + "\n" + prompt
+}
+
+// fieldLines are field i's label and value, marked when it has the
+// cursor; the command shows whole, over as many lines as it needs.
+func (f *validateForm) fieldLines(st Styles, i, w int) []string {
+	cur := i == f.field
+	val := f.fieldValue(i, cur)
+	label := padRight(formLabels[i], formLabelW)
+	mark := "  "
+	if cur {
+		mark = "› "
+	}
+	valLines := []string{val}
+	if i == formCommand {
+		valLines = commandLines(val, w-2-formLabelW)
+	}
+	var lines []string
+	for j, v := range valLines {
+		lbl := label
+		if j > 0 {
+			lbl = strings.Repeat(" ", formLabelW)
+		}
+		line := mark + st.Label.Render(lbl) + st.Value.Render(v)
+		if cur {
+			line = st.Cursor.Render(mark+lbl) + st.Value.Render(v)
+		}
+		lines = append(lines, line)
+		mark = "  "
+	}
+	return lines
+}
+
+// fieldValue is field i's value as shown, with the text cursor when it
+// is typed into (cur).
+func (f *validateForm) fieldValue(i int, cur bool) string {
+	bar := ""
+	if cur {
+		bar = "▏"
+	}
+	switch i {
+	case formLauncher:
+		val := ""
+		for _, l := range Launchers {
+			if l == f.launcher {
+				val += "(•) " + l + "  "
+			} else {
+				val += "( ) " + l + "  "
+			}
+		}
+		return val
+	case formCommand:
+		return f.command + bar
+	case formTop:
+		return f.top + bar + " graphed candidates, and eager"
+	}
+	return f.iters + bar + " iterations per job"
 }

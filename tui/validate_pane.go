@@ -9,6 +9,7 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 
 	"cgtune/engine"
 	jobs "cgtune/engine/job"
@@ -36,7 +37,11 @@ const (
 	valDone
 )
 
+// validationPane is the validation on real jobs, from the form that asks
+// how to run them to the comparison with the predictions.
 type validationPane struct {
+	*common
+
 	phase      valPhase
 	form       *validateForm
 	req        ValidateRequest
@@ -51,6 +56,8 @@ type validationPane struct {
 	err        error
 }
 
+func newValidationPane(c *common) validationPane { return validationPane{common: c} }
+
 // jobView is what the pane knows of one job: its last update (the log
 // tail kept from the last update that had one) and its result once done.
 type jobView struct {
@@ -59,58 +66,113 @@ type jobView struct {
 	resumed bool
 }
 
-// validating reports whether jobs are being started or run: then q and
-// ctrl+c cancel them instead of quitting.
-func (m *Model) validating() bool {
-	p := m.resScr.val.phase
-	return m.screen == screenResults && (p == valStarting || p == valRunning)
+// open opens the form for the search that ended in d, or says why there
+// is nothing to validate.
+func (p *validationPane) open(d *search.DoneEvent) {
+	switch {
+	case d == nil || d.RunDir == "":
+		p.setError(errors.New("this search has no run folder to validate"))
+	case d.Winner == nil:
+		p.setError(errors.New("no candidate succeeded: nothing to validate"))
+	default:
+		*p = validationPane{common: p.common, phase: valForm, form: newValidateForm(p.opts, d.RunDir)}
+		p.setStatus("how to run the jobs: enter shows the command before anything runs")
+	}
 }
 
-func (m *Model) validationKey(msg tea.KeyPressMsg) tea.Cmd {
-	p := &m.resScr.val
-	k := m.keys
+// typing reports whether the form has the keyboard.
+func (p *validationPane) typing() bool { return p.phase == valForm }
+
+// validating reports whether jobs are being started or run: then q and
+// ctrl+c cancel them instead of quitting.
+func (p *validationPane) validating() bool {
+	return p.phase == valStarting || p.phase == valRunning
+}
+
+// paste puts pasted text into the form's field under the cursor.
+func (p *validationPane) paste(text string) { p.form.paste(text) }
+
+func (p *validationPane) Update(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case validateStartedMsg:
+		return p.onStarted(msg)
+	case validateMsg:
+		return p.onUpdate(msg)
+	case tea.KeyPressMsg:
+		return p.key(msg)
+	}
+	return nil
+}
+
+func (p *validationPane) key(msg tea.KeyPressMsg) tea.Cmd {
+	k := p.keys
 	switch p.phase {
 	case valForm:
-		return m.formKey(msg)
+		p.formKey(msg)
 	case valConfirm:
 		switch {
 		case msg.String() == "y":
-			ctx, cancel := context.WithCancel(m.opts.Context)
+			ctx, cancel := context.WithCancel(p.opts.Context)
 			p.phase, p.cancel = valStarting, cancel
-			m.setStatus("starting the jobs…")
-			return validateCmd(ctx, m.backend, p.req)
+			p.setStatus("starting the jobs…")
+			return validateCmd(ctx, p.backend, p.req)
 		case key.Matches(msg, k.Deny):
 			p.phase = valOff
-			m.setStatus("nothing started")
+			p.setStatus("nothing started")
 		}
 	case valStarting, valRunning:
-		if !key.Matches(msg, k.Back) && !key.Matches(msg, k.Quit) {
-			return nil
+		if key.Matches(msg, k.Back) || key.Matches(msg, k.Quit) {
+			return p.cancelJobs(msg)
 		}
-		if p.cancelling {
-			if msg.String() == "ctrl+c" {
-				return tea.Quit // a second ctrl+c: the program's context cancels the jobs
-			}
-			return nil
-		}
-		p.cancelling = true
-		p.cancel()
-		m.setStatus("cancelling the jobs…")
 	case valDone:
 		if key.Matches(msg, k.Back) || key.Matches(msg, k.Validate) {
 			p.phase = valOff
-			m.setStatus("")
+			p.setStatus("")
 		}
 	}
 	return nil
 }
 
-func (m *Model) onValidateStarted(msg validateStartedMsg) tea.Cmd {
-	p := &m.resScr.val
+// formKey: esc closes the form, enter checks it and shows the command;
+// the other keys edit it.
+func (p *validationPane) formKey(msg tea.KeyPressMsg) {
+	f := p.form
+	switch msg.String() {
+	case "esc":
+		p.phase, p.form = valOff, nil
+		p.setStatus("nothing started")
+	case "enter":
+		if field, why, bad := f.firstProblem(); bad {
+			f.field = field
+			p.setError(fmt.Errorf("%s: %s", formLabels[field], why))
+			return
+		}
+		p.req, p.phase = f.request(), valConfirm
+		p.setStatus("read the command before it runs")
+	default:
+		f.key(msg, p.keys)
+	}
+}
+
+// cancelJobs cancels the queued and running jobs; a second ctrl+c quits.
+func (p *validationPane) cancelJobs(msg tea.KeyPressMsg) tea.Cmd {
+	if p.cancelling {
+		if msg.String() == "ctrl+c" {
+			return tea.Quit // a second ctrl+c: the program's context cancels the jobs
+		}
+		return nil
+	}
+	p.cancelling = true
+	p.cancel()
+	p.setStatus("cancelling the jobs…")
+	return nil
+}
+
+func (p *validationPane) onStarted(msg validateStartedMsg) tea.Cmd {
 	if msg.err != nil {
 		p.cancel()
 		p.phase = valOff
-		m.setError(fmt.Errorf("validate: %w", msg.err))
+		p.setError(fmt.Errorf("validate: %w", msg.err))
 		return nil
 	}
 	p.phase, p.targets, p.dir, p.updates = valRunning, msg.v.Targets, msg.v.Dir, msg.v.Updates
@@ -123,13 +185,12 @@ func (m *Model) onValidateStarted(msg validateStartedMsg) tea.Cmd {
 		for _, sk := range msg.v.Skipped {
 			skipped += fmt.Sprintf("; skipped %s: %s", candName(sk.Candidate), sk.Why)
 		}
-		m.setStatus("%d jobs through the %s launcher; esc cancels them%s", len(p.targets), p.req.Launcher, skipped)
+		p.setStatus("%d jobs through the %s launcher; esc cancels them%s", len(p.targets), p.req.Launcher, skipped)
 	}
 	return waitForValidation(msg.v.Updates)
 }
 
-func (m *Model) onValidate(msg validateMsg) tea.Cmd {
-	p := &m.resScr.val
+func (p *validationPane) onUpdate(msg validateMsg) tea.Cmd {
 	if msg.closed {
 		if p.outcome == nil && p.err == nil {
 			p.err = errors.New("the validation ended without an outcome")
@@ -140,11 +201,11 @@ func (m *Model) onValidate(msg validateMsg) tea.Cmd {
 		}
 		switch {
 		case p.err != nil:
-			m.setError(fmt.Errorf("validate: %w", p.err))
+			p.setError(fmt.Errorf("validate: %w", p.err))
 		case p.outcome.Interrupted:
-			m.setStatus("validation cancelled: %d finished jobs kept in %s; v again resumes", len(p.outcome.Rows), p.dir)
+			p.setStatus("validation cancelled: %d finished jobs kept in %s; v again resumes", len(p.outcome.Rows), p.dir)
 		default:
-			m.setStatus("validation finished: saved in %s", filepath.Join(p.dir, jobs.ValidationFile))
+			p.setStatus("validation finished: saved in %s", filepath.Join(p.dir, jobs.ValidationFile))
 		}
 		return nil
 	}
@@ -186,15 +247,15 @@ func (p *validationPane) job(c presets.Candidate) *jobView {
 	return j
 }
 
-func (m *Model) validationHelp() helpKeys {
-	k := m.keys
-	switch m.resScr.val.phase {
+func (p *validationPane) helpKeys() helpKeys {
+	k := p.keys
+	switch p.phase {
 	case valForm:
-		return m.formHelp()
+		return p.form.helpKeys(k)
 	case valConfirm:
 		return helpKeys{short: []key.Binding{withHelp(k.Confirm, "y", "run the jobs"), withHelp(k.Deny, "n/esc", "no")}}
 	case valStarting, valRunning:
-		if m.resScr.val.cancelling {
+		if p.cancelling {
 			return helpKeys{short: []key.Binding{withHelp(k.Quit, "ctrl+c", "quit now")}}
 		}
 		return helpKeys{short: []key.Binding{withHelp(k.Back, "esc/q", "cancel the jobs")}}
@@ -204,53 +265,61 @@ func (m *Model) validationHelp() helpKeys {
 
 // --- view ---------------------------------------------------------------
 
-func (m *Model) validationView(w, h int) string {
-	st := m.st
-	p := &m.resScr.val
-	if p.phase == valForm {
-		return m.formView(w, h)
+// View is the form; the command to confirm; the jobs as they run; then
+// the comparison. The last line says what to do or what came of it.
+func (p *validationPane) View(w, h int) string {
+	st := p.st
+	switch p.phase {
+	case valForm:
+		return p.form.View(st, w, h)
+	case valConfirm:
+		return fitBlock(strings.Join(p.confirmLines(w), "\n"), w, h-1) + "\n" + p.promptLine(w)
 	}
-	var lines []string
-	title := st.Title.Render("Validation on real jobs")
-	sub := fmt.Sprintf("%s launcher", p.req.Launcher)
-	if n := len(p.targets); n > 0 {
-		sub += fmt.Sprintf(" · %d/%d done", p.done, n)
-	}
-	lines = append(lines, truncate(title+"  "+st.Muted.Render(sub), w))
-	if p.phase == valConfirm {
-		lines = append(lines,
-			st.Muted.Render(wrap(fmt.Sprintf("Runs the top %d graphed candidates of %s and the eager baseline, one training job each for %d iterations, with this command:", p.req.Top, p.req.RunDir, p.req.Iters), w)),
-			"")
-		// The whole command, never cut: it is what will run.
-		for _, l := range commandLines(p.req.Command, w-2) {
-			lines = append(lines, "  "+st.Value.Render(l))
-		}
-		body := strings.Join(lines, "\n")
-		return fitBlock(body, w, h-1) + "\n" + m.validationPrompt(w)
-	}
-	lines = append(lines, st.Faint.Render(truncate("command: "+p.req.Command, w)))
+	lines := []string{p.titleLine(w), st.Faint.Render(truncate("command: "+p.req.Command, w))}
 	if p.dir != "" {
 		lines = append(lines, st.Faint.Render(truncate("folder "+p.dir, w)))
 	}
 	lines = append(lines, "")
 	if p.outcome != nil && len(p.outcome.Rows) > 0 {
-		lines = append(lines, m.validationTable(w)...)
+		lines = append(lines, p.comparisonLines(w)...)
 		lines = append(lines, "")
-		lines = append(lines, m.validationSummary(w)...)
+		lines = append(lines, p.summaryLines(w)...)
 	} else {
-		lines = append(lines, m.jobLines(w, h-1-len(lines))...)
+		lines = append(lines, p.jobLines(w, h-1-len(lines))...)
 	}
 	if p.err != nil {
 		lines = append(lines, "", st.Err.Render(wrap("✗ "+p.err.Error(), w)))
 	}
-	return fitBlock(strings.Join(lines, "\n"), w, h-1) + "\n" + m.validationPrompt(w)
+	return fitBlock(strings.Join(lines, "\n"), w, h-1) + "\n" + p.promptLine(w)
+}
+
+// titleLine is the pane's title, the launcher and the jobs done.
+func (p *validationPane) titleLine(w int) string {
+	st := p.st
+	sub := fmt.Sprintf("%s launcher", p.req.Launcher)
+	if n := len(p.targets); n > 0 {
+		sub += fmt.Sprintf(" · %d/%d done", p.done, n)
+	}
+	return truncate(st.Title.Render("Validation on real jobs")+"  "+st.Muted.Render(sub), w)
+}
+
+// confirmLines say what will run, and the whole command, never cut: it
+// is what will run.
+func (p *validationPane) confirmLines(w int) []string {
+	st := p.st
+	lines := []string{p.titleLine(w),
+		st.Muted.Render(wrap(fmt.Sprintf("Runs the top %d graphed candidates of %s and the eager baseline, one training job each for %d iterations, with this command:", p.req.Top, p.req.RunDir, p.req.Iters), w)),
+		""}
+	for _, l := range commandLines(p.req.Command, w-2) {
+		lines = append(lines, "  "+st.Value.Render(l))
+	}
+	return lines
 }
 
 // jobLines are each job's candidate, state and job id, and as many of the
 // last log lines as fit in h lines.
-func (m *Model) jobLines(w, h int) []string {
-	st := m.st
-	p := &m.resScr.val
+func (p *validationPane) jobLines(w, h int) []string {
+	st := p.st
 	if len(p.targets) == 0 {
 		return []string{st.Faint.Render("starting…")}
 	}
@@ -259,37 +328,14 @@ func (m *Model) jobLines(w, h int) []string {
 	for _, t := range p.targets {
 		cands = append(cands, t.Candidate)
 	}
-	t := newTable(w, column{title: "CANDIDATE", width: nameWidth(cands, 24)}, column{title: "STATE", width: 20},
+	nameW := nameWidth(cands, 24)
+	t := newTable(w, column{title: "CANDIDATE", width: nameW}, column{title: "STATE", width: 20},
 		column{title: "JOB", width: 8}, column{title: "RESULT", width: 10, flex: true})
 	lines := []string{t.header(st)}
 	for _, tg := range p.targets {
 		j := p.jobs[tg.Candidate.Key()]
-		state := j.u.State
-		if state == "" {
-			state = "waiting"
-		}
-		if j.u.Reason != "" && j.u.Reason != "None" {
-			state += " (" + j.u.Reason + ")"
-		}
-		if j.u.Reattached {
-			state += " re-attached"
-		}
-		res, style := "", st.Value
-		switch r := j.result; {
-		case r == nil:
-		case r.Failed():
-			res, style = "failed ("+r.ErrKind+")", st.Err
-		default:
-			res, style = fmtMs(r.Step.Median)+" ms/iter", st.OK
-			if j.resumed {
-				res += " (journal)"
-			}
-		}
-		id := j.u.JobID
-		if id == "" {
-			id = "—"
-		}
-		lines = append(lines, style.Render(t.row(nameCell(tg.Candidate, nameWidth(cands, 24)), state, id, res)))
+		res, style := j.resultText(st)
+		lines = append(lines, style.Render(t.row(nameCell(tg.Candidate, nameW), j.stateText(), j.id(), res)))
 		log := j.u.Tail
 		if len(log) > tail {
 			log = log[len(log)-tail:]
@@ -301,11 +347,49 @@ func (m *Model) jobLines(w, h int) []string {
 	return lines
 }
 
-// validationTable ranks the jobs by real iteration time next to the
+// stateText is the job's state as the launcher reports it, with why it
+// waits.
+func (j *jobView) stateText() string {
+	state := j.u.State
+	if state == "" {
+		state = "waiting"
+	}
+	if j.u.Reason != "" && j.u.Reason != "None" {
+		state += " (" + j.u.Reason + ")"
+	}
+	if j.u.Reattached {
+		state += " re-attached"
+	}
+	return state
+}
+
+func (j *jobView) id() string {
+	if j.u.JobID == "" {
+		return "—"
+	}
+	return j.u.JobID
+}
+
+// resultText is the job's iteration time once done, and the row's style.
+func (j *jobView) resultText(st Styles) (string, lipgloss.Style) {
+	switch r := j.result; {
+	case r == nil:
+		return "", st.Value
+	case r.Failed():
+		return "failed (" + r.ErrKind + ")", st.Err
+	}
+	res := fmtMs(j.result.Step.Median) + " ms/iter"
+	if j.resumed {
+		res += " (journal)"
+	}
+	return res, st.OK
+}
+
+// comparisonLines rank the jobs by real iteration time next to the
 // predictions and their error.
-func (m *Model) validationTable(w int) []string {
-	st := m.st
-	rows := m.resScr.val.outcome.Rows
+func (p *validationPane) comparisonLines(w int) []string {
+	st := p.st
+	rows := p.outcome.Rows
 	var cands []presets.Candidate
 	for _, r := range rows {
 		cands = append(cands, r.Candidate)
@@ -342,11 +426,11 @@ func (m *Model) validationTable(w int) []string {
 	return lines
 }
 
-// validationSummary says what the predictions were, the winner on the
+// summaryLines say what the predictions were, the winner on the
 // real job, and the calibration the jobs gave.
-func (m *Model) validationSummary(w int) []string {
-	st := m.st
-	out := m.resScr.val.outcome
+func (p *validationPane) summaryLines(w int) []string {
+	st := p.st
+	out := p.outcome
 	var lines []string
 	if out.Interrupted {
 		lines = append(lines, st.Warn.Render(truncate("cancelled: only the jobs that finished are compared; v again resumes the rest", w)))
@@ -371,10 +455,9 @@ func (m *Model) validationSummary(w int) []string {
 	return lines
 }
 
-// validationPrompt is the pane's bottom line.
-func (m *Model) validationPrompt(w int) string {
-	st := m.st
-	p := &m.resScr.val
+// promptLine is the pane's bottom line.
+func (p *validationPane) promptLine(w int) string {
+	st := p.st
 	switch p.phase {
 	case valConfirm:
 		return truncate(st.Warn.Render(fmt.Sprintf("Validate the top %d and eager as real jobs with: %s? (y/n)", p.req.Top, oneLine(p.req.Command))), w)

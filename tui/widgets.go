@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -279,4 +280,17 @@ func jobMemory(r engine.Result, gpuMiB int64) (need, total int64, what string) {
 		return b.Total, b.GPUMiB, "per GPU in the job"
 	}
 	return search.JobPeakMiB(r), gpuMiB, "peak in the job"
+}
+
+// nextIn returns the element after cur in list (wrapping); the first when
+// cur is not in it.
+func nextIn[T comparable](list []T, cur T, step int) T {
+	if len(list) == 0 {
+		return cur
+	}
+	i := slices.Index(list, cur)
+	if i < 0 {
+		return list[0]
+	}
+	return list[((i+step)%len(list)+len(list))%len(list)]
 }
