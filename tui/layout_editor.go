@@ -72,52 +72,73 @@ func (s *modelScreen) stepField(dir int) {
 }
 
 func (s *modelScreen) layoutKey(msg tea.KeyPressMsg) tea.Cmd {
-	k := s.keys
-	if s.editing {
-		switch msg.String() {
-		case "backspace":
-			if len(s.edit) > 0 {
-				s.edit = s.edit[:len(s.edit)-1]
-			}
-			if s.edit == "" {
-				s.editing = false
-			}
-			return nil
-		case "esc":
-			s.editing, s.edit = false, ""
-			return nil
-		}
-		if f := s.field(); len(msg.Text) == 1 && f.accepts != nil && f.accepts(msg.Text[0]) {
-			if len(s.edit) < 7 {
-				s.edit += msg.Text
-			}
-			return nil
-		}
-		s.commitEdit()
+	if s.editing && s.typeKey(msg) {
+		return nil
 	}
-	switch {
-	case msg.String() == "esc":
+	s.moveKey(msg)
+	s.changeKey(msg)
+	return nil
+}
+
+// typeKey takes a key while a number is typed: backspace, esc and the
+// characters the field takes; any other key sets the number and goes on
+// as a key of its own (false).
+func (s *modelScreen) typeKey(msg tea.KeyPressMsg) bool {
+	switch msg.String() {
+	case "backspace":
+		if len(s.edit) > 0 {
+			s.edit = s.edit[:len(s.edit)-1]
+		}
+		if s.edit == "" {
+			s.editing = false
+		}
+		return true
+	case "esc":
+		s.editing, s.edit = false, ""
+		return true
+	}
+	if f := s.field(); len(msg.Text) == 1 && f.accepts != nil && f.accepts(msg.Text[0]) {
+		if len(s.edit) < 7 {
+			s.edit += msg.Text
+		}
+		return true
+	}
+	s.commitEdit()
+	return false
+}
+
+// moveKey moves the cursor over the grid (in reading order when the
+// fields stand one per line); esc gives the keyboard back to the list.
+func (s *modelScreen) moveKey(msg tea.KeyPressMsg) {
+	switch k := msg.String(); {
+	case k == "esc":
 		s.focus = focusList
-	case s.gridOneColumn() && (msg.String() == "up" || msg.String() == "k" || msg.String() == "left" || msg.String() == "h"):
+	case s.gridOneColumn() && (k == "up" || k == "k" || k == "left" || k == "h"):
 		s.moveInColumn(-1)
-	case s.gridOneColumn() && (msg.String() == "down" || msg.String() == "j" || msg.String() == "right" || msg.String() == "l"):
+	case s.gridOneColumn() && (k == "down" || k == "j" || k == "right" || k == "l"):
 		s.moveInColumn(1)
-	case msg.String() == "up" || msg.String() == "k":
+	case k == "up" || k == "k":
 		s.row = max(s.row-1, 0)
-	case msg.String() == "down" || msg.String() == "j":
+	case k == "down" || k == "j":
 		s.row = min(s.row+1, len(layoutGrid())-1)
-	case msg.String() == "left" || msg.String() == "h":
+	case k == "left" || k == "h":
 		s.col = 0
-	case msg.String() == "right" || msg.String() == "l":
+	case k == "right" || k == "l":
 		s.col = 1
 	}
 	if layoutGrid()[s.row][s.col].label == "" {
 		s.col = 0 // a row with one field
 	}
-	switch {
-	case msg.String() == "+" || msg.String() == "=" || msg.String() == "space":
+}
+
+// changeKey changes the field under the cursor: +/- step it, a digit
+// starts typing a number into it; g and v change the GPU type and MB.
+func (s *modelScreen) changeKey(msg tea.KeyPressMsg) {
+	k := s.keys
+	switch pressed := msg.String(); {
+	case pressed == "+" || pressed == "=" || pressed == "space":
 		s.stepField(1)
-	case msg.String() == "-":
+	case pressed == "-":
 		s.stepField(-1)
 	case key.Matches(msg, k.GPUType):
 		s.cycleGPUType(1)
@@ -128,7 +149,6 @@ func (s *modelScreen) layoutKey(msg tea.KeyPressMsg) tea.Cmd {
 			s.editing, s.edit = true, msg.Text
 		}
 	}
-	return nil
 }
 
 // Cells of the layout grid: "  " or the cursor's mark, the label padded
@@ -139,7 +159,7 @@ const (
 )
 
 // gridOneColumn reports whether the layout editor shows its fields one
-// per line: the detail pane of a window s.width wide has no room for two
+// per line: the detail pane of a window this wide has no room for two
 // columns of them.
 func (s *modelScreen) gridOneColumn() bool {
 	w := s.width - modelListWidth(s.width) - 3
@@ -169,11 +189,39 @@ func (s *modelScreen) moveInColumn(dir int) {
 }
 
 func (s *modelScreen) detailView(w, h int) string {
-	st := s.st
-	mod := s.sel.model
-	if mod.Name == "" {
-		return st.Faint.Render("no model selected")
+	if s.sel.model.Name == "" {
+		return s.st.Faint.Render("no model selected")
 	}
+	// The lines that must show: the titles, the grid and the error. The
+	// architecture gets its full lines when they fit, one line else; then
+	// what was edited, a gap, the MB note and the layout's source, as far
+	// as the height allows; in a window too short for the grid the grid
+	// scrolls with the cursor.
+	grid := s.layoutGridLines(w)
+	errLines := s.layoutErrLines(w)
+	rest := h - 2 - len(grid) - len(errLines)
+	arch := s.archText(w, rest)
+	rest -= len(arch)
+	more := s.moreLines(w, rest)
+	rest -= more.count()
+	if rest < 0 {
+		grid = windowLines(grid, s.gridCursorLine(), max(len(grid)+rest, 1))
+	}
+	lines := []string{s.modelTitle(w)}
+	lines = append(lines, arch...)
+	lines = append(lines, more.gap...)
+	lines = append(lines, s.layoutTitle(w))
+	lines = append(lines, grid...)
+	lines = append(lines, more.note...)
+	lines = append(lines, errLines...)
+	lines = append(lines, more.edited...)
+	lines = append(lines, more.source...)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// modelTitle names the model, its kind and family, and its preset.
+func (s *modelScreen) modelTitle(w int) string {
+	mod := s.sel.model
 	title := mod.Display
 	if title == "" {
 		title = mod.Name
@@ -185,8 +233,13 @@ func (s *modelScreen) detailView(w, h int) string {
 	if s.sel.preset != "" {
 		sub = "preset " + s.sel.preset + " · " + sub
 	}
-	head := truncate(st.Title.Render(title)+"  "+st.Muted.Render(sub), w)
-	title = "Layout"
+	return truncate(s.st.Title.Render(title)+"  "+s.st.Muted.Render(sub), w)
+}
+
+// layoutTitle is the editor's title with the layout's shape.
+func (s *modelScreen) layoutTitle(w int) string {
+	st := s.st
+	title := "Layout"
 	if s.focus == focusLayout {
 		title = st.Focused.Render(title)
 	} else {
@@ -198,61 +251,66 @@ func (s *modelScreen) detailView(w, h int) string {
 		// An invalid layout has no data-parallel size to speak of.
 		shape = fmt.Sprintf("for %s · DP — · micro-batches —", l.GPU)
 	}
-	layoutTitle := truncate(title+"  "+st.Muted.Render(shape), w)
-	grid := s.layoutGridLines(w)
-	var errLines []string
-	if s.sel.err != nil {
-		errLines = strings.Split(st.Err.Render(wrap("✗ "+s.sel.err.Error(), w)), "\n")
+	return truncate(title+"  "+st.Muted.Render(shape), w)
+}
+
+// layoutErrLines say why the layout is not valid.
+func (s *modelScreen) layoutErrLines(w int) []string {
+	if s.sel.err == nil {
+		return nil
 	}
-	// The lines that must show: the titles, the grid and the error. The
-	// architecture gets its full lines when they fit, one line else; then
-	// what was edited, a gap, the MB note and the layout's source, as far
-	// as the height allows; in a window too short for the grid the grid
-	// scrolls with the cursor.
-	arch := archLines(mod.Arch, w)
-	archText := make([]string, len(arch))
+	return strings.Split(s.st.Err.Render(wrap("✗ "+s.sel.err.Error(), w)), "\n")
+}
+
+// archText is the architecture in its full lines when they fit in room,
+// else in one.
+func (s *modelScreen) archText(w, room int) []string {
+	arch := archLines(s.sel.model.Arch, w)
+	text := make([]string, len(arch))
 	for i, a := range arch {
-		archText[i] = a.render(st)
+		text[i] = a.render(s.st)
 	}
-	rest := h - 2 - len(grid) - len(errLines)
-	if len(archText) > rest {
-		archText = []string{st.Muted.Render(truncate(archSummary(mod.Arch), w))}
+	if len(text) > room {
+		return []string{s.st.Muted.Render(truncate(archSummary(s.sel.model.Arch), w))}
 	}
-	rest -= len(archText)
-	var edited, gap, note, source []string
+	return text
+}
+
+// detailMore are the detail's lines that show as far as the height
+// allows.
+type detailMore struct{ edited, gap, note, source []string }
+
+func (d detailMore) count() int { return len(d.edited) + len(d.gap) + len(d.note) + len(d.source) }
+
+// moreLines are what was edited, a gap, the MB note and the layout's
+// source, in that order, as many as rest lines take.
+func (s *modelScreen) moreLines(w, rest int) detailMore {
+	st := s.st
+	var d detailMore
 	if edits := s.sel.layoutEdits(); len(edits) > 0 && s.sel.err == nil && rest > 0 {
-		edited = []string{st.Warn.Render(truncate("edited: "+strings.Join(edits, ", "), w))}
+		d.edited = []string{st.Warn.Render(truncate("edited: "+strings.Join(edits, ", "), w))}
 		rest--
 	}
 	if rest > 0 {
-		gap = []string{""}
+		d.gap = []string{""}
 		rest--
 	}
 	if rest > 0 {
-		note = []string{st.Faint.Render(truncate(mbridgeNote(s.sel.mbridge), w))}
+		d.note = []string{st.Faint.Render(truncate(mbridgeNote(s.sel.mbridge), w))}
 		rest--
 	}
 	if src := s.sel.base.Source; src != "" && s.sel.err == nil && rest > 0 {
-		source = []string{st.Faint.Render(truncate("from "+src, w))}
-		rest--
+		d.source = []string{st.Faint.Render(truncate("from "+src, w))}
 	}
-	if rest < 0 {
-		cur := s.row
-		if s.gridOneColumn() {
-			cur = slices.Index(gridCells(), [2]int{s.row, s.col})
-		}
-		grid = windowLines(grid, cur, max(len(grid)+rest, 1))
+	return d
+}
+
+// gridCursorLine is the line of the grid the cursor is on.
+func (s *modelScreen) gridCursorLine() int {
+	if s.gridOneColumn() {
+		return slices.Index(gridCells(), [2]int{s.row, s.col})
 	}
-	lines := []string{head}
-	lines = append(lines, archText...)
-	lines = append(lines, gap...)
-	lines = append(lines, layoutTitle)
-	lines = append(lines, grid...)
-	lines = append(lines, note...)
-	lines = append(lines, errLines...)
-	lines = append(lines, edited...)
-	lines = append(lines, source...)
-	return strings.Join(lines, "\n") + "\n"
+	return s.row
 }
 
 // layoutGridLines are the grid's rows: a label and value per cell, the

@@ -79,72 +79,80 @@ func isFilterRune(s string) bool {
 }
 
 func (s *modelScreen) listKey(msg tea.KeyPressMsg) tea.Cmd {
-	k := s.keys
-	if !s.filtering {
-		switch {
-		case key.Matches(msg, k.Filter):
-			s.filtering = true
-			return nil
-		case key.Matches(msg, k.GPUType):
-			s.cycleGPUType(1)
-			return nil
-		case key.Matches(msg, k.MBridge):
-			s.toggleMBridge()
-			return nil
-		}
+	if !s.filtering && s.listCommand(msg) {
+		return nil
+	}
+	if step, ok := cursorStep(msg.String()); ok {
+		s.cursor += step
+		return s.onCursor()
 	}
 	switch msg.String() {
-	case "up":
-		s.cursor--
-		return s.onCursor()
-	case "down":
-		s.cursor++
-		return s.onCursor()
-	case "pgup":
-		s.cursor -= 10
-		return s.onCursor()
-	case "pgdown":
-		s.cursor += 10
-		return s.onCursor()
 	case "left":
 		s.cycleGPUType(-1)
-		return nil
 	case "right":
 		s.cycleGPUType(1)
-		return nil
 	case "backspace":
 		if s.filter != "" {
 			s.filter = s.filter[:len(s.filter)-1]
 			s.cursor = 0
 			return s.onCursor()
 		}
-		return nil
 	case "esc":
 		s.filtering = false
 		if s.filter != "" {
 			s.filter, s.cursor = "", 0
 			return s.onCursor()
 		}
-		return nil
-	}
-	if s.filtering && isFilterRune(msg.Text) {
-		s.filter += strings.ToLower(msg.Text)
-		s.cursor = 0
-		return s.onCursor()
+	default:
+		if s.filtering && isFilterRune(msg.Text) {
+			s.filter += strings.ToLower(msg.Text)
+			s.cursor = 0
+			return s.onCursor()
+		}
 	}
 	return nil
 }
 
+// listCommand takes the list's letter keys, which are commands outside
+// the filter: / filters, g and v change the GPU type and MB version.
+func (s *modelScreen) listCommand(msg tea.KeyPressMsg) bool {
+	k := s.keys
+	switch {
+	case key.Matches(msg, k.Filter):
+		s.filtering = true
+	case key.Matches(msg, k.GPUType):
+		s.cycleGPUType(1)
+	case key.Matches(msg, k.MBridge):
+		s.toggleMBridge()
+	default:
+		return false
+	}
+	return true
+}
+
+// cursorStep is how far a key moves the list's cursor.
+func cursorStep(key string) (int, bool) {
+	switch key {
+	case "up":
+		return -1, true
+	case "down":
+		return 1, true
+	case "pgup":
+		return -10, true
+	case "pgdown":
+		return 10, true
+	}
+	return 0, false
+}
+
 func (s *modelScreen) listView(w, h int) string {
 	st := s.st
-	var b strings.Builder
 	title := "Models"
 	if s.focus == focusList {
 		title = st.Focused.Render(title)
 	} else {
 		title = st.Title.Render(title)
 	}
-	b.WriteString(title + "\n")
 	filter := st.Faint.Render("/ to filter")
 	if s.filter != "" {
 		filter = st.Value.Render(s.filter)
@@ -152,67 +160,10 @@ func (s *modelScreen) listView(w, h int) string {
 	if s.focus == focusList && s.filtering {
 		filter += st.Accent.Render("▏")
 	}
+	var b strings.Builder
+	b.WriteString(title + "\n")
 	b.WriteString(st.Label.Render("Filter › ") + filter + "\n")
-
-	items := s.listItems()
-	type row struct {
-		text   string
-		cursor bool
-	}
-	var rows []row
-	cursorRow := 0
-	lastKind := ""
-	nameW := 18
-	if w < 30 {
-		nameW = 15
-	}
-	// A wide list has room for the display name too.
-	wide := w >= 48
-	for i, it := range items {
-		kind := "BUILT-IN"
-		if it.preset != nil {
-			kind = "TEAM PRESETS"
-		}
-		if kind != lastKind {
-			rows = append(rows, row{text: st.Header.Render(kind)})
-			lastKind = kind
-		}
-		mark := "  "
-		cur := i == s.cursor
-		if cur {
-			mark = st.Cursor.Render("› ")
-			cursorRow = len(rows)
-		}
-		var line string
-		if it.builtin != nil {
-			name := padRight(truncate(it.builtin.Name, nameW), nameW)
-			if cur {
-				name = st.Cursor.Render(name)
-			}
-			line = mark + name + " " + st.Muted.Render(padRight(it.builtin.Kind(), 7))
-			if wide {
-				line += st.Faint.Render(truncate(it.builtin.Display, w-nameW-11))
-			}
-		} else {
-			p := it.preset
-			name := padRight(truncate(p.Name, nameW), nameW)
-			switch {
-			case p.Problem != "":
-				line = mark + st.Faint.Render(name+" ! broken")
-			case cur:
-				line = mark + st.Cursor.Render(name) + " " + st.Muted.Render(padRight(p.GPU, 7))
-			default:
-				line = mark + name + " " + st.Muted.Render(padRight(p.GPU, 7))
-			}
-			if wide && p.Problem == "" {
-				line += st.Faint.Render(truncate(p.Model, w-nameW-11))
-			}
-		}
-		rows = append(rows, row{text: line, cursor: cur})
-	}
-	if len(items) == 0 {
-		rows = append(rows, row{text: st.Faint.Render("no model or preset matches")})
-	}
+	rows, cursorRow := s.listRows(w)
 	listH := max(h-2, 1)
 	// Keep the cursor row in view; the first rows (a section header) stay
 	// visible when the cursor is near the top.
@@ -224,7 +175,73 @@ func (s *modelScreen) listView(w, h int) string {
 	}
 	s.offset = min(s.offset, max(len(rows)-listH, 0))
 	for i := s.offset; i < len(rows) && i < s.offset+listH; i++ {
-		b.WriteString(rows[i].text + "\n")
+		b.WriteString(rows[i] + "\n")
 	}
 	return b.String()
+}
+
+// listRows are the list's lines, w wide: the items under the header of
+// their kind; cursorRow is the line of the item under the cursor.
+func (s *modelScreen) listRows(w int) (rows []string, cursorRow int) {
+	items := s.listItems()
+	lastKind := ""
+	for i, it := range items {
+		kind := "BUILT-IN"
+		if it.preset != nil {
+			kind = "TEAM PRESETS"
+		}
+		if kind != lastKind {
+			rows = append(rows, s.st.Header.Render(kind))
+			lastKind = kind
+		}
+		if i == s.cursor {
+			cursorRow = len(rows)
+		}
+		rows = append(rows, s.itemLine(it, i == s.cursor, w))
+	}
+	if len(items) == 0 {
+		rows = append(rows, s.st.Faint.Render("no model or preset matches"))
+	}
+	return rows, cursorRow
+}
+
+// itemLine is an item's name and kind (a built-in's architecture, a
+// preset's GPU); a wide list has room for the display name too.
+func (s *modelScreen) itemLine(it listItem, cur bool, w int) string {
+	st := s.st
+	nameW := 18
+	if w < 30 {
+		nameW = 15
+	}
+	wide := w >= 48
+	mark := "  "
+	if cur {
+		mark = st.Cursor.Render("› ")
+	}
+	if b := it.builtin; b != nil {
+		name := padRight(truncate(b.Name, nameW), nameW)
+		if cur {
+			name = st.Cursor.Render(name)
+		}
+		line := mark + name + " " + st.Muted.Render(padRight(b.Kind(), 7))
+		if wide {
+			line += st.Faint.Render(truncate(b.Display, w-nameW-11))
+		}
+		return line
+	}
+	p := it.preset
+	name := padRight(truncate(p.Name, nameW), nameW)
+	var line string
+	switch {
+	case p.Problem != "":
+		return mark + st.Faint.Render(name+" ! broken")
+	case cur:
+		line = mark + st.Cursor.Render(name) + " " + st.Muted.Render(padRight(p.GPU, 7))
+	default:
+		line = mark + name + " " + st.Muted.Render(padRight(p.GPU, 7))
+	}
+	if wide {
+		line += st.Faint.Render(truncate(p.Model, w-nameW-11))
+	}
+	return line
 }

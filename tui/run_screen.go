@@ -120,14 +120,7 @@ func (s *runScreen) onEvent(msg eventMsg) (tea.Cmd, handoff) {
 		return nil, nil
 	}
 	if msg.closed {
-		if !r.finished {
-			r.ended = s.opts.Now()
-		}
-		r.finished = true
-		r.cancel()
-		if s.done == nil {
-			s.setError(errors.New("the search ended without a result"))
-		}
+		s.onClosed()
 		return nil, nil
 	}
 	next := waitForEvent(r.events)
@@ -137,42 +130,15 @@ func (s *runScreen) onEvent(msg eventMsg) (tea.Cmd, handoff) {
 		r.setPlan(ev.Space)
 		r.total = ev.Total
 	case search.StartEvent:
-		row := r.row(ev.Candidate)
-		row.state, row.gpu, row.round = stRunning, ev.GPU, ev.Round
-		if old := r.live[ev.GPU]; old != nil && len(old.samples) > 0 {
-			r.prev[ev.GPU] = old
-		}
-		r.live[ev.GPU] = &liveRun{cand: ev.Candidate, round: ev.Round, steps: ev.Steps}
+		r.onStart(ev)
 		if !s.pinned {
 			s.chartGPU = ev.GPU
 		}
 	case search.SampleEvent:
-		lr := r.live[ev.GPU]
-		if lr == nil {
-			lr = &liveRun{}
-			r.live[ev.GPU] = lr
-		}
-		lr.samples = append(lr.samples, ev.Sample)
-		if len(lr.samples) > maxSamples {
-			lr.samples = slices.Clone(lr.samples[len(lr.samples)-maxSamples:])
-		}
+		r.onSample(ev)
 	case search.ResultEvent:
-		res := ev.Result
-		row := r.row(res.Candidate)
-		row.result, row.gpu, row.round = &res, ev.GPU, ev.Round
-		row.state = stDone
-		if res.Failed() {
-			row.state = stFailed
-		}
-		if lr := r.live[ev.GPU]; lr != nil {
-			lr.ended = true
-		}
-		r.done, r.total, r.eta, r.etaAt = ev.Done, ev.Total, ev.ETA, now
-		r.last = &res
-		if !res.Failed() {
-			r.lastOK = &res
-		}
-		if res.Failed() {
+		r.onResult(ev, now)
+		if res := ev.Result; res.Failed() {
 			s.setStatus("%s failed on GPU %d (%s)", res.Candidate.Label(), ev.GPU, res.ErrKind)
 		}
 	case search.MemoryEvent:
@@ -189,6 +155,20 @@ func (s *runScreen) onEvent(msg eventMsg) (tea.Cmd, handoff) {
 		return next, goTo{screenResults}
 	}
 	return next, nil
+}
+
+// onClosed ends the search when its events end; without a DoneEvent
+// before, it says so.
+func (s *runScreen) onClosed() {
+	r := s.run
+	if !r.finished {
+		r.ended = s.opts.Now()
+	}
+	r.finished = true
+	r.cancel()
+	if s.done == nil {
+		s.setError(errors.New("the search ended without a result"))
+	}
 }
 
 func (s *runScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {

@@ -138,3 +138,47 @@ func (r *runState) runningOn(g int) string {
 	}
 	return ""
 }
+
+// onStart marks the candidate running on its GPU; the GPU's last
+// candidate with samples is kept for the chart until the new one's come.
+func (r *runState) onStart(ev search.StartEvent) {
+	row := r.row(ev.Candidate)
+	row.state, row.gpu, row.round = stRunning, ev.GPU, ev.Round
+	if old := r.live[ev.GPU]; old != nil && len(old.samples) > 0 {
+		r.prev[ev.GPU] = old
+	}
+	r.live[ev.GPU] = &liveRun{cand: ev.Candidate, round: ev.Round, steps: ev.Steps}
+}
+
+// onSample keeps a step of the candidate running on the sample's GPU.
+func (r *runState) onSample(ev search.SampleEvent) {
+	lr := r.live[ev.GPU]
+	if lr == nil {
+		lr = &liveRun{}
+		r.live[ev.GPU] = lr
+	}
+	lr.samples = append(lr.samples, ev.Sample)
+	if len(lr.samples) > maxSamples {
+		lr.samples = slices.Clone(lr.samples[len(lr.samples)-maxSamples:])
+	}
+}
+
+// onResult takes a finished candidate and the runner's progress, as of
+// now.
+func (r *runState) onResult(ev search.ResultEvent, now time.Time) {
+	res := ev.Result
+	row := r.row(res.Candidate)
+	row.result, row.gpu, row.round = &res, ev.GPU, ev.Round
+	row.state = stDone
+	if res.Failed() {
+		row.state = stFailed
+	}
+	if lr := r.live[ev.GPU]; lr != nil {
+		lr.ended = true
+	}
+	r.done, r.total, r.eta, r.etaAt = ev.Done, ev.Total, ev.ETA, now
+	r.last = &res
+	if !res.Failed() {
+		r.lastOK = &res
+	}
+}

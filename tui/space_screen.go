@@ -416,28 +416,8 @@ func (s *spaceScreen) cursorDetail(w, n int) []string {
 // with the cursor's detail at the bottom.
 func (s *spaceScreen) candidateList(w, h int, detail []string) string {
 	st := s.st
-	estHdr := "STEP ms"
-	if s.estimate || s.anyEstimate() {
-		estHdr = "EST. ms"
-	}
-	var cands []presets.Candidate
-	for _, p := range s.plan {
-		// The rows that run (or will fail) size the column; a long
-		// rejected spelling is cut rather than push the notes away.
-		if p.Valid() || p.Violations[0].ID == search.WillFailID {
-			cands = append(cands, p.Candidate)
-		}
-	}
-	// The candidate column is as wide as the longest name, leaving the
-	// notes at least 16 cells; a name cut to fit keeps its warm-up.
-	candW := nameWidth(cands, w-(1+8+6+16+2*4))
-	t := newTable(w,
-		column{title: "", width: 1},
-		column{title: "CANDIDATE", width: candW},
-		column{title: estHdr, width: 8, right: true},
-		column{title: "×EAGER", width: 6, right: true},
-		column{title: "RULE / NOTE", width: 20, flex: true},
-	)
+	t := s.candidateTable(w)
+	candW := t.widths[1]
 	var b strings.Builder
 	b.WriteString(t.header(st) + "\n")
 	h--
@@ -465,6 +445,31 @@ func (s *spaceScreen) candidateList(w, h int, detail []string) string {
 		}
 	}
 	return b.String()
+}
+
+// candidateTable is the list's columns in w cells. The candidate column
+// is as wide as the longest name, leaving the notes at least 16 cells; a
+// name cut to fit keeps its warm-up.
+func (s *spaceScreen) candidateTable(w int) table {
+	estHdr := "STEP ms"
+	if s.estimate || s.anyEstimate() {
+		estHdr = "EST. ms"
+	}
+	var cands []presets.Candidate
+	for _, p := range s.plan {
+		// The rows that run (or will fail) size the column; a long
+		// rejected spelling is cut rather than push the notes away.
+		if p.Valid() || p.Violations[0].ID == search.WillFailID {
+			cands = append(cands, p.Candidate)
+		}
+	}
+	return newTable(w,
+		column{title: "", width: 1},
+		column{title: "CANDIDATE", width: nameWidth(cands, w-(1+8+6+16+2*4))},
+		column{title: estHdr, width: 8, right: true},
+		column{title: "×EAGER", width: 6, right: true},
+		column{title: "RULE / NOTE", width: 20, flex: true},
+	)
 }
 
 // wideNotes is the width from which the candidate list's notes (rules,

@@ -49,7 +49,8 @@ func newPalette(isDark bool) palette {
 }
 
 // Styles is every style the TUI renders with, built once from the palette
-// (or plain, for NO_COLOR) and carried in the Model, never global.
+// (or plain, for NO_COLOR) and carried in the frame the screens share
+// (common), never global.
 type Styles struct {
 	// Plain is set when colour is off: affordances that colour alone would
 	// carry (the current step, the cursor row) get a glyph instead.

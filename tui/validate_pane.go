@@ -190,23 +190,10 @@ func (p *validationPane) onStarted(msg validateStartedMsg) tea.Cmd {
 	return waitForValidation(msg.v.Updates)
 }
 
+// onUpdate takes one update of the jobs and asks for the next.
 func (p *validationPane) onUpdate(msg validateMsg) tea.Cmd {
 	if msg.closed {
-		if p.outcome == nil && p.err == nil {
-			p.err = errors.New("the validation ended without an outcome")
-		}
-		p.phase = valDone
-		if p.cancel != nil {
-			p.cancel()
-		}
-		switch {
-		case p.err != nil:
-			p.setError(fmt.Errorf("validate: %w", p.err))
-		case p.outcome.Interrupted:
-			p.setStatus("validation cancelled: %d finished jobs kept in %s; v again resumes", len(p.outcome.Rows), p.dir)
-		default:
-			p.setStatus("validation finished: saved in %s", filepath.Join(p.dir, jobs.ValidationFile))
-		}
+		p.finish()
 		return nil
 	}
 	u := msg.u
@@ -231,6 +218,25 @@ func (p *validationPane) onUpdate(msg validateMsg) tea.Cmd {
 		p.err = u.Err
 	}
 	return waitForValidation(p.updates)
+}
+
+// finish ends the validation when its updates end, saying how.
+func (p *validationPane) finish() {
+	if p.outcome == nil && p.err == nil {
+		p.err = errors.New("the validation ended without an outcome")
+	}
+	p.phase = valDone
+	if p.cancel != nil {
+		p.cancel()
+	}
+	switch {
+	case p.err != nil:
+		p.setError(fmt.Errorf("validate: %w", p.err))
+	case p.outcome.Interrupted:
+		p.setStatus("validation cancelled: %d finished jobs kept in %s; v again resumes", len(p.outcome.Rows), p.dir)
+	default:
+		p.setStatus("validation finished: saved in %s", filepath.Join(p.dir, jobs.ValidationFile))
+	}
 }
 
 // job is the pane's view of candidate c's job (made on first sight).
