@@ -2,10 +2,10 @@ package tui
 
 import "fmt"
 
-// common is what the root model shares with every screen, as soft-serve's
-// ui/common.Common is: the backend, the options, the styles and keys, the
-// window's size and the status line. There is one, owned by the root;
-// screens hold a pointer to it.
+// common is what the root model shares with every screen (as Common in
+// charmbracelet/soft-serve pkg/ui/common, db5f041f, is): the backend, the
+// options, the styles and keys, the window's size and the status line.
+// There is one, owned by the root; screens hold a pointer to it.
 type common struct {
 	backend Backend
 	opts    Options

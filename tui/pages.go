@@ -18,9 +18,10 @@ const (
 
 var screenNames = []string{"Model", "GPU", "Space", "Run", "Results"}
 
-// page is a screen as the root model drives it, like soft-serve's
-// ui/common.Component: it takes the messages that are its own, draws its
-// body, and says which keys it takes.
+// page is a screen as the root model drives it (as Component in
+// charmbracelet/soft-serve pkg/ui/common/component.go, db5f041f): it takes
+// the messages that are its own, draws its body, and says which keys it
+// takes.
 type page interface {
 	// Update handles a message of the screen's; a handoff asks the root
 	// for what is not the screen's to do (another screen).

@@ -6,10 +6,11 @@
 //
 // The root Model routes each message to the screen it is for; every
 // screen is a model of its own (model_screen.go, gpu_screen.go,
-// space_screen.go, run_screen.go, results_screen.go), as glow's stash and
-// pager are: they share the common frame (common.go) and the session, the
-// search they set up and run (session.go), and hand the root what is not
-// theirs to do (pages.go).
+// space_screen.go, run_screen.go, results_screen.go), as the stash and the
+// pager are in charmbracelet/glow (ui/stash.go, ui/pager.go, 5378827):
+// they share the common frame (common.go) and the session, the search
+// they set up and run (session.go), and hand the root what is not theirs
+// to do (pages.go).
 package tui
 
 import (
