@@ -55,7 +55,9 @@ func newResultsScreen(c *common, ses *session) *resultsScreen {
 
 // reset forgets what the screen showed of the last search, for the next.
 func (s *resultsScreen) reset() {
-	*s = resultsScreen{common: s.common, session: s.session, val: newValidationPane(s.common)}
+	// The format shown is the user's choice (--format, or f), not the
+	// last search's: it stays.
+	*s = resultsScreen{common: s.common, session: s.session, val: newValidationPane(s.common), formatIdx: s.formatIdx}
 }
 
 // enter shows the results from their top, the status saying how the

@@ -425,3 +425,20 @@ func TestLayoutEditorFitsTheSmallestWindow(t *testing.T) {
 		}
 	}
 }
+
+// --format picks the overrides format the results show first, whatever
+// resets the results screen for the search.
+func TestResultsShowTheFormatAskedFor(t *testing.T) {
+	f := newFake(t)
+	clk := &clock{t: t0}
+	m := New(f, Options{NoColor: true, Version: "0.1.0-test", Now: clk.now, Model: "llama3_70b", GPUType: "h100", Format: "dotlist"})
+	m.Update(tea.WindowSizeMsg{Width: 160, Height: 48})
+	g, d, err := f.GPUs(context.Background())
+	m.Update(gpusMsg{gpus: g, driver: d, err: err})
+	l, _ := f.TeamPresets()
+	m.Update(presetsMsg{list: l})
+	toResults(t, m, f)
+	if got := m.resScr.format(); got != "dotlist" {
+		t.Errorf("the results show %s, want --format's dotlist", got)
+	}
+}
