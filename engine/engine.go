@@ -1,15 +1,25 @@
-// Package engine defines what cgtune measures: the op trace of one training
-// step (Workload), the Engine that runs a candidate on it, and the Result.
-// engine/cuda measures on a GPU; engine/estimate computes the same thing.
+// Package engine is the contract between the search and what measures a
+// candidate: the Engine that runs one candidate on one workload
+// (stepmodel.Workload), the Delegator that hands some candidates on, the
+// RunOptions, the StepSamples streamed while it runs and the Result, with
+// its Memory and the kind of a failure. SliceWhenTooBig
+// wraps an emulating engine so that a stage too big for its GPU runs as a
+// slice of its layers.
+//
+// The engines are its subpackages: engine/megatron measures on the real
+// framework (Megatron-Core), engine/cuda replays the step model's trace
+// on a GPU, engine/estimate computes it from the step model alone,
+// engine/job runs the real training job, and engine/worker runs any of
+// them in a child process per GPU. The step model they share is package
+// stepmodel.
 package engine
 
 import (
 	"context"
 	"fmt"
-	"math"
-	"sort"
 
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Engine runs one candidate on one workload and reports how fast it was.
@@ -19,7 +29,7 @@ import (
 type Engine interface {
 	Name() string // "cuda" or "estimate"
 	Device() DeviceInfo
-	Run(ctx context.Context, w *Workload, c presets.Candidate, opts RunOptions, emit func(StepSample)) Result
+	Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts RunOptions, emit func(StepSample)) Result
 	Close() error
 }
 
@@ -81,40 +91,6 @@ type StepSample struct {
 	DeviceMiB int64   `json:"device_mib,omitempty"`
 }
 
-// Stats summarises a set of step times in milliseconds.
-type Stats struct {
-	Median float64 `json:"median_ms"`
-	P10    float64 `json:"p10_ms"`
-	P90    float64 `json:"p90_ms"`
-	N      int     `json:"n"`
-}
-
-// Scaled is s with its times multiplied by f.
-func (s Stats) Scaled(f float64) Stats {
-	s.Median, s.P10, s.P90 = s.Median*f, s.P10*f, s.P90*f
-	return s
-}
-
-// Summarise computes median/p10/p90 (nearest rank on the sorted values).
-func Summarise(ms []float64) Stats {
-	if len(ms) == 0 {
-		return Stats{}
-	}
-	s := append([]float64(nil), ms...)
-	sort.Float64s(s)
-	at := func(p float64) float64 {
-		i := int(math.Round(p * float64(len(s)-1)))
-		return s[i]
-	}
-	var med float64
-	if n := len(s); n%2 == 1 {
-		med = s[n/2]
-	} else {
-		med = (s[n/2-1] + s[n/2]) / 2
-	}
-	return Stats{Median: med, P10: at(0.10), P90: at(0.90), N: len(s)}
-}
-
 // Memory is what a candidate cost in device memory, in MiB.
 type Memory struct {
 	DeviceBaseMiB  int64 `json:"device_base_mib"`  // whole device before the candidate
@@ -127,7 +103,7 @@ type Memory struct {
 	GraphFullJobMiB int64 `json:"graph_full_job_mib"`
 	// Breakdown is the memory model's per-rank prediction for the real
 	// job's GPU (nil when the engine did not compute one).
-	Breakdown *MemoryBreakdown `json:"breakdown,omitempty"`
+	Breakdown *stepmodel.MemoryBreakdown `json:"breakdown,omitempty"`
 }
 
 // JobGraphMiB is the graph memory at the real job's scale where the run
@@ -138,33 +114,6 @@ func (m Memory) JobGraphMiB() int64 {
 	}
 	return m.GraphMiB
 }
-
-// MemoryBreakdown is one rank's device memory in the real job, in MiB,
-// by what holds it. Fits compares Total with the job GPU's memory.
-//
-// Total is Weights + Gradients + Optimizer + the larger of Activations and
-// MainGrads (the optimizer step's fp32 gradients come after the
-// activations are freed) + Graphs + Slack + Context.
-type MemoryBreakdown struct {
-	Weights   int64 `json:"weights"`
-	Gradients int64 `json:"gradients"` // the gradient buffer
-	Optimizer int64 `json:"optimizer"` // main parameters and Adam state, after sharding
-	// MainGrads are the distributed optimizer's fp32 gradients of its shard
-	// at the optimizer step.
-	MainGrads   int64 `json:"main_grads"`
-	Activations int64 `json:"activations"` // eager, with the step's temporaries
-	// Graphs is what capturing adds over eager.
-	Graphs  int64 `json:"graphs"`
-	Slack   int64 `json:"allocator_slack"` // the caching allocator's reserve above what is allocated
-	Context int64 `json:"context"`         // CUDA context, workspaces, NCCL buffers: outside the allocator
-	Total   int64 `json:"total"`
-	GPUMiB  int64 `json:"gpu_mib"` // the job GPU's memory it was compared with
-	Fits    bool  `json:"fits"`
-}
-
-// Reserved is what the framework's caching allocator reserves at the peak:
-// the total less the context outside it (torch.cuda.max_memory_reserved).
-func (m *MemoryBreakdown) Reserved() int64 { return m.Total - m.Context }
 
 // Error kinds of a failed candidate.
 const (
@@ -225,8 +174,8 @@ type Result struct {
 	Candidate presets.Candidate `json:"candidate"`
 	Source    string            `json:"source"` // measured | estimated | job
 	Device    DeviceInfo        `json:"device"`
-	Step      Stats             `json:"step"`  // steady-state step time of the candidate
-	Eager     Stats             `json:"eager"` // eager baseline, same workload, same process
+	Step      stepmodel.Stats   `json:"step"`  // steady-state step time of the candidate
+	Eager     stepmodel.Stats   `json:"eager"` // eager baseline, same workload, same process
 	// Speedup is Eager.Median / Step.Median (>1 is faster than eager).
 	Speedup   float64 `json:"speedup"`
 	CaptureMs float64 `json:"capture_ms"` // capture incl. TE's internal warm-up passes and instantiation

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // DefaultSliceLayers is the first slice SliceWhenTooBig tries: the layers
@@ -23,7 +24,7 @@ func SliceWhenTooBig(e Engine) Engine { return slicing{e} }
 
 type slicing struct{ Engine }
 
-func (s slicing) Run(ctx context.Context, w *Workload, c presets.Candidate, opts RunOptions, emit func(StepSample)) Result {
+func (s slicing) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts RunOptions, emit func(StepSample)) Result {
 	whole := s.Engine.Run(ctx, w, c, opts, emit)
 	if whole.ErrKind != ErrOOM || len(w.Layers) < 2 || len(w.Layers) < w.StageLayers {
 		return whole

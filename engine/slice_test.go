@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // oomAbove is an emulating engine whose runs fit its GPU up to fit
@@ -23,10 +24,10 @@ type oomAbove struct {
 func (o *oomAbove) Name() string       { return "fake" }
 func (o *oomAbove) Device() DeviceInfo { return DeviceInfo{Name: "fake"} }
 func (o *oomAbove) Close() error       { return nil }
-func (o *oomAbove) Run(_ context.Context, w *Workload, c presets.Candidate, _ RunOptions, _ func(StepSample)) Result {
+func (o *oomAbove) Run(_ context.Context, w *stepmodel.Workload, c presets.Candidate, _ RunOptions, _ func(StepSample)) Result {
 	n := len(w.Layers)
 	o.runs = append(o.runs, n)
-	r := Result{Candidate: c, Memory: Memory{Breakdown: &MemoryBreakdown{Graphs: int64(100 * n)}}}
+	r := Result{Candidate: c, Memory: Memory{Breakdown: &stepmodel.MemoryBreakdown{Graphs: int64(100 * n)}}}
 	switch {
 	case n > o.fit:
 		r.Err, r.ErrKind = "out of memory", ErrOOM
@@ -34,18 +35,18 @@ func (o *oomAbove) Run(_ context.Context, w *Workload, c presets.Candidate, _ Ru
 		r.Err, r.ErrKind = o.fail, ErrCUDA
 	default:
 		ms := float64(n) * 10
-		r.Step, r.Eager = Stats{Median: ms, P10: ms, P90: ms}, Stats{Median: 2.5 * ms, P10: 2.5 * ms, P90: 2.5 * ms}
+		r.Step, r.Eager = stepmodel.Stats{Median: ms, P10: ms, P90: ms}, stepmodel.Stats{Median: 2.5 * ms, P10: 2.5 * ms, P90: 2.5 * ms}
 		r.Speedup = 2.5
 		r.Memory.GraphMiB, r.Memory.GraphFullJobMiB = int64(100*n), int64(100*n)
 	}
 	return r
 }
 
-func sixteenLayers(t *testing.T) *Workload {
+func sixteenLayers(t *testing.T) *stepmodel.Workload {
 	t.Helper()
-	m := denseModel
-	m.Arch.Layers = 16
-	w, err := BuildWorkload(m, oneGPU, WorkloadOptions{})
+	m := presets.Model{Name: "dense", Arch: presets.Arch{Layers: 16, Hidden: 1024, FFNHidden: 4096, Heads: 8, KVGroups: 2, HeadDim: 128, Vocab: 32000}}
+	oneGPU := presets.Layout{NumGPUs: 1, GBS: 4, MBS: 1, Seq: 1024, Precision: "bf16"}
+	w, err := stepmodel.BuildWorkload(m, oneGPU, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestWorkloadRunLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back WorkloadSpec
+	var back stepmodel.WorkloadSpec
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}

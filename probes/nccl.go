@@ -17,6 +17,7 @@ import (
 	_ "embed"
 
 	"cgtune/engine"
+	"cgtune/stepmodel"
 )
 
 // The NCCL probe (nccl_probe.py, run with the node's Python and torch)
@@ -145,7 +146,7 @@ func (r NCCLReport) Validate() error {
 // WithNCCL returns rates whose NVLink bandwidth and collective latency are
 // the measurement's, with the source saying so. A report without the
 // link collectives leaves the rates as they are.
-func WithNCCL(rates engine.Rates, r NCCLReport) engine.Rates {
+func WithNCCL(rates stepmodel.Rates, r NCCLReport) stepmodel.Rates {
 	bw, lat := r.LinkGBps(), r.LatencyUs()
 	if bw <= 0 || lat <= 0 {
 		return rates

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/stepmodel"
 )
 
 // fakeNCCLPython is an interpreter that runs testdata/fake_nccl.py in place
@@ -98,7 +99,7 @@ func TestNCCLRatesAndFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := engine.SpecFor("h200")
+	spec, _ := stepmodel.SpecFor("h200")
 	got := WithNCCL(spec, r)
 	if got.NVLinkGBps != r.LinkGBps() || got.CollLatUs != 20 || got.NVLinkGBps == spec.NVLinkGBps {
 		t.Errorf("rates %v GB/s %v us; want the measured %v and 20", got.NVLinkGBps, got.CollLatUs, r.LinkGBps())

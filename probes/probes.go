@@ -19,6 +19,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/cuda"
+	"cgtune/stepmodel"
 )
 
 // Item is one probe's result as printed.
@@ -31,12 +32,12 @@ type Item struct {
 
 // Report is everything the probes found on one GPU.
 type Report struct {
-	Device     engine.DeviceInfo `json:"device"`
-	Rates      engine.Rates      `json:"rates"`
-	Host       engine.HostCosts  `json:"host"`
-	Items      []Item            `json:"items"`
-	MeasuredAt time.Time         `json:"measured_at"`
-	Cached     bool              `json:"-"`
+	Device     engine.DeviceInfo   `json:"device"`
+	Rates      stepmodel.Rates     `json:"rates"`
+	Host       stepmodel.HostCosts `json:"host"`
+	Items      []Item              `json:"items"`
+	MeasuredAt time.Time           `json:"measured_at"`
+	Cached     bool                `json:"-"`
 }
 
 // Options choose what the probes run.
@@ -85,9 +86,9 @@ func Launch(e *cuda.Engine) (LaunchCosts, error) {
 func Run(ctx context.Context, e *cuda.Engine, opts Options) (Report, error) {
 	dev := e.Device()
 	rep := Report{Device: dev, MeasuredAt: time.Now().UTC()}
-	spec, ok := engine.SpecFor(dev.Name)
+	spec, ok := stepmodel.SpecFor(dev.Name)
 	if !ok {
-		spec, _ = engine.SpecFor("h100")
+		spec, _ = stepmodel.SpecFor("h100")
 		spec.Source = "spec table: H100 SXM (no entry for " + dev.Name + ")"
 	}
 	rates := spec
@@ -133,7 +134,7 @@ func Run(ctx context.Context, e *cuda.Engine, opts Options) (Report, error) {
 	rep.Rates = rates
 	e.SetRates(rates)
 
-	rep.Host = engine.DefaultHostCosts()
+	rep.Host = stepmodel.DefaultHostCosts()
 	if opts.Python != "-" {
 		if h, err := TorchHostCosts(ctx, opts.Python); err == nil {
 			rep.Host = h
@@ -160,7 +161,7 @@ func Run(ctx context.Context, e *cuda.Engine, opts Options) (Report, error) {
 var torchProbe string
 
 // TorchHostCosts runs the PyTorch probe and turns it into host costs.
-func TorchHostCosts(ctx context.Context, python string) (engine.HostCosts, error) {
+func TorchHostCosts(ctx context.Context, python string) (stepmodel.HostCosts, error) {
 	if python == "" {
 		python = "python3"
 	}
@@ -175,7 +176,7 @@ func TorchHostCosts(ctx context.Context, python string) (engine.HostCosts, error
 		if i := strings.LastIndex(msg, "\n"); i >= 0 {
 			msg = msg[i+1:]
 		}
-		return engine.HostCosts{}, fmt.Errorf("%s: %v %s", python, err, msg)
+		return stepmodel.HostCosts{}, fmt.Errorf("%s: %v %s", python, err, msg)
 	}
 	var r struct {
 		Torch   string  `json:"torch"`
@@ -188,10 +189,10 @@ func TorchHostCosts(ctx context.Context, python string) (engine.HostCosts, error
 		Replay  float64 `json:"graph_replay_us"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
-		return engine.HostCosts{}, fmt.Errorf("PyTorch probe output: %w", err)
+		return stepmodel.HostCosts{}, fmt.Errorf("PyTorch probe output: %w", err)
 	}
-	def := engine.DefaultHostCosts()
-	return engine.HostCosts{
+	def := stepmodel.DefaultHostCosts()
+	return stepmodel.HostCosts{
 		Source:        "measured: PyTorch " + r.Torch + " probe",
 		ElementwiseUs: r.Add,
 		GEMMUs:        r.Linear,

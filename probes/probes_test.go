@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/stepmodel"
 )
 
 // fakePython writes an executable that prints out whatever it is asked.
@@ -38,7 +39,7 @@ func TestTorchHostCosts(t *testing.T) {
 	if h.Source != "measured: PyTorch 2.11.0 probe" {
 		t.Errorf("source %q", h.Source)
 	}
-	if h.BackwardScale != engine.DefaultHostCosts().BackwardScale {
+	if h.BackwardScale != stepmodel.DefaultHostCosts().BackwardScale {
 		t.Errorf("backward scale %v", h.BackwardScale)
 	}
 }
@@ -54,7 +55,7 @@ func TestTorchProbeFailureIsAnError(t *testing.T) {
 func TestCacheRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	dev := engine.DeviceInfo{Name: "NVIDIA H200", Driver: "580.159.04"}
-	rep := Report{Device: dev, Rates: engine.Rates{Source: "probe of NVIDIA H200", MatrixTFLOPS: 798}, Host: engine.DefaultHostCosts(),
+	rep := Report{Device: dev, Rates: stepmodel.Rates{Source: "probe of NVIDIA H200", MatrixTFLOPS: 798}, Host: stepmodel.DefaultHostCosts(),
 		Items: []Item{{Name: "bf16 matrix rate", Value: 798, Unit: "TFLOP/s", Source: "measured"}}, MeasuredAt: time.Now().UTC().Truncate(time.Second)}
 	if err := SaveCached(dir, rep); err != nil {
 		t.Fatal(err)

@@ -16,14 +16,15 @@ import (
 	"cgtune/engine"
 	"cgtune/presets"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 func result(impl string, scopes []string, w int, step, spread float64, graph int64, src string) engine.Result {
 	return engine.Result{
 		Candidate: presets.Candidate{Impl: impl, Scopes: scopes, Warmup: w},
 		Source:    src, Device: engine.DeviceInfo{Name: "NVIDIA H200", Driver: "580.65.06", CUDA: "13.0", MemoryMiB: 143771},
-		Step:    engine.Stats{Median: step, P10: step - spread, P90: step + spread, N: 15},
-		Eager:   engine.Stats{Median: 1000, P10: 990, P90: 1010, N: 5},
+		Step:    stepmodel.Stats{Median: step, P10: step - spread, P90: step + spread, N: 15},
+		Eager:   stepmodel.Stats{Median: 1000, P10: 990, P90: 1010, N: 5},
 		Speedup: 1000 / step, CaptureMs: 120,
 		Memory: engine.Memory{GraphMiB: graph, GraphFullJobMiB: graph},
 		Notes:  []string{"measured: rates probe of NVIDIA H200; host costs measured"},
@@ -41,7 +42,7 @@ func input(t *testing.T) Input {
 	}
 	l, _ := m.Layout("h200")
 	big := result(presets.ImplTE, []string{"attn", "moe_router", "moe_preprocess"}, 3, 700, 6, 90000, engine.Measured)
-	big.Memory.Breakdown = &engine.MemoryBreakdown{Weights: 7000, Gradients: 14000, Optimizer: 10500, Activations: 50000, Graphs: 90000, Context: 600, Total: 172100, GPUMiB: 143771}
+	big.Memory.Breakdown = &stepmodel.MemoryBreakdown{Weights: 7000, Gradients: 14000, Optimizer: 10500, Activations: 50000, Graphs: 90000, Context: 600, Total: 172100, GPUMiB: 143771}
 	failed := result(presets.ImplTE, []string{}, 3, 0, 0, 0, engine.Measured)
 	failed.Err, failed.ErrKind = "capture failed: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", engine.ErrCapture
 	opts := search.RankOptions{JobGPUMemoryMiB: 143771}
@@ -208,7 +209,7 @@ func TestReportMemoryTableListsEveryCandidate(t *testing.T) {
 			continue
 		}
 		g := r.Result.Memory.GraphFullJobMiB
-		r.Result.Memory.Breakdown = &engine.MemoryBreakdown{Weights: 7000, Gradients: 14000, Optimizer: 10500, Activations: 30000, Graphs: g, Context: 600,
+		r.Result.Memory.Breakdown = &stepmodel.MemoryBreakdown{Weights: 7000, Gradients: 14000, Optimizer: 10500, Activations: 30000, Graphs: g, Context: 600,
 			Total: 62100 + g, GPUMiB: 143771, Fits: true}
 	}
 	got := string(Markdown(in, "r.svg"))

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Violation is one rule a configuration breaks, with the message the stack
@@ -140,7 +140,7 @@ func checked(cfg *Recipe, mbridge string) (*state, error) {
 // CheckWithCapture is Check, then, when no rule is broken, the capture
 // plan of the CUDA-graph setting MB ends its start-up with, on the model
 // and layout cfg was seeded from and with the recipe's MoE mode
-// (engine.PlanCapture, as the search plans each candidate): a capture
+// (stepmodel.PlanCapture, as the search plans each candidate): a capture
 // known to fail is a WillFailID violation with the reason the search
 // gives, and a setting that captures nothing on the model is a note.
 func CheckWithCapture(cfg *Recipe, mbridge string) Report {
@@ -183,7 +183,7 @@ func (s *state) graphSetting() presets.Candidate {
 // (moe_expert_capacity_factor with moe_pad_expert_input_to_capacity, as
 // MCore decides it) and for the flex dispatcher's static per-rank budget;
 // else dropless.
-func (s *state) moeWorkload(m presets.Model, opts engine.WorkloadOptions) engine.WorkloadOptions {
+func (s *state) moeWorkload(m presets.Model, opts stepmodel.WorkloadOptions) stepmodel.WorkloadOptions {
 	if impl := s.str("model.transformer_impl"); impl == "local" {
 		opts.LayerSpec = impl
 	}
@@ -203,20 +203,20 @@ func (s *state) moeWorkload(m presets.Model, opts engine.WorkloadOptions) engine
 type planner struct {
 	m     presets.Model
 	l     presets.Layout
-	built map[string]*engine.Workload
+	built map[string]*stepmodel.Workload
 }
 
 func newPlanner(m presets.Model, l presets.Layout) *planner {
-	return &planner{m: m, l: l, built: map[string]*engine.Workload{}}
+	return &planner{m: m, l: l, built: map[string]*stepmodel.Workload{}}
 }
 
-func (p *planner) workload(opts engine.WorkloadOptions) (*engine.Workload, error) {
+func (p *planner) workload(opts stepmodel.WorkloadOptions) (*stepmodel.Workload, error) {
 	dropless := opts.Dropless != nil && *opts.Dropless
 	key := fmt.Sprint(dropless, opts.MoECapacityFactor, opts.Generation, opts.LayerSpec)
 	if w, ok := p.built[key]; ok {
 		return w, nil
 	}
-	w, err := engine.BuildWorkload(p.m, p.l, opts)
+	w, err := stepmodel.BuildWorkload(p.m, p.l, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -232,11 +232,11 @@ func (s *state) captureVerdict(p *planner) (*Violation, []string, error) {
 	if !c.Graphed() {
 		return nil, nil, nil
 	}
-	w, err := p.workload(s.moeWorkload(p.m, engine.WorkloadOptions{Generation: s.gen}))
+	w, err := p.workload(s.moeWorkload(p.m, stepmodel.WorkloadOptions{Generation: s.gen}))
 	if err != nil {
 		return nil, nil, err
 	}
-	cp := engine.PlanCapture(w, c, s.gen)
+	cp := stepmodel.PlanCapture(w, c, s.gen)
 	if cp.Failure != nil {
 		return &Violation{ID: WillFailID, Message: willFailText(cp)}, nil, nil
 	}

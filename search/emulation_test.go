@@ -6,6 +6,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // frameworkEngine is a fake megatron engine: it measures local and eager
@@ -20,7 +21,7 @@ type frameworkEngine struct {
 func (f frameworkEngine) Delegates(c presets.Candidate) bool { return c.Impl == presets.ImplTE }
 func (f frameworkEngine) Fallback() engine.Engine            { return f.fallback }
 
-func (f frameworkEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (f frameworkEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	if f.Delegates(c) {
 		r := f.fallback.Run(ctx, w, c, o, emit)
 		r.Delegated = "transformer_engine is not importable on this node"

@@ -17,6 +17,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // JournalFile is the name of the journal in a run folder.
@@ -39,14 +40,14 @@ const maxJournalBytes = 256 << 20
 // would not be comparable otherwise. The budget and the job length are not
 // part of it: they change which candidates run, not what one measures.
 type Fingerprint struct {
-	Model    presets.Model          `json:"model"`
-	Layout   presets.Layout         `json:"layout"`
-	MBridge  string                 `json:"mbridge"`
-	Space    presets.Space          `json:"space"`
-	Strategy string                 `json:"strategy"`
-	Sets     map[string]string      `json:"sets,omitempty"`
-	Workload engine.WorkloadOptions `json:"workload"`
-	Measured engine.RunOptions      `json:"measured"`
+	Model    presets.Model             `json:"model"`
+	Layout   presets.Layout            `json:"layout"`
+	MBridge  string                    `json:"mbridge"`
+	Space    presets.Space             `json:"space"`
+	Strategy string                    `json:"strategy"`
+	Sets     map[string]string         `json:"sets,omitempty"`
+	Workload stepmodel.WorkloadOptions `json:"workload"`
+	Measured engine.RunOptions         `json:"measured"`
 	// Reference is a preset's own reference (nil: the recipe's).
 	Reference *presets.Candidate `json:"reference,omitempty"`
 }

@@ -1,8 +1,8 @@
 package search
 
 import (
-	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // MoEWorkload sets the workload options the recipe decides, from the
@@ -13,7 +13,7 @@ import (
 // MCore decides it) and for the flex dispatcher's static per-rank budget
 // (moe_expert_rank_capacity_factor on hybridep or ncclep); else dropless.
 // Engines build the same model the rules judged.
-func MoEWorkload(opts engine.WorkloadOptions, m presets.Model, l presets.Layout, mbridge string, sets map[string]string) (engine.WorkloadOptions, error) {
+func MoEWorkload(opts stepmodel.WorkloadOptions, m presets.Model, l presets.Layout, mbridge string, sets map[string]string) (stepmodel.WorkloadOptions, error) {
 	r, err := NewRecipe(m, l, mbridge)
 	if err != nil {
 		return opts, err

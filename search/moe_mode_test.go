@@ -3,8 +3,8 @@ package search
 import (
 	"testing"
 
-	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // The layer spec the recipe names reaches the workload, and with it the
@@ -15,25 +15,25 @@ func TestRecipeLayerSpecReachesTheWorkload(t *testing.T) {
 	acts := map[string]int64{}
 	for _, spec := range []string{"transformer_engine", "local"} {
 		t.Run(spec, func(t *testing.T) {
-			o, err := MoEWorkload(engine.WorkloadOptions{}, m, l, "0.4", map[string]string{"model.transformer_impl": spec})
+			o, err := MoEWorkload(stepmodel.WorkloadOptions{}, m, l, "0.4", map[string]string{"model.transformer_impl": spec})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if want := map[string]string{"local": "local"}[spec]; o.LayerSpec != want {
 				t.Errorf("layer spec %q, want %q", o.LayerSpec, want)
 			}
-			w, err := engine.BuildWorkload(m, l, o)
+			w, err := stepmodel.BuildWorkload(m, l, o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			none := presets.Candidate{Impl: presets.ImplNone}
-			acts[spec] = engine.PredictMemory(w, engine.PlanCapture(w, none, presets.G2), nil, 0, engine.MemoryOptions{}).Activations
+			acts[spec] = stepmodel.PredictMemory(w, stepmodel.PlanCapture(w, none, presets.G2), nil, 0, stepmodel.MemoryOptions{}).Activations
 		})
 	}
 	if acts["local"] <= acts["transformer_engine"] {
 		t.Errorf("local spec activations %d MiB, not above Transformer Engine's %d", acts["local"], acts["transformer_engine"])
 	}
-	if _, err := MoEWorkload(engine.WorkloadOptions{}, m, l, "0.4", map[string]string{"model.transformer_impl": "banana"}); err == nil {
+	if _, err := MoEWorkload(stepmodel.WorkloadOptions{}, m, l, "0.4", map[string]string{"model.transformer_impl": "banana"}); err == nil {
 		t.Error("model.transformer_impl=banana accepted")
 	}
 }
@@ -74,7 +74,7 @@ func TestMoEWorkloadStaticDispatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := layoutFor(moeModel)
-			opts, err := MoEWorkload(engine.WorkloadOptions{}, moeModel, l, tc.mb, tc.sets)
+			opts, err := MoEWorkload(stepmodel.WorkloadOptions{}, moeModel, l, tc.mb, tc.sets)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func TestMoEWorkloadStaticDispatch(t *testing.T) {
 	l := layoutFor(moeModel)
 	l.Dispatcher = "flex"
 	l.Settings = map[string]string{"model.moe_flex_dispatcher_backend": "hybridep", "model.moe_expert_rank_capacity_factor": "5"}
-	opts, err := MoEWorkload(engine.WorkloadOptions{}, moeModel, l, "0.7", nil)
+	opts, err := MoEWorkload(stepmodel.WorkloadOptions{}, moeModel, l, "0.7", nil)
 	if err != nil || opts.Dropless == nil || *opts.Dropless {
 		t.Errorf("layout settings: dropless %v, err %v; want static", opts.Dropless, err)
 	}

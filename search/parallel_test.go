@@ -8,6 +8,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // gate holds every run of the engines it wraps until the test lets it go,
@@ -24,7 +25,7 @@ type gatedEngine struct {
 	g *gate
 }
 
-func (e gatedEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (e gatedEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	select {
 	case e.g.entered <- e.idx:
 	case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // DefaultTrainIters is the job length job-level times are computed for:
@@ -36,7 +37,7 @@ type RankOptions struct {
 	// in the job, for results that carry none (a none derived from the
 	// eager baselines, say), so that every candidate is judged the same
 	// way whatever the strategy.
-	Memory func(presets.Candidate) *engine.MemoryBreakdown
+	Memory func(presets.Candidate) *stepmodel.MemoryBreakdown
 	// Emulation is the emulation's error measured in the search (nil: not
 	// measured); an emulated result outranks framework-measured ones only
 	// by more than it.
@@ -453,7 +454,7 @@ func onTruestBaseline(es []entry) []entry {
 	if len(baselines) == 0 {
 		return es
 	}
-	base := engine.Summarise(eagerMedians(baselines))
+	base := stepmodel.Summarise(eagerMedians(baselines))
 	out := slices.Clone(es)
 	for i, e := range out {
 		r := e.res
@@ -488,18 +489,18 @@ func truestBaselines(results []engine.Result) (string, []engine.Result) {
 // around its median: a none derived from several runs' baselines is no
 // surer than one run of it, and a none run on its own carries its steps'
 // spread into the tie rule.
-func widenToTypicalSpread(st engine.Stats, baselines []engine.Result) engine.Stats {
+func widenToTypicalSpread(st stepmodel.Stats, baselines []engine.Result) stepmodel.Stats {
 	below, above := make([]float64, 0, len(baselines)), make([]float64, 0, len(baselines))
 	for _, r := range baselines {
 		if r.Eager.P10 > 0 && r.Eager.P90 > 0 {
-			sp := engine.SpreadOf(r.Eager)
+			sp := stepmodel.SpreadOf(r.Eager)
 			below, above = append(below, sp.Below), append(above, sp.Above)
 		}
 	}
 	if len(below) == 0 {
 		return st
 	}
-	typical := engine.StepSpread{Below: engine.Summarise(below).Median, Above: engine.Summarise(above).Median}
+	typical := stepmodel.StepSpread{Below: stepmodel.Summarise(below).Median, Above: stepmodel.Summarise(above).Median}
 	return typical.Widen(st)
 }
 
@@ -539,7 +540,7 @@ func eagerAsNone(results []engine.Result) (engine.Result, bool) {
 		return engine.Result{}, false
 	}
 	src, meds := baselines[0], eagerMedians(baselines)
-	st := widenToTypicalSpread(engine.Summarise(meds), baselines)
+	st := widenToTypicalSpread(stepmodel.Summarise(meds), baselines)
 	var steps int
 	for _, r := range results {
 		if r.Source == source {

@@ -7,6 +7,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // res builds a successful result with a tight p10–p90 band.
@@ -14,8 +15,8 @@ func res(impl string, scopes []string, warmup int, stepMs float64, graphMiB int6
 	return engine.Result{
 		Candidate: presets.Candidate{Impl: impl, Scopes: scopes, Warmup: warmup},
 		Source:    engine.Measured,
-		Step:      engine.Stats{Median: stepMs, P10: stepMs * 0.999, P90: stepMs * 1.001, N: 8},
-		Eager:     engine.Stats{Median: 1000, P10: 999, P90: 1001, N: 5},
+		Step:      stepmodel.Stats{Median: stepMs, P10: stepMs * 0.999, P90: stepMs * 1.001, N: 8},
+		Eager:     stepmodel.Stats{Median: 1000, P10: 999, P90: 1001, N: 5},
 		CaptureMs: 100,
 		Memory:    engine.Memory{DevicePeakMiB: 10000 + graphMiB, GraphMiB: graphMiB, GraphFullJobMiB: graphMiB},
 	}
@@ -279,9 +280,9 @@ func TestParseTieNamesTheMissingPercentSign(t *testing.T) {
 // candidate whose breakdown does not fit never wins, however fast.
 func TestRankBreakdownFit(t *testing.T) {
 	fast := res(presets.ImplLocal, []string{"full_iteration"}, 3, 700, 100)
-	fast.Memory.Breakdown = &engine.MemoryBreakdown{Weights: 16000, Gradients: 32000, Optimizer: 24000, Activations: 9000, Graphs: 3000, Context: 600, Total: 84600, GPUMiB: 81559, Fits: false}
+	fast.Memory.Breakdown = &stepmodel.MemoryBreakdown{Weights: 16000, Gradients: 32000, Optimizer: 24000, Activations: 9000, Graphs: 3000, Context: 600, Total: 84600, GPUMiB: 81559, Fits: false}
 	slow := res(presets.ImplTE, []string{"attn"}, 3, 900, 4000)
-	slow.Memory.Breakdown = &engine.MemoryBreakdown{Total: 60000, GPUMiB: 81559, Fits: true}
+	slow.Memory.Breakdown = &stepmodel.MemoryBreakdown{Total: 60000, GPUMiB: 81559, Fits: true}
 	// No JobGPUMemoryMiB: without the breakdown both would fit.
 	rs := Rank([]engine.Result{fast, slow}, RankOptions{})
 	if w := Winner(rs); w == nil || w.Result.Candidate.Key() != "transformer_engine/attn/w3" {

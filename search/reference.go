@@ -6,6 +6,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // The reference of a search is the CUDA-graph setting the recipe ships
@@ -172,8 +173,8 @@ func (r *runner) knownToFit(refKey string) int64 {
 	if from != ReferenceFromRecipe || refKey == "" || !isBuiltinRecipe(cfg) {
 		return 0
 	}
-	gpuMiB := engine.JobGPUMiB(r.w.Layout, cfg.JobGPUMemoryMiB)
-	b := engine.PredictMemory(r.w, engine.PlanCapture(r.w, ref, r.w.Spec.Options.Generation), nil, gpuMiB, engine.MemoryOptions{})
+	gpuMiB := stepmodel.JobGPUMiB(r.w.Layout, cfg.JobGPUMemoryMiB)
+	b := stepmodel.PredictMemory(r.w, stepmodel.PlanCapture(r.w, ref, r.w.Spec.Options.Generation), nil, gpuMiB, stepmodel.MemoryOptions{})
 	if b.Fits {
 		return 0
 	}
@@ -196,7 +197,7 @@ func isBuiltinRecipe(cfg Config) bool {
 		return false
 	}
 	mb := cfg.mbridge()
-	plain, err1 := MoEWorkload(engine.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, nil)
-	set, err2 := MoEWorkload(engine.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, cfg.Sets)
+	plain, err1 := MoEWorkload(stepmodel.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, nil)
+	set, err2 := MoEWorkload(stepmodel.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, cfg.Sets)
 	return err1 == nil && err2 == nil && reflect.DeepEqual(plain, set)
 }

@@ -8,6 +8,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Every search measures the recipe's own setting, whatever the space, and
@@ -71,7 +72,7 @@ func TestPresetNamesItsReference(t *testing.T) {
 func TestTheRecipeIsKnownToFit(t *testing.T) {
 	mk := func(total int64) Ranked {
 		r := res(presets.ImplNone, nil, 3, 1000, 0)
-		r.Memory.Breakdown = &engine.MemoryBreakdown{Total: total, GPUMiB: 1000}
+		r.Memory.Breakdown = &stepmodel.MemoryBreakdown{Total: total, GPUMiB: 1000}
 		return Ranked{Result: r}
 	}
 	opts := RankOptions{KnownToFitMiB: 1200}

@@ -11,6 +11,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Strategies.
@@ -69,7 +70,7 @@ type Config struct {
 	// the installed framework confirms or refutes the prediction (a newer
 	// Megatron-Core may capture what an older one could not).
 	RunPredictedFailures bool
-	Workload             engine.WorkloadOptions
+	Workload             stepmodel.WorkloadOptions
 	// Measured are the run options: EagerSteps for every run; MeasuredSteps
 	// for exhaustive runs (halving sets its own per round).
 	Measured engine.RunOptions
@@ -78,7 +79,7 @@ type Config struct {
 	// measures the framework profile when none is cached, so the estimator
 	// and the emulating fallback are calibrated). Each line it says is a
 	// PrepareEvent; an error is a note of the search, which goes on.
-	Prepare func(ctx context.Context, w *engine.Workload, say func(string)) error
+	Prepare func(ctx context.Context, w *stepmodel.Workload, say func(string)) error
 }
 
 func (c Config) mbridge() string {
@@ -105,9 +106,9 @@ func (c Config) rankOptions() RankOptions {
 func (r *runner) rankOptions() RankOptions {
 	o := r.cfg.rankOptions()
 	o.ReferenceKey, o.KnownToFitMiB = r.refKey, r.knownFitMiB
-	gpuMiB := engine.JobGPUMiB(r.w.Layout, r.cfg.JobGPUMemoryMiB)
-	o.Memory = func(c presets.Candidate) *engine.MemoryBreakdown {
-		return engine.PredictMemory(r.w, engine.PlanCapture(r.w, c, r.w.Spec.Options.Generation), nil, gpuMiB, engine.MemoryOptions{})
+	gpuMiB := stepmodel.JobGPUMiB(r.w.Layout, r.cfg.JobGPUMemoryMiB)
+	o.Memory = func(c presets.Candidate) *stepmodel.MemoryBreakdown {
+		return stepmodel.PredictMemory(r.w, stepmodel.PlanCapture(r.w, c, r.w.Spec.Options.Generation), nil, gpuMiB, stepmodel.MemoryOptions{})
 	}
 	return o
 }
@@ -148,7 +149,7 @@ type resKey struct {
 // runner is one Run: the shared state of the engine goroutines.
 type runner struct {
 	cfg   Config
-	w     *engine.Workload
+	w     *stepmodel.Workload
 	plan  []Planned
 	byKey map[string]*Planned
 	gpus  []int // GPU number of each engine, for events
@@ -220,7 +221,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	// The engines run the workload the rules judged (the recipe's MoE
 	// mode and layer spec), as Plan builds it.
 	cfg.Workload = planOptions(cfg, cfg.mbridge(), gen)
-	w, err := engine.BuildWorkloadContext(ctx, cfg.Model, cfg.Layout, cfg.Workload)
+	w, err := stepmodel.BuildWorkloadContext(ctx, cfg.Model, cfg.Layout, cfg.Workload)
 	if err != nil {
 		return DoneEvent{}, err
 	}
@@ -314,7 +315,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 // prepare runs cfg.Prepare (if any), its lines sent to emit as
 // PrepareEvents, and returns what the search notes of a failure ("" when
 // it succeeded).
-func prepare(ctx context.Context, cfg Config, w *engine.Workload, emit func(Event)) string {
+func prepare(ctx context.Context, cfg Config, w *stepmodel.Workload, emit func(Event)) string {
 	if cfg.Prepare == nil {
 		return ""
 	}
@@ -384,14 +385,14 @@ func runCostMs(r engine.Result, scale float64, opts engine.RunOptions) float64 {
 // warm-up and the longest round's measured steps at the run's step time,
 // plus the capture), and never under a minute, so that a slow GPU or a
 // cold start is not mistaken for a hang. A nil est gives 10 minutes.
-func DeadlineFor(est engine.Engine) func(*engine.Workload, presets.Candidate) time.Duration {
-	return func(w *engine.Workload, c presets.Candidate) time.Duration {
+func DeadlineFor(est engine.Engine) func(*stepmodel.Workload, presets.Candidate) time.Duration {
+	return func(w *stepmodel.Workload, c presets.Candidate) time.Duration {
 		if est == nil {
 			return 10 * time.Minute
 		}
 		opts := engine.RunOptions{MeasuredSteps: finalSteps}
 		r := est.Run(context.Background(), w, c, opts, nil)
-		d := engine.MsDuration(5 * runCostMs(r, w.ScaleFactor(), opts))
+		d := stepmodel.MsDuration(5 * runCostMs(r, w.ScaleFactor(), opts))
 		return max(time.Minute, d)
 	}
 }
@@ -432,7 +433,7 @@ func (r *runner) eta() time.Duration {
 		wallPerPred = r.wallMs / r.predMs
 	}
 	ms := (r.pendMs + r.inflight) * wallPerPred / float64(len(r.cfg.Engines))
-	return engine.MsDuration(ms).Round(time.Second)
+	return stepmodel.MsDuration(ms).Round(time.Second)
 }
 
 // job is one candidate run a strategy asks for.

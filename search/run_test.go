@@ -16,6 +16,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/estimate"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // fakeEngine gives every candidate a fixed step time from a table (or a
@@ -37,7 +38,7 @@ func (f *fakeEngine) Name() string              { return "fake" }
 func (f *fakeEngine) Device() engine.DeviceInfo { return engine.DeviceInfo{Index: f.idx, Name: "fake"} }
 func (f *fakeEngine) Close() error              { return nil }
 
-func (f *fakeEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (f *fakeEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	f.mu.Lock()
 	if f.busy {
 		f.overlap = true
@@ -62,7 +63,7 @@ func (f *fakeEngine) Run(ctx context.Context, w *engine.Workload, c presets.Cand
 	f.mu.Lock()
 	f.ran = append(f.ran, c.Key())
 	f.mu.Unlock()
-	res.Eager = engine.Stats{Median: 1000, P10: 1000, P90: 1000, N: opts.EagerSteps}
+	res.Eager = stepmodel.Stats{Median: 1000, P10: 1000, P90: 1000, N: opts.EagerSteps}
 	kind := f.fail[c.Key()]
 	if kind == "" {
 		kind = f.fail[armKey(c)]
@@ -78,7 +79,7 @@ func (f *fakeEngine) Run(ctx context.Context, w *engine.Workload, c presets.Cand
 	for i := range opts.MeasuredSteps {
 		emit(engine.StepSample{Candidate: c.Key(), Phase: engine.PhaseMeasure, Step: i, StepMs: ms})
 	}
-	res.Step = engine.Stats{Median: ms, P10: ms, P90: ms, N: opts.MeasuredSteps}
+	res.Step = stepmodel.Stats{Median: ms, P10: ms, P90: ms, N: opts.MeasuredSteps}
 	res.Speedup = 1000 / ms
 	if c.Graphed() {
 		res.CaptureMs = 50
@@ -470,7 +471,7 @@ func TestJournalRefusals(t *testing.T) {
 
 func TestDeadlineFor(t *testing.T) {
 	m, l := builtin(t, "qwen3_30b_a3b", "h100")
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +483,7 @@ func TestDeadlineFor(t *testing.T) {
 	}
 	small, sl := builtin(t, "llama3_8b", "h100")
 	sl.GBS = sl.MBS * sl.DP() // one micro-batch: a short run
-	sw, _ := engine.BuildWorkload(small, sl, engine.WorkloadOptions{})
+	sw, _ := stepmodel.BuildWorkload(small, sl, stepmodel.WorkloadOptions{})
 	if d := DeadlineFor(estimator(t, "h100"))(sw, c); d != time.Minute {
 		t.Errorf("short run: deadline %s, want the 1 minute floor", d)
 	}
@@ -614,7 +615,7 @@ func TestPrepareRunsBeforePlanning(t *testing.T) {
 		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
 			var order []string
 			calls := 0
-			prep := func(_ context.Context, w *engine.Workload, say func(string)) error {
+			prep := func(_ context.Context, w *stepmodel.Workload, say func(string)) error {
 				calls++
 				if w == nil || w.Spec.Model.Name != m.Name {
 					t.Errorf("prepare got workload %v", w)

@@ -7,6 +7,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // builtinLayouts calls f for every built-in model and every GPU type it has
@@ -71,15 +72,15 @@ func TestShippedGraphsCapture(t *testing.T) {
 		if !c.Graphed() {
 			t.Skipf("%s ships no graph", l.Source)
 		}
-		opts, err := MoEWorkload(engine.WorkloadOptions{}, m, l, "0.7", nil)
+		opts, err := MoEWorkload(stepmodel.WorkloadOptions{}, m, l, "0.7", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := engine.BuildWorkload(m, l, opts)
+		w, err := stepmodel.BuildWorkload(m, l, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := engine.PlanCapture(w, c, presets.G3)
+		p := stepmodel.PlanCapture(w, c, presets.G3)
 		if p.Failure != nil {
 			t.Errorf("%s: %s", c.Label(), p.Failure.Message)
 		}
@@ -150,7 +151,7 @@ func TestShippedSettingsFitTheirGPUs(t *testing.T) {
 	builtinLayouts(t, func(t *testing.T, m presets.Model, l presets.Layout) {
 		d, err := Run(context.Background(), Config{Model: m, Layout: l, MBridge: "0.7", Strategy: StrategyExhaustive,
 			Engines:         []engine.Engine{engine.SliceWhenTooBig(estimator(t, l.GPU))},
-			JobGPUMemoryMiB: engine.JobGPUMiB(l, 0),
+			JobGPUMemoryMiB: stepmodel.JobGPUMiB(l, 0),
 			Space:           presets.Space{Impls: []string{presets.ImplNone}, Warmups: []int{presets.DefaultWarmup}}}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // SpaceID marks a candidate the rules accept but the search leaves out
@@ -209,7 +210,7 @@ func Canonical(m presets.Model, gen presets.Generation, c presets.Candidate) Eff
 		sc = e.Candidate.Scopes
 	}
 	// mlp without attn is not the whole layer: Megatron-Core fails to
-	// build it (engine.PlanCapture says so).
+	// build it (stepmodel.PlanCapture says so).
 	if m.Arch.HybridPattern == "" && slices.Contains(sc, presets.ScopeAttn) {
 		e.Why = append(e.Why, "impl local graphs each TransformerLayer whole once attn is listed")
 		e.Candidate.Scopes = []string{}
@@ -246,7 +247,7 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 	if err := checkSets(cfg.Model, cfg.Layout, mb, cfg.Sets); err != nil {
 		return nil, err
 	}
-	w, err := engine.BuildWorkload(cfg.Model, cfg.Layout, planOptions(cfg, mb, gen))
+	w, err := stepmodel.BuildWorkload(cfg.Model, cfg.Layout, planOptions(cfg, mb, gen))
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +268,7 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 			plan = append(plan, Planned{Candidate: c, Violations: []Violation{{ID: SpaceID, Message: e.Nothing + " (nothing is captured)"}}})
 			continue
 		}
-		cp := engine.PlanCapture(w, c, gen)
+		cp := stepmodel.PlanCapture(w, c, gen)
 		if c.Graphed() && cp.Failure == nil && !cp.Graphed() {
 			plan = append(plan, Planned{Candidate: c, Violations: []Violation{{ID: SpaceID, Message: fmt.Sprintf(
 				"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Label(), cp.Config, cfg.Model.Name)}}})
@@ -296,7 +297,7 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 		// The row is written in the canonical spelling when Megatron
 		// runs that spelling the same way and the rules take it.
 		rep := c
-		if e.Candidate.Key() != c.Key() && effectiveKey(engine.PlanCapture(w, e.Candidate, gen), e.Candidate) == key &&
+		if e.Candidate.Key() != c.Key() && effectiveKey(stepmodel.PlanCapture(w, e.Candidate, gen), e.Candidate) == key &&
 			ValidateCandidate(cfg.Model, cfg.Layout, e.Candidate, mb, cfg.Sets).OK() {
 			rep = e.Candidate
 		}
@@ -331,7 +332,7 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 // the MoE mode the recipe asks for (drop-and-pad from --set, else
 // Megatron's dropless default) and the generation, when the config leaves
 // them to the search; the engines are given the same.
-func planOptions(cfg Config, mbridge string, gen presets.Generation) engine.WorkloadOptions {
+func planOptions(cfg Config, mbridge string, gen presets.Generation) stepmodel.WorkloadOptions {
 	opts := cfg.Workload
 	if opts.Dropless == nil {
 		if o, err := MoEWorkload(opts, cfg.Model, cfg.Layout, mbridge, cfg.Sets); err == nil {
@@ -346,10 +347,10 @@ func planOptions(cfg Config, mbridge string, gen presets.Generation) engine.Work
 
 // effectiveKey names what Megatron-Core runs for a candidate: the capture
 // mechanism and, for each layer kind, the runs of forward and backward ops
-// its graphs cover, as engine.PlanCapture decides them, and the warm-up
+// its graphs cover, as stepmodel.PlanCapture decides them, and the warm-up
 // when something is graphed. Candidates with one key capture the same
 // graphs: they are one configuration.
-func effectiveKey(p *engine.CapturePlan, c presets.Candidate) string {
+func effectiveKey(p *stepmodel.CapturePlan, c presets.Candidate) string {
 	if !c.Graphed() {
 		return "none"
 	}
@@ -361,7 +362,7 @@ func effectiveKey(p *engine.CapturePlan, c presets.Candidate) string {
 		}
 		seen[l.Kind] = true
 		k := string(l.Kind) + ":"
-		for _, segs := range [][]engine.Segment{l.Fwd, l.Bwd} {
+		for _, segs := range [][]stepmodel.Segment{l.Fwd, l.Bwd} {
 			for _, sg := range segs {
 				if sg.Graphed() {
 					k += fmt.Sprintf("%d-%d,", sg.From, sg.To)
@@ -376,16 +377,16 @@ func effectiveKey(p *engine.CapturePlan, c presets.Candidate) string {
 
 // willFailText says why a planned capture fails, the cause first (a table
 // cell shows the start), with the way out for dropless MoE's host sync.
-func willFailText(p *engine.CapturePlan) string {
+func willFailText(p *stepmodel.CapturePlan) string {
 	f := p.Failure
-	if f.Stage != engine.FailCapture || f.Op == "" {
+	if f.Stage != stepmodel.FailCapture || f.Op == "" {
 		return f.Message
 	}
 	graph := "the " + f.Region + " graph of layer " + fmt.Sprint(f.Layer)
 	switch f.Region {
-	case engine.RegionLayer:
+	case stepmodel.RegionLayer:
 		graph = "the whole-layer graph of layer " + fmt.Sprint(f.Layer)
-	case engine.RegionFullIteration:
+	case stepmodel.RegionFullIteration:
 		graph = "the full-iteration graph"
 	}
 	return fmt.Sprintf("dropless MoE syncs with the host inside %s (%s copies the tokens per expert to the host to size the dispatch): "+

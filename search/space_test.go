@@ -10,6 +10,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/estimate"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 func builtin(t testing.TB, name, gpu string) (presets.Model, presets.Layout) {
@@ -410,7 +411,7 @@ type cancellingEstimator struct {
 	calls  int
 }
 
-func (e *cancellingEstimator) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (e *cancellingEstimator) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	e.calls++
 	e.cancel()
 	return e.Engine.Run(ctx, w, c, opts, emit)

@@ -12,6 +12,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Measured steps of the halving rounds: a short first look at every
@@ -38,7 +39,7 @@ func fmtMs(ms float64) string {
 	if math.IsInf(ms, 1) {
 		return "unlimited"
 	}
-	return engine.MsDuration(ms).Round(time.Second).String()
+	return stepmodel.MsDuration(ms).Round(time.Second).String()
 }
 
 // estimateOrder orders candidates by their estimates with the ranking's

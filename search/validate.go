@@ -16,6 +16,7 @@ import (
 	"cgtune/engine"
 	jobs "cgtune/engine/job"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Buildable says whether the framework the jobs run can build candidate
@@ -80,7 +81,7 @@ func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []jobs.
 		results = append(results, *latest[k].Result)
 	}
 	opts := RankOptions{}
-	if spec, ok := engine.SpecFor(fp.Layout.GPU); ok {
+	if spec, ok := stepmodel.SpecFor(fp.Layout.GPU); ok {
 		opts.JobGPUMemoryMiB = spec.MemoryMiB
 	}
 	ranking := Rank(results, opts)
@@ -160,7 +161,7 @@ func PresetTargets(p presets.TeamPreset, can Buildable) ([]jobs.Target, error) {
 		if ms <= 0 {
 			return nil
 		}
-		return &engine.Result{Source: src, Step: engine.Stats{Median: ms, P10: ms, P90: ms, N: 1}}
+		return &engine.Result{Source: src, Step: stepmodel.Stats{Median: ms, P10: ms, P90: ms, N: 1}}
 	}
 	ts := []jobs.Target{{Candidate: eager, Predicted: pred(r.EagerStepMS)}}
 	if r.Winner.Graphed() {
@@ -176,10 +177,10 @@ type EstimatorAt func(scale float64) (engine.Engine, error)
 // FitCalibration fits the host-cost scale of model m on layout l to the
 // jobs' step times (FitHostScale with the estimate engine's predictions)
 // and returns the calibration, not yet saved.
-func FitCalibration(m presets.Model, l presets.Layout, wo engine.WorkloadOptions, points []engine.CalibrationPoint, est EstimatorAt, source string) (engine.Calibration, error) {
-	w, err := engine.BuildWorkload(m, l, wo)
+func FitCalibration(m presets.Model, l presets.Layout, wo stepmodel.WorkloadOptions, points []stepmodel.CalibrationPoint, est EstimatorAt, source string) (stepmodel.Calibration, error) {
+	w, err := stepmodel.BuildWorkload(m, l, wo)
 	if err != nil {
-		return engine.Calibration{}, err
+		return stepmodel.Calibration{}, err
 	}
 	var mu sync.Mutex
 	engines := map[float64]engine.Engine{}
@@ -201,11 +202,11 @@ func FitCalibration(m presets.Model, l presets.Layout, wo engine.WorkloadOptions
 		}
 		return r.Step.Median, nil
 	}
-	scale, pts, notes, err := engine.FitHostScale(points, predict)
+	scale, pts, notes, err := stepmodel.FitHostScale(points, predict)
 	if err != nil {
-		return engine.Calibration{}, err
+		return stepmodel.Calibration{}, err
 	}
-	cal := engine.Calibration{Model: engine.ModelKey(m), Layout: engine.LayoutKey(l), GPU: l.GPU, HostScale: scale, Source: source, Points: pts, Notes: notes}
+	cal := stepmodel.Calibration{Model: stepmodel.ModelKey(m), Layout: stepmodel.LayoutKey(l), GPU: l.GPU, HostScale: scale, Source: source, Points: pts, Notes: notes}
 	for _, p := range pts {
 		if p.Job != "" {
 			cal.Jobs = append(cal.Jobs, p.Job)
@@ -216,13 +217,13 @@ func FitCalibration(m presets.Model, l presets.Layout, wo engine.WorkloadOptions
 
 // ValidationPoints are the successful jobs of a validation as calibration
 // points.
-func ValidationPoints(v jobs.Validation) []engine.CalibrationPoint {
-	var pts []engine.CalibrationPoint
+func ValidationPoints(v jobs.Validation) []stepmodel.CalibrationPoint {
+	var pts []stepmodel.CalibrationPoint
 	for _, r := range v.Rows {
 		if r.Real.Failed() {
 			continue
 		}
-		p := engine.CalibrationPoint{Candidate: r.Candidate, RealMs: r.Real.Step.Median}
+		p := stepmodel.CalibrationPoint{Candidate: r.Candidate, RealMs: r.Real.Step.Median}
 		if r.Real.Job != nil {
 			p.Job = r.Real.Job.ID
 		}
@@ -241,7 +242,7 @@ type JobValidation struct {
 	Layout   presets.Layout
 	MBridge  string            // field names of the overrides
 	Sets     map[string]string // the search's --set values (the overrides carry those the candidates need)
-	Workload engine.WorkloadOptions
+	Workload stepmodel.WorkloadOptions
 	Space    presets.Space // what the search searched (for a saved preset)
 	Targets  []jobs.Target // the eager baseline and the candidates
 	Skipped  []Skipped     // top candidates the jobs' framework cannot build
@@ -276,11 +277,11 @@ func JobValidationForRun(dir string, top int, can Buildable) (JobValidation, err
 // its jobs gave.
 type JobOutcome struct {
 	jobs.Validation
-	Dir             string              `json:"dir"`
-	Skipped         []Skipped           `json:"skipped,omitempty"`
-	Calibration     *engine.Calibration `json:"calibration,omitempty"`
-	CalibrationFile string              `json:"calibration_file,omitempty"`
-	CalibrationErr  string              `json:"calibration_error,omitempty"`
+	Dir             string                 `json:"dir"`
+	Skipped         []Skipped              `json:"skipped,omitempty"`
+	Calibration     *stepmodel.Calibration `json:"calibration,omitempty"`
+	CalibrationFile string                 `json:"calibration_file,omitempty"`
+	CalibrationErr  string                 `json:"calibration_error,omitempty"`
 }
 
 // Engine builds v's job engine (for a dry run's commands, say).
@@ -321,7 +322,7 @@ func ValidateOnJobs(ctx context.Context, v JobValidation, emit func(jobs.Validat
 		}
 		cal.Fitted = time.Now().UTC()
 		out.Calibration = &cal
-		if out.CalibrationFile, err = engine.SaveCalibration(cal); err != nil {
+		if out.CalibrationFile, err = stepmodel.SaveCalibration(cal); err != nil {
 			out.CalibrationErr = err.Error()
 		}
 	}

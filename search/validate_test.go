@@ -14,6 +14,7 @@ import (
 	"cgtune/engine/estimate"
 	jobs "cgtune/engine/job"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 func TestValidationTargetsFromARun(t *testing.T) {
@@ -130,11 +131,11 @@ func TestPresetTargets(t *testing.T) {
 func TestFitCalibrationFromValidation(t *testing.T) {
 	m, l := denseModel, layoutFor(denseModel)
 	l.GBS = 512 // many micro-batches: host-bound enough for the scale to matter
-	rates, _ := engine.SpecFor("h100")
+	rates, _ := stepmodel.SpecFor("h100")
 	est := func(s float64) (engine.Engine, error) {
-		return estimate.New(rates, engine.DefaultHostCosts().Scaled(s), engine.DeviceInfo{Name: "est"}), nil
+		return estimate.New(rates, stepmodel.DefaultHostCosts().Scaled(s), engine.DeviceInfo{Name: "est"}), nil
 	}
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,14 +151,14 @@ func TestFitCalibrationFromValidation(t *testing.T) {
 		results = append(results, r)
 	}
 	v := jobs.Validation{Rows: jobs.Compare(targets, results)}
-	cal, err := FitCalibration(m, l, engine.WorkloadOptions{}, ValidationPoints(v), est, "validate test")
+	cal, err := FitCalibration(m, l, stepmodel.WorkloadOptions{}, ValidationPoints(v), est, "validate test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if math.Abs(cal.HostScale-4)/4 > 0.05 {
 		t.Errorf("fitted %v, want 4 (points %+v, notes %q)", cal.HostScale, cal.Points, cal.Notes)
 	}
-	if len(cal.Jobs) != 2 || cal.Layout != engine.LayoutKey(l) || cal.Model != engine.ModelKey(m) || cal.Source != "validate test" {
+	if len(cal.Jobs) != 2 || cal.Layout != stepmodel.LayoutKey(l) || cal.Model != stepmodel.ModelKey(m) || cal.Source != "validate test" {
 		t.Errorf("calibration %+v", cal)
 	}
 }
@@ -185,9 +186,9 @@ func TestValidateOnJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.Iters, v.Poll, v.MBridge = 10, 50*time.Millisecond, "0.6"
-	rates, _ := engine.SpecFor("h100")
+	rates, _ := stepmodel.SpecFor("h100")
 	v.Estimator = func(s float64) (engine.Engine, error) {
-		return estimate.New(rates, engine.DefaultHostCosts().Scaled(s), engine.DeviceInfo{Name: "est"}), nil
+		return estimate.New(rates, stepmodel.DefaultHostCosts().Scaled(s), engine.DeviceInfo{Name: "est"}), nil
 	}
 	states := map[string][]string{}
 	var tails int

@@ -17,6 +17,7 @@ import (
 	"cgtune/presets"
 	"cgtune/report"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // fakeBackend is a scripted Backend: fixed GPUs and presets, a plan made
@@ -198,8 +199,8 @@ func result(c presets.Candidate, step float64, graph int64) engine.Result {
 	return engine.Result{
 		Candidate: c, Source: engine.Measured,
 		Device:    engine.DeviceInfo{Index: 0, Name: "NVIDIA H200", Driver: "580.65.06", MemoryMiB: 143771},
-		Step:      engine.Stats{Median: step, P10: step * 0.98, P90: step * 1.02, N: 8},
-		Eager:     engine.Stats{Median: 130, N: 5},
+		Step:      stepmodel.Stats{Median: step, P10: step * 0.98, P90: step * 1.02, N: 8},
+		Eager:     stepmodel.Stats{Median: 130, N: 5},
 		Speedup:   130 / step,
 		CaptureMs: 850, Graphs: 160, Nodes: 9000,
 		Memory: engine.Memory{GraphMiB: graph, GraphFullJobMiB: graph * 2},
@@ -280,7 +281,7 @@ func estimatedResult(r engine.Result) engine.Result {
 		// The memory model's per-GPU figures, as the estimate engine
 		// reports them.
 		graphs := r.Memory.GraphFullJobMiB
-		b := &engine.MemoryBreakdown{Weights: 8600, Gradients: 17200, Optimizer: 12900, Activations: 21500, Graphs: graphs, Context: 600, GPUMiB: 81559}
+		b := &stepmodel.MemoryBreakdown{Weights: 8600, Gradients: 17200, Optimizer: 12900, Activations: 21500, Graphs: graphs, Context: 600, GPUMiB: 81559}
 		b.Total = b.Weights + b.Gradients + b.Optimizer + b.Activations + b.Graphs + b.Context
 		b.Fits = b.Total <= b.GPUMiB
 		r.Memory.Breakdown = b

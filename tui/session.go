@@ -8,6 +8,7 @@ import (
 	"cgtune/engine"
 	"cgtune/presets"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // session is the search that several screens read: as it is set up (the
@@ -122,7 +123,7 @@ func (sel *selection) searchLayout() presets.Layout {
 // jobGPUMiB is the memory of the GPU the real job runs on (the layout's
 // GPU type), 0 when the spec table does not know it.
 func jobGPUMiB(req Request) int64 {
-	if spec, ok := engine.SpecFor(req.Layout.GPU); ok {
+	if spec, ok := stepmodel.SpecFor(req.Layout.GPU); ok {
 		return spec.MemoryMiB
 	}
 	return 0

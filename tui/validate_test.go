@@ -11,6 +11,7 @@ import (
 	jobs "cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 const testJobCommand = "srun python pretrain_gpt.py --log-interval 1 --train-iters {iters} {flags}"
@@ -29,7 +30,7 @@ func toResults(t *testing.T, m *Model, f *fakeBackend) {
 
 // jobResult is a job's result: step ms, job id.
 func jobResult(c presets.Candidate, step float64, id string) engine.Result {
-	return engine.Result{Candidate: c, Source: engine.Job, Step: engine.Stats{Median: step, P10: step, P90: step, N: 20},
+	return engine.Result{Candidate: c, Source: engine.Job, Step: stepmodel.Stats{Median: step, P10: step, P90: step, N: 20},
 		Job: &engine.JobInfo{Launcher: "slurm", ID: id, State: jobs.StateCompleted}}
 }
 

@@ -12,8 +12,8 @@ import (
 	"fmt"
 	"os"
 
-	"cgtune/engine"
 	"cgtune/engine/megatron"
+	"cgtune/stepmodel"
 )
 
 func main() {
@@ -39,7 +39,7 @@ func run(textPath, oldPath, cache string) error {
 	if err != nil {
 		return err
 	}
-	var old engine.FrameworkProfile // any version: only its key, source, spreads and collectives are kept
+	var old stepmodel.FrameworkProfile // any version: only its key, source, spreads and collectives are kept
 	if err := json.Unmarshal(data, &old); err != nil {
 		return fmt.Errorf("%s: %v", oldPath, err)
 	}
@@ -47,7 +47,7 @@ func run(textPath, oldPath, cache string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", textPath, err)
 	}
-	path, err := engine.SaveProfile(cache, p)
+	path, err := stepmodel.SaveProfile(cache, p)
 	if err != nil {
 		return err
 	}

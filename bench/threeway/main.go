@@ -34,6 +34,7 @@ import (
 	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // Acceptance limits of the comparison.
@@ -99,10 +100,10 @@ func main() {
 }
 
 // fixedCosts prices every workload with one profile.
-type fixedCosts struct{ p *engine.FrameworkProfile }
+type fixedCosts struct{ p *stepmodel.FrameworkProfile }
 
-func (f fixedCosts) CostsFor(_ *engine.Workload, r engine.Rates, h engine.HostCosts) engine.Costs {
-	return engine.Costs{Rates: r, Host: h, Profile: f.p}
+func (f fixedCosts) CostsFor(_ *stepmodel.Workload, r stepmodel.Rates, h stepmodel.HostCosts) stepmodel.Costs {
+	return stepmodel.Costs{Rates: r, Host: h, Profile: f.p}
 }
 
 // Row is one candidate in the three engines.
@@ -117,7 +118,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	if o.profile == "" || o.megatron == "" || (o.model == "") == (o.preset == "") {
 		return 2, errors.New("give --profile, --megatron and one of --model or --preset")
 	}
-	prof, err := engine.LoadProfile(o.profile)
+	prof, err := stepmodel.LoadProfile(o.profile)
 	if err != nil {
 		return 2, err
 	}
@@ -130,13 +131,13 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	if k := engine.LayoutKey(w.Layout); prof.Key.Layout != "" && prof.Key.Layout != k {
+	if k := stepmodel.LayoutKey(w.Layout); prof.Key.Layout != "" && prof.Key.Layout != k {
 		fmt.Fprintf(out, "note: the profile was measured for layout %s, the workload is %s\n", prof.Key.Layout, k)
 	}
 	costs := fixedCosts{prof}
-	rates, ok := engine.SpecFor(prof.Key.GPU)
+	rates, ok := stepmodel.SpecFor(prof.Key.GPU)
 	if !ok {
-		rates, _ = engine.SpecFor("h200")
+		rates, _ = stepmodel.SpecFor("h200")
 	}
 	// Both emulations run a slice of a stage that does not fit the GPU,
 	// as the megatron engine does (engine.SliceWhenTooBig).
@@ -149,7 +150,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 		defer opened.Close()
 		ce = engine.SliceWhenTooBig(opened)
 	}
-	est := engine.SliceWhenTooBig(estimate.New(rates, engine.DefaultHostCosts(), engine.DeviceInfo{Name: prof.Key.GPU + " (estimated)"}).WithCosts(costs))
+	est := engine.SliceWhenTooBig(estimate.New(rates, stepmodel.DefaultHostCosts(), engine.DeviceInfo{Name: prof.Key.GPU + " (estimated)"}).WithCosts(costs))
 	var rows []Row
 	var handedOn []string
 	for _, m := range mres {
@@ -216,7 +217,7 @@ func loadResults(path string) ([]engine.Result, error) {
 	return list, nil
 }
 
-func workload(o options) (*engine.Workload, error) {
+func workload(o options) (*stepmodel.Workload, error) {
 	var m presets.Model
 	var l presets.Layout
 	if o.preset != "" {
@@ -241,21 +242,21 @@ func workload(o options) (*engine.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt := engine.WorkloadOptions{Generation: gen, RunMicroBatches: o.runMicroBatches}
+	opt := stepmodel.WorkloadOptions{Generation: gen, RunMicroBatches: o.runMicroBatches}
 	if o.dropPad {
 		dropless := false
 		opt.Dropless = &dropless
 	}
-	return engine.BuildWorkload(m, l, opt)
+	return stepmodel.BuildWorkload(m, l, opt)
 }
 
 // openCUDA opens the cuda engine with this GPU's probe results (cached by
 // `cgtune probe`, or measured now) and the profile's costs.
-func openCUDA(ctx context.Context, gpu int, costs engine.CostSource) (*cuda.Engine, engine.Rates, error) {
-	spec, _ := engine.SpecFor("h200")
-	e, err := cuda.New(cuda.Options{Ordinal: gpu, Rates: spec, Host: engine.DefaultHostCosts()})
+func openCUDA(ctx context.Context, gpu int, costs stepmodel.CostSource) (*cuda.Engine, stepmodel.Rates, error) {
+	spec, _ := stepmodel.SpecFor("h200")
+	e, err := cuda.New(cuda.Options{Ordinal: gpu, Rates: spec, Host: stepmodel.DefaultHostCosts()})
 	if err != nil {
-		return nil, engine.Rates{}, err
+		return nil, stepmodel.Rates{}, err
 	}
 	rep, ok := probes.Report{}, false
 	if dir, err := probes.DefaultCacheDir(); err == nil {
@@ -264,7 +265,7 @@ func openCUDA(ctx context.Context, gpu int, costs engine.CostSource) (*cuda.Engi
 	if !ok {
 		if rep, err = probes.Run(ctx, e, probes.Options{}); err != nil {
 			e.Close()
-			return nil, engine.Rates{}, err
+			return nil, stepmodel.Rates{}, err
 		}
 	}
 	e.Close()

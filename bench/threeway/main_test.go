@@ -13,6 +13,7 @@ import (
 	"cgtune/engine/estimate"
 	"cgtune/presets"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // The table runs without a GPU (--no-cuda): megatron results that agree
@@ -23,22 +24,22 @@ func TestThreeWayTable(t *testing.T) {
 	dir := t.TempDir()
 	m, _ := presets.LookupModel("llama3_8b")
 	l, _ := m.Layout("h100")
-	prof := &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "megatron-core test, NVIDIA H200",
-		Key: engine.ProfileKey{GPU: "NVIDIA H200", Model: "llama3_8b", Layout: engine.LayoutKey(l)},
-		Layers: map[string]engine.LayerProfile{"dense": {EagerFwd: engine.HostGPU{HostMs: 3, GPUMs: 2}, EagerBwd: engine.HostGPU{HostMs: 2, GPUMs: 4},
-			Graphed: map[string]engine.GraphedRegion{"layer": {ReplayHostMs: 0.2, GPUMs: 5.5, GraphMiB: 300}, "attn": {ReplayHostMs: 0.1, GPUMs: 1.8, GraphMiB: 80}}}},
-		OtherFwd: engine.HostGPU{HostMs: 1, GPUMs: 3}, OtherBwd: engine.HostGPU{HostMs: 1, GPUMs: 3}, Optimizer: engine.HostGPU{HostMs: 5, GPUMs: 20}}
+	prof := &stepmodel.FrameworkProfile{Version: stepmodel.ProfileVersion, Source: "megatron-core test, NVIDIA H200",
+		Key: stepmodel.ProfileKey{GPU: "NVIDIA H200", Model: "llama3_8b", Layout: stepmodel.LayoutKey(l)},
+		Layers: map[string]stepmodel.LayerProfile{"dense": {EagerFwd: stepmodel.HostGPU{HostMs: 3, GPUMs: 2}, EagerBwd: stepmodel.HostGPU{HostMs: 2, GPUMs: 4},
+			Graphed: map[string]stepmodel.GraphedRegion{"layer": {ReplayHostMs: 0.2, GPUMs: 5.5, GraphMiB: 300}, "attn": {ReplayHostMs: 0.1, GPUMs: 1.8, GraphMiB: 80}}}},
+		OtherFwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 3}, OtherBwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 3}, Optimizer: stepmodel.HostGPU{HostMs: 5, GPUMs: 20}}
 	profPath := filepath.Join(dir, "profile.json")
 	data, _ := json.Marshal(prof)
 	os.WriteFile(profPath, data, 0o644)
 
 	// "Megatron" results: here the estimate engine's own, so the table must hold.
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rates, _ := engine.SpecFor("h200")
-	est := estimate.New(rates, engine.DefaultHostCosts(), engine.DeviceInfo{}).WithCosts(fixedCosts{prof})
+	rates, _ := stepmodel.SpecFor("h200")
+	est := estimate.New(rates, stepmodel.DefaultHostCosts(), engine.DeviceInfo{}).WithCosts(fixedCosts{prof})
 	var res []engine.Result
 	for _, c := range []presets.Candidate{{Impl: "none", Warmup: 3}, {Impl: "transformer_engine", Warmup: 3},
 		{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3}, {Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}} {
@@ -124,8 +125,8 @@ func TestThreeWayTable(t *testing.T) {
 // winner is named as such; the acceptance still fails on it.
 func TestTableNamesAWinnerTiedOnMegatron(t *testing.T) {
 	res := func(c presets.Candidate, med, p10, p90 float64, graph int64) engine.Result {
-		return engine.Result{Candidate: c, Source: engine.Framework, Step: engine.Stats{Median: med, P10: p10, P90: p90, N: 8},
-			Eager: engine.Stats{Median: 960, P10: 950, P90: 970, N: 8}, Speedup: 960 / med,
+		return engine.Result{Candidate: c, Source: engine.Framework, Step: stepmodel.Stats{Median: med, P10: p10, P90: p90, N: 8},
+			Eager: stepmodel.Stats{Median: 960, P10: 950, P90: 970, N: 8}, Speedup: 960 / med,
 			Memory: engine.Memory{GraphMiB: graph, GraphFullJobMiB: graph}}
 	}
 	full := presets.Candidate{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 1}

@@ -20,6 +20,7 @@ import (
 	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 func init() {
@@ -33,7 +34,7 @@ func init() {
 // how to list and remove it. A damaged calibration file counts as none
 // (cgtune calibrate writes a new one).
 func savedCalibration(model, layout string) (float64, string, bool) {
-	c, ok, err := engine.LoadCalibration(model, layout)
+	c, ok, err := stepmodel.LoadCalibration(model, layout)
 	if err != nil || !ok {
 		return 0, "", false
 	}
@@ -42,18 +43,18 @@ func savedCalibration(model, layout string) (float64, string, bool) {
 
 // calibrationSource says where a saved calibration came from and how to
 // remove it.
-func calibrationSource(c engine.Calibration) string {
+func calibrationSource(c stepmodel.Calibration) string {
 	s := c.Source
 	if !c.Fitted.IsZero() {
 		s += ", fitted " + c.Fitted.Format("2006-01-02")
 	}
-	return s + "; cgtune calibrate --rm " + engine.CalibrationID(c.Model, c.Layout) + " removes it"
+	return s + "; cgtune calibrate --rm " + stepmodel.CalibrationID(c.Model, c.Layout) + " removes it"
 }
 
 // calibrationNotice is the line a search prints when a saved calibration
 // changes its emulated results ("" when none applies).
 func calibrationNotice(m presets.Model, l presets.Layout) string {
-	scale, src, ok := savedCalibration(engine.ModelKey(m), engine.LayoutKey(l))
+	scale, src, ok := savedCalibration(stepmodel.ModelKey(m), stepmodel.LayoutKey(l))
 	if !ok {
 		return ""
 	}
@@ -118,7 +119,7 @@ func newCalibrateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var pts []engine.CalibrationPoint
+			var pts []stepmodel.CalibrationPoint
 			var names, notes []string
 			for _, spec := range logs {
 				p, note, err := logPoint(spec, m, l)
@@ -131,7 +132,7 @@ func newCalibrateCmd() *cobra.Command {
 				pts = append(pts, p)
 				names = append(names, filepath.Base(p.Job))
 			}
-			cal, err := search.FitCalibration(m, l, engine.WorkloadOptions{}, pts, calibrationEstimator(cmp.Or(jobGPU, l.GPU)), "calibrate "+strings.Join(names, " "))
+			cal, err := search.FitCalibration(m, l, stepmodel.WorkloadOptions{}, pts, calibrationEstimator(cmp.Or(jobGPU, l.GPU)), "calibrate "+strings.Join(names, " "))
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
@@ -145,11 +146,11 @@ func newCalibrateCmd() *cobra.Command {
 				fmt.Fprintln(out, "not saved (--dry-run)")
 				return nil
 			}
-			path, err := engine.SaveCalibration(cal)
+			path, err := stepmodel.SaveCalibration(cal)
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
-			fmt.Fprintf(out, "saved to %s (ID %s: cgtune calibrate --rm %[2]s removes it)\n", path, engine.CalibrationID(cal.Model, cal.Layout))
+			fmt.Fprintf(out, "saved to %s (ID %s: cgtune calibrate --rm %[2]s removes it)\n", path, stepmodel.CalibrationID(cal.Model, cal.Layout))
 			return nil
 		},
 	}
@@ -167,11 +168,11 @@ func newCalibrateCmd() *cobra.Command {
 
 // listCalibrations prints the saved calibrations, one a line.
 func listCalibrations(w io.Writer) error {
-	dir, err := engine.CalibrationDir()
+	dir, err := stepmodel.CalibrationDir()
 	if err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
-	cals, err := engine.ListCalibrations(dir)
+	cals, err := stepmodel.ListCalibrations(dir)
 	if err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
@@ -198,11 +199,11 @@ func listCalibrations(w io.Writer) error {
 }
 
 func removeCalibration(w io.Writer, id string) error {
-	dir, err := engine.CalibrationDir()
+	dir, err := stepmodel.CalibrationDir()
 	if err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
-	path, err := engine.RemoveCalibration(dir, id)
+	path, err := stepmodel.RemoveCalibration(dir, id)
 	if err != nil {
 		return fail(exitBadInput, "--rm %v", err)
 	}
@@ -251,7 +252,7 @@ const maxLogBytes = 1 << 30
 
 // logPoint reads one --log FILE[=CANDIDATE] of a job of model m on layout
 // l; note says what could not be checked.
-func logPoint(spec string, m presets.Model, l presets.Layout) (engine.CalibrationPoint, string, error) {
+func logPoint(spec string, m presets.Model, l presets.Layout) (stepmodel.CalibrationPoint, string, error) {
 	path, key, explicit := spec, "", false
 	if _, err := os.Stat(spec); err != nil {
 		if i := strings.LastIndex(spec, "="); i > 0 {
@@ -260,28 +261,28 @@ func logPoint(spec string, m presets.Model, l presets.Layout) (engine.Calibratio
 	}
 	rep, args, err := readLog(path)
 	if err != nil {
-		return engine.CalibrationPoint{}, "", fail(exitBadInput, "--log %v", err)
+		return stepmodel.CalibrationPoint{}, "", fail(exitBadInput, "--log %v", err)
 	}
 	note, err := checkLogTarget(path, args, m, l)
 	if err != nil {
-		return engine.CalibrationPoint{}, "", err
+		return stepmodel.CalibrationPoint{}, "", err
 	}
 	var c presets.Candidate
 	switch {
 	case explicit:
 		if c, err = job.ParseCandidateKey(key); err != nil {
-			return engine.CalibrationPoint{}, "", fail(exitBadInput, "--log %s: %v", spec, err)
+			return stepmodel.CalibrationPoint{}, "", fail(exitBadInput, "--log %s: %v", spec, err)
 		}
 	case rep.Candidate != nil:
 		c = *rep.Candidate
 	default:
-		return engine.CalibrationPoint{}, "", fail(exitBadInput, "--log %s: the log does not say which configuration it ran (no cuda_graph_impl in its arguments); write it after the file: --log %s=local/full_iteration/w3", path, path)
+		return stepmodel.CalibrationPoint{}, "", fail(exitBadInput, "--log %s: the log does not say which configuration it ran (no cuda_graph_impl in its arguments); write it after the file: --log %s=local/full_iteration/w3", path, path)
 	}
 	res := job.FromLog(c, rep, path)
 	if res.Failed() {
-		return engine.CalibrationPoint{}, "", fail(exitBadInput, "--log %s: %s", path, res.Err)
+		return stepmodel.CalibrationPoint{}, "", fail(exitBadInput, "--log %s: %s", path, res.Err)
 	}
-	return engine.CalibrationPoint{Candidate: c, RealMs: res.Step.Median, Job: path}, note, nil
+	return stepmodel.CalibrationPoint{Candidate: c, RealMs: res.Step.Median, Job: path}, note, nil
 }
 
 // readLog reads a training log as a stream: a regular file of at most
@@ -371,27 +372,27 @@ func checkLogTarget(path string, args job.RunArgs, m presets.Model, l presets.La
 // host costs) and the calibration hook set to the scale being tried, so a
 // fitted scale means what the engines will do with it.
 func calibrationEstimator(gpu string) search.EstimatorAt {
-	rates, ok := engine.SpecFor(gpu)
-	host := engine.DefaultHostCosts()
+	rates, ok := stepmodel.SpecFor(gpu)
+	host := stepmodel.DefaultHostCosts()
 	dev := engine.DeviceInfo{Name: gpu + " (estimated)"}
 	if dir, err := probes.DefaultCacheDir(); err == nil {
 		if rep, found := probes.FindCached(dir, gpu); found {
 			rates, host, dev, ok = rep.Rates, rep.Host, rep.Device, true
 		}
 	}
-	profiles, _ := engine.DefaultProfileDir()
+	profiles, _ := stepmodel.DefaultProfileDir()
 	return func(scale float64) (engine.Engine, error) {
 		if !ok {
-			return nil, fmt.Errorf("no estimate for GPU %q (allowed: %s)", gpu, strings.Join(engine.SpecNames(), ", "))
+			return nil, fmt.Errorf("no estimate for GPU %q (allowed: %s)", gpu, strings.Join(stepmodel.SpecNames(), ", "))
 		}
-		set := &engine.ProfileSet{Dir: profiles, GPU: gpu, Calibration: func(string, string) (float64, string, bool) {
+		set := &stepmodel.ProfileSet{Dir: profiles, GPU: gpu, Calibration: func(string, string) (float64, string, bool) {
 			return scale, "the fit", true
 		}}
 		return estimate.New(rates, host, dev).WithCosts(set), nil
 	}
 }
 
-func printCalibration(w io.Writer, c engine.Calibration) {
+func printCalibration(w io.Writer, c stepmodel.Calibration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "LOG/JOB\tCANDIDATE\tREAL MS\tPREDICTED MS (scale 1)\tCALIBRATED MS (scale %.3g)\n", c.HostScale)
 	for _, p := range c.Points {

@@ -17,6 +17,7 @@ import (
 	"cgtune/engine/megatron"
 	"cgtune/presets"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // megatronDeadline bounds one framework candidate: model build, the eager
@@ -116,9 +117,9 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 	if err != nil {
 		return fail(exitBadInput, "no user cache folder for the megatron worker: %v", err)
 	}
-	rates, ok := engine.SpecFor(s.cfg.Layout.GPU)
+	rates, ok := stepmodel.SpecFor(s.cfg.Layout.GPU)
 	if !ok {
-		rates, _ = engine.SpecFor("h100")
+		rates, _ = stepmodel.SpecFor("h100")
 	}
 	rates = withMeasuredNCCL(rates, s.cfg.Layout.GPU)
 	var closers []func() error
@@ -145,7 +146,7 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 			Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
 			GPUs: gpus[i : i+ranks], MaxLayers: f.maxLayers, MaxMicroBatches: f.maxMicroBatches,
 			Rates: rates, Fallback: fallback, Log: logWriter(log),
-			Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return megatronDeadline },
+			Deadline: func(*stepmodel.Workload, presets.Candidate) time.Duration { return megatronDeadline },
 		})
 		if err != nil {
 			for _, c := range closers {
@@ -177,7 +178,7 @@ func (f *rootFlags) openMegatron(ctx context.Context, s *searchSetup, gpus []int
 // profiler measures framework profiles (the megatron engine).
 type profiler interface {
 	Device() engine.DeviceInfo
-	MeasureProfile(ctx context.Context, w *engine.Workload, emit func(string)) (*engine.FrameworkProfile, error)
+	MeasureProfile(ctx context.Context, w *stepmodel.Workload, emit func(string)) (*stepmodel.FrameworkProfile, error)
 }
 
 // profileFirst is a megatron search's preparation: where no framework
@@ -188,14 +189,14 @@ type profiler interface {
 // built slice are the search's eager baseline too (the worker keeps the
 // eager baseline of a slice), so the profile and the search's speed-ups
 // share one eager measurement.
-func profileFirst(e profiler) func(context.Context, *engine.Workload, func(string)) error {
-	return func(ctx context.Context, w *engine.Workload, say func(string)) error {
-		dir, err := engine.DefaultProfileDir()
+func profileFirst(e profiler) func(context.Context, *stepmodel.Workload, func(string)) error {
+	return func(ctx context.Context, w *stepmodel.Workload, say func(string)) error {
+		dir, err := stepmodel.DefaultProfileDir()
 		if err != nil {
 			return err
 		}
-		model, layout := engine.ModelKey(w.Spec.Model), engine.LayoutKey(w.Layout)
-		if p, path, _ := engine.FindProfile(dir, model, layout, e.Device().Name); p != nil {
+		model, layout := stepmodel.ModelKey(w.Spec.Model), stepmodel.LayoutKey(w.Layout)
+		if p, path, _ := stepmodel.FindProfile(dir, model, layout, e.Device().Name); p != nil {
 			say("framework profile: cached, " + path)
 			return nil
 		}
@@ -204,7 +205,7 @@ func profileFirst(e profiler) func(context.Context, *engine.Workload, func(strin
 		if err != nil {
 			return fmt.Errorf("framework profile not measured: %w", err)
 		}
-		path, err := engine.SaveProfile(dir, prof)
+		path, err := stepmodel.SaveProfile(dir, prof)
 		if err != nil {
 			return fmt.Errorf("framework profile not saved: %w", err)
 		}
@@ -302,7 +303,7 @@ func (l *lazyEngine) Device() engine.DeviceInfo {
 	return engine.DeviceInfo{}
 }
 
-func (l *lazyEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (l *lazyEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	e, err := l.get()
 	if err != nil {
 		return engine.Result{Candidate: c, Source: l.source, Err: l.what + ": " + err.Error(), ErrKind: engine.ErrCrash}
@@ -338,11 +339,11 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	wopts, err := search.MoEWorkload(engine.WorkloadOptions{}, m, l, mb, sets)
+	wopts, err := search.MoEWorkload(stepmodel.WorkloadOptions{}, m, l, mb, sets)
 	if err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
-	w, err := engine.BuildWorkload(m, l, wopts)
+	w, err := stepmodel.BuildWorkload(m, l, wopts)
 	if err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
@@ -361,14 +362,14 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 	open := func(ranks []int) (*megatron.Engine, error) {
 		return megatron.New(megatron.Options{Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
 			GPUs: ranks, MaxLayers: p.maxLayers, MaxMicroBatches: p.maxMicroBatches,
-			Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return megatronDeadline }})
+			Deadline: func(*stepmodel.Workload, presets.Candidate) time.Duration { return megatronDeadline }})
 	}
 	e, err := open(gpus[:1])
 	if err != nil {
 		return fail(exitNoGPU, "probe --framework: %v", err)
 	}
 	defer e.Close()
-	fmt.Fprintf(out, "framework profile of %s (%s), %s\n", m.Name, engine.LayoutKey(l), frameworkString(e))
+	fmt.Fprintf(out, "framework profile of %s (%s), %s\n", m.Name, stepmodel.LayoutKey(l), frameworkString(e))
 	progress := func(line string) { fmt.Fprintln(out, "  "+line) }
 	prof, err := e.MeasureProfile(ctx, w, progress)
 	if err != nil {
@@ -379,11 +380,11 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 	} else if ranks > 1 {
 		p.measureExposure(ctx, out, e, open, gpus[:ranks], w, l, prof, progress)
 	}
-	dir, err := engine.DefaultProfileDir()
+	dir, err := stepmodel.DefaultProfileDir()
 	if err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
-	path, err := engine.SaveProfile(dir, prof)
+	path, err := stepmodel.SaveProfile(dir, prof)
 	if err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
@@ -396,7 +397,7 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 // len(ranks) and adds it to the profile; a failure is said and leaves the
 // world-size-1 profile as it is.
 func (p frameworkProbe) measureExposure(ctx context.Context, out io.Writer, one *megatron.Engine, open func([]int) (*megatron.Engine, error),
-	ranks []int, w *engine.Workload, l presets.Layout, prof *engine.FrameworkProfile, progress func(string)) {
+	ranks []int, w *stepmodel.Workload, l presets.Layout, prof *stepmodel.FrameworkProfile, progress func(string)) {
 	many, err := open(ranks)
 	if err != nil {
 		fmt.Fprintf(out, "collective exposure at world size %d: not measured: %v\n", len(ranks), err)
@@ -404,9 +405,9 @@ func (p frameworkProbe) measureExposure(ctx context.Context, out io.Writer, one 
 	}
 	defer many.Close()
 	// The ranks ran their collectives on this node's GPUs.
-	rates, ok := engine.SpecFor(one.Device().Name)
+	rates, ok := stepmodel.SpecFor(one.Device().Name)
 	if !ok {
-		rates, _ = engine.SpecFor(l.GPU)
+		rates, _ = stepmodel.SpecFor(l.GPU)
 	}
 	rates = withMeasuredNCCL(rates, one.Device().Name)
 	x, err := megatron.MeasureCollectives(ctx, one, many, w, rates, progress)
@@ -448,7 +449,7 @@ func (p frameworkProbe) modelLayout() (presets.Model, presets.Layout, string, er
 	return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "probe --framework: give --model M or --preset FILE")
 }
 
-func printProfile(out io.Writer, p *engine.FrameworkProfile) {
+func printProfile(out io.Writer, p *stepmodel.FrameworkProfile) {
 	fmt.Fprintf(out, "source: %s\nmeasured: %s\n", p.Source, p.MeasuredAt)
 	for kind, l := range p.Layers {
 		fmt.Fprintf(out, "%s layer, per layer and micro-batch: forward host %.3f ms GPU %.3f ms; backward host %.3f ms GPU %.3f ms\n",
@@ -484,9 +485,9 @@ func printProfile(out io.Writer, p *engine.FrameworkProfile) {
 
 // spreadLine gives the framework's step spreads, in a fixed order; empty
 // for a profile measured before they were kept.
-func spreadLine(sp map[string]engine.StepSpread) string {
+func spreadLine(sp map[string]stepmodel.StepSpread) string {
 	var parts []string
-	for _, mode := range engine.ProfileModes() {
+	for _, mode := range stepmodel.ProfileModes() {
 		if s, ok := sp[mode]; ok {
 			parts = append(parts, fmt.Sprintf("%s −%.1f%%/+%.1f%%", mode, 100*s.Below, 100*s.Above))
 		}

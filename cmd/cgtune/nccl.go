@@ -13,6 +13,7 @@ import (
 	"cgtune/engine/cuda"
 	"cgtune/engine/megatron"
 	"cgtune/probes"
+	"cgtune/stepmodel"
 )
 
 // ncclProbe is `cgtune probe --nccl` (and the NCCL part of a plain probe
@@ -144,7 +145,7 @@ func fmtBytes(b int64) string {
 // withMeasuredNCCL is rates with the NVLink bandwidth and collective
 // latency of the NCCL probe cached for a GPU named like gpu, where there
 // is one (the source says so); else rates as they are.
-func withMeasuredNCCL(rates engine.Rates, gpu string) engine.Rates {
+func withMeasuredNCCL(rates stepmodel.Rates, gpu string) stepmodel.Rates {
 	dir, err := probes.DefaultCacheDir()
 	if err != nil {
 		return rates

@@ -13,6 +13,7 @@ import (
 	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 func TestProbeNCCLUsage(t *testing.T) {
@@ -126,8 +127,8 @@ func TestPrintNCCL(t *testing.T) {
 
 // The printed framework profile lists its collective exposures.
 func TestPrintProfileShowsCollectives(t *testing.T) {
-	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "test",
-		Collectives: []engine.CollectiveExposure{{WorldSize: 2, EagerExposedHostMsPerLayer: 1.25, GraphedExposedHostMsPerLayer: 0.05, Source: "fit"}}}
+	p := &stepmodel.FrameworkProfile{Version: stepmodel.ProfileVersion, Source: "test",
+		Collectives: []stepmodel.CollectiveExposure{{WorldSize: 2, EagerExposedHostMsPerLayer: 1.25, GraphedExposedHostMsPerLayer: 0.05, Source: "fit"}}}
 	var b strings.Builder
 	printProfile(&b, p)
 	if want := "collective exposure at world size 2, per layer and micro-batch: eager 1.250 ms, graphed 0.050 ms (fit)"; !strings.Contains(b.String(), want) {
@@ -138,8 +139,8 @@ func TestPrintProfileShowsCollectives(t *testing.T) {
 // The printed profile gives the framework's step spreads in a fixed
 // order, and no spread line for a profile without them.
 func TestPrintProfileShowsStepSpreads(t *testing.T) {
-	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "test", Spread: map[string]engine.StepSpread{
-		engine.SpreadFullIteration: {Below: 0.017, Above: 0.069}, engine.SpreadEager: {Below: 0.12, Above: 0.14}}}
+	p := &stepmodel.FrameworkProfile{Version: stepmodel.ProfileVersion, Source: "test", Spread: map[string]stepmodel.StepSpread{
+		stepmodel.SpreadFullIteration: {Below: 0.017, Above: 0.069}, stepmodel.SpreadEager: {Below: 0.12, Above: 0.14}}}
 	var b strings.Builder
 	printProfile(&b, p)
 	if want := "eager −12.0%/+14.0%, full_iteration −1.7%/+6.9%"; !strings.Contains(b.String(), want) {
@@ -151,7 +152,7 @@ func TestPrintProfileShowsStepSpreads(t *testing.T) {
 		t.Errorf("a profile without spreads or lead-in prints them:\n%s", b.String())
 	}
 	b.Reset()
-	p.PreFwdHostMs, p.StepStart = 0.912, engine.HostGPU{HostMs: 0.25}
+	p.PreFwdHostMs, p.StepStart = 0.912, stepmodel.HostGPU{HostMs: 0.25}
 	if printProfile(&b, p); !strings.Contains(b.String(), "(lead-in): 0.912 ms; step start (zeroing gradients): 0.250 ms") {
 		t.Errorf("the lead-in and step start are not shown:\n%s", b.String())
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"cgtune/engine"
 	"cgtune/presets"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // Bad profile adjustments are usage errors: exit 2, one line naming the
@@ -66,23 +66,23 @@ func TestCachedProfileIsUsed(t *testing.T) {
 		return d.Ranking
 	}
 	for _, r := range results() {
-		if r.Result.HostCosts != engine.HostCostsPerOp || r.Result.Memory.Breakdown == nil {
+		if r.Result.HostCosts != stepmodel.HostCostsPerOp || r.Result.Memory.Breakdown == nil {
 			t.Fatalf("%s: host costs %q, breakdown %v", r.Result.Candidate.Label(), r.Result.HostCosts, r.Result.Memory.Breakdown)
 		}
 	}
 	m, _ := presets.LookupModel("llama3_8b")
 	l, _ := m.Layout("h100")
-	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "megatron-core 0.16.0, NVIDIA H100",
-		Key: engine.ProfileKey{GPU: "NVIDIA H100", MCore: "0.16.0", Torch: "2.11.0", LayerSpec: "local", Model: engine.ModelKey(m), Layout: engine.LayoutKey(l)},
-		Layers: map[string]engine.LayerProfile{"dense": {EagerFwd: engine.HostGPU{HostMs: 1, GPUMs: 5}, EagerBwd: engine.HostGPU{HostMs: 1, GPUMs: 10},
-			Graphed: map[string]engine.GraphedRegion{"layer": {ReplayHostMs: 0.1, GPUMs: 14}}}},
-		OtherFwd: engine.HostGPU{HostMs: 1, GPUMs: 3}, OtherBwd: engine.HostGPU{HostMs: 1, GPUMs: 3}, Optimizer: engine.HostGPU{HostMs: 5, GPUMs: 20}}
-	if _, err := engine.SaveProfile(filepath.Join(cache, "cgtune", "profiles"), p); err != nil {
+	p := &stepmodel.FrameworkProfile{Version: stepmodel.ProfileVersion, Source: "megatron-core 0.16.0, NVIDIA H100",
+		Key: stepmodel.ProfileKey{GPU: "NVIDIA H100", MCore: "0.16.0", Torch: "2.11.0", LayerSpec: "local", Model: stepmodel.ModelKey(m), Layout: stepmodel.LayoutKey(l)},
+		Layers: map[string]stepmodel.LayerProfile{"dense": {EagerFwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 5}, EagerBwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 10},
+			Graphed: map[string]stepmodel.GraphedRegion{"layer": {ReplayHostMs: 0.1, GPUMs: 14}}}},
+		OtherFwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 3}, OtherBwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 3}, Optimizer: stepmodel.HostGPU{HostMs: 5, GPUMs: 20}}
+	if _, err := stepmodel.SaveProfile(filepath.Join(cache, "cgtune", "profiles"), p); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range results("--profile-scale", "host=1.3") {
 		notes := strings.Join(r.Result.Notes, "\n")
-		if r.Result.HostCosts != engine.HostCostsProfile || !strings.Contains(notes, "host costs: framework profile (megatron-core 0.16.0, NVIDIA H100; adjusted by --profile-scale host=1.3 (host ×1.3, GPU ×1))") {
+		if r.Result.HostCosts != stepmodel.HostCostsProfile || !strings.Contains(notes, "host costs: framework profile (megatron-core 0.16.0, NVIDIA H100; adjusted by --profile-scale host=1.3 (host ×1.3, GPU ×1))") {
 			t.Errorf("%s: host costs %q, notes %s", r.Result.Candidate.Label(), r.Result.HostCosts, notes)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // fakeProfiler measures a fixed profile (or fails) and counts its calls.
@@ -19,26 +20,26 @@ type fakeProfiler struct {
 
 func (f *fakeProfiler) Device() engine.DeviceInfo { return engine.DeviceInfo{Name: "NVIDIA H200"} }
 
-func (f *fakeProfiler) MeasureProfile(_ context.Context, w *engine.Workload, emit func(string)) (*engine.FrameworkProfile, error) {
+func (f *fakeProfiler) MeasureProfile(_ context.Context, w *stepmodel.Workload, emit func(string)) (*stepmodel.FrameworkProfile, error) {
 	f.calls++
 	emit("eager, 8 layer(s): host 1.00 ms")
 	if f.err != nil {
 		return nil, f.err
 	}
-	return &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "fake",
-		Key: engine.ProfileKey{GPU: "NVIDIA H200", MCore: "0.20.0", Model: engine.ModelKey(w.Spec.Model), Layout: engine.LayoutKey(w.Layout), WorldSize: 1},
-		Layers: map[string]engine.LayerProfile{"dense": {EagerFwd: engine.HostGPU{HostMs: 2, GPUMs: 1}, EagerBwd: engine.HostGPU{HostMs: 1, GPUMs: 2},
-			Graphed: map[string]engine.GraphedRegion{"layer": {ReplayHostMs: 0.1, GPUMs: 2.5, GraphMiB: 50}}}},
-		OtherFwd: engine.HostGPU{HostMs: 1, GPUMs: 1}, Optimizer: engine.HostGPU{HostMs: 3, GPUMs: 1}}, nil
+	return &stepmodel.FrameworkProfile{Version: stepmodel.ProfileVersion, Source: "fake",
+		Key: stepmodel.ProfileKey{GPU: "NVIDIA H200", MCore: "0.20.0", Model: stepmodel.ModelKey(w.Spec.Model), Layout: stepmodel.LayoutKey(w.Layout), WorldSize: 1},
+		Layers: map[string]stepmodel.LayerProfile{"dense": {EagerFwd: stepmodel.HostGPU{HostMs: 2, GPUMs: 1}, EagerBwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 2},
+			Graphed: map[string]stepmodel.GraphedRegion{"layer": {ReplayHostMs: 0.1, GPUMs: 2.5, GraphMiB: 50}}}},
+		OtherFwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 1}, Optimizer: stepmodel.HostGPU{HostMs: 3, GPUMs: 1}}, nil
 }
 
-func smallWorkload(t *testing.T) *engine.Workload {
+func smallWorkload(t *testing.T) *stepmodel.Workload {
 	t.Helper()
 	m, err := presets.LookupModel("llama3_8b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := engine.BuildWorkload(m, presets.Layout{GPU: "h100", NumGPUs: 8, TP: 1, PP: 1, CP: 1, EP: 1, GBS: 16, MBS: 1, Seq: 1024, Precision: "bf16"}, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, presets.Layout{GPU: "h100", NumGPUs: 8, TP: 1, PP: 1, CP: 1, EP: 1, GBS: 16, MBS: 1, Seq: 1024, Precision: "bf16"}, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +58,11 @@ func TestProfileFirstMeasuresOnceAndSaves(t *testing.T) {
 	if err := profileFirst(fp)(context.Background(), w, say); err != nil {
 		t.Fatal(err)
 	}
-	dir, _ := engine.DefaultProfileDir()
+	dir, _ := stepmodel.DefaultProfileDir()
 	if !strings.HasPrefix(dir, cache) {
 		t.Fatalf("profile folder %s is outside the test's cache %s", dir, cache)
 	}
-	p, path, err := engine.FindProfile(dir, engine.ModelKey(w.Spec.Model), engine.LayoutKey(w.Layout), "NVIDIA H200")
+	p, path, err := stepmodel.FindProfile(dir, stepmodel.ModelKey(w.Spec.Model), stepmodel.LayoutKey(w.Layout), "NVIDIA H200")
 	if err != nil || p == nil || p.Source != "fake" {
 		t.Fatalf("saved profile not found: %v %v", p, err)
 	}

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"cgtune/engine"
 	"cgtune/presets"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // asMain is this test binary started as cgtune (TestMain runs main()).
@@ -353,7 +353,7 @@ func TestWorkerCommandValidatesAndStopsOnSIGTERM(t *testing.T) {
 	m, _ := presets.LookupModel("llama3_8b")
 	l, _ := m.Layout("h100")
 	req := fmt.Sprintf(`{"v":1,"type":"run","id":"c1","spec":%s,"candidate":{"impl":"banana","scopes":["attn"],"warmup":-7}}`+"\n",
-		mustJSON(t, engine.WorkloadSpec{Model: m, Layout: l}))
+		mustJSON(t, stepmodel.WorkloadSpec{Model: m, Layout: l}))
 	in.Write([]byte(req))
 	if !sc.Scan() || !strings.Contains(sc.Text(), `"type":"error"`) || !strings.Contains(sc.Text(), `unknown impl \"banana\"`) {
 		t.Errorf("banana: %s", sc.Text())

@@ -28,6 +28,7 @@ import (
 	"cgtune/presets"
 	"cgtune/report"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // startTUI runs the interactive program. cmd/cgtune/tui.go sets it when the
@@ -164,7 +165,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.IntVar(&f.ranks, "ranks", 0, "megatron engine: ranks (GPUs) per candidate; default: as many of --gpu as the layout's TP×EP can use")
 	fl.IntVar(&f.maxLayers, "max-layers", megatron.DefaultMaxLayers, "megatron engine: build at most this many of a stage's layers (the rest is scaled, and results say so)")
 	fl.IntVar(&f.maxMicroBatches, "max-microbatches", megatron.DefaultMaxMicroBatches, "megatron engine: run at most this many micro-batches per step (the rest is scaled)")
-	fl.StringVar(&f.estimateGPU, "estimate-gpu", "", "GPU the estimate engine estimates for (default: --gpu-type; with cuda, the measured GPU): "+strings.Join(engine.SpecNames(), ", "))
+	fl.StringVar(&f.estimateGPU, "estimate-gpu", "", "GPU the estimate engine estimates for (default: --gpu-type; with cuda, the measured GPU): "+strings.Join(stepmodel.SpecNames(), ", "))
 	fl.StringVar(&f.strategy, "strategy", search.StrategyHalving, "halving (successive halving within --budget) or exhaustive (every candidate)")
 	fl.DurationVar(&f.budget, "budget", search.DefaultBudget, "time the halving search may keep the GPUs busy (0 or less: no limit)")
 	fl.IntVar(&f.trainIters, "train-iters", search.DefaultTrainIters, "job length the warm-up is chosen for (iterations)")
@@ -506,7 +507,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if spec, ok := engine.SpecFor(cfg.Layout.GPU); ok {
+	if spec, ok := stepmodel.SpecFor(cfg.Layout.GPU); ok {
 		cfg.JobGPUMemoryMiB = spec.MemoryMiB
 	}
 	if err := f.checkOutputs(cmp.Or(cfg.RunDir, f.runDir)); err != nil {
@@ -661,12 +662,12 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 	estGPU := f.estimateGPU
 	if estGPU == "" {
 		estGPU = s.cfg.Layout.GPU
-		if _, ok := engine.SpecFor(estGPU); !ok {
-			s.notices = append(s.notices, fmt.Sprintf("no spec for GPU type %q: estimates use the h100 rates (give --estimate-gpu %s)", estGPU, strings.Join(engine.SpecNames(), "|")))
+		if _, ok := stepmodel.SpecFor(estGPU); !ok {
+			s.notices = append(s.notices, fmt.Sprintf("no spec for GPU type %q: estimates use the h100 rates (give --estimate-gpu %s)", estGPU, strings.Join(stepmodel.SpecNames(), "|")))
 			estGPU = "h100"
 		}
 	}
-	if why := engine.SpecStandIn(estGPU); why != "" && name == "estimate" {
+	if why := stepmodel.SpecStandIn(estGPU); why != "" && name == "estimate" {
 		s.notices = append(s.notices, why)
 	}
 	switch name {
@@ -696,7 +697,7 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 		// The workers' deadlines come from the estimator, which is for the
 		// GPU the first worker reports; it is set before any run starts.
 		var est engine.Engine
-		engines, closeAll, err := workerSupervisors(gpus, f.profile, func(w *engine.Workload, c presets.Candidate) time.Duration {
+		engines, closeAll, err := workerSupervisors(gpus, f.profile, func(w *stepmodel.Workload, c presets.Candidate) time.Duration {
 			return search.DeadlineFor(est)(w, c)
 		})
 		if err != nil {
@@ -730,7 +731,7 @@ type delayed struct {
 	d time.Duration
 }
 
-func (e delayed) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (e delayed) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	select {
 	case <-time.After(e.d):
 	case <-ctx.Done():

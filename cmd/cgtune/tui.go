@@ -23,6 +23,7 @@ import (
 	"cgtune/probes"
 	"cgtune/report"
 	"cgtune/search"
+	"cgtune/stepmodel"
 	"cgtune/tui"
 )
 
@@ -265,7 +266,7 @@ func (b *tuiBackend) estimateGPU(req tui.Request) string {
 			return n
 		}
 	}
-	if _, ok := engine.SpecFor(req.Layout.GPU); ok {
+	if _, ok := stepmodel.SpecFor(req.Layout.GPU); ok {
 		return req.Layout.GPU
 	}
 	return "h100"
@@ -294,7 +295,7 @@ func (b *tuiBackend) config(req tui.Request) search.Config {
 	}
 	cfg.Workload.Generation, _ = presets.ParseMBridge(cfg.MBridge)
 	// The real job runs on the layout's GPU type: its memory is the limit.
-	if spec, ok := engine.SpecFor(req.Layout.GPU); ok {
+	if spec, ok := stepmodel.SpecFor(req.Layout.GPU); ok {
 		cfg.JobGPUMemoryMiB = spec.MemoryMiB
 	}
 	return cfg
@@ -605,7 +606,7 @@ type gated struct {
 	gate *pauser
 }
 
-func (g gated) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (g gated) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	g.gate.wait(ctx)
 	return g.Engine.Run(ctx, w, c, opts, emit)
 }

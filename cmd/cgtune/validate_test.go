@@ -15,6 +15,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/job"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // fakeJobCommand is the CI training job: engine/job's stand-in for
@@ -279,7 +280,7 @@ func TestCalibrateFromLogs(t *testing.T) {
 	if len(cals) != 1 {
 		t.Fatalf("calibration files %v", cals)
 	}
-	var c engine.Calibration
+	var c stepmodel.Calibration
 	b, _ := os.ReadFile(cals[0])
 	if err := json.Unmarshal(b, &c); err != nil || !(c.HostScale > 0) || len(c.Points) != 2 || !strings.HasPrefix(c.Source, "calibrate eager.log full.log") {
 		t.Errorf("calibration %+v %v", c, err)

@@ -18,6 +18,7 @@ import (
 	"cgtune/engine/worker"
 	"cgtune/presets"
 	"cgtune/probes"
+	"cgtune/stepmodel"
 )
 
 func init() { subcommands = append(subcommands, newWorkerCmd) }
@@ -57,7 +58,7 @@ dies or hangs.`,
 	}
 	cmd.Flags().IntVar(&gpu, "gpu", 0, "GPU index")
 	cmd.Flags().StringVar(&engineName, "engine", "cuda", "engine: cuda or estimate")
-	cmd.Flags().StringVar(&estimateGPU, "estimate-gpu", "h200", "GPU the estimate engine estimates for (spec table: "+strings.Join(engine.SpecNames(), ", ")+")")
+	cmd.Flags().StringVar(&estimateGPU, "estimate-gpu", "h200", "GPU the estimate engine estimates for (spec table: "+strings.Join(stepmodel.SpecNames(), ", ")+")")
 	prof.register(cmd)
 	return cmd
 }
@@ -107,12 +108,12 @@ func estimateEngine(gpu string, prof profileFlags) (engine.Engine, error) {
 			return engine.SliceWhenTooBig(estimate.New(withMeasuredNCCL(rep.Rates, rep.Device.Name), rep.Host, dev).WithCosts(costs)), nil
 		}
 	}
-	r, ok := engine.SpecFor(gpu)
+	r, ok := stepmodel.SpecFor(gpu)
 	if !ok {
-		return nil, fail(exitBadInput, "--estimate-gpu %q: allowed: %s", gpu, strings.Join(engine.SpecNames(), ", "))
+		return nil, fail(exitBadInput, "--estimate-gpu %q: allowed: %s", gpu, strings.Join(stepmodel.SpecNames(), ", "))
 	}
 	name := strings.TrimPrefix(r.Source, "spec table: ") + " (estimated)"
-	return engine.SliceWhenTooBig(estimate.New(withMeasuredNCCL(r, gpu), engine.DefaultHostCosts(), engine.DeviceInfo{Name: name}).WithCosts(costs)), nil
+	return engine.SliceWhenTooBig(estimate.New(withMeasuredNCCL(r, gpu), stepmodel.DefaultHostCosts(), engine.DeviceInfo{Name: name}).WithCosts(costs)), nil
 }
 
 // profileFlags are the flags that scale or override the emulation's host
@@ -142,16 +143,16 @@ func (p profileFlags) args() []string {
 }
 
 // adjust parses the flags; bad values are usage errors (exit 2).
-func (p profileFlags) adjust() (*engine.ProfileAdjust, error) {
-	var a *engine.ProfileAdjust
+func (p profileFlags) adjust() (*stepmodel.ProfileAdjust, error) {
+	var a *stepmodel.ProfileAdjust
 	var err error
 	if p.file != "" {
-		if a, err = engine.LoadProfileAdjust(p.file); err != nil {
+		if a, err = stepmodel.LoadProfileAdjust(p.file); err != nil {
 			return nil, fail(exitBadInput, "--profile-file %v", err)
 		}
 	}
 	if p.scale != "" {
-		if a, err = engine.ParseProfileScale(p.scale, a); err != nil {
+		if a, err = stepmodel.ParseProfileScale(p.scale, a); err != nil {
 			return nil, fail(exitBadInput, "%v", err)
 		}
 	}
@@ -159,19 +160,19 @@ func (p profileFlags) adjust() (*engine.ProfileAdjust, error) {
 }
 
 // jobCalibration is the hook for a host-cost scale fitted from the real
-// job's logs (engine.CalibrationFunc); nil until a calibration source is
+// job's logs (stepmodel.CalibrationFunc); nil until a calibration source is
 // wired in.
-var jobCalibration engine.CalibrationFunc
+var jobCalibration stepmodel.CalibrationFunc
 
 // source is the cost source of an emulating engine for gpu: the profiles
 // cached under the user cache folder, the adjustments and the calibration.
-func (p profileFlags) source(gpu string) (*engine.ProfileSet, error) {
+func (p profileFlags) source(gpu string) (*stepmodel.ProfileSet, error) {
 	a, err := p.adjust()
 	if err != nil {
 		return nil, err
 	}
-	dir, _ := engine.DefaultProfileDir() // no cache folder: no profiles
-	return &engine.ProfileSet{Dir: dir, GPU: gpu, Adjust: a, Calibration: jobCalibration}, nil
+	dir, _ := stepmodel.DefaultProfileDir() // no cache folder: no profiles
+	return &stepmodel.ProfileSet{Dir: dir, GPU: gpu, Adjust: a, Calibration: jobCalibration}, nil
 }
 
 func (p profileFlags) describe(fallback string) string {
@@ -183,7 +184,7 @@ func (p profileFlags) describe(fallback string) string {
 }
 
 // workerSupervisors starts one `cgtune worker` per GPU.
-func workerSupervisors(gpus []int, prof profileFlags, deadline func(*engine.Workload, presets.Candidate) time.Duration) ([]engine.Engine, func(), error) {
+func workerSupervisors(gpus []int, prof profileFlags, deadline func(*stepmodel.Workload, presets.Candidate) time.Duration) ([]engine.Engine, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, err

@@ -3,8 +3,8 @@ package cuda
 import (
 	"context"
 
-	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Microbenchmarks the probes run on the engine's own launch paths, so that
@@ -139,15 +139,15 @@ func (e *Engine) MatrixTFLOPS(cublasPath string, n, reps int) (rate float64, ver
 
 // SetRates replaces the rates that size the matrix and collective kernels
 // (after the probes measured them).
-func (e *Engine) SetRates(r engine.Rates) { e.rates = r }
+func (e *Engine) SetRates(r stepmodel.Rates) { e.rates = r }
 
 // TimeOpUs is op's GPU time alone, in microseconds (median of ten
 // back-to-back launches behind a blocking kernel).
-func (e *Engine) TimeOpUs(op engine.Op) (float64, error) {
+func (e *Engine) TimeOpUs(op stepmodel.Op) (float64, error) {
 	var us float64
 	err := e.bound(func() error {
-		w := &engine.Workload{Layers: []engine.LayerTrace{{Fwd: []engine.Op{op}}}, RunMicroBatches: 1, MicroBatches: 1}
-		s := engine.NewSchedule(w, engine.PlanCapture(w, presets.Candidate{Impl: presets.ImplNone}, 0), engine.Costs{Rates: e.rates, Host: e.host})
+		w := &stepmodel.Workload{Layers: []stepmodel.LayerTrace{{Fwd: []stepmodel.Op{op}}}, RunMicroBatches: 1, MicroBatches: 1}
+		s := stepmodel.NewSchedule(w, stepmodel.PlanCapture(w, presets.Candidate{Impl: presets.ImplNone}, 0), stepmodel.Costs{Rates: e.rates, Host: e.host})
 		r := &run{e: e, ctx: context.Background(), w: w, s: s}
 		defer r.teardown()
 		if err := r.setup(w); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Options configure the CUDA engine.
@@ -17,14 +18,14 @@ type Options struct {
 	Ordinal int
 	// Rates come from the probes (matrix rate through cuBLAS, copy
 	// bandwidth, launch costs) or the spec table.
-	Rates engine.Rates
+	Rates stepmodel.Rates
 	// Host is the framework's per-op host cost the eager path emulates
 	// where no framework profile is found.
-	Host engine.HostCosts
+	Host stepmodel.HostCosts
 	// Costs decides a workload's costs (nil: Host and Rates as given): with
 	// a framework profile the engine spends the measured host and GPU
 	// times per region.
-	Costs engine.CostSource
+	Costs stepmodel.CostSource
 }
 
 // Engine measures candidates on one GPU. Runs must not overlap.
@@ -33,9 +34,9 @@ type Engine struct {
 	k       *Kernels
 	stream  Stream
 	nvml    *NVML
-	rates   engine.Rates
-	host    engine.HostCosts
-	costSrc engine.CostSource
+	rates   stepmodel.Rates
+	host    stepmodel.HostCosts
+	costSrc stepmodel.CostSource
 	info    engine.DeviceInfo
 	// baselines caches the eager baseline and kernel sums per workload, so
 	// every candidate of a search compares against the same eager run.
@@ -43,7 +44,7 @@ type Engine struct {
 }
 
 type baseline struct {
-	eager             engine.Stats
+	eager             stepmodel.Stats
 	kernelMs, fbKerMs float64
 }
 
@@ -187,19 +188,19 @@ func (w *memWatch) finish() (peakDev, peakProc int64) {
 
 // Run measures candidate c on workload w. Everything the run allocates is
 // freed before it returns, whether it succeeded or not.
-func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	start := time.Now()
 	opts = opts.WithDefaults()
-	costs := engine.Costs{Rates: e.rates, Host: e.host}
+	costs := stepmodel.Costs{Rates: e.rates, Host: e.host}
 	if e.costSrc != nil {
 		costs = e.costSrc.CostsFor(w, e.rates, e.host)
 	}
-	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
-	sched := engine.NewSchedule(w, plan, costs)
+	plan := stepmodel.PlanCapture(w, c, w.Spec.Options.Generation)
+	sched := stepmodel.NewSchedule(w, plan, costs)
 	res := engine.Result{Candidate: c, Source: engine.Measured, Device: e.info, HostCosts: costs.Kind()}
 	res.Notes = append(append([]string{"host costs: " + costs.Source()}, costs.CalibrationNotes()...), w.Notes...)
 	res.Notes = append(append(append(res.Notes, plan.Describe()), plan.Notes...), sched.Notes...)
-	res.Memory.Breakdown = engine.PredictMemory(w, plan, costs.Profile, engine.JobGPUMiB(w.Layout, e.info.MemoryMiB), engine.MemoryOptions{})
+	res.Memory.Breakdown = stepmodel.PredictMemory(w, plan, costs.Profile, stepmodel.JobGPUMiB(w.Layout, e.info.MemoryMiB), stepmodel.MemoryOptions{})
 	res.Notes = append(res.Notes, res.Memory.Breakdown.Describe())
 	if emit == nil {
 		emit = func(engine.StepSample) {}
@@ -228,8 +229,8 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 	if res.Step.Median > 0 {
 		res.Speedup = res.Eager.Median / res.Step.Median
 	}
-	res.Eager = engine.EagerWithFrameworkSpread(res.Eager, costs.Profile)
-	if step, note := engine.WithFrameworkSpread(res.Step, costs.Profile, plan); note != "" {
+	res.Eager = stepmodel.EagerWithFrameworkSpread(res.Eager, costs.Profile)
+	if step, note := stepmodel.WithFrameworkSpread(res.Step, costs.Profile, plan); note != "" {
 		res.Step, res.Notes = step, append(res.Notes, note)
 	}
 	if plan.Graphed() {
@@ -244,7 +245,7 @@ func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds())
 func failed(res engine.Result, err error, start time.Time) engine.Result {
 	res.Err = err.Error()
 	var ce *captureError
-	var pf *engine.CaptureFailure
+	var pf *stepmodel.CaptureFailure
 	switch {
 	case errors.As(err, &pf):
 		res.ErrKind = engine.ErrCapture
@@ -271,12 +272,12 @@ func (c *captureError) Unwrap() error { return c.err }
 type run struct {
 	e    *Engine
 	ctx  context.Context
-	w    *engine.Workload
+	w    *stepmodel.Workload
 	c    presets.Candidate
 	opts engine.RunOptions
 	emit func(engine.StepSample)
 	key  string
-	s    *engine.Schedule
+	s    *stepmodel.Schedule
 	// spin makes every kernel a spin kernel of the schedule's GPU time
 	// (costs from a framework profile); else memory-bound ops stream their
 	// bytes through the scratch.
@@ -352,7 +353,7 @@ func (r *run) teardown() {
 }
 
 // setup allocates the scratch the ops stream through and the sync buffers.
-func (r *run) setup(w *engine.Workload) error {
+func (r *run) setup(w *stepmodel.Workload) error {
 	maxB := int64(w.MaxOpBytes())
 	r.half = max(1<<20, (maxB/2+63)/64*64)
 	var err error
@@ -371,14 +372,14 @@ func (r *run) setup(w *engine.Workload) error {
 
 // addItem appends the launch that does an eager op or a graph node's work
 // on this GPU, after the framework host time the item carries.
-func (r *run) addItem(p *Program, it engine.Item) {
+func (r *run) addItem(p *Program, it stepmodel.Item) {
 	hostNs := int64(it.HostUs * 1000)
 	op := it.Op
 	k := r.e.k
 	switch {
-	case op.Kind == engine.KindSync:
+	case op.Kind == stepmodel.KindSync:
 		p.Sync(op.Name, r.syncSrc, max(4, int64(op.Bytes)), r.host, hostNs)
-	case !r.spin && (op.Kind == engine.KindElementwise || op.Kind == engine.KindNorm || op.Kind == engine.KindOptimizer):
+	case !r.spin && (op.Kind == stepmodel.KindElementwise || op.Kind == stepmodel.KindNorm || op.Kind == stepmodel.KindOptimizer):
 		n := max(1, int64(op.Bytes)/32)
 		n = min(n, r.half/16)
 		p.Stream(op.Name, k.Stream, k.StreamGrid(n), blockSize, r.scratch, r.scratch+DevPtr(r.half), n, hostNs)
@@ -393,7 +394,7 @@ func (r *run) addItem(p *Program, it engine.Item) {
 type stepTimer struct {
 	e0, eb, e1, e2 Event
 	last           bool
-	step           engine.Step // the program's step, for scaling it to the job (Schedule.FwdBwdMs)
+	step           stepmodel.Step // the program's step, for scaling it to the job (Schedule.FwdBwdMs)
 }
 
 func (r *run) timer() (stepTimer, error) {
@@ -443,7 +444,7 @@ func (r *run) runStep(p *Program, t stepTimer) (stepMs, fbMs float64, err error)
 // the timer's events. Graph items launch the captured graphs; copy items
 // write the static input buffer of their graph. The timer returned is t
 // saying whether this program records eb.
-func (r *run) stepProgram(st engine.Step, t stepTimer) (*Program, stepTimer) {
+func (r *run) stepProgram(st stepmodel.Step, t stepTimer) (*Program, stepTimer) {
 	p := r.program(len(st.Start) + len(st.FwdBwd) + len(st.Optimizer) + 4)
 	p.Event(t.e0)
 	for _, it := range st.Start {
@@ -465,11 +466,11 @@ func (r *run) stepProgram(st engine.Step, t stepTimer) (*Program, stepTimer) {
 	return p, t
 }
 
-func (r *run) addStepItem(p *Program, it engine.Item) {
+func (r *run) addStepItem(p *Program, it stepmodel.Item) {
 	switch it.Kind {
-	case engine.ItemGraph:
+	case stepmodel.ItemGraph:
 		p.Graph(fmt.Sprintf("graph %d (%s)", it.Graph, r.s.Plan.Graphs[it.Graph].Region), r.execs[it.Graph], int64(it.HostUs*1000))
-	case engine.ItemCopy:
+	case stepmodel.ItemCopy:
 		in := r.statics[it.Graph]
 		n := max(1, min(int64(it.Op.Bytes)/32, in.bytes/16, r.half/16))
 		p.Stream(it.Op.Name, r.e.k.Stream, r.e.k.StreamGrid(n), blockSize, r.scratch, in.p, n, int64(it.HostUs*1000))
@@ -525,7 +526,7 @@ func (r *run) measure(res *engine.Result) error {
 	// a region the framework profile could not capture on this node, fails
 	// without a run; a capture failure of the plan's own (a host sync in a
 	// graph) is met by capturing.
-	if plan.Failure != nil && plan.Failure.Stage == engine.FailBuild {
+	if plan.Failure != nil && plan.Failure.Stage == stepmodel.FailBuild {
 		return plan.Failure
 	}
 	if r.s.Failure != nil {
@@ -556,26 +557,26 @@ func (r *run) measure(res *engine.Result) error {
 	if err != nil {
 		return err
 	}
-	res.Step = engine.Summarise(ms)
-	res.FwdBwdMs = engine.Summarise(fbs).Median
+	res.Step = stepmodel.Summarise(ms)
+	res.FwdBwdMs = stepmodel.Summarise(fbs).Median
 	return nil
 }
 
 // eagerBaseline is the eager step time of the workload, measured once per
 // workload in this process.
-func (r *run) eagerBaseline(eagerP *Program, t stepTimer) (engine.Stats, error) {
+func (r *run) eagerBaseline(eagerP *Program, t stepTimer) (stepmodel.Stats, error) {
 	key := "eager|" + r.workloadKey()
 	if b, ok := r.e.baselines[key]; ok {
 		return b.eager, nil
 	}
 	if _, _, err := r.steps(eagerP, t, engine.PhaseEager, 1); err != nil { // warm-up
-		return engine.Stats{}, err
+		return stepmodel.Stats{}, err
 	}
 	ms, _, err := r.steps(eagerP, t, engine.PhaseEager, r.opts.EagerSteps)
 	if err != nil {
-		return engine.Stats{}, err
+		return stepmodel.Stats{}, err
 	}
-	r.e.baselines[key] = baseline{eager: engine.Summarise(ms)}
+	r.e.baselines[key] = baseline{eager: stepmodel.Summarise(ms)}
 	return r.e.baselines[key].eager, nil
 }
 
@@ -600,7 +601,7 @@ func (r *run) kernelBaseline() (baseline, error) {
 // reaches.
 func (r *run) kernelSums() (stepMs, fbMs float64, err error) {
 	type sig struct {
-		kind           engine.OpKind
+		kind           stepmodel.OpKind
 		bytes, flops   float64
 		scale, netFrac float64
 		link           string
@@ -613,10 +614,10 @@ func (r *run) kernelSums() (stepMs, fbMs float64, err error) {
 	}
 	defer t.destroy()
 	const reps = 10
-	timeItem := func(it engine.Item) (float64, error) {
+	timeItem := func(it stepmodel.Item) (float64, error) {
 		op := it.Op
-		if op.Kind == engine.KindSync {
-			op.Kind = engine.KindElementwise // the copy, not the host's wait
+		if op.Kind == stepmodel.KindSync {
+			op.Kind = stepmodel.KindElementwise // the copy, not the host's wait
 		}
 		it.Op, it.HostUs = op, 0
 		s := sig{op.Kind, op.Bytes, op.FLOPs, op.RateScale, op.NetFrac, op.Link, it.GPUUs}
@@ -660,7 +661,7 @@ type staticBuf struct {
 
 // captureItems captures items into one graph (with the host costs the
 // framework spends during capture) and instantiates it.
-func (r *run) captureItems(items []engine.Item) (GraphExec, error) {
+func (r *run) captureItems(items []stepmodel.Item) (GraphExec, error) {
 	p := NewProgram(len(items))
 	defer p.Free()
 	for _, it := range items {

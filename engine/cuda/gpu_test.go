@@ -21,12 +21,13 @@ import (
 	"cgtune/engine/estimate"
 	"cgtune/presets"
 	"cgtune/probes"
+	"cgtune/stepmodel"
 )
 
 func open(t *testing.T) *cuda.Engine {
 	t.Helper()
-	spec, _ := engine.SpecFor("h200")
-	e, err := cuda.New(cuda.Options{Ordinal: 0, Rates: spec, Host: engine.DefaultHostCosts()})
+	spec, _ := stepmodel.SpecFor("h200")
+	e, err := cuda.New(cuda.Options{Ordinal: 0, Rates: spec, Host: stepmodel.DefaultHostCosts()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +56,8 @@ func TestSpinKernelHitsItsTarget(t *testing.T) {
 	e := open(t)
 	for _, us := range []float64{50, 500, 5000} {
 		t.Run(fmt.Sprintf("%gus", us), func(t *testing.T) {
-			op := engine.Op{Name: "gemm", Kind: engine.KindGEMM, FLOPs: us * 790e6}
-			r, _ := engine.SpecFor("h200")
+			op := stepmodel.Op{Name: "gemm", Kind: stepmodel.KindGEMM, FLOPs: us * 790e6}
+			r, _ := stepmodel.SpecFor("h200")
 			r.KernelUs = 0
 			e.SetRates(r)
 			got, err := e.TimeOpUs(op)
@@ -71,7 +72,7 @@ func TestSpinKernelHitsItsTarget(t *testing.T) {
 	}
 }
 
-func workload(t *testing.T, model, gpu string, opt engine.WorkloadOptions) *engine.Workload {
+func workload(t *testing.T, model, gpu string, opt stepmodel.WorkloadOptions) *stepmodel.Workload {
 	t.Helper()
 	m, err := presets.LookupModel(model)
 	if err != nil {
@@ -81,7 +82,7 @@ func workload(t *testing.T, model, gpu string, opt engine.WorkloadOptions) *engi
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := engine.BuildWorkload(m, l, opt)
+	w, err := stepmodel.BuildWorkload(m, l, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +90,10 @@ func workload(t *testing.T, model, gpu string, opt engine.WorkloadOptions) *engi
 }
 
 // tiny is a small dense model for the many-candidate tests.
-func tiny(t *testing.T, seq int) *engine.Workload {
+func tiny(t *testing.T, seq int) *stepmodel.Workload {
 	m := presets.Model{Name: "tiny", Arch: presets.Arch{Layers: 4, Hidden: 1024, FFNHidden: 4096, Heads: 8, KVGroups: 8, HeadDim: 128, Vocab: 32000}}
 	l := presets.Layout{NumGPUs: 1, TP: 1, PP: 1, CP: 1, EP: 1, GBS: 2, MBS: 1, Seq: seq, Precision: "bf16"}
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,15 +132,15 @@ func TestAcceptanceTable(t *testing.T) {
 	dropPad := false
 	for _, tc := range []struct {
 		model string
-		opt   engine.WorkloadOptions
+		opt   stepmodel.WorkloadOptions
 		cands []presets.Candidate
 	}{
-		{"qwen3_30b_a3b", engine.WorkloadOptions{}, []presets.Candidate{cand("none", "", 3), cand("transformer_engine", "attn", 3),
+		{"qwen3_30b_a3b", stepmodel.WorkloadOptions{}, []presets.Candidate{cand("none", "", 3), cand("transformer_engine", "attn", 3),
 			cand("transformer_engine", "attn,moe_router,moe_preprocess", 3)}},
 		// A full-iteration graph cannot hold dropless MoE's token-count
 		// sync (TestSyncInsideCaptureIsACaptureError): drop-and-pad.
-		{"qwen3_30b_a3b", engine.WorkloadOptions{Dropless: &dropPad}, []presets.Candidate{cand("none", "", 3), cand("local", "full_iteration", 3)}},
-		{"llama3_8b", engine.WorkloadOptions{}, []presets.Candidate{cand("none", "", 3), cand("transformer_engine", "attn", 3),
+		{"qwen3_30b_a3b", stepmodel.WorkloadOptions{Dropless: &dropPad}, []presets.Candidate{cand("none", "", 3), cand("local", "full_iteration", 3)}},
+		{"llama3_8b", stepmodel.WorkloadOptions{}, []presets.Candidate{cand("none", "", 3), cand("transformer_engine", "attn", 3),
 			cand("transformer_engine", "attn,mlp", 3), cand("local", "full_iteration", 3)}},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
@@ -223,7 +224,7 @@ func TestOversizedCandidateIsAResult(t *testing.T) {
 // token-count sync: the capture fails, as it does in Megatron.
 func TestSyncInsideCaptureIsACaptureError(t *testing.T) {
 	e := open(t)
-	w := workload(t, "qwen3_30b_a3b", "h100", engine.WorkloadOptions{RunMicroBatches: 1})
+	w := workload(t, "qwen3_30b_a3b", "h100", stepmodel.WorkloadOptions{RunMicroBatches: 1})
 	r := e.Run(context.Background(), w, cand("transformer_engine", "", 1), engine.RunOptions{MeasuredSteps: 2}, nil)
 	if r.ErrKind != engine.ErrCapture {
 		t.Fatalf("kind %q err %q", r.ErrKind, r.Err)

@@ -11,6 +11,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Costs of capture and instantiation the probes do not measure, fitted to
@@ -27,16 +28,16 @@ const (
 
 // Engine computes results for one GPU's rates and a framework's host costs.
 type Engine struct {
-	rates   engine.Rates
-	host    engine.HostCosts
+	rates   stepmodel.Rates
+	host    stepmodel.HostCosts
 	dev     engine.DeviceInfo
-	costSrc engine.CostSource
+	costSrc stepmodel.CostSource
 }
 
 // New makes an estimate engine from explicit rates (cached probe results
 // of a real GPU, or a spec-table entry) and the per-op host costs used
 // where no framework profile is found.
-func New(rates engine.Rates, host engine.HostCosts, dev engine.DeviceInfo) *Engine {
+func New(rates stepmodel.Rates, host stepmodel.HostCosts, dev engine.DeviceInfo) *Engine {
 	if dev.MemoryMiB == 0 {
 		dev.MemoryMiB = rates.MemoryMiB
 	}
@@ -46,7 +47,7 @@ func New(rates engine.Rates, host engine.HostCosts, dev engine.DeviceInfo) *Engi
 // WithCosts makes the engine compute from the costs src decides per
 // workload (a framework profile where one is cached, the user's
 // adjustments); nil: the per-op costs as given.
-func (e *Engine) WithCosts(src engine.CostSource) *Engine {
+func (e *Engine) WithCosts(src stepmodel.CostSource) *Engine {
 	e.costSrc = src
 	return e
 }
@@ -54,11 +55,11 @@ func (e *Engine) WithCosts(src engine.CostSource) *Engine {
 // ForGPU makes an estimate engine from the spec table ("h100", "NVIDIA
 // H200", "gb200", ...) and the default host costs.
 func ForGPU(name string) (*Engine, error) {
-	r, ok := engine.SpecFor(name)
+	r, ok := stepmodel.SpecFor(name)
 	if !ok {
-		return nil, fmt.Errorf("no spec for GPU %q (allowed: %v)", name, engine.SpecNames())
+		return nil, fmt.Errorf("no spec for GPU %q (allowed: %v)", name, stepmodel.SpecNames())
 	}
-	return New(r, engine.DefaultHostCosts(), engine.DeviceInfo{Name: r.Source[len("spec table: "):] + " (estimated)"}), nil
+	return New(r, stepmodel.DefaultHostCosts(), engine.DeviceInfo{Name: r.Source[len("spec table: "):] + " (estimated)"}), nil
 }
 
 // Name is "estimate".
@@ -76,24 +77,24 @@ func (e *Engine) Close() error { return nil }
 // it is free and the launch has arrived; a host sync waits for the GPU.
 type timeline struct {
 	h, g float64
-	r    engine.Rates
-	s    *engine.Schedule
+	r    stepmodel.Rates
+	s    *stepmodel.Schedule
 }
 
-func (t *timeline) item(it engine.Item) {
+func (t *timeline) item(it stepmodel.Item) {
 	switch it.Kind {
-	case engine.ItemGraph:
+	case stepmodel.ItemGraph:
 		t.h += it.HostUs + t.r.GraphLaunchHostUs(len(t.s.Plan.Graphs[it.Graph].Ops))
 	default:
 		t.h += it.HostUs + t.r.LaunchUs
 	}
 	t.g = max(t.g, t.h) + it.GPUUs
-	if it.Kind == engine.ItemOp && it.Op.HostSync {
+	if it.Kind == stepmodel.ItemOp && it.Op.HostSync {
 		t.h = max(t.h, t.g) + syncWakeUs
 	}
 }
 
-func (t *timeline) items(items []engine.Item) {
+func (t *timeline) items(items []stepmodel.Item) {
 	for _, it := range items {
 		t.item(it)
 	}
@@ -105,7 +106,7 @@ func (t *timeline) event() float64 { return max(t.g, t.h) }
 // stepMs times one step the way the executor does (events at the start,
 // before the last run micro-batch, after forward-backward and after the
 // optimizer) and scales it to the real job (Workload.FwdBwdMs).
-func stepMs(s *engine.Schedule, st engine.Step, r engine.Rates) (step, fwdBwd float64) {
+func stepMs(s *stepmodel.Schedule, st stepmodel.Step, r stepmodel.Rates) (step, fwdBwd float64) {
 	t := &timeline{r: r, s: s}
 	last, lastOK := s.W.LastMicroBatchStart(len(st.FwdBwd))
 	eb := -1.0
@@ -129,15 +130,15 @@ func stepMs(s *engine.Schedule, st engine.Step, r engine.Rates) (step, fwdBwd fl
 
 // costs are the host and GPU costs for workload w: its framework profile
 // if one is found, else the per-op model.
-func (e *Engine) costs(w *engine.Workload) engine.Costs {
+func (e *Engine) costs(w *stepmodel.Workload) stepmodel.Costs {
 	if e.costSrc != nil {
 		return e.costSrc.CostsFor(w, e.rates, e.host)
 	}
-	return engine.Costs{Rates: e.rates, Host: e.host}
+	return stepmodel.Costs{Rates: e.rates, Host: e.host}
 }
 
 // Run computes the candidate's result.
-func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	start := time.Now()
 	opts = opts.WithDefaults()
 	if emit == nil {
@@ -150,16 +151,16 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 		res.Err, res.ErrKind = err.Error(), engine.ErrCancel
 		return res
 	}
-	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
-	s := engine.NewSchedule(w, plan, costs)
+	plan := stepmodel.PlanCapture(w, c, w.Spec.Options.Generation)
+	s := stepmodel.NewSchedule(w, plan, costs)
 	res.Notes = append(append(append(res.Notes, plan.Describe()), plan.Notes...), s.Notes...)
-	res.Memory.Breakdown = engine.PredictMemory(w, plan, costs.Profile, engine.JobGPUMiB(w.Layout, e.dev.MemoryMiB), engine.MemoryOptions{})
+	res.Memory.Breakdown = stepmodel.PredictMemory(w, plan, costs.Profile, stepmodel.JobGPUMiB(w.Layout, e.dev.MemoryMiB), stepmodel.MemoryOptions{})
 	res.Notes = append(res.Notes, res.Memory.Breakdown.Describe())
 	if w.RunMicroBatches < w.MicroBatches {
 		res.Scaling = "ran " + w.ScalingText()
 	}
 	eager, _ := stepMs(s, s.Eager(), e.rates)
-	res.Eager = engine.EagerWithFrameworkSpread(fixed(eager, opts.EagerSteps), costs.Profile)
+	res.Eager = stepmodel.EagerWithFrameworkSpread(fixed(eager, opts.EagerSteps), costs.Profile)
 	for i := range opts.EagerSteps {
 		emit(engine.StepSample{Candidate: c.Key(), Phase: engine.PhaseEager, Step: i, StepMs: eager})
 	}
@@ -186,7 +187,7 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 		emit(engine.StepSample{Candidate: c.Key(), Phase: engine.PhaseMeasure, Step: i, StepMs: graphed})
 	}
 	res.Step = fixed(graphed, opts.MeasuredSteps)
-	if step, note := engine.WithFrameworkSpread(res.Step, costs.Profile, plan); note != "" {
+	if step, note := stepmodel.WithFrameworkSpread(res.Step, costs.Profile, plan); note != "" {
 		res.Step, res.Notes = step, append(res.Notes, note)
 	}
 	res.FwdBwdMs = fb
@@ -205,20 +206,20 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 
 // failure is why the plan cannot run: the plan's own (a build or capture
 // failure) or one the framework profile measured.
-func failure(p *engine.CapturePlan, s *engine.Schedule) *engine.CaptureFailure {
+func failure(p *stepmodel.CapturePlan, s *stepmodel.Schedule) *stepmodel.CaptureFailure {
 	if p.Failure != nil {
 		return p.Failure
 	}
 	return s.Failure
 }
 
-func fixed(ms float64, n int) engine.Stats {
-	return engine.Stats{Median: ms, P10: ms, P90: ms, N: n}
+func fixed(ms float64, n int) stepmodel.Stats {
+	return stepmodel.Stats{Median: ms, P10: ms, P90: ms, N: n}
 }
 
 // kernelSums is the sum of the eager step's kernels' GPU times over the
 // real job's micro-batches, as the CUDA engine sums them.
-func kernelSums(s *engine.Schedule) (stepMs, fbMs float64) {
+func kernelSums(s *stepmodel.Schedule) (stepMs, fbMs float64) {
 	st := s.Eager()
 	var start, mb, opt float64
 	for _, it := range st.Start {
@@ -237,7 +238,7 @@ func kernelSums(s *engine.Schedule) (stepMs, fbMs float64) {
 // captureMs is the plan's capture: the warm-up passes of the graphed
 // regions, then each graph captured (the framework's host cost of each
 // op and a launch into the capturing stream) and instantiated.
-func (e *Engine) captureMs(s *engine.Schedule) float64 {
+func (e *Engine) captureMs(s *stepmodel.Schedule) float64 {
 	warm := &timeline{r: e.rates, s: s}
 	warm.items(s.Warmup())
 	var us float64

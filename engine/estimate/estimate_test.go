@@ -8,9 +8,10 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
-func workload(t *testing.T, model, gpu string) *engine.Workload {
+func workload(t *testing.T, model, gpu string) *stepmodel.Workload {
 	t.Helper()
 	m, err := presets.LookupModel(model)
 	if err != nil {
@@ -20,7 +21,7 @@ func workload(t *testing.T, model, gpu string) *engine.Workload {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,12 +43,12 @@ func TestEstimatesSayEstimated(t *testing.T) {
 	}
 	w := workload(t, "qwen3_30b_a3b", "h100")
 	padded := false
-	dropPad, err := engine.BuildWorkload(w.Spec.Model, w.Layout, engine.WorkloadOptions{Dropless: &padded})
+	dropPad, err := stepmodel.BuildWorkload(w.Spec.Model, w.Layout, stepmodel.WorkloadOptions{Dropless: &padded})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		w *engine.Workload
+		w *stepmodel.Workload
 		c presets.Candidate
 	}{{w, cand("none", "")}, {w, cand("transformer_engine", "attn")}, {dropPad, cand("local", "full_iteration")}} {
 		t.Run(tc.c.Key(), func(t *testing.T) {
@@ -59,7 +60,7 @@ func TestEstimatesSayEstimated(t *testing.T) {
 				t.Errorf("%s: source %q notes %q summary %q", tc.c.Label(), r.Source, r.Notes, r.Summary())
 			}
 			// Without a framework profile the per-op costs are the fallback, and the result says so.
-			if r.HostCosts != engine.HostCostsPerOp || !strings.Contains(r.Notes[0], "host costs: PyTorch per-op (fallback)") {
+			if r.HostCosts != stepmodel.HostCostsPerOp || !strings.Contains(r.Notes[0], "host costs: PyTorch per-op (fallback)") {
 				t.Errorf("%s: host costs %q, notes %q", tc.c.Label(), r.HostCosts, r.Notes[0])
 			}
 			if r.Memory.Breakdown == nil || r.Memory.Breakdown.Total <= 0 {
@@ -84,7 +85,7 @@ func TestGraphsRemoveHostCost(t *testing.T) {
 	e, _ := ForGPU("h200")
 	m := presets.Model{Name: "tiny", Arch: presets.Arch{Layers: 4, Hidden: 512, FFNHidden: 2048, Heads: 8, KVGroups: 8, HeadDim: 64, Vocab: 32000}}
 	l := presets.Layout{NumGPUs: 1, GBS: 2, MBS: 1, Seq: 512}
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestOversizedIsOOM(t *testing.T) {
 	m, _ := presets.LookupModel("llama3_8b")
 	l, _ := m.Layout("h100")
 	l.Seq, l.MBS = 1<<20, 8
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,19 +6,20 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // tpProfiled is profiled's four-layer dense model with tensor parallelism
 // tp (its layers issue collectives), on the estimate engine with profile p
 // (nil: the per-op costs).
-func tpProfiled(t *testing.T, tp int, p *engine.FrameworkProfile) (*Engine, *engine.Workload) {
+func tpProfiled(t *testing.T, tp int, p *stepmodel.FrameworkProfile) (*Engine, *stepmodel.Workload) {
 	t.Helper()
 	e, err := ForGPU("h200")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := presets.Model{Name: "tiny", Arch: presets.Arch{Layers: 4, Hidden: 1024, FFNHidden: 4096, Heads: 8, KVGroups: 8, HeadDim: 128, Vocab: 32000}}
-	w, err := engine.BuildWorkload(m, presets.Layout{NumGPUs: tp, TP: tp, GBS: 2, MBS: 1, Seq: 1024}, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, presets.Layout{NumGPUs: tp, TP: tp, GBS: 2, MBS: 1, Seq: 1024}, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,9 +37,9 @@ func tpProfiled(t *testing.T, tp int, p *engine.FrameworkProfile) (*Engine, *eng
 	return e.WithCosts(fixedProfile{p}), w
 }
 
-func hasCollective(ops []engine.Op) bool {
+func hasCollective(ops []stepmodel.Op) bool {
 	for _, o := range ops {
-		if o.Kind == engine.KindCollective {
+		if o.Kind == stepmodel.KindCollective {
 			return true
 		}
 	}
@@ -46,7 +47,7 @@ func hasCollective(ops []engine.Op) bool {
 }
 
 // withExposure is the host-bound profile with collective exposures.
-func withExposure(es ...engine.CollectiveExposure) *engine.FrameworkProfile {
+func withExposure(es ...stepmodel.CollectiveExposure) *stepmodel.FrameworkProfile {
 	p := profile(true)
 	p.Collectives = es
 	return p
@@ -61,7 +62,7 @@ func notesOf(r engine.Result) string { return strings.Join(r.Notes, "\n") }
 func TestCollectiveExposureAtItsWorldSize(t *testing.T) {
 	const eagerX, graphedX = 1.0, 0.05 // ms per layer and micro-batch
 	e0, w := tpProfiled(t, 2, profile(true))
-	e1, _ := tpProfiled(t, 2, withExposure(engine.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: eagerX, GraphedExposedHostMsPerLayer: graphedX}))
+	e1, _ := tpProfiled(t, 2, withExposure(stepmodel.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: eagerX, GraphedExposedHostMsPerLayer: graphedX}))
 	for _, tc := range []struct {
 		cand presets.Candidate
 		add  float64
@@ -92,7 +93,7 @@ func TestCollectiveExposureAtItsWorldSize(t *testing.T) {
 // collectives left eager carry the eager exposure.
 func TestCollectiveExposureScopedGraphs(t *testing.T) {
 	e0, w := tpProfiled(t, 2, profile(true))
-	e1, _ := tpProfiled(t, 2, withExposure(engine.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 1, GraphedExposedHostMsPerLayer: 0}))
+	e1, _ := tpProfiled(t, 2, withExposure(stepmodel.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 1, GraphedExposedHostMsPerLayer: 0}))
 	eager := run(t, e1, w, cand("none", "")).Step.Median - run(t, e0, w, cand("none", "")).Step.Median
 	scoped := run(t, e1, w, cand("transformer_engine", "attn")).Step.Median - run(t, e0, w, cand("transformer_engine", "attn")).Step.Median
 	whole := run(t, e1, w, cand("transformer_engine", "")).Step.Median - run(t, e0, w, cand("transformer_engine", "")).Step.Median
@@ -104,19 +105,19 @@ func TestCollectiveExposureScopedGraphs(t *testing.T) {
 // Which world size's exposure a layout takes: its own; else the largest
 // measured one below that divides it (extrapolated, and said); else none.
 func TestCollectiveExposureChoice(t *testing.T) {
-	two := engine.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 1}
-	three := engine.CollectiveExposure{WorldSize: 3, EagerExposedHostMsPerLayer: 5}
-	four := engine.CollectiveExposure{WorldSize: 4, EagerExposedHostMsPerLayer: 2}
+	two := stepmodel.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 1}
+	three := stepmodel.CollectiveExposure{WorldSize: 3, EagerExposedHostMsPerLayer: 5}
+	four := stepmodel.CollectiveExposure{WorldSize: 4, EagerExposedHostMsPerLayer: 2}
 	for _, tc := range []struct {
 		tp   int
-		have []engine.CollectiveExposure
+		have []stepmodel.CollectiveExposure
 		want string
 		add  float64
 	}{
-		{4, []engine.CollectiveExposure{two, three, four}, "collective effect measured at world size 4", 2},
-		{4, []engine.CollectiveExposure{two, three}, "collective effect extrapolated from world size 2 to the layers' 4 ranks", 1},
-		{4, []engine.CollectiveExposure{three}, "collective effect extrapolated from world size 1: the layers' collectives over 4 ranks", 0},
-		{2, []engine.CollectiveExposure{four}, "collective effect extrapolated from world size 1", 0},
+		{4, []stepmodel.CollectiveExposure{two, three, four}, "collective effect measured at world size 4", 2},
+		{4, []stepmodel.CollectiveExposure{two, three}, "collective effect extrapolated from world size 2 to the layers' 4 ranks", 1},
+		{4, []stepmodel.CollectiveExposure{three}, "collective effect extrapolated from world size 1: the layers' collectives over 4 ranks", 0},
+		{2, []stepmodel.CollectiveExposure{four}, "collective effect extrapolated from world size 1", 0},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			e0, w := tpProfiled(t, tc.tp, profile(true))
@@ -142,8 +143,8 @@ func TestCollectiveExposureChoice(t *testing.T) {
 
 // The user's host scale multiplies the exposure (it is host time).
 func TestCollectiveExposureHostScale(t *testing.T) {
-	p := withExposure(engine.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 1, GraphedExposedHostMsPerLayer: 0.1})
-	adj, err := engine.ParseProfileScale("host=2", nil)
+	p := withExposure(stepmodel.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 1, GraphedExposedHostMsPerLayer: 0.1})
+	adj, err := stepmodel.ParseProfileScale("host=2", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

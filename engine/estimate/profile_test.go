@@ -8,24 +8,25 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // fixedProfile is a cost source that uses one profile for every workload.
-type fixedProfile struct{ p *engine.FrameworkProfile }
+type fixedProfile struct{ p *stepmodel.FrameworkProfile }
 
-func (f fixedProfile) CostsFor(w *engine.Workload, r engine.Rates, h engine.HostCosts) engine.Costs {
-	return engine.Costs{Rates: r, Host: h, Profile: f.p}
+func (f fixedProfile) CostsFor(w *stepmodel.Workload, r stepmodel.Rates, h stepmodel.HostCosts) stepmodel.Costs {
+	return stepmodel.Costs{Rates: r, Host: h, Profile: f.p}
 }
 
 // A four-layer dense model on one GPU, two micro-batches per step, both run.
-func profiled(t *testing.T, p *engine.FrameworkProfile) (*Engine, *engine.Workload) {
+func profiled(t *testing.T, p *stepmodel.FrameworkProfile) (*Engine, *stepmodel.Workload) {
 	t.Helper()
 	e, err := ForGPU("h200")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := presets.Model{Name: "tiny", Arch: presets.Arch{Layers: 4, Hidden: 1024, FFNHidden: 4096, Heads: 8, KVGroups: 8, HeadDim: 128, Vocab: 32000}}
-	w, err := engine.BuildWorkload(m, presets.Layout{NumGPUs: 1, GBS: 2, MBS: 1, Seq: 1024}, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, presets.Layout{NumGPUs: 1, GBS: 2, MBS: 1, Seq: 1024}, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,21 +36,21 @@ func profiled(t *testing.T, p *engine.FrameworkProfile) (*Engine, *engine.Worklo
 	return e.WithCosts(fixedProfile{p}), w
 }
 
-func hg(host, gpu float64) engine.HostGPU { return engine.HostGPU{HostMs: host, GPUMs: gpu} }
+func hg(host, gpu float64) stepmodel.HostGPU { return stepmodel.HostGPU{HostMs: host, GPUMs: gpu} }
 
 // profile has one dense layer kind, eager fwd/bwd, a whole-layer graph and
 // the fixed costs of a step; hostBound picks which resource dominates.
-func profile(hostBound bool) *engine.FrameworkProfile {
-	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Source: "megatron-core test, NVIDIA H200",
-		Layers: map[string]engine.LayerProfile{}}
+func profile(hostBound bool) *stepmodel.FrameworkProfile {
+	p := &stepmodel.FrameworkProfile{Version: stepmodel.ProfileVersion, Source: "megatron-core test, NVIDIA H200",
+		Layers: map[string]stepmodel.LayerProfile{}}
 	if hostBound {
-		p.Layers["dense"] = engine.LayerProfile{EagerFwd: hg(10, 0.1), EagerBwd: hg(5, 0.2),
-			Graphed: map[string]engine.GraphedRegion{"layer": {ReplayHostMs: 0.4, GPUMs: 0.25, GraphMiB: 100}}}
+		p.Layers["dense"] = stepmodel.LayerProfile{EagerFwd: hg(10, 0.1), EagerBwd: hg(5, 0.2),
+			Graphed: map[string]stepmodel.GraphedRegion{"layer": {ReplayHostMs: 0.4, GPUMs: 0.25, GraphMiB: 100}}}
 		p.OtherFwd, p.OtherBwd, p.Optimizer = hg(2, 0.1), hg(1, 0.1), hg(3, 0.5)
-		p.FullIteration = engine.FullIterationProfile{ReplayHostMs: 0.5, GraphMiBPerMicroBatch: 300}
+		p.FullIteration = stepmodel.FullIterationProfile{ReplayHostMs: 0.5, GraphMiBPerMicroBatch: 300}
 	} else {
-		p.Layers["dense"] = engine.LayerProfile{EagerFwd: hg(0.1, 10), EagerBwd: hg(0.1, 20),
-			Graphed: map[string]engine.GraphedRegion{"layer": {ReplayHostMs: 0.05, GPUMs: 28}}}
+		p.Layers["dense"] = stepmodel.LayerProfile{EagerFwd: hg(0.1, 10), EagerBwd: hg(0.1, 20),
+			Graphed: map[string]stepmodel.GraphedRegion{"layer": {ReplayHostMs: 0.05, GPUMs: 28}}}
 		p.OtherFwd, p.OtherBwd, p.Optimizer = hg(0.1, 1), hg(0.1, 1), hg(0.1, 5)
 	}
 	return p
@@ -62,7 +63,7 @@ func near(t *testing.T, what string, got, want, tol float64) {
 	}
 }
 
-func run(t *testing.T, e *Engine, w *engine.Workload, c presets.Candidate) engine.Result {
+func run(t *testing.T, e *Engine, w *stepmodel.Workload, c presets.Candidate) engine.Result {
 	t.Helper()
 	r := e.Run(context.Background(), w, c, engine.RunOptions{}, nil)
 	if r.Failed() {
@@ -78,7 +79,7 @@ func TestProfileEagerHostAndGPUBound(t *testing.T) {
 	r := run(t, e, w, cand("none", ""))
 	hostSum := 2*(4*(10+5)+2+1) + 3.0 // two micro-batches, then the optimizer
 	near(t, "host-bound eager step", r.Step.Median, hostSum, 0.01)
-	if r.HostCosts != engine.HostCostsProfile || !strings.Contains(r.Notes[0], "host costs: framework profile (megatron-core test, NVIDIA H200)") {
+	if r.HostCosts != stepmodel.HostCostsProfile || !strings.Contains(r.Notes[0], "host costs: framework profile (megatron-core test, NVIDIA H200)") {
 		t.Errorf("host costs %q, notes %q", r.HostCosts, r.Notes[0])
 	}
 
@@ -131,7 +132,7 @@ func TestProfileRegionsMissingOrFailing(t *testing.T) {
 	}
 	p := profile(true)
 	l := p.Layers["dense"]
-	l.Graphed["layer"] = engine.GraphedRegion{CaptureError: "CUDA error: operation not permitted when stream is capturing"}
+	l.Graphed["layer"] = stepmodel.GraphedRegion{CaptureError: "CUDA error: operation not permitted when stream is capturing"}
 	e, w = profiled(t, p)
 	r := e.Run(context.Background(), w, cand("transformer_engine", ""), engine.RunOptions{}, nil)
 	if r.ErrKind != engine.ErrCapture || !strings.Contains(r.Err, "operation not permitted") {
@@ -144,7 +145,7 @@ func TestProfileRegionsMissingOrFailing(t *testing.T) {
 func TestProfileHostScale(t *testing.T) {
 	e, w := profiled(t, profile(true))
 	base := run(t, e, w, cand("none", ""))
-	adj, err := engine.ParseProfileScale("host=1.5", nil)
+	adj, err := stepmodel.ParseProfileScale("host=1.5", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,11 +181,11 @@ func TestExtrapolatedMicroBatchesMatchRunningThemAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := profile(true)
-	p.Layers["dense"] = engine.LayerProfile{EagerFwd: hg(3, 1), EagerBwd: hg(1, 3)}
+	p.Layers["dense"] = stepmodel.LayerProfile{EagerFwd: hg(3, 1), EagerBwd: hg(1, 3)}
 	e = e.WithCosts(fixedProfile{p})
 	m := presets.Model{Name: "tiny", Arch: presets.Arch{Layers: 4, Hidden: 1024, FFNHidden: 4096, Heads: 8, KVGroups: 8, HeadDim: 128, Vocab: 32000}}
-	step := func(runMBs int) (float64, *engine.Workload) {
-		w, err := engine.BuildWorkload(m, presets.Layout{NumGPUs: 1, GBS: 8, MBS: 1, Seq: 1024}, engine.WorkloadOptions{RunMicroBatches: runMBs})
+	step := func(runMBs int) (float64, *stepmodel.Workload) {
+		w, err := stepmodel.BuildWorkload(m, presets.Layout{NumGPUs: 1, GBS: 8, MBS: 1, Seq: 1024}, stepmodel.WorkloadOptions{RunMicroBatches: runMBs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +209,7 @@ func TestProfileSpreadBecomesTheEstimatesRange(t *testing.T) {
 	if layer.Step.P10 != layer.Step.Median || layer.Step.P90 != layer.Step.Median {
 		t.Fatalf("no measured spread: %+v, want a point", layer.Step)
 	}
-	p.Spread = map[string]engine.StepSpread{engine.SpreadLayer: {Below: 0.04, Above: 0.08}}
+	p.Spread = map[string]stepmodel.StepSpread{stepmodel.SpreadLayer: {Below: 0.04, Above: 0.08}}
 	e, w = profiled(t, p)
 	layer = run(t, e, w, cand("transformer_engine", ""))
 	near(t, "p10", layer.Step.P10, 0.96*layer.Step.Median, 1e-9)
@@ -221,7 +222,7 @@ func TestProfileSpreadBecomesTheEstimatesRange(t *testing.T) {
 	if layer.Eager.P10 != layer.Eager.Median {
 		t.Fatalf("eager baseline widened without an eager spread: %+v", layer.Eager)
 	}
-	p.Spread[engine.SpreadEager] = engine.StepSpread{Below: 0.05, Above: 0.1}
+	p.Spread[stepmodel.SpreadEager] = stepmodel.StepSpread{Below: 0.05, Above: 0.1}
 	e, w = profiled(t, p)
 	layer, none := run(t, e, w, cand("transformer_engine", "")), run(t, e, w, cand("none", ""))
 	near(t, "eager baseline p10", layer.Eager.P10, 0.95*layer.Eager.Median, 1e-9)
@@ -251,12 +252,12 @@ func TestProfileOptimizerStartsOnAnIdleGPU(t *testing.T) {
 // dense-small on an H200, docs/emulation-accuracy-2026-12-01.md). The
 // host's total is the same either way.
 func TestPerLayerGraphsWaitThroughTheLeadIn(t *testing.T) {
-	withLeadIn := func(lead float64) *engine.FrameworkProfile {
+	withLeadIn := func(lead float64) *stepmodel.FrameworkProfile {
 		p := profile(false)
 		p.OtherFwd = hg(3, 1)
 		p.PreFwdHostMs = lead
 		p.StepStart = hg(0.5, 0)
-		p.FullIteration = engine.FullIterationProfile{ReplayHostMs: 0.5}
+		p.FullIteration = stepmodel.FullIterationProfile{ReplayHostMs: 0.5}
 		return p
 	}
 	gpu := 2 * (4*28 + 1 + 1.0) // GPU-bound: two micro-batches' kernels
@@ -269,7 +270,7 @@ func TestPerLayerGraphsWaitThroughTheLeadIn(t *testing.T) {
 		t.Errorf("per-layer graphs %.3f ms beyond the full iteration, want the lead-in less the launch, 2 ms", d)
 	}
 	noStart := withLeadIn(2.5)
-	noStart.StepStart = engine.HostGPU{}
+	noStart.StepStart = stepmodel.HostGPU{}
 	e, w = profiled(t, noStart)
 	if d := full.FwdBwdMs - run(t, e, w, cand("local", "full_iteration")).FwdBwdMs; math.Abs(d-0.5) > 0.05 {
 		t.Errorf("the step's start adds %.3f ms to the full iteration, want its 0.5 ms", d)
@@ -298,12 +299,12 @@ func TestPerLayerGraphsWaitThroughTheLeadIn(t *testing.T) {
 // extra adds to the step once, not once per graph or micro-batch, and not
 // to the full iteration, which has no per-layer replay.
 func TestTheStepsFirstReplayCostsOnce(t *testing.T) {
-	with := func(extra float64) *engine.FrameworkProfile {
+	with := func(extra float64) *stepmodel.FrameworkProfile {
 		p := profile(false)
 		reg := p.Layers["dense"].Graphed["layer"]
 		reg.FirstReplayHostMs = extra
 		p.Layers["dense"].Graphed["layer"] = reg
-		p.FullIteration = engine.FullIterationProfile{ReplayHostMs: 0.5}
+		p.FullIteration = stepmodel.FullIterationProfile{ReplayHostMs: 0.5}
 		return p
 	}
 	e0, w := profiled(t, with(0))

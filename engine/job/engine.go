@@ -18,6 +18,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // DefaultIters is how many iterations a validation job runs.
@@ -97,7 +98,7 @@ func (e *Engine) Close() error { return nil }
 
 // Run is engine.Engine's Run: the job runs the warm-up, the capture and
 // opts.MeasuredSteps measured iterations (or Config.Iters, if more).
-func (e *Engine) Run(ctx context.Context, _ *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (e *Engine) Run(ctx context.Context, _ *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	iters := max(e.cfg.Iters, FirstMeasured(c)+opts.WithDefaults().MeasuredSteps-1)
 	return e.RunJob(ctx, c, iters, func(u Update) {
 		if emit != nil {

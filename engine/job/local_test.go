@@ -12,6 +12,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 var (
@@ -249,7 +250,7 @@ func TestLocalValidateRanksAndCompares(t *testing.T) {
 	dir := t.TempDir()
 	e := newEngine(t, &Local{}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", dir, nil)
 	pred := func(ms float64) *engine.Result {
-		return &engine.Result{Source: engine.Estimated, Step: engine.Stats{Median: ms, N: 5}}
+		return &engine.Result{Source: engine.Estimated, Step: stepmodel.Stats{Median: ms, N: 5}}
 	}
 	targets := []Target{{eager, pred(50)}, {perLayer, pred(27)}, {fullIter, pred(20)}, {oomCand, pred(25)}}
 	var dones int

@@ -5,6 +5,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // CaptureIteration is the iteration in which Megatron's training loop
@@ -91,8 +92,8 @@ func buildResult(c presets.Candidate, rep Report, st Status, stoppedByUs bool, i
 	info.State, info.ExitCode = st.State, st.ExitCode
 	res.Job = &info
 	s := splitSteps(c, rep.Iterations)
-	res.Step = engine.Summarise(s.measured)
-	res.Eager = engine.Summarise(s.eager)
+	res.Step = stepmodel.Summarise(s.measured)
+	res.Eager = stepmodel.Summarise(s.eager)
 	if !c.Graphed() {
 		res.Eager = res.Step
 	}

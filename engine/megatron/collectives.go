@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"cgtune/engine"
+	"cgtune/stepmodel"
 )
 
 // exposureModes are the runs the collective exposure is fitted from:
@@ -17,23 +18,23 @@ var exposureModes = []string{"eager", "layer"}
 // 2 or more, the layout's TP then EP run for real), fitted by
 // FitExposure. rates time the collectives the ranks ran (a cached NCCL
 // measurement where there is one).
-func MeasureCollectives(ctx context.Context, one, many *Engine, w *engine.Workload, rates engine.Rates, emit func(string)) (engine.CollectiveExposure, error) {
+func MeasureCollectives(ctx context.Context, one, many *Engine, w *stepmodel.Workload, rates stepmodel.Rates, emit func(string)) (stepmodel.CollectiveExposure, error) {
 	if one.WorldSize() != 1 || many.WorldSize() < 2 {
-		return engine.CollectiveExposure{}, fmt.Errorf("collective exposure: want engines at world size 1 and 2 or more (have %d and %d)", one.WorldSize(), many.WorldSize())
+		return stepmodel.CollectiveExposure{}, fmt.Errorf("collective exposure: want engines at world size 1 and 2 or more (have %d and %d)", one.WorldSize(), many.WorldSize())
 	}
 	measure := func(e *Engine) ([]profileRun, *engine.FrameworkInfo, error) {
 		return e.profileRuns(ctx, w, exposureModes, fmt.Sprintf("world size %d, ", e.WorldSize()), emit)
 	}
 	runs1, _, err := measure(one)
 	if err != nil {
-		return engine.CollectiveExposure{}, err
+		return stepmodel.CollectiveExposure{}, err
 	}
 	runsN, fw, err := measure(many)
 	if err != nil {
-		return engine.CollectiveExposure{}, err
+		return stepmodel.CollectiveExposure{}, err
 	}
 	if fw == nil {
-		return engine.CollectiveExposure{}, fmt.Errorf("collective exposure: the world-size-%d runs failed: %s", many.WorldSize(), firstErr(runsN, "eager"))
+		return stepmodel.CollectiveExposure{}, fmt.Errorf("collective exposure: the world-size-%d runs failed: %s", many.WorldSize(), firstErr(runsN, "eager"))
 	}
 	coll := layerCollectiveMs(w, rates, executed(fw, w.Layout))
 	return FitExposure(runs1, runsN, many.WorldSize(), coll)
@@ -42,11 +43,11 @@ func MeasureCollectives(ctx context.Context, one, many *Engine, w *engine.Worklo
 // layerCollectiveMs is the modelled time, per layer and micro-batch, of
 // the collectives of the families in ran (those the ranks executed), over
 // the workload's first layer.
-func layerCollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bool) float64 {
+func layerCollectiveMs(w *stepmodel.Workload, rates stepmodel.Rates, ran map[string]bool) float64 {
 	if len(w.Layers) == 0 {
 		return 0
 	}
-	ranOnly := func(o engine.Op) bool { return ran[prefix(o.Name)] }
+	ranOnly := func(o stepmodel.Op) bool { return ran[prefix(o.Name)] }
 	return (collectiveUs(w.Layers[0].Fwd, rates, ranOnly) + collectiveUs(w.Layers[0].Bwd, rates, ranOnly)) / 1e3
 }
 
@@ -60,7 +61,7 @@ func layerCollectiveMs(w *engine.Workload, rates engine.Rates, ran map[string]bo
 // host work the collectives exposed: eager from the eager runs, graphed
 // from the whole-layer-graphed ones. Negative differences (the collectives
 // hidden under other work, or noise) count as none.
-func FitExposure(one, many []profileRun, world int, collMs float64) (engine.CollectiveExposure, error) {
+func FitExposure(one, many []profileRun, world int, collMs float64) (stepmodel.CollectiveExposure, error) {
 	perLayer := func(runs []profileRun, mode string) (float64, error) {
 		f := newFitter(runs)
 		ra, rb := f.get(mode, f.a), f.get(mode, f.b)
@@ -72,7 +73,7 @@ func FitExposure(one, many []profileRun, world int, collMs float64) (engine.Coll
 		return (rb.FwdBwdMs - ra.FwdBwdMs) / (m * float64(f.b-f.a)), nil
 	}
 	f := newFitter(one)
-	x := engine.CollectiveExposure{WorldSize: world,
+	x := stepmodel.CollectiveExposure{WorldSize: world,
 		Source: fmt.Sprintf("eager and whole-layer-graphed runs at %d and %d layers, world size %d against 1, less %.3f ms/layer of modelled collectives",
 			f.a, f.b, world, collMs)}
 	for _, mode := range exposureModes {
@@ -96,7 +97,7 @@ func FitExposure(one, many []profileRun, world int, collMs float64) (engine.Coll
 
 // AddExposure puts x into p's collective exposures, replacing one of the
 // same world size.
-func AddExposure(p *engine.FrameworkProfile, x engine.CollectiveExposure) {
+func AddExposure(p *stepmodel.FrameworkProfile, x stepmodel.CollectiveExposure) {
 	for i, c := range p.Collectives {
 		if c.WorldSize == x.WorldSize {
 			p.Collectives[i] = x

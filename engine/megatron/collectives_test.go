@@ -10,6 +10,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/worker"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // exposureRuns are eager and whole-layer runs of a slice whose layer
@@ -52,10 +53,10 @@ func TestFitExposure(t *testing.T) {
 }
 
 func TestAddExposureReplacesTheSameWorldSize(t *testing.T) {
-	p := &engine.FrameworkProfile{}
-	AddExposure(p, engine.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 1})
-	AddExposure(p, engine.CollectiveExposure{WorldSize: 4, EagerExposedHostMsPerLayer: 2})
-	AddExposure(p, engine.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 3})
+	p := &stepmodel.FrameworkProfile{}
+	AddExposure(p, stepmodel.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 1})
+	AddExposure(p, stepmodel.CollectiveExposure{WorldSize: 4, EagerExposedHostMsPerLayer: 2})
+	AddExposure(p, stepmodel.CollectiveExposure{WorldSize: 2, EagerExposedHostMsPerLayer: 3})
 	if len(p.Collectives) != 2 || p.Collectives[0].EagerExposedHostMsPerLayer != 3 || p.Collectives[1].WorldSize != 4 {
 		t.Errorf("collectives %+v", p.Collectives)
 	}
@@ -69,9 +70,9 @@ func fakeRanksEngine(t *testing.T, gpus []int, layerMs, modelled string) *Engine
 	script, _ := filepath.Abs("testdata/fake_worker.py")
 	cmd := worker.Command{Path: python(t), Args: []string{"-B", script},
 		Env: []string{"FAKE_MODE=ok", "FAKE_LAYER_MS=" + layerMs, "FAKE_MODELLED=" + modelled}}
-	rates, _ := engine.SpecFor("h100")
+	rates, _ := stepmodel.SpecFor("h100")
 	e, err := newWithCommand(Options{GPUs: gpus, Rates: rates, StartTimeout: 20 * time.Second,
-		Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return time.Minute }}, cmd)
+		Deadline: func(*stepmodel.Workload, presets.Candidate) time.Duration { return time.Minute }}, cmd)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -84,7 +85,7 @@ func fakeRanksEngine(t *testing.T, gpus []int, layerMs, modelled string) *Engine
 // ranks ran (TP here), from the rates given.
 func TestMeasureCollectives(t *testing.T) {
 	w := workload(t, 2)
-	rates, _ := engine.SpecFor("h100")
+	rates, _ := stepmodel.SpecFor("h100")
 	coll := layerCollectiveMs(w, rates, map[string]bool{"sp_": true})
 	if coll <= 0 || coll > 0.3 {
 		t.Fatalf("TP 2 collectives of a layer: %.3f ms", coll)

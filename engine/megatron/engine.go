@@ -11,6 +11,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/worker"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // The slice's defaults: layers built and micro-batches run at most (the
@@ -31,13 +32,13 @@ type Options struct {
 	// MaxMicroBatches run per step at most (the rest is scaled); default DefaultMaxMicroBatches.
 	MaxMicroBatches int
 	// Rates time the collectives a run does not execute (spec table or probes).
-	Rates engine.Rates
+	Rates stepmodel.Rates
 	// Fallback measures candidates the installed framework cannot run
 	// (transformer_engine without TE, hybrid models); nil: they fail.
 	Fallback engine.Engine
 	// StartTimeout bounds the worker's start (imports take 10–15 s).
 	StartTimeout time.Duration
-	Deadline     func(*engine.Workload, presets.Candidate) time.Duration
+	Deadline     func(*stepmodel.Workload, presets.Candidate) time.Duration
 	Env          []string // extra environment for the worker (e.g. PYTHONPATH)
 	// Log receives the worker's stderr (the framework's own output).
 	Log io.Writer
@@ -165,7 +166,7 @@ func (e *Engine) Delegates(c presets.Candidate) bool {
 // Run measures the candidate on the framework, adds the modelled
 // collectives of the parallel degrees the run lacks, and hands candidates
 // the framework cannot run to the fallback engine, labelled.
-func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	r := e.sup.Run(ctx, w, c, opts, emit)
 	if r.ErrKind == engine.ErrUnsupported && e.opts.Fallback != nil {
 		f := e.opts.Fallback.Run(ctx, w, c, opts, emit)
@@ -192,9 +193,9 @@ func (e *Engine) Run(ctx context.Context, w *engine.Workload, c presets.Candidat
 // the H200, qwen3_30b_a3b's h100 slice peaked at 98.6 GB where the job's
 // rank needs about 75). The ranking judges what fits from the breakdown,
 // as it does for the emulating engines' results.
-func (e *Engine) addJobMemory(r *engine.Result, w *engine.Workload, c presets.Candidate) {
-	plan := engine.PlanCapture(w, c, w.Spec.Options.Generation)
-	b := engine.PredictMemory(w, plan, nil, engine.JobGPUMiB(w.Layout, e.Device().MemoryMiB), engine.MemoryOptions{})
+func (e *Engine) addJobMemory(r *engine.Result, w *stepmodel.Workload, c presets.Candidate) {
+	plan := stepmodel.PlanCapture(w, c, w.Spec.Options.Generation)
+	b := stepmodel.PredictMemory(w, plan, nil, stepmodel.JobGPUMiB(w.Layout, e.Device().MemoryMiB), stepmodel.MemoryOptions{})
 	how := "memory model"
 	switch g := r.Memory.GraphFullJobMiB; {
 	case !c.Graphed():
@@ -221,13 +222,13 @@ func (e *Engine) addJobMemory(r *engine.Result, w *engine.Workload, c presets.Ca
 // rates). Collectives of a degree the ranks ran for real, and those of a
 // degree of 1 (the model's zero-byte all-to-all of EP 1, the grad-norm
 // all-reduce of a one-GPU job), are left out.
-func addCollectives(r *engine.Result, w *engine.Workload, rates engine.Rates, world int) {
+func addCollectives(r *engine.Result, w *stepmodel.Workload, rates stepmodel.Rates, world int) {
 	ms := CollectiveMs(w, rates, modelledFamilies(r.Framework))
 	if ms <= 0 {
 		return
 	}
 	r.CollectivesMs = ms
-	for _, st := range []*engine.Stats{&r.Step, &r.Eager} {
+	for _, st := range []*stepmodel.Stats{&r.Step, &r.Eager} {
 		if st.N > 0 {
 			st.Median += ms
 			st.P10 += ms
@@ -287,9 +288,9 @@ func counted(name string, only map[string]bool) bool {
 // CollectiveMs is one step's collective time in the workload model: every
 // micro-batch's layer, embedding and head collectives plus the optimizer's,
 // of the families in only (all of them when only is nil).
-func CollectiveMs(w *engine.Workload, rates engine.Rates, only map[string]bool) float64 {
-	keep := func(o engine.Op) bool { return only == nil || counted(o.Name, only) }
-	sum := func(ops []engine.Op) float64 { return collectiveUs(ops, rates, keep) }
+func CollectiveMs(w *stepmodel.Workload, rates stepmodel.Rates, only map[string]bool) float64 {
+	keep := func(o stepmodel.Op) bool { return only == nil || counted(o.Name, only) }
+	sum := func(ops []stepmodel.Op) float64 { return collectiveUs(ops, rates, keep) }
 	perMB := sum(w.Pre) + sum(w.Head) + sum(w.PreBwd)
 	for _, l := range w.Layers {
 		perMB += sum(l.Fwd) + sum(l.Bwd)
@@ -299,10 +300,10 @@ func CollectiveMs(w *engine.Workload, rates engine.Rates, only map[string]bool) 
 
 // collectiveUs is the modelled GPU time of the collectives among ops that
 // keep accepts, in microseconds.
-func collectiveUs(ops []engine.Op, rates engine.Rates, keep func(engine.Op) bool) float64 {
+func collectiveUs(ops []stepmodel.Op, rates stepmodel.Rates, keep func(stepmodel.Op) bool) float64 {
 	var us float64
 	for _, o := range ops {
-		if o.Kind == engine.KindCollective && keep(o) {
+		if o.Kind == stepmodel.KindCollective && keep(o) {
 			us += rates.OpGPUUs(o)
 		}
 	}

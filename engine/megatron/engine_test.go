@@ -12,6 +12,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/worker"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 func python(t *testing.T) string {
@@ -28,9 +29,9 @@ func fakeEngine(t *testing.T, mode string, fallback engine.Engine, deadline time
 	t.Helper()
 	script, _ := filepath.Abs("testdata/fake_worker.py")
 	cmd := worker.Command{Path: python(t), Args: []string{"-B", script}, Env: []string{"FAKE_MODE=" + mode}}
-	rates, _ := engine.SpecFor("h100")
+	rates, _ := stepmodel.SpecFor("h100")
 	e, err := newWithCommand(Options{Rates: rates, Fallback: fallback, StartTimeout: 20 * time.Second,
-		Deadline: func(*engine.Workload, presets.Candidate) time.Duration { return deadline }}, cmd)
+		Deadline: func(*stepmodel.Workload, presets.Candidate) time.Duration { return deadline }}, cmd)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -38,14 +39,14 @@ func fakeEngine(t *testing.T, mode string, fallback engine.Engine, deadline time
 	return e
 }
 
-func workload(t *testing.T, tp int) *engine.Workload {
+func workload(t *testing.T, tp int) *stepmodel.Workload {
 	t.Helper()
 	m, err := presets.LookupModel("llama3_8b")
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := presets.Layout{GPU: "h100", NumGPUs: 8 * tp, TP: tp, PP: 1, CP: 1, EP: 1, GBS: 16, MBS: 1, Seq: 1024, Precision: "bf16"}
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestFrameworkResultGetsModelledCollectives(t *testing.T) {
 	if r.Source != engine.Framework {
 		t.Errorf("source = %q, want framework", r.Source)
 	}
-	rates, _ := engine.SpecFor("h100")
+	rates, _ := stepmodel.SpecFor("h100")
 	want := CollectiveMs(w, rates, nil)
 	if want <= 0 || r.CollectivesMs != want {
 		t.Fatalf("collectives %.3f ms, want %.3f (> 0) for a TP 2 layout run at world size 1", r.CollectivesMs, want)
@@ -96,7 +97,7 @@ func TestFrameworkResultGetsModelledCollectives(t *testing.T) {
 
 func TestCollectivesOfExecutedDegreesAreNotAdded(t *testing.T) {
 	w := workload(t, 2)
-	rates, _ := engine.SpecFor("h100")
+	rates, _ := stepmodel.SpecFor("h100")
 	all := CollectiveMs(w, rates, nil)
 	noTP := CollectiveMs(w, rates, modelledFamilies(&engine.FrameworkInfo{WorldSize: 2, Modelled: []string{"DP 2"}}))
 	if !(noTP < all) {
@@ -117,9 +118,9 @@ type stubEngine struct{ runs int }
 func (s *stubEngine) Name() string              { return "cuda" }
 func (s *stubEngine) Device() engine.DeviceInfo { return engine.DeviceInfo{Name: "stub"} }
 func (s *stubEngine) Close() error              { return nil }
-func (s *stubEngine) Run(_ context.Context, _ *engine.Workload, c presets.Candidate, _ engine.RunOptions, _ func(engine.StepSample)) engine.Result {
+func (s *stubEngine) Run(_ context.Context, _ *stepmodel.Workload, c presets.Candidate, _ engine.RunOptions, _ func(engine.StepSample)) engine.Result {
 	s.runs++
-	return engine.Result{Candidate: c, Source: engine.Measured, Step: engine.Stats{Median: 70, N: 1}}
+	return engine.Result{Candidate: c, Source: engine.Measured, Step: stepmodel.Stats{Median: 70, N: 1}}
 }
 
 func TestUnsupportedCandidateGoesToTheFallbackLabelled(t *testing.T) {
@@ -279,12 +280,12 @@ func TestMeasuredGraphMemoryOnlyFromTheWholeJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := presets.Layout{GPU: "h100", NumGPUs: 1, TP: 1, PP: 1, CP: 1, EP: 1, GBS: 2, MBS: 1, Seq: 1024, Precision: "bf16"}
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{RunMicroBatches: 2})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{RunMicroBatches: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{}, Warmup: 1}
-	modelled := engine.PredictMemory(w, engine.PlanCapture(w, c, presets.G2), nil, engine.JobGPUMiB(l, 0), engine.MemoryOptions{}).Graphs
+	modelled := stepmodel.PredictMemory(w, stepmodel.PlanCapture(w, c, presets.G2), nil, stepmodel.JobGPUMiB(l, 0), stepmodel.MemoryOptions{}).Graphs
 	e := fakeEngine(t, "ok", nil, time.Minute)
 	for _, tc := range []struct {
 		name         string

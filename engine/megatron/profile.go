@@ -7,6 +7,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // profileLayers are the two layer counts a profile of w is fitted from:
@@ -21,39 +22,39 @@ import (
 // largest errors such a fit gave in the three-way tables
 // (docs/emulation-accuracy-2026-12-01.md). A stage of one layer still
 // needs two points: 1 and 2.
-func profileLayers(w *engine.Workload, maxLayers int) [2]int {
+func profileLayers(w *stepmodel.Workload, maxLayers int) [2]int {
 	built := min(len(w.Layers), orDefault(maxLayers, DefaultMaxLayers))
 	return [2]int{1, max(2, built)}
 }
 
 // spreadSteps are the steps measured at the larger layer count, whose
-// spread the profile keeps (engine.StepSpread): the nearest-rank p10 and
+// spread the profile keeps (stepmodel.StepSpread): the nearest-rank p10 and
 // p90 of 9 steps are their least and greatest, whose expected quantiles
 // are the 10th and 90th, as the p10–p90 of a search's 15 steps.
 const spreadSteps = 9
 
 // profileRun is one measured run of the profile: a mode at a layer count.
-// The modes are named as the spreads they measure (engine.SpreadEager, ...).
+// The modes are named as the spreads they measure (stepmodel.SpreadEager, ...).
 type profileRun struct {
 	mode   string // "eager", "layer" (local whole-layer graphs), "full_iteration"
 	layers int
 	raw    *engine.RawTimes
-	step   engine.Stats // the framework's step statistics (its spread)
+	step   stepmodel.Stats // the framework's step statistics (its spread)
 	err    string
 }
 
 var profileCandidates = map[string]presets.Candidate{
-	engine.SpreadEager:         {Impl: presets.ImplNone, Scopes: []string{}},
-	engine.SpreadLayer:         {Impl: presets.ImplLocal, Scopes: []string{}, Warmup: 1},
-	engine.SpreadFullIteration: {Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1},
+	stepmodel.SpreadEager:         {Impl: presets.ImplNone, Scopes: []string{}},
+	stepmodel.SpreadLayer:         {Impl: presets.ImplLocal, Scopes: []string{}, Warmup: 1},
+	stepmodel.SpreadFullIteration: {Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1},
 }
 
 // MeasureProfile measures the framework profile of w's model and layout:
 // eager, whole-layer-graphed and full-iteration runs at one layer and at
 // the layers the engine builds of the stage (profileLayers), fitted per
 // layer and micro-batch (see Fit).
-func (e *Engine) MeasureProfile(ctx context.Context, w *engine.Workload, emit func(string)) (*engine.FrameworkProfile, error) {
-	runs, _, err := e.profileRuns(ctx, w, engine.ProfileModes(), "", emit)
+func (e *Engine) MeasureProfile(ctx context.Context, w *stepmodel.Workload, emit func(string)) (*stepmodel.FrameworkProfile, error) {
+	runs, _, err := e.profileRuns(ctx, w, stepmodel.ProfileModes(), "", emit)
 	if err != nil {
 		return nil, err
 	}
@@ -68,14 +69,14 @@ func (e *Engine) MeasureProfile(ctx context.Context, w *engine.Workload, emit fu
 			fw.MCore, fw.Torch, fw.LayerSpec, e.Device().Name)
 	}
 	p.Key.GPU, p.Key.Driver = e.Device().Name, e.Device().Driver
-	p.Key.Model, p.Key.Layout = engine.ModelKey(w.Spec.Model), engine.LayoutKey(w.Layout)
+	p.Key.Model, p.Key.Layout = stepmodel.ModelKey(w.Spec.Model), stepmodel.LayoutKey(w.Layout)
 	return p, nil
 }
 
 // profileRuns runs each mode at each of w's profileLayers and returns the
 // runs and the framework the last successful one reported; prefix starts
 // every progress line.
-func (e *Engine) profileRuns(ctx context.Context, w *engine.Workload, modes []string, prefix string, emit func(string)) ([]profileRun, *engine.FrameworkInfo, error) {
+func (e *Engine) profileRuns(ctx context.Context, w *stepmodel.Workload, modes []string, prefix string, emit func(string)) ([]profileRun, *engine.FrameworkInfo, error) {
 	var runs []profileRun
 	var fw *engine.FrameworkInfo
 	for _, mode := range modes {
@@ -115,7 +116,7 @@ func describeRaw(r profileRun) string {
 }
 
 // layerKind is the kind of the layers the slice builds (its first one).
-func layerKind(w *engine.Workload) string {
+func layerKind(w *stepmodel.Workload) string {
 	if len(w.Layers) == 0 {
 		return string(presets.LayerDense)
 	}
@@ -136,16 +137,16 @@ func layerKind(w *engine.Workload) string {
 // Where the eager runs are GPU-bound, their wall time gives the layers'
 // eager GPU time (launch gaps included), which a graph's replay does not
 // have.
-func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
+func Fit(runs []profileRun, kind string) (*stepmodel.FrameworkProfile, error) {
 	fit := newFitter(runs)
 	e1, e2 := fit.get("eager", fit.a), fit.get("eager", fit.b)
 	if e1 == nil || e2 == nil {
 		return nil, fmt.Errorf("the eager runs failed: %s", firstErr(runs, "eager"))
 	}
 	fit.m = float64(max(1, e1.MicroBatchesRun))
-	p := &engine.FrameworkProfile{Version: engine.ProfileVersion, Layers: map[string]engine.LayerProfile{},
+	p := &stepmodel.FrameworkProfile{Version: stepmodel.ProfileVersion, Layers: map[string]stepmodel.LayerProfile{},
 		MeasuredAt: fmt.Sprintf("eager, whole-layer and full-iteration runs at %d and %d layers, %d micro-batches per step", fit.a, fit.b, int(fit.m))}
-	lp := engine.LayerProfile{Graphed: map[string]engine.GraphedRegion{}}
+	lp := stepmodel.LayerProfile{Graphed: map[string]stepmodel.GraphedRegion{}}
 	fit.eagerHost(p, &lp, e1, e2)
 	layerGPU := fit.gpu(p, &lp, e1, e2)
 	optLayer, optFixed := fit.optimizer()
@@ -155,16 +156,16 @@ func Fit(runs []profileRun, kind string) (*engine.FrameworkProfile, error) {
 	// emulated eager step of dense-small came out 8 ms above the profile's
 	// own run on an H200 (docs/emulation-accuracy-2026-12-01.md). Its
 	// kernels' GPU time is left to the per-op model (GPU 0).
-	p.Optimizer = engine.HostGPU{HostMs: optFixed}
-	p.OptimizerPerLayer = engine.HostGPU{HostMs: optLayer}
+	p.Optimizer = stepmodel.HostGPU{HostMs: optFixed}
+	p.OptimizerPerLayer = stepmodel.HostGPU{HostMs: optLayer}
 	if l1, l2 := fit.get("layer", fit.a), fit.get("layer", fit.b); l1 != nil && l2 != nil {
 		replay, _ := fit.line(l1.HostMs-l1.ZeroGradMs, l2.HostMs-l2.ZeroGradMs)
 		// One graph pair per layer serves every micro-batch when PP is 1.
 		mib, fixed := fit.stepLine(l1.GraphMiB, l2.GraphMiB)
-		lp.Graphed["layer"] = engine.GraphedRegion{ReplayHostMs: replay, GPUMs: layerGPU, GraphMiB: mib, FirstReplayHostMs: firstReplay(l2, e2)}
+		lp.Graphed["layer"] = stepmodel.GraphedRegion{ReplayHostMs: replay, GPUMs: layerGPU, GraphMiB: mib, FirstReplayHostMs: firstReplay(l2, e2)}
 		p.GraphPoolFixedMiB = fixed
 	} else {
-		lp.Graphed["layer"] = engine.GraphedRegion{CaptureError: firstErr(runs, "layer")}
+		lp.Graphed["layer"] = stepmodel.GraphedRegion{CaptureError: firstErr(runs, "layer")}
 	}
 	p.Layers[kind] = lp
 	p.Spread = fit.spreads()
@@ -199,12 +200,12 @@ func firstReplay(graphed, eager *engine.RawTimes) float64 {
 // forward and backward; the part outside the layers is split evenly
 // (embedding and head have both directions), its forward at least the
 // measured lead-in.
-func (f fitter) eagerHost(p *engine.FrameworkProfile, lp *engine.LayerProfile, e1, e2 *engine.RawTimes) {
+func (f fitter) eagerHost(p *stepmodel.FrameworkProfile, lp *stepmodel.LayerProfile, e1, e2 *engine.RawTimes) {
 	// The step's start (zeroing the gradient buffers) happens once per
 	// step, not per micro-batch: it is fitted on its own, per step, and
 	// left out of the per-micro-batch line.
 	startLayer, startFixed := f.stepLine(e1.ZeroGradMs, e2.ZeroGradMs)
-	p.StepStart, p.StepStartPerLayer = engine.HostGPU{HostMs: startFixed}, engine.HostGPU{HostMs: startLayer}
+	p.StepStart, p.StepStartPerLayer = stepmodel.HostGPU{HostMs: startFixed}, stepmodel.HostGPU{HostMs: startLayer}
 	layerHost, other := f.line(e1.HostMs-e1.ZeroGradMs, e2.HostMs-e2.ZeroGradMs)
 	fwdShare := 1.0 / 3
 	switch {
@@ -230,7 +231,7 @@ func (f fitter) eagerHost(p *engine.FrameworkProfile, lp *engine.LayerProfile, e
 // gpu fits the GPU times, and the full iteration's replay and graph
 // memory where it was captured; it returns a layer's graphed GPU time per
 // micro-batch.
-func (f fitter) gpu(p *engine.FrameworkProfile, lp *engine.LayerProfile, e1, e2 *engine.RawTimes) (layerGPU float64) {
+func (f fitter) gpu(p *stepmodel.FrameworkProfile, lp *stepmodel.LayerProfile, e1, e2 *engine.RawTimes) (layerGPU float64) {
 	g1, g2 := f.get("full_iteration", f.a), f.get("full_iteration", f.b)
 	if g1 == nil || g2 == nil {
 		g1, g2 = e1, e2
@@ -317,12 +318,12 @@ func newFitter(runs []profileRun) fitter {
 }
 
 // spreads are the step spreads of the runs at the larger layer count,
-// the slice the engines emulate, by mode (engine.StepSpread).
-func (f fitter) spreads() map[string]engine.StepSpread {
-	out := map[string]engine.StepSpread{}
+// the slice the engines emulate, by mode (stepmodel.StepSpread).
+func (f fitter) spreads() map[string]stepmodel.StepSpread {
+	out := map[string]stepmodel.StepSpread{}
 	for _, r := range f.runs {
 		if r.layers == f.b && r.raw != nil && r.step.Median > 0 {
-			out[r.mode] = engine.SpreadOf(r.step)
+			out[r.mode] = stepmodel.SpreadOf(r.step)
 		}
 	}
 	return out
@@ -355,7 +356,7 @@ func (f fitter) line(ta, tb float64) (perLayer, fixed float64) {
 func (f fitter) optimizer() (perLayer, fixed float64) {
 	var ta, tb float64
 	n := 0
-	for _, mode := range engine.ProfileModes() {
+	for _, mode := range stepmodel.ProfileModes() {
 		if ra, rb := f.get(mode, f.a), f.get(mode, f.b); ra != nil && rb != nil {
 			ta, tb, n = ta+ra.OptMs, tb+rb.OptMs, n+1
 		}

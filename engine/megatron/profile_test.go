@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"cgtune/engine"
+	"cgtune/stepmodel"
 )
 
 // testLayers are the layer counts the synthetic runs are measured at.
@@ -66,7 +67,7 @@ func TestProfileLayersFollowTheBuiltSlice(t *testing.T) {
 		{8, 0, 8}, {12, 8, 8}, {12, 4, 4}, {3, 8, 3}, {1, 8, 2}, {48, 0, 8},
 	} {
 		t.Run(fmt.Sprintf("stage %d max %d", c.stage, c.max), func(t *testing.T) {
-			w := &engine.Workload{Layers: make([]engine.LayerTrace, c.stage)}
+			w := &stepmodel.Workload{Layers: make([]stepmodel.LayerTrace, c.stage)}
 			if got := profileLayers(w, c.max); got != [2]int{1, c.want} {
 				t.Errorf("stage of %d layers, max %d: profile layers %v, want [1 %d]", c.stage, c.max, got, c.want)
 			}
@@ -157,9 +158,9 @@ func TestFitKeepsTheFrameworkSpreadOfTheBuiltSlice(t *testing.T) {
 	for i := range runs {
 		// 1 layer: a wide spread that must not be kept; 8 layers: eager
 		// −10%/+20%, whole layer −1%/+2%.
-		runs[i].step = engine.Stats{Median: 100, P10: 50, P90: 150}
+		runs[i].step = stepmodel.Stats{Median: 100, P10: 50, P90: 150}
 		if runs[i].layers == testLayers[1] {
-			runs[i].step = map[string]engine.Stats{"eager": {Median: 100, P10: 90, P90: 120},
+			runs[i].step = map[string]stepmodel.Stats{"eager": {Median: 100, P10: 90, P90: 120},
 				"layer": {Median: 50, P10: 49.5, P90: 51}}[runs[i].mode]
 		}
 	}
@@ -167,7 +168,7 @@ func TestFitKeepsTheFrameworkSpreadOfTheBuiltSlice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]engine.StepSpread{engine.SpreadEager: {Below: 0.1, Above: 0.2}, engine.SpreadLayer: {Below: 0.01, Above: 0.02}}
+	want := map[string]stepmodel.StepSpread{stepmodel.SpreadEager: {Below: 0.1, Above: 0.2}, stepmodel.SpreadLayer: {Below: 0.01, Above: 0.02}}
 	if len(p.Spread) != len(want) {
 		t.Fatalf("spreads %v, want %v (none for the full iteration that failed)", p.Spread, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"cgtune/engine"
+	"cgtune/stepmodel"
 )
 
 // runLine is one run as MeasureProfile reports it (describeRaw).
@@ -23,7 +24,7 @@ var microBatchesLine = regexp.MustCompile(`(\d+) micro-batches per step`)
 // saved: its key, source, spreads and collective exposures are kept (the
 // printed runs do not give them); failed runs are left out, as Fit leaves
 // them.
-func Refit(text string, old *engine.FrameworkProfile) (*engine.FrameworkProfile, error) {
+func Refit(text string, old *stepmodel.FrameworkProfile) (*stepmodel.FrameworkProfile, error) {
 	runs, err := parseRuns(text + "\n" + old.MeasuredAt)
 	if err != nil {
 		return nil, err

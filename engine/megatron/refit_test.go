@@ -1,11 +1,10 @@
 package megatron
 
 import (
+	"cgtune/stepmodel"
 	"strconv"
 	"strings"
 	"testing"
-
-	"cgtune/engine"
 )
 
 // Printing the runs and fitting them again gives the profile fitted from
@@ -22,8 +21,8 @@ func TestRefitFromPrintedRuns(t *testing.T) {
 	for _, r := range runs {
 		b.WriteString("  " + r.mode + ", " + itoa(r.layers) + " layer(s): " + describeRaw(r) + "\n")
 	}
-	old := &engine.FrameworkProfile{Key: engine.ProfileKey{GPU: "NVIDIA H200"}, Source: "probe",
-		Layers: map[string]engine.LayerProfile{"dense": {}}, Spread: map[string]engine.StepSpread{"eager": {Below: 0.1, Above: 0.2}}}
+	old := &stepmodel.FrameworkProfile{Key: stepmodel.ProfileKey{GPU: "NVIDIA H200"}, Source: "probe",
+		Layers: map[string]stepmodel.LayerProfile{"dense": {}}, Spread: map[string]stepmodel.StepSpread{"eager": {Below: 0.1, Above: 0.2}}}
 	got, err := Refit(b.String(), old)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Command says how to start a worker process.
@@ -41,7 +42,7 @@ type Client struct {
 	// is killed and the candidate fails with ErrTimeout. DeadlineFor, when
 	// set, gives a per-candidate deadline instead.
 	Deadline    time.Duration
-	DeadlineFor func(w *engine.Workload, c presets.Candidate) time.Duration
+	DeadlineFor func(w *stepmodel.Workload, c presets.Candidate) time.Duration
 }
 
 // tailBuffer keeps the last bytes of the worker's stderr for error reports.
@@ -210,7 +211,7 @@ func (c *Client) Close() error {
 // Run sends the candidate to the worker and relays its samples. A worker
 // that dies, stops answering past the deadline, or is cancelled yields a
 // failed result; the client is then dead and the caller starts another.
-func (c *Client) Run(ctx context.Context, w *engine.Workload, cand presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (c *Client) Run(ctx context.Context, w *stepmodel.Workload, cand presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	res := engine.Result{Candidate: cand, Source: engine.Measured, Device: c.Device()}
 	if c.dead != nil {
 		res.Err, res.ErrKind = "worker is not running: "+c.dead.Error(), engine.ErrCrash
@@ -275,7 +276,7 @@ func (c *Client) Run(ctx context.Context, w *engine.Workload, cand presets.Candi
 type Supervisor struct {
 	Cmd          Command
 	StartTimeout time.Duration
-	DeadlineFor  func(w *engine.Workload, c presets.Candidate) time.Duration
+	DeadlineFor  func(w *stepmodel.Workload, c presets.Candidate) time.Duration
 	// BeforeStart runs before every worker start (e.g. to verify the
 	// worker's files); an error fails the start.
 	BeforeStart func() error
@@ -287,7 +288,7 @@ type Supervisor struct {
 
 // NewSupervisor starts the first worker, so that a GPU that cannot be used
 // is reported before the search starts.
-func NewSupervisor(cmd Command, startTimeout time.Duration, deadline func(*engine.Workload, presets.Candidate) time.Duration) (*Supervisor, error) {
+func NewSupervisor(cmd Command, startTimeout time.Duration, deadline func(*stepmodel.Workload, presets.Candidate) time.Duration) (*Supervisor, error) {
 	s := &Supervisor{Cmd: cmd, StartTimeout: startTimeout, DeadlineFor: deadline}
 	if err := s.ensure(); err != nil {
 		return nil, err
@@ -328,7 +329,7 @@ func (s *Supervisor) Name() string { return s.name }
 func (s *Supervisor) Device() engine.DeviceInfo { return s.dev }
 
 // Run runs a candidate on a live worker, starting one if needed.
-func (s *Supervisor) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (s *Supervisor) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	if err := s.ensure(); err != nil {
 		return engine.Result{Candidate: c, Source: engine.Measured, Device: s.dev, Err: "could not start a worker: " + err.Error(), ErrKind: engine.ErrCrash}
 	}

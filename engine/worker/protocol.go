@@ -23,6 +23,7 @@ package worker
 import (
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Version of the protocol.
@@ -48,12 +49,12 @@ const (
 
 // Request is a line the parent sends.
 type Request struct {
-	V         int                  `json:"v"`
-	Type      string               `json:"type"`
-	ID        string               `json:"id,omitempty"`
-	Spec      *engine.WorkloadSpec `json:"spec,omitempty"`
-	Candidate *presets.Candidate   `json:"candidate,omitempty"`
-	Opts      *engine.RunOptions   `json:"opts,omitempty"`
+	V         int                     `json:"v"`
+	Type      string                  `json:"type"`
+	ID        string                  `json:"id,omitempty"`
+	Spec      *stepmodel.WorkloadSpec `json:"spec,omitempty"`
+	Candidate *presets.Candidate      `json:"candidate,omitempty"`
+	Opts      *engine.RunOptions      `json:"opts,omitempty"`
 }
 
 // Reply is a line the worker sends.

@@ -15,6 +15,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // served is a Serve running on pipes, for tests.
@@ -62,7 +63,7 @@ func TestWorkerRefusesInvalidRequests(t *testing.T) {
 	huge.Model.Arch.Layers = 100_000_000
 	for _, tc := range []struct {
 		cand presets.Candidate
-		spec engine.WorkloadSpec
+		spec stepmodel.WorkloadSpec
 		opts engine.RunOptions
 		want string
 	}{

@@ -15,6 +15,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // hangWarmup marks a candidate the fake engine never returns from.
@@ -34,7 +35,7 @@ func (f fakeEngine) Device() engine.DeviceInfo {
 	return engine.DeviceInfo{Name: "Fake GPU", MemoryMiB: 1024}
 }
 func (f fakeEngine) Close() error { return nil }
-func (f fakeEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+func (f fakeEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	if c.Warmup == hangWarmup {
 		time.Sleep(time.Hour) // a wedged GPU call: the process lives, nothing answers
 	}
@@ -47,7 +48,7 @@ func (f fakeEngine) Run(ctx context.Context, w *engine.Workload, c presets.Candi
 		emit(engine.StepSample{Candidate: c.Key(), Phase: engine.PhaseMeasure, Step: i, StepMs: float64(f.stepMs)})
 		ms = append(ms, float64(f.stepMs))
 	}
-	return engine.Result{Candidate: c, Source: engine.Measured, Step: engine.Summarise(ms), Notes: []string{"layers " + strings.Repeat("x", len(w.Layers))}}
+	return engine.Result{Candidate: c, Source: engine.Measured, Step: stepmodel.Summarise(ms), Notes: []string{"layers " + strings.Repeat("x", len(w.Layers))}}
 }
 
 // TestMain turns the test binary into a worker when asked: the tests start
@@ -65,10 +66,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func spec(t *testing.T) engine.WorkloadSpec {
+func spec(t *testing.T) stepmodel.WorkloadSpec {
 	m := presets.Model{Name: "tiny", Arch: presets.Arch{Layers: 2, Hidden: 256, FFNHidden: 1024, Heads: 4, KVGroups: 4, HeadDim: 64, Vocab: 1000}}
 	l := presets.Layout{NumGPUs: 1, GBS: 2, MBS: 1, Seq: 128}
-	w, err := engine.BuildWorkload(m, l, engine.WorkloadOptions{})
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestKilledWorkerIsReportedAndReplaced(t *testing.T) {
 }
 
 func TestHungWorkerIsKilledAtItsDeadline(t *testing.T) {
-	deadline := func(*engine.Workload, presets.Candidate) time.Duration { return 700 * time.Millisecond }
+	deadline := func(*stepmodel.Workload, presets.Candidate) time.Duration { return 700 * time.Millisecond }
 	sup, err := NewSupervisor(selfWorker(t), 10*time.Second, deadline)
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,8 @@ import (
 	"sort"
 	"strings"
 
-	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // peakLine is one line of peaks.py's output.
@@ -50,21 +50,21 @@ func candidate(mode string) presets.Candidate {
 }
 
 // predict is the estimate engine's breakdown for a whole-model run of p.
-func predict(p peakLine) (*engine.MemoryBreakdown, error) {
+func predict(p peakLine) (*stepmodel.MemoryBreakdown, error) {
 	m := presets.Model{Name: p.Name, Arch: p.Case.Arch}
 	l := presets.Layout{GPU: "h200", NumGPUs: 1, Precision: "bf16", TP: 1, PP: 1, CP: 1, EP: 1,
 		GBS: p.Case.MBS * p.Case.MicroBatches, MBS: p.Case.MBS, Seq: p.Case.Seq}
-	opts := engine.WorkloadOptions{LayerSpec: "local", RunMicroBatches: p.Case.MicroBatches}
+	opts := stepmodel.WorkloadOptions{LayerSpec: "local", RunMicroBatches: p.Case.MicroBatches}
 	if m.Arch.MoE != nil {
 		dropless := false
 		opts.Dropless, opts.MoECapacityFactor = &dropless, 1.0
 	}
-	w, err := engine.BuildWorkload(m, l, opts)
+	w, err := stepmodel.BuildWorkload(m, l, opts)
 	if err != nil {
 		return nil, err
 	}
-	plan := engine.PlanCapture(w, candidate(p.Mode), presets.G2)
-	return engine.PredictMemory(w, plan, nil, engine.JobGPUMiB(l, 0), engine.MemoryOptions{}), nil
+	plan := stepmodel.PlanCapture(w, candidate(p.Mode), presets.G2)
+	return stepmodel.PredictMemory(w, plan, nil, stepmodel.JobGPUMiB(l, 0), stepmodel.MemoryOptions{}), nil
 }
 
 func main() {

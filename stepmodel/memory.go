@@ -1,4 +1,4 @@
-package engine
+package stepmodel
 
 import (
 	"fmt"
@@ -8,6 +8,33 @@ import (
 
 	"cgtune/presets"
 )
+
+// MemoryBreakdown is one rank's device memory in the real job, in MiB,
+// by what holds it. Fits compares Total with the job GPU's memory.
+//
+// Total is Weights + Gradients + Optimizer + the larger of Activations and
+// MainGrads (the optimizer step's fp32 gradients come after the
+// activations are freed) + Graphs + Slack + Context.
+type MemoryBreakdown struct {
+	Weights   int64 `json:"weights"`
+	Gradients int64 `json:"gradients"` // the gradient buffer
+	Optimizer int64 `json:"optimizer"` // main parameters and Adam state, after sharding
+	// MainGrads are the distributed optimizer's fp32 gradients of its shard
+	// at the optimizer step.
+	MainGrads   int64 `json:"main_grads"`
+	Activations int64 `json:"activations"` // eager, with the step's temporaries
+	// Graphs is what capturing adds over eager.
+	Graphs  int64 `json:"graphs"`
+	Slack   int64 `json:"allocator_slack"` // the caching allocator's reserve above what is allocated
+	Context int64 `json:"context"`         // CUDA context, workspaces, NCCL buffers: outside the allocator
+	Total   int64 `json:"total"`
+	GPUMiB  int64 `json:"gpu_mib"` // the job GPU's memory it was compared with
+	Fits    bool  `json:"fits"`
+}
+
+// Reserved is what the framework's caching allocator reserves at the peak:
+// the total less the context outside it (torch.cuda.max_memory_reserved).
+func (m *MemoryBreakdown) Reserved() int64 { return m.Total - m.Context }
 
 // The memory model predicts one rank's device memory in the real job at
 // its peak, by what holds it. Megatron-Core with Megatron-Bridge's

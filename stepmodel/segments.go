@@ -1,4 +1,4 @@
-package engine
+package stepmodel
 
 // TEWarmupPasses is how many eager passes Transformer Engine runs of each
 // graphed callable before capturing: max(1, ceil((10 − warmup·M) / captured))

@@ -1,4 +1,4 @@
-package engine
+package stepmodel
 
 import (
 	"crypto/sha256"

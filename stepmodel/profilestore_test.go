@@ -1,4 +1,4 @@
-package engine
+package stepmodel
 
 import (
 	"encoding/json"
@@ -129,8 +129,8 @@ pre_fwd_host_ms: 0.5
 
 // Before: a profile file's errors were the YAML decoder's, with Go type
 // names, several run together on one line ("cannot unmarshal !!seq into
-// engine.LayerOverride", "field version not found in type
-// engine.ProfileAdjust"), and without a line. They name the file, the line
+// stepmodel.LayerOverride", "field version not found in type
+// stepmodel.ProfileAdjust"), and without a line. They name the file, the line
 // and the field in words now, and version: 1, as cgtune's other YAML files
 // have it, is accepted.
 func TestProfileFileErrorsInWords(t *testing.T) {
@@ -145,7 +145,7 @@ func TestProfileFileErrorsInWords(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeFile(t, tc.body)
 			_, err := LoadProfileAdjust(p)
-			if err == nil || err.Error() != p+tc.want && !strings.HasPrefix(err.Error(), p+tc.want) || strings.ContainsAny(err.Error(), "\n!") || strings.Contains(err.Error(), "engine.") {
+			if err == nil || err.Error() != p+tc.want && !strings.HasPrefix(err.Error(), p+tc.want) || strings.ContainsAny(err.Error(), "\n!") || strings.Contains(err.Error(), "stepmodel.") {
 				t.Errorf("%v; want %s%s", err, p, tc.want)
 			}
 		})

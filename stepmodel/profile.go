@@ -1,4 +1,4 @@
-package engine
+package stepmodel
 
 // FrameworkProfile is what the real framework costs, measured by the
 // megatron engine's worker on this GPU for one model and layout: host
