@@ -1,5 +1,7 @@
-// Package presets holds the data cgtune works from: built-in model presets,
-// team presets shared as YAML files, and the recipe overrides cgtune emits.
+// Package presets holds the data cgtune works from and its vocabulary:
+// built-in model presets (Model, Arch, Layout), team presets shared as
+// YAML files, candidates (Candidate, Space) and the Megatron-Bridge
+// generations.
 package presets
 
 import (
@@ -362,4 +364,25 @@ type Space struct {
 	Impls   []string   `yaml:"impls" json:"impls"`
 	Scopes  [][]string `yaml:"scopes,omitempty" json:"scopes,omitempty"` // explicit scope sets; empty = every subset
 	Warmups []int      `yaml:"warmups" json:"warmups"`
+}
+
+// CanonicalScopes orders a scope set as the harness lists its scopes, so
+// that {moe_router, attn} and {attn, moe_router} are one candidate. Names
+// the harness does not know stay, at the end, for PERF-02 to reject.
+func CanonicalScopes(set []string) []string {
+	out := slices.Clone(set)
+	if out == nil {
+		out = []string{}
+	}
+	slices.SortStableFunc(out, func(a, b string) int {
+		ia, ib := slices.Index(Scopes, a), slices.Index(Scopes, b)
+		if ia < 0 {
+			ia = len(Scopes)
+		}
+		if ib < 0 {
+			ib = len(Scopes)
+		}
+		return ia - ib
+	})
+	return slices.Compact(out)
 }

@@ -15,6 +15,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 	"cgtune/stepmodel"
 )
@@ -57,15 +58,15 @@ func input(t *testing.T) Input {
 		{Candidate: presets.Candidate{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3},
 			Also: []presets.Candidate{{Impl: "local", Scopes: []string{"full_iteration", "attn"}, Warmup: 3}}},
 		{Candidate: presets.Candidate{Impl: "transformer_engine", Scopes: []string{"moe"}, Warmup: 3},
-			Violations: []search.Violation{{ID: "TC-22", Message: "moe cuda graph is only supported with drop-padding MoE."}}},
+			Violations: []recipe.Violation{{ID: "TC-22", Message: "moe cuda graph is only supported with drop-padding MoE."}}},
 		{Candidate: presets.Candidate{Impl: "local", Scopes: []string{}, Warmup: 3},
-			Violations: []search.Violation{{ID: search.WillFailID, Message: "the whole-layer graph of layer 0 (moe) would hold token_counts_to_host"}}},
+			Violations: []recipe.Violation{{ID: recipe.WillFailID, Message: "the whole-layer graph of layer 0 (moe) would hold token_counts_to_host"}}},
 	}
 	d := search.DoneEvent{Ranking: ranking, Winner: search.Winner(ranking), Strategy: "exhaustive", Runs: 6, GPUTimeMs: 60000,
 		RunDir: "/runs/x", Notes: []string{"exhaustive: every valid candidate"}}
 	sets := map[string]string{"model.moe_router_padding_for_fp8": "false",
 		"model.moe_expert_capacity_factor": "1.0", "model.moe_pad_expert_input_to_capacity": "true"}
-	ov, _ := search.WinnerOverrides(search.Target{Model: m, Layout: l, MBridge: "0.4", Sets: sets}, d.Winner.Result.Candidate).Render("yaml")
+	ov, _ := recipe.WinnerOverrides(recipe.Target{Model: m, Layout: l, MBridge: "0.4", Sets: sets}, d.Winner.Result.Candidate).Render("yaml")
 	return Input{Version: "0.1.0-test", Now: time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC), Model: m, Layout: l, MBridge: "0.4",
 		Engine: "cuda", Strategy: "exhaustive", TrainIters: 50, JobGPUMemoryMiB: 143771, Plan: plan, Done: d, Overrides: ov, Format: "yaml",
 		Sets: sets}

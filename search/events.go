@@ -5,6 +5,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 )
 
 // Event is what a running search reports. The TUI and the headless printer
@@ -14,8 +15,8 @@ type Event interface{ isEvent() }
 // Planned is one candidate of the space: valid (Violations empty) and
 // queued, or rejected by the rules table and never run.
 type Planned struct {
-	Candidate  presets.Candidate `json:"candidate"`
-	Violations []Violation       `json:"violations,omitempty"`
+	Candidate  presets.Candidate  `json:"candidate"`
+	Violations []recipe.Violation `json:"violations,omitempty"`
 	// Also are the other spellings in the space that Megatron runs as
 	// Candidate (its effective configuration, Canonical); Why says what
 	// rewrote them. They are not run on their own.

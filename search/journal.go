@@ -17,6 +17,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/stepmodel"
 )
 
@@ -255,7 +256,7 @@ func planCheck(plan []Planned, strategy string) resultCheck {
 			return fmt.Errorf("candidate %s is not in this search's space", l.Key)
 		}
 		for _, v := range p.Violations {
-			if v.ID != WillFailID {
+			if v.ID != recipe.WillFailID {
 				return fmt.Errorf("candidate %s is not run by this search: %s %s", l.Key, v.ID, v.Message)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/stepmodel"
 )
 
@@ -197,7 +198,7 @@ func isBuiltinRecipe(cfg Config) bool {
 		return false
 	}
 	mb := cfg.mbridge()
-	plain, err1 := MoEWorkload(stepmodel.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, nil)
-	set, err2 := MoEWorkload(stepmodel.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, cfg.Sets)
+	plain, err1 := recipe.MoEWorkload(stepmodel.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, nil)
+	set, err2 := recipe.MoEWorkload(stepmodel.WorkloadOptions{}, cfg.Model, cfg.Layout, mb, cfg.Sets)
 	return err1 == nil && err2 == nil && reflect.DeepEqual(plain, set)
 }

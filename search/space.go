@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/stepmodel"
 )
 
@@ -16,11 +17,6 @@ import (
 // because it captures nothing: every scope it lists is absent from the
 // model.
 const SpaceID = "SPACE"
-
-// WillFailID marks a candidate the rules accept but whose capture is known
-// to fail before it runs (a graph that would hold a host sync); it is not
-// run.
-const WillFailID = "WILL-FAIL"
 
 // DefaultMBridge is the Megatron-Bridge release a search targets when the
 // config names none (the same default as everywhere in cgtune).
@@ -36,30 +32,9 @@ func withDefaults(s presets.Space) presets.Space {
 		out.Warmups = presets.DefaultWarmups()
 	}
 	for _, set := range s.Scopes {
-		out.Scopes = append(out.Scopes, canonicalScopes(set))
+		out.Scopes = append(out.Scopes, presets.CanonicalScopes(set))
 	}
 	return out
-}
-
-// canonicalScopes orders a scope set as the harness lists its scopes, so
-// that {moe_router, attn} and {attn, moe_router} are one candidate. Names
-// the harness does not know stay, at the end, for PERF-02 to reject.
-func canonicalScopes(set []string) []string {
-	out := slices.Clone(set)
-	if out == nil {
-		out = []string{}
-	}
-	slices.SortStableFunc(out, func(a, b string) int {
-		ia, ib := slices.Index(presets.Scopes, a), slices.Index(presets.Scopes, b)
-		if ia < 0 {
-			ia = len(presets.Scopes)
-		}
-		if ib < 0 {
-			ib = len(presets.Scopes)
-		}
-		return ia - ib
-	})
-	return slices.Compact(out)
 }
 
 // allScopeSets is every subset of the six per-layer scopes (the empty one,
@@ -168,8 +143,8 @@ type Effective struct {
 //     TransformerLayer.create_mcore_cudagraph_manager, core_v0.16.0 to
 //     core_v0.19.0), so such lists are the whole-layer graph.
 func Canonical(m presets.Model, gen presets.Generation, c presets.Candidate) Effective {
-	_ = gen // both generations rewrite the same way; the overrides' spelling differs (presets.BuildOverrides)
-	e := Effective{Candidate: presets.Candidate{Impl: c.Impl, Scopes: canonicalScopes(c.Scopes), Warmup: c.Warmup}}
+	_ = gen // both generations rewrite the same way; the overrides' spelling differs (recipe.BuildOverrides)
+	e := Effective{Candidate: presets.Candidate{Impl: c.Impl, Scopes: presets.CanonicalScopes(c.Scopes), Warmup: c.Warmup}}
 	if !c.Graphed() {
 		e.Candidate = presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}
 		return e
@@ -206,7 +181,7 @@ func Canonical(m presets.Model, gen presets.Generation, c presets.Candidate) Eff
 	r, p := slices.Contains(sc, presets.ScopeMoERouter), slices.Contains(sc, presets.ScopeMoEPreprocess)
 	if r != p {
 		e.Why = append(e.Why, "impl local captures moe_router and moe_preprocess together (TC-17)")
-		e.Candidate.Scopes = canonicalScopes(append(slices.Clone(sc), presets.ScopeMoERouter, presets.ScopeMoEPreprocess))
+		e.Candidate.Scopes = presets.CanonicalScopes(append(slices.Clone(sc), presets.ScopeMoERouter, presets.ScopeMoEPreprocess))
 		sc = e.Candidate.Scopes
 	}
 	// mlp without attn is not the whole layer: Megatron-Core fails to
@@ -224,7 +199,7 @@ func Canonical(m presets.Model, gen presets.Generation, c presets.Candidate) Eff
 // candidates are merged by their effective configuration (Canonical): one
 // row per configuration Megatron would run, written in its canonical form,
 // with the space's other spellings in Also. A configuration whose capture
-// is known to fail is rejected as WillFailID. With cfg.Estimator set, each
+// is known to fail is rejected as recipe.WillFailID. With cfg.Estimator set, each
 // valid row carries the estimate engine's result, which orders the search
 // and sizes its rounds. The order is deterministic: a row sits where its
 // first spelling was enumerated.
@@ -258,19 +233,19 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r := ValidateCandidate(cfg.Model, cfg.Layout, c, mb, cfg.Sets)
+		r := recipe.ValidateCandidate(cfg.Model, cfg.Layout, c, mb, cfg.Sets)
 		if !r.OK() {
 			plan = append(plan, Planned{Candidate: c, Violations: r.Violations})
 			continue
 		}
 		e := Canonical(cfg.Model, gen, c)
 		if e.Nothing != "" {
-			plan = append(plan, Planned{Candidate: c, Violations: []Violation{{ID: SpaceID, Message: e.Nothing + " (nothing is captured)"}}})
+			plan = append(plan, Planned{Candidate: c, Violations: []recipe.Violation{{ID: SpaceID, Message: e.Nothing + " (nothing is captured)"}}})
 			continue
 		}
 		cp := stepmodel.PlanCapture(w, c, gen)
 		if c.Graphed() && cp.Failure == nil && !cp.Graphed() {
-			plan = append(plan, Planned{Candidate: c, Violations: []Violation{{ID: SpaceID, Message: fmt.Sprintf(
+			plan = append(plan, Planned{Candidate: c, Violations: []recipe.Violation{{ID: SpaceID, Message: fmt.Sprintf(
 				"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Label(), cp.Config, cfg.Model.Name)}}})
 			continue
 		}
@@ -298,7 +273,7 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 		// runs that spelling the same way and the rules take it.
 		rep := c
 		if e.Candidate.Key() != c.Key() && effectiveKey(stepmodel.PlanCapture(w, e.Candidate, gen), e.Candidate) == key &&
-			ValidateCandidate(cfg.Model, cfg.Layout, e.Candidate, mb, cfg.Sets).OK() {
+			recipe.ValidateCandidate(cfg.Model, cfg.Layout, e.Candidate, mb, cfg.Sets).OK() {
 			rep = e.Candidate
 		}
 		p := Planned{Candidate: rep}
@@ -307,9 +282,9 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 		}
 		switch {
 		case cp.Failure != nil && cfg.RunPredictedFailures:
-			p.PredictedFailure = willFailText(cp)
+			p.PredictedFailure = recipe.WillFailMessage(cp)
 		case cp.Failure != nil:
-			p.Violations = []Violation{{ID: WillFailID, Message: willFailText(cp)}}
+			p.Violations = []recipe.Violation{{ID: recipe.WillFailID, Message: recipe.WillFailMessage(cp)}}
 		}
 		rows[key] = len(plan)
 		plan = append(plan, p)
@@ -335,7 +310,7 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 func planOptions(cfg Config, mbridge string, gen presets.Generation) stepmodel.WorkloadOptions {
 	opts := cfg.Workload
 	if opts.Dropless == nil {
-		if o, err := MoEWorkload(opts, cfg.Model, cfg.Layout, mbridge, cfg.Sets); err == nil {
+		if o, err := recipe.MoEWorkload(opts, cfg.Model, cfg.Layout, mbridge, cfg.Sets); err == nil {
 			opts = o
 		}
 	}
@@ -375,25 +350,6 @@ func effectiveKey(p *stepmodel.CapturePlan, c presets.Candidate) string {
 	return fmt.Sprintf("%s|%d graphs|%s|w%d", p.Mechanism, len(p.Graphs), strings.Join(kinds, " "), c.Warmup)
 }
 
-// willFailText says why a planned capture fails, the cause first (a table
-// cell shows the start), with the way out for dropless MoE's host sync.
-func willFailText(p *stepmodel.CapturePlan) string {
-	f := p.Failure
-	if f.Stage != stepmodel.FailCapture || f.Op == "" {
-		return f.Message
-	}
-	graph := "the " + f.Region + " graph of layer " + fmt.Sprint(f.Layer)
-	switch f.Region {
-	case stepmodel.RegionLayer:
-		graph = "the whole-layer graph of layer " + fmt.Sprint(f.Layer)
-	case stepmodel.RegionFullIteration:
-		graph = "the full-iteration graph"
-	}
-	return fmt.Sprintf("dropless MoE syncs with the host inside %s (%s copies the tokens per expert to the host to size the dispatch): "+
-		"stream capture fails with cudaErrorStreamCaptureInvalidated; drop-and-pad MoE "+
-		"(model.moe_expert_capacity_factor=1.0, model.moe_pad_expert_input_to_capacity=true) captures", graph, f.Op)
-}
-
 func appendNew(list []string, items ...string) []string {
 	for _, it := range items {
 		if !slices.Contains(list, it) {
@@ -412,7 +368,7 @@ func CanonicalSpace(m presets.Model, s presets.Space) presets.Space {
 	out := presets.Space{Impls: slices.Clone(s.Impls), Warmups: slices.Clone(s.Warmups)}
 	seen := map[string]bool{}
 	for _, set := range s.Scopes {
-		set = canonicalScopes(set)
+		set = presets.CanonicalScopes(set)
 		if slices.Contains(set, presets.ScopeFullIteration) {
 			set = []string{presets.ScopeFullIteration}
 		} else if e := Canonical(m, presets.G2, presets.Candidate{Impl: presets.ImplTE, Scopes: set}); e.Nothing == "" {
@@ -434,7 +390,7 @@ func CanonicalSpace(m presets.Model, s presets.Space) presets.Space {
 // checkSets reports a --set that cannot be applied once, instead of as a
 // CONFIG violation on every candidate.
 func checkSets(m presets.Model, l presets.Layout, mbridge string, sets map[string]string) error {
-	r, err := NewRecipe(m, l, mbridge)
+	r, err := recipe.New(m, l, mbridge)
 	if err != nil {
 		return err
 	}

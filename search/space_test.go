@@ -10,6 +10,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/estimate"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/stepmodel"
 )
 
@@ -91,7 +92,7 @@ func TestPlanDefaultSpace(t *testing.T) {
 		{"transformer_engine/attn,moe_router,moe_preprocess/w2", nil, ""},
 		// Dropless MoE syncs with the host: a graph of the whole
 		// iteration cannot be captured.
-		{"local/full_iteration/w3", []string{WillFailID}, "syncs with the host inside the full-iteration graph"},
+		{"local/full_iteration/w3", []string{recipe.WillFailID}, "syncs with the host inside the full-iteration graph"},
 		{"transformer_engine/moe/w3", []string{"TC-22"}, "moe cuda graph is only supported with drop-padding MoE."},
 		{"transformer_engine/mlp/w3", []string{"TC-21"}, "mlp cuda graph is only supported for dense layers"},
 		{"transformer_engine/moe,moe_router/w1", []string{"TC-18", "TC-22"}, "must not contain both moe and moe_router"},
@@ -99,7 +100,7 @@ func TestPlanDefaultSpace(t *testing.T) {
 		{"transformer_engine/full_iteration/w3", []string{"PERF-05"}, ""},
 		{"transformer_engine/mamba/w3", []string{SpaceID}, "mamba captures nothing on qwen3_30b_a3b: the model has no Mamba layer (nothing is captured)"},
 		// The whole-layer graph holds the dropless dispatch's host sync.
-		{"transformer_engine/layer/w3", []string{WillFailID}, "token_counts_to_host"},
+		{"transformer_engine/layer/w3", []string{recipe.WillFailID}, "token_counts_to_host"},
 		// MB 0.4 takes per-layer scopes with impl local, but GPTModel's
 		// TransformerLayer is graphed by local only for attn or mlp.
 		{"local/moe_router,moe_preprocess/w3", []string{SpaceID}, "captures nothing on qwen3_30b_a3b's layers"},
@@ -146,9 +147,9 @@ func TestPlanPerModelAndGeneration(t *testing.T) {
 	}
 	// local mlp without attn is not the whole layer: Megatron-Core fails
 	// to build it (measured on the H200 with core 0.20.0).
-	if mlp := p["local/mlp/w1"]; !reflect.DeepEqual(planIDs(mlp), []string{WillFailID}) ||
+	if mlp := p["local/mlp/w1"]; !reflect.DeepEqual(planIDs(mlp), []string{recipe.WillFailID}) ||
 		!strings.Contains(mlp.Violations[0].Message, "no attribute 'is_moe_layer'") {
-		t.Errorf("llama local mlp: %v, want %s naming Megatron-Core's AttributeError", mlp.Violations, WillFailID)
+		t.Errorf("llama local mlp: %v, want %s naming Megatron-Core's AttributeError", mlp.Violations, recipe.WillFailID)
 	}
 	for _, c := range p["local/layer/w1"].Also {
 		if c.Key() == "local/mlp/w1" {
@@ -287,7 +288,7 @@ func TestPlanRowsEmitDistinctOverrides(t *testing.T) {
 						if !p.Valid() {
 							continue
 						}
-						o, err := WinnerOverrides(Target{Model: m, Layout: l, MBridge: mb}, p.Candidate).Render("dotlist")
+						o, err := recipe.WinnerOverrides(recipe.Target{Model: m, Layout: l, MBridge: mb}, p.Candidate).Render("dotlist")
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -322,11 +323,11 @@ func TestPlanWillFail(t *testing.T) {
 	m, l := droplessBuiltin(t)
 	p := planOf(t, Config{Model: m, Layout: l})
 	for key, want := range map[string]string{
-		"transformer_engine/layer/w3":                          WillFailID,
-		"local/layer/w3":                                       WillFailID, // local attn, local moe_router,... on a GPT layer
+		"transformer_engine/layer/w3":                          recipe.WillFailID,
+		"local/layer/w3":                                       recipe.WillFailID, // local attn, local moe_router,... on a GPT layer
 		"transformer_engine/attn/w3":                           "",
 		"transformer_engine/attn,moe_router,moe_preprocess/w3": "",
-		"local/full_iteration/w3":                              WillFailID, // the whole iteration holds the sync
+		"local/full_iteration/w3":                              recipe.WillFailID, // the whole iteration holds the sync
 	} {
 		t.Run(key, func(t *testing.T) {
 			got := strings.Join(planIDs(p[key]), ",")

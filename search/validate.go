@@ -16,6 +16,7 @@ import (
 	"cgtune/engine"
 	jobs "cgtune/engine/job"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/stepmodel"
 )
 
@@ -286,9 +287,9 @@ type JobOutcome struct {
 
 // Engine builds v's job engine (for a dry run's commands, say).
 func (v JobValidation) Engine() (*jobs.Engine, error) {
-	t := Target{Model: v.Model, Layout: v.Layout, MBridge: v.MBridge, Sets: v.Sets}
+	t := recipe.Target{Model: v.Model, Layout: v.Layout, MBridge: v.MBridge, Sets: v.Sets}
 	return jobs.New(jobs.Config{Launcher: v.Launcher, Command: v.Command, Dir: v.Dir, Iters: v.Iters, Timeout: v.Timeout, Poll: v.Poll,
-		Overrides: func(c presets.Candidate) presets.Overrides { return WinnerOverrides(t, c) }})
+		Overrides: func(c presets.Candidate) recipe.Overrides { return recipe.WinnerOverrides(t, c) }})
 }
 
 // ValidateOnJobs runs v's targets as jobs and streams their state and log

@@ -14,6 +14,7 @@ import (
 	"cgtune/engine/estimate"
 	jobs "cgtune/engine/job"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/stepmodel"
 )
 
@@ -251,8 +252,8 @@ func TestSearchOnTheJobEngine(t *testing.T) {
 	}
 	newEngine := func() *jobs.Engine {
 		e, err := jobs.New(jobs.Config{Launcher: &jobs.Local{}, Command: tmpl, Dir: filepath.Join(dir, "jobs"), Iters: 10, Poll: 50 * time.Millisecond,
-			Overrides: func(c presets.Candidate) presets.Overrides {
-				return WinnerOverrides(Target{Model: m, Layout: l, MBridge: "0.6"}, c)
+			Overrides: func(c presets.Candidate) recipe.Overrides {
+				return recipe.WinnerOverrides(recipe.Target{Model: m, Layout: l, MBridge: "0.6"}, c)
 			}})
 		if err != nil {
 			t.Fatal(err)

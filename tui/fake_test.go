@@ -15,6 +15,7 @@ import (
 	"cgtune/engine"
 	jobs "cgtune/engine/job"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/report"
 	"cgtune/search"
 	"cgtune/stepmodel"
@@ -235,7 +236,7 @@ func scriptedEvents() []search.Event {
 		{Candidate: cTEAttnMLP},
 		{Candidate: cLocalFull},
 		{Candidate: presets.Candidate{Impl: "transformer_engine", Scopes: []string{"moe"}, Warmup: 3},
-			Violations: []search.Violation{{ID: "TC-18", Message: "moe scope needs MoE layers"}}},
+			Violations: []recipe.Violation{{ID: "TC-18", Message: "moe scope needs MoE layers"}}},
 	}
 	rAttn := result(cTEAttn, 112, 900)
 	rAttnMLP := result(cTEAttnMLP, 104, 1400)
@@ -408,6 +409,6 @@ func mustRead(t *testing.T, path string) string {
 
 // winnerOverrides are candidate c's overrides as the results screen
 // writes them for the search of req.
-func winnerOverrides(req Request, c presets.Candidate) presets.Overrides {
-	return search.WinnerOverrides(search.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge}, c)
+func winnerOverrides(req Request, c presets.Candidate) recipe.Overrides {
+	return recipe.WinnerOverrides(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge}, c)
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"cgtune/presets"
-	"cgtune/search"
+	"cgtune/recipe"
 )
 
 // The layout editor's fields: the parallel layout and the recipe settings
@@ -393,7 +393,7 @@ func checkRecipe(mod presets.Model, l presets.Layout, mbridge string) error {
 			return fmt.Errorf("Rc layers: with recompute full, recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: %d", perStage)
 		}
 	}
-	if _, err := search.NewRecipe(mod, l, mbridge); err != nil {
+	if _, err := recipe.New(mod, l, mbridge); err != nil {
 		return err
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -20,7 +21,7 @@ import (
 var formatExt = map[string]string{"yaml": "yaml", "dotlist": "dotlist", "python": "py", "flags": "flags", "json": "json"}
 
 // format is the overrides format shown.
-func (s *resultsScreen) format() string { return presets.Formats[s.formatIdx] }
+func (s *resultsScreen) format() string { return recipe.Formats[s.formatIdx] }
 
 // overridesText renders the shown candidate's overrides in the format.
 func (s *resultsScreen) overridesText() ([]byte, error) {
@@ -38,19 +39,19 @@ func (s *resultsScreen) overridesText() ([]byte, error) {
 		return data, err
 	}
 	// What is written from an estimate says so.
-	data, _ = presets.Annotate(data, s.format(), search.EstimateNote(rk.Result))
+	data, _ = recipe.Annotate(data, s.format(), search.EstimateNote(rk.Result))
 	return data, nil
 }
 
 // candidateOverrides are candidate c's overrides for the search of req,
 // with the settings of --set it needs.
-func (s *resultsScreen) candidateOverrides(req Request, c presets.Candidate) presets.Overrides {
+func (s *resultsScreen) candidateOverrides(req Request, c presets.Candidate) recipe.Overrides {
 	if o, ok := s.overrides[c.Key()]; ok {
 		return o
 	}
-	o := search.WinnerOverrides(search.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Sets: s.opts.Sets}, c)
+	o := recipe.WinnerOverrides(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Sets: s.opts.Sets}, c)
 	if s.overrides == nil {
-		s.overrides = map[string]presets.Overrides{}
+		s.overrides = map[string]recipe.Overrides{}
 	}
 	s.overrides[c.Key()] = o
 	return o
@@ -86,7 +87,7 @@ func (s *resultsScreen) overridesPane(w int, brief bool) []string {
 func (s *resultsScreen) overridesHead(w int, brief bool) []string {
 	st := s.st
 	var tabs []string
-	for i, f := range presets.Formats {
+	for i, f := range recipe.Formats {
 		switch {
 		case i == s.formatIdx && st.Plain:
 			tabs = append(tabs, "["+f+"]")

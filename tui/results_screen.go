@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -28,7 +29,7 @@ type resultsScreen struct {
 
 	cursor    int
 	offset    int
-	formatIdx int // index into presets.Formats
+	formatIdx int // index into recipe.Formats
 	prompt    promptKind
 	input     string
 	// pending is the preset waiting for the overwrite answer.
@@ -40,14 +41,14 @@ type resultsScreen struct {
 	// val is the validation on real jobs.
 	val validationPane
 	// overrides are the candidates' overrides by candidate key, derived
-	// once per search (search.WinnerOverrides plans captures).
-	overrides map[string]presets.Overrides
+	// once per search (recipe.WinnerOverrides plans captures).
+	overrides map[string]recipe.Overrides
 }
 
 // newResultsScreen starts with the --format shown.
 func newResultsScreen(c *common, ses *session) *resultsScreen {
 	s := &resultsScreen{common: c, session: ses, val: newValidationPane(c)}
-	if i := slices.Index(presets.Formats, c.opts.Format); i >= 0 {
+	if i := slices.Index(recipe.Formats, c.opts.Format); i >= 0 {
 		s.formatIdx = i
 	}
 	return s
@@ -133,7 +134,7 @@ func (s *resultsScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 	case key.Matches(msg, k.Down):
 		s.cursor = min(s.cursor+1, max(len(s.ranking())-1, 0))
 	case key.Matches(msg, k.Format):
-		s.formatIdx = (s.formatIdx + 1) % len(presets.Formats)
+		s.formatIdx = (s.formatIdx + 1) % len(recipe.Formats)
 	case key.Matches(msg, k.Write):
 		if _, err := s.overridesText(); err != nil {
 			s.setError(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -56,7 +57,7 @@ func (s *spaceScreen) cursorDetail(w, n int) []string {
 	var detail []string
 	for _, v := range p.Violations {
 		text := v.ID + ": " + v.Message
-		if v.ID == search.WillFailID {
+		if v.ID == recipe.WillFailID {
 			text = "will fail: " + v.Message
 		}
 		detail = append(detail, strings.Split(wrap(text, w-2), "\n")...)
@@ -120,7 +121,7 @@ func (s *spaceScreen) candidateTable(w int) table {
 	for _, p := range s.plan {
 		// The rows that run (or will fail) size the column; a long
 		// rejected spelling is cut rather than push the notes away.
-		if p.Valid() || p.Violations[0].ID == search.WillFailID {
+		if p.Valid() || p.Violations[0].ID == recipe.WillFailID {
 			cands = append(cands, p.Candidate)
 		}
 	}
@@ -163,7 +164,7 @@ func (s *spaceScreen) candidateLines(t table, i, candW int, wrapNotes bool) []st
 			est, sp = fmtMs(p.Estimate.Step.Median), fmtSpeedup(p.Estimate.Speedup)
 		}
 		style = rowStyle(st.Cursor, lipgloss.NewStyle())
-	case p.Violations[0].ID == search.WillFailID:
+	case p.Violations[0].ID == recipe.WillFailID:
 		mark = "!"
 		style = rowStyle(st.Warn, st.Warn)
 	default:
@@ -193,7 +194,7 @@ func planNote(p search.Planned) string {
 		return "estimate: " + p.Estimate.ErrKind
 	case p.Valid():
 		return alsoText(p)
-	case p.Violations[0].ID == search.WillFailID:
+	case p.Violations[0].ID == recipe.WillFailID:
 		return "will fail: " + p.Violations[0].Message
 	}
 	v := p.Violations[0]

@@ -11,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -83,7 +84,7 @@ func (s *spaceScreen) onPlan(msg planMsg) {
 		switch {
 		case p.Valid():
 			return 0
-		case p.Violations[0].ID == search.WillFailID:
+		case p.Violations[0].ID == recipe.WillFailID:
 			return 1
 		}
 		return 2
@@ -110,7 +111,7 @@ func (s *spaceScreen) planCounts() (willFail, rejected, aliases int) {
 		aliases += len(p.Also)
 		switch {
 		case p.Valid():
-		case p.Violations[0].ID == search.WillFailID:
+		case p.Violations[0].ID == recipe.WillFailID:
 			willFail++
 		default:
 			rejected++

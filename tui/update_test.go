@@ -14,6 +14,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -433,7 +434,7 @@ func TestStartNeedsValidCandidates(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
 	press(m, "enter", "enter")
-	send(m, planMsg{seq: m.spaceScr.planSeq, plan: []search.Planned{{Candidate: cNone, Violations: []search.Violation{{ID: "X", Message: "no"}}}}})
+	send(m, planMsg{seq: m.spaceScr.planSeq, plan: []search.Planned{{Candidate: cNone, Violations: []recipe.Violation{{ID: "X", Message: "no"}}}}})
 	press(m, "enter")
 	if m.screen != screenSpace || m.run != nil {
 		t.Error("a search started with no valid candidate")
@@ -562,7 +563,7 @@ func TestResultsFormatsAndWrite(t *testing.T) {
 	if !strings.Contains(view(m), "cuda_graph_scope: [attn, mlp]") {
 		t.Fatalf("winner's YAML overrides not shown:\n%s", view(m))
 	}
-	for _, want := range presets.Formats[1:] {
+	for _, want := range recipe.Formats[1:] {
 		press(m, "f")
 		if m.resScr.format() != want {
 			t.Fatalf("f: format %s, want %s", m.resScr.format(), want)

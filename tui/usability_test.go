@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -38,11 +39,11 @@ func toSpaceCandidates(t *testing.T, m *Model, f *fakeBackend) {
 }
 
 // firstOfKind is the plan row of the first candidate that will fail
-// (search.WillFailID) or that a rule rejects (any other id).
+// (recipe.WillFailID) or that a rule rejects (any other id).
 func firstOfKind(t *testing.T, m *Model, willFail bool) int {
 	t.Helper()
 	for i, p := range m.spaceScr.plan {
-		if !p.Valid() && (p.Violations[0].ID == search.WillFailID) == willFail {
+		if !p.Valid() && (p.Violations[0].ID == recipe.WillFailID) == willFail {
 			return i
 		}
 	}

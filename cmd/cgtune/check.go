@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cgtune/presets"
-	"cgtune/search"
+	"cgtune/recipe"
 )
 
 func init() { subcommands = append(subcommands, newCheckCmd) }
@@ -50,9 +50,9 @@ func (h *harnessFlags) given(cmd *cobra.Command) bool {
 
 // harnessInputError turns the perf harness's argparse rejections (an
 // unknown impl or scope name) into bad input, as argparse would exit.
-func harnessInputError(vs []search.Violation) error {
+func harnessInputError(vs []recipe.Violation) error {
 	for _, v := range vs {
-		if v.ID == "PERF-01" || v.ID == "PERF-02" || v.ID == search.ConfigID {
+		if v.ID == "PERF-01" || v.ID == "PERF-02" || v.ID == recipe.ConfigID {
 			return fail(exitBadInput, "%s", v)
 		}
 	}
@@ -131,7 +131,7 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := search.NewRecipe(m, l, mb)
+			cfg, err := recipe.New(m, l, mb)
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
@@ -146,7 +146,7 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 				}
 			}
 			var notes []string
-			var violations []search.Violation
+			var violations []recipe.Violation
 			if h.given(cmd) {
 				c, err := h.candidate(cmd)
 				if err != nil {
@@ -157,13 +157,13 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 					v, _ := cfg.Get("model.cuda_graph_warmup_steps")
 					c.Warmup = v.Int
 				}
-				notes, violations = search.ApplyHarnessFlags(cfg, c, mb)
+				notes, violations = recipe.ApplyHarnessFlags(cfg, c, mb)
 				if err := harnessInputError(violations); err != nil {
 					return err
 				}
 			}
 			if len(violations) == 0 {
-				r := search.CheckWithCapture(cfg, mb)
+				r := recipe.CheckWithCapture(cfg, mb)
 				if err := harnessInputError(r.Violations); err != nil {
 					return err
 				}

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cgtune/presets"
-	"cgtune/search"
+	"cgtune/recipe"
 )
 
 func init() { subcommands = append(subcommands, newEmitCmd) }
@@ -43,8 +43,8 @@ the scope of impl none itself).`,
 			if !cmd.Flags().Changed("impl") {
 				return fail(exitBadInput, "emit needs --impl (%s)", strings.Join(presets.Impls, ", "))
 			}
-			if !slices.Contains(presets.Formats, format) {
-				return fail(exitBadInput, "unknown format %q (allowed: %s)", format, strings.Join(presets.Formats, ", "))
+			if !slices.Contains(recipe.Formats, format) {
+				return fail(exitBadInput, "unknown format %q (allowed: %s)", format, strings.Join(recipe.Formats, ", "))
 			}
 			gen, err := presets.ParseMBridge(mbridge)
 			if err != nil {
@@ -61,8 +61,8 @@ the scope of impl none itself).`,
 			if len(setMap) > 0 && model == "" {
 				return fail(exitBadInput, "--set needs --model: the values apply to that model's recipe")
 			}
-			var r search.Report
-			o := presets.BuildOverrides(c, gen)
+			var r recipe.Report
+			o := recipe.BuildOverrides(c, gen)
 			if model != "" {
 				m, err := presets.LookupModel(model)
 				if err != nil {
@@ -72,12 +72,12 @@ the scope of impl none itself).`,
 				if err != nil {
 					return fail(exitBadInput, "%v", err)
 				}
-				r = search.ValidateWithCapture(m, l, c, mbridge, setMap)
+				r = recipe.ValidateWithCapture(m, l, c, mbridge, setMap)
 				// With the model known, the settings of --set the
 				// configuration needs go with it, as the search emits them.
-				o = search.WinnerOverrides(search.Target{Model: m, Layout: l, MBridge: mbridge, Sets: setMap}, c)
+				o = recipe.WinnerOverrides(recipe.Target{Model: m, Layout: l, MBridge: mbridge, Sets: setMap}, c)
 			} else {
-				r = search.ValidateShape(c, mbridge)
+				r = recipe.ValidateShape(c, mbridge)
 			}
 			if err := harnessInputError(r.Violations); err != nil {
 				return err
@@ -108,7 +108,7 @@ the scope of impl none itself).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&format, "format", "yaml", "output format: "+strings.Join(presets.Formats, ", "))
+	f.StringVar(&format, "format", "yaml", "output format: "+strings.Join(recipe.Formats, ", "))
 	f.StringVar(&mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
 	f.StringVar(&model, "model", "", "check against this built-in model's recipe")
 	f.StringVar(&gpu, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout --model uses"))
@@ -123,10 +123,10 @@ the scope of impl none itself).`,
 // refuseEmit refuses a configuration the rules reject (every violation,
 // exit 1) or whose capture the plan says fails (one line, exit 1; with
 // force a warning on stderr and in the overrides instead).
-func refuseEmit(stderr io.Writer, r search.Report, force bool, o *presets.Overrides) error {
-	var rules, willFail []search.Violation
+func refuseEmit(stderr io.Writer, r recipe.Report, force bool, o *recipe.Overrides) error {
+	var rules, willFail []recipe.Violation
 	for _, v := range r.Violations {
-		if v.ID == search.WillFailID {
+		if v.ID == recipe.WillFailID {
 			willFail = append(willFail, v)
 		} else {
 			rules = append(rules, v)

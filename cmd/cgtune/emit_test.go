@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"cgtune/presets"
+	"cgtune/recipe"
 )
 
 func TestEmitAcceptance(t *testing.T) {
@@ -96,9 +97,9 @@ func TestEmitBadInput(t *testing.T) {
 }
 
 func TestEmitFormats(t *testing.T) {
-	for _, f := range presets.Formats {
+	for _, f := range recipe.Formats {
 		code, out, errb := cgtune(t, "emit", "--impl", "transformer_engine", "--scope", "attn,moe_router,moe_preprocess", "--format", f, "--mbridge", "0.6")
-		want, err := presets.BuildOverrides(presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn", "moe_router", "moe_preprocess"}, Warmup: 3}, presets.G3).Render(f)
+		want, err := recipe.BuildOverrides(presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn", "moe_router", "moe_preprocess"}, Warmup: 3}, presets.G3).Render(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func TestEmitRefusesPredictedCaptureFailure(t *testing.T) {
 	}
 	code, out, _ = cgtune(t, append(args, "--force", "--format", "json")...)
 	var obj map[string]any
-	if err := json.Unmarshal([]byte(out), &obj); code != exitOK || err != nil || obj[presets.JSONNotesKey] == nil {
+	if err := json.Unmarshal([]byte(out), &obj); code != exitOK || err != nil || obj[recipe.JSONNotesKey] == nil {
 		t.Errorf("--force json: exit %d, %v\n%s", code, err, out)
 	}
 	// Without a model: local mlp without attn fails to build on any.

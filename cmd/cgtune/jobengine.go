@@ -8,7 +8,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/job"
 	"cgtune/presets"
-	"cgtune/search"
+	"cgtune/recipe"
 )
 
 // openJobEngine makes the real training job the engine (--engine job):
@@ -29,7 +29,7 @@ func (f *rootFlags) openJobEngine(s *searchSetup) error {
 		return err
 	}
 	cfg := job.Config{Launcher: l, Command: tmpl, Iters: f.jobIters, Timeout: f.jobTimeout,
-		Overrides: func(c presets.Candidate) presets.Overrides { return search.WinnerOverrides(s.cfg.Target(), c) }}
+		Overrides: func(c presets.Candidate) recipe.Overrides { return recipe.WinnerOverrides(s.cfg.Target(), c) }}
 	e := &lazyEngine{what: "job engine", source: engine.Job, name: "job",
 		device: engine.DeviceInfo{Name: "training job (" + l.Name() + ")"},
 		open:   func() (engine.Engine, error) { return jobsInRunFolder(cfg, s.cfg.RunDir) }}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -121,7 +122,7 @@ type headlessResult struct {
 
 // overridesObject is o's entries by section: the dotted key's first part
 // is the section, the rest the field.
-func overridesObject(o *presets.Overrides) map[string]map[string]any {
+func overridesObject(o *recipe.Overrides) map[string]map[string]any {
 	if o == nil {
 		return nil
 	}
@@ -140,7 +141,7 @@ func overridesObject(o *presets.Overrides) map[string]map[string]any {
 }
 
 // newHeadlessResult describes the finished search d of cfg.
-func (f *rootFlags) newHeadlessResult(d search.DoneEvent, cfg search.Config, rendered []byte, o *presets.Overrides, emitted bool) headlessResult {
+func (f *rootFlags) newHeadlessResult(d search.DoneEvent, cfg search.Config, rendered []byte, o *recipe.Overrides, emitted bool) headlessResult {
 	gen, _ := presets.ParseMBridge(cfg.MBridge)
 	r := headlessResult{
 		DoneEvent: d, Model: cfg.Model.Name, Layout: cfg.Layout, GPUType: cfg.Layout.GPU,

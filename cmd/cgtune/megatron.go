@@ -16,6 +16,7 @@ import (
 	"cgtune/engine/cuda"
 	"cgtune/engine/megatron"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 	"cgtune/stepmodel"
 )
@@ -339,7 +340,7 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	wopts, err := search.MoEWorkload(stepmodel.WorkloadOptions{}, m, l, mb, sets)
+	wopts, err := recipe.MoEWorkload(stepmodel.WorkloadOptions{}, m, l, mb, sets)
 	if err != nil {
 		return fail(exitBadInput, "%v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/report"
 	"cgtune/search"
 )
@@ -249,6 +250,6 @@ func markEstimate(data []byte, format string, winner engine.Result) []byte {
 	if winner.Source != engine.Estimated {
 		return data
 	}
-	out, _ := presets.Annotate(data, format, search.EstimateNote(winner))
+	out, _ := recipe.Annotate(data, format, search.EstimateNote(winner))
 	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -52,7 +53,7 @@ func TestHeadlessOneRowPerEffectiveConfiguration(t *testing.T) {
 		if c.FullIteration() {
 			full++
 		}
-		o, err := search.WinnerOverrides(search.Target{Model: mustModel(t, "llama3_8b"), Layout: mustLayout(t, "llama3_8b"), MBridge: "0.4"}, c).Render("dotlist")
+		o, err := recipe.WinnerOverrides(recipe.Target{Model: mustModel(t, "llama3_8b"), Layout: mustLayout(t, "llama3_8b"), MBridge: "0.4"}, c).Render("dotlist")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,7 @@ import (
 	"cgtune/engine/cuda"
 	"cgtune/engine/megatron"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/report"
 	"cgtune/search"
 	"cgtune/stepmodel"
@@ -172,7 +173,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.mbridge, "mbridge", search.DefaultMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
 	fl.StringArrayVar(&f.sets, "set", nil, "recipe override KEY=VALUE the rules see (Hydra syntax); repeatable")
 	fl.StringVar(&f.emit, "emit", "", "write the winner's overrides to PATH (atomically; an existing file only with --force; - for stdout, the ranking then goes to stderr)")
-	fl.StringVar(&f.format, "format", "yaml", "overrides format: "+strings.Join(presets.Formats, ", "))
+	fl.StringVar(&f.format, "format", "yaml", "overrides format: "+strings.Join(recipe.Formats, ", "))
 	fl.BoolVar(&f.json, "json", false, "progress as JSON lines of the search events (stderr), the result as JSON (stdout)")
 	fl.StringVar(&f.resume, "resume", "", "continue the interrupted search in run folder RUN (a path, or a name under the runs folder)")
 	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "with --resume: go on past unreadable lines in the middle of the journal (they are moved to "+search.UnreadableFile+" in the run folder)")
@@ -439,7 +440,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
 		return fail(exitBadInput, "--mbridge: %v", err)
 	}
-	if cfg.Workload, err = search.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err != nil {
+	if cfg.Workload, err = recipe.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
 	cfg.Workload.Generation, _ = presets.ParseMBridge(cfg.MBridge) // the capture plan names the generation's fields
@@ -483,8 +484,8 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if f.strategy != search.StrategyHalving && f.strategy != search.StrategyExhaustive {
 		return nil, fail(exitBadInput, "--strategy %q: allowed: %s", f.strategy, strings.Join(search.Strategies(), ", "))
 	}
-	if !slices.Contains(presets.Formats, f.format) {
-		return nil, fail(exitBadInput, "--format %q: allowed: %s", f.format, strings.Join(presets.Formats, ", "))
+	if !slices.Contains(recipe.Formats, f.format) {
+		return nil, fail(exitBadInput, "--format %q: allowed: %s", f.format, strings.Join(recipe.Formats, ", "))
 	}
 	if err := checkReportPath(f.report); err != nil {
 		return nil, err
@@ -772,21 +773,21 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 
 	var overrides []byte
-	var o *presets.Overrides
+	var o *recipe.Overrides
 	// A search stopped by an error (the journal could not be written)
 	// writes nothing, as an interrupted one: its winner is of a part.
 	if e := search.BestEmulated(d.Ranking); f.winnerEmulated && e != nil {
 		d.Winner = e
 	}
 	if d.Winner != nil && !d.Interrupted && d.Err == "" {
-		w := search.WinnerOverrides(cfg.Target(), d.Winner.Result.Candidate)
+		w := recipe.WinnerOverrides(cfg.Target(), d.Winner.Result.Candidate)
 		o = &w
 		if overrides, err = o.Render(f.format); err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
 		overrides = markEstimate(overrides, f.format, d.Winner.Result)
 		if line := d.Reference.Describe(d.Winner); line != "" {
-			overrides, _ = presets.Annotate(overrides, f.format, line)
+			overrides, _ = recipe.Annotate(overrides, f.format, line)
 		}
 	}
 	// The file first: whatever happens to stdout (a reader that quits
@@ -860,7 +861,7 @@ func (f *rootFlags) checkOutputs(runDir string) error {
 // printOutcome writes the result to stdout: the JSON object, or the
 // ranking (to table) followed by the overrides when they went to no file.
 // A reader that went away is no error: the file is written already.
-func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, overrides []byte, o *presets.Overrides, emitted bool, plan []search.Planned, cfg search.Config) error {
+func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, overrides []byte, o *recipe.Overrides, emitted bool, plan []search.Planned, cfg search.Config) error {
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -21,6 +21,7 @@ import (
 	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/probes"
+	"cgtune/recipe"
 	"cgtune/report"
 	"cgtune/search"
 	"cgtune/stepmodel"
@@ -290,7 +291,7 @@ func (b *tuiBackend) config(req tui.Request) search.Config {
 	}
 	// The engines build the MoE the rules judged and the generation's
 	// capture plan, as the headless search does.
-	if w, err := search.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err == nil {
+	if w, err := recipe.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err == nil {
 		cfg.Workload = w
 	}
 	cfg.Workload.Generation, _ = presets.ParseMBridge(cfg.MBridge)

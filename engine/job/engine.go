@@ -18,6 +18,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/stepmodel"
 )
 
@@ -28,9 +29,9 @@ const DefaultIters = 30
 type Config struct {
 	Launcher Launcher
 	Command  Template
-	// Overrides gives a candidate's recipe overrides (search.WinnerOverrides
+	// Overrides gives a candidate's recipe overrides (recipe.WinnerOverrides
 	// for the run's model and Megatron-Bridge release).
-	Overrides func(presets.Candidate) presets.Overrides
+	Overrides func(presets.Candidate) recipe.Overrides
 	// Dir holds one folder per job (script, log, YAML overrides) and the
 	// ledger that lets a later cgtune re-attach.
 	Dir string
@@ -143,7 +144,7 @@ func (e *Engine) Command(c presets.Candidate, dir string) (string, error) {
 // JobDir is the folder of candidate c's job.
 func (e *Engine) JobDir(c presets.Candidate) string { return filepath.Join(e.cfg.Dir, JobName(c)) }
 
-func renderCommand(t Template, o presets.Overrides, dir string, vals map[string]string) (string, error) {
+func renderCommand(t Template, o recipe.Overrides, dir string, vals map[string]string) (string, error) {
 	dot := QuoteAll(o.DotlistTokens(false))
 	mlm, err := o.MegatronLMFlagTokens(false)
 	if err != nil {

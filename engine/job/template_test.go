@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"cgtune/presets"
+	"cgtune/recipe"
 )
 
 // hostile are values an untrusted preset could smuggle into a command.
@@ -26,10 +27,10 @@ func TestRenderedValuesAreShellQuoted(t *testing.T) {
 		t.Skip("no bash")
 	}
 	dir := t.TempDir()
-	o := presets.Overrides{Gen: presets.G3, Entries: []presets.Entry{
-		{Key: presets.KeyImpl, Value: "local"},
-		{Key: presets.KeyModules, Value: hostile},
-		{Key: presets.KeyWarmup, Value: 3},
+	o := recipe.Overrides{Gen: presets.G3, Entries: []recipe.Entry{
+		{Key: recipe.KeyImpl, Value: "local"},
+		{Key: recipe.KeyModules, Value: hostile},
+		{Key: recipe.KeyWarmup, Value: 3},
 	}}
 	// printf prints each argument on its own line, NUL-terminated so that
 	// a newline inside one stays visible.
@@ -144,7 +145,7 @@ func TestParseCommandErrors(t *testing.T) {
 }
 
 func TestOverridesPlaceholderFollowsFormat(t *testing.T) {
-	o := presets.BuildOverrides(presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{"full_iteration"}, Warmup: 2}, presets.G3)
+	o := recipe.BuildOverrides(presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{"full_iteration"}, Warmup: 2}, presets.G3)
 	for format, want := range map[string]string{
 		"dotlist":          "model.cuda_graph_impl=full_iteration",
 		"flags":            "--cuda-graph-impl full_iteration --cuda-graph-warmup-steps 2 --no-check-for-nan-in-loss-and-grad",

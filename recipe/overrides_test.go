@@ -1,7 +1,8 @@
-package presets
+package recipe
 
 import (
 	"bytes"
+	"cgtune/presets"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,16 +22,16 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 var overrideCases = []struct {
 	name string
-	c    Candidate
+	c    presets.Candidate
 }{
-	{"none", Candidate{Impl: ImplNone, Warmup: 3}},
-	{"te_scoped", Candidate{Impl: ImplTE, Scopes: []string{ScopeAttn, ScopeMoERouter, ScopeMoEPreprocess}, Warmup: 3}},
-	{"te_layer", Candidate{Impl: ImplTE, Warmup: 2}},
-	{"full_iteration", Candidate{Impl: ImplLocal, Scopes: []string{ScopeFullIteration}, Warmup: 1}},
+	{"none", presets.Candidate{Impl: presets.ImplNone, Warmup: 3}},
+	{"te_scoped", presets.Candidate{Impl: presets.ImplTE, Scopes: []string{presets.ScopeAttn, presets.ScopeMoERouter, presets.ScopeMoEPreprocess}, Warmup: 3}},
+	{"te_layer", presets.Candidate{Impl: presets.ImplTE, Warmup: 2}},
+	{"full_iteration", presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1}},
 }
 
 func TestOverridesGolden(t *testing.T) {
-	for _, gen := range []Generation{G2, G3} {
+	for _, gen := range []presets.Generation{presets.G2, presets.G3} {
 		for _, tc := range overrideCases {
 			t.Run(tc.name, func(t *testing.T) {
 				o := BuildOverrides(tc.c, gen)
@@ -51,7 +52,7 @@ func TestOverridesGolden(t *testing.T) {
 					}
 					want, err := os.ReadFile(path)
 					if err != nil {
-						t.Fatalf("%v (run go test ./presets -run Golden -update)", err)
+						t.Fatalf("%v (run go test ./recipe -run Golden -update)", err)
 					}
 					if !bytes.Equal(got, want) {
 						t.Errorf("%s differs:\n--- got\n%s--- want\n%s", path, got, want)
@@ -83,7 +84,10 @@ func entryMap(o Overrides) map[string]any {
 func flatten(prefix string, v any, out map[string]any) {
 	if m, ok := v.(map[string]any); ok {
 		for k, x := range m {
-			flatten(joinPath(prefix, k), x, out)
+			if prefix != "" {
+				k = prefix + "." + k
+			}
+			flatten(k, x, out)
 		}
 		return
 	}
@@ -94,22 +98,22 @@ func TestOverridesSemantics(t *testing.T) {
 	type want map[string]any
 	te3 := []any{"attn", "moe_router", "moe_preprocess"}
 	for _, tc := range []struct {
-		gen  Generation
-		c    Candidate
+		gen  presets.Generation
+		c    presets.Candidate
 		want want
 	}{
-		{G3, overrideCases[0].c, want{KeyImpl: "none", KeyModules: []any{}, KeyScope: nil, KeyWarmup: 3, KeyModelRNG: false, KeyRNG: false}},
-		{G2, overrideCases[0].c, want{KeyImpl: "none", KeyScope: []any{}, KeyWarmup: 3, KeyModelRNG: false, KeyRNG: false}},
-		{G3, overrideCases[1].c, want{KeyImpl: "transformer_engine", KeyModules: te3, KeyScope: nil, KeyWarmup: 3, KeyModelRNG: true, KeyRNG: true}},
-		{G2, overrideCases[1].c, want{KeyImpl: "transformer_engine", KeyScope: te3, KeyWarmup: 3, KeyModelRNG: true, KeyRNG: true}},
-		{G3, overrideCases[2].c, want{KeyImpl: "transformer_engine", KeyModules: []any{}, KeyScope: nil, KeyWarmup: 2, KeyModelRNG: true, KeyRNG: true}},
-		{G2, overrideCases[2].c, want{KeyImpl: "transformer_engine", KeyScope: []any{}, KeyWarmup: 2, KeyModelRNG: true, KeyRNG: true}},
-		{G3, overrideCases[3].c, want{KeyImpl: "full_iteration", KeyModules: []any{}, KeyScope: nil, KeyWarmup: 1, KeyModelRNG: true, KeyRNG: true, KeyNaNLoss: false, KeyNaNGrad: false}},
-		{G2, overrideCases[3].c, want{KeyImpl: "local", KeyScope: []any{"full_iteration"}, KeyWarmup: 1, KeyModelRNG: true, KeyRNG: true, KeyNaNLoss: false, KeyNaNGrad: false}},
+		{presets.G3, overrideCases[0].c, want{KeyImpl: "none", KeyModules: []any{}, KeyScope: nil, KeyWarmup: 3, KeyModelRNG: false, KeyRNG: false}},
+		{presets.G2, overrideCases[0].c, want{KeyImpl: "none", KeyScope: []any{}, KeyWarmup: 3, KeyModelRNG: false, KeyRNG: false}},
+		{presets.G3, overrideCases[1].c, want{KeyImpl: "transformer_engine", KeyModules: te3, KeyScope: nil, KeyWarmup: 3, KeyModelRNG: true, KeyRNG: true}},
+		{presets.G2, overrideCases[1].c, want{KeyImpl: "transformer_engine", KeyScope: te3, KeyWarmup: 3, KeyModelRNG: true, KeyRNG: true}},
+		{presets.G3, overrideCases[2].c, want{KeyImpl: "transformer_engine", KeyModules: []any{}, KeyScope: nil, KeyWarmup: 2, KeyModelRNG: true, KeyRNG: true}},
+		{presets.G2, overrideCases[2].c, want{KeyImpl: "transformer_engine", KeyScope: []any{}, KeyWarmup: 2, KeyModelRNG: true, KeyRNG: true}},
+		{presets.G3, overrideCases[3].c, want{KeyImpl: "full_iteration", KeyModules: []any{}, KeyScope: nil, KeyWarmup: 1, KeyModelRNG: true, KeyRNG: true, KeyNaNLoss: false, KeyNaNGrad: false}},
+		{presets.G2, overrideCases[3].c, want{KeyImpl: "local", KeyScope: []any{"full_iteration"}, KeyWarmup: 1, KeyModelRNG: true, KeyRNG: true, KeyNaNLoss: false, KeyNaNGrad: false}},
 		// A candidate that already speaks G3 (impl full_iteration) means the same.
-		{G2, Candidate{Impl: "full_iteration", Warmup: 1}, want{KeyImpl: "local", KeyScope: []any{"full_iteration"}, KeyWarmup: 1, KeyModelRNG: true, KeyRNG: true, KeyNaNLoss: false, KeyNaNGrad: false}},
+		{presets.G2, presets.Candidate{Impl: "full_iteration", Warmup: 1}, want{KeyImpl: "local", KeyScope: []any{"full_iteration"}, KeyWarmup: 1, KeyModelRNG: true, KeyRNG: true, KeyNaNLoss: false, KeyNaNGrad: false}},
 		// none clears the scope even when the candidate carries one.
-		{G3, Candidate{Impl: ImplNone, Scopes: []string{"attn"}, Warmup: 3}, want{KeyImpl: "none", KeyModules: []any{}, KeyScope: nil, KeyWarmup: 3, KeyModelRNG: false, KeyRNG: false}},
+		{presets.G3, presets.Candidate{Impl: presets.ImplNone, Scopes: []string{"attn"}, Warmup: 3}, want{KeyImpl: "none", KeyModules: []any{}, KeyScope: nil, KeyWarmup: 3, KeyModelRNG: false, KeyRNG: false}},
 	} {
 		t.Run(fmt.Sprint(tc.gen), func(t *testing.T) {
 			o := BuildOverrides(tc.c, tc.gen)
@@ -149,8 +153,8 @@ func TestOverridesSemantics(t *testing.T) {
 }
 
 func TestBuildOverridesDoesNotAlias(t *testing.T) {
-	c := Candidate{Impl: ImplTE, Scopes: []string{"attn"}, Warmup: 3}
-	o := BuildOverrides(c, G3)
+	c := presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 3}
+	o := BuildOverrides(c, presets.G3)
 	c.Scopes[0] = "mlp"
 	if v, _ := o.Get(KeyModules); v.([]string)[0] != "attn" {
 		t.Fatal("overrides share the candidate's scope slice")
@@ -158,7 +162,7 @@ func TestBuildOverridesDoesNotAlias(t *testing.T) {
 }
 
 func TestJSONKeepsOrder(t *testing.T) {
-	o := BuildOverrides(overrideCases[3].c, G3)
+	o := BuildOverrides(overrideCases[3].c, presets.G3)
 	j, _ := o.Render("json")
 	dec := json.NewDecoder(bytes.NewReader(j))
 	var keys []string
@@ -192,7 +196,7 @@ func TestShellQuoting(t *testing.T) {
 	if err != nil {
 		t.Skip("no sh")
 	}
-	for _, gen := range []Generation{G2, G3} {
+	for _, gen := range []presets.Generation{presets.G2, presets.G3} {
 		for _, tc := range overrideCases {
 			t.Run(tc.name, func(t *testing.T) {
 				o := BuildOverrides(tc.c, gen)
@@ -220,7 +224,7 @@ func TestShellQuoting(t *testing.T) {
 }
 
 func TestDotlistTokens(t *testing.T) {
-	o := BuildOverrides(overrideCases[1].c, G3)
+	o := BuildOverrides(overrideCases[1].c, presets.G3)
 	toks := o.DotlistTokens(false)
 	want := []string{
 		"model.cuda_graph_impl=transformer_engine",
@@ -242,7 +246,7 @@ func TestDotlistTokens(t *testing.T) {
 func TestFlagsFullIterationUsesHarnessVocabulary(t *testing.T) {
 	// The harness has no full_iteration impl: both generations spell it
 	// --cuda_graph_impl local --cuda_graph_scope full_iteration.
-	for _, gen := range []Generation{G2, G3} {
+	for _, gen := range []presets.Generation{presets.G2, presets.G3} {
 		t.Run(gen.String(), func(t *testing.T) {
 			toks, err := BuildOverrides(overrideCases[3].c, gen).FlagTokens(false)
 			if err != nil {
@@ -259,19 +263,19 @@ func TestFlagsFullIterationUsesHarnessVocabulary(t *testing.T) {
 		})
 	}
 	// Whole-layer capture has no scope flag, so the clear goes in the dotlist.
-	toks, _ := BuildOverrides(overrideCases[2].c, G3).FlagTokens(false)
+	toks, _ := BuildOverrides(overrideCases[2].c, presets.G3).FlagTokens(false)
 	if strings.Contains(strings.Join(toks, " "), flagScope) || !strings.Contains(strings.Join(toks, " "), "model.cuda_graph_modules=[]") {
 		t.Errorf("te whole layer flags %q", toks)
 	}
 }
 
 func TestRenderErrors(t *testing.T) {
-	o := BuildOverrides(overrideCases[0].c, G3)
+	o := BuildOverrides(overrideCases[0].c, presets.G3)
 	_, err := o.Render("toml")
 	if err == nil || !strings.Contains(err.Error(), `"toml"`) || !strings.Contains(err.Error(), "yaml, dotlist, python, flags, json") {
 		t.Fatalf("Render(toml) = %v", err)
 	}
-	bad := Overrides{Gen: G3, Entries: []Entry{{Key: KeyImpl, Value: "none"}, {Key: KeyWarmup, Value: float32(3.5)}}}
+	bad := Overrides{Gen: presets.G3, Entries: []Entry{{Key: KeyImpl, Value: "none"}, {Key: KeyWarmup, Value: float32(3.5)}}}
 	for _, f := range []string{"yaml", "python", "json"} {
 		t.Run(f, func(t *testing.T) {
 			if _, err := bad.Render(f); err == nil || !strings.Contains(err.Error(), "float32") {
@@ -279,13 +283,13 @@ func TestRenderErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (Overrides{Gen: G3}).Render("flags"); err == nil {
+	if _, err := (Overrides{Gen: presets.G3}).Render("flags"); err == nil {
 		t.Error("flags without an impl must fail")
 	}
 }
 
 func TestYAMLQuotesAmbiguousStrings(t *testing.T) {
-	o := Overrides{Gen: G3, Entries: []Entry{{Key: "model.a", Value: "null"}, {Key: "model.b", Value: "on"}, {Key: "model.c", Value: "a b"}, {Key: "model.d", Value: []string{"yes", "x"}}}}
+	o := Overrides{Gen: presets.G3, Entries: []Entry{{Key: "model.a", Value: "null"}, {Key: "model.b", Value: "on"}, {Key: "model.c", Value: "a b"}, {Key: "model.d", Value: []string{"yes", "x"}}}}
 	y, err := o.Render("yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -302,19 +306,19 @@ func TestYAMLQuotesAmbiguousStrings(t *testing.T) {
 
 func TestMegatronLMFlagTokens(t *testing.T) {
 	cases := []struct {
-		c    Candidate
-		gen  Generation
+		c    presets.Candidate
+		gen  presets.Generation
 		want string
 	}{
-		{Candidate{Impl: ImplNone, Warmup: 3}, G3, "--cuda-graph-impl none --cuda-graph-warmup-steps 3"},
-		{Candidate{Impl: ImplLocal, Warmup: 2}, G3, "--cuda-graph-impl local --cuda-graph-warmup-steps 2"},
-		{Candidate{Impl: ImplTE, Scopes: []string{ScopeAttn, ScopeMoERouter}, Warmup: 3}, G3,
+		{presets.Candidate{Impl: presets.ImplNone, Warmup: 3}, presets.G3, "--cuda-graph-impl none --cuda-graph-warmup-steps 3"},
+		{presets.Candidate{Impl: presets.ImplLocal, Warmup: 2}, presets.G3, "--cuda-graph-impl local --cuda-graph-warmup-steps 2"},
+		{presets.Candidate{Impl: presets.ImplTE, Scopes: []string{presets.ScopeAttn, presets.ScopeMoERouter}, Warmup: 3}, presets.G3,
 			"--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router --cuda-graph-warmup-steps 3"},
-		{Candidate{Impl: ImplTE, Scopes: []string{ScopeAttn}, Warmup: 3}, G2,
+		{presets.Candidate{Impl: presets.ImplTE, Scopes: []string{presets.ScopeAttn}, Warmup: 3}, presets.G2,
 			"--cuda-graph-impl transformer_engine --cuda-graph-scope attn --cuda-graph-warmup-steps 3"},
-		{Candidate{Impl: ImplLocal, Scopes: []string{ScopeFullIteration}, Warmup: 1}, G3,
+		{presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1}, presets.G3,
 			"--cuda-graph-impl full_iteration --cuda-graph-warmup-steps 1 --no-check-for-nan-in-loss-and-grad"},
-		{Candidate{Impl: ImplLocal, Scopes: []string{ScopeFullIteration}, Warmup: 1}, G2,
+		{presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1}, presets.G2,
 			"--cuda-graph-impl local --cuda-graph-scope full_iteration --cuda-graph-warmup-steps 1 --no-check-for-nan-in-loss-and-grad"},
 	}
 	for _, tc := range cases {
@@ -329,7 +333,7 @@ func TestMegatronLMFlagTokens(t *testing.T) {
 		})
 	}
 	// Values that are not plain words are quoted for the shell.
-	o := Overrides{Gen: G3, Entries: []Entry{{Key: KeyImpl, Value: "local"}, {Key: KeyModules, Value: []string{"a b", "$(x)"}}}}
+	o := Overrides{Gen: presets.G3, Entries: []Entry{{Key: KeyImpl, Value: "local"}, {Key: KeyModules, Value: []string{"a b", "$(x)"}}}}
 	toks, err := o.MegatronLMFlagTokens(true)
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +346,7 @@ func TestMegatronLMFlagTokens(t *testing.T) {
 // Annotate puts comment lines where each format takes them, and leaves
 // JSON alone.
 func TestAnnotate(t *testing.T) {
-	o := BuildOverrides(Candidate{Impl: ImplTE, Scopes: []string{"attn"}, Warmup: 3}, G2)
+	o := BuildOverrides(presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 3}, presets.G2)
 	for _, f := range Formats {
 		data, err := o.Render(f)
 		if err != nil {
@@ -531,36 +535,27 @@ func (g graphConfig) moduleNames() []string {
 	return out
 }
 
-func allIn(xs, set []string) bool {
-	for _, x := range xs {
-		if !slices.Contains(set, x) {
-			return false
-		}
-	}
-	return true
-}
-
 // The flags rendering is what run_script.py of MB v0.4.0, v0.5.0 and
 // v0.6.0 accepts for every scope set, the whole layer included, and the
 // recipe ends with the candidate's graph.
 func TestFlagsAcceptedByPerfHarness(t *testing.T) {
-	var cands []Candidate
-	cands = append(cands, Candidate{Impl: ImplNone, Warmup: 3}, Candidate{Impl: ImplLocal, Scopes: []string{ScopeFullIteration}, Warmup: 2})
-	for mask := 0; mask < 1<<len(LayerScopes); mask++ {
+	var cands []presets.Candidate
+	cands = append(cands, presets.Candidate{Impl: presets.ImplNone, Warmup: 3}, presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 2})
+	for mask := 0; mask < 1<<len(presets.LayerScopes); mask++ {
 		set := []string{}
-		for i, s := range LayerScopes {
+		for i, s := range presets.LayerScopes {
 			if mask&(1<<i) != 0 {
 				set = append(set, s)
 			}
 		}
-		cands = append(cands, Candidate{Impl: ImplTE, Scopes: set, Warmup: 1})
+		cands = append(cands, presets.Candidate{Impl: presets.ImplTE, Scopes: set, Warmup: 1})
 	}
-	g2Local := []Candidate{{Impl: ImplLocal, Warmup: 3}, {Impl: ImplLocal, Scopes: []string{ScopeAttn}, Warmup: 3}}
+	g2Local := []presets.Candidate{{Impl: presets.ImplLocal, Warmup: 3}, {Impl: presets.ImplLocal, Scopes: []string{presets.ScopeAttn}, Warmup: 3}}
 	for _, h := range []perfHarness{{mb: 4}, {mb: 5}, {mb: 6}} {
-		gen := G3
+		gen := presets.G3
 		all := cands
 		if h.mb <= 4 {
-			gen, all = G2, append(slices.Clone(cands), g2Local...)
+			gen, all = presets.G2, append(slices.Clone(cands), g2Local...)
 		}
 		for _, c := range all {
 			t.Run(fmt.Sprintf("MB_0.%d/%s", h.mb, c.Key()), func(t *testing.T) {
@@ -603,11 +598,11 @@ func TestFlagsAcceptedByPerfHarness(t *testing.T) {
 // notes: every format carries the values and the reasons (a comment where
 // the format has comments, JSON's _why and _notes otherwise).
 func TestOverridesWhyAndNotes(t *testing.T) {
-	for _, gen := range []Generation{G2, G3} {
+	for _, gen := range []presets.Generation{presets.G2, presets.G3} {
 		t.Run(gen.String(), func(t *testing.T) {
-			o := BuildOverrides(Candidate{Impl: ImplLocal, Scopes: []string{ScopeFullIteration}, Warmup: 1}, gen)
+			o := BuildOverrides(presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1}, gen)
 			o.Entries = append(o.Entries,
-				Entry{Key: "model.moe_expert_capacity_factor", Value: 1.0, Why: "without it the capture fails:\ndropless MoE"},
+				Entry{Key: "model.moe_expert_capacity_factor", Value: 1.0, Why: "without it the capture fails:\ndropless presets.MoE"},
 				Entry{Key: "dataset.offline_packing_specs.pad_cu_seqlens", Value: true, Why: "MB-08 needs it"})
 			o.Notes = []string{"WARNING: forced"}
 			for _, f := range Formats {
@@ -627,12 +622,12 @@ func TestOverridesWhyAndNotes(t *testing.T) {
 					if v, ok := flat["model.moe_expert_capacity_factor"].(float64); !ok || v != 1.0 || flat["dataset.offline_packing_specs.pad_cu_seqlens"] != true {
 						t.Errorf("%s yaml reads back as %v", gen, flat)
 					}
-					if !strings.Contains(got, "  # without it the capture fails: dropless MoE\n  moe_expert_capacity_factor: 1.0\n") ||
+					if !strings.Contains(got, "  # without it the capture fails: dropless presets.MoE\n  moe_expert_capacity_factor: 1.0\n") ||
 						!strings.Contains(got, "\n    # MB-08 needs it\n    pad_cu_seqlens: true\n") || !strings.Contains(got, "\n# WARNING: forced\n") {
 						t.Errorf("%s yaml:\n%s", gen, got)
 					}
 				case "python":
-					if !strings.Contains(got, "# without it the capture fails: dropless MoE\ncfg.model.moe_expert_capacity_factor = 1.0\n") ||
+					if !strings.Contains(got, "# without it the capture fails: dropless presets.MoE\ncfg.model.moe_expert_capacity_factor = 1.0\n") ||
 						!strings.Contains(got, "cfg.dataset.offline_packing_specs.pad_cu_seqlens = True\n") || !strings.Contains(got, "\n# WARNING: forced\n") {
 						t.Errorf("%s python:\n%s", gen, got)
 					}
@@ -644,7 +639,7 @@ func TestOverridesWhyAndNotes(t *testing.T) {
 							t.Errorf("%s %s: %q is not a comment line", gen, f, l)
 						}
 					}
-					if !strings.Contains(got, "# model.moe_expert_capacity_factor: without it the capture fails: dropless MoE\n") ||
+					if !strings.Contains(got, "# model.moe_expert_capacity_factor: without it the capture fails: dropless presets.MoE\n") ||
 						!strings.Contains(last, "model.moe_expert_capacity_factor=1.0") || !strings.Contains(got, "# WARNING: forced\n") {
 						t.Errorf("%s %s:\n%s", gen, f, got)
 					}

@@ -1,4 +1,4 @@
-package search
+package recipe
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ var (
 )
 
 // entryKeys are the keys of the overrides' entries.
-func entryKeys(o presets.Overrides) []string {
+func entryKeys(o Overrides) []string {
 	var out []string
 	for _, e := range o.Entries {
 		out = append(out, e.Key)
@@ -26,13 +26,13 @@ func entryKeys(o presets.Overrides) []string {
 
 // holdsOnStockRecipe applies the rendered YAML to the recipe without any
 // --set and checks it as the search would (rules and capture plan).
-func holdsOnStockRecipe(t *testing.T, m presets.Model, l presets.Layout, mb string, o presets.Overrides) Report {
+func holdsOnStockRecipe(t *testing.T, m presets.Model, l presets.Layout, mb string, o Overrides) Report {
 	t.Helper()
 	data, err := o.Render("yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRecipe(m, l, mb)
+	r, err := New(m, l, mb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestWinnerOverridesCarryTheSettingsTheyNeed(t *testing.T) {
 			if rep := holdsOnStockRecipe(t, m, l, mb, o); !rep.OK() {
 				t.Errorf("on the stock recipe: %v", rep.Violations)
 			}
-			for _, f := range presets.Formats {
+			for _, f := range Formats {
 				data, err := o.Render(f)
 				if err != nil {
 					t.Fatal(err)
@@ -86,7 +86,7 @@ func TestWinnerOverridesCarryTheSettingsTheyNeed(t *testing.T) {
 					if err := json.Unmarshal(data, &obj); err != nil {
 						t.Fatal(err)
 					}
-					why, _ := obj[presets.JSONWhyKey].(map[string]any)
+					why, _ := obj[JSONWhyKey].(map[string]any)
 					if obj["model.moe_expert_capacity_factor"] != 1.0 || obj["model.moe_pad_expert_input_to_capacity"] != true ||
 						!strings.Contains(why["model.moe_expert_capacity_factor"].(string), "dropless MoE") {
 						t.Errorf("json:\n%s", got)
@@ -102,7 +102,7 @@ func TestWinnerOverridesCarryTheSettingsTheyNeed(t *testing.T) {
 	}
 	// A candidate that holds on the dropless recipe needs none of them.
 	o := WinnerOverrides(Target{Model: m, Layout: l, MBridge: "0.4", Sets: sets}, teAttn)
-	if keys := entryKeys(o); !slices.Equal(keys, entryKeys(presets.BuildOverrides(teAttn, presets.G2))) {
+	if keys := entryKeys(o); !slices.Equal(keys, entryKeys(BuildOverrides(teAttn, presets.G2))) {
 		t.Errorf("te attn carries %v", keys)
 	}
 }
@@ -136,7 +136,7 @@ func TestWinnerOverridesCarryLayoutSettings(t *testing.T) {
 func TestWinnerOverridesExplainCompanions(t *testing.T) {
 	o := WinnerOverrides(Target{Model: denseModel, Layout: layoutFor(denseModel), MBridge: "0.4"}, fullIter)
 	for k, id := range map[string]string{
-		presets.KeyNaNLoss: "MB-03", presets.KeyNaNGrad: "ARG-03", presets.KeyModelRNG: "MB-01", presets.KeyRNG: "MB-01",
+		KeyNaNLoss: "MB-03", KeyNaNGrad: "ARG-03", KeyModelRNG: "MB-01", KeyRNG: "MB-01",
 	} {
 		t.Run(k, func(t *testing.T) {
 			i := slices.Index(entryKeys(o), k)

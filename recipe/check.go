@@ -1,4 +1,4 @@
-package search
+package recipe
 
 import (
 	"fmt"
@@ -174,7 +174,7 @@ func (s *state) graphSetting() presets.Candidate {
 	case s.fullIteration():
 		return presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: w}
 	}
-	return presets.Candidate{Impl: s.impl(), Scopes: canonicalScopes(s.moduleNames()), Warmup: w}
+	return presets.Candidate{Impl: s.impl(), Scopes: presets.CanonicalScopes(s.moduleNames()), Warmup: w}
 }
 
 // moeWorkload sets the workload options the state decides: the layer
@@ -238,7 +238,7 @@ func (s *state) captureVerdict(p *planner) (*Violation, []string, error) {
 	}
 	cp := stepmodel.PlanCapture(w, c, s.gen)
 	if cp.Failure != nil {
-		return &Violation{ID: WillFailID, Message: willFailText(cp)}, nil, nil
+		return &Violation{ID: WillFailID, Message: WillFailMessage(cp)}, nil, nil
 	}
 	return nil, cp.Notes, nil
 }
@@ -406,7 +406,7 @@ func ValidateWithCapture(m presets.Model, l presets.Layout, c presets.Candidate,
 }
 
 func validateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, check func(*Recipe, string) Report) Report {
-	cfg, err := NewRecipe(m, l, mbridge)
+	cfg, err := New(m, l, mbridge)
 	if err != nil {
 		return configReport(err)
 	}
@@ -449,4 +449,28 @@ var shapeSets = map[string]string{
 func ValidateShape(c presets.Candidate, mbridge string) Report {
 	l := presets.Layout{NumGPUs: 8, Precision: "bf16", EP: 8, GBS: 64, MBS: 1, Seq: 4096, Dispatcher: "flex"}
 	return ValidateWithCapture(shapeModel, l, c, mbridge, shapeSets)
+}
+
+// WillFailID marks a candidate the rules accept but whose capture is known
+// to fail before it runs (a graph that would hold a host sync); it is not
+// run.
+const WillFailID = "WILL-FAIL"
+
+// WillFailMessage says why a planned capture fails, the cause first (a table
+// cell shows the start), with the way out for dropless MoE's host sync.
+func WillFailMessage(p *stepmodel.CapturePlan) string {
+	f := p.Failure
+	if f.Stage != stepmodel.FailCapture || f.Op == "" {
+		return f.Message
+	}
+	graph := "the " + f.Region + " graph of layer " + fmt.Sprint(f.Layer)
+	switch f.Region {
+	case stepmodel.RegionLayer:
+		graph = "the whole-layer graph of layer " + fmt.Sprint(f.Layer)
+	case stepmodel.RegionFullIteration:
+		graph = "the full-iteration graph"
+	}
+	return fmt.Sprintf("dropless MoE syncs with the host inside %s (%s copies the tokens per expert to the host to size the dispatch): "+
+		"stream capture fails with cudaErrorStreamCaptureInvalidated; drop-and-pad MoE "+
+		"(model.moe_expert_capacity_factor=1.0, model.moe_pad_expert_input_to_capacity=true) captures", graph, f.Op)
 }

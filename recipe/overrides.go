@@ -1,7 +1,8 @@
-package presets
+package recipe
 
 import (
 	"bytes"
+	"cgtune/presets"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -25,7 +26,7 @@ type Entry struct {
 // Overrides is the ordered set of recipe overrides a candidate needs for one
 // Megatron-Bridge generation; Render turns it into any of Formats.
 type Overrides struct {
-	Gen     Generation
+	Gen     presets.Generation
 	Entries []Entry
 	// Notes are lines for whoever applies the overrides (a prerequisite
 	// that is not a recipe field, a warning): comment lines in the
@@ -63,29 +64,29 @@ var Formats = []string{"yaml", "dotlist", "python", "flags", "json"}
 // MB's _set_cuda_graph_overrides does, with the companions it implies, and
 // the field names of gen (MB scripts/performance/utils/overrides.py; G2 writes
 // cuda_graph_scope, G3 cuda_graph_modules). It does not validate c.
-func BuildOverrides(c Candidate, gen Generation) Overrides {
+func BuildOverrides(c presets.Candidate, gen presets.Generation) Overrides {
 	o := Overrides{Gen: gen}
 	add := func(k string, v any) { o.Entries = append(o.Entries, Entry{Key: k, Value: v}) }
 	graphed := c.Graphed()
 	full := c.FullIteration() || c.Impl == implFullIterG3
 	switch {
 	case !graphed:
-		add(KeyImpl, ImplNone)
-		if gen >= G3 {
+		add(KeyImpl, presets.ImplNone)
+		if gen >= presets.G3 {
 			add(KeyModules, []string{})
 			add(KeyScope, nil)
 		} else {
 			add(KeyScope, []string{})
 		}
-	case full && gen >= G3:
+	case full && gen >= presets.G3:
 		add(KeyImpl, implFullIterG3)
 		add(KeyModules, []string{})
 		add(KeyScope, nil)
 	case full:
 		// G2 has no full_iteration impl: it is a scope of impl local.
-		add(KeyImpl, ImplLocal)
-		add(KeyScope, []string{ScopeFullIteration})
-	case gen >= G3:
+		add(KeyImpl, presets.ImplLocal)
+		add(KeyScope, []string{presets.ScopeFullIteration})
+	case gen >= presets.G3:
 		add(KeyImpl, c.Impl)
 		add(KeyModules, slices.Clone(nonNil(c.Scopes)))
 		add(KeyScope, nil)
@@ -185,9 +186,9 @@ func (o Overrides) RenderDotlistLines() []byte {
 
 func (o Overrides) header() string {
 	switch o.Gen {
-	case G2:
+	case presets.G2:
 		return fmt.Sprintf("%s: CUDA-graph recipe overrides for Megatron-Bridge v0.3-v0.4 (G2: cuda_graph_scope)", generatedComment)
-	case G3:
+	case presets.G3:
 		return fmt.Sprintf("%s: CUDA-graph recipe overrides for Megatron-Bridge v0.5+ (G3: cuda_graph_modules)", generatedComment)
 	}
 	return fmt.Sprintf("%s: CUDA-graph recipe overrides for Megatron-Bridge generation %s", generatedComment, o.Gen)
@@ -395,7 +396,7 @@ func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 	}
 	var scopes []string
 	listKey := KeyScope
-	if o.Gen >= G3 {
+	if o.Gen >= presets.G3 {
 		listKey = KeyModules
 	}
 	if v, ok := o.Get(listKey); ok {
@@ -404,9 +405,9 @@ func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 		}
 	}
 	if impl == implFullIterG3 {
-		impl, scopes = ImplLocal, []string{ScopeFullIteration}
+		impl, scopes = presets.ImplLocal, []string{presets.ScopeFullIteration}
 	}
-	if impl == ImplTE && len(scopes) == 0 {
+	if impl == presets.ImplTE && len(scopes) == 0 {
 		return o.hydraTokens(o.wholeLayerTE(), quote), nil
 	}
 	toks := []string{flagImpl, impl}
@@ -445,7 +446,7 @@ func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 // __post_init__), and MB v0.6.0 reads both fields (cuda_graph_module_names).
 func (o Overrides) wholeLayerTE() []Entry {
 	out := slices.Clone(o.Entries)
-	if o.Gen >= G3 {
+	if o.Gen >= presets.G3 {
 		for i, e := range out {
 			if e.Key == KeyScope && e.Value == nil {
 				out[i].Value = []string{}
@@ -586,7 +587,7 @@ func (o Overrides) MegatronLMFlagTokens(quote bool) ([]string, error) {
 		return nil, fmt.Errorf("overrides have no string %s; cannot render Megatron-LM flags", KeyImpl)
 	}
 	listKey, listFlag := KeyScope, "--cuda-graph-scope"
-	if o.Gen >= G3 {
+	if o.Gen >= presets.G3 {
 		listKey, listFlag = KeyModules, "--cuda-graph-modules"
 	}
 	var mods []string

@@ -1,9 +1,4 @@
-// Package search holds the configuration space cgtune explores and the
-// validation rules Megatron-Bridge, Megatron-Core and the perf harness apply
-// to it (rules.go: each rule names the file it was read from), so a
-// candidate is rejected with the message the real stack would print before
-// anything runs.
-package search
+package recipe
 
 import (
 	"fmt"
@@ -271,7 +266,7 @@ func (v Value) clone() Value {
 
 // Recipe is a recipe's settings as a flat map of dotted keys, seeded from a
 // model preset and layout and then overridden by a YAML file, --set values
-// and the perf-harness flags. The zero value is not usable; use NewRecipe.
+// and the perf-harness flags. The zero value is not usable; use New.
 type Recipe struct {
 	gen  presets.Generation
 	mb   int // Megatron-Bridge minor version (0.N)
@@ -297,11 +292,11 @@ func parseMB(v string) (presets.Generation, int, error) {
 	return gen, minor, nil
 }
 
-// NewRecipe returns the recipe settings of model m on layout l as
+// New returns the recipe settings of model m on layout l as
 // Megatron-Bridge version mbridge would start from: the model and layout
 // give the architecture, parallelism and precision; everything else is the
 // MCore/MB default a perf recipe leaves alone.
-func NewRecipe(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
+func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	gen, mb, err := parseMB(mbridge)
 	if err != nil {
 		return nil, err

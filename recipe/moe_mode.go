@@ -1,4 +1,4 @@
-package search
+package recipe
 
 import (
 	"cgtune/presets"
@@ -14,7 +14,7 @@ import (
 // (moe_expert_rank_capacity_factor on hybridep or ncclep); else dropless.
 // Engines build the same model the rules judged.
 func MoEWorkload(opts stepmodel.WorkloadOptions, m presets.Model, l presets.Layout, mbridge string, sets map[string]string) (stepmodel.WorkloadOptions, error) {
-	r, err := NewRecipe(m, l, mbridge)
+	r, err := New(m, l, mbridge)
 	if err != nil {
 		return opts, err
 	}

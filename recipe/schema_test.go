@@ -1,4 +1,4 @@
-package search
+package recipe
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 
 func newCfg(t *testing.T, m presets.Model, mb string) *Recipe {
 	t.Helper()
-	c, err := NewRecipe(m, layoutFor(m), mb)
+	c, err := New(m, layoutFor(m), mb)
 	if err != nil {
 		t.Fatalf("NewConfig: %v", err)
 	}
@@ -73,7 +73,7 @@ func TestNewConfigDefaults(t *testing.T) {
 	l := layoutFor(denseModel)
 	l.Precision = "fp8mx"
 	l.RecomputeModules = []string{"mlp"}
-	e, err := NewRecipe(denseModel, l, "0.4")
+	e, err := New(denseModel, l, "0.4")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +87,11 @@ func TestNewConfigDefaults(t *testing.T) {
 		t.Errorf("granularity = %+v", v)
 	}
 
-	if _, err := NewRecipe(denseModel, l, "0.9"); err == nil || !strings.Contains(err.Error(), `unknown Megatron-Bridge version "0.9"`) {
+	if _, err := New(denseModel, l, "0.9"); err == nil || !strings.Contains(err.Error(), `unknown Megatron-Bridge version "0.9"`) {
 		t.Errorf("bad version: %v", err)
 	}
 	l.Precision = "fp6"
-	if _, err := NewRecipe(denseModel, l, "0.4"); err == nil || !strings.Contains(err.Error(), `unknown precision "fp6"`) {
+	if _, err := New(denseModel, l, "0.4"); err == nil || !strings.Contains(err.Error(), `unknown precision "fp6"`) {
 		t.Errorf("bad precision: %v", err)
 	}
 }
@@ -336,7 +336,7 @@ func TestApplySetRejectsOutOfRange(t *testing.T) {
 		{"model.attention_dropout=1", `bad value "1" (allowed: a probability`},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
-			c, err := NewRecipe(m, l, "0.4")
+			c, err := New(m, l, "0.4")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +345,7 @@ func TestApplySetRejectsOutOfRange(t *testing.T) {
 			}
 		})
 	}
-	c, _ := NewRecipe(m, l, "0.4")
+	c, _ := New(m, l, "0.4")
 	for _, ok := range []string{"model.cuda_graph_warmup_steps=0", "model.cuda_graph_warmup_steps=1000", "model.moe_expert_capacity_factor=1e3"} {
 		t.Run(ok, func(t *testing.T) {
 			if err := c.ApplySet(ok); err != nil {
@@ -366,16 +366,16 @@ func TestNewRecipeLayoutSettingsOfAnotherGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewRecipe(m, l, "0.7"); err != nil {
+	if _, err := New(m, l, "0.7"); err != nil {
 		t.Fatalf("MB 0.7: %v", err)
 	}
-	_, err = NewRecipe(m, l, "0.4")
+	_, err = New(m, l, "0.4")
 	want := "model gpt_oss_20b: the b300 layout's recipe sets model.moe_expert_rank_capacity_factor, which Megatron-Bridge 0.4 (G2) does not have (allowed: --mbridge 0.5, 0.6, 0.7)"
 	if err == nil || err.Error() != want {
 		t.Errorf("MB 0.4: %v\nwant %s", err, want)
 	}
 	l.Settings = map[string]string{"model.moe_token_dispatcher_type": "ring"}
-	_, err = NewRecipe(m, l, "0.7")
+	_, err = New(m, l, "0.7")
 	if err == nil || strings.Contains(err.Error(), "--set") || !strings.Contains(err.Error(), "the b300 layout's settings: model.moe_token_dispatcher_type=ring") {
 		t.Errorf("bad setting: %v", err)
 	}

@@ -1,4 +1,4 @@
-package search
+package recipe
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func run(t *testing.T, rc ruleCase) Report {
 	if m.Name == "" {
 		m = denseModel
 	}
-	cfg, err := NewRecipe(m, layoutFor(m), rc.mb)
+	cfg, err := New(m, layoutFor(m), rc.mb)
 	if err != nil {
 		t.Fatalf("NewConfig: %v", err)
 	}

@@ -1,4 +1,4 @@
-package search
+package recipe
 
 import (
 	"testing"
@@ -11,7 +11,14 @@ import (
 // memory the model counts: the local spec's unfused attention keeps the
 // s² softmax that Transformer Engine's flash attention does not.
 func TestRecipeLayerSpecReachesTheWorkload(t *testing.T) {
-	m, l := builtin(t, "llama3_8b", "h100")
+	m, err := presets.LookupModel("llama3_8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Layout("h100")
+	if err != nil {
+		t.Fatal(err)
+	}
 	acts := map[string]int64{}
 	for _, spec := range []string{"transformer_engine", "local"} {
 		t.Run(spec, func(t *testing.T) {
