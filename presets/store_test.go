@@ -24,7 +24,7 @@ func measuredPreset(t *testing.T, name string) TeamPreset {
 			Warmups: []int{1, 3},
 		},
 		MBridge: "0.6",
-		Result: &Result{
+		Result: &Outcome{
 			Winner:        Candidate{Impl: ImplTE, Scopes: []string{ScopeAttn, ScopeMoERouter}, Warmup: 3},
 			StepMS:        1234.5,
 			EagerStepMS:   1400.25,

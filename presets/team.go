@@ -26,7 +26,7 @@ type TeamPreset struct {
 	// one the layout's recipe ships (nil: the recipe's).
 	Reference *Candidate `yaml:"reference,omitempty" json:"reference,omitempty"`
 	MBridge   string     `yaml:"mbridge" json:"mbridge"`
-	Result    *Result    `yaml:"result,omitempty" json:"result,omitempty"`
+	Result    *Outcome   `yaml:"result,omitempty" json:"result,omitempty"`
 	// Job is how the team launches the real training job, for
 	// `cgtune validate --preset`. Its command is untrusted input: cgtune
 	// shows it and runs it only with --trust-preset-command.
@@ -57,8 +57,8 @@ type JobRecord struct {
 // Launchers are the values of JobSetup.Launcher and JobRecord.Launcher.
 var Launchers = []string{"local", "slurm"}
 
-// Result is the measured (or estimated) outcome stored with a preset.
-type Result struct {
+// Outcome is the measured (or estimated) outcome stored with a preset.
+type Outcome struct {
 	Winner        Candidate `yaml:"winner" json:"winner"`
 	StepMS        float64   `yaml:"step_ms" json:"step_ms"`
 	EagerStepMS   float64   `yaml:"eager_step_ms" json:"eager_step_ms"`
@@ -73,7 +73,7 @@ type Result struct {
 	Job *JobRecord `yaml:"job,omitempty" json:"job,omitempty"`
 }
 
-// Engines are the values of Result.Engine ("job": read from the logs of
+// Engines are the values of Outcome.Engine ("job": read from the logs of
 // real training jobs by `cgtune validate`).
 var Engines = []string{"measured", "estimated", "job"}
 
@@ -397,7 +397,7 @@ func (d *strictDoc) validateCandidate(c *Candidate, p string) error {
 	return nil
 }
 
-func (d *strictDoc) validateResult(r *Result, p string) error {
+func (d *strictDoc) validateResult(r *Outcome, p string) error {
 	if err := d.validateCandidate(&r.Winner, joinPath(p, "winner")); err != nil {
 		return err
 	}

@@ -436,8 +436,8 @@ func (r *runner) eta() time.Duration {
 	return stepmodel.MsDuration(ms).Round(time.Second)
 }
 
-// job is one candidate run a strategy asks for.
-type job struct {
+// trial is one candidate run a strategy asks for.
+type trial struct {
 	cand  presets.Candidate
 	round int
 	steps int
@@ -447,7 +447,7 @@ type job struct {
 // roundOutcome is what a round produced, by candidate key.
 type roundOutcome struct {
 	results map[string]finished
-	skipped []job // not issued: the budget ran out
+	skipped []trial // not issued: the budget ran out
 }
 
 // runRound runs jobs on the engines, in order, one per engine at a time.
@@ -455,7 +455,7 @@ type roundOutcome struct {
 // the budget is checked: once minIssue jobs are under way, a job whose
 // predicted cost (with reserveMs for the rounds after this one) would go
 // over budgetMs is skipped, with the rest of the round.
-func (r *runner) runRound(ctx context.Context, jobs []job, minIssue int, budgetMs float64, reserve func() float64) roundOutcome {
+func (r *runner) runRound(ctx context.Context, jobs []trial, minIssue int, budgetMs float64, reserve func() float64) roundOutcome {
 	out := roundOutcome{results: map[string]finished{}}
 	free := make(chan int, len(r.cfg.Engines))
 	for i := range r.cfg.Engines {
@@ -549,7 +549,7 @@ func (r *runner) notePrediction(res *engine.Result) {
 
 // execute runs one job on engine slot and records its result; ok is false
 // when the search was cancelled under it (nothing is recorded then).
-func (r *runner) execute(ctx context.Context, slot int, jb job, pred float64) (finished, bool) {
+func (r *runner) execute(ctx context.Context, slot int, jb trial, pred float64) (finished, bool) {
 	gpu := r.gpus[slot]
 	opts := r.opts(jb.steps)
 	r.emit(StartEvent{Candidate: jb.cand, GPU: gpu, Round: jb.round, Steps: opts.MeasuredSteps})

@@ -99,7 +99,7 @@ func ownFirst[T any](engines []engine.Engine, items []T, cand func(T) presets.Ca
 // likeliest winners).
 type exhaustive struct {
 	r    *runner
-	jobs []job
+	jobs []trial
 }
 
 func newExhaustive(r *runner) *exhaustive {
@@ -117,7 +117,7 @@ func newExhaustive(r *runner) *exhaustive {
 		if p.Estimate != nil {
 			pred = runCostMs(*p.Estimate, r.w.ScaleFactor(), r.opts(steps))
 		}
-		e.jobs = append(e.jobs, job{cand: p.Candidate, round: 1, steps: steps, pred: pred})
+		e.jobs = append(e.jobs, trial{cand: p.Candidate, round: 1, steps: steps, pred: pred})
 	}
 	return e
 }
@@ -154,7 +154,7 @@ func (e *exhaustive) notes() []string {
 // setPendingLocked sets the planned-runs count from this round's jobs and
 // the later rounds' sizes and predicted time, leaving out what the journal
 // already holds.
-func (r *runner) setPendingLocked(jobs []job, laterRuns int, laterMs float64) {
+func (r *runner) setPendingLocked(jobs []trial, laterRuns int, laterMs float64) {
 	r.pending, r.pendMs = laterRuns, laterMs
 	if len(jobs) > 0 {
 		for k := range r.prior {
@@ -423,10 +423,10 @@ func (h *halving) run(ctx context.Context) {
 	for ri := 0; ri < len(h.rounds); ri++ {
 		rp, round := h.rounds[ri], ri+1
 		take := withReferenceArm(order[:min(rp.n, len(order))], order, h.r.refKey)
-		var jobs []job
+		var jobs []trial
 		r.mu.Lock()
 		for _, a := range take {
-			jobs = append(jobs, job{cand: a.rep, round: round, steps: rp.steps, pred: h.predict(a, rp.steps)})
+			jobs = append(jobs, trial{cand: a.rep, round: round, steps: rp.steps, pred: h.predict(a, rp.steps)})
 		}
 		later := h.rounds[ri+1:]
 		laterRuns := 0

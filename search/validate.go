@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"cgtune/engine"
-	jobs "cgtune/engine/job"
+	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/stepmodel"
@@ -51,7 +51,7 @@ type Skipped struct {
 // the eager baseline, each with the search's result as the prediction.
 // Each candidate's result is its latest round's. The candidates passed
 // over for can come back as skipped, with why.
-func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []jobs.Target, []Skipped, error) {
+func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []job.Target, []Skipped, error) {
 	if _, err := os.Stat(filepath.Join(dir, JournalFile)); errors.Is(err, os.ErrNotExist) {
 		return Fingerprint{}, nil, nil, fmt.Errorf("%s holds no search (no %s)", dir, JournalFile)
 	}
@@ -86,7 +86,7 @@ func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []jobs.
 		opts.JobGPUMemoryMiB = spec.MemoryMiB
 	}
 	ranking := Rank(results, opts)
-	var targets []jobs.Target
+	var targets []job.Target
 	var skipped []Skipped
 	seen := map[string]bool{}
 	for _, r := range ranking {
@@ -103,7 +103,7 @@ func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []jobs.
 			}
 		}
 		res := r.Result
-		targets = append(targets, jobs.Target{Candidate: c, Predicted: &res})
+		targets = append(targets, job.Target{Candidate: c, Predicted: &res})
 	}
 	if len(targets) == 0 {
 		if len(skipped) > 0 {
@@ -119,7 +119,7 @@ func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []jobs.
 	} else if res, ok := eagerAsNone(results); ok {
 		pred = &res
 	}
-	return fp, append([]jobs.Target{{Candidate: eager, Predicted: pred}}, targets...), skipped, nil
+	return fp, append([]job.Target{{Candidate: eager, Predicted: pred}}, targets...), skipped, nil
 }
 
 // journalPlanCheck is the check a resume of the search in dir applies to
@@ -143,7 +143,7 @@ func journalPlanCheck(dir string) (resultCheck, error) {
 // result's winner and the eager baseline, with its step times as the
 // predictions. A winner the jobs' framework cannot build (can; nil: any)
 // is an error: there is nothing to compare eager with.
-func PresetTargets(p presets.TeamPreset, can Buildable) ([]jobs.Target, error) {
+func PresetTargets(p presets.TeamPreset, can Buildable) ([]job.Target, error) {
 	r := p.Result
 	if r == nil {
 		return nil, fmt.Errorf("preset %s has no result to validate (run a search and save it with the result)", p.Name)
@@ -164,9 +164,9 @@ func PresetTargets(p presets.TeamPreset, can Buildable) ([]jobs.Target, error) {
 		}
 		return &engine.Result{Source: src, Step: stepmodel.Stats{Median: ms, P10: ms, P90: ms, N: 1}}
 	}
-	ts := []jobs.Target{{Candidate: eager, Predicted: pred(r.EagerStepMS)}}
+	ts := []job.Target{{Candidate: eager, Predicted: pred(r.EagerStepMS)}}
 	if r.Winner.Graphed() {
-		ts = append(ts, jobs.Target{Candidate: r.Winner, Predicted: pred(r.StepMS)})
+		ts = append(ts, job.Target{Candidate: r.Winner, Predicted: pred(r.StepMS)})
 	}
 	return ts, nil
 }
@@ -218,7 +218,7 @@ func FitCalibration(m presets.Model, l presets.Layout, wo stepmodel.WorkloadOpti
 
 // ValidationPoints are the successful jobs of a validation as calibration
 // points.
-func ValidationPoints(v jobs.Validation) []stepmodel.CalibrationPoint {
+func ValidationPoints(v job.Validation) []stepmodel.CalibrationPoint {
 	var pts []stepmodel.CalibrationPoint
 	for _, r := range v.Rows {
 		if r.Real.Failed() {
@@ -245,13 +245,13 @@ type JobValidation struct {
 	Sets     map[string]string // the search's --set values (the overrides carry those the candidates need)
 	Workload stepmodel.WorkloadOptions
 	Space    presets.Space // what the search searched (for a saved preset)
-	Targets  []jobs.Target // the eager baseline and the candidates
+	Targets  []job.Target  // the eager baseline and the candidates
 	Skipped  []Skipped     // top candidates the jobs' framework cannot build
 
 	Dir      string // validation folder: jobs, their logs, journal, validation.json
-	Launcher jobs.Launcher
-	Command  jobs.Template
-	Iters    int           // per job (default jobs.DefaultIters)
+	Launcher job.Launcher
+	Command  job.Template
+	Iters    int           // per job (default job.DefaultIters)
 	Parallel int           // jobs queued or running at once (default 1)
 	Timeout  time.Duration // per job's running time; 0: none
 	Poll     time.Duration // how often states and logs are read (default 1 s)
@@ -277,7 +277,7 @@ func JobValidationForRun(dir string, top int, can Buildable) (JobValidation, err
 // JobOutcome is a finished (or interrupted) validation and the calibration
 // its jobs gave.
 type JobOutcome struct {
-	jobs.Validation
+	job.Validation
 	Dir             string                 `json:"dir"`
 	Skipped         []Skipped              `json:"skipped,omitempty"`
 	Calibration     *stepmodel.Calibration `json:"calibration,omitempty"`
@@ -286,18 +286,18 @@ type JobOutcome struct {
 }
 
 // Engine builds v's job engine (for a dry run's commands, say).
-func (v JobValidation) Engine() (*jobs.Engine, error) {
+func (v JobValidation) Engine() (*job.Engine, error) {
 	t := recipe.Target{Model: v.Model, Layout: v.Layout, MBridge: v.MBridge, Sets: v.Sets}
-	return jobs.New(jobs.Config{Launcher: v.Launcher, Command: v.Command, Dir: v.Dir, Iters: v.Iters, Timeout: v.Timeout, Poll: v.Poll,
+	return job.New(job.Config{Launcher: v.Launcher, Command: v.Command, Dir: v.Dir, Iters: v.Iters, Timeout: v.Timeout, Poll: v.Poll,
 		Overrides: func(c presets.Candidate) recipe.Overrides { return recipe.WinnerOverrides(t, c) }})
 }
 
 // ValidateOnJobs runs v's targets as jobs and streams their state and log
-// tail to emit (jobs.JobEvent, jobs.JobDone; called from one goroutine at a
+// tail to emit (job.JobEvent, job.JobDone; called from one goroutine at a
 // time). When it was not interrupted it saves validation.json and, with an
 // Estimator, fits and saves the host-cost calibration for the model and
 // layout. A cancelled ctx cancels the queued and running jobs.
-func ValidateOnJobs(ctx context.Context, v JobValidation, emit func(jobs.ValidateEvent)) (JobOutcome, error) {
+func ValidateOnJobs(ctx context.Context, v JobValidation, emit func(job.ValidateEvent)) (JobOutcome, error) {
 	if _, err := presets.ParseMBridge(v.MBridge); err != nil {
 		return JobOutcome{}, err
 	}
@@ -310,7 +310,7 @@ func ValidateOnJobs(ctx context.Context, v JobValidation, emit func(jobs.Validat
 	if err != nil {
 		return JobOutcome{}, err
 	}
-	val, err := jobs.Validate(ctx, jobs.ValidateConfig{Engine: e, Targets: v.Targets, Parallel: v.Parallel, Resume: v.Resume, Source: v.Source}, emit)
+	val, err := job.Validate(ctx, job.ValidateConfig{Engine: e, Targets: v.Targets, Parallel: v.Parallel, Resume: v.Resume, Source: v.Source}, emit)
 	out := JobOutcome{Validation: val, Dir: v.Dir, Skipped: v.Skipped}
 	if err != nil || val.Interrupted || v.Estimator == nil {
 		return out, err
@@ -355,11 +355,11 @@ func claimValidationDir(dir string, resume bool) (*RunLock, error) {
 }
 
 // validationFiles are the files cgtune keeps in a validation folder.
-var validationFiles = []string{LockFile, jobs.ValidationJournal, jobs.ValidationFile, jobs.LedgerFile}
+var validationFiles = []string{LockFile, job.ValidationJournal, job.ValidationFile, job.LedgerFile}
 
 // CheckValidationDir refuses a validation folder (validate --dir) that
 // holds anything but a cgtune validation: its journal, outcome, job
-// ledger, lock and job folders (named cgtune-..., jobs.JobName). validate
+// ledger, lock and job folders (named cgtune-..., job.JobName). validate
 // writes validation.json and truncates each job's log there. A missing or
 // empty folder is fine.
 func CheckValidationDir(dir string) error {
@@ -376,7 +376,7 @@ func CheckValidationDir(dir string) error {
 // "job", with the winner's and the eager baseline's job ids, the nodes and
 // GPUs) and whose job section is how the jobs ran. base, when not nil, is
 // the preset the validation started from.
-func ValidatedPreset(name string, base *presets.TeamPreset, v JobValidation, out jobs.Validation, setup presets.JobSetup, cgtuneVersion string) (presets.TeamPreset, error) {
+func ValidatedPreset(name string, base *presets.TeamPreset, v JobValidation, out job.Validation, setup presets.JobSetup, cgtuneVersion string) (presets.TeamPreset, error) {
 	win, eager := out.Winner(), out.Eager()
 	if win == nil {
 		return presets.TeamPreset{}, errors.New("no job succeeded: nothing to save")
@@ -406,7 +406,7 @@ func ValidatedPreset(name string, base *presets.TeamPreset, v JobValidation, out
 	p.Version, p.Name, p.MBridge = presets.FileVersion, name, v.MBridge
 	l := v.Launcher
 	p.Description = fmt.Sprintf("validated on %s jobs by cgtune validate (%s)", l.Name(), v.Source)
-	r := &presets.Result{Winner: win.Candidate, StepMS: win.Real.Step.Median, Speedup: win.RealSpeedup,
+	r := &presets.Outcome{Winner: win.Candidate, StepMS: win.Real.Step.Median, Speedup: win.RealSpeedup,
 		MemoryMiB: float64(win.Real.Memory.ProcessPeakMiB), Engine: "job", CgtuneVersion: cgtuneVersion, MeasuredAt: time.Now().UTC(),
 		Job: &presets.JobRecord{Launcher: l.Name(), Nodes: l.Nodes(), GPUs: l.GPUs()}}
 	if win.Real.Job != nil {

@@ -12,7 +12,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/estimate"
-	jobs "cgtune/engine/job"
+	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/stepmodel"
@@ -112,7 +112,7 @@ func TestValidationTargetsTheFrameworkCanBuild(t *testing.T) {
 }
 
 func TestPresetTargets(t *testing.T) {
-	p := presets.TeamPreset{Name: "x", Result: &presets.Result{Winner: presets.Candidate{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}, StepMS: 20, EagerStepMS: 30, Engine: "measured"}}
+	p := presets.TeamPreset{Name: "x", Result: &presets.Outcome{Winner: presets.Candidate{Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}, StepMS: 20, EagerStepMS: 30, Engine: "measured"}}
 	ts, err := PresetTargets(p, NeedsTE("no TE"))
 	if err != nil || len(ts) != 2 || ts[0].Predicted.Step.Median != 30 || ts[1].Predicted.Step.Median != 20 || ts[1].Predicted.Source != "measured" {
 		t.Errorf("%+v %v", ts, err)
@@ -143,15 +143,15 @@ func TestFitCalibrationFromValidation(t *testing.T) {
 	truth, _ := est(4)
 	eager := presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: 3}
 	full := presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{"full_iteration"}, Warmup: 3}
-	var targets []jobs.Target
+	var targets []job.Target
 	var results []engine.Result
 	for i, c := range []presets.Candidate{eager, full} {
 		r := truth.Run(context.Background(), w, c, engine.RunOptions{}, nil)
 		r.Job = &engine.JobInfo{Launcher: "slurm", ID: []string{"100", "101"}[i]}
-		targets = append(targets, jobs.Target{Candidate: c})
+		targets = append(targets, job.Target{Candidate: c})
 		results = append(results, r)
 	}
-	v := jobs.Validation{Rows: jobs.Compare(targets, results)}
+	v := job.Validation{Rows: job.Compare(targets, results)}
 	cal, err := FitCalibration(m, l, stepmodel.WorkloadOptions{}, ValidationPoints(v), est, "validate test")
 	if err != nil {
 		t.Fatal(err)
@@ -182,8 +182,8 @@ func TestValidateOnJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake, _ := filepath.Abs(filepath.Join("..", "engine", "job", "testdata", "fakejob.sh"))
-	v.Launcher = &jobs.Local{}
-	if v.Command, err = jobs.ParseCommand("bash "+jobs.Quote(fake)+" --train-iters {iters} {flags}", ""); err != nil {
+	v.Launcher = &job.Local{}
+	if v.Command, err = job.ParseCommand("bash "+job.Quote(fake)+" --train-iters {iters} {flags}", ""); err != nil {
 		t.Fatal(err)
 	}
 	v.Iters, v.Poll, v.MBridge = 10, 50*time.Millisecond, "0.6"
@@ -193,8 +193,8 @@ func TestValidateOnJobs(t *testing.T) {
 	}
 	states := map[string][]string{}
 	var tails int
-	out, err := ValidateOnJobs(context.Background(), v, func(ev jobs.ValidateEvent) {
-		if je, ok := ev.(jobs.JobEvent); ok {
+	out, err := ValidateOnJobs(context.Background(), v, func(ev job.ValidateEvent) {
+		if je, ok := ev.(job.JobEvent); ok {
 			k := je.Update.Candidate.Key()
 			if s := states[k]; len(s) == 0 || s[len(s)-1] != je.Update.State {
 				states[k] = append(s, je.Update.State)
@@ -233,7 +233,7 @@ func TestValidateOnJobs(t *testing.T) {
 	if err != nil || !out.Interrupted || out.Calibration != nil {
 		t.Errorf("interrupted: %+v %v", out, err)
 	}
-	if _, err := os.Stat(filepath.Join(v.Dir, jobs.ValidationFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(v.Dir, job.ValidationFile)); err == nil {
 		t.Error("an interrupted validation wrote validation.json")
 	}
 }
@@ -246,12 +246,12 @@ func TestSearchOnTheJobEngine(t *testing.T) {
 	m, l := denseModel, layoutFor(denseModel)
 	dir := t.TempDir()
 	fake, _ := filepath.Abs(filepath.Join("..", "engine", "job", "testdata", "fakejob.sh"))
-	tmpl, err := jobs.ParseCommand("bash "+jobs.Quote(fake)+" --train-iters {iters} {flags}", "")
+	tmpl, err := job.ParseCommand("bash "+job.Quote(fake)+" --train-iters {iters} {flags}", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	newEngine := func() *jobs.Engine {
-		e, err := jobs.New(jobs.Config{Launcher: &jobs.Local{}, Command: tmpl, Dir: filepath.Join(dir, "jobs"), Iters: 10, Poll: 50 * time.Millisecond,
+	newEngine := func() *job.Engine {
+		e, err := job.New(job.Config{Launcher: &job.Local{}, Command: tmpl, Dir: filepath.Join(dir, "jobs"), Iters: 10, Poll: 50 * time.Millisecond,
 			Overrides: func(c presets.Candidate) recipe.Overrides {
 				return recipe.WinnerOverrides(recipe.Target{Model: m, Layout: l, MBridge: "0.6"}, c)
 			}})
@@ -279,14 +279,14 @@ func TestSearchOnTheJobEngine(t *testing.T) {
 			t.Errorf("%s: journal has no job: %+v", r.Candidate.Key(), r.Job)
 		}
 	}
-	ledger, _ := jobs.OpenLedger(filepath.Join(dir, "jobs"))
+	ledger, _ := job.OpenLedger(filepath.Join(dir, "jobs"))
 	before := len(ledger.Entries())
 	cfg.Resume, cfg.Engines = true, []engine.Engine{newEngine()}
 	d2, err := Run(context.Background(), cfg, nil)
 	if err != nil || d2.Runs != 0 || d2.Resumed != d.Runs || d2.Winner.Result.Step != d.Winner.Result.Step {
 		t.Errorf("resume: %d runs, %d resumed, %v", d2.Runs, d2.Resumed, err)
 	}
-	ledger, _ = jobs.OpenLedger(filepath.Join(dir, "jobs"))
+	ledger, _ = job.OpenLedger(filepath.Join(dir, "jobs"))
 	if len(ledger.Entries()) != before {
 		t.Error("the resume launched jobs")
 	}

@@ -8,7 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	jobs "cgtune/engine/job"
+	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/report"
 	"cgtune/search"
@@ -74,7 +74,7 @@ type ValidateRequest struct {
 // Validation is a validation on its way: the candidates it runs (the
 // eager baseline among them), its folder and its updates.
 type Validation struct {
-	Targets []jobs.Target
+	Targets []job.Target
 	// Skipped are top candidates the jobs' framework cannot build.
 	Skipped []search.Skipped
 	Dir     string
@@ -84,7 +84,7 @@ type Validation struct {
 // ValidationUpdate is one report of a running validation: a job's event,
 // or (the last one) the outcome or the error that ended it.
 type ValidationUpdate struct {
-	Event   jobs.ValidateEvent
+	Event   job.ValidateEvent
 	Outcome *search.JobOutcome
 	Err     error
 }

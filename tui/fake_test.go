@@ -13,7 +13,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/engine"
-	jobs "cgtune/engine/job"
+	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/report"
@@ -183,9 +183,9 @@ func (f *fakeBackend) Validate(ctx context.Context, req ValidateRequest) (Valida
 
 // fakeTargets are what the fake validates: the search's results as the
 // predictions, eager first.
-func fakeTargets() []jobs.Target {
+func fakeTargets() []job.Target {
 	pNone, pAttnMLP, pAttn := result(cNone, 130, 0), result(cTEAttnMLP, 104, 0), result(cTEAttn, 112, 0)
-	return []jobs.Target{{Candidate: cNone, Predicted: &pNone}, {Candidate: cTEAttnMLP, Predicted: &pAttnMLP}, {Candidate: cTEAttn, Predicted: &pAttn}}
+	return []job.Target{{Candidate: cNone, Predicted: &pNone}, {Candidate: cTEAttnMLP, Predicted: &pAttnMLP}, {Candidate: cTEAttn, Predicted: &pAttn}}
 }
 
 var (
@@ -321,7 +321,7 @@ func (c *clock) now() time.Time { return c.t }
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-func newTestModel(t *testing.T, f *fakeBackend, w, h int) (*Model, *clock) {
+func newTestModel(t *testing.T, f *fakeBackend, w, h int) (*App, *clock) {
 	t.Helper()
 	clk := &clock{t: t0}
 	m := New(f, Options{NoColor: true, Version: "0.1.0-test", Now: clk.now, Model: "llama3_70b", GPUType: "h100"})
@@ -335,12 +335,12 @@ func newTestModel(t *testing.T, f *fakeBackend, w, h int) (*Model, *clock) {
 }
 
 // send delivers a message and returns the Cmd Update gave back.
-func send(m *Model, msg tea.Msg) tea.Cmd {
+func send(m *App, msg tea.Msg) tea.Cmd {
 	_, cmd := m.Update(msg)
 	return cmd
 }
 
-func press(m *Model, keys ...string) tea.Cmd {
+func press(m *App, keys ...string) tea.Cmd {
 	var cmd tea.Cmd
 	for _, k := range keys {
 		cmd = send(m, keyMsg(k))
@@ -379,7 +379,7 @@ func keyMsg(k string) tea.KeyPressMsg {
 }
 
 // planNow runs the plan the space screen asked for, synchronously.
-func planNow(t *testing.T, m *Model, f *fakeBackend) {
+func planNow(t *testing.T, m *App, f *fakeBackend) {
 	t.Helper()
 	p, err := f.Plan(m.request())
 	send(m, planMsg{seq: m.spaceScr.planSeq, plan: p, err: err})
@@ -387,7 +387,7 @@ func planNow(t *testing.T, m *Model, f *fakeBackend) {
 
 // playEvents feeds the fake's events to the run screen, n of them (all
 // when n < 0), as the waitForEvent Cmds would.
-func playEvents(m *Model, f *fakeBackend, n int) {
+func playEvents(m *App, f *fakeBackend, n int) {
 	ch := make(chan search.Event)
 	send(m, startedMsg{events: ch})
 	for i, e := range f.events {

@@ -31,14 +31,14 @@ func TestFlowToOverridesFile(t *testing.T) {
 
 	flowToResults(tm, until)
 	tm.Send(keyMsg("w"))
-	until("the path prompt", func(m *Model) bool { return m.resScr.prompt == promptPath })
+	until("the path prompt", func(m *App) bool { return m.resScr.prompt == promptPath })
 	tm.Send(keyMsg("enter"))
-	until("the file to be written", func(m *Model) bool {
+	until("the file to be written", func(m *App) bool {
 		return strings.HasPrefix(m.status, "wrote "+filepath.Join(f.dir, "cgtune-overrides.yaml")+" ")
 	})
 	tm.Send(keyMsg("q"))
 
-	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(inspectable).Model
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(inspectable).App
 	if final.done == nil || final.done.Winner == nil {
 		t.Fatal("the final model has no result")
 	}
@@ -61,25 +61,25 @@ func TestFlowToOverridesFile(t *testing.T) {
 // whole in it.
 // flowToResults walks from the model screen to the results of the scripted
 // search with enter on every screen.
-func flowToResults(tm *teatest.TestModel, until func(string, func(*Model) bool)) {
-	until("the GPU list", func(m *Model) bool { return m.gpuScr.loaded })
+func flowToResults(tm *teatest.TestModel, until func(string, func(*App) bool)) {
+	until("the GPU list", func(m *App) bool { return m.gpuScr.loaded })
 	tm.Send(keyMsg("enter"))
-	until("the GPU screen", func(m *Model) bool { return m.screen == screenGPU })
+	until("the GPU screen", func(m *App) bool { return m.screen == screenGPU })
 	tm.Send(keyMsg("enter"))
-	until("the plan", func(m *Model) bool {
+	until("the plan", func(m *App) bool {
 		return m.screen == screenSpace && !m.spaceScr.planning && m.spaceScr.validCount() > 0
 	})
 	tm.Send(keyMsg("enter"))
-	until("the results of the scripted search", func(m *Model) bool { return m.screen == screenResults && m.done != nil })
+	until("the results of the scripted search", func(m *App) bool { return m.screen == screenResults && m.done != nil })
 }
 
-func waiter(t *testing.T, tm *teatest.TestModel) func(what string, cond func(*Model) bool) {
-	return func(what string, cond func(*Model) bool) {
+func waiter(t *testing.T, tm *teatest.TestModel) func(what string, cond func(*App) bool) {
+	return func(what string, cond func(*App) bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
 			got := make(chan bool, 1)
-			tm.Send(inspectMsg(func(m *Model) { got <- cond(m) }))
+			tm.Send(inspectMsg(func(m *App) { got <- cond(m) }))
 			select {
 			case ok := <-got:
 				if ok {
@@ -111,25 +111,25 @@ func TestFlowWriteAsksBeforeOverwriting(t *testing.T) {
 	flowToResults(tm, until)
 
 	tm.Send(keyMsg("w"))
-	until("the path prompt", func(m *Model) bool { return m.resScr.prompt == promptPath })
+	until("the path prompt", func(m *App) bool { return m.resScr.prompt == promptPath })
 	tm.Send(keyMsg("enter"))
-	until("the overwrite question", func(m *Model) bool { return m.resScr.prompt == promptOverwriteFile })
+	until("the overwrite question", func(m *App) bool { return m.resScr.prompt == promptOverwriteFile })
 	if got := mustRead(t, path); got != "old: file\n" {
 		t.Fatalf("the file was replaced before the answer:\n%s", got)
 	}
 	tm.Send(keyMsg("n"))
-	until("no", func(m *Model) bool {
+	until("no", func(m *App) bool {
 		return m.resScr.prompt == promptNone && strings.Contains(m.status, "nothing written")
 	})
 	if got := mustRead(t, path); got != "old: file\n" {
 		t.Fatalf("n replaced the file:\n%s", got)
 	}
 	tm.Send(keyMsg("w"))
-	until("the path prompt again", func(m *Model) bool { return m.resScr.prompt == promptPath })
+	until("the path prompt again", func(m *App) bool { return m.resScr.prompt == promptPath })
 	tm.Send(keyMsg("enter"))
-	until("the question again", func(m *Model) bool { return m.resScr.prompt == promptOverwriteFile })
+	until("the question again", func(m *App) bool { return m.resScr.prompt == promptOverwriteFile })
 	tm.Send(keyMsg("y"))
-	until("the file to be written", func(m *Model) bool {
+	until("the file to be written", func(m *App) bool {
 		return strings.HasPrefix(m.status, "wrote "+filepath.Join(f.dir, "cgtune-overrides.yaml")+" ")
 	})
 	tm.Send(keyMsg("q"))
@@ -142,16 +142,16 @@ func TestFlowWriteAsksBeforeOverwriting(t *testing.T) {
 
 // inspectMsg runs a function on the model inside Update, where reading it
 // does not race with the program.
-type inspectMsg func(*Model)
+type inspectMsg func(*App)
 
 // inspectable wraps the model for teatest so tests can send inspectMsg.
-type inspectable struct{ *Model }
+type inspectable struct{ *App }
 
 func (i inspectable) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	if f, ok := msg.(inspectMsg); ok {
-		f(i.Model)
+		f(i.App)
 		return i, nil
 	}
-	_, cmd := i.Model.Update(msg)
+	_, cmd := i.App.Update(msg)
 	return i, cmd
 }

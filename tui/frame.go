@@ -20,15 +20,15 @@ const (
 	minHeight   = 16
 )
 
-func (m *Model) layoutSizes() {
+func (m *App) layoutSizes() {
 	m.help.SetWidth(m.width - 1)
 }
 
 // tooSmall reports whether the window is below the minimum size, when the
 // screens are not drawn.
-func (m *Model) tooSmall() bool { return m.width < minWidth || m.height < minHeight }
+func (m *App) tooSmall() bool { return m.width < minWidth || m.height < minHeight }
 
-func (m *Model) render() string {
+func (m *App) render() string {
 	w, h := m.width, m.height
 	if m.tooSmall() {
 		// Wrapped, so that the message itself is not cut.
@@ -51,9 +51,9 @@ func (m *Model) render() string {
 }
 
 // screenHelp is the keys of the screen on show.
-func (m *Model) screenHelp() helpKeys { return m.page().helpKeys() }
+func (m *App) screenHelp() helpKeys { return m.page().helpKeys() }
 
-func (m *Model) helpView() string {
+func (m *App) helpView() string {
 	h := m.screenHelp()
 	if m.help.ShowAll {
 		// Inside the full help, ? closes it.
@@ -88,7 +88,7 @@ func blockWidth(s string) int {
 // flowHelp lays the enabled bindings of groups out in columns (down, then
 // across), each entry "key description": the fewest rows whose columns,
 // each as wide as its widest entry, fit in w.
-func (m *Model) flowHelp(groups [][]key.Binding, w int) string {
+func (m *App) flowHelp(groups [][]key.Binding, w int) string {
 	st := m.help.Styles
 	type entry struct{ k, d string }
 	var entries []entry
@@ -129,7 +129,7 @@ func (m *Model) flowHelp(groups [][]key.Binding, w int) string {
 	return ""
 }
 
-func (m *Model) headerView(w int) string {
+func (m *App) headerView(w int) string {
 	var steps []string
 	for i, n := range screenNames {
 		label := n
@@ -157,7 +157,7 @@ func (m *Model) headerView(w int) string {
 	return joinEnds(left, right, w)
 }
 
-func (m *Model) statusView(w int) string {
+func (m *App) statusView(w int) string {
 	right := m.st.Muted.Render(m.contextLine())
 	left := m.status
 	style := m.st.Status
@@ -177,7 +177,7 @@ func (m *Model) statusView(w int) string {
 }
 
 // contextLine summarises the selection: model, GPU type × count, MB.
-func (m *Model) contextLine() string {
+func (m *App) contextLine() string {
 	if m.sel.model.Name == "" {
 		return ""
 	}

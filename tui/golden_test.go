@@ -12,7 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/engine"
-	jobs "cgtune/engine/job"
+	"cgtune/engine/job"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 )
@@ -25,27 +25,27 @@ var sizes = []struct{ w, h int }{{80, 24}, {160, 48}}
 // screenStates puts a model into each screen's interesting state.
 var screenStates = []struct {
 	name  string
-	setup func(t *testing.T, m *Model, f *fakeBackend, clk *clock)
+	setup func(t *testing.T, m *App, f *fakeBackend, clk *clock)
 }{
-	{"model", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {}},
-	{"model_filter_moe", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"model", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {}},
+	{"model_filter_moe", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "/", "q", "w", "e", "n")
 	}},
-	{"model_layout_error", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"model_layout_error", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "tab", "down", "down", "3", "enter")
 	}},
-	{"model_preset", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"model_preset", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		cmd := press(m, "/", "t", "e", "a", "m")
 		send(m, cmd())
 	}},
-	{"gpu", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"gpu", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter")
 	}},
-	{"gpu_no_driver", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"gpu_no_driver", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
 		press(m, "enter", "e")
 	}},
-	{"space", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"space", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 	}},
@@ -53,37 +53,37 @@ var screenStates = []struct {
 	// configuration are one row. Its b200 recipe (two → from h100) leaves
 	// EP overlap off, which the h100 one turns on (TC-36 then rejects every
 	// local graph).
-	{"space_moe", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"space_moe", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "/", "q", "w", "e", "n", "enter", "right", "right", "enter", "enter")
 		planNow(t, m, f)
 		press(m, "tab", "down")
 	}},
 	// The cursor on a candidate that will fail and on one the rules
 	// reject: the rows a person opens to read why.
-	{"space_will_fail_cursor", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"space_will_fail_cursor", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		toQwenCandidates(t, m, f)
 		cursorTo(m, firstOfKind(t, m, true))
 	}},
-	{"space_rejected_cursor", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"space_rejected_cursor", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		toQwenCandidates(t, m, f)
 		cursorTo(m, firstOfKind(t, m, false))
 	}},
 	// The layout editor's MoE settings, edited to drop-and-pad.
-	{"model_layout_moe_edited", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"model_layout_moe_edited", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "/", "q", "w", "e", "n", "enter")
 		moveTo(t, m, "Capacity")
 		press(m, "1", ".", "0", "enter")
 		moveTo(t, m, "Pad")
 		press(m, "+")
 	}},
-	{"run", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"run", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
 		clk.t = clk.t.Add(75 * time.Second)
 		playEvents(m, f, len(f.events)-2) // the last candidate is measuring
 	}},
-	{"run_stop", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"run_stop", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
@@ -91,7 +91,7 @@ var screenStates = []struct {
 		playEvents(m, f, 6)
 		press(m, "q")
 	}},
-	{"results", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"results", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
@@ -99,17 +99,17 @@ var screenStates = []struct {
 		playEvents(m, f, -1)
 	}},
 	// Every key of the results screen.
-	{"results_help", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"results_help", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		toResults(t, m, f)
 		press(m, "?")
 	}},
 	// The validation form, prefilled from --command.
-	{"results_validate_form", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"results_validate_form", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		m.opts.JobCommand = testJobCommand
 		toResults(t, m, f)
 		press(m, "v")
 	}},
-	{"results_write_prompt", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"results_write_prompt", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
@@ -117,7 +117,7 @@ var screenStates = []struct {
 		press(m, "f", "w")
 	}},
 	// The estimate engine: the memory panels show the estimate's numbers.
-	{"run_estimate", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"run_estimate", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		f.events = estimated(f.events)
 		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
 		press(m, "enter", "e", "enter")
@@ -126,7 +126,7 @@ var screenStates = []struct {
 		clk.t = clk.t.Add(20 * time.Second)
 		playEvents(m, f, len(f.events)-2)
 	}},
-	{"results_estimate", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"results_estimate", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		f.events = estimated(f.events)
 		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
 		press(m, "enter", "e", "enter")
@@ -134,7 +134,7 @@ var screenStates = []struct {
 		press(m, "enter")
 		playEvents(m, f, -1)
 	}},
-	{"results_overwrite", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"results_overwrite", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
@@ -150,17 +150,17 @@ var screenStates = []struct {
 	}},
 	// Validation on real jobs: the jobs running (state, id, log tail), and
 	// the comparison with the predictions.
-	{"results_validate", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"results_validate", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		v := goldenValidation(t, m, f)
-		v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cNone, JobID: "4101", State: jobs.StateRunning,
+		v.feed(ValidationUpdate{Event: job.JobEvent{Update: job.Update{Candidate: cNone, JobID: "4101", State: job.StateRunning,
 			Tail: []string{"building GPT model ...", " [2026-12-01 11:00:03] iteration        5/      30 | elapsed time per iteration (ms): 131.2 |"}}}})
-		v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cTEAttnMLP, JobID: "4102", State: jobs.StatePending, Reason: "Priority"}}})
+		v.feed(ValidationUpdate{Event: job.JobEvent{Update: job.Update{Candidate: cTEAttnMLP, JobID: "4102", State: job.StatePending, Reason: "Priority"}}})
 	}},
-	{"results_validated", func(t *testing.T, m *Model, f *fakeBackend, clk *clock) {
+	{"results_validated", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		v := goldenValidation(t, m, f)
 		real := []engine.Result{jobResult(cNone, 130, "4101"), jobResult(cTEAttnMLP, 100, "4102"), jobResult(cTEAttn, 115, "4103")}
 		for i, r := range real {
-			v.feed(ValidationUpdate{Event: jobs.JobDone{Result: r, Done: i + 1, Total: 3}})
+			v.feed(ValidationUpdate{Event: job.JobDone{Result: r, Done: i + 1, Total: 3}})
 		}
 		v.feed(ValidationUpdate{Outcome: outcome(real, false)})
 		v.end()
@@ -170,21 +170,21 @@ var screenStates = []struct {
 // toQwenCandidates selects the MoE model on its b200 layout (whose
 // whole-layer and full-iteration graphs will fail, as space_moe), plans
 // its space and puts the keyboard on the candidate list.
-func toQwenCandidates(t *testing.T, m *Model, f *fakeBackend) {
+func toQwenCandidates(t *testing.T, m *App, f *fakeBackend) {
 	t.Helper()
 	press(m, "/", "q", "w", "e", "n", "enter", "right", "right")
 	toSpaceCandidates(t, m, f)
 }
 
 // cursorTo moves the candidate list's cursor down to row i.
-func cursorTo(m *Model, i int) {
+func cursorTo(m *App, i int) {
 	for m.spaceScr.cursor < i {
 		press(m, "down")
 	}
 }
 
 // goldenValidation runs the scripted search and starts validating it.
-func goldenValidation(t *testing.T, m *Model, f *fakeBackend) *validator {
+func goldenValidation(t *testing.T, m *App, f *fakeBackend) *validator {
 	m.opts.JobCommand, m.opts.JobLauncher = testJobCommand, "slurm"
 	toResults(t, m, f)
 	return startValidation(t, m, f)

@@ -207,9 +207,9 @@ func (s *resultsScreen) teamPreset(name string) (presets.TeamPreset, error) {
 
 // presetResult is the winner as a preset stores it: its times, memory,
 // engine and the GPU and driver it ran on.
-func (s *resultsScreen) presetResult(req Request, engineName string) *presets.Result {
+func (s *resultsScreen) presetResult(req Request, engineName string) *presets.Outcome {
 	res := s.done.Winner.Result
-	r := &presets.Result{
+	r := &presets.Outcome{
 		Winner:        res.Candidate,
 		StepMS:        res.Step.Median,
 		EagerStepMS:   res.Eager.Median,

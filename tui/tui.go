@@ -4,7 +4,7 @@
 // the outside only through a Backend, from tea.Cmds: it never blocks on a
 // GPU.
 //
-// The root Model routes each message to the screen it is for; every
+// The root App routes each message to the screen it is for; every
 // screen is a model of its own (model_screen.go, gpu_screen.go,
 // space_screen.go, run_screen.go, results_screen.go), as the stash and the
 // pager are in charmbracelet/glow (ui/stash.go, ui/pager.go, 5378827):
@@ -76,11 +76,11 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Model is the root bubbletea model. It owns what the screens share (the
+// App is the root bubbletea model. It owns what the screens share (the
 // common frame and the session: the search as set up and as run), draws
 // the frame around the current screen, and routes each message to the
 // screen it is for.
-type Model struct {
+type App struct {
 	*common
 	*session
 
@@ -98,7 +98,7 @@ type Model struct {
 }
 
 // New builds the program's model. builtins come from the embedded presets.
-func New(b Backend, opts Options) *Model {
+func New(b Backend, opts Options) *App {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -108,7 +108,7 @@ func New(b Backend, opts Options) *Model {
 	if opts.MBridge == "" {
 		opts.MBridge = presets.DefaultMBridge
 	}
-	m := &Model{
+	m := &App{
 		common:  &common{backend: b, opts: opts, keys: DefaultKeyMap(), width: 80, height: 24},
 		session: newSession(opts),
 		help:    help.New(),
@@ -153,7 +153,7 @@ func newSession(opts Options) *session {
 	return s
 }
 
-func (m *Model) setStyles() {
+func (m *App) setStyles() {
 	m.st = NewStyles(m.isDark, m.opts.NoColor)
 	m.help.Styles = m.st.Help
 	m.runScr.setStyles()
@@ -161,7 +161,7 @@ func (m *Model) setStyles() {
 
 // Outcome is how the session ended, for the exit code: whether a search
 // was stopped (or left running) before it finished.
-func (m *Model) Outcome() (done *search.DoneEvent, interrupted bool) {
+func (m *App) Outcome() (done *search.DoneEvent, interrupted bool) {
 	if m.run == nil {
 		return nil, false
 	}
@@ -170,7 +170,7 @@ func (m *Model) Outcome() (done *search.DoneEvent, interrupted bool) {
 
 // Init loads what the first screens show, and asks the terminal for its
 // background so the palette matches it.
-func (m *Model) Init() tea.Cmd {
+func (m *App) Init() tea.Cmd {
 	return tea.Batch(
 		m.modelScr.Init(),
 		m.gpuScr.Init(),
@@ -179,7 +179,7 @@ func (m *Model) Init() tea.Cmd {
 }
 
 // page is the screen on show.
-func (m *Model) page() page {
+func (m *App) page() page {
 	switch m.screen {
 	case screenGPU:
 		return m.gpuScr
@@ -195,7 +195,7 @@ func (m *Model) page() page {
 
 // Update handles one message: the frame's own (size, background, the
 // keys every screen shares) here, the others in the screen they are for.
-func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+func (m *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -227,15 +227,15 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // typing reports whether a text field has the keyboard, so printable keys
 // (q, ?) are text, not commands.
-func (m *Model) typing() bool { return m.page().typing() }
+func (m *App) typing() bool { return m.page().typing() }
 
 // validating reports whether jobs are being started or run: then q and
 // ctrl+c cancel them instead of quitting.
-func (m *Model) validating() bool {
+func (m *App) validating() bool {
 	return m.screen == screenResults && m.resScr.validating()
 }
 
-func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
+func (m *App) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	// ctrl+c always means "get me out": on the run screen it asks to stop
 	// the search (partial results are kept); elsewhere it quits.
 	if msg.String() == "ctrl+c" && m.screen != screenRun && !m.validating() {
@@ -264,7 +264,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 // update passes msg to screen p and does what it hands over.
-func (m *Model) update(p page, msg tea.Msg) tea.Cmd {
+func (m *App) update(p page, msg tea.Msg) tea.Cmd {
 	cmd, h := p.Update(msg)
 	if h == nil {
 		return cmd
@@ -273,7 +273,7 @@ func (m *Model) update(p page, msg tea.Msg) tea.Cmd {
 }
 
 // takeHandoff does what a screen asked of the root.
-func (m *Model) takeHandoff(h handoff) tea.Cmd {
+func (m *App) takeHandoff(h handoff) tea.Cmd {
 	switch h := h.(type) {
 	case goTo:
 		return m.goTo(h.to)
@@ -286,7 +286,7 @@ func (m *Model) takeHandoff(h handoff) tea.Cmd {
 }
 
 // goTo switches screens and starts what the new screen needs.
-func (m *Model) goTo(s screen) tea.Cmd {
+func (m *App) goTo(s screen) tea.Cmd {
 	m.screen = s
 	m.reached = max(m.reached, s)
 	m.clearStatus()
@@ -296,7 +296,7 @@ func (m *Model) goTo(s screen) tea.Cmd {
 
 // startSearch starts the search of the plan's valid candidates on the
 // run screen; the results of the last one go.
-func (m *Model) startSearch(plan []search.Planned) tea.Cmd {
+func (m *App) startSearch(plan []search.Planned) tea.Cmd {
 	m.resScr.reset()
 	cmd := m.goTo(screenRun)
 	return tea.Batch(cmd, m.runScr.start(m.request(), plan))
@@ -304,7 +304,7 @@ func (m *Model) startSearch(plan []search.Planned) tea.Cmd {
 
 // View draws the frame (header, screen, status line, key help), always
 // exactly the window's size so nothing scrolls.
-func (m *Model) View() tea.View {
+func (m *App) View() tea.View {
 	v := tea.NewView(m.render())
 	v.AltScreen = true
 	v.WindowTitle = "cgtune · " + screenNames[m.screen]

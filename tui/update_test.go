@@ -26,7 +26,7 @@ func isQuit(cmd tea.Cmd) bool {
 	return ok
 }
 
-func view(m *Model) string { return m.View().Content }
+func view(m *App) string { return m.View().Content }
 
 func TestNoColorIsPlainText(t *testing.T) {
 	f := newFake(t)
@@ -442,7 +442,7 @@ func TestStartNeedsValidCandidates(t *testing.T) {
 }
 
 // startRun gets a model to the run screen with a context it can observe.
-func startRun(t *testing.T, f *fakeBackend) (*Model, *clock, context.Context) {
+func startRun(t *testing.T, f *fakeBackend) (*App, *clock, context.Context) {
 	t.Helper()
 	m, clk := newTestModel(t, f, 80, 24)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -547,7 +547,7 @@ func TestStartFailureIsShown(t *testing.T) {
 	}
 }
 
-func finishRun(t *testing.T, f *fakeBackend) *Model {
+func finishRun(t *testing.T, f *fakeBackend) *App {
 	t.Helper()
 	m, _, _ := startRun(t, f)
 	playEvents(m, f, -1)

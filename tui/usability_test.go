@@ -17,7 +17,7 @@ import (
 
 // newColourModel is newTestModel with the colour styles (dark palette)
 // and the model's layout for gpu.
-func newColourModel(t *testing.T, f *fakeBackend, model, gpu string, w, h int) *Model {
+func newColourModel(t *testing.T, f *fakeBackend, model, gpu string, w, h int) *App {
 	t.Helper()
 	clk := &clock{t: t0}
 	m := New(f, Options{Version: "0.1.0-test", Now: clk.now, Model: model, GPUType: gpu})
@@ -31,7 +31,7 @@ func newColourModel(t *testing.T, f *fakeBackend, model, gpu string, w, h int) *
 
 // toSpaceCandidates goes to the space screen, plans and puts the keyboard
 // on the candidate list.
-func toSpaceCandidates(t *testing.T, m *Model, f *fakeBackend) {
+func toSpaceCandidates(t *testing.T, m *App, f *fakeBackend) {
 	t.Helper()
 	press(m, "enter", "enter")
 	planNow(t, m, f)
@@ -40,7 +40,7 @@ func toSpaceCandidates(t *testing.T, m *Model, f *fakeBackend) {
 
 // firstOfKind is the plan row of the first candidate that will fail
 // (recipe.WillFailID) or that a rule rejects (any other id).
-func firstOfKind(t *testing.T, m *Model, willFail bool) int {
+func firstOfKind(t *testing.T, m *App, willFail bool) int {
 	t.Helper()
 	for i, p := range m.spaceScr.plan {
 		if !p.Valid() && (p.Violations[0].ID == recipe.WillFailID) == willFail {
@@ -52,7 +52,7 @@ func firstOfKind(t *testing.T, m *Model, willFail bool) int {
 }
 
 // lineOf is the line of the view that shows candidate c's row.
-func lineOf(t *testing.T, m *Model, c presets.Candidate) string {
+func lineOf(t *testing.T, m *App, c presets.Candidate) string {
 	t.Helper()
 	for _, l := range strings.Split(view(m), "\n") {
 		if strings.Contains(ansi.Strip(l), " "+candName(c)+" ") {
@@ -204,7 +204,7 @@ func TestEditedLayoutSaysItIsEdited(t *testing.T) {
 }
 
 // moveTo puts the layout editor's cursor on the field of that label.
-func moveTo(t *testing.T, m *Model, label string) {
+func moveTo(t *testing.T, m *App, label string) {
 	t.Helper()
 	m.modelScr.focus = focusLayout
 	for r, row := range layoutGrid() {

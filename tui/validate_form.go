@@ -8,7 +8,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
-	jobs "cgtune/engine/job"
+	"cgtune/engine/job"
 )
 
 // The validation form: "v" on the results screen asks how to run the real
@@ -55,7 +55,7 @@ func newValidateForm(opts Options, runDir string) *validateForm {
 	}
 	iters := opts.JobIters
 	if iters <= 0 {
-		iters = jobs.DefaultIters
+		iters = job.DefaultIters
 	}
 	f := &validateForm{launcher: launcher, command: opts.JobCommand, top: strconv.Itoa(validateTop), iters: strconv.Itoa(iters), runDir: runDir}
 	if f.command == "" {
@@ -69,7 +69,7 @@ func (f *validateForm) problems() map[int]string {
 	out := map[int]string{}
 	if strings.TrimSpace(f.command) == "" {
 		out[formCommand] = "give the training command template, e.g. torchrun ... --train-iters {iters} {flags}"
-	} else if _, err := jobs.ParseCommand(f.command, ""); err != nil {
+	} else if _, err := job.ParseCommand(f.command, ""); err != nil {
 		out[formCommand] = err.Error()
 	}
 	for _, n := range []struct {

@@ -12,7 +12,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"cgtune/engine"
-	jobs "cgtune/engine/job"
+	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -47,7 +47,7 @@ type validationPane struct {
 	req        ValidateRequest
 	cancel     context.CancelFunc
 	cancelling bool
-	targets    []jobs.Target
+	targets    []job.Target
 	dir        string
 	updates    <-chan ValidationUpdate
 	jobs       map[string]*jobView // by candidate key
@@ -61,7 +61,7 @@ func newValidationPane(c *common) validationPane { return validationPane{common:
 // jobView is what the pane knows of one job: its last update (the log
 // tail kept from the last update that had one) and its result once done.
 type jobView struct {
-	u       jobs.Update
+	u       job.Update
 	result  *engine.Result
 	resumed bool
 }
@@ -178,7 +178,7 @@ func (p *validationPane) onStarted(msg validateStartedMsg) tea.Cmd {
 	p.phase, p.targets, p.dir, p.updates = valRunning, msg.v.Targets, msg.v.Dir, msg.v.Updates
 	p.jobs = map[string]*jobView{}
 	for _, t := range p.targets {
-		p.jobs[t.Candidate.Key()] = &jobView{u: jobs.Update{Candidate: t.Candidate}}
+		p.jobs[t.Candidate.Key()] = &jobView{u: job.Update{Candidate: t.Candidate}}
 	}
 	if !p.cancelling {
 		skipped := ""
@@ -198,14 +198,14 @@ func (p *validationPane) onUpdate(msg validateMsg) tea.Cmd {
 	}
 	u := msg.u
 	switch ev := u.Event.(type) {
-	case jobs.JobEvent:
+	case job.JobEvent:
 		j := p.job(ev.Update.Candidate)
 		tail := j.u.Tail
 		j.u = ev.Update
 		if len(j.u.Tail) == 0 {
 			j.u.Tail = tail
 		}
-	case jobs.JobDone:
+	case job.JobDone:
 		j := p.job(ev.Result.Candidate)
 		r := ev.Result
 		j.result, j.resumed = &r, ev.Resumed
@@ -235,7 +235,7 @@ func (p *validationPane) finish() {
 	case p.outcome.Interrupted:
 		p.setStatus("validation cancelled: %d finished jobs kept in %s; v again resumes", len(p.outcome.Rows), p.dir)
 	default:
-		p.setStatus("validation finished: saved in %s", filepath.Join(p.dir, jobs.ValidationFile))
+		p.setStatus("validation finished: saved in %s", filepath.Join(p.dir, job.ValidationFile))
 	}
 }
 
@@ -246,9 +246,9 @@ func (p *validationPane) job(c presets.Candidate) *jobView {
 	}
 	j, ok := p.jobs[c.Key()]
 	if !ok {
-		j = &jobView{u: jobs.Update{Candidate: c}}
+		j = &jobView{u: job.Update{Candidate: c}}
 		p.jobs[c.Key()] = j
-		p.targets = append(p.targets, jobs.Target{Candidate: c})
+		p.targets = append(p.targets, job.Target{Candidate: c})
 	}
 	return j
 }

@@ -8,7 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/engine"
-	jobs "cgtune/engine/job"
+	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/search"
 	"cgtune/stepmodel"
@@ -17,7 +17,7 @@ import (
 const testJobCommand = "srun python pretrain_gpt.py --log-interval 1 --train-iters {iters} {flags}"
 
 // toResults runs the scripted search to the results screen.
-func toResults(t *testing.T, m *Model, f *fakeBackend) {
+func toResults(t *testing.T, m *App, f *fakeBackend) {
 	t.Helper()
 	press(m, "enter", "enter")
 	planNow(t, m, f)
@@ -31,14 +31,14 @@ func toResults(t *testing.T, m *Model, f *fakeBackend) {
 // jobResult is a job's result: step ms, job id.
 func jobResult(c presets.Candidate, step float64, id string) engine.Result {
 	return engine.Result{Candidate: c, Source: engine.Job, Step: stepmodel.Stats{Median: step, P10: step, P90: step, N: 20},
-		Job: &engine.JobInfo{Launcher: "slurm", ID: id, State: jobs.StateCompleted}}
+		Job: &engine.JobInfo{Launcher: "slurm", ID: id, State: job.StateCompleted}}
 }
 
 // validator drives the validation pane: it runs the Cmds the model gives
 // back and feeds the fake's update channel.
 type validator struct {
 	t   *testing.T
-	m   *Model
+	m   *App
 	f   *fakeBackend
 	cmd tea.Cmd
 }
@@ -61,7 +61,7 @@ func (v *validator) end() {
 // startValidation opens the validation form with v, takes it as it is
 // filled with enter, answers the question with y and delivers the
 // backend's answer.
-func startValidation(t *testing.T, m *Model, f *fakeBackend) *validator {
+func startValidation(t *testing.T, m *App, f *fakeBackend) *validator {
 	t.Helper()
 	press(m, "v", "enter")
 	cmd := press(m, "y")
@@ -73,7 +73,7 @@ func startValidation(t *testing.T, m *Model, f *fakeBackend) *validator {
 
 // outcome compares the jobs' results with the fake's predictions.
 func outcome(real []engine.Result, interrupted bool) *search.JobOutcome {
-	var ts []jobs.Target
+	var ts []job.Target
 	for _, r := range real {
 		for _, t := range fakeTargets() {
 			if t.Candidate.Key() == r.Candidate.Key() {
@@ -81,8 +81,8 @@ func outcome(real []engine.Result, interrupted bool) *search.JobOutcome {
 			}
 		}
 	}
-	return &search.JobOutcome{Validation: jobs.Validation{Source: "run /tmp/cgtune-run", Launcher: "slurm", Iters: 30,
-		Rows: jobs.Compare(ts, real), Interrupted: interrupted}, Dir: "/tmp/cgtune-run/validate"}
+	return &search.JobOutcome{Validation: job.Validation{Source: "run /tmp/cgtune-run", Launcher: "slurm", Iters: 30,
+		Rows: job.Compare(ts, real), Interrupted: interrupted}, Dir: "/tmp/cgtune-run/validate"}
 }
 
 // v opens a form, prefilled from the flags; without --command it asks for
@@ -196,16 +196,16 @@ func TestValidateFollowsJobsAndCompares(t *testing.T) {
 	m.opts.JobCommand, m.opts.JobLauncher = testJobCommand, "slurm"
 	toResults(t, m, f)
 	v := startValidation(t, m, f)
-	want := ValidateRequest{RunDir: "/tmp/cgtune-run", Top: 3, Launcher: "slurm", Command: testJobCommand, Iters: jobs.DefaultIters}
+	want := ValidateRequest{RunDir: "/tmp/cgtune-run", Top: 3, Launcher: "slurm", Command: testJobCommand, Iters: job.DefaultIters}
 	if len(f.validations) != 1 || f.validations[0] != want {
 		t.Fatalf("Validate calls %+v, want %+v", f.validations, want)
 	}
 	if !m.validating() {
 		t.Fatal("not validating after y")
 	}
-	v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cNone, JobID: "4101", State: jobs.StateRunning,
+	v.feed(ValidationUpdate{Event: job.JobEvent{Update: job.Update{Candidate: cNone, JobID: "4101", State: job.StateRunning,
 		Tail: []string{"building GPT model ...", " [2026-12-01 11:00:03] iteration        5/      30 | elapsed time per iteration (ms): 131.2 |"}}}})
-	v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cTEAttnMLP, JobID: "4102", State: jobs.StatePending, Reason: "Priority"}}})
+	v.feed(ValidationUpdate{Event: job.JobEvent{Update: job.Update{Candidate: cTEAttnMLP, JobID: "4102", State: job.StatePending, Reason: "Priority"}}})
 	out := m.View().Content
 	for _, s := range []string{"RUNNING", "4101", "iteration        5/      30", "PENDING (Priority)", "4102", "0 of 3 jobs done"} {
 		if !strings.Contains(out, s) {
@@ -214,10 +214,10 @@ func TestValidateFollowsJobsAndCompares(t *testing.T) {
 	}
 	rNone, rMLP := jobResult(cNone, 130, "4101"), jobResult(cTEAttnMLP, 100, "4102")
 	rAttn := engine.Result{Candidate: cTEAttn, Source: engine.Job, Err: "CUDA out of memory", ErrKind: engine.ErrOOM,
-		Job: &engine.JobInfo{Launcher: "slurm", ID: "4103", State: jobs.StateOutOfMemory}}
-	v.feed(ValidationUpdate{Event: jobs.JobDone{Result: rNone, Done: 1, Total: 3}})
-	v.feed(ValidationUpdate{Event: jobs.JobDone{Result: rMLP, Done: 2, Total: 3}})
-	v.feed(ValidationUpdate{Event: jobs.JobDone{Result: rAttn, Done: 3, Total: 3}})
+		Job: &engine.JobInfo{Launcher: "slurm", ID: "4103", State: job.StateOutOfMemory}}
+	v.feed(ValidationUpdate{Event: job.JobDone{Result: rNone, Done: 1, Total: 3}})
+	v.feed(ValidationUpdate{Event: job.JobDone{Result: rMLP, Done: 2, Total: 3}})
+	v.feed(ValidationUpdate{Event: job.JobDone{Result: rAttn, Done: 3, Total: 3}})
 	if out := m.View().Content; !strings.Contains(out, "failed (oom)") || !strings.Contains(out, "100.0 ms/iter") {
 		t.Errorf("the pane does not show the jobs' results:\n%s", out)
 	}
@@ -253,7 +253,7 @@ func TestValidateEscCancelsTheJobs(t *testing.T) {
 	if f.validations[0].Launcher != "local" {
 		t.Errorf("launcher %q, want local by default", f.validations[0].Launcher)
 	}
-	v.feed(ValidationUpdate{Event: jobs.JobEvent{Update: jobs.Update{Candidate: cNone, JobID: "local:77", State: jobs.StateRunning}}})
+	v.feed(ValidationUpdate{Event: job.JobEvent{Update: job.Update{Candidate: cNone, JobID: "local:77", State: job.StateRunning}}})
 	// q cancels, it does not quit while jobs run.
 	if cmd := press(m, "q"); cmd != nil {
 		t.Fatalf("q gave a Cmd (%T), want the jobs cancelled", cmd())

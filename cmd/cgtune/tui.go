@@ -124,7 +124,7 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 	case err != nil:
 		return fail(exitBadInput, "%v", err)
 	}
-	if fm, ok := final.(*tui.Model); ok {
+	if fm, ok := final.(*tui.App); ok {
 		if _, interrupted := fm.Outcome(); interrupted {
 			return quiet(exitInterrupted)
 		}
