@@ -2,9 +2,9 @@
 // candidate: the Engine that runs one candidate on one workload
 // (stepmodel.Workload), the Delegator that hands some candidates on, the
 // RunOptions, the StepSamples streamed while it runs and the Result, with
-// its Memory and the kind of a failure. SliceWhenTooBig
-// wraps an emulating engine so that a stage too big for its GPU runs as a
-// slice of its layers.
+// its Memory, its Source and the kind of a failure (FailureKind).
+// SliceWhenTooBig wraps an emulating engine so that a stage too big for
+// its GPU runs as a slice of its layers.
 //
 // The engines are its subpackages: engine/megatron measures on the real
 // framework (Megatron-Core), engine/cuda replays the step model's trace
@@ -74,18 +74,21 @@ func (o RunOptions) WithDefaults() RunOptions {
 	return o
 }
 
-// Phase of a step sample.
+// Phase is the part of a candidate's run a step sample is of.
+type Phase string
+
+// Phases of a step sample.
 const (
-	PhaseEager   = "eager"   // eager baseline
-	PhaseWarmup  = "warmup"  // the candidate's eager warm-up steps
-	PhaseCapture = "capture" // the step that captures
-	PhaseMeasure = "measure" // steady-state steps that count
+	PhaseEager   Phase = "eager"   // eager baseline
+	PhaseWarmup  Phase = "warmup"  // the candidate's eager warm-up steps
+	PhaseCapture Phase = "capture" // the step that captures
+	PhaseMeasure Phase = "measure" // steady-state steps that count
 )
 
 // StepSample is one step of a running candidate, streamed for live display.
 type StepSample struct {
 	Candidate string  `json:"candidate"`
-	Phase     string  `json:"phase"`
+	Phase     Phase   `json:"phase"`
 	Step      int     `json:"step"`
 	StepMs    float64 `json:"step_ms"`
 	DeviceMiB int64   `json:"device_mib,omitempty"`
@@ -115,31 +118,38 @@ func (m Memory) JobGraphMiB() int64 {
 	return m.GraphMiB
 }
 
-// Error kinds of a failed candidate.
+// FailureKind says why a candidate failed; its values are the results'
+// error_kind.
+type FailureKind string
+
+// Failure kinds of a failed candidate.
 const (
-	ErrCapture = "capture" // stream capture or instantiation failed
-	ErrOOM     = "oom"     // out of device memory
-	ErrCUDA    = "cuda"    // any other CUDA error
-	ErrTimeout = "timeout" // the watchdog's deadline passed
-	ErrCrash   = "crash"   // the worker died (a training job: it exited non-zero)
-	ErrCancel  = "cancelled"
-	// ErrUnsupported: the installed framework cannot run the candidate
+	FailureCapture FailureKind = "capture" // stream capture or instantiation failed
+	FailureOOM     FailureKind = "oom"     // out of device memory
+	FailureCUDA    FailureKind = "cuda"    // any other CUDA error
+	FailureTimeout FailureKind = "timeout" // the watchdog's deadline passed
+	FailureCrash   FailureKind = "crash"   // the worker died (a training job: it exited non-zero)
+	FailureCancel  FailureKind = "cancelled"
+	// FailureUnsupported: the installed framework cannot run the candidate
 	// (e.g. transformer_engine without Transformer Engine).
-	ErrUnsupported = "unsupported"
-	// ErrDrift: a graphed run whose loss left eager's; broken, not fast.
-	ErrDrift   = "drift"
-	ErrNaN     = "nan"      // a training job found NaN or Inf in its loss or gradients
-	ErrNoSteps = "no_steps" // a training job ended without logging steady-state iterations
+	FailureUnsupported FailureKind = "unsupported"
+	// FailureDrift: a graphed run whose loss left eager's; broken, not fast.
+	FailureDrift   FailureKind = "drift"
+	FailureNaN     FailureKind = "nan"      // a training job found NaN or Inf in its loss or gradients
+	FailureNoSteps FailureKind = "no_steps" // a training job ended without logging steady-state iterations
 )
 
-// Source of a result, in the order of how far it can be trusted: a real
-// training job, the real framework on this GPU, cgtune's emulation
+// Source says where a result came from.
+type Source string
+
+// Sources of a result, in the order of how far they can be trusted: a
+// real training job, the real framework on this GPU, cgtune's emulation
 // measured on this GPU, cgtune's computation.
 const (
-	Job       = "job"
-	Framework = "framework"
-	Measured  = "measured"
-	Estimated = "estimated"
+	SourceJob       Source = "job"
+	SourceFramework Source = "framework"
+	SourceMeasured  Source = "measured"
+	SourceEstimated Source = "estimated"
 )
 
 // FrameworkInfo says what a framework-measured result ran on.
@@ -172,7 +182,7 @@ type JobInfo struct {
 // Result is what one candidate did on one workload.
 type Result struct {
 	Candidate presets.Candidate `json:"candidate"`
-	Source    string            `json:"source"` // measured | estimated | job
+	Source    Source            `json:"source"` // measured | estimated | job
 	Device    DeviceInfo        `json:"device"`
 	Step      stepmodel.Stats   `json:"step"`  // steady-state step time of the candidate
 	Eager     stepmodel.Stats   `json:"eager"` // eager baseline, same workload, same process
@@ -213,11 +223,11 @@ type Result struct {
 	// HostCosts says where the emulation's host costs came from:
 	// "framework profile" (measured on the real framework) or "PyTorch
 	// per-op (fallback)"; the notes name the profile or the probe.
-	HostCosts string   `json:"host_costs,omitempty"`
-	Notes     []string `json:"notes,omitempty"`
-	Err       string   `json:"error,omitempty"`
-	ErrKind   string   `json:"error_kind,omitempty"`
-	WallMs    float64  `json:"wall_ms"` // wall time the run took
+	HostCosts string      `json:"host_costs,omitempty"`
+	Notes     []string    `json:"notes,omitempty"`
+	Err       string      `json:"error,omitempty"`
+	ErrKind   FailureKind `json:"error_kind,omitempty"`
+	WallMs    float64     `json:"wall_ms"` // wall time the run took
 	// Job names the training job a result of source job was read from.
 	Job *JobInfo `json:"job,omitempty"`
 	// Delegated says why the truer engine could not run the candidate

@@ -26,7 +26,7 @@ type slicing struct{ Engine }
 
 func (s slicing) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts RunOptions, emit func(StepSample)) Result {
 	whole := s.Engine.Run(ctx, w, c, opts, emit)
-	if whole.ErrKind != ErrOOM || len(w.Layers) < 2 || len(w.Layers) < w.StageLayers {
+	if whole.ErrKind != FailureOOM || len(w.Layers) < 2 || len(w.Layers) < w.StageLayers {
 		return whole
 	}
 	last := whole
@@ -38,7 +38,7 @@ func (s slicing) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 			return whole
 		}
 		r := s.Engine.Run(ctx, sw, c, opts, emit)
-		if r.ErrKind != ErrOOM {
+		if r.ErrKind != FailureOOM {
 			if r.Failed() {
 				return r
 			}

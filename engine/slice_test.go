@@ -30,9 +30,9 @@ func (o *oomAbove) Run(_ context.Context, w *stepmodel.Workload, c presets.Candi
 	r := Result{Candidate: c, Memory: Memory{Breakdown: &stepmodel.MemoryBreakdown{Graphs: int64(100 * n)}}}
 	switch {
 	case n > o.fit:
-		r.Err, r.ErrKind = "out of memory", ErrOOM
+		r.Err, r.ErrKind = "out of memory", FailureOOM
 	case o.fail != "":
-		r.Err, r.ErrKind = o.fail, ErrCUDA
+		r.Err, r.ErrKind = o.fail, FailureCUDA
 	default:
 		ms := float64(n) * 10
 		r.Step, r.Eager = stepmodel.Stats{Median: ms, P10: ms, P90: ms}, stepmodel.Stats{Median: 2.5 * ms, P10: 2.5 * ms, P90: 2.5 * ms}
@@ -82,15 +82,15 @@ func TestSliceWhenTooBig(t *testing.T) {
 	for _, c := range []struct {
 		fake     *oomAbove
 		runs     int
-		kind     string
+		kind     FailureKind
 		noteHas  string
 		wantFail bool
 	}{
 		{&oomAbove{fit: 16}, 1, "", "", false},
-		{&oomAbove{fit: 4, fail: "CUDA_ERROR_LAUNCH_FAILED"}, 3, ErrCUDA, "", true},
-		{&oomAbove{fit: 0}, 5, ErrOOM, "a slice of one layer does not fit", true},
+		{&oomAbove{fit: 4, fail: "CUDA_ERROR_LAUNCH_FAILED"}, 3, FailureCUDA, "", true},
+		{&oomAbove{fit: 0}, 5, FailureOOM, "a slice of one layer does not fit", true},
 	} {
-		t.Run(c.kind, func(t *testing.T) {
+		t.Run(string(c.kind), func(t *testing.T) {
 			r := SliceWhenTooBig(c.fake).Run(context.Background(), w, presets.Candidate{Impl: presets.ImplLocal, Warmup: 1}, RunOptions{}, nil)
 			if len(c.fake.runs) != c.runs || r.Failed() != c.wantFail || r.ErrKind != c.kind {
 				t.Errorf("fit %d: ran %v, failed %v (%s); want %d runs", c.fake.fit, c.fake.runs, r.Failed(), r.ErrKind, c.runs)

@@ -463,7 +463,7 @@ func WillFailMessage(p *stepmodel.CapturePlan) string {
 	if f.Stage != stepmodel.FailCapture || f.Op == "" {
 		return f.Message
 	}
-	graph := "the " + f.Region + " graph of layer " + fmt.Sprint(f.Layer)
+	graph := "the " + string(f.Region) + " graph of layer " + fmt.Sprint(f.Layer)
 	switch f.Region {
 	case stepmodel.RegionLayer:
 		graph = "the whole-layer graph of layer " + fmt.Sprint(f.Layer)

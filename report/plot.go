@@ -148,10 +148,10 @@ func stepPlot(in Input, rows []search.Ranked, names []string, winner string) (*p
 		keep func(search.Ranked) bool
 	}{
 		{colMeasured, func(r search.Ranked) bool {
-			return r.Result.Source != engine.Estimated && r.Result.Candidate.Key() != winner
+			return r.Result.Source != engine.SourceEstimated && r.Result.Candidate.Key() != winner
 		}},
 		{colEstimated, func(r search.Ranked) bool {
-			return r.Result.Source == engine.Estimated && r.Result.Candidate.Key() != winner
+			return r.Result.Source == engine.SourceEstimated && r.Result.Candidate.Key() != winner
 		}},
 		{colWinner, func(r search.Ranked) bool { return r.Result.Candidate.Key() == winner }},
 	} {
@@ -232,7 +232,7 @@ func memoryPlot(rows []search.Ranked, winner string) (*plot.Plot, error) {
 		switch {
 		case r.Result.Candidate.Key() == winner:
 			win[n-1-i] = v
-		case r.Result.Source == engine.Estimated:
+		case r.Result.Source == engine.SourceEstimated:
 			estimated[n-1-i] = v
 		default:
 			measured[n-1-i] = v

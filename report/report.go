@@ -51,7 +51,7 @@ func (in Input) estimated() bool {
 		return true
 	}
 	for _, r := range in.Done.Ranking {
-		if r.Result.Source == engine.Estimated {
+		if r.Result.Source == engine.SourceEstimated {
 			return true
 		}
 	}
@@ -357,7 +357,7 @@ func aliases(plan []search.Planned, c presets.Candidate) []string {
 }
 
 func spread(r engine.Result) string {
-	if r.Source == engine.Estimated || r.Step.N < 2 || r.Step.P10 == r.Step.P90 {
+	if r.Source == engine.SourceEstimated || r.Step.N < 2 || r.Step.P10 == r.Step.P90 {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f–%.2f", r.Step.P10, r.Step.P90)

@@ -20,7 +20,7 @@ import (
 	"cgtune/stepmodel"
 )
 
-func result(impl string, scopes []string, w int, step, spread float64, graph int64, src string) engine.Result {
+func result(impl string, scopes []string, w int, step, spread float64, graph int64, src engine.Source) engine.Result {
 	return engine.Result{
 		Candidate: presets.Candidate{Impl: impl, Scopes: scopes, Warmup: w},
 		Source:    src, Device: engine.DeviceInfo{Name: "NVIDIA H200", Driver: "580.65.06", CUDA: "13.0", MemoryMiB: 143771},
@@ -42,16 +42,16 @@ func input(t *testing.T) Input {
 		t.Fatal(err)
 	}
 	l, _ := m.Layout("h200")
-	big := result(presets.ImplTE, []string{"attn", "moe_router", "moe_preprocess"}, 3, 700, 6, 90000, engine.Measured)
+	big := result(presets.ImplTE, []string{"attn", "moe_router", "moe_preprocess"}, 3, 700, 6, 90000, engine.SourceMeasured)
 	big.Memory.Breakdown = &stepmodel.MemoryBreakdown{Weights: 7000, Gradients: 14000, Optimizer: 10500, Activations: 50000, Graphs: 90000, Context: 600, Total: 172100, GPUMiB: 143771}
-	failed := result(presets.ImplTE, []string{}, 3, 0, 0, 0, engine.Measured)
-	failed.Err, failed.ErrKind = "capture failed: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", engine.ErrCapture
+	failed := result(presets.ImplTE, []string{}, 3, 0, 0, 0, engine.SourceMeasured)
+	failed.Err, failed.ErrKind = "capture failed: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", engine.FailureCapture
 	opts := search.RankOptions{JobGPUMemoryMiB: 143771}
 	ranking := search.Rank([]engine.Result{
-		result(presets.ImplLocal, []string{"full_iteration"}, 3, 850, 4, 2000, engine.Measured),
-		result(presets.ImplTE, []string{"attn"}, 3, 905, 5, 3000, engine.Measured),
-		result(presets.ImplNone, nil, 3, 1000, 10, 0, engine.Measured),
-		result(presets.ImplTE, []string{"attn", "moe_router"}, 3, 900, 5, 3100, engine.Measured),
+		result(presets.ImplLocal, []string{"full_iteration"}, 3, 850, 4, 2000, engine.SourceMeasured),
+		result(presets.ImplTE, []string{"attn"}, 3, 905, 5, 3000, engine.SourceMeasured),
+		result(presets.ImplNone, nil, 3, 1000, 10, 0, engine.SourceMeasured),
+		result(presets.ImplTE, []string{"attn", "moe_router"}, 3, 900, 5, 3100, engine.SourceMeasured),
 		big, failed,
 	}, opts)
 	plan := []search.Planned{
@@ -139,7 +139,7 @@ func TestWriteReport(t *testing.T) {
 func TestReportEstimateAndEmpty(t *testing.T) {
 	in := input(t)
 	for i := range in.Done.Ranking {
-		in.Done.Ranking[i].Result.Source = engine.Estimated
+		in.Done.Ranking[i].Result.Source = engine.SourceEstimated
 	}
 	got := string(Markdown(in, "r.svg"))
 	if !strings.Contains(got, "**ESTIMATED: every figure below comes from cgtune's estimate engine") || !strings.Contains(got, "| 850.00 | — |") {

@@ -74,7 +74,7 @@ func (r *runner) emulationCheck(ctx context.Context, es []entry) *EmulationCheck
 	for _, e := range es {
 		res := e.res
 		k := armKey(res.Candidate)
-		if res.Failed() || res.Delegated != "" || !res.Candidate.Graphed() || res.Source != engine.Framework || res.Speedup <= 0 || seen[k] {
+		if res.Failed() || res.Delegated != "" || !res.Candidate.Graphed() || res.Source != engine.SourceFramework || res.Speedup <= 0 || seen[k] {
 			continue
 		}
 		seen[k] = true
@@ -123,7 +123,7 @@ func heldBack(r engine.Result, bestFramework float64, check *EmulationCheck) boo
 func bestFrameworkSpeedup(es []entry) float64 {
 	best := 0.0
 	for _, e := range es {
-		if !e.res.Failed() && e.res.Delegated == "" && e.res.Source == engine.Framework {
+		if !e.res.Failed() && e.res.Delegated == "" && e.res.Source == engine.SourceFramework {
 			best = math.Max(best, e.res.Speedup)
 		}
 	}
@@ -141,7 +141,7 @@ func emulatedNote(r engine.Result, held bool, bestFramework float64, check *Emul
 }
 
 func sourceEngine(r engine.Result) string {
-	if r.Source == engine.Estimated {
+	if r.Source == engine.SourceEstimated {
 		return "estimate"
 	}
 	return "cuda"

@@ -28,7 +28,7 @@ func (f frameworkEngine) Run(ctx context.Context, w *stepmodel.Workload, c prese
 		return r
 	}
 	r := f.fakeEngine.Run(ctx, w, c, o, emit)
-	r.Source = engine.Framework
+	r.Source = engine.SourceFramework
 	return r
 }
 

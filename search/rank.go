@@ -257,7 +257,7 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 			continue
 		}
 		r.JobMs = JobMs(e.res, opts.TrainIters)
-		if r.Result.Memory.Breakdown == nil && r.Result.Source != engine.Job && opts.Memory != nil {
+		if r.Result.Memory.Breakdown == nil && r.Result.Source != engine.SourceJob && opts.Memory != nil {
 			r.Result.Memory.Breakdown = opts.Memory(r.Result.Candidate)
 		}
 		r.Fits = fits(&r, opts)
@@ -473,7 +473,7 @@ func onTruestBaseline(es []entry) []entry {
 
 // truestBaselines are the results of the truest source among results that
 // measured an eager baseline, and that source.
-func truestBaselines(results []engine.Result) (string, []engine.Result) {
+func truestBaselines(results []engine.Result) (engine.Source, []engine.Result) {
 	source := truestSource(results)
 	var out []engine.Result
 	for _, r := range results {
@@ -514,8 +514,8 @@ func eagerMedians(rs []engine.Result) []float64 {
 
 // truestSource is the most trusted source among results with an eager
 // baseline: job, then framework, then measured, then estimated.
-func truestSource(results []engine.Result) string {
-	order := []string{engine.Job, engine.Framework, engine.Measured, engine.Estimated}
+func truestSource(results []engine.Result) engine.Source {
+	order := []engine.Source{engine.SourceJob, engine.SourceFramework, engine.SourceMeasured, engine.SourceEstimated}
 	best := len(order)
 	for _, r := range results {
 		if i := slices.Index(order, r.Source); i >= 0 && i < best && r.Eager.N > 0 {

@@ -14,7 +14,7 @@ import (
 func res(impl string, scopes []string, warmup int, stepMs float64, graphMiB int64) engine.Result {
 	return engine.Result{
 		Candidate: presets.Candidate{Impl: impl, Scopes: scopes, Warmup: warmup},
-		Source:    engine.Measured,
+		Source:    engine.SourceMeasured,
 		Step:      stepmodel.Stats{Median: stepMs, P10: stepMs * 0.999, P90: stepMs * 1.001, N: 8},
 		Eager:     stepmodel.Stats{Median: 1000, P10: 999, P90: 1001, N: 5},
 		CaptureMs: 100,
@@ -125,7 +125,7 @@ func TestRankMemoryFitAndFailures(t *testing.T) {
 	big := res(presets.ImplLocal, []string{"full_iteration"}, 3, 800, 2000)
 	big.Memory.GraphFullJobMiB = 75000 // the job captures many more micro-batches than the run
 	failed := res(presets.ImplTE, []string{}, 3, 0, 0)
-	failed.Err, failed.ErrKind = "capture failed: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", engine.ErrCapture
+	failed.Err, failed.ErrKind = "capture failed: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", engine.FailureCapture
 	ok := res(presets.ImplTE, []string{"attn"}, 3, 950, 4000)
 	rs := Rank([]engine.Result{failed, big, ok}, RankOptions{JobGPUMemoryMiB: 80000})
 	want := []string{"transformer_engine/attn/w3", "local/full_iteration/w3", "transformer_engine/layer/w3"}
@@ -184,11 +184,11 @@ func TestRankRoundsAndEagerNone(t *testing.T) {
 // takes the eager baseline from the framework's runs only.
 func TestEagerNoneKeepsToTheTruestSource(t *testing.T) {
 	fw := res(presets.ImplLocal, []string{}, 1, 500, 4000)
-	fw.Source, fw.Eager.Median = engine.Framework, 1200
+	fw.Source, fw.Eager.Median = engine.SourceFramework, 1200
 	emu := res(presets.ImplTE, []string{"attn"}, 1, 90, 4000)
-	emu.Source, emu.Eager.Median = engine.Measured, 91
+	emu.Source, emu.Eager.Median = engine.SourceMeasured, 91
 	n, ok := eagerAsNone([]engine.Result{emu, fw, emu})
-	if !ok || n.Step.Median != 1200 || n.Source != engine.Framework || n.Step.N != fw.Eager.N {
+	if !ok || n.Step.Median != 1200 || n.Source != engine.SourceFramework || n.Step.N != fw.Eager.N {
 		t.Errorf("eager none from mixed sources: %+v", n)
 	}
 }
@@ -199,9 +199,9 @@ func TestEagerNoneKeepsToTheTruestSource(t *testing.T) {
 // framework's 1200 → 500 ms, though 90 < 500.
 func TestHandedOnResultsRankOnTheTruestBaseline(t *testing.T) {
 	fw := res(presets.ImplLocal, []string{}, 1, 500, 4000)
-	fw.Source, fw.Eager.Median = engine.Framework, 1200
+	fw.Source, fw.Eager.Median = engine.SourceFramework, 1200
 	emu := res(presets.ImplTE, []string{"attn"}, 1, 90, 4000)
-	emu.Source, emu.Eager.Median = engine.Measured, 91
+	emu.Source, emu.Eager.Median = engine.SourceMeasured, 91
 	rs := Rank([]engine.Result{emu, fw}, RankOptions{})
 	if got := order(rs); got[0] != "local/layer/w1" {
 		t.Fatalf("order %v: the emulated step time decided", got)
@@ -342,7 +342,7 @@ func TestRankFailuresOrder(t *testing.T) {
 	var rs []engine.Result
 	for _, w := range []int{10, 2, 1} {
 		r := res(presets.ImplTE, []string{}, w, 0, 0)
-		r.Err, r.ErrKind = "capture failed", engine.ErrCapture
+		r.Err, r.ErrKind = "capture failed", engine.FailureCapture
 		rs = append(rs, r)
 	}
 	got := order(Rank(rs, RankOptions{}))

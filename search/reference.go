@@ -77,11 +77,11 @@ func gainText(vs float64) string {
 // sourceText names what measured a result.
 func sourceText(r engine.Result) string {
 	switch r.Source {
-	case engine.Framework:
+	case engine.SourceFramework:
 		return "the framework on this GPU"
-	case engine.Job:
+	case engine.SourceJob:
 		return "the training job"
-	case engine.Measured:
+	case engine.SourceMeasured:
 		return "cgtune's emulation on this GPU"
 	}
 	return "cgtune's estimate (not measured)"

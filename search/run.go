@@ -419,7 +419,7 @@ func (r *runner) calibrate(res engine.Result, formula float64) {
 // spentOf is the GPU time a finished run cost: what it took when measured,
 // the simulated time when estimated (the estimate engine itself is instant).
 func spentOf(res engine.Result, pred float64) float64 {
-	if res.Source != engine.Estimated && res.WallMs > 0 {
+	if res.Source != engine.SourceEstimated && res.WallMs > 0 {
 		return res.WallMs
 	}
 	return pred
@@ -537,12 +537,12 @@ func (r *runner) opts(steps int) engine.RunOptions {
 // predicted to fail, whether the engine agreed.
 func (r *runner) notePrediction(res *engine.Result) {
 	p := r.byKey[res.Candidate.Key()]
-	if p == nil || p.PredictedFailure == "" || res.ErrKind == engine.ErrCancel {
+	if p == nil || p.PredictedFailure == "" || res.ErrKind == engine.FailureCancel {
 		return
 	}
 	verdict := "the run captured it: the prediction is wrong for this framework"
 	if res.Failed() {
-		verdict = "the run failed too (" + res.ErrKind + ")"
+		verdict = "the run failed too (" + string(res.ErrKind) + ")"
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("predicted to fail (%s); %s", p.PredictedFailure, verdict))
 }
@@ -560,7 +560,7 @@ func (r *runner) execute(ctx context.Context, slot int, jb trial, pred float64) 
 	r.notePrediction(&res)
 	r.mu.Lock()
 	r.inflight -= pred
-	if ctx.Err() != nil && (res.ErrKind == engine.ErrCancel || res.Failed()) {
+	if ctx.Err() != nil && (res.ErrKind == engine.FailureCancel || res.Failed()) {
 		// Stopped by the interruption, not a result: it runs again on resume.
 		r.pending++
 		r.pendMs += jb.pred
@@ -582,9 +582,9 @@ func (r *runner) execute(ctx context.Context, slot int, jb trial, pred float64) 
 	r.mu.Unlock()
 	r.emit(ev)
 	switch res.ErrKind {
-	case engine.ErrCrash:
+	case engine.FailureCrash:
 		r.emit(WorkerEvent{GPU: gpu, Message: fmt.Sprintf("worker on GPU %d died during %s (%s); the next candidate starts a new one", gpu, candName(jb.cand), res.Err)})
-	case engine.ErrTimeout:
+	case engine.FailureTimeout:
 		r.emit(WorkerEvent{GPU: gpu, Message: fmt.Sprintf("worker on GPU %d hung on %s (%s); the next candidate starts a new one", gpu, candName(jb.cand), res.Err)})
 	}
 	return f, true

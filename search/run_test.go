@@ -25,7 +25,7 @@ import (
 type fakeEngine struct {
 	idx   int
 	step  func(c presets.Candidate) float64
-	fail  map[string]string // arm key or candidate key → error kind
+	fail  map[string]engine.FailureKind // arm key or candidate key → error kind
 	delay time.Duration
 
 	mu      sync.Mutex
@@ -51,12 +51,12 @@ func (f *fakeEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.C
 		f.mu.Unlock()
 	}()
 	opts = opts.WithDefaults()
-	res := engine.Result{Candidate: c, Source: engine.Measured, Device: f.Device(), WallMs: 1}
+	res := engine.Result{Candidate: c, Source: engine.SourceMeasured, Device: f.Device(), WallMs: 1}
 	if f.delay > 0 {
 		select {
 		case <-time.After(f.delay):
 		case <-ctx.Done():
-			res.Err, res.ErrKind = ctx.Err().Error(), engine.ErrCancel
+			res.Err, res.ErrKind = ctx.Err().Error(), engine.FailureCancel
 			return res
 		}
 	}
@@ -69,7 +69,7 @@ func (f *fakeEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.C
 		kind = f.fail[armKey(c)]
 	}
 	if kind != "" {
-		res.Err, res.ErrKind = "fake "+kind, kind
+		res.Err, res.ErrKind = "fake "+string(kind), kind
 		return res
 	}
 	ms := 1000.0
@@ -282,9 +282,9 @@ func TestHalvingBudget(t *testing.T) {
 // search goes on around them on both engines.
 func TestRunnerFailures(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
-	fail := map[string]string{
-		"transformer_engine/layer": engine.ErrCapture, "local/layer": engine.ErrOOM,
-		"transformer_engine/attn": engine.ErrCrash, "local/full_iteration": engine.ErrTimeout,
+	fail := map[string]engine.FailureKind{
+		"transformer_engine/layer": engine.FailureCapture, "local/layer": engine.FailureOOM,
+		"transformer_engine/attn": engine.FailureCrash, "local/full_iteration": engine.FailureTimeout,
 	}
 	step := func(c presets.Candidate) float64 { return 900 - 10*float64(len(c.Scopes)) }
 	e1, e2 := &fakeEngine{idx: 0, step: step, fail: fail}, &fakeEngine{idx: 1, step: step, fail: fail}
@@ -302,7 +302,7 @@ func TestRunnerFailures(t *testing.T) {
 			t.Errorf("%s: %d worker events: %+v", s, len(ev.workers), ev.workers)
 		}
 		seenFail := false
-		kinds := map[string]bool{}
+		kinds := map[engine.FailureKind]bool{}
 		for _, r := range d.Ranking {
 			if r.Result.Failed() {
 				seenFail = true

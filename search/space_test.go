@@ -365,7 +365,7 @@ func TestRunPredictedFailures(t *testing.T) {
 	}
 	// The engine fails the whole layer (as predicted) and captures the
 	// full iteration (a framework that made the dispatch graph-safe).
-	fe := &fakeEngine{fail: map[string]string{"local/layer": engine.ErrCapture}}
+	fe := &fakeEngine{fail: map[string]engine.FailureKind{"local/layer": engine.FailureCapture}}
 	d, err := Run(context.Background(), Config{Model: m, Layout: l, Space: space, RunPredictedFailures: true,
 		Engines: []engine.Engine{fe}, Strategy: StrategyExhaustive}, nil)
 	if err != nil {

@@ -154,10 +154,7 @@ func PresetTargets(p presets.TeamPreset, can Buildable) ([]job.Target, error) {
 		}
 	}
 	eager := presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}
-	src := r.Engine
-	if src == "job" {
-		src = engine.Job
-	}
+	src := engine.Source(r.Engine) // a preset's engine names the source: measured, estimated or job
 	pred := func(ms float64) *engine.Result {
 		if ms <= 0 {
 			return nil

@@ -29,7 +29,7 @@ func TestValidationTargetsFromARun(t *testing.T) {
 			return ms
 		}
 		return 990
-	}, fail: map[string]string{"transformer_engine/mlp": engine.ErrOOM}}
+	}, fail: map[string]engine.FailureKind{"transformer_engine/mlp": engine.FailureOOM}}
 	cfg := Config{Model: m, Layout: l, Engines: []engine.Engine{fe}, Strategy: StrategyHalving, RunDir: dir, Budget: -1,
 		Space: presets.Space{Impls: []string{"none", "local", "transformer_engine"}, Scopes: [][]string{{}, {"attn"}, {"mlp"}, {"full_iteration"}}, Warmups: []int{1, 3}}}
 	if _, err := Run(context.Background(), cfg, nil); err != nil {
@@ -267,7 +267,7 @@ func TestSearchOnTheJobEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Winner == nil || !d.Winner.Result.Candidate.FullIteration() || d.Winner.Result.Source != engine.Job {
+	if d.Winner == nil || !d.Winner.Result.Candidate.FullIteration() || d.Winner.Result.Source != engine.SourceJob {
 		t.Fatalf("winner %+v", d.Winner)
 	}
 	_, rs, err := ReadJournal(dir, false)

@@ -223,15 +223,15 @@ func sortedKeys(m map[string]bool) []string {
 // region's own measurement, or, for a region that joins modules the
 // profile measured apart, one replay (the largest of their replay host
 // times) over their summed GPU time and memory.
-func (p *FrameworkProfile) region(kind, name string) (GraphedRegion, bool) {
+func (p *FrameworkProfile) region(kind string, name Region) (GraphedRegion, bool) {
 	lp, ok := p.Layers[kind]
 	if !ok {
 		return GraphedRegion{}, false
 	}
-	if r, ok := lp.Graphed[name]; ok {
+	if r, ok := lp.Graphed[string(name)]; ok {
 		return r, true
 	}
-	parts := strings.Split(name, ",")
+	parts := strings.Split(string(name), ",")
 	if len(parts) < 2 {
 		return GraphedRegion{}, false
 	}

@@ -410,7 +410,7 @@ func inFlight(l presets.Layout, m, s int) float64 {
 // layer's attention.
 type graphedRegion struct {
 	kind presets.LayerKind
-	name string
+	name Region
 	pool float64
 	attn bool
 }

@@ -80,15 +80,18 @@ const (
 	MechanismFullIteration = "full iteration (FullCudaGraphWrapper)"
 )
 
-// Region names: a graphed region is the whole layer, the cuda-graph modules
+// Region names a graphed region: the whole layer, the cuda-graph modules
 // that apply to the layer joined with commas in their canonical order
 // ("attn", "attn,moe_router,moe_preprocess", ...), the hybrid MoE layer's
 // postprocess graph, or the full iteration. Framework profiles key their
 // graphed regions by these names.
+type Region string
+
+// The regions that are not a list of modules.
 const (
-	RegionLayer          = "layer"
-	RegionMoEPostprocess = "moe_postprocess"
-	RegionFullIteration  = "full_iteration"
+	RegionLayer          Region = "layer"
+	RegionMoEPostprocess Region = "moe_postprocess"
+	RegionFullIteration  Region = "full_iteration"
 )
 
 // Failure stages.
@@ -101,7 +104,7 @@ const (
 type CaptureFailure struct {
 	Stage   string `json:"stage"`
 	Layer   int    `json:"layer,omitempty"` // model layer index (capture failures)
-	Region  string `json:"region,omitempty"`
+	Region  Region `json:"region,omitempty"`
 	Op      string `json:"op,omitempty"` // the op that breaks the capture
 	Message string `json:"message"`
 }
@@ -115,7 +118,7 @@ type LayerPlan struct {
 	Fwd   []Segment         `json:"fwd"`
 	Bwd   []Segment         `json:"bwd"`
 	// Regions are the graphed regions of the layer, in forward order.
-	Regions []string `json:"regions,omitempty"`
+	Regions []Region `json:"regions,omitempty"`
 }
 
 // Graphed reports whether any of the layer is graphed.
@@ -124,7 +127,7 @@ func (l LayerPlan) Graphed() bool { return len(l.Regions) > 0 }
 // Segment is a run of a layer's ops (From..To of LayerTrace.Fwd or .Bwd)
 // that one graph covers (Region set) or that runs eagerly (Region empty).
 type Segment struct {
-	Region   string `json:"region,omitempty"`
+	Region   Region `json:"region,omitempty"`
 	From, To int
 	Ops      []Op `json:"-"`
 }
@@ -135,7 +138,7 @@ func (s Segment) Graphed() bool { return s.Region != "" }
 // PlannedGraph is one graph the run captures.
 type PlannedGraph struct {
 	Layer      int    `json:"layer"` // index into Workload.Layers; -1 for the full iteration
-	Region     string `json:"region"`
+	Region     Region `json:"region"`
 	Backward   bool   `json:"backward,omitempty"`
 	MicroBatch int    `json:"microbatch"` // captured micro-batch it serves
 	Ops        []Op   `json:"-"`
@@ -160,8 +163,8 @@ type FullIterationPlan struct {
 func (p *CapturePlan) Graphed() bool { return len(p.Graphs) > 0 }
 
 // RegionsOf lists the distinct graphed regions of the plan by layer kind.
-func (p *CapturePlan) RegionsOf(kind presets.LayerKind) []string {
-	var out []string
+func (p *CapturePlan) RegionsOf(kind presets.LayerKind) []Region {
+	var out []Region
 	for _, l := range p.Layers {
 		if l.Kind == kind {
 			for _, r := range l.Regions {
@@ -297,7 +300,7 @@ const localMLPFailure = "impl local with mlp and no attention graph on the layer
 	"(AttributeError: 'TransformerLayer' object has no attribute 'is_moe_layer'; create_mcore_cudagraph_manager reads it before __init__ sets it)"
 
 // regionName joins the covered modules in their canonical order.
-func regionName(mods []string) string { return strings.Join(mods, ",") }
+func regionName(mods []string) Region { return Region(strings.Join(mods, ",")) }
 
 // mcoreConfig is the configuration a generation sets for candidate c.
 func mcoreConfig(c presets.Candidate, gen presets.Generation) string {
@@ -409,7 +412,7 @@ func PlanCapture(w *Workload, c presets.Candidate, gen presets.Generation) *Capt
 
 // region is a graphed part of a layer: the op scopes it covers (nil: every op).
 type region struct {
-	name   string
+	name   Region
 	scopes []string
 }
 
@@ -426,7 +429,7 @@ func eagerLayers(w *Workload) []LayerPlan {
 
 // cut splits ops into maximal runs covered by one region or by none.
 func cut(ops []Op, regions []region) []Segment {
-	which := func(o Op) string {
+	which := func(o Op) Region {
 		for _, r := range regions {
 			if r.covers(o) {
 				return r.name
@@ -512,7 +515,7 @@ func planFullIteration(p *CapturePlan, w *Workload, act activations) {
 	for i := range p.Layers {
 		p.Layers[i].Fwd[0].Region = RegionFullIteration
 		p.Layers[i].Bwd[0].Region = RegionFullIteration
-		p.Layers[i].Regions = []string{RegionFullIteration}
+		p.Layers[i].Regions = []Region{RegionFullIteration}
 	}
 	p.Captured, p.RealCaptured = w.RunMicroBatches, w.MicroBatches
 	var ops []Op
@@ -547,8 +550,8 @@ func (p *CapturePlan) Describe() string {
 			layers++
 		}
 		for _, r := range l.Regions {
-			if !slices.Contains(regions, r) {
-				regions = append(regions, r)
+			if !slices.Contains(regions, string(r)) {
+				regions = append(regions, string(r))
 			}
 		}
 	}

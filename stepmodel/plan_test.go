@@ -35,8 +35,8 @@ func cand(impl string, scopes ...string) presets.Candidate {
 
 // covered lists, per layer, the op scopes inside each forward graph and
 // the ones left eager.
-func covered(p *CapturePlan, layer int) (graphed map[string][]string, eager []string) {
-	graphed = map[string][]string{}
+func covered(p *CapturePlan, layer int) (graphed map[Region][]string, eager []string) {
+	graphed = map[Region][]string{}
 	for _, s := range p.Layers[layer].Fwd {
 		for _, o := range s.Ops {
 			if s.Graphed() {
@@ -74,47 +74,47 @@ func TestPlanPerScope(t *testing.T) {
 		dropless bool
 		c        presets.Candidate
 		layer    int // index into w.Layers checked
-		regions  map[string][]string
+		regions  map[Region][]string
 		eager    []string
 		fail     string // failure stage, "" = captures
 		failOp   string
 	}{
 		// Transformer Engine: the scoped region only, per layer and micro-batch.
-		{"te whole dense", denseModel, false, cand(presets.ImplTE), 0, map[string][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
-		{"te attn dense", denseModel, false, cand(presets.ImplTE, attn), 0, map[string][]string{"attn": {attn}}, []string{mlp}, "", ""},
-		{"te mlp dense", denseModel, false, cand(presets.ImplTE, mlp), 0, map[string][]string{"mlp": {mlp}}, []string{attn}, "", ""},
-		{"te attn,mlp dense", denseModel, false, cand(presets.ImplTE, attn, mlp), 0, map[string][]string{"attn,mlp": {attn, mlp}}, nil, "", ""},
-		{"te moe_router dense", denseModel, false, cand(presets.ImplTE, router), 0, map[string][]string{}, []string{attn, mlp}, "", ""},
+		{"te whole dense", denseModel, false, cand(presets.ImplTE), 0, map[Region][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
+		{"te attn dense", denseModel, false, cand(presets.ImplTE, attn), 0, map[Region][]string{"attn": {attn}}, []string{mlp}, "", ""},
+		{"te mlp dense", denseModel, false, cand(presets.ImplTE, mlp), 0, map[Region][]string{"mlp": {mlp}}, []string{attn}, "", ""},
+		{"te attn,mlp dense", denseModel, false, cand(presets.ImplTE, attn, mlp), 0, map[Region][]string{"attn,mlp": {attn, mlp}}, nil, "", ""},
+		{"te moe_router dense", denseModel, false, cand(presets.ImplTE, router), 0, map[Region][]string{}, []string{attn, mlp}, "", ""},
 		{"te whole moe dropless", moeModel, true, cand(presets.ImplTE), 0, nil, nil, FailCapture, "token_counts_to_host"},
-		{"te whole moe drop-pad", moeModel, false, cand(presets.ImplTE), 0, map[string][]string{RegionLayer: {attn, router, pre, moe, post}}, nil, "", ""},
-		{"te attn moe dropless", moeModel, true, cand(presets.ImplTE, attn), 0, map[string][]string{"attn": {attn}}, []string{router, pre, moe, post}, "", ""},
+		{"te whole moe drop-pad", moeModel, false, cand(presets.ImplTE), 0, map[Region][]string{RegionLayer: {attn, router, pre, moe, post}}, nil, "", ""},
+		{"te attn moe dropless", moeModel, true, cand(presets.ImplTE, attn), 0, map[Region][]string{"attn": {attn}}, []string{router, pre, moe, post}, "", ""},
 		{"te attn,router,pre moe dropless", moeModel, true, cand(presets.ImplTE, attn, router, pre), 0,
-			map[string][]string{"attn,moe_router,moe_preprocess": {attn, router, pre}}, []string{moe, post}, "", ""},
-		{"te router moe dropless", moeModel, true, cand(presets.ImplTE, router), 0, map[string][]string{"moe_router": {router}}, []string{attn, pre, moe, post}, "", ""},
-		{"te moe drop-pad", moeModel, false, cand(presets.ImplTE, moe), 0, map[string][]string{"moe": {router, pre, moe, post}}, []string{attn}, "", ""},
+			map[Region][]string{"attn,moe_router,moe_preprocess": {attn, router, pre}}, []string{moe, post}, "", ""},
+		{"te router moe dropless", moeModel, true, cand(presets.ImplTE, router), 0, map[Region][]string{"moe_router": {router}}, []string{attn, pre, moe, post}, "", ""},
+		{"te moe drop-pad", moeModel, false, cand(presets.ImplTE, moe), 0, map[Region][]string{"moe": {router, pre, moe, post}}, []string{attn}, "", ""},
 		{"te moe dropless", moeModel, true, cand(presets.ImplTE, moe), 0, nil, nil, FailCapture, "token_counts_to_host"},
-		{"te mamba on mamba layer", hybridModel, true, cand(presets.ImplTE, mamba), 0, map[string][]string{"mamba": {mamba}}, nil, "", ""},
-		{"te mamba on attention layer", hybridModel, true, cand(presets.ImplTE, mamba), 1, map[string][]string{}, []string{attn}, "", ""},
-		{"te attn,mamba on attention layer", hybridModel, true, cand(presets.ImplTE, attn, mamba), 1, map[string][]string{"attn": {attn}}, nil, "", ""},
-		{"te attn on mlp layer", hybridModel, true, cand(presets.ImplTE, attn), 2, map[string][]string{}, []string{mlp}, "", ""},
+		{"te mamba on mamba layer", hybridModel, true, cand(presets.ImplTE, mamba), 0, map[Region][]string{"mamba": {mamba}}, nil, "", ""},
+		{"te mamba on attention layer", hybridModel, true, cand(presets.ImplTE, mamba), 1, map[Region][]string{}, []string{attn}, "", ""},
+		{"te attn,mamba on attention layer", hybridModel, true, cand(presets.ImplTE, attn, mamba), 1, map[Region][]string{"attn": {attn}}, nil, "", ""},
+		{"te attn on mlp layer", hybridModel, true, cand(presets.ImplTE, attn), 2, map[Region][]string{}, []string{mlp}, "", ""},
 		// local on GPTModel: the whole layer whatever the list names.
-		{"local whole dense", denseModel, false, cand(presets.ImplLocal), 0, map[string][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
-		{"local attn dense", denseModel, false, cand(presets.ImplLocal, attn), 0, map[string][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
+		{"local whole dense", denseModel, false, cand(presets.ImplLocal), 0, map[Region][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
+		{"local attn dense", denseModel, false, cand(presets.ImplLocal, attn), 0, map[Region][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
 		{"local mlp dense", denseModel, false, cand(presets.ImplLocal, mlp), 0, nil, nil, FailBuild, ""},
-		{"local attn,mlp dense", denseModel, false, cand(presets.ImplLocal, attn, mlp), 0, map[string][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
-		{"local attn moe drop-pad", moeModel, false, cand(presets.ImplLocal, attn), 0, map[string][]string{RegionLayer: {attn, router, pre, moe, post}}, nil, "", ""},
+		{"local attn,mlp dense", denseModel, false, cand(presets.ImplLocal, attn, mlp), 0, map[Region][]string{RegionLayer: {attn, mlp}}, nil, "", ""},
+		{"local attn moe drop-pad", moeModel, false, cand(presets.ImplLocal, attn), 0, map[Region][]string{RegionLayer: {attn, router, pre, moe, post}}, nil, "", ""},
 		{"local attn,router,pre moe dropless", moeModel, true, cand(presets.ImplLocal, attn, router, pre), 0, nil, nil, FailCapture, "token_counts_to_host"},
 		{"local attn,router,pre moe drop-pad", moeModel, false, cand(presets.ImplLocal, attn, router, pre), 0,
-			map[string][]string{RegionLayer: {attn, router, pre, moe, post}}, nil, "", ""},
-		{"local router moe (GPT)", moeModel, true, cand(presets.ImplLocal, router), 0, map[string][]string{}, []string{attn, router, pre, moe, post}, "", ""},
+			map[Region][]string{RegionLayer: {attn, router, pre, moe, post}}, nil, "", ""},
+		{"local router moe (GPT)", moeModel, true, cand(presets.ImplLocal, router), 0, map[Region][]string{}, []string{attn, router, pre, moe, post}, "", ""},
 		{"local mlp on a MoE layer", mixedMoE, true, cand(presets.ImplLocal, mlp), 1, nil, nil, FailBuild, ""},
 		// local on the hybrid model's layers.
-		{"local mamba", hybridModel, true, cand(presets.ImplLocal, mamba), 0, map[string][]string{RegionLayer: {mamba}}, nil, "", ""},
-		{"local attn on attention layer", hybridModel, true, cand(presets.ImplLocal, attn), 1, map[string][]string{RegionLayer: {attn}}, nil, "", ""},
-		{"local attn on mlp layer", hybridModel, true, cand(presets.ImplLocal, attn), 2, map[string][]string{}, []string{mlp}, "", ""},
+		{"local mamba", hybridModel, true, cand(presets.ImplLocal, mamba), 0, map[Region][]string{RegionLayer: {mamba}}, nil, "", ""},
+		{"local attn on attention layer", hybridModel, true, cand(presets.ImplLocal, attn), 1, map[Region][]string{RegionLayer: {attn}}, nil, "", ""},
+		{"local attn on mlp layer", hybridModel, true, cand(presets.ImplLocal, attn), 2, map[Region][]string{}, []string{mlp}, "", ""},
 		{"local attn,mlp on mlp layer", hybridModel, true, cand(presets.ImplLocal, attn, mlp), 2, nil, nil, FailBuild, ""},
 		{"local router on MoETransformerLayer dropless", hybridModel, true, cand(presets.ImplLocal, router), 3,
-			map[string][]string{"moe_router,moe_preprocess": {router, pre}, RegionMoEPostprocess: {post}}, []string{moe}, "", ""},
+			map[Region][]string{"moe_router,moe_preprocess": {router, pre}, RegionMoEPostprocess: {post}}, []string{moe}, "", ""},
 		{"local whole MoETransformerLayer dropless", hybridModel, true, cand(presets.ImplLocal), 3, nil, nil, FailCapture, "token_counts_to_host"},
 	}
 	for _, tc := range cases {

@@ -104,7 +104,7 @@ func (s *Schedule) priceRegions() {
 			if c.Profile != nil {
 				reg, ok := c.Profile.region(string(lt.Kind), r)
 				if !ok {
-					missing[string(lt.Kind)+" "+r] = true
+					missing[string(lt.Kind)+" "+string(r)] = true
 				} else {
 					if reg.CaptureError != "" && s.Failure == nil {
 						s.Failure = &CaptureFailure{Stage: FailCapture, Layer: lt.Index, Region: r,
@@ -283,7 +283,7 @@ func (s *Schedule) Eager() Step {
 
 // graphIndex finds the plan graph of (layer, region, direction, captured
 // micro-batch).
-func (s *Schedule) graphIndex(layer int, region string, bwd bool, mb int) int {
+func (s *Schedule) graphIndex(layer int, region Region, bwd bool, mb int) int {
 	for gi, g := range s.Plan.Graphs {
 		if g.Layer == layer && g.Region == region && g.Backward == bwd && g.MicroBatch == mb {
 			return gi

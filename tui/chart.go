@@ -103,9 +103,9 @@ func chartScaleOf(shown []engine.StepSample) chartScale {
 }
 
 // chartColumns are the bars' values and phases, bw columns per sample.
-func chartColumns(shown []engine.StepSample, bw int, hi float64) (vals []float64, phases []string) {
+func chartColumns(shown []engine.StepSample, bw int, hi float64) (vals []float64, phases []engine.Phase) {
 	vals = make([]float64, 0, len(shown)*bw)
-	phases = make([]string, 0, len(shown)*bw)
+	phases = make([]engine.Phase, 0, len(shown)*bw)
 	for _, x := range shown {
 		v := x.StepMs
 		if x.Phase == engine.PhaseCapture {
@@ -130,7 +130,7 @@ func (c stepChart) title(st Styles, sc chartScale) string {
 
 // chartRows are the h rows of bars, the top and bottom of the range on
 // the axis.
-func chartRows(st Styles, vals []float64, phases []string, plotW, h int, sc chartScale) []string {
+func chartRows(st Styles, vals []float64, phases []engine.Phase, plotW, h int, sc chartScale) []string {
 	phaseStyle := func(i int) lipgloss.Style { return st.Phase[phases[i]] }
 	bars := barChart(vals, plotW, h, phaseStyle)
 	lines := make([]string, 0, len(bars))
@@ -149,12 +149,12 @@ func chartRows(st Styles, vals []float64, phases []string, plotW, h int, sc char
 
 // strip is the phase letters under the bars, and the legend beside them
 // or under them.
-func (c stepChart) strip(st Styles, phases []string, w int) []string {
+func (c stepChart) strip(st Styles, phases []engine.Phase, w int) []string {
 	var strip strings.Builder
 	for _, p := range phases {
 		letter := "?"
 		if p != "" {
-			letter = p[:1]
+			letter = string(p)[:1]
 		}
 		strip.WriteString(st.Phase[p].Render(letter))
 	}

@@ -198,7 +198,7 @@ var (
 // result is a finished measurement of c: step ms, 130 ms eager.
 func result(c presets.Candidate, step float64, graph int64) engine.Result {
 	return engine.Result{
-		Candidate: c, Source: engine.Measured,
+		Candidate: c, Source: engine.SourceMeasured,
 		Device:    engine.DeviceInfo{Index: 0, Name: "NVIDIA H200", Driver: "580.65.06", MemoryMiB: 143771},
 		Step:      stepmodel.Stats{Median: step, P10: step * 0.98, P90: step * 1.02, N: 8},
 		Eager:     stepmodel.Stats{Median: 130, N: 5},
@@ -211,7 +211,7 @@ func result(c presets.Candidate, step float64, graph int64) engine.Result {
 func samples(c presets.Candidate) []search.Event {
 	var evs []search.Event
 	phases := []struct {
-		phase string
+		phase engine.Phase
 		n     int
 		ms    float64
 	}{{engine.PhaseEager, 5, 130}, {engine.PhaseWarmup, 3, 128}, {engine.PhaseCapture, 1, 260}, {engine.PhaseMeasure, 8, 104}}
@@ -241,7 +241,7 @@ func scriptedEvents() []search.Event {
 	rAttn := result(cTEAttn, 112, 900)
 	rAttnMLP := result(cTEAttnMLP, 104, 1400)
 	rNone := result(cNone, 130, 0)
-	rFull := engine.Result{Candidate: cLocalFull, Source: engine.Measured, Err: "CUDA_ERROR_OUT_OF_MEMORY during capture", ErrKind: engine.ErrOOM}
+	rFull := engine.Result{Candidate: cLocalFull, Source: engine.SourceMeasured, Err: "CUDA_ERROR_OUT_OF_MEMORY during capture", ErrKind: engine.FailureOOM}
 	evs := []search.Event{
 		search.PlanEvent{Space: space, Total: 4},
 		search.MemoryEvent{GPU: 0, UsedMiB: 2048, TotalMiB: 143771, UtilGPU: 3},
@@ -274,7 +274,7 @@ func scriptedEvents() []search.Event {
 // estimatedResult is r as the estimate engine reports it: no spread, the
 // spec's GPU, and the memory it computes.
 func estimatedResult(r engine.Result) engine.Result {
-	r.Source = engine.Estimated
+	r.Source = engine.SourceEstimated
 	r.Device = engine.DeviceInfo{Name: "H100 SXM (estimated)", MemoryMiB: 81559}
 	r.Step.P10, r.Step.P90 = r.Step.Median, r.Step.Median
 	if !r.Failed() {

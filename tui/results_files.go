@@ -215,7 +215,7 @@ func (s *resultsScreen) presetResult(req Request, engineName string) *presets.Ou
 		EagerStepMS:   res.Eager.Median,
 		Speedup:       res.Speedup,
 		MemoryMiB:     float64(res.Memory.JobGraphMiB()),
-		Engine:        res.Source,
+		Engine:        string(res.Source),
 		GPUName:       res.Device.Name,
 		DriverVersion: res.Device.Driver,
 		CgtuneVersion: s.opts.Version,
@@ -251,7 +251,7 @@ func (s *resultsScreen) onWritten(msg writtenMsg) {
 		return
 	}
 	note := ""
-	if rk, ok := s.shownCandidate(); ok && rk.Result.Source == engine.Estimated {
+	if rk, ok := s.shownCandidate(); ok && rk.Result.Source == engine.SourceEstimated {
 		note = ", marked ESTIMATED"
 		if msg.format == "json" {
 			note = "; JSON has no comments: the file does not say it is an estimate"
@@ -345,7 +345,7 @@ func (s *resultsScreen) promptLine(w int) string {
 	if d := s.done; d != nil && d.Winner != nil {
 		res := d.Winner.Result
 		line := fmt.Sprintf("★ %s: %s ms/step against %s eager (%s)", candName(res.Candidate), fmtMs(res.Step.Median), fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))
-		if res.Source == engine.Estimated {
+		if res.Source == engine.SourceEstimated {
 			line += " · ESTIMATE for " + strings.TrimSuffix(res.Device.Name, " (estimated)")
 		} else if res.Device.Name != "" {
 			line += " · measured on " + res.Device.Name

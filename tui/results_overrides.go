@@ -35,7 +35,7 @@ func (s *resultsScreen) overridesText() ([]byte, error) {
 	// The overrides of the model and MB version the search ran with.
 	req := s.ranRequest()
 	data, err := s.candidateOverrides(req, rk.Result.Candidate).Render(s.format())
-	if err != nil || rk.Result.Source != engine.Estimated {
+	if err != nil || rk.Result.Source != engine.SourceEstimated {
 		return data, err
 	}
 	// What is written from an estimate says so.

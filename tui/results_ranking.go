@@ -53,7 +53,7 @@ func (s *resultsScreen) memoryLine(w int) []string {
 	if b == nil {
 		text += fmt.Sprintf(" (graphs %s GiB)", fmtGiB(rk.Result.Memory.JobGraphMiB()))
 	}
-	if rk.Result.Source == engine.Estimated {
+	if rk.Result.Source == engine.SourceEstimated {
 		text += " · estimated"
 	}
 	var lines []string
@@ -194,7 +194,7 @@ func (s *resultsScreen) rankingRow(c rankingCols, rk search.Ranked, cur bool) st
 	}
 	var line string
 	if res.Failed() {
-		line = st.Err.Render(c.row(rank, label, "failed", "", "", "", res.ErrKind, "", "—", ""))
+		line = st.Err.Render(c.row(rank, label, "failed", "", "", "", string(res.ErrKind), "", "—", ""))
 	} else {
 		line = c.row(rank, label, fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), s.vsRecipe(rk), fmtMs(res.CaptureMs),
 			fmt.Sprintf("%d", res.Memory.JobGraphMiB()), fmtJob(rk.JobMs), fitsText(rk), tieCell(rk))
@@ -258,7 +258,7 @@ func (s *resultsScreen) resultDetail(rk search.Ranked, w int) []string {
 	}
 	lines := []string{st.Title.Render("Details") + "  " + st.Muted.Render(fmt.Sprintf("%s %s · %s", rank, candName(res.Candidate), res.Source))}
 	if res.Failed() {
-		return append(lines, st.Err.Render(wrap(res.ErrKind+": "+res.Err, w)))
+		return append(lines, st.Err.Render(wrap(string(res.ErrKind)+": "+res.Err, w)))
 	}
 	lines = append(lines,
 		kv("step", stepText(res)),
@@ -310,7 +310,7 @@ func (s *resultsScreen) breakdownLines(rk search.Ranked, w int) []string {
 		text = gauge(frac, barW, st.Gauge(frac), st.GaugeEmpty()) + " " +
 			fmt.Sprintf("%s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
 	}
-	if res.Source == engine.Estimated {
+	if res.Source == engine.SourceEstimated {
 		text += " · estimated"
 	}
 	line := st.Label.Render(padRight("in job", 10))
@@ -322,7 +322,7 @@ func (s *resultsScreen) breakdownLines(rk search.Ranked, w int) []string {
 
 // stepText is the step time with its spread; an estimate has none.
 func stepText(r engine.Result) string {
-	if r.Source == engine.Estimated {
+	if r.Source == engine.SourceEstimated {
 		return fmt.Sprintf("%s ms (estimated: one computed step, no spread)", fmtMs(r.Step.Median))
 	}
 	return fmt.Sprintf("%s ms (p10 %s · p90 %s · %d steps)", fmtMs(r.Step.Median), fmtMs(r.Step.P10), fmtMs(r.Step.P90), r.Step.N)

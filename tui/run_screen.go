@@ -334,7 +334,7 @@ func (s *runScreen) lastResultLines(w int) []string {
 	kv := func(k, v string) string { return truncate(st.Label.Render(padRight(k, 9))+st.Value.Render(v), w) }
 	lines := []string{st.Title.Render("Last result") + "  " + st.Muted.Render(fmt.Sprintf("%s · %s", candName(res.Candidate), res.Source))}
 	if res.Failed() {
-		lines = append(lines, st.Err.Render(truncate(res.ErrKind+": "+res.Err, w)))
+		lines = append(lines, st.Err.Render(truncate(string(res.ErrKind)+": "+res.Err, w)))
 		return lines
 	}
 	lines = append(lines,
@@ -489,7 +489,7 @@ func (s *runScreen) rowCells(row runRow, candW int) ([]string, lipgloss.Style) {
 		}
 	case stFailed:
 		mark, style = "✗", st.Err
-		note = row.result.ErrKind + ": " + row.result.Err
+		note = string(row.result.ErrKind) + ": " + row.result.Err
 	}
 	return []string{mark, nameCell(row.cand, candW), step, sp, graph, note}, style
 }

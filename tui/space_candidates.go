@@ -7,6 +7,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"cgtune/engine"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/search"
@@ -191,7 +192,7 @@ func planNote(p search.Planned) string {
 	switch {
 	case p.Valid() && p.Estimate != nil && p.Estimate.Failed():
 		// Valid by the rules, but the estimate says it will not run.
-		return "estimate: " + p.Estimate.ErrKind
+		return "estimate: " + string(p.Estimate.ErrKind)
 	case p.Valid():
 		return alsoText(p)
 	case p.Violations[0].ID == recipe.WillFailID:
@@ -253,7 +254,7 @@ func alsoText(p search.Planned) string {
 func (s *spaceScreen) anyEstimate() bool {
 	for _, p := range s.plan {
 		if p.Estimate != nil {
-			return p.Estimate.Source == "estimated"
+			return p.Estimate.Source == engine.SourceEstimated
 		}
 	}
 	return false

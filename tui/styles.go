@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cgtune/engine"
 	"image/color"
 
 	"charm.land/bubbles/v2/help"
@@ -89,7 +90,7 @@ type Styles struct {
 	StatusEr lipgloss.Style
 
 	BarFull, BarEmpty color.Color // progress bars and gauges; nil when plain
-	Phase             map[string]lipgloss.Style
+	Phase             map[engine.Phase]lipgloss.Style
 
 	Help help.Styles
 }
@@ -131,11 +132,11 @@ func NewStyles(isDark, noColor bool) Styles {
 		StatusEr:   n().Foreground(p.err).Bold(true),
 		BarFull:    p.accent,
 		BarEmpty:   p.barEmpty,
-		Phase: map[string]lipgloss.Style{
-			"eager":   n().Foreground(p.phaseEager),
-			"warmup":  n().Foreground(p.phaseWarmup),
-			"capture": n().Foreground(p.phaseCapture),
-			"measure": n().Foreground(p.phaseMeasure),
+		Phase: map[engine.Phase]lipgloss.Style{
+			engine.PhaseEager:   n().Foreground(p.phaseEager),
+			engine.PhaseWarmup:  n().Foreground(p.phaseWarmup),
+			engine.PhaseCapture: n().Foreground(p.phaseCapture),
+			engine.PhaseMeasure: n().Foreground(p.phaseMeasure),
 		},
 	}
 	s.Help = help.Styles{
@@ -160,8 +161,8 @@ func plainStyles() Styles {
 		Title: n, Label: n, Value: n, Muted: n, Faint: n, Accent: n, OK: n, Warn: n, Err: n, Info: n,
 		Header: n, Cursor: n, Selected: n, Focused: n, Prompt: n, Status: n, StatusOK: n, StatusEr: n,
 		Box: n.Border(lipgloss.RoundedBorder()).Padding(0, 1),
-		Phase: map[string]lipgloss.Style{
-			"eager": n, "warmup": n, "capture": n, "measure": n,
+		Phase: map[engine.Phase]lipgloss.Style{
+			engine.PhaseEager: n, engine.PhaseWarmup: n, engine.PhaseCapture: n, engine.PhaseMeasure: n,
 		},
 		Help: help.Styles{Ellipsis: n, ShortKey: n, ShortDesc: n, ShortSeparator: n, FullKey: n, FullDesc: n, FullSeparator: n},
 	}

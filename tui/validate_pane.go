@@ -382,7 +382,7 @@ func (j *jobView) resultText(st Styles) (string, lipgloss.Style) {
 	case r == nil:
 		return "", st.Value
 	case r.Failed():
-		return "failed (" + r.ErrKind + ")", st.Err
+		return "failed (" + string(r.ErrKind) + ")", st.Err
 	}
 	res := fmtMs(j.result.Step.Median) + " ms/iter"
 	if j.resumed {
@@ -420,7 +420,7 @@ func (p *validationPane) comparisonLines(w int) []string {
 		}
 		name := nameCell(r.Candidate, nameW)
 		if r.Real.Failed() {
-			lines = append(lines, st.Err.Render(t.row("–", name, "failed", pred, "", "", id+" "+r.Real.ErrKind+": "+r.Real.Err)))
+			lines = append(lines, st.Err.Render(t.row("–", name, "failed", pred, "", "", id+" "+string(r.Real.ErrKind)+": "+r.Real.Err)))
 			continue
 		}
 		rank := fmt.Sprint(r.Rank)
@@ -441,12 +441,12 @@ func (p *validationPane) summaryLines(w int) []string {
 	if out.Interrupted {
 		lines = append(lines, st.Warn.Render(truncate("cancelled: only the jobs that finished are compared; v again resumes the rest", w)))
 	}
-	srcs := map[string]bool{}
+	srcs := map[engine.Source]bool{}
 	var src []string
 	for _, r := range out.Rows {
 		if s := r.PredictedSource; s != "" && !srcs[s] {
 			srcs[s] = true
-			src = append(src, s)
+			src = append(src, string(s))
 		}
 	}
 	if len(src) > 0 {

@@ -30,7 +30,7 @@ func toResults(t *testing.T, m *App, f *fakeBackend) {
 
 // jobResult is a job's result: step ms, job id.
 func jobResult(c presets.Candidate, step float64, id string) engine.Result {
-	return engine.Result{Candidate: c, Source: engine.Job, Step: stepmodel.Stats{Median: step, P10: step, P90: step, N: 20},
+	return engine.Result{Candidate: c, Source: engine.SourceJob, Step: stepmodel.Stats{Median: step, P10: step, P90: step, N: 20},
 		Job: &engine.JobInfo{Launcher: "slurm", ID: id, State: job.StateCompleted}}
 }
 
@@ -213,7 +213,7 @@ func TestValidateFollowsJobsAndCompares(t *testing.T) {
 		}
 	}
 	rNone, rMLP := jobResult(cNone, 130, "4101"), jobResult(cTEAttnMLP, 100, "4102")
-	rAttn := engine.Result{Candidate: cTEAttn, Source: engine.Job, Err: "CUDA out of memory", ErrKind: engine.ErrOOM,
+	rAttn := engine.Result{Candidate: cTEAttn, Source: engine.SourceJob, Err: "CUDA out of memory", ErrKind: engine.FailureOOM,
 		Job: &engine.JobInfo{Launcher: "slurm", ID: "4103", State: job.StateOutOfMemory}}
 	v.feed(ValidationUpdate{Event: job.JobDone{Result: rNone, Done: 1, Total: 3}})
 	v.feed(ValidationUpdate{Event: job.JobDone{Result: rMLP, Done: 2, Total: 3}})

@@ -154,7 +154,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	var rows []Row
 	var handedOn []string
 	for _, m := range mres {
-		if m.Source != engine.Framework {
+		if m.Source != engine.SourceFramework {
 			// The megatron engine handed it to its fallback (TE without
 			// TE): an emulation, nothing to compare the emulations with.
 			handedOn = append(handedOn, m.Candidate.Label()+fmt.Sprintf(" w%d", m.Candidate.Warmup))
@@ -169,7 +169,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 		rows = append(rows, r)
 	}
 	if len(rows) == 0 {
-		return 2, fmt.Errorf("%s: no result measured on the framework (source %q)", o.megatron, engine.Framework)
+		return 2, fmt.Errorf("%s: no result measured on the framework (source %q)", o.megatron, engine.SourceFramework)
 	}
 	okAll := table(out, rows)
 	if len(handedOn) > 0 {

@@ -44,7 +44,7 @@ func TestThreeWayTable(t *testing.T) {
 	for _, c := range []presets.Candidate{{Impl: "none", Warmup: 3}, {Impl: "transformer_engine", Warmup: 3},
 		{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3}, {Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}} {
 		r := est.Run(context.Background(), w, c, engine.RunOptions{}, nil)
-		r.Source = engine.Framework
+		r.Source = engine.SourceFramework
 		res = append(res, r)
 	}
 	write := func(v any) string {
@@ -72,7 +72,7 @@ func TestThreeWayTable(t *testing.T) {
 	// A candidate the megatron engine handed to its fallback (source
 	// measured) is an emulation: left out and listed, even when it is off.
 	handed := append([]engine.Result(nil), res...)
-	handed[2].Source, handed[2].Speedup = engine.Measured, handed[2].Speedup*2
+	handed[2].Source, handed[2].Speedup = engine.SourceMeasured, handed[2].Speedup*2
 	o.megatron = write(handed)
 	out.Reset()
 	if code, _ := run(context.Background(), o, &out); code != 0 || !strings.Contains(out.String(), "left out (the megatron engine did not measure them on the framework): te attn w3") {
@@ -93,7 +93,7 @@ func TestThreeWayTable(t *testing.T) {
 	// but when it is the emulation's winner, the winners differ.
 	failedOne := append([]engine.Result(nil), res...)
 	loser := 0 // eager: never the emulation's winner
-	failedOne[loser].Err, failedOne[loser].ErrKind = "AttributeError: framework bug", engine.ErrCrash
+	failedOne[loser].Err, failedOne[loser].ErrKind = "AttributeError: framework bug", engine.FailureCrash
 	o.megatron = write(failedOne)
 	out.Reset()
 	if code, _ := run(context.Background(), o, &out); code != 0 || !strings.Contains(out.String(), "not compared (failed on the framework") {
@@ -107,7 +107,7 @@ func TestThreeWayTable(t *testing.T) {
 			best = i
 		}
 	}
-	failedWinner[best].Err, failedWinner[best].ErrKind = "capture failed", engine.ErrCapture
+	failedWinner[best].Err, failedWinner[best].ErrKind = "capture failed", engine.FailureCapture
 	o.megatron = write(failedWinner)
 	out.Reset()
 	if code, _ := run(context.Background(), o, &out); code != 1 || !strings.Contains(out.String(), "FAILS") {
@@ -125,7 +125,7 @@ func TestThreeWayTable(t *testing.T) {
 // winner is named as such; the acceptance still fails on it.
 func TestTableNamesAWinnerTiedOnMegatron(t *testing.T) {
 	res := func(c presets.Candidate, med, p10, p90 float64, graph int64) engine.Result {
-		return engine.Result{Candidate: c, Source: engine.Framework, Step: stepmodel.Stats{Median: med, P10: p10, P90: p90, N: 8},
+		return engine.Result{Candidate: c, Source: engine.SourceFramework, Step: stepmodel.Stats{Median: med, P10: p10, P90: p90, N: 8},
 			Eager: stepmodel.Stats{Median: 960, P10: 950, P90: 970, N: 8}, Speedup: 960 / med,
 			Memory: engine.Memory{GraphMiB: graph, GraphFullJobMiB: graph}}
 	}

@@ -30,7 +30,7 @@ func (f *rootFlags) openJobEngine(s *searchSetup) error {
 	}
 	cfg := job.Config{Launcher: l, Command: tmpl, Iters: f.jobIters, Timeout: f.jobTimeout,
 		Overrides: func(c presets.Candidate) recipe.Overrides { return recipe.WinnerOverrides(s.cfg.Target(), c) }}
-	e := &lazyEngine{what: "job engine", source: engine.Job, name: "job",
+	e := &lazyEngine{what: "job engine", source: engine.SourceJob, name: "job",
 		device: engine.DeviceInfo{Name: "training job (" + l.Name() + ")"},
 		open:   func() (engine.Engine, error) { return jobsInRunFolder(cfg, s.cfg.RunDir) }}
 	s.cfg.Engines = []engine.Engine{e}

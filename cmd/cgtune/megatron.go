@@ -270,8 +270,8 @@ func (c closingEngine) Close() error { c.close(); return nil }
 // here is reported without opening it.
 type lazyEngine struct {
 	open   func() (engine.Engine, error)
-	what   string // "fallback engine", "job engine"
-	source string // the source of the result when it cannot open
+	what   string        // "fallback engine", "job engine"
+	source engine.Source // the source of the result when it cannot open
 	name   string
 	device engine.DeviceInfo
 	once   sync.Once
@@ -307,7 +307,7 @@ func (l *lazyEngine) Device() engine.DeviceInfo {
 func (l *lazyEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	e, err := l.get()
 	if err != nil {
-		return engine.Result{Candidate: c, Source: l.source, Err: l.what + ": " + err.Error(), ErrKind: engine.ErrCrash}
+		return engine.Result{Candidate: c, Source: l.source, Err: l.what + ": " + err.Error(), ErrKind: engine.FailureCrash}
 	}
 	return e.Run(ctx, w, c, o, emit)
 }

@@ -23,7 +23,7 @@ const dash = "—"
 // spreadText is a result's p10–p90 band, or dash when it has none: an
 // estimate computes one step time, with no step-to-step variation.
 func spreadText(r engine.Result) string {
-	if r.Source == engine.Estimated || r.Step.N < 2 || r.Step.P10 == r.Step.P90 {
+	if r.Source == engine.SourceEstimated || r.Step.N < 2 || r.Step.P10 == r.Step.P90 {
 		return dash
 	}
 	return fmt.Sprintf("%.2f–%.2f", r.Step.P10, r.Step.P90)
@@ -247,7 +247,7 @@ func (f *rootFlags) writeReport(p *progress, cfg search.Config, plan []search.Pl
 // in a comment (JSON has none: it stays as it is, and the progress lines
 // and the report say it).
 func markEstimate(data []byte, format string, winner engine.Result) []byte {
-	if winner.Source != engine.Estimated {
+	if winner.Source != engine.SourceEstimated {
 		return data
 	}
 	out, _ := recipe.Annotate(data, format, search.EstimateNote(winner))

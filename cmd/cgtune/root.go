@@ -736,7 +736,7 @@ func (e delayed) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 	select {
 	case <-time.After(e.d):
 	case <-ctx.Done():
-		return engine.Result{Candidate: c, Source: engine.Estimated, Device: e.Device(), Err: ctx.Err().Error(), ErrKind: engine.ErrCancel}
+		return engine.Result{Candidate: c, Source: engine.SourceEstimated, Device: e.Device(), Err: ctx.Err().Error(), ErrKind: engine.FailureCancel}
 	}
 	r := e.Engine.Run(ctx, w, c, opts, emit)
 	r.WallMs += float64(e.d.Milliseconds())

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cgtune/engine"
 	"cgtune/engine/job"
 	"cgtune/engine/megatron"
 	"cgtune/presets"
@@ -362,7 +363,7 @@ func (f *validateFlags) launcherFor(js presets.JobSetup) (job.Launcher, error) {
 	}
 	s, err := job.NewSlurm(job.SlurmOptions{Nodes: js.Nodes, GPUsPerNode: js.GPUsPerNode, Time: js.Time, Partition: js.Partition, Account: js.Account}, tmpl)
 	if err != nil {
-		if f.batchTemplate != "" && strings.HasPrefix(err.Error(), "batch template") {
+		if f.batchTemplate != "" && errors.Is(err, job.ErrBatchTemplate) {
 			return nil, fail(exitBadInput, "%s: %v", f.batchTemplate, err)
 		}
 		return nil, fail(exitBadInput, "%v", err)
@@ -649,12 +650,12 @@ func printValidation(w io.Writer, out validateOutput) {
 }
 
 func predictionSource(v job.Validation) string {
-	seen := map[string]bool{}
+	seen := map[engine.Source]bool{}
 	var srcs []string
 	for _, r := range v.Rows {
 		if r.PredictedSource != "" && !seen[r.PredictedSource] {
 			seen[r.PredictedSource] = true
-			srcs = append(srcs, r.PredictedSource)
+			srcs = append(srcs, string(r.PredictedSource))
 		}
 	}
 	return strings.Join(srcs, ", ")

@@ -121,7 +121,7 @@ func TestValidateLocalEndToEnd(t *testing.T) {
 		t.Errorf("stderr:\n%s", errb)
 	}
 	v, err := job.ReadValidation(filepath.Join(run, "validate"))
-	if err != nil || len(v.Rows) != 4 || v.Rows[0].Real.Source != engine.Job {
+	if err != nil || len(v.Rows) != 4 || v.Rows[0].Real.Source != engine.SourceJob {
 		t.Fatalf("validation.json: %v %+v", err, v)
 	}
 	cals, _ := filepath.Glob(filepath.Join(cache, "cgtune", "calibration", "llama3_8b-*.json"))

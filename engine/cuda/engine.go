@@ -197,7 +197,7 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 	}
 	plan := stepmodel.PlanCapture(w, c, w.Spec.Options.Generation)
 	sched := stepmodel.NewSchedule(w, plan, costs)
-	res := engine.Result{Candidate: c, Source: engine.Measured, Device: e.info, HostCosts: costs.Kind()}
+	res := engine.Result{Candidate: c, Source: engine.SourceMeasured, Device: e.info, HostCosts: costs.Kind()}
 	res.Notes = append(append([]string{"host costs: " + costs.Source()}, costs.CalibrationNotes()...), w.Notes...)
 	res.Notes = append(append(append(res.Notes, plan.Describe()), plan.Notes...), sched.Notes...)
 	res.Memory.Breakdown = stepmodel.PredictMemory(w, plan, costs.Profile, stepmodel.JobGPUMiB(w.Layout, e.info.MemoryMiB), stepmodel.MemoryOptions{})
@@ -248,15 +248,15 @@ func failed(res engine.Result, err error, start time.Time) engine.Result {
 	var pf *stepmodel.CaptureFailure
 	switch {
 	case errors.As(err, &pf):
-		res.ErrKind = engine.ErrCapture
+		res.ErrKind = engine.FailureCapture
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		res.ErrKind = engine.ErrCancel
+		res.ErrKind = engine.FailureCancel
 	case IsOOM(err):
-		res.ErrKind = engine.ErrOOM
+		res.ErrKind = engine.FailureOOM
 	case errors.As(err, &ce):
-		res.ErrKind = engine.ErrCapture
+		res.ErrKind = engine.FailureCapture
 	default:
-		res.ErrKind = engine.ErrCUDA
+		res.ErrKind = engine.FailureCUDA
 	}
 	res.WallMs = msSince(start)
 	return res
@@ -479,7 +479,7 @@ func (r *run) addStepItem(p *Program, it stepmodel.Item) {
 	}
 }
 
-func (r *run) steps(p *Program, t stepTimer, phase string, n int) ([]float64, []float64, error) {
+func (r *run) steps(p *Program, t stepTimer, phase engine.Phase, n int) ([]float64, []float64, error) {
 	var ms, fbs []float64
 	for i := 0; i < n; i++ {
 		s, fb, err := r.runStep(p, t)

@@ -206,7 +206,7 @@ func TestOversizedCandidateIsAResult(t *testing.T) {
 	e := open(t)
 	huge := tiny(t, 1<<24) // a 16M-token sequence: scratch far beyond 141 GB
 	r := e.Run(context.Background(), huge, cand("transformer_engine", "attn", 1), engine.RunOptions{}, nil)
-	if r.ErrKind != engine.ErrOOM {
+	if r.ErrKind != engine.FailureOOM {
 		t.Fatalf("oversized candidate: kind %q err %q", r.ErrKind, r.Err)
 	}
 	t.Logf("oversized: %s", r.Summary())
@@ -226,12 +226,12 @@ func TestSyncInsideCaptureIsACaptureError(t *testing.T) {
 	e := open(t)
 	w := workload(t, "qwen3_30b_a3b", "h100", stepmodel.WorkloadOptions{RunMicroBatches: 1})
 	r := e.Run(context.Background(), w, cand("transformer_engine", "", 1), engine.RunOptions{MeasuredSteps: 2}, nil)
-	if r.ErrKind != engine.ErrCapture {
+	if r.ErrKind != engine.FailureCapture {
 		t.Fatalf("kind %q err %q", r.ErrKind, r.Err)
 	}
 	t.Logf("whole-layer dropless MoE: %s", r.Err)
 	full := e.Run(context.Background(), w, cand("local", "full_iteration", 1), engine.RunOptions{MeasuredSteps: 2}, nil)
-	if full.ErrKind != engine.ErrCapture {
+	if full.ErrKind != engine.FailureCapture {
 		t.Fatalf("dropless full iteration: kind %q err %q", full.ErrKind, full.Err)
 	}
 	t.Logf("full-iteration dropless MoE: %s", full.Err)

@@ -145,10 +145,10 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 		emit = func(engine.StepSample) {}
 	}
 	costs := e.costs(w)
-	res := engine.Result{Candidate: c, Source: engine.Estimated, Device: e.dev, HostCosts: costs.Kind()}
+	res := engine.Result{Candidate: c, Source: engine.SourceEstimated, Device: e.dev, HostCosts: costs.Kind()}
 	res.Notes = append(append([]string{fmt.Sprintf("estimated: rates %s; host costs: %s", e.rates.Source, costs.Source())}, costs.CalibrationNotes()...), w.Notes...)
 	if err := ctx.Err(); err != nil {
-		res.Err, res.ErrKind = err.Error(), engine.ErrCancel
+		res.Err, res.ErrKind = err.Error(), engine.FailureCancel
 		return res
 	}
 	plan := stepmodel.PlanCapture(w, c, w.Spec.Options.Generation)
@@ -171,7 +171,7 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 	res.KernelSumMs, res.FwdBwdKernelMs = kernelSums(s)
 	res.Memory.DeviceBaseMiB = contextMiB
 	if f := failure(plan, s); f != nil {
-		res.Err, res.ErrKind = f.Message, engine.ErrCapture
+		res.Err, res.ErrKind = f.Message, engine.FailureCapture
 		res.WallMs = float64(time.Since(start).Microseconds()) / 1000
 		return res
 	}
@@ -198,7 +198,7 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 	res.Memory.ProcessPeakMiB = res.Memory.DevicePeakMiB
 	if res.Memory.DevicePeakMiB > e.dev.MemoryMiB && e.dev.MemoryMiB > 0 {
 		res.Err = fmt.Sprintf("estimated peak %d MiB exceeds the GPU's %d MiB", res.Memory.DevicePeakMiB, e.dev.MemoryMiB)
-		res.ErrKind = engine.ErrOOM
+		res.ErrKind = engine.FailureOOM
 	}
 	res.WallMs = float64(time.Since(start).Microseconds()) / 1000
 	return res

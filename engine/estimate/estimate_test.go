@@ -56,7 +56,7 @@ func TestEstimatesSayEstimated(t *testing.T) {
 			if r.Failed() {
 				t.Fatalf("%s: %s", tc.c.Label(), r.Err)
 			}
-			if r.Source != engine.Estimated || !strings.HasPrefix(r.Notes[0], "estimated:") || !strings.Contains(r.Summary(), "estimated") {
+			if r.Source != engine.SourceEstimated || !strings.HasPrefix(r.Notes[0], "estimated:") || !strings.Contains(r.Summary(), "estimated") {
 				t.Errorf("%s: source %q notes %q summary %q", tc.c.Label(), r.Source, r.Notes, r.Summary())
 			}
 			// Without a framework profile the per-op costs are the fallback, and the result says so.
@@ -70,7 +70,7 @@ func TestEstimatesSayEstimated(t *testing.T) {
 		})
 	}
 	// A dropless MoE cannot be captured whole: its full-iteration graph fails.
-	if r := e.Run(context.Background(), w, cand("local", "full_iteration"), engine.RunOptions{}, nil); r.ErrKind != engine.ErrCapture {
+	if r := e.Run(context.Background(), w, cand("local", "full_iteration"), engine.RunOptions{}, nil); r.ErrKind != engine.FailureCapture {
 		t.Errorf("dropless full iteration: kind %q err %q", r.ErrKind, r.Err)
 	}
 	if _, err := ForGPU("tpu"); err == nil || !strings.Contains(err.Error(), "h100") {
@@ -106,7 +106,7 @@ func TestGraphsRemoveHostCost(t *testing.T) {
 func TestWholeLayerDroplessMoEIsACaptureError(t *testing.T) {
 	e, _ := ForGPU("h200")
 	r := e.Run(context.Background(), workload(t, "qwen3_30b_a3b", "h100"), cand("transformer_engine", ""), engine.RunOptions{}, nil)
-	if r.ErrKind != engine.ErrCapture || !strings.Contains(r.Err, "token_counts_to_host") {
+	if r.ErrKind != engine.FailureCapture || !strings.Contains(r.Err, "token_counts_to_host") {
 		t.Fatalf("kind %q err %q", r.ErrKind, r.Err)
 	}
 	// A failed candidate has no step time and no speed-up (and nothing a
@@ -129,7 +129,7 @@ func TestOversizedIsOOM(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.Run(context.Background(), w, cand("none", ""), engine.RunOptions{}, nil)
-	if r.ErrKind != engine.ErrOOM {
+	if r.ErrKind != engine.FailureOOM {
 		t.Fatalf("kind %q err %q peak %d", r.ErrKind, r.Err, r.Memory.DevicePeakMiB)
 	}
 }
@@ -139,7 +139,7 @@ func TestCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r := e.Run(ctx, workload(t, "llama3_8b", "h100"), cand("none", ""), engine.RunOptions{}, nil)
-	if r.ErrKind != engine.ErrCancel {
+	if r.ErrKind != engine.FailureCancel {
 		t.Fatalf("%+v", r)
 	}
 }

@@ -135,7 +135,7 @@ func TestProfileRegionsMissingOrFailing(t *testing.T) {
 	l.Graphed["layer"] = stepmodel.GraphedRegion{CaptureError: "CUDA error: operation not permitted when stream is capturing"}
 	e, w = profiled(t, p)
 	r := e.Run(context.Background(), w, cand("transformer_engine", ""), engine.RunOptions{}, nil)
-	if r.ErrKind != engine.ErrCapture || !strings.Contains(r.Err, "operation not permitted") {
+	if r.ErrKind != engine.FailureCapture || !strings.Contains(r.Err, "operation not permitted") {
 		t.Errorf("kind %q err %q", r.ErrKind, r.Err)
 	}
 }

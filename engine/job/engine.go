@@ -208,8 +208,8 @@ type follower struct {
 	file       *os.File
 }
 
-func (f *follower) failed(kind, msg string) engine.Result {
-	r := engine.Result{Candidate: f.c, Source: engine.Job, Device: f.e.Device(), ErrKind: kind, Err: msg}
+func (f *follower) failed(kind engine.FailureKind, msg string) engine.Result {
+	r := engine.Result{Candidate: f.c, Source: engine.SourceJob, Device: f.e.Device(), ErrKind: kind, Err: msg}
 	if f.info.ID != "" {
 		info := f.info
 		r.Job = &info
@@ -269,13 +269,13 @@ func (e *Engine) commandFor(c presets.Candidate, dir string, iters int) (string,
 // run follows the job from submission to its Result.
 func (f *follower) run(ctx context.Context) engine.Result {
 	if ctx.Err() != nil {
-		return f.failed(engine.ErrCancel, "cancelled before the job was submitted")
+		return f.failed(engine.FailureCancel, "cancelled before the job was submitted")
 	}
 	if err := f.start(ctx); err != nil {
 		if ctx.Err() != nil {
-			return f.failed(engine.ErrCancel, "cancelled while submitting: "+err.Error())
+			return f.failed(engine.FailureCancel, "cancelled while submitting: "+err.Error())
 		}
-		return f.failed(engine.ErrCrash, "launch: "+err.Error())
+		return f.failed(engine.FailureCrash, "launch: "+err.Error())
 	}
 	defer func() {
 		if f.file != nil {
@@ -291,12 +291,12 @@ func (f *follower) run(ctx context.Context) engine.Result {
 	}
 	f.e.ledger.Add(LedgerEntry{Key: f.c.Key(), Job: f.job.Ref(), Done: true, State: state})
 	switch why {
-	case engine.ErrCancel:
-		return f.failed(engine.ErrCancel, fmt.Sprintf("cancelled: job %s stopped (%s)", f.info.ID, st.State))
-	case engine.ErrTimeout:
-		return f.failed(engine.ErrTimeout, fmt.Sprintf("job %s ran longer than %s and was cancelled", f.info.ID, f.e.cfg.Timeout))
+	case string(engine.FailureCancel):
+		return f.failed(engine.FailureCancel, fmt.Sprintf("cancelled: job %s stopped (%s)", f.info.ID, st.State))
+	case string(engine.FailureTimeout):
+		return f.failed(engine.FailureTimeout, fmt.Sprintf("job %s ran longer than %s and was cancelled", f.info.ID, f.e.cfg.Timeout))
 	case "lost":
-		return f.failed(engine.ErrCrash, fmt.Sprintf("lost track of job %s: %s", f.info.ID, st.Reason))
+		return f.failed(engine.FailureCrash, fmt.Sprintf("lost track of job %s: %s", f.info.ID, st.Reason))
 	}
 	res := buildResult(f.c, f.parser.Report(), st, stopped, f.info)
 	if f.reattached {
@@ -306,7 +306,7 @@ func (f *follower) run(ctx context.Context) engine.Result {
 }
 
 // follow polls the job until it ends. stopped: cgtune cancelled it after
-// enough iterations; why: engine.ErrCancel (ctx), engine.ErrTimeout, or
+// enough iterations; why: engine.FailureCancel (ctx), engine.FailureTimeout, or
 // "lost" (the launcher stopped answering).
 func (f *follower) follow(ctx context.Context) (st Status, stopped bool, why string) {
 	poll := time.NewTicker(f.e.cfg.Poll)
@@ -348,11 +348,11 @@ func (f *follower) follow(ctx context.Context) (st Status, stopped bool, why str
 			continue
 		}
 		if f.e.cfg.Timeout > 0 && !runningSince.IsZero() && time.Since(runningSince) > f.e.cfg.Timeout {
-			return f.stop(bg), false, engine.ErrTimeout
+			return f.stop(bg), false, string(engine.FailureTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return f.stop(bg), false, engine.ErrCancel
+			return f.stop(bg), false, string(engine.FailureCancel)
 		case <-poll.C:
 		}
 	}

@@ -122,7 +122,7 @@ func TestLocalJobsMeasureWhatTheJobPrints(t *testing.T) {
 			if tc.c.Graphed() && !tc.c.FullIteration() && (res.CaptureMs != 0 || !strings.Contains(strings.Join(res.Notes, ";"), "first iteration")) {
 				t.Errorf("%s: local per-layer capture %v ms, notes %q", tc.c.Key(), res.CaptureMs, res.Notes)
 			}
-			if res.Source != engine.Job || res.Job == nil || res.Job.Launcher != "local" || res.Job.State != StateCompleted {
+			if res.Source != engine.SourceJob || res.Job == nil || res.Job.Launcher != "local" || res.Job.State != StateCompleted {
 				t.Errorf("%s: source %s job %+v", tc.c.Key(), res.Source, res.Job)
 			}
 			if st := u.states(); st[0] != StateSubmitting || st[len(st)-1] != StateCompleted {
@@ -151,25 +151,25 @@ func TestLocalJobFailures(t *testing.T) {
 	dir := t.TempDir()
 	e := newEngine(t, &Local{}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", dir, nil)
 	res := e.RunJob(context.Background(), oomCand, 0, nil)
-	if res.ErrKind != engine.ErrOOM || !strings.Contains(res.Err, "CUDA out of memory") || res.Job.ExitCode != 1 {
+	if res.ErrKind != engine.FailureOOM || !strings.Contains(res.Err, "CUDA out of memory") || res.Job.ExitCode != 1 {
 		t.Errorf("OOM job: %s: %s (job %+v)", res.ErrKind, res.Err, res.Job)
 	}
 	res = e.RunJob(context.Background(), presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"moe"}, Warmup: 1}, 0, nil)
-	if res.ErrKind != engine.ErrCapture {
+	if res.ErrKind != engine.FailureCapture {
 		t.Errorf("capture job: %s: %s", res.ErrKind, res.Err)
 	}
 	res = e.RunJob(context.Background(), presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"mamba"}, Warmup: 1}, 0, nil)
-	if res.ErrKind != engine.ErrNaN {
+	if res.ErrKind != engine.FailureNaN {
 		t.Errorf("NaN job: %s: %s", res.ErrKind, res.Err)
 	}
 	res = e.RunJob(context.Background(), presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 8}, 0, nil)
-	if res.ErrKind != engine.ErrNoSteps {
+	if res.ErrKind != engine.FailureNoSteps {
 		t.Errorf("job without steady-state iterations: %s: %s", res.ErrKind, res.Err)
 	}
 	// A job the command cannot even start.
 	e2 := newEngine(t, &Local{}, "bash "+Quote(fakeJob(t))+" --bogus {flags}", t.TempDir(), nil)
 	res = e2.RunJob(context.Background(), eager, 0, nil)
-	if res.ErrKind != engine.ErrCrash || !strings.Contains(res.Err, "exit code 2") {
+	if res.ErrKind != engine.FailureCrash || !strings.Contains(res.Err, "exit code 2") {
 		t.Errorf("bad command: %s: %s", res.ErrKind, res.Err)
 	}
 }
@@ -180,7 +180,7 @@ func TestLocalJobTimeoutKillsTheGroup(t *testing.T) {
 		func(c *Config) { c.Timeout = 2 * time.Second })
 	start := time.Now()
 	res := e.RunJob(context.Background(), hangCand, 0, nil)
-	if res.ErrKind != engine.ErrTimeout {
+	if res.ErrKind != engine.FailureTimeout {
 		t.Fatalf("%s: %s", res.ErrKind, res.Err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
@@ -205,7 +205,7 @@ func TestLocalJobCancel(t *testing.T) {
 			}
 		}
 	})
-	if res.ErrKind != engine.ErrCancel {
+	if res.ErrKind != engine.FailureCancel {
 		t.Fatalf("%s: %s", res.ErrKind, res.Err)
 	}
 	if id == "" || !groupGone(t, id) {
@@ -251,7 +251,7 @@ func TestLocalValidateRanksAndCompares(t *testing.T) {
 	dir := t.TempDir()
 	e := newEngine(t, &Local{}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", dir, nil)
 	pred := func(ms float64) *engine.Result {
-		return &engine.Result{Source: engine.Estimated, Step: stepmodel.Stats{Median: ms, N: 5}}
+		return &engine.Result{Source: engine.SourceEstimated, Step: stepmodel.Stats{Median: ms, N: 5}}
 	}
 	targets := []Target{{eager, pred(50)}, {perLayer, pred(27)}, {fullIter, pred(20)}, {oomCand, pred(25)}}
 	var dones int

@@ -91,7 +91,7 @@ func ReadLines(r io.Reader, fn func(n int, line string)) error {
 			fn(n, strings.TrimSuffix(line, "\n"))
 		}
 		switch {
-		case err == io.EOF:
+		case errors.Is(err, io.EOF):
 			return nil
 		case err != nil:
 			return fmt.Errorf("line %d: %w", n+1, err)

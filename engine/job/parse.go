@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"io"
 	"regexp"
 	"slices"
@@ -80,11 +81,11 @@ type Report struct {
 	MaxAllocatedMiB float64 `json:"max_allocated_mib,omitempty"`
 	MemoryFormat    string  `json:"memory_format,omitempty"` // "megatron-lm" (MB) or "megatron-bridge" (GB)
 	NaNIterations   int     `json:"nan_iterations,omitempty"`
-	// ErrKind and Err are the job's own first error (engine.ErrOOM,
-	// ErrCapture, ErrNaN, ErrCUDA or "" for another exception); empty
+	// ErrKind and Err are the job's own first error (engine.FailureOOM,
+	// FailureCapture, FailureNaN, FailureCUDA or "" for another exception); empty
 	// when the log shows none.
-	ErrKind string `json:"error_kind,omitempty"`
-	Err     string `json:"error,omitempty"`
+	ErrKind engine.FailureKind `json:"error_kind,omitempty"`
+	Err     string             `json:"error,omitempty"`
 	// Candidate is the configuration the log says it ran (cgtune's header
 	// line, Megatron-LM's argument list or Megatron-Bridge's configuration
 	// summary); nil when it does not say.
@@ -129,7 +130,7 @@ func ParseLog(rd io.Reader) (Report, error) {
 	for {
 		n, err := rd.Read(buf)
 		p.Feed(buf[:n], nil)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -224,19 +225,19 @@ func num(re *regexp.Regexp, s string) float64 {
 // wins in Report (out of memory, then capture, then NaN, then any other
 // exception).
 func (p *Parser) failure(s string) {
-	if p.r.ErrKind == engine.ErrOOM {
+	if p.r.ErrKind == engine.FailureOOM {
 		return
 	}
 	line := strings.TrimSpace(linePrefix.ReplaceAllString(strings.TrimSpace(s), ""))
 	switch {
 	case oomRe.MatchString(line):
-		p.r.ErrKind, p.r.Err = engine.ErrOOM, clip(line)
-	case p.r.ErrKind == engine.ErrCapture:
+		p.r.ErrKind, p.r.Err = engine.FailureOOM, clip(line)
+	case p.r.ErrKind == engine.FailureCapture:
 	case captureRe.MatchString(line):
-		p.r.ErrKind, p.r.Err = engine.ErrCapture, clip(line)
-	case p.r.ErrKind == engine.ErrNaN:
+		p.r.ErrKind, p.r.Err = engine.FailureCapture, clip(line)
+	case p.r.ErrKind == engine.FailureNaN:
 	case nanRe.MatchString(line):
-		p.r.ErrKind, p.r.Err = engine.ErrNaN, clip(line)
+		p.r.ErrKind, p.r.Err = engine.FailureNaN, clip(line)
 	case p.exc == "" && excRe.MatchString(line) && !strings.Contains(line, "ChildFailedError"):
 		p.exc = clip(line)
 	}
@@ -257,7 +258,7 @@ func (p *Parser) Report() Report {
 	if r.ErrKind == "" && p.exc != "" {
 		r.Err = p.exc
 		if cudaErrRe.MatchString(p.exc) {
-			r.ErrKind = engine.ErrCUDA
+			r.ErrKind = engine.FailureCUDA
 		}
 	}
 	r.Candidate = p.detect.candidate()

@@ -55,7 +55,7 @@ func TestParseMegatronLMLog(t *testing.T) {
 	if math.Abs(res.CaptureMs-(1480.9-41.1)) > 1e-9 {
 		t.Errorf("capture %v ms", res.CaptureMs)
 	}
-	if res.Memory.ProcessPeakMiB != 12166 || res.Source != engine.Job || res.Job == nil || res.Job.ID != "local:1" {
+	if res.Memory.ProcessPeakMiB != 12166 || res.Source != engine.SourceJob || res.Job == nil || res.Job.ID != "local:1" {
 		t.Errorf("result: peak %d source %s job %+v", res.Memory.ProcessPeakMiB, res.Source, res.Job)
 	}
 }
@@ -85,11 +85,13 @@ func TestParseMegatronBridgeLog(t *testing.T) {
 
 func TestParseFailures(t *testing.T) {
 	for _, tc := range []struct {
-		file, kind, text string
+		file string
+		kind engine.FailureKind
+		text string
 	}{
-		{"mlm_oom.log", engine.ErrOOM, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB"},
-		{"mlm_capture_error.log", engine.ErrCapture, "RuntimeError: CUDA error: operation not permitted when stream is capturing"},
-		{"mlm_nan.log", engine.ErrNaN, "Unexpected result nan"},
+		{"mlm_oom.log", engine.FailureOOM, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB"},
+		{"mlm_capture_error.log", engine.FailureCapture, "RuntimeError: CUDA error: operation not permitted when stream is capturing"},
+		{"mlm_nan.log", engine.FailureNaN, "Unexpected result nan"},
 		{"mlm_import_error.log", "", "ModuleNotFoundError: No module named 'transformer_engine'"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -101,7 +103,7 @@ func TestParseFailures(t *testing.T) {
 				Status{State: StateFailed, ExitCode: 1, Done: true}, false, engine.JobInfo{})
 			wantKind := tc.kind
 			if wantKind == "" {
-				wantKind = engine.ErrCrash
+				wantKind = engine.FailureCrash
 			}
 			if res.ErrKind != wantKind || !strings.Contains(res.Err, tc.text) {
 				t.Errorf("%s: result %s: %s", tc.file, res.ErrKind, res.Err)
@@ -129,7 +131,7 @@ func TestParseLinePrefixesAndRestarts(t *testing.T) {
 	if len(r.Iterations) != 2 || r.Iterations[0].Span != 5 || r.Iterations[1].Span != 1 || r.Iterations[1].Ms != 15 {
 		t.Errorf("iterations %+v", r.Iterations)
 	}
-	if r.ErrKind != engine.ErrOOM || r.Err != "torch.OutOfMemoryError: CUDA out of memory." {
+	if r.ErrKind != engine.FailureOOM || r.Err != "torch.OutOfMemoryError: CUDA out of memory." {
 		t.Errorf("error %q %q (prefixes should be stripped)", r.ErrKind, r.Err)
 	}
 }
@@ -139,14 +141,14 @@ func TestNoStepsIsAFailure(t *testing.T) {
 	p.Line(" [2026-01-01 00:00:00.000000] iteration        1/      30 | elapsed time per iteration (ms): 99.0 |")
 	p.Line(" [2026-01-01 00:00:00.000000] iteration        2/      30 | elapsed time per iteration (ms): 50.0 |")
 	res := buildResult(presets.Candidate{Impl: presets.ImplNone}, p.Report(), Status{State: StateCompleted, Done: true}, false, engine.JobInfo{})
-	if res.ErrKind != engine.ErrNoSteps || !strings.Contains(res.Err, "from iteration 3") {
+	if res.ErrKind != engine.FailureNoSteps || !strings.Contains(res.Err, "from iteration 3") {
 		t.Errorf("got %s: %s", res.ErrKind, res.Err)
 	}
 }
 
 func TestPhases(t *testing.T) {
 	c := presets.Candidate{Impl: presets.ImplTE, Warmup: 3}
-	want := map[int]string{1: engine.PhaseWarmup, 3: engine.PhaseWarmup, 4: engine.PhaseCapture, 5: engine.PhaseMeasure, 9: engine.PhaseMeasure}
+	want := map[int]engine.Phase{1: engine.PhaseWarmup, 3: engine.PhaseWarmup, 4: engine.PhaseCapture, 5: engine.PhaseMeasure, 9: engine.PhaseMeasure}
 	for it, ph := range want {
 		t.Run(fmt.Sprint("iteration ", it), func(t *testing.T) {
 			if got := Phase(c, Iteration{Iter: it, Span: 1}); got != ph {

@@ -39,7 +39,7 @@ func FirstMeasured(c presets.Candidate) int {
 }
 
 // Phase is the phase of iteration it for candidate c (engine.Phase*).
-func Phase(c presets.Candidate, it Iteration) string {
+func Phase(c presets.Candidate, it Iteration) engine.Phase {
 	switch {
 	case it.First() >= FirstMeasured(c):
 		return engine.PhaseMeasure
@@ -88,7 +88,7 @@ func splitSteps(c presets.Candidate, its []Iteration) steps {
 // Result. ok says whether the launcher reports success (or cgtune stopped
 // the job itself after enough iterations).
 func buildResult(c presets.Candidate, rep Report, st Status, stoppedByUs bool, info engine.JobInfo) engine.Result {
-	res := engine.Result{Candidate: c, Source: engine.Job, Device: engine.DeviceInfo{Name: info.Launcher + " job " + info.ID}}
+	res := engine.Result{Candidate: c, Source: engine.SourceJob, Device: engine.DeviceInfo{Name: info.Launcher + " job " + info.ID}}
 	info.State, info.ExitCode = st.State, st.ExitCode
 	res.Job = &info
 	s := splitSteps(c, rep.Iterations)
@@ -134,12 +134,12 @@ func buildResult(c presets.Candidate, rep Report, st Status, stoppedByUs bool, i
 	switch {
 	case !ok:
 		res.ErrKind, res.Err = failure(rep, st)
-	case rep.ErrKind == engine.ErrNaN || rep.ErrKind == engine.ErrOOM || rep.ErrKind == engine.ErrCapture:
+	case rep.ErrKind == engine.FailureNaN || rep.ErrKind == engine.FailureOOM || rep.ErrKind == engine.FailureCapture:
 		// The job exited 0 but printed its own failure (a rank died and
 		// the launcher did not propagate it, or a NaN was only warned).
 		res.ErrKind, res.Err = rep.ErrKind, rep.Err
 	case res.Step.N == 0:
-		res.ErrKind = engine.ErrNoSteps
+		res.ErrKind = engine.FailureNoSteps
 		res.Err = fmt.Sprintf("the log has no iteration times from iteration %d on (last iteration logged: %d of %d); "+
 			"give the job enough iterations ({iters}) and --log-interval 1", FirstMeasured(c), s.lastIter, s.ofIters)
 	}
@@ -148,7 +148,7 @@ func buildResult(c presets.Candidate, rep Report, st Status, stoppedByUs bool, i
 
 // failure names why a job failed: the log's own error first, then what
 // the launcher says.
-func failure(rep Report, st Status) (kind, msg string) {
+func failure(rep Report, st Status) (kind engine.FailureKind, msg string) {
 	state := st.State
 	if st.Reason != "" && st.Reason != "None" {
 		state += " (" + st.Reason + ")"
@@ -157,17 +157,17 @@ func failure(rep Report, st Status) (kind, msg string) {
 	case rep.ErrKind != "":
 		return rep.ErrKind, rep.Err
 	case st.State == StateTimeout:
-		return engine.ErrTimeout, "the job hit its time limit: " + state
+		return engine.FailureTimeout, "the job hit its time limit: " + state
 	case st.State == StateOutOfMemory:
-		return engine.ErrOOM, "the job ran out of host memory: " + state
+		return engine.FailureOOM, "the job ran out of host memory: " + state
 	case st.State == StateCancelled:
-		return engine.ErrCancel, "the job was cancelled outside cgtune: " + state
+		return engine.FailureCancel, "the job was cancelled outside cgtune: " + state
 	}
 	msg = fmt.Sprintf("the job ended %s with exit code %d", state, st.ExitCode)
 	if rep.Err != "" {
 		msg += ": " + rep.Err
 	}
-	return engine.ErrCrash, msg
+	return engine.FailureCrash, msg
 }
 
 // FromLog is the Result a finished job's log gives for candidate c, as if

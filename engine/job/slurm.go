@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -94,6 +95,10 @@ type Slurm struct {
 	Timeout time.Duration
 }
 
+// ErrBatchTemplate is what NewSlurm's errors about the batch-script
+// template's placeholders and first line wrap.
+var ErrBatchTemplate = errors.New("batch template")
+
 // NewSlurm checks the options and the batch-script template ("" takes
 // DefaultBatchTemplate). The template must use {command}.
 func NewSlurm(opts SlurmOptions, template string) (*Slurm, error) {
@@ -108,7 +113,7 @@ func NewSlurm(opts SlurmOptions, template string) (*Slurm, error) {
 	}
 	segs, err := parsePlaceholders(template, batchPlaceholders, false)
 	if err != nil {
-		return nil, fmt.Errorf("batch template: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrBatchTemplate, err)
 	}
 	n := 0
 	for _, s := range segs {
@@ -117,10 +122,10 @@ func NewSlurm(opts SlurmOptions, template string) (*Slurm, error) {
 		}
 	}
 	if n != 1 {
-		return nil, fmt.Errorf("batch template: it must use {command} exactly once (it uses it %d times)", n)
+		return nil, fmt.Errorf("%w: it must use {command} exactly once (it uses it %d times)", ErrBatchTemplate, n)
 	}
 	if !strings.HasPrefix(template, "#!") {
-		return nil, fmt.Errorf("batch template: the first line must be an interpreter line such as #!/bin/bash (sbatch requires it)")
+		return nil, fmt.Errorf("%w: the first line must be an interpreter line such as #!/bin/bash (sbatch requires it)", ErrBatchTemplate)
 	}
 	return &Slurm{opts: opts, segs: segs}, nil
 }

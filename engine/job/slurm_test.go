@@ -97,7 +97,7 @@ func TestSlurmFailingJob(t *testing.T) {
 	needSlurm(t)
 	e := slurmEngine(t, sharedTemplate, SlurmOptions{}, nil)
 	res := e.RunJob(context.Background(), oomCand, 0, nil)
-	if res.ErrKind != engine.ErrOOM || !strings.Contains(res.Err, "CUDA out of memory") {
+	if res.ErrKind != engine.FailureOOM || !strings.Contains(res.Err, "CUDA out of memory") {
 		t.Errorf("%s: %s", res.ErrKind, res.Err)
 	}
 	if res.Job == nil || res.Job.State != StateFailed || res.Job.ExitCode != 1 {
@@ -112,7 +112,7 @@ func TestSlurmJobTimeoutIsCancelled(t *testing.T) {
 	needSlurm(t)
 	e := slurmEngine(t, sharedTemplate, SlurmOptions{}, func(c *Config) { c.Timeout = 3 * time.Second })
 	res := e.RunJob(context.Background(), hangCand, 0, nil)
-	if res.ErrKind != engine.ErrTimeout || res.Job == nil {
+	if res.ErrKind != engine.FailureTimeout || res.Job == nil {
 		t.Fatalf("%s: %s", res.ErrKind, res.Err)
 	}
 	if got := squeueState(t, res.Job.ID); got != StateCancelled {
@@ -127,7 +127,7 @@ func TestSlurmTimeLimit(t *testing.T) {
 	t.Parallel()
 	e := slurmEngine(t, sharedTemplate, SlurmOptions{Time: "1"}, nil)
 	res := e.RunJob(context.Background(), hangCand, 0, nil)
-	if res.ErrKind != engine.ErrTimeout || !strings.Contains(res.Err, "time limit") || res.Job.State != StateTimeout {
+	if res.ErrKind != engine.FailureTimeout || !strings.Contains(res.Err, "time limit") || res.Job.State != StateTimeout {
 		t.Errorf("%s: %s (job %+v)", res.ErrKind, res.Err, res.Job)
 	}
 }

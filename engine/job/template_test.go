@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -224,8 +225,13 @@ func TestBatchScript(t *testing.T) {
 		{"#!/bin/bash\n{comand}\n", "unknown placeholder {comand}"},
 	} {
 		t.Run(tc.tmpl, func(t *testing.T) {
-			if _, err := NewSlurm(SlurmOptions{Nodes: 1}, tc.tmpl); err == nil || !strings.Contains(err.Error(), tc.want) {
+			_, err := NewSlurm(SlurmOptions{Nodes: 1}, tc.tmpl)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%q: %v, want %q", tc.tmpl, err, tc.want)
+			}
+			// cgtune validate names the template file for these (errors.Is).
+			if !errors.Is(err, ErrBatchTemplate) || !strings.HasPrefix(err.Error(), "batch template: ") {
+				t.Errorf("%q: %v does not wrap ErrBatchTemplate", tc.tmpl, err)
 			}
 		})
 	}

@@ -71,9 +71,9 @@ type Row struct {
 	Real      engine.Result     `json:"real"`
 	// Predicted step time and speed-up from the search (0: no prediction),
 	// and the source of that prediction (measured, estimated).
-	PredictedMs      float64 `json:"predicted_ms,omitempty"`
-	PredictedSpeedup float64 `json:"predicted_speedup,omitempty"`
-	PredictedSource  string  `json:"predicted_source,omitempty"`
+	PredictedMs      float64       `json:"predicted_ms,omitempty"`
+	PredictedSpeedup float64       `json:"predicted_speedup,omitempty"`
+	PredictedSource  engine.Source `json:"predicted_source,omitempty"`
 	// RealSpeedup is the eager job's step time over this job's.
 	RealSpeedup float64 `json:"real_speedup,omitempty"`
 	// ErrorPct is (predicted − real) / real × 100.
@@ -176,7 +176,7 @@ func Validate(ctx context.Context, cfg ValidateConfig, emit func(ValidateEvent))
 			defer wg.Done()
 			defer func() { <-sem }()
 			r := e.RunJob(ctx, t.Candidate, 0, func(u Update) { send(JobEvent{Update: u}) })
-			if ctx.Err() != nil && r.ErrKind == engine.ErrCancel {
+			if ctx.Err() != nil && r.ErrKind == engine.FailureCancel {
 				return // cancelled by the interruption: runs again on resume
 			}
 			mu.Lock()

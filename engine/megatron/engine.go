@@ -168,7 +168,7 @@ func (e *Engine) Delegates(c presets.Candidate) bool {
 // the framework cannot run to the fallback engine, labelled.
 func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	r := e.sup.Run(ctx, w, c, opts, emit)
-	if r.ErrKind == engine.ErrUnsupported && e.opts.Fallback != nil {
+	if r.ErrKind == engine.FailureUnsupported && e.opts.Fallback != nil {
 		f := e.opts.Fallback.Run(ctx, w, c, opts, emit)
 		f.Delegated = r.Err
 		f.Notes = append([]string{fmt.Sprintf("not measured on the framework (%s): %s engine instead", r.Err, e.opts.Fallback.Name())}, f.Notes...)
@@ -176,7 +176,7 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 	}
 	// Everything past the fallback came from the framework's worker, its
 	// crashes and time-outs (which the supervisor reports) included.
-	r.Source = engine.Framework
+	r.Source = engine.SourceFramework
 	if r.Framework == nil || r.Failed() {
 		return r
 	}

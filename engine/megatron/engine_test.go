@@ -67,7 +67,7 @@ func TestFrameworkResultGetsModelledCollectives(t *testing.T) {
 	if r.Failed() || samples != 1 {
 		t.Fatalf("result %+v, samples %d", r, samples)
 	}
-	if r.Source != engine.Framework {
+	if r.Source != engine.SourceFramework {
 		t.Errorf("source = %q, want framework", r.Source)
 	}
 	rates, _ := stepmodel.SpecFor("h100")
@@ -120,14 +120,14 @@ func (s *stubEngine) Device() engine.DeviceInfo { return engine.DeviceInfo{Name:
 func (s *stubEngine) Close() error              { return nil }
 func (s *stubEngine) Run(_ context.Context, _ *stepmodel.Workload, c presets.Candidate, _ engine.RunOptions, _ func(engine.StepSample)) engine.Result {
 	s.runs++
-	return engine.Result{Candidate: c, Source: engine.Measured, Step: stepmodel.Stats{Median: 70, N: 1}}
+	return engine.Result{Candidate: c, Source: engine.SourceMeasured, Step: stepmodel.Stats{Median: 70, N: 1}}
 }
 
 func TestUnsupportedCandidateGoesToTheFallbackLabelled(t *testing.T) {
 	fb := &stubEngine{}
 	e := fakeEngine(t, "ok", fb, time.Minute)
 	r := e.Run(context.Background(), workload(t, 1), presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 1}, engine.RunOptions{}, nil)
-	if fb.runs != 1 || r.Source != engine.Measured || r.Failed() {
+	if fb.runs != 1 || r.Source != engine.SourceMeasured || r.Failed() {
 		t.Fatalf("fallback runs %d, result %+v", fb.runs, r)
 	}
 	if !strings.Contains(r.Notes[0], "not measured on the framework") || !strings.Contains(r.Notes[0], "cuda engine instead") {
@@ -147,7 +147,7 @@ func TestWorkerCrashIsAFailedCandidateAndTheWorkerIsReplaced(t *testing.T) {
 	e := fakeEngine(t, "crash", nil, time.Minute)
 	w := workload(t, 1)
 	r := e.Run(context.Background(), w, presets.Candidate{Impl: "local", Warmup: 1}, engine.RunOptions{}, nil)
-	if r.ErrKind != engine.ErrCrash || r.Source != engine.Framework {
+	if r.ErrKind != engine.FailureCrash || r.Source != engine.SourceFramework {
 		t.Fatalf("crash: %+v", r)
 	}
 	r = e.Run(context.Background(), w, presets.Candidate{Impl: "none"}, engine.RunOptions{}, nil)
@@ -160,7 +160,7 @@ func TestHungWorkerIsKilledAtItsDeadline(t *testing.T) {
 	e := fakeEngine(t, "hang", nil, 700*time.Millisecond)
 	start := time.Now()
 	r := e.Run(context.Background(), workload(t, 1), presets.Candidate{Impl: "local", Warmup: 1}, engine.RunOptions{}, nil)
-	if r.ErrKind != engine.ErrTimeout || time.Since(start) > 10*time.Second {
+	if r.ErrKind != engine.FailureTimeout || time.Since(start) > 10*time.Second {
 		t.Fatalf("hang: %+v after %s", r, time.Since(start))
 	}
 }

@@ -39,7 +39,7 @@ type Client struct {
 	// reading goroutine before it closes lines.
 	readErr error
 	// Deadline is the longest one candidate may take; past it the worker
-	// is killed and the candidate fails with ErrTimeout. DeadlineFor, when
+	// is killed and the candidate fails with engine.FailureTimeout. DeadlineFor, when
 	// set, gives a per-candidate deadline instead.
 	Deadline    time.Duration
 	DeadlineFor func(w *stepmodel.Workload, c presets.Candidate) time.Duration
@@ -212,9 +212,9 @@ func (c *Client) Close() error {
 // that dies, stops answering past the deadline, or is cancelled yields a
 // failed result; the client is then dead and the caller starts another.
 func (c *Client) Run(ctx context.Context, w *stepmodel.Workload, cand presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
-	res := engine.Result{Candidate: cand, Source: engine.Measured, Device: c.Device()}
+	res := engine.Result{Candidate: cand, Source: engine.SourceMeasured, Device: c.Device()}
 	if c.dead != nil {
-		res.Err, res.ErrKind = "worker is not running: "+c.dead.Error(), engine.ErrCrash
+		res.Err, res.ErrKind = "worker is not running: "+c.dead.Error(), engine.FailureCrash
 		return res
 	}
 	c.next++
@@ -223,7 +223,7 @@ func (c *Client) Run(ctx context.Context, w *stepmodel.Workload, cand presets.Ca
 	if err := json.NewEncoder(c.stdin).Encode(req); err != nil {
 		c.Kill()
 		c.dead = fmt.Errorf("worker stdin: %w", err)
-		res.Err, res.ErrKind = "worker died: "+c.exitReason(), engine.ErrCrash
+		res.Err, res.ErrKind = "worker died: "+c.exitReason(), engine.FailureCrash
 		return res
 	}
 	deadline := c.Deadline
@@ -238,7 +238,7 @@ func (c *Client) Run(ctx context.Context, w *stepmodel.Workload, cand presets.Ca
 			if !ok {
 				c.cmd.Wait()
 				c.dead = errors.New("exited")
-				res.Err, res.ErrKind = "worker died during the candidate: "+c.exitReason(), engine.ErrCrash
+				res.Err, res.ErrKind = "worker died during the candidate: "+c.exitReason(), engine.FailureCrash
 				return res
 			}
 			if r.ID != id {
@@ -254,18 +254,18 @@ func (c *Client) Run(ctx context.Context, w *stepmodel.Workload, cand presets.Ca
 					return *r.Result
 				}
 			case TypeError:
-				res.Err, res.ErrKind = r.Error, engine.ErrCUDA
+				res.Err, res.ErrKind = r.Error, engine.FailureCUDA
 				return res
 			}
 		case <-timer.C:
 			c.Kill()
 			c.dead = fmt.Errorf("killed after %s without a result", deadline)
-			res.Err, res.ErrKind = fmt.Sprintf("worker gave no result within the %s deadline; killed", deadline.Round(time.Millisecond)), engine.ErrTimeout
+			res.Err, res.ErrKind = fmt.Sprintf("worker gave no result within the %s deadline; killed", deadline.Round(time.Millisecond)), engine.FailureTimeout
 			return res
 		case <-ctx.Done():
 			c.Kill()
 			c.dead = ctx.Err()
-			res.Err, res.ErrKind = ctx.Err().Error(), engine.ErrCancel
+			res.Err, res.ErrKind = ctx.Err().Error(), engine.FailureCancel
 			return res
 		}
 	}
@@ -331,7 +331,7 @@ func (s *Supervisor) Device() engine.DeviceInfo { return s.dev }
 // Run runs a candidate on a live worker, starting one if needed.
 func (s *Supervisor) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
 	if err := s.ensure(); err != nil {
-		return engine.Result{Candidate: c, Source: engine.Measured, Device: s.dev, Err: "could not start a worker: " + err.Error(), ErrKind: engine.ErrCrash}
+		return engine.Result{Candidate: c, Source: engine.SourceMeasured, Device: s.dev, Err: "could not start a worker: " + err.Error(), ErrKind: engine.FailureCrash}
 	}
 	return s.cur.Run(ctx, w, c, opts, emit)
 }

@@ -48,7 +48,7 @@ func (f fakeEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Ca
 		emit(engine.StepSample{Candidate: c.Key(), Phase: engine.PhaseMeasure, Step: i, StepMs: float64(f.stepMs)})
 		ms = append(ms, float64(f.stepMs))
 	}
-	return engine.Result{Candidate: c, Source: engine.Measured, Step: stepmodel.Summarise(ms), Notes: []string{"layers " + strings.Repeat("x", len(w.Layers))}}
+	return engine.Result{Candidate: c, Source: engine.SourceMeasured, Step: stepmodel.Summarise(ms), Notes: []string{"layers " + strings.Repeat("x", len(w.Layers))}}
 }
 
 // TestMain turns the test binary into a worker when asked: the tests start
@@ -159,7 +159,7 @@ func TestKilledWorkerIsReportedAndReplaced(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	if res.ErrKind != engine.ErrCrash || !strings.Contains(res.Err, "worker died during the candidate") || !strings.Contains(res.Err, "killed") {
+	if res.ErrKind != engine.FailureCrash || !strings.Contains(res.Err, "worker died during the candidate") || !strings.Contains(res.Err, "killed") {
 		t.Fatalf("killed worker: kind %q err %q", res.ErrKind, res.Err)
 	}
 	next := sup.Run(context.Background(), w, c, engine.RunOptions{}, nil)
@@ -183,7 +183,7 @@ func TestHungWorkerIsKilledAtItsDeadline(t *testing.T) {
 	start := time.Now()
 	res := sup.Run(context.Background(), w, presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: hangWarmup}, engine.RunOptions{}, nil)
 	took := time.Since(start)
-	if res.ErrKind != engine.ErrTimeout || !strings.Contains(res.Err, "700ms deadline") {
+	if res.ErrKind != engine.FailureTimeout || !strings.Contains(res.Err, "700ms deadline") {
 		t.Fatalf("hung worker: kind %q err %q", res.ErrKind, res.Err)
 	}
 	if took < 700*time.Millisecond || took > 5*time.Second {
@@ -215,7 +215,7 @@ func TestCancelKillsTheWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	res := sup.Run(ctx, w, presets.Candidate{Impl: "none"}, engine.RunOptions{}, nil)
-	if res.ErrKind != engine.ErrCancel {
+	if res.ErrKind != engine.FailureCancel {
 		t.Fatalf("%+v", res)
 	}
 }
@@ -233,7 +233,7 @@ func TestLongReplyLineFailsTheCandidate(t *testing.T) {
 	pid := sup.Current().PID()
 	res := sup.Run(context.Background(), w, presets.Candidate{Impl: "local", Warmup: longReplyWarmup}, engine.RunOptions{}, nil)
 	want := fmt.Sprintf("worker %d stdout line 2 is longer than 16 MiB", pid)
-	if res.ErrKind != engine.ErrCrash || !strings.Contains(res.Err, want) {
+	if res.ErrKind != engine.FailureCrash || !strings.Contains(res.Err, want) {
 		t.Fatalf("kind %q err %q, want %q", res.ErrKind, res.Err, want)
 	}
 	if next := sup.Run(context.Background(), w, presets.Candidate{Impl: "none"}, engine.RunOptions{}, nil); next.Failed() {
