@@ -279,3 +279,9 @@ func mulSat(xs ...int) int {
 	}
 	return p
 }
+
+// MaxYAMLBytes is the most a YAML input (a preset, a model file, an
+// overrides file) may hold. The real ones are a few KiB; the cap turns
+// /dev/zero or a runaway generator into an error instead of a process that
+// grows until the machine runs out of memory.
+const MaxYAMLBytes = 4 << 20

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"cgtune/internal/fileio"
 )
 
 // Where a preset was found, in search-path order.
@@ -117,7 +119,7 @@ func (s *Store) scanDir(dir, source string) ([]PresetInfo, error) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		if err := readable(p); err != nil {
+		if err := fileio.Readable(p, MaxYAMLBytes); err != nil {
 			if s.Warn != nil {
 				s.Warn(fmt.Sprintf("skipped %s (%s): %v", p, source, err))
 			}
@@ -146,23 +148,8 @@ func fillInfo(info *PresetInfo, nameFromFile bool) {
 	info.GPU = p.GPU
 }
 
-// readable checks, without opening it, that path is a regular file (links
-// followed) that ReadFileLimited would read.
-func readable(path string) error {
-	st, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return unwrapPath(err)
-	case !st.Mode().IsRegular():
-		return fmt.Errorf("%s, not a regular file", fileKind(st.Mode()))
-	case st.Size() > MaxYAMLBytes:
-		return fmt.Errorf("larger than %s", byteSize(MaxYAMLBytes))
-	}
-	return nil
-}
-
 func loadPresetFile(path string) (TeamPreset, error) {
-	data, err := ReadFileLimited(path, MaxYAMLBytes)
+	data, err := fileio.ReadFileLimited(path, MaxYAMLBytes)
 	if err != nil {
 		return TeamPreset{}, err
 	}
@@ -265,11 +252,11 @@ func (s *Store) Save(p TeamPreset, overwrite bool) (string, error) {
 		return "", err
 	}
 	if overwrite {
-		err = WriteFileAtomic(path, data, 0o644)
+		err = fileio.WriteFileAtomic(path, data, 0o644)
 	} else {
 		// Created under its name in one step: of two saves racing for
 		// one name, one fails here instead of the last one winning.
-		err = CreateFileAtomic(path, data, 0o644)
+		err = fileio.CreateFileAtomic(path, data, 0o644)
 	}
 	if errors.Is(err, fs.ErrExist) {
 		return "", presetExists{p.Name, path}
@@ -316,7 +303,7 @@ func (s *Store) Export(name, dst string, overwrite bool) error {
 	if err != nil {
 		return err
 	}
-	if SameFile(dst, info.Path) {
+	if fileio.SameFile(dst, info.Path) {
 		return fmt.Errorf("%s is the preset %s itself (%s); export it to another file", dst, name, info.Path)
 	}
 	p, err := s.Load(name)
@@ -328,9 +315,9 @@ func (s *Store) Export(name, dst string, overwrite bool) error {
 		return err
 	}
 	if overwrite {
-		return WriteFileAtomic(dst, data, 0o644)
+		return fileio.WriteFileAtomic(dst, data, 0o644)
 	}
-	if err := CreateFileAtomic(dst, data, 0o644); errors.Is(err, fs.ErrExist) {
+	if err := fileio.CreateFileAtomic(dst, data, 0o644); errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s exists already; use --force to replace it", dst)
 	} else if err != nil {
 		return err

@@ -2,6 +2,7 @@ package probes
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -13,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	_ "embed"
 
 	"cgtune/engine"
 	"cgtune/stepmodel"

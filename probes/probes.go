@@ -6,6 +6,7 @@ package probes
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,8 +15,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	_ "embed"
 
 	"cgtune/engine"
 	"cgtune/engine/cuda"

@@ -2,7 +2,6 @@ package recipe
 
 import (
 	"bytes"
-	"cgtune/presets"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -10,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"cgtune/presets"
 )
 
 // Entry is one recipe override: a dotted ConfigContainer key and its value.

@@ -2,7 +2,6 @@ package recipe
 
 import (
 	"bytes"
-	"cgtune/presets"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,6 +15,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"cgtune/presets"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/overrides")

@@ -10,13 +10,14 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 )
 
 // LoadOverridesFile applies an overrides YAML file (nested model:, rng:,
 // ddp:, ... as the --config-file of MB's scripts takes it) to c.
 func (c *Recipe) LoadOverridesFile(path string) error {
-	data, err := presets.ReadFileLimited(path, presets.MaxYAMLBytes)
+	data, err := fileio.ReadFileLimited(path, presets.MaxYAMLBytes)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"cgtune/engine"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -73,7 +74,7 @@ func PlotPath(mdPath string) string {
 // Write writes the report to mdPath and its plot beside it (PlotPath),
 // each atomically, the plot first so the report never links to a missing
 // file. Without replace, neither may exist yet (each is created in one
-// step, presets.CreateFileAtomic), and a plot written for a report that
+// step, fileio.CreateFileAtomic), and a plot written for a report that
 // then could not be is removed again. Without a finished candidate there
 // is no plot and the report says so. It returns the plot's path ("" when
 // none was written).
@@ -81,9 +82,9 @@ func Write(mdPath string, in Input, replace bool) (string, error) {
 	if filepath.Ext(mdPath) == ".svg" {
 		return "", fmt.Errorf("report %s: the report is Markdown (the plot goes beside it as .svg); give a .md path", mdPath)
 	}
-	write := presets.CreateFileAtomic
+	write := fileio.CreateFileAtomic
 	if replace {
-		write = presets.WriteFileAtomic
+		write = fileio.WriteFileAtomic
 	}
 	plotPath := PlotPath(mdPath)
 	svg, perr := Plot(in)
@@ -102,7 +103,7 @@ func Write(mdPath string, in Input, replace bool) (string, error) {
 		if plotPath != "" && !replace {
 			// Ours, created a moment ago (through a link: the file it
 			// leads to, never the link).
-			if t, _, terr := presets.Target(plotPath); terr == nil {
+			if t, _, terr := fileio.Target(plotPath); terr == nil {
 				os.Remove(t)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"cgtune/engine"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 )
 
@@ -32,7 +33,7 @@ func FuzzJournalReader(f *testing.F) {
 		if _, err := Run(context.Background(), cfg, nil); err != nil {
 			f.Fatal(err)
 		}
-		journal, err := presets.ReadFileLimited(filepath.Join(cfg.RunDir, JournalFile), maxJournalBytes)
+		journal, err := fileio.ReadFileLimited(filepath.Join(cfg.RunDir, JournalFile), maxJournalBytes)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/stepmodel"
@@ -156,7 +157,7 @@ func ReadJournal(dir string, skipBad bool) (Fingerprint, []engine.Result, error)
 }
 
 func readJournal(dir, path string, check resultCheck) (parsedJournal, error) {
-	data, err := presets.ReadFileLimited(path, maxJournalBytes)
+	data, err := fileio.ReadFileLimited(path, maxJournalBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return parsedJournal{}, fmt.Errorf("%s holds no search to resume (no %s)", dir, JournalFile)
@@ -368,7 +369,7 @@ func setAsideBadLines(dir, path string, pj parsedJournal) error {
 	if err := errors.Join(werr, serr, f.Close()); err != nil {
 		return fmt.Errorf("%s: %w", aside, err)
 	}
-	return presets.WriteFileAtomic(path, bytes.Join(pj.good, nil), 0o644)
+	return fileio.WriteFileAtomic(path, bytes.Join(pj.good, nil), 0o644)
 }
 
 func describeFingerprint(f Fingerprint) string {

@@ -1,13 +1,14 @@
 package search
 
 import (
-	"cgtune/engine"
-	"cgtune/presets"
-	"cgtune/stepmodel"
 	"context"
 	"maps"
 	"slices"
 	"testing"
+
+	"cgtune/engine"
+	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // The recipes Megatron-Bridge ships fit their GPUs: for every built-in

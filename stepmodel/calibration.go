@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 )
 
@@ -148,7 +149,7 @@ func ListCalibrations(dir string) ([]SavedCalibration, error) {
 			continue
 		}
 		sc := SavedCalibration{ID: strings.TrimSuffix(name, ".json"), Path: filepath.Join(dir, name)}
-		b, err := presets.ReadFileLimited(sc.Path, 1<<20)
+		b, err := fileio.ReadFileLimited(sc.Path, 1<<20)
 		if err == nil {
 			err = json.Unmarshal(b, &sc.Calibration)
 		}
@@ -207,7 +208,7 @@ func (c Calibration) SaveTo(dir string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, calibrationFile(c.Model, c.Layout))
-	return path, presets.WriteFileAtomic(path, append(b, '\n'), 0o644)
+	return path, fileio.WriteFileAtomic(path, append(b, '\n'), 0o644)
 }
 
 // Predictor predicts candidate c's step time (ms) with the framework host

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 )
 
@@ -93,7 +94,7 @@ var layerKindNames = []string{"dense", "moe", "mamba", "attention", "mlp", "moe_
 // LoadProfileAdjust reads a profile adjustment file. Errors are one line
 // naming the file, the field and what is allowed.
 func LoadProfileAdjust(path string) (*ProfileAdjust, error) {
-	data, err := presets.ReadFileLimited(path, presets.MaxYAMLBytes) // a FIFO or /dev/zero must not hang
+	data, err := fileio.ReadFileLimited(path, presets.MaxYAMLBytes) // a FIFO or /dev/zero must not hang
 	if err != nil {
 		return nil, err
 	}

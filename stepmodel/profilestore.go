@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 )
 
@@ -116,7 +117,7 @@ func SaveProfile(dir string, p *FrameworkProfile) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return path, presets.WriteFileAtomic(path, append(data, '\n'), 0o644)
+	return path, fileio.WriteFileAtomic(path, append(data, '\n'), 0o644)
 }
 
 // LoadProfile reads and checks a profile file.

@@ -1,13 +1,13 @@
 package tui
 
 import (
-	"cgtune/engine"
 	"context"
 	"errors"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
+	"cgtune/engine"
 	"cgtune/engine/job"
 	"cgtune/presets"
 	"cgtune/report"

@@ -14,6 +14,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/job"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/report"
@@ -145,7 +146,7 @@ func (f *fakeBackend) WriteOverrides(path string, data []byte, overwrite bool) (
 	f.mu.Lock()
 	f.written[path] = data
 	f.mu.Unlock()
-	return path, presets.WriteFileAtomic(path, data, 0o644)
+	return path, fileio.WriteFileAtomic(path, data, 0o644)
 }
 
 func (f *fakeBackend) WriteReport(path string, in report.Input, overwrite bool) (string, string, error) {

@@ -1,11 +1,12 @@
 package tui
 
 import (
-	"cgtune/engine"
 	"image/color"
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/lipgloss/v2"
+
+	"cgtune/engine"
 )
 
 // palette is every colour the TUI uses. Screens never name a colour: they

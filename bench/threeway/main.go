@@ -31,6 +31,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/cuda"
 	"cgtune/engine/estimate"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/search"
@@ -177,7 +178,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	}
 	if o.jsonOut != "" {
 		data, _ := json.MarshalIndent(rows, "", " ")
-		if err := presets.WriteFileAtomic(o.jsonOut, append(data, '\n'), 0o644); err != nil {
+		if err := fileio.WriteFileAtomic(o.jsonOut, append(data, '\n'), 0o644); err != nil {
 			return 2, err
 		}
 	}

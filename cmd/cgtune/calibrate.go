@@ -17,6 +17,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/estimate"
 	"cgtune/engine/job"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/search"
@@ -290,7 +291,7 @@ func logPoint(spec string, m presets.Model, l presets.Layout) (stepmodel.Calibra
 // any length (job.ReadLines cuts an over-long one); errors name the file
 // and the line.
 func readLog(path string) (job.Report, job.RunArgs, error) {
-	f, err := presets.OpenFileLimited(path, maxLogBytes)
+	f, err := fileio.OpenFileLimited(path, maxLogBytes)
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return job.Report{}, nil, fmt.Errorf("%s: %v", path, pe.Err)

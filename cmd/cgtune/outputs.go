@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"cgtune/engine/job"
-	"cgtune/presets"
+	"cgtune/internal/fileio"
 	"cgtune/search"
 )
 
@@ -46,7 +46,7 @@ func (c outputCheck) check(outs ...output) error {
 			return err
 		}
 		for _, prev := range outs[:i] {
-			if presets.SameFile(o.path, prev.path) {
+			if fileio.SameFile(o.path, prev.path) {
 				return fail(exitBadInput, "%s %s and %s %s are the same file; give each its own", prev.flag, prev.path, o.flag, o.path)
 			}
 		}
@@ -55,15 +55,15 @@ func (c outputCheck) check(outs ...output) error {
 }
 
 func (c outputCheck) checkOne(o output) error {
-	if err := presets.CheckWritable(o.path); err != nil {
+	if err := fileio.CheckWritable(o.path); err != nil {
 		return fail(exitBadInput, "%s %v", o.flag, err)
 	}
-	target, exists, err := presets.Target(o.path)
+	target, exists, err := fileio.Target(o.path)
 	if err != nil {
 		return fail(exitBadInput, "%s %v", o.flag, err)
 	}
 	for _, in := range c.inputs {
-		if in.path != "" && presets.SameFile(o.path, in.path) {
+		if in.path != "" && fileio.SameFile(o.path, in.path) {
 			return fail(exitBadInput, "%s %s is %s (%s), an input of this run; cgtune never writes over its inputs", o.flag, o.path, in.what, in.path)
 		}
 	}
@@ -96,7 +96,7 @@ func (c outputCheck) ownFolder(target string) string {
 
 // within reports whether dir (resolved) is folder or inside it.
 func within(dir, folder string) bool {
-	if presets.SameFile(dir, folder) {
+	if fileio.SameFile(dir, folder) {
 		return true
 	}
 	real, err := filepath.EvalSymlinks(folder)
@@ -115,9 +115,9 @@ func within(dir, folder string) bool {
 // check is not replaced either (an error that is an fs.ErrExist).
 func writeOutput(path string, data []byte, force bool) error {
 	if force {
-		return presets.WriteFileAtomic(path, data, 0o644)
+		return fileio.WriteFileAtomic(path, data, 0o644)
 	}
-	err := presets.CreateFileAtomic(path, data, 0o644)
+	err := fileio.CreateFileAtomic(path, data, 0o644)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w; give --force to replace it", err)
 	}

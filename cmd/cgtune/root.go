@@ -25,6 +25,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/cuda"
 	"cgtune/engine/megatron"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/report"
@@ -309,7 +310,7 @@ func parseGPUs(s string) ([]int, error) {
 // applySaved takes a resumed run's settings for the flags this command
 // line does not give.
 func (f *rootFlags) applySaved(dir string) error {
-	data, err := presets.ReadFileLimited(filepath.Join(dir, runFile), 1<<20)
+	data, err := fileio.ReadFileLimited(filepath.Join(dir, runFile), 1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // a search started by another program (the TUI): flags and defaults
 	}
@@ -634,7 +635,7 @@ func checkRunDir(dir string) error {
 
 // isSavedRun reports whether path is a run.json cgtune wrote.
 func isSavedRun(path string) bool {
-	data, err := presets.ReadFileLimited(path, 1<<20)
+	data, err := fileio.ReadFileLimited(path, 1<<20)
 	if err != nil {
 		return false
 	}
@@ -758,7 +759,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	saved, _ := json.MarshalIndent(savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus,
 		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie, Force: f.force,
 		RunPredictedFailures: f.runPredictedFailures}.withJob(f), "", "  ")
-	if err := presets.WriteFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
+	if err := fileio.WriteFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
 

@@ -22,6 +22,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/job"
 	"cgtune/engine/megatron"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -355,7 +356,7 @@ func (f *validateFlags) launcherFor(js presets.JobSetup) (job.Launcher, error) {
 	}
 	tmpl := ""
 	if f.batchTemplate != "" {
-		b, err := presets.ReadFileLimited(f.batchTemplate, presets.MaxYAMLBytes) // a FIFO or /dev/zero must not hang
+		b, err := fileio.ReadFileLimited(f.batchTemplate, presets.MaxYAMLBytes) // a FIFO or /dev/zero must not hang
 		if err != nil {
 			return nil, fail(exitBadInput, "--batch-template: %v", err)
 		}

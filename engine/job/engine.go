@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/stepmodel"
@@ -165,7 +166,7 @@ func renderCommand(t Template, o recipe.Overrides, dir string, vals map[string]s
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
-		if err := presets.WriteFileAtomic(p, y, 0o644); err != nil {
+		if err := fileio.WriteFileAtomic(p, y, 0o644); err != nil {
 			return "", err
 		}
 		abs, _ := filepath.Abs(p)

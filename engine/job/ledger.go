@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"cgtune/presets"
+	"cgtune/internal/fileio"
 )
 
 // LedgerFile is the file in a run folder that lists the jobs cgtune
@@ -47,7 +47,7 @@ func OpenLedger(dir string) (*Ledger, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	lr := presets.NewLineReader(bytes.NewReader(data), l.path, 1<<20)
+	lr := fileio.NewLineReader(bytes.NewReader(data), l.path, 1<<20)
 	for {
 		b, err := lr.Next()
 		if errors.Is(err, io.EOF) {

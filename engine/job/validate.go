@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 )
 
@@ -210,7 +211,7 @@ func Validate(ctx context.Context, cfg ValidateConfig, emit func(ValidateEvent))
 		if err != nil {
 			return v, err
 		}
-		if err := presets.WriteFileAtomic(filepath.Join(e.cfg.Dir, ValidationFile), append(b, '\n'), 0o644); err != nil {
+		if err := fileio.WriteFileAtomic(filepath.Join(e.cfg.Dir, ValidationFile), append(b, '\n'), 0o644); err != nil {
 			return v, err
 		}
 	}
@@ -315,7 +316,7 @@ func openValidationJournal(dir string, targets []Target, resume bool) (map[strin
 	}
 	prior := map[string]engine.Result{}
 	if resume {
-		lr := presets.NewLineReader(bytes.NewReader(data), path, 16<<20)
+		lr := fileio.NewLineReader(bytes.NewReader(data), path, 16<<20)
 		first := true
 		for {
 			b, err := lr.Next()

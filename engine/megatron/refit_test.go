@@ -1,10 +1,11 @@
 package megatron
 
 import (
-	"cgtune/stepmodel"
 	"strconv"
 	"strings"
 	"testing"
+
+	"cgtune/stepmodel"
 )
 
 // Printing the runs and fitting them again gives the profile fitted from

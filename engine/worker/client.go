@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
@@ -115,10 +116,10 @@ func Start(c Command, startTimeout time.Duration) (*Client, error) {
 // candidate fails at once, naming the line, instead of at its deadline.
 func (c *Client) read(stdout io.Reader) {
 	defer close(c.lines)
-	lr := presets.NewLineReader(stdout, fmt.Sprintf("worker %d stdout", c.cmd.Process.Pid), MaxLineBytes)
+	lr := fileio.NewLineReader(stdout, fmt.Sprintf("worker %d stdout", c.cmd.Process.Pid), MaxLineBytes)
 	for {
 		b, err := lr.Next()
-		var long *presets.LongLineError
+		var long *fileio.LongLineError
 		switch {
 		case errors.As(err, &long):
 			if c.readErr == nil {

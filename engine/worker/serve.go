@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 )
 
@@ -72,7 +73,7 @@ func Serve(ctx context.Context, eng engine.Engine, in io.Reader, out io.Writer) 
 // request is one request line, or the line too long to be read.
 type request struct {
 	b       []byte
-	tooLong *presets.LongLineError
+	tooLong *fileio.LongLineError
 }
 
 // readLines reads requests on a goroutine of their own, so that Serve can
@@ -83,10 +84,10 @@ func readLines(in io.Reader) (<-chan request, <-chan error) {
 	errc := make(chan error, 1)
 	go func() {
 		defer close(lines)
-		lr := presets.NewLineReader(in, "stdin", MaxLineBytes)
+		lr := fileio.NewLineReader(in, "stdin", MaxLineBytes)
 		for {
 			b, err := lr.Next()
-			var long *presets.LongLineError
+			var long *fileio.LongLineError
 			switch {
 			case errors.As(err, &long):
 				lines <- request{tooLong: long}

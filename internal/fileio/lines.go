@@ -1,4 +1,4 @@
-package presets
+package fileio
 
 import (
 	"bufio"

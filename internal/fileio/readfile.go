@@ -1,4 +1,4 @@
-package presets
+package fileio
 
 import (
 	"fmt"
@@ -6,12 +6,6 @@ import (
 	"os"
 	"syscall"
 )
-
-// MaxYAMLBytes is the most a YAML input (a preset, a model file, an
-// overrides file) may hold. The real ones are a few KiB; the cap turns
-// /dev/zero or a runaway generator into an error instead of a process that
-// grows until the machine runs out of memory.
-const MaxYAMLBytes = 4 << 20
 
 // ReadFileLimited reads the regular file at path, which may hold at most
 // limit bytes. Anything that could block or never end — a FIFO, a device
@@ -83,4 +77,19 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// Readable checks, without opening it, that path is a regular file (links
+// followed) of at most limit bytes: one ReadFileLimited would read.
+func Readable(path string, limit int64) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return unwrapPath(err)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s, not a regular file", fileKind(st.Mode()))
+	case st.Size() > limit:
+		return fmt.Errorf("larger than %s", byteSize(limit))
+	}
+	return nil
 }
