@@ -30,8 +30,8 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/cuda"
-	"cgtune/engine/estimate"
 	"cgtune/internal/fileio"
+	"cgtune/internal/setup"
 	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/search"
@@ -151,7 +151,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 		defer opened.Close()
 		ce = engine.SliceWhenTooBig(opened)
 	}
-	est := engine.SliceWhenTooBig(estimate.New(rates, stepmodel.DefaultHostCosts(), engine.DeviceInfo{Name: prof.Key.GPU + " (estimated)"}).WithCosts(costs))
+	est := setup.Estimate(rates, stepmodel.DefaultHostCosts(), engine.DeviceInfo{Name: prof.Key.GPU + " (estimated)"}, costs)
 	var rows []Row
 	var handedOn []string
 	for _, m := range mres {

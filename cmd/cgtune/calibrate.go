@@ -26,40 +26,6 @@ import (
 
 func init() {
 	subcommands = append(subcommands, newCalibrateCmd)
-	jobCalibration = savedCalibration
-}
-
-// savedCalibration hands the emulating engines the host-cost scale that
-// cgtune validate or cgtune calibrate fitted from the real job for a model
-// and layout; their costs then name it, and every result they give says
-// how to list and remove it. A damaged calibration file counts as none
-// (cgtune calibrate writes a new one).
-func savedCalibration(model, layout string) (float64, string, bool) {
-	c, ok, err := stepmodel.LoadCalibration(model, layout)
-	if err != nil || !ok {
-		return 0, "", false
-	}
-	return c.HostScale, calibrationSource(c), true
-}
-
-// calibrationSource says where a saved calibration came from and how to
-// remove it.
-func calibrationSource(c stepmodel.Calibration) string {
-	s := c.Source
-	if !c.Fitted.IsZero() {
-		s += ", fitted " + c.Fitted.Format("2006-01-02")
-	}
-	return s + "; cgtune calibrate --rm " + stepmodel.CalibrationID(c.Model, c.Layout) + " removes it"
-}
-
-// calibrationNotice is the line a search prints when a saved calibration
-// changes its emulated results ("" when none applies).
-func calibrationNotice(m presets.Model, l presets.Layout) string {
-	scale, src, ok := savedCalibration(stepmodel.ModelKey(m), stepmodel.LayoutKey(l))
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf("calibration: the emulated results (cuda, estimate) scale host costs ×%.3g for %s on this layout (%s; cgtune calibrate --list)", scale, m.Name, src)
 }
 
 const calibrateLong = `Reads training logs of the real job (Megatron-LM pretrain_gpt.py or

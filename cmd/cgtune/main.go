@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cgtune/internal/setup"
 	"errors"
 	"fmt"
 	"io"
@@ -111,8 +112,11 @@ func exitCode(root *cobra.Command, err error, stderr io.Writer) int {
 	// Cobra's own errors (unknown command, bad flag, wrong arg count) are usage errors.
 	code, msg := exitBadInput, err.Error()
 	var ee *exitError
-	if errors.As(err, &ee) {
+	switch {
+	case errors.As(err, &ee):
 		code, msg = ee.code, ee.msg
+	case errors.Is(err, setup.ErrNoGPU):
+		code = exitNoGPU
 	}
 	switch {
 	case msg == "":

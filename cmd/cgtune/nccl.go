@@ -13,7 +13,6 @@ import (
 	"cgtune/engine/cuda"
 	"cgtune/engine/megatron"
 	"cgtune/probes"
-	"cgtune/stepmodel"
 )
 
 // ncclProbe is `cgtune probe --nccl` (and the NCCL part of a plain probe
@@ -140,18 +139,4 @@ func fmtBytes(b int64) string {
 		return fmt.Sprintf("%dK", b>>10)
 	}
 	return fmt.Sprintf("%dB", b)
-}
-
-// withMeasuredNCCL is rates with the NVLink bandwidth and collective
-// latency of the NCCL probe cached for a GPU named like gpu, where there
-// is one (the source says so); else rates as they are.
-func withMeasuredNCCL(rates stepmodel.Rates, gpu string) stepmodel.Rates {
-	dir, err := probes.DefaultCacheDir()
-	if err != nil {
-		return rates
-	}
-	if r, ok := probes.FindNCCL(dir, gpu); ok {
-		return probes.WithNCCL(rates, r)
-	}
-	return rates
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/cuda"
-	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/search"
 	"cgtune/stepmodel"
@@ -155,18 +153,5 @@ func TestPrintProfileShowsStepSpreads(t *testing.T) {
 	p.PreFwdHostMs, p.StepStart = 0.912, stepmodel.HostGPU{HostMs: 0.25}
 	if printProfile(&b, p); !strings.Contains(b.String(), "(lead-in): 0.912 ms; step start (zeroing gradients): 0.250 ms") {
 		t.Errorf("the lead-in and step start are not shown:\n%s", b.String())
-	}
-}
-
-// The framework probe measures the exposure at the rank count the layout
-// can use on the GPUs given: TP×EP's divisors among them.
-func TestUsableRanksForExposure(t *testing.T) {
-	for _, tc := range []struct{ tp, ep, gpus, want int }{{2, 1, 2, 2}, {1, 1, 2, 1}, {4, 1, 2, 2}, {2, 4, 8, 8}, {2, 1, 3, 1}} {
-		t.Run(fmt.Sprintf("tp%d ep%d gpus%d", tc.tp, tc.ep, tc.gpus), func(t *testing.T) {
-			l := presets.Layout{TP: tc.tp, EP: tc.ep}
-			if got := usableRanks(l, tc.gpus); got != tc.want {
-				t.Errorf("TP %d EP %d on %d GPUs: %d ranks, want %d", tc.tp, tc.ep, tc.gpus, got, tc.want)
-			}
-		})
 	}
 }

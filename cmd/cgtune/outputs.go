@@ -146,8 +146,8 @@ func (f *rootFlags) runInputs() []input {
 			ins = append(ins, input{"the preset " + f.preset, info.Path})
 		}
 	}
-	if f.profile.file != "" {
-		ins = append(ins, input{"--profile-file", f.profile.file})
+	if f.profile.File != "" {
+		ins = append(ins, input{"--profile-file", f.profile.File})
 	}
 	if f.python != "" {
 		ins = append(ins, input{"--python", f.python})

@@ -22,10 +22,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cgtune/engine"
-	"cgtune/engine/cuda"
 	"cgtune/engine/megatron"
 	"cgtune/internal/fileio"
+	"cgtune/internal/setup"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/report"
@@ -68,7 +67,7 @@ type rootFlags struct {
 	json        bool
 	resume      string
 	runDir      string
-	profile     profileFlags
+	profile     setup.Profile
 	skipBad     bool
 	tie         string
 	report      string
@@ -179,7 +178,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.resume, "resume", "", "continue the interrupted search in run folder RUN (a path, or a name under the runs folder)")
 	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "with --resume: go on past unreadable lines in the middle of the journal (they are moved to "+search.UnreadableFile+" in the run folder)")
 	fl.StringVar(&f.runDir, "run-dir", "", "run folder for the journal (default: a new folder under the user cache folder, cgtune/runs)")
-	f.profile.register(root)
+	registerProfileFlags(root, &f.profile)
 	fl.BoolVar(&f.skipProfile, "skip-profile", false, "megatron engine: do not measure the framework profile (cgtune probe --framework) before the search when none is cached for the model, layout and GPU")
 	fl.BoolVar(&f.winnerEmulated, "winner-emulated", false, "emit the overrides of an emulated candidate (one the framework could not run here, e.g. transformer_engine without Transformer Engine) when it ranks above the best framework-measured one; by default the overrides are for what the framework measured")
 	fl.BoolVar(&f.runPredictedFailures, "run-predicted-failures", false, "also run the candidates whose capture cgtune predicts will fail (a graph holding a host sync, e.g. the dropless MoE dispatch), so the installed framework confirms or refutes the prediction; each result says which")
@@ -441,10 +440,9 @@ func (f *rootFlags) what(cfg *search.Config) error {
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
 		return fail(exitBadInput, "--mbridge: %v", err)
 	}
-	if cfg.Workload, err = recipe.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err != nil {
+	if err := setup.Workload(cfg); err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
-	cfg.Workload.Generation, _ = presets.ParseMBridge(cfg.MBridge) // the capture plan names the generation's fields
 	return nil
 }
 
@@ -509,16 +507,13 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if spec, ok := stepmodel.SpecFor(cfg.Layout.GPU); ok {
-		cfg.JobGPUMemoryMiB = spec.MemoryMiB
-	}
 	if err := f.checkOutputs(cmp.Or(cfg.RunDir, f.runDir)); err != nil {
 		return nil, err
 	}
 	if err := f.openEngines(s, gpus); err != nil {
 		return nil, err
 	}
-	if n := calibrationNotice(cfg.Model, cfg.Layout); n != "" && f.engine != "job" {
+	if n := setup.CalibrationNotice(cfg.Model, cfg.Layout); n != "" && f.engine != setup.EngineJob {
 		s.notices = append(s.notices, n)
 	}
 	// Last, so that a search that cannot start leaves no run folder.
@@ -623,7 +618,7 @@ func checkRunDir(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, search.JournalFile)); err == nil {
 		return fail(exitBadInput, "--run-dir %s holds a search already: continue it with --resume %s", dir, dir)
 	}
-	if err := search.CheckRunDir(dir, runFile, megatronWorkerLog); err != nil {
+	if err := search.CheckRunDir(dir, runFile, setup.MegatronWorkerLog); err != nil {
 		return fail(exitBadInput, "--run-dir %v", err)
 	}
 	path := filepath.Join(dir, runFile)
@@ -645,103 +640,27 @@ func isSavedRun(path string) bool {
 	return dec.Decode(&s) == nil && s.Engine != "" && s.Format != ""
 }
 
-// openEngines starts the engines: one cuda worker per GPU, or one
-// in-process estimate engine per GPU; and the estimator that orders the
-// search and gives the workers their deadlines.
+// engineOptions maps the engine flags to the set-up's options, for the
+// engines on gpus.
+func (f *rootFlags) engineOptions(gpus []int) setup.Options {
+	return setup.Options{
+		Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: gpus, Profile: f.profile, EstimateDelay: f.estimateDelay,
+		Megatron: setup.Megatron{Python: f.python, Ranks: f.ranks, MaxLayers: f.maxLayers, MaxMicroBatches: f.maxMicroBatches,
+			SkipProfile: f.skipProfile, LogDir: f.runDir},
+		Job: setup.Job{Launcher: f.launcher, Command: f.command, CommandFormat: f.commandFormat, Iters: f.jobIters, Timeout: f.jobTimeout},
+	}
+}
+
+// openEngines opens the search's engines (setup.Open) and records the
+// engine opened in f.engine (run.json names it).
 func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
-	if _, err := f.profile.adjust(); err != nil { // before any worker starts: exit 2, not a worker failure
+	e, err := setup.Open(&s.cfg, f.engineOptions(gpus))
+	if err != nil {
 		return err
 	}
-	name := f.engine
-	if name == "" {
-		opened, err := f.openDefaultMegatron(s, gpus)
-		if opened || err != nil {
-			return err
-		}
-		name = f.engine
-	}
-	f.engine = name
-	estGPU := f.estimateGPU
-	if estGPU == "" {
-		estGPU = s.cfg.Layout.GPU
-		if _, ok := stepmodel.SpecFor(estGPU); !ok {
-			s.notices = append(s.notices, fmt.Sprintf("no spec for GPU type %q: estimates use the h100 rates (give --estimate-gpu %s)", estGPU, strings.Join(stepmodel.SpecNames(), "|")))
-			estGPU = "h100"
-		}
-	}
-	if why := stepmodel.SpecStandIn(estGPU); why != "" && name == "estimate" {
-		s.notices = append(s.notices, why)
-	}
-	switch name {
-	case "estimate":
-		s.notices = append(s.notices, fmt.Sprintf("results are ESTIMATED for %s by the estimate engine, not measured on a GPU", estGPU))
-		for range gpus {
-			e, err := estimateEngine(estGPU, f.profile)
-			if err != nil {
-				return err
-			}
-			if f.estimateDelay > 0 {
-				e = delayed{e, f.estimateDelay}
-			}
-			s.cfg.Engines = append(s.cfg.Engines, e)
-		}
-		est, err := estimateEngine(estGPU, f.profile)
-		if err != nil {
-			return err
-		}
-		s.cfg.Estimator = est
-	case "cuda":
-		if n, err := cuda.DeviceCount(); err != nil {
-			return fail(exitNoGPU, "%v (--engine estimate estimates without a GPU)", err)
-		} else if bad := slices.IndexFunc(gpus, func(g int) bool { return g >= n }); bad >= 0 {
-			return fail(exitNoGPU, "--gpu %d: this node has %d GPU(s)", gpus[bad], n)
-		}
-		// The workers' deadlines come from the estimator, which is for the
-		// GPU the first worker reports; it is set before any run starts.
-		var est engine.Engine
-		engines, closeAll, err := workerSupervisors(gpus, f.profile, func(w *stepmodel.Workload, c presets.Candidate) time.Duration {
-			return search.DeadlineFor(est)(w, c)
-		})
-		if err != nil {
-			return err
-		}
-		s.close = closeAll
-		if f.estimateGPU == "" {
-			estGPU = engines[0].Device().Name
-		}
-		if e, err := estimateEngine(estGPU, f.profile); err == nil {
-			est = e
-			s.cfg.Estimator = e
-		} else {
-			s.notices = append(s.notices, fmt.Sprintf("no estimate for %s (%v): candidates run in plan order, deadlines are 10 minutes", estGPU, err))
-		}
-		s.cfg.Engines = engines
-	case "megatron":
-		return f.openMegatron(context.Background(), s, gpus)
-	case "job":
-		return f.openJobEngine(s)
-	default:
-		return fail(exitBadInput, "--engine %q: allowed: megatron, cuda, estimate, job", name)
-	}
+	f.engine, s.close = e.Engine, e.Close
+	s.notices = append(s.notices, e.Notices...)
 	return nil
-}
-
-// delayed slows an engine by a fixed time per candidate (--estimate-delay)
-// and honours cancellation while it waits.
-type delayed struct {
-	engine.Engine
-	d time.Duration
-}
-
-func (e delayed) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
-	select {
-	case <-time.After(e.d):
-	case <-ctx.Done():
-		return engine.Result{Candidate: c, Source: engine.SourceEstimated, Device: e.Device(), Err: ctx.Err().Error(), ErrKind: engine.FailureCancel}
-	}
-	r := e.Engine.Run(ctx, w, c, opts, emit)
-	r.WallMs += float64(e.d.Milliseconds())
-	return r
 }
 
 func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {

@@ -19,9 +19,9 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/cuda"
 	"cgtune/engine/job"
+	"cgtune/internal/setup"
 	"cgtune/presets"
 	"cgtune/probes"
-	"cgtune/recipe"
 	"cgtune/report"
 	"cgtune/search"
 	"cgtune/stepmodel"
@@ -242,7 +242,7 @@ func (b *tuiBackend) measuringEngine() (string, string) {
 		case "megatron", "cuda":
 			b.engine, b.engineWhy = b.flags.engine, "chosen with --engine"
 		default:
-			b.engine, b.engineWhy = defaultEngine(context.Background(), b.flags.python)
+			b.engine, b.engineWhy = setup.DefaultEngine(context.Background(), b.flags.python)
 		}
 	})
 	return b.engine, b.engineWhy
@@ -254,8 +254,7 @@ func (b *tuiBackend) LoadPreset(name string) (presets.TeamPreset, error) { retur
 
 // estimateGPU is what the estimate engine estimates for: --estimate-gpu,
 // else for a measured search the GPU it measures on (cached probes of it,
-// or its spec), else the layout's GPU type (h100 when the spec table does
-// not know it), as the headless search chooses.
+// or its spec), else what the headless search chooses (setup.EstimateGPU).
 func (b *tuiBackend) estimateGPU(req tui.Request) string {
 	if b.flags.estimateGPU != "" {
 		return b.flags.estimateGPU
@@ -267,10 +266,8 @@ func (b *tuiBackend) estimateGPU(req tui.Request) string {
 			return n
 		}
 	}
-	if _, ok := stepmodel.SpecFor(req.Layout.GPU); ok {
-		return req.Layout.GPU
-	}
-	return "h100"
+	gpu, _ := setup.EstimateGPU(req.Layout.GPU)
+	return gpu
 }
 
 // config is the search of req, without engines.
@@ -289,22 +286,14 @@ func (b *tuiBackend) config(req tui.Request) search.Config {
 	if req.TrainIters > 0 {
 		cfg.TrainIters = req.TrainIters
 	}
-	// The engines build the MoE the rules judged and the generation's
-	// capture plan, as the headless search does.
-	if w, err := recipe.MoEWorkload(cfg.Workload, cfg.Model, cfg.Layout, cfg.MBridge, cfg.Sets); err == nil {
-		cfg.Workload = w
-	}
-	cfg.Workload.Generation, _ = presets.ParseMBridge(cfg.MBridge)
-	// The real job runs on the layout's GPU type: its memory is the limit.
-	if spec, ok := stepmodel.SpecFor(req.Layout.GPU); ok {
-		cfg.JobGPUMemoryMiB = spec.MemoryMiB
-	}
+	// A --set the recipe refuses was refused when the program started.
+	_ = setup.Workload(&cfg)
 	return cfg
 }
 
 func (b *tuiBackend) Plan(req tui.Request) ([]search.Planned, error) {
 	cfg := b.config(req)
-	est, err := estimateEngine(b.estimateGPU(req), b.flags.profile)
+	est, err := setup.EstimateEngine(b.estimateGPU(req), b.flags.profile)
 	switch {
 	case err != nil && req.Estimate:
 		return nil, err
@@ -317,25 +306,25 @@ func (b *tuiBackend) Plan(req tui.Request) ([]search.Planned, error) {
 }
 
 // Start runs the search on its own goroutine: the engines the headless
-// search would open (one worker per GPU, or estimate engines), an NVML
-// sampler of the GPUs in use merged into the stream as MemoryEvents, and
-// the runner's events; then the channel is closed.
+// search would open (setup.Open: one worker per GPU, or estimate
+// engines), an NVML sampler of the GPUs in use merged into the stream as
+// MemoryEvents, and the runner's events; then the channel is closed.
 func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.Event, error) {
-	fl := *b.flags
-	fl.engine, _ = b.measuringEngine()
-	if fl.engine == "estimate" {
-		fl.engine = "cuda" // NVML sees GPUs: measure on them
+	o := b.flags.engineOptions(req.GPUs)
+	o.Engine, _ = b.measuringEngine()
+	if o.Engine == setup.EngineEstimate {
+		o.Engine = setup.EngineCUDA // NVML sees GPUs: measure on them
 	}
-	fl.estimateGPU = b.estimateGPU(req)
-	gpus := req.GPUs
+	o.EstimateGPU = b.estimateGPU(req)
 	if req.Estimate {
-		fl.engine, gpus = "estimate", []int{0}
+		o.Engine, o.GPUs = setup.EngineEstimate, []int{0}
 	}
-	s := &searchSetup{cfg: b.config(req), close: func() {}}
-	if err := fl.openEngines(s, gpus); err != nil {
+	cfg := b.config(req)
+	engines, err := setup.Open(&cfg, o)
+	if err != nil {
 		return nil, err
 	}
-	cfg, closeEngines := s.cfg, s.close
+	closeEngines := engines.Close
 	// The stop question holds new candidates back (Pause).
 	gate := newPauser()
 	for i, e := range cfg.Engines {
@@ -533,7 +522,7 @@ func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui
 				what, iters, t.Candidate.Key(), first, first+4)
 		}
 	}
-	if v.Launcher, err = jobLauncher(req.Launcher); err != nil {
+	if v.Launcher, err = setup.JobLauncher(req.Launcher); err != nil {
 		return tui.Validation{}, err
 	}
 	v.Iters, v.Timeout, v.Poll = iters, cmp.Or(b.flags.jobTimeout, defaultValidateTimeout), b.jobPoll

@@ -1,4 +1,4 @@
-package main
+package setup
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func TestProfileFirstMeasuresOnceAndSaves(t *testing.T) {
 	fp := &fakeProfiler{}
 	var said []string
 	say := func(s string) { said = append(said, s) }
-	if err := profileFirst(fp)(context.Background(), w, say); err != nil {
+	if err := ProfileFirst(fp)(context.Background(), w, say); err != nil {
 		t.Fatal(err)
 	}
 	dir, _ := stepmodel.DefaultProfileDir()
@@ -73,7 +73,7 @@ func TestProfileFirstMeasuresOnceAndSaves(t *testing.T) {
 		}
 	}
 	said = nil
-	if err := profileFirst(fp)(context.Background(), w, say); err != nil || fp.calls != 1 {
+	if err := ProfileFirst(fp)(context.Background(), w, say); err != nil || fp.calls != 1 {
 		t.Fatalf("second search: err %v, measured %d times; want the cached one", err, fp.calls)
 	}
 	if len(said) != 1 || !strings.Contains(said[0], "cached, "+path) {
@@ -86,11 +86,20 @@ func TestProfileFirstMeasuresOnceAndSaves(t *testing.T) {
 func TestProfileFirstFailureSavesNothing(t *testing.T) {
 	cache := isolate(t)
 	fp := &fakeProfiler{err: errors.New("the eager runs failed: CUDA out of memory")}
-	err := profileFirst(fp)(context.Background(), smallWorkload(t), func(string) {})
+	err := ProfileFirst(fp)(context.Background(), smallWorkload(t), func(string) {})
 	if err == nil || !strings.Contains(err.Error(), "framework profile not measured: the eager runs failed") {
 		t.Fatalf("err = %v", err)
 	}
 	if files, _ := filepath.Glob(filepath.Join(cache, "cgtune", "profiles", "*", "*", "*", "*")); len(files) != 0 {
 		t.Errorf("left in the cache: %v", files)
 	}
+}
+
+// isolate points the user cache folder into the test's temporary folder.
+func isolate(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", dir)
+	t.Setenv("HOME", dir)
+	return dir
 }
