@@ -10,6 +10,7 @@ import (
 
 	"cgtune/engine/job"
 	"cgtune/internal/fileio"
+	"cgtune/internal/setup"
 	"cgtune/search"
 )
 
@@ -127,7 +128,7 @@ func writeOutput(path string, data []byte, force bool) error {
 // cacheFolder is cgtune's folder in the user cache folder (run folders,
 // profiles, calibration, the worker), "" when there is none.
 func cacheFolder() string {
-	root, err := runsRoot()
+	root, err := setup.RunsRoot()
 	if err != nil {
 		return ""
 	}

@@ -76,11 +76,11 @@ type rootFlags struct {
 	// demos of an interrupted search need a search that takes time).
 	estimateDelay time.Duration
 	// python, ranks, maxLayers and maxMicroBatches configure the megatron
-	// engine (cmd/cgtune/megatron.go).
+	// engine (setup.Megatron).
 	python string
 	ranks  int
 	// launcher, command, commandFormat, jobIters and jobTimeout configure
-	// the job engine (cmd/cgtune/jobengine.go).
+	// the job engine (setup.Job).
 	launcher, command, commandFormat string
 	jobIters                         int
 	jobTimeout                       time.Duration
@@ -217,59 +217,6 @@ func isTerminal(v any) bool {
 	var t syscall.Termios
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
 	return errno == 0
-}
-
-// runsRoot is where run folders go by default.
-func runsRoot() (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, "cgtune", "runs"), nil
-}
-
-// resolveRun finds the run folder --resume names: a folder, or the name of
-// one under the runs folder.
-func resolveRun(name string) (string, error) {
-	if st, err := os.Stat(name); err == nil && st.IsDir() {
-		return name, nil
-	}
-	if !strings.ContainsRune(name, os.PathSeparator) {
-		if root, err := runsRoot(); err == nil {
-			p := filepath.Join(root, name)
-			if st, err := os.Stat(p); err == nil && st.IsDir() {
-				return p, nil
-			}
-		}
-	}
-	return "", fail(exitBadInput, "--resume %s: no such run folder", name)
-}
-
-// newRunDir claims a fresh folder under the runs folder, named for the
-// time (with a suffix when two searches start in the same second).
-func newRunDir() (string, error) {
-	root, err := runsRoot()
-	if err != nil {
-		return "", fail(exitBadInput, "no user cache folder for the run (%v): give --run-dir", err)
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", fail(exitBadInput, "%v", err)
-	}
-	base := time.Now().Format("20060102-150405")
-	for i := 1; ; i++ {
-		name := base
-		if i > 1 {
-			name = fmt.Sprintf("%s-%d", base, i)
-		}
-		p := filepath.Join(root, name)
-		err := os.Mkdir(p, 0o755)
-		if err == nil {
-			return p, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return "", fail(exitBadInput, "%v", err)
-		}
-	}
 }
 
 // parseSets turns --set KEY=VALUE flags into the map the search takes.
@@ -460,7 +407,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		return nil, fail(exitBadInput, "--skip-bad-lines is for --resume RUN")
 	}
 	if f.resume != "" {
-		dir, err := resolveRun(f.resume)
+		dir, err := setup.ResolveRun(f.resume)
 		if err != nil {
 			return nil, err
 		}
@@ -592,7 +539,7 @@ func (f *rootFlags) claimRunDir(s *searchSetup) error {
 	dir := f.runDir
 	if dir == "" {
 		var err error
-		if dir, err = newRunDir(); err != nil {
+		if dir, err = setup.NewRunDir(); err != nil {
 			return err
 		}
 	} else if err := checkRunDir(dir); err != nil {

@@ -333,7 +333,7 @@ func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.
 	b.mu.Lock()
 	b.pause = gate
 	b.mu.Unlock()
-	dir, err := newRunDir()
+	dir, err := setup.NewRunDir()
 	if err != nil {
 		closeEngines()
 		return nil, err

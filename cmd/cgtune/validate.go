@@ -23,6 +23,7 @@ import (
 	"cgtune/engine/job"
 	"cgtune/engine/megatron"
 	"cgtune/internal/fileio"
+	"cgtune/internal/setup"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -296,7 +297,7 @@ func findRunDir(name string) (string, error) {
 		return name, nil
 	}
 	if !strings.ContainsRune(name, os.PathSeparator) {
-		if root, err := runsRoot(); err == nil {
+		if root, err := setup.RunsRoot(); err == nil {
 			if st, err := os.Stat(filepath.Join(root, name)); err == nil && st.IsDir() {
 				return filepath.Join(root, name), nil
 			}
@@ -382,7 +383,7 @@ func (f *validateFlags) validationDir(s *validateSource) (string, error) {
 	case f.resume:
 		return "", fail(exitBadInput, "--resume with --preset: give the validation folder with --dir")
 	}
-	dir, err := newRunDir()
+	dir, err := setup.NewRunDir()
 	if err != nil {
 		return "", err
 	}
