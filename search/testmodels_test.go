@@ -7,11 +7,7 @@ import "cgtune/presets"
 var denseModel = presets.Model{Name: "dense", Arch: presets.Arch{
 	Layers: 4, Hidden: 1024, FFNHidden: 4096, Heads: 8, KVGroups: 8, HeadDim: 128, Vocab: 32000}}
 
-func layoutFor(m presets.Model) presets.Layout {
-	l := presets.Layout{GPU: "h100", NumGPUs: 8, Precision: "bf16", TP: 1, PP: 1, CP: 1, GBS: 64, MBS: 1, Seq: 4096}
-	if m.Arch.MoE != nil {
-		l.EP = 8
-		l.Dispatcher = "alltoall"
-	}
-	return l
+// layoutFor is a dense model's layout on eight GPUs.
+func layoutFor(presets.Model) presets.Layout {
+	return presets.Layout{GPU: "h100", NumGPUs: 8, Precision: "bf16", TP: 1, PP: 1, CP: 1, GBS: 64, MBS: 1, Seq: 4096}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"cgtune/engine/cuda"
+	"cgtune/internal/fileio/fileiotest"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -37,10 +38,7 @@ func TestMain(m *testing.M) {
 // temporary folder.
 func isolate(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("XDG_CACHE_HOME", dir)
-	t.Setenv("HOME", dir)
-	return dir
+	return fileiotest.IsolateCache(t)
 }
 
 // The headless search on the estimate engine ranks, writes the winner's

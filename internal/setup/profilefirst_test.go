@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"cgtune/engine"
+	"cgtune/internal/fileio/fileiotest"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
@@ -50,7 +51,7 @@ func smallWorkload(t *testing.T) *stepmodel.Workload {
 // cached, saves it where the emulating engines look, and measures it only
 // once: the next search finds it.
 func TestProfileFirstMeasuresOnceAndSaves(t *testing.T) {
-	cache := isolate(t)
+	cache := fileiotest.IsolateCache(t)
 	w := smallWorkload(t)
 	fp := &fakeProfiler{}
 	var said []string
@@ -84,7 +85,7 @@ func TestProfileFirstMeasuresOnceAndSaves(t *testing.T) {
 // A profile that cannot be measured is an error of the preparation (the
 // search notes it and goes on) and leaves nothing in the cache.
 func TestProfileFirstFailureSavesNothing(t *testing.T) {
-	cache := isolate(t)
+	cache := fileiotest.IsolateCache(t)
 	fp := &fakeProfiler{err: errors.New("the eager runs failed: CUDA out of memory")}
 	err := ProfileFirst(fp)(context.Background(), smallWorkload(t), func(string) {})
 	if err == nil || !strings.Contains(err.Error(), "framework profile not measured: the eager runs failed") {
@@ -93,13 +94,4 @@ func TestProfileFirstFailureSavesNothing(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(cache, "cgtune", "profiles", "*", "*", "*", "*")); len(files) != 0 {
 		t.Errorf("left in the cache: %v", files)
 	}
-}
-
-// isolate points the user cache folder into the test's temporary folder.
-func isolate(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("XDG_CACHE_HOME", dir)
-	t.Setenv("HOME", dir)
-	return dir
 }

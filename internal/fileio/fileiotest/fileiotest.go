@@ -1,5 +1,6 @@
-// Package fileiotest makes, for tests, the files a read must not hang on
-// and bounds how long a read may take.
+// Package fileiotest makes, for tests, the files a read must not hang on,
+// bounds how long a read may take, and keeps a test's cache folder its
+// own.
 package fileiotest
 
 import (
@@ -51,4 +52,24 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Refusal is what the refusal to read the file of Hostile's kind names:
+// the kind, or for the link the FIFO it leads to.
+func Refusal(kind string) string {
+	if kind == "link" {
+		return "a FIFO"
+	}
+	return kind
+}
+
+// IsolateCache points the user cache folder (XDG_CACHE_HOME) and the home
+// folder into a temporary folder of the test, which it returns: nothing a
+// test caches (probes, profiles, calibrations, runs) reaches the user's.
+func IsolateCache(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", dir)
+	t.Setenv("HOME", dir)
+	return dir
 }
