@@ -234,6 +234,11 @@ type Result struct {
 	// here and handed it on (Transformer Engine not importable, say): the
 	// result is a prediction of a cheaper engine, for that reason.
 	Delegated string `json:"delegated,omitempty"`
+	// EagerPool names the eager baseline a framework result was compared
+	// with, a pool that grows with every eager step the search measures
+	// of the same slice; the search compares every result of one pool
+	// with its fullest state (search.onFullestEagerPool).
+	EagerPool string `json:"eager_pool,omitempty"`
 }
 
 // RawTimes are one framework run's medians per step, as run.
@@ -258,6 +263,10 @@ type RawTimes struct {
 	ToFirstLayerMs float64 `json:"to_first_layer_ms,omitempty"`
 	FirstLayerMs   float64 `json:"first_layer_ms,omitempty"`
 	LayerCallMs    float64 `json:"layer_call_ms,omitempty"`
+	// LayerShare is the decoder's share of forward-backward (CUDA events
+	// at its ends), the part scaled to the stage's layers; 0: not
+	// measured, all of it was scaled.
+	LayerShare float64 `json:"layer_share,omitempty"`
 }
 
 // Failed reports whether the candidate did not produce a step time.

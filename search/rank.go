@@ -247,6 +247,7 @@ func orderByMemoryClass(group []Ranked) (why []string) {
 }
 
 func rankEntries(es []entry, opts RankOptions) []Ranked {
+	es = onFullestEagerPool(es)
 	var ok, failed []Ranked
 	best := bestFrameworkSpeedup(es)
 	held := map[string]bool{}
@@ -714,4 +715,40 @@ func ParseTie(s string) (float64, error) {
 		return NoTie, nil
 	}
 	return v / 100, nil
+}
+
+// onFullestEagerPool compares every result of one eager pool (the
+// megatron engine's baseline of a slice, which every eager step the search
+// measures of it joins) with the pool's fullest state: the eager baseline
+// of the result that saw most eager steps. An eager run's step is that
+// baseline. Results of one pool measured before it filled were compared
+// with fewer steps of a drifting host (engine.Result.EagerPool).
+func onFullestEagerPool(es []entry) []entry {
+	fullest := map[string]stepmodel.Stats{}
+	for _, e := range es {
+		if id := e.res.EagerPool; id != "" && e.res.Eager.N > fullest[id].N {
+			fullest[id] = e.res.Eager
+		}
+	}
+	if len(fullest) == 0 {
+		return es
+	}
+	out := slices.Clone(es)
+	for i, e := range out {
+		base, ok := fullest[e.res.EagerPool]
+		if !ok || e.res.EagerPool == "" || e.res.Eager == base {
+			continue
+		}
+		r := e.res
+		r.Eager = base
+		switch {
+		case r.Failed():
+		case r.Candidate.Impl == presets.ImplNone:
+			r.Step, r.Speedup = base, 1
+		case r.Step.Median > 0:
+			r.Speedup = base.Median / r.Step.Median
+		}
+		out[i].res = r
+	}
+	return out
 }

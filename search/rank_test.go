@@ -429,3 +429,31 @@ func TestHalvingPromotesTheFastest(t *testing.T) {
 		t.Errorf("promotion order %v, want the two fastest first", got)
 	}
 }
+
+// Results of one eager pool measured as it filled are compared with its
+// fullest state; another pool's results keep their own baseline.
+func TestResultsOfOnePoolShareItsFullestBaseline(t *testing.T) {
+	pooled := func(r engine.Result, pool string, eagerMs float64, n int) engine.Result {
+		r.Source, r.EagerPool = engine.SourceFramework, pool
+		r.Eager = stepmodel.Stats{Median: eagerMs, P10: eagerMs * 0.9, P90: eagerMs * 1.1, N: n}
+		r.Speedup = eagerMs / r.Step.Median
+		return r
+	}
+	none := pooled(res(presets.ImplNone, nil, 3, 180, 0), "a", 180, 33)
+	early := pooled(res(presets.ImplLocal, nil, 1, 75, 500), "a", 180, 33)
+	late := pooled(res(presets.ImplLocal, []string{presets.ScopeFullIteration}, 1, 74, 500), "a", 150, 49)
+	other := pooled(res(presets.ImplLocal, []string{"attn"}, 1, 70, 500), "b", 300, 60)
+	got := map[string]Ranked{}
+	for _, r := range Rank([]engine.Result{none, early, late, other}, RankOptions{}) {
+		got[r.Result.Candidate.Key()] = r
+	}
+	if e := got[early.Candidate.Key()].Result; e.Eager.Median != 150 || math.Abs(e.Speedup-2) > 1e-9 {
+		t.Errorf("early result: eager %.1f ms, speed-up %.3f; want the fullest pool's 150 ms and 2.000", e.Eager.Median, e.Speedup)
+	}
+	if n := got[none.Candidate.Key()].Result; n.Step.Median != 150 || n.Speedup != 1 {
+		t.Errorf("eager run: step %.1f ms, speed-up %.3f; want the pool's 150 ms and 1", n.Step.Median, n.Speedup)
+	}
+	if o := got[other.Candidate.Key()].Result; o.Eager.Median != 300 {
+		t.Errorf("another pool's result took eager %.1f ms; want its own 300", o.Eager.Median)
+	}
+}

@@ -290,7 +290,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 
 	d := DoneEvent{RunDir: cfg.RunDir, Interrupted: ctx.Err() != nil, Strategy: cfg.strategy()}
 	es := s.entries()
-	d.Emulation = r.emulationCheck(ctx, es)
+	d.Emulation = r.emulationCheck(ctx, onFullestEagerPool(es))
 	opts := r.rankOptions()
 	opts.Emulation = d.Emulation
 	d.Ranking = rankEntries(es, opts)

@@ -58,8 +58,14 @@ def compare_steps(opts):
     return COMPARED_WARMUP + 1 + measured
 
 
-# Processes the eager baseline of a slice is measured in (results.median_run).
+# Processes the eager baseline of a slice is first measured in
+# (results.median_run); every later eager step of the search joins it
+# (the worker's pool).
 EAGER_PROCESSES = 3
+
+# Eager passes a full-iteration candidate runs in its own process before
+# its capture (runner.own_eager_steps), at most.
+OWN_EAGER_STEPS = 8
 
 
 # Megatron-Bridge's recipes train with Python's automatic garbage collector
@@ -284,16 +290,26 @@ def modelled_degrees(job, dp, tp_run, ep_run):
     return out
 
 
-def optimizer_share(s, dense_params, expert_params):
-    """The share of the built slice's optimizer work one rank of the job
-    does: all of it without the distributed optimizer, else its shard
-    (dense parameters over DP x CP, experts over expert-DP).  The run
+def optimizer_factor(s, dense_params, expert_params, layer_dense_params=None):
+    """The optimizer work of one rank of the job over the built slice's.  The job's stage holds the slice's parameters outside the
+    decoder's layers (embedding, output layer, final norm) once and its
+    layers' stage_layers / layers_built times; with the distributed
+    optimizer a rank steps only its shard of them (dense parameters over
+    DP x CP, experts, all inside the layers, over expert-DP).  The run
     itself is one rank of a data-parallel size of one, which shards
-    nothing."""
+    nothing.  layer_dense_params None: every dense parameter is taken as a
+    layer's."""
     total = dense_params + expert_params
-    if not s.get("distributed_optimizer", True) or total <= 0:
-        return 1.0
-    return (dense_params / float(s.get("dense_shard", 1)) + expert_params / float(s.get("expert_shard", 1))) / total
+    lf = s["stage_layers"] / float(s["layers_built"])
+    if total <= 0:
+        return lf
+    layer_dense = dense_params if layer_dense_params is None else min(layer_dense_params, dense_params)
+    dense = (dense_params - layer_dense) + lf * layer_dense
+    expert = lf * expert_params
+    if s.get("distributed_optimizer", True):
+        dense /= float(s.get("dense_shard", 1))
+        expert /= float(s.get("expert_shard", 1))
+    return (dense + expert) / total
 
 
 def graph_memory(cand, peak_reserved_mib, eager_peak_reserved_mib):
@@ -305,24 +321,63 @@ def graph_memory(cand, peak_reserved_mib, eager_peak_reserved_mib):
     return max(0, int(peak_reserved_mib) - int(eager_peak_reserved_mib))
 
 
-def scaling(s, opt_share=1.0):
-    """Factors from what ran to the real job's step: forward-backward time
-    scales with layers x micro-batches, the optimizer with parameters
-    (approximated by layers) times the rank's shard of them (opt_share,
-    optimizer_share).  Returns (fwd_bwd_factor, optimizer_factor, text)."""
+def scaling(s, opt_factor=None, layer_share=None):
+    """Factors from what ran to the real job's step.  Forward-backward
+    time: the decoder's layers' part (layer_share of it, measured in the
+    run) scales with the layers, the rest (embedding, output layer, loss,
+    the schedule's own work) does not; all of it scales with the
+    micro-batches.  Without a measured layer_share the whole of it scales
+    with the layers, which counts the rest once per built layer's worth
+    (on an H200 a 4-layer slice of an 8-layer dense model put its eager
+    step 27% above the whole model's).  The optimizer: opt_share of the
+    slice's work (optimizer_factor; None: the layers' factor).  Returns (fwd_bwd_factor,
+    optimizer_factor, text)."""
     lf = s["stage_layers"] / float(s["layers_built"])
     mf = s["microbatches"] / float(s["microbatches_run"])
+    opt = lf if opt_factor is None else opt_factor
+    fb = mf * (lf if layer_share is None else (1.0 - layer_share) + layer_share * lf)
     parts = []
     if lf != 1:
         parts.append("built %d of the stage's %d layers" % (s["layers_built"], s["stage_layers"]))
+        if layer_share is not None:
+            parts.append("the layers took %.0f%% of forward-backward (CUDA events at the decoder's ends), "
+                         "the rest is not scaled with them" % (100 * layer_share))
+        else:
+            parts.append("the layers' share of forward-backward was not measured: all of it scaled with them")
     if mf != 1:
         parts.append("ran %d of %d micro-batches per step" % (s["microbatches_run"], s["microbatches"]))
-    if opt_share != 1:
-        parts.append("the distributed optimizer's shard is %.3g of the slice's parameters" % opt_share)
+    if opt != lf:
+        parts.append("one rank's optimizer does %.3g times the slice's work (the job's parameters, "
+                     "the distributed optimizer's shard)" % opt)
     text = ""
     if parts:
-        text = "; ".join(parts) + "; forward-backward time scaled x%.3g, optimizer x%.3g" % (lf * mf, lf * opt_share)
-    return lf * mf, lf * opt_share, text
+        text = "; ".join(parts) + "; forward-backward time scaled x%.3g, optimizer x%.3g" % (fb, opt)
+    return fb, opt, text
+
+
+def layer_share(windows_ms, span_ms):
+    """The decoder's layers' share of a forward-backward pass: the summed
+    GPU-timeline windows (ms) between the decoder's ends, forward and
+    backward, over the pass's span; None when nothing was timed."""
+    if not windows_ms or not span_ms or span_ms <= 0:
+        return None
+    return min(1.0, max(0.0, sum(windows_ms) / span_ms))
+
+
+def pair_windows(marks):
+    """Pairs the decoder's marks of one step, [(kind, t)] in the order they
+    were recorded, kind one of fs/fe (forward start/end) and bs/be
+    (backward start/end), into (start, end) pairs: each end with the
+    earliest unpaired start of its direction."""
+    open_ = {"f": [], "b": []}
+    out = []
+    for kind, t in marks:
+        d, edge = kind[0], kind[1]
+        if edge == "s":
+            open_[d].append(t)
+        elif open_[d]:
+            out.append((open_[d].pop(0), t))
+    return out
 
 
 def config_kwargs(s, cand, config_fields, te):

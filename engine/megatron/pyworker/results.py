@@ -1,6 +1,7 @@
 """Result encoding for the Go side (engine.Result in engine/engine.go).
 Pure Python (no torch): unit-tested in CI."""
 
+import hashlib
 import math
 
 
@@ -117,3 +118,60 @@ def median_run(runs):
         mid["notes"] = notes
         mid["wall_ms"] = sum(r.get("wall_ms", 0.0) for r in runs)
     return mid
+
+
+def pool_id(key):
+    """A short name for the eager baseline of one slice (the worker's key
+    of it), the same in every result compared with it."""
+    return hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+class EagerPool:
+    """The search's eager baseline of one slice: every eager step its runs
+    measured, scaled to the job. Megatron-Core's eager step is host-bound
+    on small layers, and the host's speed drifts: on an H200 node the
+    median of one slice's eager process ran from 912 to 1379 ms within a
+    minute, and a search's three baseline processes at its start were 25%
+    off the same slice's eager steps an hour later. Each result is given
+    the pool as it stands, and the search compares every result with the
+    fullest pool (the one with most steps, engine.Result.EagerPool)."""
+
+    def __init__(self, ident):
+        self.id = ident
+        self.steps = []
+        self.runs = []  # (label, median ms, steps)
+
+    def add(self, run, label):
+        """Adds the eager steps a run measured (its eager_samples), unless
+        it failed."""
+        samples = run.get("eager_samples") or []
+        if run.get("error") or not samples:
+            return
+        self.steps.extend(samples)
+        self.runs.append((label, summarise(samples)["median_ms"], len(samples)))
+
+    def stats(self):
+        return summarise(self.steps)
+
+    def note(self):
+        return EAGER_NOTE + "%d steps of %d runs pooled (each run's median: %s ms)" % (
+            len(self.steps), len(self.runs), ", ".join("%s %.2f" % (label, m) for label, m, _ in self.runs))
+
+    def apply(self, run):
+        """The run's result compared with the pool: its eager stats and
+        speed-up, the pool's note in place of other eager-baseline notes;
+        an eager run's step is the pool's."""
+        r = dict(run)
+        r.pop("eager_samples", None)
+        if not self.steps:
+            return r
+        st = self.stats()
+        r["eager"], r["eager_pool"] = st, self.id
+        r["notes"] = [n for n in r.get("notes") or [] if not n.startswith(EAGER_NOTE)] + [self.note()]
+        if r.get("error"):
+            return r
+        if (r.get("candidate") or {}).get("impl") == "none":
+            r["step"], r["speedup"] = st, 1.0
+        elif r["step"]["median_ms"] > 0:
+            r["speedup"] = st["median_ms"] / r["step"]["median_ms"]
+        return r

@@ -145,6 +145,58 @@ class Slice:
         self._layer_calls = []
         for layer in self._decoder().layers:
             self._time_layer_calls(layer)
+        # The decoder's share of a step, so that only its layers' part is
+        # scaled to the stage's layers (plan.scaling): CUDA events at its
+        # ends, forward and backward. A full-iteration graph replays no
+        # Python, so the events recorded while it was captured (external
+        # ones: record nodes of the graph) mark its replays.
+        self.eager_fwd_bwd = get_forward_backward_func()
+        self.layer_dense_params = sum(p.numel() for p in self._decoder().layers.parameters()
+                                      if getattr(p, "allreduce", True))
+        self.last_layer_share = None
+        self._marks, self._captured_marks = [], []
+        self._decoder().register_forward_pre_hook(self._decoder_in, with_kwargs=True)
+        self._decoder().register_forward_hook(self._decoder_out, with_kwargs=True)
+
+    def _mark(self, kind):
+        """Records an event of the decoder's edge `kind` (plan.pair_windows)
+        on the current stream. A failure leaves the step unsplit rather
+        than failing the candidate."""
+        try:
+            capturing = torch.cuda.is_current_stream_capturing()
+            ev = torch.cuda.Event(enable_timing=True, external=True) if capturing else torch.cuda.Event(enable_timing=True)
+            ev.record()
+        except Exception:  # noqa: BLE001 (an older torch without external events)
+            return
+        (self._captured_marks if capturing else self._marks).append((kind, ev))
+
+    def _on_grad(self, kind):
+        def hook(grad):
+            self._mark(kind)
+        return hook
+
+    def _decoder_in(self, module, args, kwargs):
+        self._mark("fs")
+        h = kwargs.get("hidden_states", args[0] if args else None)
+        if isinstance(h, torch.Tensor) and h.requires_grad:
+            h.register_hook(self._on_grad("be"))  # its gradient ends the decoder's backward
+
+    def _decoder_out(self, module, args, kwargs, output):
+        self._mark("fe")
+        out = output[0] if isinstance(output, (tuple, list)) else output
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(self._on_grad("bs"))  # its gradient starts it
+
+    def _layer_share(self, start, end):
+        """The decoder's share of the span start..end (events) of the step
+        just run, once the GPU is done with it; None when not timed."""
+        marks = self._marks or self._captured_marks
+        try:
+            span = start.elapsed_time(end)
+            windows = [a.elapsed_time(b) for a, b in plan.pair_windows(marks)]
+        except Exception:  # noqa: BLE001 (an event the replay did not record)
+            return None
+        return plan.layer_share(windows, span)
 
     def _time_layer_calls(self, layer):
         ask = getattr(layer, "_should_call_local_cudagraph", None)
@@ -211,18 +263,27 @@ class Slice:
                 and self.steps_done == self.cand["warmup"]:
             self.te_helper.create_cudagraphs()
 
-    def step(self, forward_only=False):
+    def step(self, forward_only=False, eager=False):
         """One training step; returns (host_fwd_bwd_ms, fwd_bwd_ms, opt_ms, loss tensor).
         The GPU is idle when it starts, so the host time until the schedule
-        returns is its enqueue time."""
+        returns is its enqueue time. eager: the plain schedule without the
+        candidate's full-iteration graph and without the optimizer's step
+        (the model stays as it was), an eager forward-backward in the
+        candidate's own process."""
         torch.cuda.synchronize()
         t0 = time.perf_counter()
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
         self.ddp.zero_grad_buffer()
         self.optimizer.zero_grad()
         self._t_zeroed, self._t_decoder, self._layer_calls = time.perf_counter(), None, []
-        losses = self.fwd_bwd(forward_step_func=self._forward_step, data_iterator=iter(self.batches),
-                              model=[self.ddp], num_microbatches=self.s["microbatches_run"],
-                              seq_length=self.s["seq"], micro_batch_size=self.s["mbs"], forward_only=forward_only)
+        self._marks = []
+        fwd_bwd = self.eager_fwd_bwd if eager else self.fwd_bwd
+        losses = fwd_bwd(forward_step_func=self._forward_step, data_iterator=iter(self.batches),
+                         model=[self.ddp], num_microbatches=self.s["microbatches_run"],
+                         seq_length=self.s["seq"], micro_batch_size=self.s["mbs"], forward_only=forward_only)
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
         t1 = time.perf_counter()
         self.last_zero_grad_ms = (self._t_zeroed - t0) * 1e3
         # None when no Python ran the decoder (a full-iteration replay)
@@ -230,10 +291,13 @@ class Slice:
         self.last_layer_calls = plan.layer_call_times(self._t_decoder, self._layer_calls)
         torch.cuda.synchronize()
         t2 = time.perf_counter()
-        if not forward_only:
+        self.last_layer_share = None if forward_only else self._layer_share(start, end)
+        if not forward_only and not eager:
             self.optimizer.step()
             torch.cuda.synchronize()
         t3 = time.perf_counter()
+        if eager:
+            return (t1 - t0) * 1e3, (t2 - t0) * 1e3, 0.0, None
         self.steps_done += 1
         # Read now: a full-iteration graph returns the same static tensor
         # every step, overwritten by each replay.
@@ -315,7 +379,8 @@ def run(req, rank, world, port, gpu, send):
         info["error"] = results.explain_capture(first_line(e))
         info["trace"] = traceback.format_exc(limit=6)
     if sl is not None:
-        info.update(optimizer=sl.optimizer_label, dense_params=sl.dense_params, expert_params=sl.expert_params)
+        info.update(optimizer=sl.optimizer_label, dense_params=sl.dense_params, expert_params=sl.expert_params,
+                    layer_dense_params=sl.layer_dense_params)
     info["peak_allocated_mib"] = torch.cuda.max_memory_allocated() // (1 << 20)
     peak = torch.cuda.max_memory_reserved() // (1 << 20)
     peak_dev = device_used_mib(gpu)
@@ -350,6 +415,8 @@ def measure(sl, opts, rank, send, notes):
     gc.disable()  # as Megatron-Bridge's train(); cleanup() turns it back on
     notes.append("python gc: manual, a collection every %d steps (Megatron-Bridge recipes' manual_gc); OMP_NUM_THREADS=%s"
                  % (plan.MANUAL_GC_INTERVAL, os.environ.get("OMP_NUM_THREADS", "unset")))
+    if mode == "full_iteration":
+        info["own_eager"] = own_eager_steps(sl, min(eager_steps, plan.OWN_EAGER_STEPS))
     for i in range(total):
         if i in collect_before:
             gc.collect()
@@ -368,6 +435,8 @@ def measure(sl, opts, rank, send, notes):
             info["fwd_bwd"].append(fb)
             info["opt"].append(op)
             info.setdefault("zero_grad", []).append(sl.last_zero_grad_ms)
+            if sl.last_layer_share is not None:
+                info.setdefault("layer_share", []).append(sl.last_layer_share)
             if sl.last_lead_in_ms is not None:
                 info.setdefault("lead_in", []).append(sl.last_lead_in_ms)
             for k, v in (sl.last_layer_calls or {}).items():
@@ -394,9 +463,35 @@ def measure(sl, opts, rank, send, notes):
     for k in ("steps", "host", "fwd_bwd", "opt", "zero_grad", "lead_in") + plan.LAYER_CALL_FIGURES:
         if k in info:  # lead_in: not when no Python ran the decoder (a full-iteration replay)
             info[k] = slowest(info[k])
+    if info.get("own_eager"):
+        info["own_eager"]["fwd_bwd"] = slowest(info["own_eager"]["fwd_bwd"])
     if mode == "local" and info["graphs"] == 0:
         notes.append("local impl captured no graph")
     return info
+
+
+def own_eager_steps(sl, n):
+    """Eager forward-backward passes of the candidate's own model before
+    its graphs exist: Megatron-Core's eager step is host-bound on small
+    layers and its speed drifts from minute to minute and process to
+    process (an H200 node's dense-small eager medians ran 120-180 ms in
+    runs an hour apart), so eager steps of the same process, seconds
+    from its graphed ones, join the search's eager baseline (the
+    worker's pool). They run without the optimizer's step, so the model
+    and the losses compared with eager's stay those of a fresh model;
+    what they allocated is returned to the device and the peaks restart,
+    so the graphed run's memory is its own. Returns their forward-backward
+    times and the decoder's shares of them."""
+    out = {"fwd_bwd": [], "layer_share": []}
+    for _ in range(n):
+        _, fb, _, _ = sl.step(eager=True)
+        out["fwd_bwd"].append(fb)
+        if sl.last_layer_share is not None:
+            out["layer_share"].append(sl.last_layer_share)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    return out
 
 
 def first_graphed_step(mode, before):
@@ -434,10 +529,16 @@ def cleanup():
     torch.cuda.empty_cache()
 
 
+def median_or_none(values):
+    return results.summarise(values)["median_ms"] if values else None
+
+
 def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_start):
     shapes, cand = req["shapes"], req["candidate"]
-    share = plan.optimizer_share(shapes, info.get("dense_params", 0), info.get("expert_params", 0))
-    fb_f, opt_f, scale_text = plan.scaling(shapes, share)
+    opt_f = plan.optimizer_factor(shapes, info.get("dense_params", 0), info.get("expert_params", 0),
+                                  info.get("layer_dense_params"))
+    share = median_or_none(info.get("layer_share"))
+    fb_f, opt_f, scale_text = plan.scaling(shapes, opt_f, share)
     # What capturing adds: the graphed run's peak reserved memory less the
     # eager run's on the same slice (a graph pool holds the activations its
     # region saves in place of eager's, so the difference, not the pool, is
@@ -445,6 +546,15 @@ def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_sta
     graph_mib = plan.graph_memory(cand, peak, (eager or {}).get("peak_reserved_mib"))
     steps = [fb * fb_f + op * opt_f for fb, op in zip(info.get("fwd_bwd", []), info.get("opt", []))]
     host = [h * fb_f for h in info.get("host", [])]
+    # Eager steps of this process for the search's eager baseline: an
+    # eager run's own, or the eager passes before a graphed one's capture
+    # with its optimizer's time.
+    own = steps if cand["impl"] == "none" else []
+    pre = info.get("own_eager") or {}
+    if pre.get("fwd_bwd") and info.get("opt"):
+        pre_f, _, _ = plan.scaling(shapes, opt_f, median_or_none(pre.get("layer_share")))
+        opt_ms = median_or_none(info["opt"]) * opt_f
+        own = [fb * pre_f + opt_ms for fb in pre["fwd_bwd"]]
     framework = dict(req["versions"])
     framework["layer_spec"] = layer_spec
     framework["world_size"] = shapes["world"]
@@ -483,11 +593,15 @@ def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_sta
                        wall_ms=(time.perf_counter() - t_start) * 1e3, scaling=scale_text or None,
                        framework=framework, host_enqueue_ms=results.summarise(host)["median_ms"] if host else None,
                        loss=loss, eager_loss=eager_loss, error=err, error_kind=info.get("error_kind"))
+    if own and not err:
+        r["eager_samples"] = own
     if info.get("fwd_bwd"):
         med = lambda k: results.summarise(info.get(k) or [])["median_ms"]
         r["raw"] = {"layers_built": shapes["layers_built"], "microbatches_run": shapes["microbatches_run"],
                     "host_ms": med("host"), "host_fwd_ms": info.get("host_fwd", 0.0), "fwd_bwd_ms": med("fwd_bwd"),
                     "opt_ms": med("opt"), "graph_mib": graph_mib}
+        if share is not None:
+            r["raw"]["layer_share"] = share
         for k in ("zero_grad", "lead_in") + plan.LAYER_CALL_FIGURES:
             if info.get(k):
                 r["raw"][k + "_ms"] = med(k)

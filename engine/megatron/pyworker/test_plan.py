@@ -163,7 +163,67 @@ class ShapesTest(unittest.TestCase):
         fb, opt, text = plan.scaling(s)
         self.assertEqual((fb, opt), (12 * 16, 12))
         self.assertIn("built 4 of the stage's 48 layers", text)
+        self.assertIn("not measured: all of it scaled with them", text)
         self.assertEqual(plan.scaling(plan.rank_shapes(spec()))[2], "")
+
+    def test_only_the_layers_part_scales_with_the_layers(self):
+        # 4 of 8 layers, the layers 60% of forward-backward: 0.4 + 0.6 x 2.
+        s = plan.rank_shapes(spec(layers=8, gbs=4), max_layers=4, max_microbatches=4)
+        fb, _, text = plan.scaling(s, None, 0.6)
+        self.assertAlmostEqual(fb, 1.6)
+        self.assertIn("the layers took 60% of forward-backward", text)
+        # Micro-batches scale all of it: 8 of 16 run.
+        s = plan.rank_shapes(spec(layers=8, gbs=16), max_layers=4, max_microbatches=8)
+        self.assertAlmostEqual(plan.scaling(s, None, 0.6)[0], 1.6 * 2)
+        # The whole stage built: nothing to scale, whatever the share.
+        self.assertEqual(plan.scaling(plan.rank_shapes(spec()), None, 0.3)[0], 1.0)
+
+    def test_layer_share_from_the_decoders_windows(self):
+        marks = [("fs", 1.0), ("fe", 3.0), ("bs", 5.0), ("fs", 6.0), ("be", 9.0), ("fe", 7.5)]
+        self.assertEqual(plan.pair_windows(marks), [(1.0, 3.0), (5.0, 9.0), (6.0, 7.5)])
+        self.assertAlmostEqual(plan.layer_share([2.0, 4.0, 1.5], 10.0), 0.75)
+        self.assertIsNone(plan.layer_share([], 10.0))
+        self.assertIsNone(plan.layer_share([1.0], 0.0))
+        self.assertEqual(plan.layer_share([8.0, 4.0], 10.0), 1.0)  # clock skew never gives more than all
+
+
+class EagerPoolTest(unittest.TestCase):
+    def run_of(self, impl, steps, samples=None, error=None):
+        r = results.result({"impl": impl, "scopes": [], "warmup": 1}, {}, steps, results.summarise([100.0]),
+                           notes=["eager baseline: the median of 3 processes", "python gc: manual"], error=error)
+        if samples is not None:
+            r["eager_samples"] = samples
+        return r
+
+    def test_every_run_is_compared_with_all_eager_steps_so_far(self):
+        pool = results.EagerPool(results.pool_id("key"))
+        pool.add(self.run_of("none", [120.0, 121.0, 119.0], [120.0, 121.0, 119.0]), "eager")
+        pool.add(self.run_of("none", [0], [1.0], error="CUDA out of memory"), "eager")  # a failure adds nothing
+        graphed = self.run_of("local", [40.0, 40.0, 40.0], [150.0, 160.0])
+        pool.add(graphed, "full_iteration")
+        r = pool.apply(graphed)
+        self.assertEqual(r["eager"]["n"], 5)
+        self.assertEqual(r["eager"]["median_ms"], 121.0)
+        self.assertAlmostEqual(r["speedup"], 121.0 / 40.0)
+        self.assertEqual(r["eager_pool"], pool.id)
+        self.assertNotIn("eager_samples", r)
+        self.assertEqual(r["notes"][0], "python gc: manual")
+        self.assertIn("5 steps of 2 runs pooled (each run's median: eager 120.00, full_iteration 155.00 ms)", r["notes"][-1])
+        self.assertIn("eager_samples", graphed)  # the run itself is not changed
+
+    def test_an_eager_run_is_the_pool(self):
+        pool = results.EagerPool("p")
+        run = self.run_of("none", [90.0, 91.0, 92.0], [90.0, 91.0, 92.0])
+        pool.add(self.run_of("none", [200.0], [200.0]), "eager")
+        pool.add(run, "eager")
+        r = pool.apply(run)
+        self.assertEqual((r["step"], r["speedup"]), (pool.stats(), 1.0))
+        self.assertEqual(r["step"]["median_ms"], 91.5)
+
+    def test_an_empty_pool_changes_nothing_but_the_samples(self):
+        r = results.EagerPool("p").apply(self.run_of("local", [40.0], [1.0]))
+        self.assertEqual((r["eager"]["median_ms"], r.get("eager_pool")), (100.0, None))
+        self.assertNotIn("eager_samples", r)
 
 
 class OptimizerTest(unittest.TestCase):
@@ -179,9 +239,19 @@ class OptimizerTest(unittest.TestCase):
         s = plan.rank_shapes(spec(tp=2, pp=2, cp=2, ep=8, num_gpus=64, gbs=64, layers=8,
                                   moe={"experts": 64, "top_k": 8, "ffn_hidden": 1024}))
         self.assertEqual((s["dense_shard"], s["expert_shard"]), (16, 4))
-        self.assertAlmostEqual(plan.optimizer_share(s, 300, 100), (300 / 16 + 100 / 4) / 400)
+        self.assertAlmostEqual(plan.optimizer_factor(s, 300, 100), (300 / 16 + 100 / 4) / 400)
         s["distributed_optimizer"] = False
-        self.assertEqual(plan.optimizer_share(s, 300, 100), 1.0)
+        self.assertEqual(plan.optimizer_factor(s, 300, 100), 1.0)
+
+    def test_the_parameters_outside_the_layers_are_not_scaled(self):
+        # 4 of 8 layers built: 240 dense parameters in the layers, 160 in
+        # the embedding and output layer; the job's stage holds 160 + 480.
+        s = plan.rank_shapes(spec(layers=8, gbs=4), max_layers=4)
+        s["dense_shard"] = 1
+        self.assertAlmostEqual(plan.optimizer_factor(s, 400, 0, 240), (160 + 480) / 400.0)
+        self.assertAlmostEqual(plan.optimizer_factor(s, 400, 0), 2.0)  # unsplit: all of it a layer's
+        s["dense_shard"] = 4
+        self.assertAlmostEqual(plan.optimizer_factor(s, 400, 0, 240), (160 + 480) / 4 / 400.0)
 
     def test_layout_turns_the_distributed_optimizer_off(self):
         sp = spec()
@@ -191,11 +261,11 @@ class OptimizerTest(unittest.TestCase):
         self.assertEqual((s["distributed_optimizer"], s["grad_reduce_in_fp32"]), (False, True))
         self.assertTrue(plan.rank_shapes(spec())["distributed_optimizer"])
 
-    def test_scaling_takes_the_shard(self):
+    def test_scaling_takes_the_optimizer_factor(self):
         s = plan.rank_shapes(spec(layers=48, gbs=64), max_layers=4, max_microbatches=4)
-        fb, opt, text = plan.scaling(s, 0.25)
+        fb, opt, text = plan.scaling(s, 3.0)
         self.assertEqual((fb, opt), (12 * 16, 3))
-        self.assertIn("shard is 0.25", text)
+        self.assertIn("optimizer does 3 times the slice's work", text)
 
 
 class GraphMemoryTest(unittest.TestCase):

@@ -252,33 +252,36 @@ class Worker:
         key = json.dumps([spec, shapes["layers_built"]], sort_keys=True)
         opts = dict(opts, compare_steps=plan.compare_steps(opts))
         if key not in self.eager:
-            r = self.eager_run(shapes, opts, rid)
+            r, runs = self.eager_run(shapes, opts, rid)
             self.eager[key] = {"stats": r.get("step"), "losses": r.get("losses"), "error": r.get("error"),
                                "host": r.get("host_enqueue_ms"), "notes": results.eager_notes(r),
-                               "peak_reserved_mib": (r.get("memory") or {}).get("process_peak_mib")}
+                               "peak_reserved_mib": (r.get("memory") or {}).get("process_peak_mib"),
+                               "pool": results.EagerPool(results.pool_id(key))}
+            for run in runs:
+                self.eager[key]["pool"].add(run, "eager")
             if cand["impl"] == "none":
-                r["eager"] = r["step"]
-                if not r.get("error"):
-                    r["speedup"] = 1.0
                 r["eager_host_enqueue_ms"] = r.get("host_enqueue_ms")
-                return r
+                return self.eager[key]["pool"].apply(r)
         eager = self.eager[key]
         if eager.get("error"):
             return results.result(cand, self.device, [], None, error_kind="crash",
                                   error="the eager baseline failed: " + eager["error"])
-        r = self.child_run(shapes, cand, opts, eager, rid)
+        baseline = {k: v for k, v in eager.items() if k != "pool"}
+        baseline["stats"] = eager["pool"].stats()
+        r = self.child_run(shapes, cand, opts, baseline, rid)
         r["eager_host_enqueue_ms"] = eager.get("host")
-        r["notes"] = list(r.get("notes") or []) + eager.get("notes", [])
-        return r
+        eager["pool"].add(r, plan.graph_mode(cand))
+        return eager["pool"].apply(r)
 
     def eager_run(self, shapes, opts, rid):
-        """The eager baseline: the median of EAGER_PROCESSES runs, each in
-        its own processes (results.median_run); one when the first fails."""
+        """The eager baseline: EAGER_PROCESSES runs, each in its own
+        processes; one when the first fails. Returns the median one
+        (results.median_run) and them all."""
         eager_cand = {"impl": "none", "scopes": [], "warmup": 0}
         runs = [self.child_run(shapes, eager_cand, opts, None, rid)]
         while len(runs) < plan.EAGER_PROCESSES and not runs[0].get("error"):
             runs.append(self.child_run(shapes, eager_cand, opts, None, rid))
-        return results.median_run(runs)
+        return results.median_run(runs), runs
 
     def child_run(self, shapes, cand, opts, eager, rid):
         """Runs the candidate on forked (or spawned) ranks. The free port
