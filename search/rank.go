@@ -724,10 +724,10 @@ func ParseTie(s string) (float64, error) {
 // baseline. Results of one pool measured before it filled were compared
 // with fewer steps of a drifting host (engine.Result.EagerPool).
 func onFullestEagerPool(es []entry) []entry {
-	fullest := map[string]stepmodel.Stats{}
+	fullest := map[string]engine.Result{}
 	for _, e := range es {
-		if id := e.res.EagerPool; id != "" && e.res.Eager.N > fullest[id].N {
-			fullest[id] = e.res.Eager
+		if id := e.res.EagerPool; id != "" && e.res.Eager.N > fullest[id].Eager.N {
+			fullest[id] = e.res
 		}
 	}
 	if len(fullest) == 0 {
@@ -735,12 +735,14 @@ func onFullestEagerPool(es []entry) []entry {
 	}
 	out := slices.Clone(es)
 	for i, e := range out {
-		base, ok := fullest[e.res.EagerPool]
+		from, ok := fullest[e.res.EagerPool]
+		base := from.Eager
 		if !ok || e.res.EagerPool == "" || e.res.Eager == base {
 			continue
 		}
 		r := e.res
 		r.Eager = base
+		r.Notes = append(withoutPrefix(r.Notes, eagerBaselineNote), withPrefix(from.Notes, eagerBaselineNote)...)
 		switch {
 		case r.Failed():
 		case r.Candidate.Impl == presets.ImplNone:
@@ -749,6 +751,30 @@ func onFullestEagerPool(es []entry) []entry {
 			r.Speedup = base.Median / r.Step.Median
 		}
 		out[i].res = r
+	}
+	return out
+}
+
+// eagerBaselineNote starts the megatron worker's notes on the eager
+// baseline a result was compared with.
+const eagerBaselineNote = "eager baseline: "
+
+func withoutPrefix(notes []string, prefix string) []string {
+	var out []string
+	for _, n := range notes {
+		if !strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func withPrefix(notes []string, prefix string) []string {
+	var out []string
+	for _, n := range notes {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
 	}
 	return out
 }

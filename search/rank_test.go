@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -440,8 +441,10 @@ func TestResultsOfOnePoolShareItsFullestBaseline(t *testing.T) {
 		return r
 	}
 	none := pooled(res(presets.ImplNone, nil, 3, 180, 0), "a", 180, 33)
+	none.Notes = []string{"eager baseline: 33 steps of 3 runs pooled"}
 	early := pooled(res(presets.ImplLocal, nil, 1, 75, 500), "a", 180, 33)
 	late := pooled(res(presets.ImplLocal, []string{presets.ScopeFullIteration}, 1, 74, 500), "a", 150, 49)
+	late.Notes = []string{"optimizer: fused", "eager baseline: 49 steps of 4 runs pooled"}
 	other := pooled(res(presets.ImplLocal, []string{"attn"}, 1, 70, 500), "b", 300, 60)
 	got := map[string]Ranked{}
 	for _, r := range Rank([]engine.Result{none, early, late, other}, RankOptions{}) {
@@ -449,6 +452,9 @@ func TestResultsOfOnePoolShareItsFullestBaseline(t *testing.T) {
 	}
 	if e := got[early.Candidate.Key()].Result; e.Eager.Median != 150 || math.Abs(e.Speedup-2) > 1e-9 {
 		t.Errorf("early result: eager %.1f ms, speed-up %.3f; want the fullest pool's 150 ms and 2.000", e.Eager.Median, e.Speedup)
+	}
+	if n := got[none.Candidate.Key()].Result; !slices.Equal(n.Notes, []string{"eager baseline: 49 steps of 4 runs pooled"}) {
+		t.Errorf("eager run's notes %q: want the fullest pool's note in place of its own", n.Notes)
 	}
 	if n := got[none.Candidate.Key()].Result; n.Step.Median != 150 || n.Speedup != 1 {
 		t.Errorf("eager run: step %.1f ms, speed-up %.3f; want the pool's 150 ms and 1", n.Step.Median, n.Speedup)

@@ -42,11 +42,9 @@ def row(out_dir, preset):
     cand = win.get("candidate") or {}
     mode = mode_of(cand)
     ref = {}
-    for part in ("before", "after"):
-        p = os.path.join(out_dir, "reference-%s-%s.jsonl" % (preset, part))
-        if os.path.exists(p):
-            for m, xs in reference_steps(p).items():
-                ref.setdefault(m, []).extend(xs)
+    for p in sorted(glob.glob(os.path.join(out_dir, "reference-%s-*.jsonl" % preset))):
+        for m, xs in reference_steps(p).items():
+            ref.setdefault(m, []).extend(xs)
     eager, graphed = ref.get("none", []), ref.get(mode, [])
     whole = mean(eager) / mean(graphed) if eager and graphed else 0.0
     sp = win.get("speedup", 0.0)

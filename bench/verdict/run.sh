@@ -15,9 +15,11 @@ presets=("$@"); [ ${#presets[@]} -eq 0 ] && presets=(dense-a-mbs1 dense-small-mb
 # search: Megatron-Core's host-bound eager step drifts over minutes, so the
 # slice's verdict is set against the whole model measured around it
 # (bench/verdict/compare.py).
-reference() { # PRESET before|after
+# REFMODES picks the modes (default: none local full_iteration); REFAFTER
+# runs the "after" pass that many times.
+reference() { # PRESET before|after|after2...
   [ "${REFSTEPS:-12}" -gt 0 ] || return 0
-  python3 bench/verdict/reference.py "$1" "${REFSTEPS:-12}" "$OUT/cases-$1.json" || return 0
+  python3 bench/verdict/reference.py "$1" "${REFSTEPS:-12}" "$OUT/cases-$1.json" ${REFMODES:-} || return 0
   : >"$OUT/reference-$1-$2.jsonl"
   python3 bench/memory/peaks.py "$OUT/cases-$1.json" "$OUT/reference-$1-$2.jsonl" >/dev/null 2>"$OUT/reference-$1-$2.err"
   echo "== $p: whole-model reference ($2) rc=$?"
@@ -49,6 +51,6 @@ print("eager:", [n for n in win.get("notes") or [] if n.startswith("eager baseli
 print("reference:", d.get("reference_text"))
 print("emulation:", json.dumps(d.get("emulation")))
 PY
-  reference "$p" after
+  for i in $(seq 1 "${REFAFTER:-1}"); do reference "$p" "after$([ "$i" -gt 1 ] && echo "$i")"; done
 done
 python3 bench/verdict/compare.py "$OUT" "${presets[@]}"
