@@ -60,7 +60,8 @@ def row(out_dir, preset):
 
 def main(argv):
     out_dir = argv[1]
-    presets = argv[2:] or sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(out_dir, "*.json")))
+    presets = argv[2:] or sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(out_dir, "*.json"))
+                                 if not os.path.basename(p).startswith("cases-"))
     print("%-18s %-26s %8s %8s %9s %s" % ("preset", "winner", "slice", "whole", "error", "whole-model runs (eager | winner mode), ms"))
     for p in presets:
         try:
