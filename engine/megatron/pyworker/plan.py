@@ -291,9 +291,10 @@ def modelled_degrees(job, dp, tp_run, ep_run):
 
 
 def optimizer_factor(s, dense_params, expert_params, layer_dense_params=None):
-    """The optimizer work of one rank of the job over the built slice's.  The job's stage holds the slice's parameters outside the
-    decoder's layers (embedding, output layer, final norm) once and its
-    layers' stage_layers / layers_built times; with the distributed
+    """The optimizer work of one rank of the job over the built slice's.
+    The job's stage holds the slice's parameters outside the decoder's
+    layers (embedding, output layer, final norm) once and its layers'
+    stage_layers / layers_built times; with the distributed
     optimizer a rank steps only its shard of them (dense parameters over
     DP x CP, experts, all inside the layers, over expert-DP).  The run
     itself is one rank of a data-parallel size of one, which shards
@@ -329,9 +330,9 @@ def scaling(s, opt_factor=None, layer_share=None):
     micro-batches.  Without a measured layer_share the whole of it scales
     with the layers, which counts the rest once per built layer's worth
     (on an H200 a 4-layer slice of an 8-layer dense model put its eager
-    step 27% above the whole model's).  The optimizer: opt_share of the
-    slice's work (optimizer_factor; None: the layers' factor).  Returns (fwd_bwd_factor,
-    optimizer_factor, text)."""
+    forward-backward 24-29% above the whole model's).  The optimizer:
+    opt_factor times the slice's work (optimizer_factor; None: the
+    layers' factor).  Returns (fwd_bwd_factor, optimizer_factor, text)."""
     lf = s["stage_layers"] / float(s["layers_built"])
     mf = s["microbatches"] / float(s["microbatches_run"])
     opt = lf if opt_factor is None else opt_factor

@@ -139,7 +139,7 @@ class EagerPool:
     def __init__(self, ident):
         self.id = ident
         self.steps = []
-        self.runs = []  # (label, median ms, steps)
+        self.runs = []  # (label, median ms)
 
     def add(self, run, label):
         """Adds the eager steps a run measured (its eager_samples), unless
@@ -148,14 +148,14 @@ class EagerPool:
         if run.get("error") or not samples:
             return
         self.steps.extend(samples)
-        self.runs.append((label, summarise(samples)["median_ms"], len(samples)))
+        self.runs.append((label, summarise(samples)["median_ms"]))
 
     def stats(self):
         return summarise(self.steps)
 
     def note(self):
         return EAGER_NOTE + "%d steps of %d runs pooled (each run's median: %s ms)" % (
-            len(self.steps), len(self.runs), ", ".join("%s %.2f" % (label, m) for label, m, _ in self.runs))
+            len(self.steps), len(self.runs), ", ".join("%s %.2f" % run for run in self.runs))
 
     def apply(self, run):
         """The run's result compared with the pool: its eager stats and
