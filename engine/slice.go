@@ -51,9 +51,9 @@ func (s slicing) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 }
 
 // scaledToStage is the result r of a run of n of the stage's layers as the
-// whole stage's: its times multiplied by layers/n (every part of the step,
-// the optimizer with the parameters, as the megatron engine scales its
-// slice), its speed-up unchanged; the memory model's breakdown and the
+// whole stage's: its times multiplied by layers/n (every part of the step
+// alike; the megatron engine, which times its decoder, scales only the
+// layers' share of its slice), its speed-up unchanged; the memory model's breakdown and the
 // job's graph memory are those of the whole stage (whole's), the run's
 // own memory what the slice took.
 func scaledToStage(r, whole Result, layers, n int) Result {

@@ -737,12 +737,12 @@ func onFullestEagerPool(es []entry) []entry {
 	for i, e := range out {
 		from, ok := fullest[e.res.EagerPool]
 		base := from.Eager
-		if !ok || e.res.EagerPool == "" || e.res.Eager == base {
+		if !ok || e.res.Eager == base { // ok: a pool's id, never empty
 			continue
 		}
 		r := e.res
 		r.Eager = base
-		r.Notes = append(withoutPrefix(r.Notes, eagerBaselineNote), withPrefix(from.Notes, eagerBaselineNote)...)
+		r.Notes = append(notesStarting(r.Notes, eagerBaselineNote, false), notesStarting(from.Notes, eagerBaselineNote, true)...)
 		switch {
 		case r.Failed():
 		case r.Candidate.Impl == presets.ImplNone:
@@ -759,20 +759,12 @@ func onFullestEagerPool(es []entry) []entry {
 // baseline a result was compared with.
 const eagerBaselineNote = "eager baseline: "
 
-func withoutPrefix(notes []string, prefix string) []string {
+// notesStarting are the notes that start with prefix (want true) or
+// those that do not.
+func notesStarting(notes []string, prefix string, want bool) []string {
 	var out []string
 	for _, n := range notes {
-		if !strings.HasPrefix(n, prefix) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func withPrefix(notes []string, prefix string) []string {
-	var out []string
-	for _, n := range notes {
-		if strings.HasPrefix(n, prefix) {
+		if strings.HasPrefix(n, prefix) == want {
 			out = append(out, n)
 		}
 	}

@@ -86,13 +86,6 @@ def result(candidate, device, steps, eager, **kw):
 EAGER_NOTE = "eager baseline: "
 
 
-def eager_notes(run):
-    """The notes median_run added to an eager run, which every candidate
-    compared with that baseline carries too (a halving search never runs
-    `none` on its own, so they would show nowhere else)."""
-    return [n for n in run.get("notes") or [] if n.startswith(EAGER_NOTE)]
-
-
 def median_run(runs):
     """The eager baseline from runs of it in separate processes: the run
     whose step median is the median of theirs (the lower one of an even

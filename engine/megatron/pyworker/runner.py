@@ -111,7 +111,7 @@ class Slice:
         if dist_opt:
             self.optimizer_label += ", distributed optimizer"
         self.dense_params, self.expert_params = param_counts(self.ddp)
-        fwd_bwd = get_forward_backward_func()
+        fwd_bwd = self.eager_fwd_bwd = get_forward_backward_func()
         if self.mode == "full_iteration":
             from megatron.core.full_cuda_graph import FullCudaGraphWrapper
 
@@ -150,7 +150,6 @@ class Slice:
         # ends, forward and backward. A full-iteration graph replays no
         # Python, so the events recorded while it was captured (external
         # ones: record nodes of the graph) mark its replays.
-        self.eager_fwd_bwd = get_forward_backward_func()
         self.layer_dense_params = sum(p.numel() for p in self._decoder().layers.parameters()
                                       if getattr(p, "allreduce", True))
         self.last_layer_share = None

@@ -86,13 +86,6 @@ class MedianRunTest(unittest.TestCase):
         runs = [self.run_of(0, None, error="first"), self.run_of(0, None, error="second")]
         self.assertEqual(results.median_run(runs)["error"], "first")
 
-    def test_candidates_carry_the_baselines_notes(self):
-        runs = [self.run_of(196.3, 2.1), self.run_of(173.5, 2.2)]
-        r = results.median_run(runs)
-        r["notes"] = ["python gc: manual"] + r["notes"]
-        self.assertEqual(results.eager_notes(r), ["eager baseline: the median of 2 processes (step medians 173.50, 196.30 ms)"])
-        self.assertEqual(results.eager_notes(self.run_of(100.0, 1.0)), [])
-
     def test_one_run_is_unchanged(self):
         run = self.run_of(100.0, 1.0)
         self.assertEqual(results.median_run([run]), run)

@@ -254,7 +254,7 @@ class Worker:
         if key not in self.eager:
             r, runs = self.eager_run(shapes, opts, rid)
             self.eager[key] = {"stats": r.get("step"), "losses": r.get("losses"), "error": r.get("error"),
-                               "host": r.get("host_enqueue_ms"), "notes": results.eager_notes(r),
+                               "host": r.get("host_enqueue_ms"),
                                "peak_reserved_mib": (r.get("memory") or {}).get("process_peak_mib"),
                                "pool": results.EagerPool(results.pool_id(key))}
             for run in runs:
