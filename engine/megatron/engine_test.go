@@ -113,6 +113,25 @@ func TestCollectivesOfExecutedDegreesAreNotAdded(t *testing.T) {
 	}
 }
 
+// The collectives added to a result (modelledFamilies) and those the
+// exposure fit takes as run (executed) are read from one Modelled list
+// one way: of a layout's TP and EP, each is either run or modelled.
+func TestExecutedIsWhatIsNotModelled(t *testing.T) {
+	l := presets.Layout{TP: 4, EP: 4}
+	for _, modelled := range [][]string{nil, {"TP 4"}, {"TP 4 (2 run)", "DP 2"}, {"EP 4 (2 run)"}, {"TP 4", "EP 4", "PP 2"}, {"ETP 2"}} {
+		f := &engine.FrameworkInfo{Modelled: modelled}
+		ran, mod := executed(f, l), modelledFamilies(f)
+		for _, fam := range []string{"sp_", "ep_"} {
+			if ran[fam] == mod[fam] {
+				t.Errorf("modelled %q: %s run %v, modelled %v; want exactly one", modelled, fam, ran[fam], mod[fam])
+			}
+		}
+	}
+	if ran := executed(&engine.FrameworkInfo{}, presets.Layout{TP: 1, EP: 1}); len(ran) != 0 {
+		t.Errorf("TP 1 EP 1: %v run, want none (no such collectives)", ran)
+	}
+}
+
 type stubEngine struct{ runs int }
 
 func (s *stubEngine) Name() string              { return "cuda" }
