@@ -19,12 +19,12 @@ import (
 // writeJSON writes v as JSON to dir/name and returns the path.
 func writeJSON(t *testing.T, dir, name string, v any) string {
 	t.Helper()
-	data, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o644); err != nil {
+	data, err := json.Marshal(v)
+	if err == nil {
+		err = os.WriteFile(p, data, 0o644)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -54,21 +54,17 @@ func onFramework(e engine.Result, speedup, graph float64) engine.Result {
 // compared; bad input exits 2.
 func TestThreeWayTable(t *testing.T) {
 	dir := t.TempDir()
-	m, err := presets.LookupModel("llama3_8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout("h100")
+	o := options{model: "llama3_8b", gpuType: "h100", mbridge: "0.4", noCUDA: true, jsonOut: filepath.Join(dir, "rows.json")}
+	w, err := workload(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	prof := &stepmodel.FrameworkProfile{Version: stepmodel.ProfileVersion, Source: "megatron-core test, NVIDIA H200",
-		Key: stepmodel.ProfileKey{GPU: "NVIDIA H200", Model: "llama3_8b", Layout: stepmodel.LayoutKey(l)},
+		Key: stepmodel.ProfileKey{GPU: "NVIDIA H200", Model: "llama3_8b", Layout: stepmodel.LayoutKey(w.Layout)},
 		Layers: map[string]stepmodel.LayerProfile{"dense": {EagerFwd: stepmodel.HostGPU{HostMs: 3, GPUMs: 2}, EagerBwd: stepmodel.HostGPU{HostMs: 2, GPUMs: 4},
 			Graphed: map[string]stepmodel.GraphedRegion{"layer": {ReplayHostMs: 0.2, GPUMs: 5.5, GraphMiB: 300}, "attn": {ReplayHostMs: 0.1, GPUMs: 1.8, GraphMiB: 80}}}},
 		OtherFwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 3}, OtherBwd: stepmodel.HostGPU{HostMs: 1, GPUMs: 3}, Optimizer: stepmodel.HostGPU{HostMs: 5, GPUMs: 20}}
-	o := options{profile: writeJSON(t, dir, "profile.json", prof), model: "llama3_8b", gpuType: "h100", mbridge: "0.4", noCUDA: true,
-		jsonOut: filepath.Join(dir, "rows.json")}
+	o.profile = writeJSON(t, dir, "profile.json", prof)
 	cands := []presets.Candidate{{Impl: "none", Warmup: 3}, {Impl: "transformer_engine", Warmup: 3},
 		{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3}, {Impl: "local", Scopes: []string{"full_iteration"}, Warmup: 3}}
 	var out bytes.Buffer
