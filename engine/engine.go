@@ -27,7 +27,10 @@ import (
 // Result; a failing candidate (capture error, out of memory) is a Result
 // with Err set, never a panic.
 type Engine interface {
-	Name() string // "cuda" or "estimate"
+	// Name is the engine's name as --engine takes it: "megatron", "cuda",
+	// "estimate" or "job"; a worker's client reports the name of the
+	// engine its worker runs.
+	Name() string
 	Device() DeviceInfo
 	Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts RunOptions, emit func(StepSample)) Result
 	Close() error
@@ -182,7 +185,7 @@ type JobInfo struct {
 // Result is what one candidate did on one workload.
 type Result struct {
 	Candidate presets.Candidate `json:"candidate"`
-	Source    Source            `json:"source"` // measured | estimated | job
+	Source    Source            `json:"source"` // where the figures came from (a Source: SourceJob ... SourceEstimated)
 	Device    DeviceInfo        `json:"device"`
 	Step      stepmodel.Stats   `json:"step"`  // steady-state step time of the candidate
 	Eager     stepmodel.Stats   `json:"eager"` // eager baseline, same workload, same process

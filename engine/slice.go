@@ -58,16 +58,8 @@ func (s slicing) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 // own memory what the slice took.
 func scaledToStage(r, whole Result, layers, n int) Result {
 	f := float64(layers) / float64(n)
-	r.Step, r.Eager = r.Step.Scaled(f), r.Eager.Scaled(f)
+	r.scaleTimes(f)
 	r.SliceLayers = n
-	r.FwdBwdMs *= f
-	r.CaptureMs *= f
-	r.WarmupMs *= f
-	r.KernelSumMs *= f
-	r.FwdBwdKernelMs *= f
-	r.HostEnqueueMs *= f
-	r.EagerHostEnqueueMs *= f
-	r.CollectivesMs *= f
 	if b := whole.Memory.Breakdown; b != nil {
 		r.Memory.Breakdown = b
 		if r.Memory.GraphFullJobMiB > 0 {

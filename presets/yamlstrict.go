@@ -202,35 +202,18 @@ func (d *strictDoc) walk(n *yaml.Node, t reflect.Type, path string) error {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return fmt.Errorf("%s:%d: field %q: want a mapping, got %s", d.file, n.Line, displayPath(path), kindName(n))
-		}
 		fields := yamlFields(t)
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode {
-				return fmt.Errorf("%s:%d: want a field name, got %s", d.file, k.Line, kindName(k))
-			}
-			if first, dup := seen[k.Value]; dup {
-				return fmt.Errorf("%s:%d: field %q given twice (first at line %d)", d.file, k.Line, k.Value, first)
-			}
-			seen[k.Value] = k.Line
+		return d.walkMapping(n, path, structKeys, func(k *yaml.Node) (reflect.Type, error) {
 			f, ok := fields.byName[k.Value]
 			if !ok {
 				where := ""
 				if path != "" {
 					where = " in " + displayPath(path)
 				}
-				return fmt.Errorf("%s:%d: unknown field %q%s (allowed: %s)", d.file, k.Line, k.Value, where, strings.Join(fields.names, ", "))
+				return nil, fmt.Errorf("%s:%d: unknown field %q%s (allowed: %s)", d.file, k.Line, k.Value, where, strings.Join(fields.names, ", "))
 			}
-			child := joinPath(path, k.Value)
-			d.lines[child] = k.Line
-			if err := d.walk(v, f.Type, child); err != nil {
-				return err
-			}
-		}
-		return nil
+			return f.Type, nil
+		})
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			return fmt.Errorf("%s:%d: field %q: want a list, got %s", d.file, n.Line, displayPath(path), kindName(n))
@@ -242,28 +225,49 @@ func (d *strictDoc) walk(n *yaml.Node, t reflect.Type, path string) error {
 		}
 		return nil
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return fmt.Errorf("%s:%d: field %q: want a mapping, got %s", d.file, n.Line, displayPath(path), kindName(n))
-		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode {
-				return fmt.Errorf("%s:%d: want a key, got %s", d.file, k.Line, kindName(k))
-			}
-			if first, dup := seen[k.Value]; dup {
-				return fmt.Errorf("%s:%d: key %q given twice (first at line %d)", d.file, k.Line, k.Value, first)
-			}
-			seen[k.Value] = k.Line
-			child := joinPath(path, k.Value)
-			d.lines[child] = k.Line
-			if err := d.walk(v, t.Elem(), child); err != nil {
-				return err
-			}
-		}
-		return nil
+		return d.walkMapping(n, path, mapKeys, func(*yaml.Node) (reflect.Type, error) { return t.Elem(), nil })
 	}
 	return d.scalar(n, t, path)
+}
+
+// keyWords name a mapping's keys in errors: a struct's are field names,
+// a map's keys.
+type keyWords struct{ want, given string }
+
+var (
+	structKeys = keyWords{want: "a field name", given: "field"}
+	mapKeys    = keyWords{want: "a key", given: "key"}
+)
+
+// walkMapping checks that n is a mapping whose keys are scalars, each given
+// once, records each key's line and walks each value against the type
+// valueType gives for its key (an error there: a key the type does not
+// have).
+func (d *strictDoc) walkMapping(n *yaml.Node, path string, words keyWords, valueType func(k *yaml.Node) (reflect.Type, error)) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("%s:%d: field %q: want a mapping, got %s", d.file, n.Line, displayPath(path), kindName(n))
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return fmt.Errorf("%s:%d: want %s, got %s", d.file, k.Line, words.want, kindName(k))
+		}
+		if first, dup := seen[k.Value]; dup {
+			return fmt.Errorf("%s:%d: %s %q given twice (first at line %d)", d.file, k.Line, words.given, k.Value, first)
+		}
+		seen[k.Value] = k.Line
+		t, err := valueType(k)
+		if err != nil {
+			return err
+		}
+		child := joinPath(path, k.Value)
+		d.lines[child] = k.Line
+		if err := d.walk(v, t, child); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *strictDoc) scalar(n *yaml.Node, t reflect.Type, path string) error {

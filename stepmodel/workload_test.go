@@ -190,16 +190,6 @@ func TestRatesOpTimes(t *testing.T) {
 	}
 }
 
-func TestSummarise(t *testing.T) {
-	s := Summarise([]float64{5, 1, 4, 2, 3, 10, 6, 7, 8, 9, 11})
-	if s.Median != 6 || s.P10 != 2 || s.P90 != 10 || s.N != 11 {
-		t.Errorf("%+v", s)
-	}
-	if (Summarise(nil) != Stats{}) {
-		t.Error("empty")
-	}
-}
-
 // Every built-in model builds for every layout it has, and the two models
 // the acceptance names match the analytic FLOPs from their preset files.
 func TestBuiltinPresetsBuild(t *testing.T) {

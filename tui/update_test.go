@@ -140,14 +140,21 @@ func names(items []listItem) []string {
 	return out
 }
 
+// The GPU type moves through the model's GPU types both ways and wraps
+// around at both ends, from the model list (right, left, g) and from the
+// layout editor (g).
 func TestGPUTypeCycles(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
 	gpus := m.sel.model.GPUs()
-	if len(gpus) < 2 {
-		t.Skip("llama3_70b has one layout")
+	if len(gpus) < 3 || m.sel.layout.GPU != gpus[0] {
+		t.Fatalf("%s on %s, GPU types %v: the test needs three types and to start on the first", m.sel.model.Name, m.sel.layout.GPU, gpus)
 	}
-	press(m, "right")
+	press(m, "left")
+	if last := gpus[len(gpus)-1]; m.sel.layout.GPU != last {
+		t.Fatalf("left from the first GPU type: %s, want the last, %s", m.sel.layout.GPU, last)
+	}
+	press(m, "right", "right")
 	if m.sel.layout.GPU != gpus[1] {
 		t.Fatalf("GPU type %s, want %s", m.sel.layout.GPU, gpus[1])
 	}
@@ -166,6 +173,13 @@ func TestGPUTypeCycles(t *testing.T) {
 	press(m, "tab", "g")
 	if m.sel.layout.GPU != gpus[2] {
 		t.Errorf("g in the layout editor: %s", m.sel.layout.GPU)
+	}
+	for range gpus[3:] {
+		press(m, "g")
+	}
+	press(m, "g")
+	if m.sel.layout.GPU != gpus[0] {
+		t.Errorf("g past the last GPU type: %s, want the first, %s", m.sel.layout.GPU, gpus[0])
 	}
 }
 

@@ -108,11 +108,16 @@ func cand(impl, scopes string, warmup int) presets.Candidate {
 	return c
 }
 
-// TestAcceptanceTable measures the candidates on qwen3_30b_a3b
-// (h100 layout, one rank) and llama3_8b and prints the table; the
-// full-iteration graph's forward-backward must be within 5% of its
-// kernels' summed GPU time.
-func TestAcceptanceTable(t *testing.T) {
+// TestEstimateSelfConsistency measures candidates of qwen3_30b_a3b (h100
+// layout, one rank) and llama3_8b on the cuda engine and computes them on
+// the estimate engine, which takes the same probed rates, host costs and
+// workload trace that the cuda engine replays. Their agreement is
+// self-consistency (the estimate computes what the emulation runs), not
+// accuracy: it says nothing about the framework, which only the megatron
+// and job engines measure. What is measured against something other than
+// the model: the full-iteration graph's forward-backward must be within 5%
+// of its kernels' summed GPU time, each timed on this GPU.
+func TestEstimateSelfConsistency(t *testing.T) {
 	e := open(t)
 	ctx := context.Background()
 	rep, err := probes.Run(ctx, e, probes.Options{})
@@ -146,7 +151,7 @@ func TestAcceptanceTable(t *testing.T) {
 		t.Run(tc.model, func(t *testing.T) {
 			w := workload(t, tc.model, "h100", tc.opt)
 			t.Logf("%s h100 layout: %d micro-batches/step (runs %d), %d layers, notes: %s", tc.model, w.MicroBatches, w.RunMicroBatches, len(w.Layers), strings.Join(w.Notes, "; "))
-			t.Logf("%-44s %9s %9s %8s %10s %6s %6s %9s %9s | %9s %7s %8s", "candidate", "eager ms", "graph ms", "speedup", "capture ms", "graphs", "nodes", "graph MiB", "peak MiB", "est. ms", "est err", "est. x")
+			t.Logf("%-44s %9s %9s %8s %10s %6s %6s %9s %9s | %9s %9s %8s", "candidate (cuda engine)", "eager ms", "graph ms", "speedup", "capture ms", "graphs", "nodes", "graph MiB", "peak MiB", "estimate", "est-cuda", "est. x")
 			for _, c := range tc.cands {
 				r := e2.Run(ctx, w, c, engine.RunOptions{}, nil)
 				x := est.Run(ctx, w, c, engine.RunOptions{}, nil)
@@ -156,15 +161,16 @@ func TestAcceptanceTable(t *testing.T) {
 					continue
 				}
 				rel := (x.Step.Median - r.Step.Median) / r.Step.Median
-				t.Logf("%-44s %9.1f %9.1f %8.4f %10.0f %6d %6d %9d %9d | %9.1f %+6.1f%% %8.4f", tc.model+" "+c.Label(), r.Eager.Median, r.Step.Median, r.Speedup,
+				t.Logf("%-44s %9.1f %9.1f %8.4f %10.0f %6d %6d %9d %9d | %9.1f %+8.1f%% %8.4f", tc.model+" "+c.Label(), r.Eager.Median, r.Step.Median, r.Speedup,
 					r.CaptureMs, r.Graphs, r.Nodes, r.Memory.GraphMiB, r.Memory.DevicePeakMiB, x.Step.Median, 100*rel, x.Speedup)
 				if math.Abs(rel) > 0.15 {
-					t.Errorf("%s %s: estimate %.1f ms vs measured %.1f ms (%.1f%%)", tc.model, c.Label(), x.Step.Median, r.Step.Median, 100*rel)
+					t.Errorf("%s %s: self-consistency: the estimate engine computes %.1f ms where the cuda engine replaying the same rates and host costs ran %.1f ms (%+.1f%%)",
+						tc.model, c.Label(), x.Step.Median, r.Step.Median, 100*rel)
 				}
 				// A speed-up inside the measurement's own spread has no sign.
 				noise := max(0.002, (r.Step.P90-r.Step.P10)/r.Step.Median)
 				if c.Graphed() && math.Abs(r.Speedup-1) > noise && (r.Speedup > 1) != (x.Speedup > 1) {
-					t.Errorf("%s %s: speed-up sign: measured %.4f, estimated %.4f", tc.model, c.Label(), r.Speedup, x.Speedup)
+					t.Errorf("%s %s: self-consistency: speed-up on the cuda engine %.4f, on the estimate engine %.4f (opposite sides of 1)", tc.model, c.Label(), r.Speedup, x.Speedup)
 				}
 				if c.FullIteration() {
 					rel := math.Abs(r.FwdBwdMs-r.FwdBwdKernelMs) / r.FwdBwdKernelMs

@@ -11,6 +11,10 @@ import (
 // What the logs of the testdata say of their model and layout: Megatron-
 // LM's argument list and Megatron-Bridge's configuration summary.
 func TestRunArgs(t *testing.T) {
+	// The captured jobs' pretrain_gpt.py arguments, as their command lines give them.
+	captured := map[string]int{"num_layers": 8, "hidden_size": 2048, "ffn_hidden_size": 8192, "num_attention_heads": 16,
+		"seq_length": 1024, "micro_batch_size": 1, "global_batch_size": 4, "world_size": 1, "tensor_model_parallel_size": 1,
+		"pipeline_model_parallel_size": 1, "context_parallel_size": 1, "expert_model_parallel_size": 1}
 	for _, tc := range []struct {
 		file string
 		want map[string]int
@@ -18,6 +22,12 @@ func TestRunArgs(t *testing.T) {
 	}{
 		{"testdata/mlm_pretrain_gpt_full_iteration.log", map[string]int{"hidden_size": 2048}, []string{"num_layers", "num_moe_experts"}},
 		{"testdata/mb_run_recipe_te.log", map[string]int{"num_moe_experts": 128}, []string{"hidden_size"}},
+		{"testdata/captured/cgtune-none.log", captured, []string{"num_moe_experts"}},
+		{"testdata/captured/cgtune-local-layer-w1.log", captured, []string{"num_moe_experts"}},
+		{"testdata/captured/cgtune-local-full_iteration-w1.log", captured, []string{"num_moe_experts"}},
+		{"testdata/mb_perf_qwen3_30b_a3b_h100.log", map[string]int{"num_layers": 48, "hidden_size": 2048, "num_attention_heads": 32,
+			"num_moe_experts": 128, "expert_model_parallel_size": 16, "micro_batch_size": 1, "global_batch_size": 1024},
+			[]string{"seq_length", "tensor_model_parallel_size"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			f, err := os.Open(tc.file)

@@ -242,15 +242,17 @@ func addCollectives(r *engine.Result, w *stepmodel.Workload, rates stepmodel.Rat
 		ms, rates.Source, strings.Join(r.Framework.Modelled, ", "), world))
 }
 
-// executed says which collective families the ranks ran for real: the
-// prefixes of the workload's op names ("sp_" TP, "ep_" EP).
+// executed says which of the layers' collective families the ranks ran
+// for real: TP's ("sp_") and EP's ("ep_"), the degrees the worker runs,
+// where the layout has them and the worker did not list them as modelled
+// (a degree it ran only in part, "EP 4 (2 run)", is modelled whole).
 func executed(f *engine.FrameworkInfo, l presets.Layout) map[string]bool {
+	modelled := modelledFamilies(f)
 	ran := map[string]bool{}
-	modelled := strings.Join(f.Modelled, " ")
-	if l.TPSize() > 1 && !strings.Contains(modelled, "TP ") {
+	if l.TPSize() > 1 && !modelled["sp_"] {
 		ran["sp_"] = true
 	}
-	if l.EPSize() > 1 && !strings.Contains(modelled, "EP ") {
+	if l.EPSize() > 1 && !modelled["ep_"] {
 		ran["ep_"] = true
 	}
 	return ran

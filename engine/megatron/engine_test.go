@@ -2,6 +2,7 @@ package megatron
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,13 +86,53 @@ func TestFrameworkResultGetsModelledCollectives(t *testing.T) {
 		t.Errorf("notes %v do not label the modelled collectives", r.Notes)
 	}
 	// What fits is judged from the job's rank (the memory model), not
-	// from the slice's peak, with the measured graphs where there are any.
+	// from the slice's peak.
 	b := r.Memory.Breakdown
 	if b == nil || b.GPUMiB <= 0 || b.Weights <= 0 || !strings.Contains(strings.Join(r.Notes, " "), "job memory per rank") {
 		t.Fatalf("breakdown %+v, notes %v", b, r.Notes)
 	}
-	if g := r.Memory.GraphFullJobMiB; g > 0 && b.Graphs != g {
-		t.Errorf("breakdown graphs %d MiB, measured %d", b.Graphs, g)
+	// The graph memory the worker measured comes through as it sent it.
+	// This run is a slice of a 16-GPU job: the breakdown keeps the memory
+	// model's graphs, and the note gives the slice's measurement beside them.
+	if r.Memory.GraphMiB != 640 || r.Memory.GraphFullJobMiB != 2560 {
+		t.Errorf("graph memory %d MiB (stage %d), want the worker's 640 (2560)", r.Memory.GraphMiB, r.Memory.GraphFullJobMiB)
+	}
+	c := presets.Candidate{Impl: "local", Scopes: []string{}, Warmup: 1}
+	modelled := stepmodel.PredictMemory(w, stepmodel.PlanCapture(w, c, w.Spec.Options.Generation), nil,
+		stepmodel.JobGPUMiB(w.Layout, e.Device().MemoryMiB), stepmodel.MemoryOptions{}).Graphs
+	if b.Graphs != modelled {
+		t.Errorf("breakdown graphs %d MiB, want the memory model's %d for a slice", b.Graphs, modelled)
+	}
+	if !strings.Contains(strings.Join(r.Notes, " "), "graphs modelled: the slice measured 640 MiB over eager (2560 MiB scaled to the stage)") {
+		t.Errorf("notes %q do not give the slice's graph memory", r.Notes)
+	}
+}
+
+// A run that is the whole job (one GPU, every layer and micro-batch) puts
+// the graph memory the worker measured into the breakdown.
+func TestWholeJobRunGivesTheMeasuredGraphMemory(t *testing.T) {
+	m, err := presets.LookupModel("llama3_8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := presets.Layout{GPU: "h100", NumGPUs: 1, TP: 1, PP: 1, CP: 1, EP: 1, GBS: 2, MBS: 1, Seq: 1024, Precision: "bf16"}
+	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_MODELLED", "")
+	t.Setenv("FAKE_GRAPH_MIB", "900,900")
+	t.Setenv("FAKE_RAN", fmt.Sprintf("%d,%d", w.StageLayers, w.MicroBatches))
+	e := fakeEngine(t, "ok", nil, time.Minute)
+	r := e.Run(context.Background(), w, presets.Candidate{Impl: "local", Scopes: []string{}, Warmup: 1}, engine.RunOptions{}, nil)
+	if r.Failed() || r.Memory.Breakdown == nil {
+		t.Fatalf("result %+v", r)
+	}
+	if g := r.Memory.Breakdown.Graphs; g != 900 {
+		t.Errorf("breakdown graphs %d MiB, want the 900 measured on the whole job", g)
+	}
+	if !strings.Contains(strings.Join(r.Notes, " "), "graphs as measured on the framework") {
+		t.Errorf("notes %q do not say the graphs were measured", r.Notes)
 	}
 }
 
@@ -110,6 +151,25 @@ func TestCollectivesOfExecutedDegreesAreNotAdded(t *testing.T) {
 	}
 	if got := CollectiveMs(workload(t, 1), rates, nil); got >= all {
 		t.Fatalf("TP 1 collectives %.3f ms, want fewer than TP 2's %.3f", got, all)
+	}
+}
+
+// The collectives added to a result (modelledFamilies) and those the
+// exposure fit takes as run (executed) are read from one Modelled list
+// one way: of a layout's TP and EP, each is either run or modelled.
+func TestExecutedIsWhatIsNotModelled(t *testing.T) {
+	l := presets.Layout{TP: 4, EP: 4}
+	for _, modelled := range [][]string{nil, {"TP 4"}, {"TP 4 (2 run)", "DP 2"}, {"EP 4 (2 run)"}, {"TP 4", "EP 4", "PP 2"}, {"ETP 2"}} {
+		f := &engine.FrameworkInfo{Modelled: modelled}
+		ran, mod := executed(f, l), modelledFamilies(f)
+		for _, fam := range []string{"sp_", "ep_"} {
+			if ran[fam] == mod[fam] {
+				t.Errorf("modelled %q: %s run %v, modelled %v; want exactly one", modelled, fam, ran[fam], mod[fam])
+			}
+		}
+	}
+	if ran := executed(&engine.FrameworkInfo{}, presets.Layout{TP: 1, EP: 1}); len(ran) != 0 {
+		t.Errorf("TP 1 EP 1: %v run, want none (no such collectives)", ran)
 	}
 }
 

@@ -7,7 +7,8 @@ import math
 
 def summarise(ms):
     """Median and p10/p90 (nearest rank on the sorted values), as
-    engine.Summarise computes them."""
+    stepmodel.Summarise computes them (both are tested on
+    stepmodel/testdata/summarise_cases.json)."""
     if not ms:
         return {"median_ms": 0.0, "p10_ms": 0.0, "p90_ms": 0.0, "n": 0}
     s = sorted(ms)

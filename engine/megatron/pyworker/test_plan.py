@@ -1,4 +1,6 @@
 """Unit tests of the worker's pure parts (no torch): run by ./test.sh."""
+import json
+import os
 import unittest
 
 import optim
@@ -10,6 +12,9 @@ G3_FIELDS = {"cuda_graph_impl", "cuda_graph_modules", "cuda_graph_scope", "cuda_
              "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "tensor_model_parallel_size",
              "expert_model_parallel_size", "sequence_parallel", "moe_ffn_hidden_size", "moe_layer_freq"}
 G2_FIELDS = (G3_FIELDS - {"cuda_graph_modules"})
+# The summary cases shared with the Go test of stepmodel.Summarise.
+SUMMARY_CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "stepmodel", "testdata",
+                             "summarise_cases.json")
 
 
 def spec(tp=1, pp=1, cp=1, ep=1, num_gpus=1, gbs=4, mbs=1, layers=8, moe=None, dropless=None, hybrid=""):
@@ -271,10 +276,16 @@ class GraphMemoryTest(unittest.TestCase):
 
 class ResultsTest(unittest.TestCase):
     def test_summarise_matches_go(self):
-        # engine.Summarise: median, nearest-rank p10/p90 with Go's rounding.
-        st = results.summarise([5.0, 1.0, 4.0, 2.0, 3.0, 6.0])
-        self.assertEqual((st["median_ms"], st["p10_ms"], st["p90_ms"], st["n"]), (3.5, 2.0, 6.0, 6))
-        self.assertEqual(results.summarise([])["n"], 0)
+        # The cases stepmodel.Summarise is tested on too (stepmodel/stats_test.go).
+        with open(SUMMARY_CASES) as f:
+            cases = json.load(f)["cases"]
+        self.assertGreaterEqual(len(cases), 8)
+        for c in cases:
+            with self.subTest(c["name"]):
+                got = results.summarise(c["ms"])
+                self.assertEqual(got["n"], c["want"]["n"])
+                for k in ("median_ms", "p10_ms", "p90_ms"):
+                    self.assertAlmostEqual(got[k], c["want"][k], delta=1e-9, msg="%s of %s" % (k, c["ms"]))
 
     def test_drift(self):
         d, tol = results.loss_drift(2.0, 2.0, moe=False)

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """A stand-in for the Megatron-Core worker in Go tests (no torch): speaks
-protocol v1 and behaves as FAKE_MODE says: ok, crash, hang, version."""
+protocol v1 and behaves as FAKE_MODE says: ok, crash, hang, version.
+A graphed candidate reports FAKE_GRAPH_MIB ("SLICE,JOB": what its graphs
+took over eager on the slice, and that scaled to the stage; default
+640,2560); FAKE_RAN ("LAYERS,MICROBATCHES") reports the slice as run."""
 import json, os, sys, time
 
 mode = os.environ.get("FAKE_MODE", "ok")
@@ -42,6 +45,12 @@ for line in sys.stdin:
                "framework": {"torch": "2.11", "mcore": "0.20.0", "layer_spec": "local", "world_size": 1,
                              "modelled": modelled},
                "memory": {"device_base_mib": 500}}
+        if c["impl"] != "none":
+            graph, job = map(int, os.environ.get("FAKE_GRAPH_MIB", "640,2560").split(","))
+            res["memory"].update({"graph_mib": graph, "graph_full_job_mib": job})
+        if os.environ.get("FAKE_RAN"):
+            layers, mbs = map(int, os.environ["FAKE_RAN"].split(","))
+            res["raw"] = {"layers_built": layers, "microbatches_run": mbs}
         if os.environ.get("FAKE_LAYER_MS"):
             # Raw times of a slice whose layer costs EAGER,GRAPHED ms per
             # micro-batch (forward-backward wall), 4 micro-batches, 2 ms outside.
