@@ -10,4 +10,5 @@ go vet ./...
 # The embedded Python (the Megatron-Core worker, the NCCL probe): pure parts, no torch needed.
 python3 -m unittest discover -s engine/megatron/pyworker -p 'test_*.py' -q
 python3 -m unittest discover -s probes -p 'test_*.py' -q
-go test ./... "$@"
+# A generous time-out: cmd/cgtune runs the built binary end to end and takes minutes on a loaded 2-core machine.
+go test -timeout 30m ./... "$@"
