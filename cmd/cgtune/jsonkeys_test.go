@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// snakeKey is what every key of cgtune's JSON output looks like.
+var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// dataMaps are the objects whose keys are data, not field names: recipe
+// keys as the person or the recipe writes them (model.moe_..., dotted).
+var dataMaps = []string{"settings", "sets"}
+
+// jsonKeys collects, for every key of the JSON value v that is no
+// snake_case field name, the path where it was found; seen counts every
+// key walked, by name.
+func jsonKeys(v any, path string, bad map[string]string, seen map[string]int) {
+	switch x := v.(type) {
+	case map[string]any:
+		last := path[strings.LastIndexAny(path, ".")+1:]
+		if slices.Contains(dataMaps, last) {
+			return
+		}
+		for k, c := range x {
+			seen[k]++
+			if !snakeKey.MatchString(k) {
+				bad[k] = path
+			}
+			jsonKeys(c, path+"."+k, bad, seen)
+		}
+	case []any:
+		for _, c := range x {
+			jsonKeys(c, path, bad, seen)
+		}
+	}
+}
+
+// checkSnakeJSON decodes each JSON document (one object, or JSON lines)
+// and fails on any key that is not snake_case.
+func checkSnakeJSON(t *testing.T, what, text string, lines bool, seen map[string]int) {
+	t.Helper()
+	docs := []string{text}
+	if lines {
+		docs = strings.Split(strings.TrimSpace(text), "\n")
+	}
+	bad := map[string]string{}
+	for _, d := range docs {
+		var v any
+		if err := json.Unmarshal([]byte(d), &v); err != nil {
+			t.Fatalf("%s: not JSON (%v): %.200s", what, err, d)
+		}
+		jsonKeys(v, what, bad, seen)
+	}
+	for k, where := range bad {
+		t.Errorf("%s: key %q at %s is not snake_case", what, k, where)
+	}
+}
+
+// Every key of every --json output is snake_case: the search's result and
+// events (with a rule's violations), validate's outcome and events, the
+// models and the presets.
+func TestJSONKeysAreSnakeCase(t *testing.T) {
+	cache := isolate(t)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(cache, "config"))
+	t.Setenv("CGTUNE_PRESETS", "")
+	seen := map[string]int{}
+	run := filepath.Join(t.TempDir(), "run")
+	code, out, errb := cgtune(t, "--headless", "--model", "qwen3_30b_a3b", "--engine", "estimate", "--json", "--run-dir", run)
+	if code != exitOK {
+		t.Fatalf("search: exit %d\n%s", code, errb)
+	}
+	checkSnakeJSON(t, "search stdout", out, false, seen)
+	checkSnakeJSON(t, "search stderr", errb, true, seen)
+	// The MoE model's space has configurations the rules reject: their
+	// violations were among what was checked.
+	if seen["violations"] == 0 || seen["id"] == 0 || seen["message"] == 0 {
+		t.Fatalf("no violation was checked: violations %d, id %d, message %d", seen["violations"], seen["id"], seen["message"])
+	}
+
+	valRun := searchRun(t)
+	code, out, errb = cgtune(t, "validate", valRun, "--launcher", "local", "--command", fakeJobCommand(t), "--iters", "12", "--poll", "100ms",
+		"--job-python", fakePython(t, true), "--top", "1", "--json")
+	if code != exitOK {
+		t.Fatalf("validate: exit %d\n%s", code, errb)
+	}
+	checkSnakeJSON(t, "validate stdout", out, false, seen)
+	// Its stderr opens with a plain line saying what runs where; the
+	// events are the JSON lines.
+	var events []string
+	for _, l := range strings.Split(errb, "\n") {
+		if strings.HasPrefix(l, "{") {
+			events = append(events, l)
+		}
+	}
+	if len(events) == 0 {
+		t.Fatalf("validate --json: no events on stderr:\n%s", errb)
+	}
+	checkSnakeJSON(t, "validate stderr", strings.Join(events, "\n"), true, seen)
+
+	if code, _, errb := cgtune(t, "preset", "save", "keys", "--model", "llama3_8b"); code != exitOK {
+		t.Fatalf("preset save: exit %d %s", code, errb)
+	}
+	for _, args := range [][]string{
+		{"models", "--json"}, {"models", "--gpu-type", "b200", "--json"},
+		{"preset", "list", "--json"}, {"preset", "show", "keys", "--json"},
+	} {
+		code, out, errb := cgtune(t, args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d %s", args, code, errb)
+		}
+		checkSnakeJSON(t, strings.Join(args, " "), out, false, seen)
+	}
+}
