@@ -60,6 +60,9 @@ func newRootCmd() *cobra.Command {
 	for _, mk := range subcommands {
 		root.AddCommand(mk())
 	}
+	// --version prints what cgtune version does (version.go).
+	root.Version = versionText()
+	root.SetVersionTemplate("{{.Version}}")
 	configureRoot(root) // the search itself: root.go
 	return root
 }
