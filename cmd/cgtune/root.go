@@ -94,6 +94,9 @@ type rootFlags struct {
 	// skipProfile: a megatron search does not measure the framework
 	// profile first when none is cached.
 	skipProfile bool
+	// choiceNotes say which GPU type or MB version the search took in
+	// place of one the model has no recipe for (recipe.ChooseTarget).
+	choiceNotes []string
 
 	cmd *cobra.Command
 }
@@ -338,11 +341,14 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		if err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
-		l, err := m.Layout(f.gpuType)
+		// As the TUI does: a GPU type or MB version not asked for gives
+		// way to one the model's recipe has.
+		ch, err := recipe.ChooseTarget(m, f.gpuType, changed("gpu-type"), f.mbridge, changed("mbridge"))
 		if err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
-		cfg.Model, cfg.Layout = m, l
+		cfg.Model, cfg.Layout, cfg.MBridge = m, ch.Layout, ch.MBridge
+		f.choiceNotes = ch.Notes
 	case f.preset != "":
 		p, where, err := loadPreset(f.preset)
 		if err != nil {
@@ -427,6 +433,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.what(cfg); err != nil {
 		return nil, err
 	}
+	s.notices = append(s.notices, f.choiceNotes...)
 	if f.strategy != search.StrategyHalving && f.strategy != search.StrategyExhaustive {
 		return nil, fail(exitBadInput, "--strategy %q: allowed: %s", f.strategy, strings.Join(search.Strategies(), ", "))
 	}
