@@ -45,18 +45,28 @@ func ChooseTarget(m presets.Model, gpu string, gpuGiven bool, mbridge string, mb
 	if mbGiven {
 		return c, nil
 	}
+	var note string
+	if c.MBridge, note = ChooseMBridge(m, l, mbridge); note != "" {
+		c.Notes = append(c.Notes, note)
+	}
+	return c, nil
+}
+
+// ChooseMBridge is mbridge when it can build the recipe of model m on
+// layout l, else the nearest version that can (later ones first, as
+// recipes only gain fields) with a line saying why; mbridge and no line
+// when none can (building the recipe then says what is wrong).
+func ChooseMBridge(m presets.Model, l presets.Layout, mbridge string) (string, string) {
 	_, why := New(m, l, mbridge)
 	if why == nil {
-		return c, nil
+		return mbridge, ""
 	}
 	for _, v := range nearestVersions(mbridge) {
 		if _, err := New(m, l, v); err == nil {
-			c.MBridge = v
-			c.Notes = append(c.Notes, fmt.Sprintf("using Megatron-Bridge %s: %s (--mbridge picks another)", v, mbridgeReason(why)))
-			return c, nil
+			return v, fmt.Sprintf("using Megatron-Bridge %s: %s (--mbridge picks another)", v, mbridgeReason(why))
 		}
 	}
-	return c, nil
+	return mbridge, ""
 }
 
 // nearestVersions are the Megatron-Bridge versions other than v: those

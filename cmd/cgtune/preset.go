@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -184,8 +185,9 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 	var model, gpu, scopes, warmups, mbridge, description string
 	var impls []string
 	var force bool
+	var lf presetLayoutFlags
 	cmd := &cobra.Command{
-		Use:   "save NAME --model M",
+		Use:   "save NAME --model M [--gpu-type G] [--tp N --ep N ...] [--set KEY=VALUE ...]",
 		Short: "Save a preset in the user folder",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -225,6 +227,20 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			if err := p.FillLayout(); err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
+			edits, err := lf.apply(cmd, m, &p.Layout)
+			if err != nil {
+				return err
+			}
+			if len(edits) > 0 {
+				p.Layout.Source = strings.TrimPrefix(p.Layout.Source+"; edited with cgtune preset save: "+strings.Join(edits, " "), "; ")
+			}
+			var mbNote string
+			if !cmd.Flags().Changed("mbridge") {
+				p.MBridge, mbNote = recipe.ChooseMBridge(m, p.Layout, p.MBridge)
+			}
+			if err := checkPresetLayout(p, m, edits); err != nil {
+				return err
+			}
 			s := store(cmd)
 			path, err := s.Save(p, force)
 			if err != nil {
@@ -233,6 +249,9 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			fmt.Fprintf(cmd.OutOrStdout(), "saved %s to %s\n", p.Name, path)
 			if defaulted {
 				fmt.Fprintf(cmd.ErrOrStderr(), "no --gpu-type given: used %s, the first GPU type with a %s layout (%s)\n", gpu, model, strings.Join(m.GPUs(), ", "))
+			}
+			if mbNote != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), mbNote)
 			}
 			warnShadowed(cmd, s, p.Name)
 			return nil
@@ -247,6 +266,7 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 	f.StringVar(&mbridge, "mbridge", presets.DefaultMBridge, "Megatron-Bridge version ("+strings.Join(presets.MBridgeVersions, ", ")+")")
 	f.StringVar(&description, "description", "", "one line saying what the preset is for")
 	f.BoolVar(&force, "force", false, "replace an existing preset of that name")
+	lf.register(cmd)
 	refuseGPUTypeAsIndex(cmd)
 	return cmd
 }
