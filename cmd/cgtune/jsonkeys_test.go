@@ -69,12 +69,17 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(cache, "config"))
 	t.Setenv("CGTUNE_PRESETS", "")
 	seen := map[string]int{}
-	run := filepath.Join(t.TempDir(), "run")
-	code, out, errb := cgtune(t, "--headless", "--model", "qwen3_30b_a3b", "--engine", "estimate", "--json", "--run-dir", run)
+	code, out, errb := cgtune(t, "--headless", "--model", "qwen3_30b_a3b", "--engine", "estimate", "--json")
 	if code != exitOK {
 		t.Fatalf("search: exit %d\n%s", code, errb)
 	}
 	checkSnakeJSON(t, "search stdout", out, false, seen)
+	var run struct {
+		RunDir string `json:"run_dir"`
+	}
+	if err := json.Unmarshal([]byte(out), &run); err != nil {
+		t.Fatal(err)
+	}
 	checkSnakeJSON(t, "search stderr", errb, true, seen)
 	// The MoE model's space has configurations the rules reject: their
 	// violations were among what was checked.
@@ -108,6 +113,7 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 	for _, args := range [][]string{
 		{"models", "--json"}, {"models", "--gpu-type", "b200", "--json"},
 		{"preset", "list", "--json"}, {"preset", "show", "keys", "--json"},
+		{"runs", "list", "--json"}, {"runs", "show", filepath.Base(run.RunDir), "--json"},
 	} {
 		code, out, errb := cgtune(t, args...)
 		if code != exitOK {
