@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"cgtune/stepmodel"
 )
 
 // snakeKey is what every key of cgtune's JSON output looks like.
@@ -63,7 +65,7 @@ func checkSnakeJSON(t *testing.T, what, text string, lines bool, seen map[string
 
 // Every key of every --json output is snake_case: the search's result and
 // events (with a rule's violations), validate's outcome and events, the
-// models and the presets.
+// models, the presets, the runs and the profiles.
 func TestJSONKeysAreSnakeCase(t *testing.T) {
 	cache := isolate(t)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(cache, "config"))
@@ -110,10 +112,18 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 	if code, _, errb := cgtune(t, "preset", "save", "keys", "--model", "llama3_8b"); code != exitOK {
 		t.Fatalf("preset save: exit %d %s", code, errb)
 	}
+	m := mustModel(t, "llama3_8b")
+	l, _ := m.Layout("h100")
+	profiles, _ := stepmodel.DefaultProfileDir()
+	profile, err := stepmodel.SaveProfile(profiles, gpuNodeProfile(m, l))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"models", "--json"}, {"models", "--gpu-type", "b200", "--json"},
 		{"preset", "list", "--json"}, {"preset", "show", "keys", "--json"},
 		{"runs", "list", "--json"}, {"runs", "show", filepath.Base(run.RunDir), "--json"},
+		{"profile", "list", "--json"}, {"profile", "show", stepmodel.ProfileIDOf(profiles, profile), "--json"},
 	} {
 		code, out, errb := cgtune(t, args...)
 		if code != exitOK {
