@@ -64,6 +64,7 @@ func newRootCmd() *cobra.Command {
 	root.Version = versionText()
 	root.SetVersionTemplate("{{.Version}}")
 	configureRoot(root) // the search itself: root.go
+	registerCompletions(root)
 	return root
 }
 
