@@ -3,11 +3,16 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"cgtune/engine/job"
+	"cgtune/presets"
+	"cgtune/search"
 	"cgtune/stepmodel"
 )
 
@@ -71,7 +76,19 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(cache, "config"))
 	t.Setenv("CGTUNE_PRESETS", "")
 	seen := map[string]int{}
-	code, out, errb := cgtune(t, "--headless", "--model", "qwen3_30b_a3b", "--engine", "estimate", "--json")
+	// A small MoE space with configurations the rules reject (MoE graphs
+	// of a dropless model), so that their violations are among the keys.
+	preset := writeFile(t, "moe.yaml", `version: 1
+name: moe
+model: qwen3_30b_a3b
+gpu: h100
+space:
+  impls: [none, transformer_engine]
+  scopes: [[attn], [moe], [attn, moe_router]]
+  warmups: [3]
+mbridge: "0.4"
+`)
+	code, out, errb := cgtune(t, "--headless", "--preset", preset, "--engine", "estimate", "--json")
 	if code != exitOK {
 		t.Fatalf("search: exit %d\n%s", code, errb)
 	}
@@ -90,8 +107,10 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 	}
 
 	valRun := searchRun(t)
+	// Without the calibration fit, which takes long; its object's keys
+	// are among the types TestJSONFieldNamesAreSnakeCase checks.
 	code, out, errb = cgtune(t, "validate", valRun, "--launcher", "local", "--command", fakeJobCommand(t), "--iters", "12", "--poll", "100ms",
-		"--job-python", fakePython(t, true), "--top", "1", "--json")
+		"--job-python", fakePython(t, true), "--top", "1", "--no-calibrate", "--json")
 	if code != exitOK {
 		t.Fatalf("validate: exit %d\n%s", code, errb)
 	}
@@ -130,5 +149,60 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 			t.Fatalf("%v: exit %d %s", args, code, errb)
 		}
 		checkSnakeJSON(t, strings.Join(args, " "), out, false, seen)
+	}
+}
+
+// jsonFieldNames collects the JSON names of t's fields, through pointers,
+// slices, maps, embedded structs and nested structs, each type once;
+// types that marshal themselves are left to their own code.
+func jsonFieldNames(t reflect.Type, path string, seen map[reflect.Type]bool, names map[string]string) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] || t.Implements(reflect.TypeOf((*json.Marshaler)(nil)).Elem()) || t == reflect.TypeOf(time.Time{}) {
+		return
+	}
+	seen[t] = true
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			jsonFieldNames(f.Type, path, seen, names)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names[path+"."+t.Name()+"."+f.Name] = name
+		jsonFieldNames(f.Type, path, seen, names)
+	}
+}
+
+// Every field of every type a --json output writes has a snake_case name,
+// whether or not a run fills it.
+func TestJSONFieldNamesAreSnakeCase(t *testing.T) {
+	roots := []any{headlessResult{}, noticeEvent{}, wroteEvent{}, errorEvent{},
+		search.PlanEvent{}, search.StartEvent{}, search.SampleEvent{}, search.ResultEvent{}, search.MemoryEvent{},
+		search.WorkerEvent{}, search.PrepareEvent{}, search.DoneEvent{},
+		validateOutput{}, job.JobEvent{}, job.JobDone{}, modelLayoutJSON{},
+		presets.PresetInfo{}, presets.TeamPreset{}, presets.Model{}, search.RunInfo{}, stepmodel.CachedProfile{}}
+	names := map[string]string{}
+	seen := map[reflect.Type]bool{}
+	for _, r := range roots {
+		jsonFieldNames(reflect.TypeOf(r), reflect.TypeOf(r).Name(), seen, names)
+	}
+	if len(names) < 100 {
+		t.Fatalf("only %d fields found: the walk missed types", len(names))
+	}
+	for field, name := range names {
+		if !snakeKey.MatchString(name) {
+			t.Errorf("%s is written as %q, not snake_case", field, name)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"cgtune/presets"
-	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -227,24 +226,9 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			if err := p.FillLayout(); err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
-			edits, err := lf.apply(cmd, m, &p.Layout)
+			mbNote, err := lf.finish(cmd, m, &p, withProfile)
 			if err != nil {
 				return err
-			}
-			if len(edits) > 0 {
-				p.Layout.Source = strings.TrimPrefix(p.Layout.Source+"; edited with cgtune preset save: "+strings.Join(edits, " "), "; ")
-			}
-			var mbNote string
-			if !cmd.Flags().Changed("mbridge") {
-				p.MBridge, mbNote = recipe.ChooseMBridge(m, p.Layout, p.MBridge)
-			}
-			if err := checkPresetLayout(p, m, edits); err != nil {
-				return err
-			}
-			if withProfile {
-				if _, err := attachCachedProfile(&p, "--with-profile"); err != nil {
-					return err
-				}
 			}
 			s := store(cmd)
 			path, err := s.Save(p, force)

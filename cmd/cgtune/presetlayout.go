@@ -123,6 +123,33 @@ func (lf *presetLayoutFlags) apply(cmd *cobra.Command, m presets.Model, l *prese
 	return edits, nil
 }
 
+// finish makes preset p of model m what preset save's flags say: the
+// layout edited (its source says how), an MB version its recipe has when
+// --mbridge is not given (the line saying so is returned), checked, and
+// with the cached framework profile when withProfile.
+func (lf *presetLayoutFlags) finish(cmd *cobra.Command, m presets.Model, p *presets.TeamPreset, withProfile bool) (string, error) {
+	edits, err := lf.apply(cmd, m, &p.Layout)
+	if err != nil {
+		return "", err
+	}
+	if len(edits) > 0 {
+		p.Layout.Source = strings.TrimPrefix(p.Layout.Source+"; edited with cgtune preset save: "+strings.Join(edits, " "), "; ")
+	}
+	var mbNote string
+	if !cmd.Flags().Changed("mbridge") {
+		p.MBridge, mbNote = recipe.ChooseMBridge(m, p.Layout, p.MBridge)
+	}
+	if err := checkPresetLayout(*p, m, edits); err != nil {
+		return "", err
+	}
+	if withProfile {
+		if _, err := attachCachedProfile(p, "--with-profile"); err != nil {
+			return "", err
+		}
+	}
+	return mbNote, nil
+}
+
 // checkPresetLayout refuses a layout the preset file would refuse (sizes
 // that do not divide) or whose recipe the MB version cannot build (a --set
 // field it does not have, a bad value), before anything is written.

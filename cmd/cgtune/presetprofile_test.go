@@ -70,7 +70,10 @@ func estimateWith(t *testing.T, preset string) (map[string]float64, string) {
 func TestPresetProfileRoundTrip(t *testing.T) {
 	// Home A: the GPU node, with the profile its megatron engine measured.
 	home(t)
-	if code, _, errb := cgtune(t, "preset", "save", "team", "--model", "llama3_8b", "--gpu-type", "h100"); code != exitOK {
+	// Eager, whole-layer and full-iteration graphs: each spends the
+	// profile's costs differently.
+	if code, _, errb := cgtune(t, "preset", "save", "team", "--model", "llama3_8b", "--gpu-type", "h100",
+		"--impls", "none,local", "--scopes", ";full_iteration", "--warmups", "3"); code != exitOK {
 		t.Fatalf("save: exit %d %s", code, errb)
 	}
 	m := mustModel(t, "llama3_8b")

@@ -43,11 +43,14 @@ func TestPresetSaveLayoutFlagsAndSet(t *testing.T) {
 	isolate(t)
 	user := presetEnv(t, "")
 	dnp := []string{"--set", "model.moe_expert_capacity_factor=1.0", "--set", "model.moe_pad_expert_input_to_capacity=true"}
-	code, out, errb := cgtune(t, append([]string{"preset", "save", "dnp", "--model", "qwen3_30b_a3b", "--gpu-type", "h100", "--ep", "8", "--gbs", "512"}, dnp...)...)
+	// A small space: whole-layer and MoE graphs, which only drop-and-pad
+	// experts allow, and the attention beside them.
+	space := []string{"--impls", "none,transformer_engine", "--scopes", ";moe;attn;moe_router,moe_preprocess", "--warmups", "3"}
+	code, out, errb := cgtune(t, append(append([]string{"preset", "save", "dnp", "--model", "qwen3_30b_a3b", "--gpu-type", "h100", "--ep", "8", "--gbs", "512"}, space...), dnp...)...)
 	if code != exitOK {
 		t.Fatalf("save: exit %d %s", code, errb)
 	}
-	if code, _, errb := cgtune(t, "preset", "save", "plain", "--model", "qwen3_30b_a3b", "--gpu-type", "h100", "--ep", "8", "--gbs", "512"); code != exitOK {
+	if code, _, errb := cgtune(t, append([]string{"preset", "save", "plain", "--model", "qwen3_30b_a3b", "--gpu-type", "h100", "--ep", "8", "--gbs", "512"}, space...)...); code != exitOK {
 		t.Fatalf("save plain: exit %d %s", code, errb)
 	}
 	p, err := presets.NewStore("", "", filepath.Dir(filepath.Dir(user))).Load("dnp")
