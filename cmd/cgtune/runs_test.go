@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"cgtune/engine/job"
 	"cgtune/search"
 )
 
@@ -191,12 +192,26 @@ func TestRunsRmRemovesOnlyCgtuneRuns(t *testing.T) {
 	if _, err := os.Stat(a); err != nil {
 		t.Errorf("%s went with a refused name beside it", a)
 	}
+	// A validated run holds cgtune validate's folder: its files and one
+	// folder per job.
+	v := filepath.Join(a, "validate")
+	must(t, os.MkdirAll(filepath.Join(v, "cgtune-none"), 0o755))
+	for _, f := range []string{job.ValidationJournal, job.ValidationFile, job.LedgerFile, filepath.Join("cgtune-none", "job.log")} {
+		must(t, os.WriteFile(filepath.Join(v, f), []byte("{}\n"), 0o644))
+	}
 	code, out, errb := cgtune(t, "runs", "rm", filepath.Base(a))
 	if code != exitOK || !strings.Contains(out, "removed "+a) {
 		t.Fatalf("runs rm: exit %d %s%s", code, out, errb)
 	}
 	if _, err := os.Stat(a); !os.IsNotExist(err) {
 		t.Errorf("%s is still there: %v", a, err)
+	}
+	// A validation folder holding someone else's file keeps its run.
+	c := completeRun(t)
+	must(t, os.MkdirAll(filepath.Join(c, "validate"), 0o755))
+	must(t, os.WriteFile(filepath.Join(c, "validate", "thesis.tex"), []byte("x"), 0o644))
+	if code, _, errb := cgtune(t, "runs", "rm", c); code != exitBadInput || !strings.Contains(errb, "thesis.tex") {
+		t.Errorf("runs rm of a run whose validate folder holds a foreign file: exit %d %q", code, errb)
 	}
 }
 
