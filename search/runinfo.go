@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"cgtune/engine"
@@ -103,7 +102,11 @@ func readRunInfo(dir string, runFile RunFile) (RunInfo, []journalLine, error) {
 		return info, nil, fmt.Errorf("%s is not a folder", dir)
 	}
 	info.Created, info.Bytes = st.ModTime(), folderBytes(dir)
-	pj, err := readJournal(dir, filepath.Join(dir, JournalFile), nil)
+	var pj parsedJournal
+	_, err = os.Lstat(filepath.Join(dir, JournalFile))
+	if err == nil {
+		pj, err = readJournal(dir, filepath.Join(dir, JournalFile), nil)
+	}
 	switch {
 	case err == nil:
 		fp := pj.fp
@@ -122,7 +125,7 @@ func readRunInfo(dir string, runFile RunFile) (RunInfo, []journalLine, error) {
 		if len(pj.bad) > 0 {
 			info.Problem = fmt.Sprintf("%d unreadable journal lines", len(pj.bad))
 		}
-	case errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "holds no search"):
+	case errors.Is(err, fs.ErrNotExist):
 		// A search that never began leaves its run file alone.
 		if !runFile.Ours(filepath.Join(dir, runFile.Name)) {
 			return info, nil, fmt.Errorf("%s is not a cgtune run folder (no %s, no %s of cgtune's)", dir, JournalFile, runFile.Name)
