@@ -10,5 +10,6 @@ go vet ./...
 # The embedded Python (the Megatron-Core worker, the NCCL probe): pure parts, no torch needed.
 python3 -m unittest discover -s engine/megatron/pyworker -p 'test_*.py' -q
 python3 -m unittest discover -s probes -p 'test_*.py' -q
-# A generous time-out: cmd/cgtune runs the built binary end to end and takes minutes on a loaded 2-core machine.
+# cmd/cgtune's tests run whole searches; on a busy 2-core machine they take
+# longer than go test's default bound of 10 minutes per package.
 go test -timeout 30m ./... "$@"

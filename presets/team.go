@@ -31,6 +31,9 @@ type TeamPreset struct {
 	// `cgtune validate --preset`. Its command is untrusted input: cgtune
 	// shows it and runs it only with --trust-preset-command.
 	Job *JobSetup `yaml:"job,omitempty" json:"job,omitempty"`
+	// Profile is the framework profile measured for the preset's model,
+	// layout and GPU on a GPU node (profileattach.go).
+	Profile *AttachedProfile `yaml:"profile,omitempty" json:"profile,omitempty"`
 }
 
 // JobSetup is the training job of a team preset.
@@ -278,6 +281,9 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 		if err := d.validateJobSetup(p.Job, "job"); err != nil {
 			return err
 		}
+	}
+	if p.Profile != nil {
+		return d.validateAttachedProfile(p.Profile, "profile")
 	}
 	return nil
 }

@@ -13,11 +13,11 @@ import (
 // Violation is one rule a configuration breaks, with the message the stack
 // would print.
 type Violation struct {
-	ID      string
-	Message string
+	ID      string `json:"id"`
+	Message string `json:"message"`
 	// Hint says what to do, where the stack's message does not (a bare
 	// Python error); "" for none.
-	Hint string `json:",omitempty"`
+	Hint string `json:"hint,omitempty"`
 }
 
 func (v Violation) String() string {

@@ -287,6 +287,9 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		r.emit(ResultEvent{GPU: f.gpu, Round: f.round, Result: f.res, Resumed: true, Done: r.done, Total: len(order) + r.pending, ETA: r.eta()})
 	}
 	s.run(ctx)
+	if ctx.Err() == nil {
+		r.endJournal()
+	}
 
 	d := DoneEvent{RunDir: cfg.RunDir, Interrupted: ctx.Err() != nil, Strategy: cfg.strategy()}
 	es := s.entries()

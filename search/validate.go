@@ -66,21 +66,7 @@ func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []job.T
 	if err := pj.badLinesError(false); err != nil {
 		return Fingerprint{}, nil, nil, err
 	}
-	fp, lines := pj.fp, pj.results
-	latest := map[string]journalLine{}
-	var order []string
-	for _, l := range lines {
-		if old, ok := latest[l.Key]; !ok {
-			order = append(order, l.Key)
-		} else if old.Round > l.Round {
-			continue
-		}
-		latest[l.Key] = l
-	}
-	var results []engine.Result
-	for _, k := range order {
-		results = append(results, *latest[k].Result)
-	}
+	fp, results := pj.fp, latestResults(pj.results)
 	opts := RankOptions{}
 	if spec, ok := stepmodel.SpecFor(fp.Layout.GPU); ok {
 		opts.JobGPUMemoryMiB = spec.MemoryMiB
@@ -268,7 +254,7 @@ func JobValidationForRun(dir string, top int, can Buildable) (JobValidation, err
 		return JobValidation{}, err
 	}
 	return JobValidation{Source: "run " + dir, Model: fp.Model, Layout: fp.Layout, MBridge: fp.MBridge, Sets: fp.Sets,
-		Workload: fp.Workload, Space: fp.Space, Targets: targets, Skipped: skipped, Dir: filepath.Join(dir, "validate")}, nil
+		Workload: fp.Workload, Space: fp.Space, Targets: targets, Skipped: skipped, Dir: filepath.Join(dir, validateFolder)}, nil
 }
 
 // JobOutcome is a finished (or interrupted) validation and the calibration

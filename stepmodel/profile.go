@@ -56,6 +56,12 @@ type FrameworkProfile struct {
 	// MeasuredAt says how the profile was measured (layer and micro-batch
 	// counts of the runs it was fitted from).
 	MeasuredAt string `json:"measured_at,omitempty"`
+	// Host and Date say where and when the profile was measured (the
+	// machine's name, RFC 3339 in UTC); empty in profiles measured before
+	// they were kept. A profile travels with team presets (cgtune preset
+	// export --with-profile), and a search elsewhere names its origin.
+	Host string `json:"host,omitempty"`
+	Date string `json:"date,omitempty"`
 	// Spread is how much the framework's steps varied in the profile's
 	// runs at its larger layer count, by kind of capture (SpreadEager,
 	// SpreadLayer, SpreadFullIteration); absent in profiles measured

@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/presets"
+	"cgtune/recipe"
 )
 
 // Screen (a): the model, its architecture and its layout.
@@ -31,6 +32,10 @@ type modelScreen struct {
 	loaded   map[string]presetLoadedMsg // the team presets loaded, by name
 
 	focus int // focusList or focusLayout
+	// mbWanted is the MB version the person chose with v ("": the
+	// --mbridge one); a built-in whose recipe needs another one takes
+	// that one without changing what the next model starts from.
+	mbWanted string
 
 	// The list.
 	filter    string
@@ -114,19 +119,22 @@ func (s *modelScreen) followSelection() {
 }
 
 // applyBuiltin selects a built-in model with its default layout for gpu
-// (or for the GPU type in use, or its first one).
+// (or for the GPU type in use), or where it has none its first GPU type's,
+// and an MB version its recipe has, as the headless search chooses them
+// (recipe.ChooseTarget); the layout's GPU type and MB cells show them.
 func (s *modelScreen) applyBuiltin(b presets.Model, gpu string) {
 	if gpu == "" {
 		gpu = s.sel.layout.GPU
 	}
-	gpus := b.GPUs()
-	if !slices.Contains(gpus, gpu) && len(gpus) > 0 {
-		gpu = gpus[0]
-	}
 	fromPreset := s.sel.preset != ""
 	s.sel.model, s.sel.preset, s.sel.edited = b.Clone(), "", nil
-	l, err := b.Layout(gpu)
-	s.sel.layout, s.sel.base, s.sel.err = l, l.Clone(), err
+	mb := s.mbWanted
+	if mb == "" {
+		mb = s.opts.MBridge
+	}
+	ch, err := recipe.ChooseTarget(b, gpu, false, mb, false)
+	l := ch.Layout
+	s.sel.layout, s.sel.base, s.sel.err, s.sel.mbridge = l, l.Clone(), err, ch.MBridge
 	s.applyOptionSets()
 	if fromPreset {
 		// The space came with the preset; a built-in starts from the default.
@@ -303,6 +311,7 @@ func (s *modelScreen) cycleGPUType(dir int) {
 // toggleMBridge cycles through the Megatron-Bridge versions cgtune knows.
 func (s *modelScreen) toggleMBridge() {
 	s.sel.mbridge = nextIn(presets.MBridgeVersions, s.sel.mbridge, 1)
+	s.mbWanted = s.sel.mbridge
 	s.validateLayout() // the recipe's fields depend on the version
 }
 

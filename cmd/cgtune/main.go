@@ -60,7 +60,11 @@ func newRootCmd() *cobra.Command {
 	for _, mk := range subcommands {
 		root.AddCommand(mk())
 	}
+	// --version prints what cgtune version does (version.go).
+	root.Version = versionText()
+	root.SetVersionTemplate("{{.Version}}")
 	configureRoot(root) // the search itself: root.go
+	registerCompletions(root)
 	return root
 }
 

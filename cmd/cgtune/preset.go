@@ -183,9 +183,10 @@ func presetParseWarmups(s string) ([]int, error) {
 func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 	var model, gpu, scopes, warmups, mbridge, description string
 	var impls []string
-	var force bool
+	var force, withProfile bool
+	var lf presetLayoutFlags
 	cmd := &cobra.Command{
-		Use:   "save NAME --model M",
+		Use:   "save NAME --model M [--gpu-type G] [--tp N --ep N ...] [--set KEY=VALUE ...]",
 		Short: "Save a preset in the user folder",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -225,6 +226,10 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			if err := p.FillLayout(); err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
+			mbNote, err := lf.finish(cmd, m, &p, withProfile)
+			if err != nil {
+				return err
+			}
 			s := store(cmd)
 			path, err := s.Save(p, force)
 			if err != nil {
@@ -233,6 +238,9 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			fmt.Fprintf(cmd.OutOrStdout(), "saved %s to %s\n", p.Name, path)
 			if defaulted {
 				fmt.Fprintf(cmd.ErrOrStderr(), "no --gpu-type given: used %s, the first GPU type with a %s layout (%s)\n", gpu, model, strings.Join(m.GPUs(), ", "))
+			}
+			if mbNote != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), mbNote)
 			}
 			warnShadowed(cmd, s, p.Name)
 			return nil
@@ -247,6 +255,8 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 	f.StringVar(&mbridge, "mbridge", presets.DefaultMBridge, "Megatron-Bridge version ("+strings.Join(presets.MBridgeVersions, ", ")+")")
 	f.StringVar(&description, "description", "", "one line saying what the preset is for")
 	f.BoolVar(&force, "force", false, "replace an existing preset of that name")
+	f.BoolVar(&withProfile, "with-profile", false, "carry the framework profile cached here for the preset's model, layout and GPU (cgtune preset export --with-profile)")
+	lf.register(cmd)
 	refuseGPUTypeAsIndex(cmd)
 	return cmd
 }
@@ -283,13 +293,16 @@ func warnShadowed(cmd *cobra.Command, s *presets.Store, name string) {
 
 func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 	var output string
-	var force bool
+	var force, withProfile bool
 	cmd := &cobra.Command{
-		Use:   "export NAME [-o FILE [--force]]",
+		Use:   "export NAME [-o FILE [--force]] [--with-profile]",
 		Short: "Write a preset to FILE (atomically; never replaces one without --force) or to standard output",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := store(cmd)
+			if withProfile {
+				return exportWithProfile(cmd, s, args[0], output, force)
+			}
 			if output == "" || output == "-" {
 				if err := s.ExportTo(args[0], cmd.OutOrStdout()); err != nil {
 					return fail(exitBadInput, "%v", err)
@@ -305,6 +318,7 @@ func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output FILE (default: standard output)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
+	cmd.Flags().BoolVar(&withProfile, "with-profile", false, "carry the framework profile cached here for the preset's model, layout and GPU (measured on a GPU node), so that estimates elsewhere use it; preset import installs it")
 	return cmd
 }
 
@@ -312,20 +326,27 @@ func newPresetImportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "import FILE",
-		Short: "Copy a preset file into the user folder (never replaces one without --force)",
+		Short: "Copy a preset file into the user folder (never replaces one without --force); a framework profile it carries goes into the profile cache",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := store(cmd)
+			prof, err := checkImportProfile(s, args[0], force)
+			if err != nil {
+				return err
+			}
 			p, path, err := s.Import(args[0], force)
 			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "imported %s to %s\n", p.Name, path)
+			if err := prof.install(cmd.OutOrStdout()); err != nil {
+				return err
+			}
 			warnShadowed(cmd, s, p.Name)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "replace an existing preset of that name")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing preset of that name (and a different framework profile cached in the place of the one it carries)")
 	return cmd
 }
 

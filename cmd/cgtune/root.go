@@ -94,6 +94,12 @@ type rootFlags struct {
 	// skipProfile: a megatron search does not measure the framework
 	// profile first when none is cached.
 	skipProfile bool
+	// saveWithProfile: the TUI's saved presets carry the framework
+	// profile cached for them (presetprofile.go).
+	saveWithProfile bool
+	// choiceNotes say which GPU type or MB version the search took in
+	// place of one the model has no recipe for (recipe.ChooseTarget).
+	choiceNotes []string
 
 	cmd *cobra.Command
 }
@@ -185,6 +191,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.tie, "tie", search.FormatTie(search.DefaultTie), "tie band: candidates within this share of the step time (or whose measured p10–p90 ranges overlap) tie, and the one with less graph memory, then the simpler one, ranks first")
 	fl.StringVar(&f.report, "report", "", "write a Markdown report of the search to FILE.md (and its plot, FILE.svg, beside it)")
 	fl.BoolVar(&f.force, "force", false, "let --emit and --report (and its plot) replace existing files")
+	fl.BoolVar(&f.saveWithProfile, "save-with-profile", false, "the TUI's s (save preset) puts the framework profile cached for the preset's model, layout and GPU in the preset, as cgtune preset export --with-profile does")
 	fl.DurationVar(&f.estimateDelay, "estimate-delay", 0, "slow the estimate engine by this much per candidate")
 	fl.MarkHidden("estimate-delay")
 }
@@ -338,11 +345,14 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		if err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
-		l, err := m.Layout(f.gpuType)
+		// As the TUI does: a GPU type or MB version not asked for gives
+		// way to one the model's recipe has.
+		ch, err := recipe.ChooseTarget(m, f.gpuType, changed("gpu-type"), f.mbridge, changed("mbridge"))
 		if err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
-		cfg.Model, cfg.Layout = m, l
+		cfg.Model, cfg.Layout, cfg.MBridge = m, ch.Layout, ch.MBridge
+		f.choiceNotes = ch.Notes
 	case f.preset != "":
 		p, where, err := loadPreset(f.preset)
 		if err != nil {
@@ -358,6 +368,8 @@ func (f *rootFlags) what(cfg *search.Config) error {
 			if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
+		} else if n := carriedProfileNote(p, where); n != "" {
+			f.choiceNotes = append(f.choiceNotes, n)
 		}
 		if !changed("mbridge") && p.MBridge != "" {
 			cfg.MBridge = p.MBridge
@@ -427,6 +439,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.what(cfg); err != nil {
 		return nil, err
 	}
+	s.notices = append(s.notices, f.choiceNotes...)
 	if f.strategy != search.StrategyHalving && f.strategy != search.StrategyExhaustive {
 		return nil, fail(exitBadInput, "--strategy %q: allowed: %s", f.strategy, strings.Join(search.Strategies(), ", "))
 	}

@@ -480,6 +480,11 @@ func (b *tuiBackend) WriteReport(path string, in report.Input, overwrite bool) (
 }
 
 func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, error) {
+	if b.flags.saveWithProfile {
+		if _, err := attachCachedProfile(&p, "--save-with-profile"); err != nil {
+			return "", err
+		}
+	}
 	path, err := b.store.Save(p, overwrite)
 	if errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("%w: %s", tui.ErrPresetExists, filepath.Join(b.store.UserDir(), p.Name+".yaml"))

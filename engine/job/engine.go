@@ -114,15 +114,15 @@ func (e *Engine) Run(ctx context.Context, _ *stepmodel.Workload, c presets.Candi
 // Update is what a running job reports: its state, new log lines, the
 // iterations they held. The TUI shows State, JobID and Tail.
 type Update struct {
-	Candidate  presets.Candidate
-	JobID      string   // "" until submitted
-	State      string   // SUBMITTING, PENDING, RUNNING, COMPLETED, ...
-	Reason     string   // Slurm's reason for the state (Priority, Resources, ...)
-	Reattached bool     // followed a job an earlier cgtune launched
-	Lines      []string // new lines (the last maxUpdateLines when more came at once)
-	Tail       []string // the last Config.TailLines lines of the log
-	Samples    []engine.StepSample
-	Output     string // the log file
+	Candidate  presets.Candidate   `json:"candidate"`
+	JobID      string              `json:"job_id"`               // "" until submitted
+	State      string              `json:"state"`                // SUBMITTING, PENDING, RUNNING, COMPLETED, ...
+	Reason     string              `json:"reason,omitempty"`     // Slurm's reason for the state (Priority, Resources, ...)
+	Reattached bool                `json:"reattached,omitempty"` // followed a job an earlier cgtune launched
+	Lines      []string            `json:"lines,omitempty"`      // new lines (the last maxUpdateLines when more came at once)
+	Tail       []string            `json:"tail,omitempty"`       // the last Config.TailLines lines of the log
+	Samples    []engine.StepSample `json:"samples,omitempty"`
+	Output     string              `json:"output,omitempty"` // the log file
 }
 
 // JobName is the job's name for candidate c: cgtune-impl-scopes-wN, or

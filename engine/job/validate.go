@@ -52,14 +52,16 @@ type ValidateConfig struct {
 type ValidateEvent interface{ isValidateEvent() }
 
 // JobEvent: a job changed state or wrote log lines.
-type JobEvent struct{ Update Update }
+type JobEvent struct {
+	Update Update `json:"update"`
+}
 
 // JobDone: a job ended (Resumed: its result came from the journal).
 type JobDone struct {
-	Result  engine.Result
-	Resumed bool
-	Done    int
-	Total   int
+	Result  engine.Result `json:"result"`
+	Resumed bool          `json:"resumed"`
+	Done    int           `json:"done"`
+	Total   int           `json:"total"`
 }
 
 func (JobEvent) isValidateEvent() {}

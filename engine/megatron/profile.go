@@ -3,7 +3,9 @@ package megatron
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"cgtune/engine"
 	"cgtune/presets"
@@ -70,6 +72,8 @@ func (e *Engine) MeasureProfile(ctx context.Context, w *stepmodel.Workload, emit
 	}
 	p.Key.GPU, p.Key.Driver = e.Device().Name, e.Device().Driver
 	p.Key.Model, p.Key.Layout = stepmodel.ModelKey(w.Spec.Model), stepmodel.LayoutKey(w.Layout)
+	p.Host, _ = os.Hostname()
+	p.Date = time.Now().UTC().Format(time.RFC3339)
 	return p, nil
 }
 

@@ -99,7 +99,9 @@ func Open(cfg *search.Config, o Options) (*Engines, error) {
 	var err error
 	switch e.Engine {
 	case EngineEstimate:
-		err = e.openEstimate(cfg, o, estGPU)
+		if err = e.openEstimate(cfg, o, estGPU); err == nil {
+			e.Notices = append(e.Notices, ProfileNotice(cfg.Model, cfg.Layout, estGPU))
+		}
 	case EngineCUDA:
 		err = e.openCUDA(cfg, o, estGPU)
 	case EngineMegatron:
