@@ -41,9 +41,10 @@ func (x activations) off(m string) bool { return slices.Contains(x.offload, m) }
 // chunk (TransformerBlock._checkpointed_forward, megatron/core/transformer/
 // transformer_block.py): the uniform method checkpoints each group of
 // recompute_num_layers layers, which keeps only the group's input and
-// recomputes the group's activations in the backward; the block method
-// checkpoints the chunk's first recompute_num_layers layers one by one and
-// keeps the rest whole. The layers whose activations go to the host
+// recomputes the group's activations in the backward, the last group's
+// while every group's input is still held; the block method checkpoints
+// the chunk's first recompute_num_layers layers one by one and keeps the
+// rest whole. The layers whose activations go to the host
 // (cpu_offloading_num_layers) keep none, save the one being copied.
 func (x activations) chunkSaved(kinds []presets.LayerKind, l presets.Layout) (saved, transient float64) {
 	n := len(kinds)
@@ -60,8 +61,13 @@ func (x activations) chunkSaved(kinds []presets.LayerKind, l presets.Layout) (sa
 	if l.FullRecompute() {
 		g := min(n, max(1, l.RecomputeLayers))
 		if l.RecomputeMethod == "block" {
+			// The checkpointed layers come first, so their backward
+			// recomputes them after the rest of the chunk's backward has
+			// freed that much and more.
 			saved = float64(g)*input + sumOf(per[g:])
-			transient = mean
+			if g == n {
+				transient = mean
+			}
 		} else {
 			groups := (n + g - 1) / g
 			saved = float64(groups) * input

@@ -285,7 +285,9 @@ func TestFP8WeightsPerGPU(t *testing.T) {
 }
 
 // Full recompute keeps each group's input (uniform) or the first layers'
-// inputs and the rest whole (block, what the harness's -rl sets).
+// inputs and the rest whole (block, what the harness's -rl sets); the
+// backward recomputes uniform's last group beside every group's input,
+// block's layers after the rest of the chunk has freed its activations.
 func TestFullRecomputeMethods(t *testing.T) {
 	m := llama(t)
 	l := harnessLayout()
@@ -300,7 +302,8 @@ func TestFullRecomputeMethods(t *testing.T) {
 	}{
 		{"uniform", 1, 32*input + layer + head},
 		{"uniform", 4, 8*input + 4*layer + head},
-		{"block", 4, 4*input + 28*layer + layer + head},
+		{"block", 4, 4*input + 28*layer + head},
+		{"block", 32, 32*input + layer + head},
 	} {
 		l.RecomputeGranularity, l.RecomputeMethod, l.RecomputeLayers = "full", tc.method, tc.n
 		if got := breakdown(t, m, l, eagerCand).Activations; absMiB(got-mibOf(tc.want)) > 1 {
