@@ -40,6 +40,16 @@ def device_used_mib(index):
     return (total - free) // (1 << 20)
 
 
+def outside_allocator_mib(index):
+    """What this process holds on the device outside PyTorch's caching
+    allocator (the CUDA context, cuBLAS and Transformer Engine workspaces,
+    NCCL's buffers, instantiated graphs), in the warm process after its
+    steps: the device's used memory less the allocator's reserved memory.
+    The worker owns its GPU; another process on it would count here."""
+    torch.cuda.synchronize(index)
+    return max(0, device_used_mib(index) - torch.cuda.memory_reserved(index) // (1 << 20))
+
+
 class Slice:
     """One rank's model, DDP wrapper, optimizer and step function."""
 
@@ -374,6 +384,7 @@ def run(req, rank, world, port, gpu, send):
         torch.cuda.reset_peak_memory_stats()
         sl = Slice(shapes, cand, te, gpu)
         info = measure(sl, opts, rank, send, notes)
+        info["outside_allocator_mib"] = outside_allocator_mib(gpu)
     except Exception as e:  # a failing candidate is a result, not a crash
         info["error"] = results.explain_capture(first_line(e))
         info["trace"] = traceback.format_exc(limit=6)
@@ -584,6 +595,8 @@ def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_sta
         "graph_mib": graph_mib,
         "graph_full_job_mib": int(graph_mib * shapes["stage_layers"] / shapes["layers_built"]),
     }
+    if info.get("outside_allocator_mib"):
+        mem["outside_allocator_mib"] = info["outside_allocator_mib"]
     if info.get("trace"):
         notes.append("trace: " + " | ".join(info["trace"].strip().splitlines()[-3:]))
     r = results.result(cand, req["device"], steps, eager.get("stats") if eager else None,
