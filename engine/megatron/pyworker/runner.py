@@ -35,6 +35,13 @@ def versions():
     return v
 
 
+def opt_fields():
+    """The fields of Megatron-Core's OptimizerConfig."""
+    from megatron.core.optimizer import OptimizerConfig
+
+    return {f.name for f in dataclasses.fields(OptimizerConfig)}
+
+
 def device_used_mib(index):
     free, total = torch.cuda.mem_get_info(index)
     return (total - free) // (1 << 20)
@@ -115,7 +122,7 @@ class Slice:
         self.config.finalize_model_grads_func = finalize_model_grads
         self.config.no_sync_func = self.ddp.no_sync
         opt_cfg = OptimizerConfig(optimizer="adam", lr=LR, bf16=True, clip_grad=1.0,
-                                  use_distributed_optimizer=dist_opt)
+                                  use_distributed_optimizer=dist_opt, **optim.precision_aware_kwargs(shapes, opt_fields(), dist_opt))
         self.optimizer = get_megatron_optimizer(opt_cfg, [self.ddp], use_gloo_process_groups=False)
         self.optimizer_label = optim.job_optimizer(self.optimizer)
         if dist_opt:
@@ -383,6 +390,7 @@ def run(req, rank, world, port, gpu, send):
         init_distributed(rank, world, port, gpu, shapes)
         torch.cuda.reset_peak_memory_stats()
         sl = Slice(shapes, cand, te, gpu)
+        notes.extend(n for n in shapes.get("notes") or [] if n not in notes)  # what building the slice said
         info = measure(sl, opts, rank, send, notes)
         info["outside_allocator_mib"] = outside_allocator_mib(gpu)
     except Exception as e:  # a failing candidate is a result, not a crash
