@@ -6,8 +6,10 @@ package stepmodel
 //
 //   - no pipeline: one micro-batch at a time; with EP communication
 //     overlap the combined 1F1B schedule runs one micro-batch's forward
-//     beside the previous one's backward, so two are in flight
-//     (combined_1f1b.py combined_1f1b_schedule_for_no_pipelining);
+//     beside the previous one's backward layer by layer, the forward's
+//     layers saving as the backward's free theirs: one micro-batch and a
+//     layer (combined_1f1b.py combined_1f1b_schedule_for_no_pipelining;
+//     the layer is epOverlapLayer's);
 //   - 1F1B: rank r runs PP − r − 1 warm-up forwards, then one forward
 //     before each backward: PP − r micro-batches in flight;
 //   - interleaved: (PP − r − 1)·2 + (VP − 1)·G warm-up forwards (one more
@@ -15,6 +17,8 @@ package stepmodel
 //     default), the forwards visiting the chunks in groups of G
 //     micro-batches (get_schedule_table) and the backwards the same table
 //     with the chunks reversed (get_model_chunk_id); get_pp_rank_microbatches.
+//     With EP overlap each 1F1B step is combined as above: the backward's
+//     chunk frees as the forward's saves.
 //
 // inFlightChunks plays the schedule and returns, at the moment the
 // chunks' saved bytes (weight[v] per micro-batch of chunk v) peak, how many
@@ -24,9 +28,6 @@ func inFlightChunks(pp, vp, rank, m int, epOverlap bool, weight []float64) []flo
 	switch {
 	case pp <= 1:
 		counts[0] = 1
-		if epOverlap {
-			counts[0] = float64(min(2, m))
-		}
 		return counts
 	case vp <= 1:
 		counts[0] = float64(min(pp-rank, m))
@@ -58,10 +59,15 @@ func inFlightChunks(pp, vp, rank, m int, epOverlap bool, weight []float64) []flo
 		add(k)
 	}
 	for j := range steps {
-		add(warmup + j)
+		if !epOverlap {
+			add(warmup + j)
+		}
 		c := vp - 1 - chunkOf(j, m, vp, g)
 		cur[c]--
 		load -= weight[c]
+		if epOverlap {
+			add(warmup + j)
+		}
 	}
 	return best
 }

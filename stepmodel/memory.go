@@ -226,6 +226,9 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 		per[v], transient = saved, math.Max(transient, tr)
 		pooled[v] = regions.pooled(ks, act)
 	}
+	if w.Spec.Options.EPOverlap {
+		transient = math.Max(transient, epOverlapLayer(kinds, act))
+	}
 	counts := inFlightChunks(l.PPSize(), l.VPSize(), s, w.MicroBatches, w.Spec.Options.EPOverlap, per)
 	f.act = dot(counts, per) + transient + act.backwardTemporaries(kinds)
 	if loss {
@@ -242,6 +245,17 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 	}
 	m.Total = m.Weights + m.Gradients + m.Optimizer + max(m.Activations, m.step()) + m.Graphs + m.Slack
 	return m
+}
+
+// epOverlapLayer is what EP overlap's combined 1F1B step holds beyond the
+// micro-batches in flight: the forward's layer saving beside the
+// backward's layer being freed, the largest of the rank's.
+func epOverlapLayer(kinds []presets.LayerKind, act activations) float64 {
+	v := 0.0
+	for _, k := range kinds {
+		v = math.Max(v, act.layer(k))
+	}
+	return v
 }
 
 // chunkKinds lists the layer kinds a model chunk builds: its decoder

@@ -239,9 +239,28 @@ func TestEPOverlapCapturesPerMicroBatch(t *testing.T) {
 			t.Errorf("EP overlap %v: local captures %d micro-batches, want 1", overlap, p.RealCaptured)
 		}
 	}
-	// The combined 1F1B schedule keeps two micro-batches in flight.
-	if got := inFlightMicroBatches(1, 1, 0, 8, true); got != 2 {
-		t.Errorf("EP overlap at PP 1: %v micro-batches in flight, want 2", got)
+	// The combined 1F1B schedule saves the next micro-batch's layers as it
+	// frees the previous one's: one micro-batch and one layer in flight.
+	w, err := BuildWorkload(m, l, WorkloadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := PredictMemory(w, PlanCapture(w, eagerCand, presets.G3), nil, 0, MemoryOptions{})
+	w, err = BuildWorkload(m, l, WorkloadOptions{EPOverlap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlap := PredictMemory(w, PlanCapture(w, eagerCand, presets.G3), nil, 0, MemoryOptions{})
+	layer := mibOf(newActivations(w).layer(presets.LayerMoE))
+	if d := overlap.Activations - plain.Activations; absMiB(d-layer) > 1 {
+		t.Errorf("EP overlap at PP 1 adds %d MiB of activations, want one MoE layer's %d", d, layer)
+	}
+	// Interleaved: one more warm-up forward, each 1F1B step freeing as it
+	// saves: as many chunks in flight at the peak as without.
+	for _, overlap := range []bool{false, true} {
+		if got := inFlightMicroBatches(4, 2, 0, 16, overlap); got != 11.0/2 {
+			t.Errorf("EP overlap %v, PP 4 VP 2 rank 0: %v stage-equivalents in flight, want 11 chunks of 2", overlap, got)
+		}
 	}
 }
 
