@@ -130,7 +130,7 @@ func TestOutsideAllocatorIsMeasured(t *testing.T) {
 		t.Errorf("H200: %+v, want the data's largest %d MiB", h200, largest)
 	}
 	b200 := OutsideAllocatorFor("b200")
-	if b200.Measured || b200.MiB != h200.MiB || !strings.HasPrefix(b200.Source, "not measured on B200: assumed from the H200 figure") {
+	if b200.Measured || b200.MiB != h200.MiB || !strings.HasPrefix(b200.Source, "not measured on B200: assumed from the H200's") {
 		t.Errorf("B200: %+v", b200)
 	}
 	// The total is judged against the device with it; a figure measured on

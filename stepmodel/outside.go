@@ -29,8 +29,8 @@ var measuredOutside = []struct {
 	mib    int64
 	source string
 }{
-	{"h200", 9242, "NVML used − torch reserved measured on an NVIDIA H200 (9090–9242 MiB over 19 warm whole-model runs at world size 1, " +
-		"docs/data/memory-peaks-2026-12-02.jsonl.gz, docs/memory-harness-2026-12-05.md); the largest"},
+	{"h200", 9242, "NVML used − torch reserved on an NVIDIA H200, the largest of 9090–9242 MiB over 19 warm whole-model runs " +
+		"at world size 1 (docs/data/memory-peaks-2026-12-02.jsonl.gz)"},
 }
 
 // OutsideAllocatorFor is the figure for a GPU (a layout's GPU type or a
@@ -48,7 +48,7 @@ func OutsideAllocatorFor(gpu string) OutsideFigure {
 	if t != "" {
 		what = strings.ToUpper(t)
 	}
-	return OutsideFigure{MiB: m.mib, Source: fmt.Sprintf("not measured on %s: assumed from the %s figure (%s)", what, strings.ToUpper(m.gpu), m.source)}
+	return OutsideFigure{MiB: m.mib, Source: fmt.Sprintf("not measured on %s: assumed from the %s's: %s", what, strings.ToUpper(m.gpu), m.source)}
 }
 
 // GPUType is the spec-table name a GPU name matches ("h200" for "NVIDIA
