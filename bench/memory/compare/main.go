@@ -5,10 +5,11 @@
 //   - the device: the breakdown's total (memory outside the caching
 //     allocator included) against NVML's used memory (device_used_mib),
 //     which is what runs out;
+//
 //   - the allocator: the total less the memory outside it against the
 //     framework's peak reserved memory (torch.cuda.max_memory_reserved).
 //
-//	go run ./bench/memory/compare PEAKS.jsonl[.gz]
+//     go run ./bench/memory/compare PEAKS.jsonl[.gz]
 //
 // The runs drive Megatron-Core directly, not through Megatron-Bridge's
 // perf harness: each case's gradient buffer and optimizer are its own
