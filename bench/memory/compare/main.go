@@ -1,15 +1,14 @@
 // Command compare puts the memory model's per-rank breakdown next to the
 // whole-model runs of bench/memory/peaks.py (world size 1, so the job is
-// the run), in the two views a fit can be judged in:
+// the run):
 //
-//   - the device: the breakdown's total (memory outside the caching
-//     allocator included) against NVML's used memory (device_used_mib),
-//     which is what runs out;
+//	go run ./bench/memory/compare PEAKS.jsonl[.gz]
 //
-//   - the allocator: the total less the memory outside it against the
-//     framework's peak reserved memory (torch.cuda.max_memory_reserved).
-//
-//     go run ./bench/memory/compare PEAKS.jsonl[.gz]
+// It compares in the two views a fit can be judged in: the device, the
+// breakdown's total (memory outside the caching allocator included)
+// against NVML's used memory (device_used_mib), which is what runs out;
+// and the allocator, the total less the memory outside it against the
+// framework's peak reserved memory (torch.cuda.max_memory_reserved).
 //
 // The runs drive Megatron-Core directly, not through Megatron-Bridge's
 // perf harness: each case's gradient buffer and optimizer are its own
