@@ -36,12 +36,20 @@ func graphedRegionsOf(w *Workload, p *CapturePlan) regionInfo {
 		}
 	}
 	add(p.Layers)
-	all := w.Spec.Model.Arch.LayerKinds()
-	if slices.ContainsFunc(all, func(k presets.LayerKind) bool { _, ok := info[k]; return !ok }) {
+	// The model's first layers up to the last kind the plan lacks.
+	need := 0
+	for i, k := range w.Spec.Model.Arch.LayerKinds() {
+		if _, ok := info[k]; !ok {
+			need = i + 1
+		}
+	}
+	if need > 0 {
 		l := w.Layout
 		l.PP, l.VP, l.PipelineLayout, l.AccountForEmbedding, l.AccountForLoss = 1, 0, "", false, false
-		if whole, err := BuildWorkload(w.Spec.Model, l, w.Spec.Options); err == nil {
-			add(PlanCapture(whole, p.Candidate, p.Generation).Layers)
+		opts := w.Spec.Options
+		opts.RunLayers = need
+		if first, err := BuildWorkload(w.Spec.Model, l, opts); err == nil {
+			add(PlanCapture(first, p.Candidate, p.Generation).Layers)
 		}
 	}
 	return info
