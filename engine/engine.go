@@ -107,6 +107,11 @@ type Memory struct {
 	// GraphFullJobMiB scales GraphMiB to the real job's captured
 	// micro-batches and layers when the run emulated fewer.
 	GraphFullJobMiB int64 `json:"graph_full_job_mib"`
+	// OutsideAllocatorMiB is what the framework's process holds on the
+	// device outside PyTorch's caching allocator, measured in the warm
+	// worker after its steps (NVML used less torch reserved); 0: not
+	// measured (the emulating engines have no allocator).
+	OutsideAllocatorMiB int64 `json:"outside_allocator_mib,omitempty"`
 	// Breakdown is the memory model's per-rank prediction for the real
 	// job's GPU (nil when the engine did not compute one).
 	Breakdown *stepmodel.MemoryBreakdown `json:"breakdown,omitempty"`

@@ -425,6 +425,15 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 		return nil
 	}
 	a := m.Arch
+	if l.PipelineLayout != "" {
+		chunks, err := ParsePipelineLayout(l.PipelineLayout)
+		if err == nil {
+			err = CheckPipelineLayout(chunks, len(a.LayerKinds()), *l)
+		}
+		if err != nil {
+			return d.errf(joinPath(p, "pipeline_layout"), "%s: field \"pipeline_layout\" %q: %v", where, l.PipelineLayout, err)
+		}
+	}
 	if a.Heads > 0 && a.Heads%l.TPSize() != 0 {
 		return d.errf(joinPath(p, "tp"), "%s: heads (%d) is not divisible by tp (%d)", where, a.Heads, l.TPSize())
 	}
@@ -460,6 +469,14 @@ func (d *strictDoc) validateRecipeSettings(l *Layout, p string) error {
 	}
 	if l.RecomputeLayers != 0 && !l.FullRecompute() {
 		return d.errf(joinPath(p, "recompute_layers"), "field \"recompute_layers\" needs recompute_granularity: full")
+	}
+	if l.RecomputeMethod != "" {
+		if err := oneOf(d, p, "recompute_method", l.RecomputeMethod, []string{"uniform", "block"}); err != nil {
+			return err
+		}
+		if !l.FullRecompute() {
+			return d.errf(joinPath(p, "recompute_method"), "field \"recompute_method\" needs recompute_granularity: full")
+		}
 	}
 	if l.OptimizerStates != "" {
 		if err := oneOf(d, p, "optimizer_states", l.OptimizerStates, []string{"fp32", "bf16"}); err != nil {

@@ -331,6 +331,10 @@ func TestParseModelYAMLErrors(t *testing.T) {
 		{"list for mapping", "      h100:\n", "      h100: [1]\n      x100:\n", 13, []string{`field "models[0].layouts.h100": want a mapping, got a list`}},
 		{"syntax", "    arch:\n", "    arch: [\n", 5, []string{"bad.yaml:"}},
 		{"bad recompute", "seq: 2048\n", "seq: 2048\n        recompute_modules: [mlp, attn]\n", 23, []string{`unknown module "attn"`, "allowed: core_attn"}},
+		{"recompute method", "seq: 2048\n", "seq: 2048\n        recompute_method: blocks\n", 23, []string{`"recompute_method": unknown value "blocks"`, "allowed: uniform, block"}},
+		{"method needs full", "seq: 2048\n", "seq: 2048\n        recompute_method: block\n", 23, []string{`"recompute_method" needs recompute_granularity: full`}},
+		{"pipeline layout", "seq: 2048\n", "seq: 2048\n        pipeline_layout: \"Ett|ttL\"\n", 23, []string{`"pipeline_layout" "Ett|ttL": 2 stages, but pp × vp = 1 × 1 = 1`}},
+		{"pipeline layers", "seq: 2048\n", "seq: 2048\n        pipeline_layout: \"EtttL\"\n", 23, []string{"3 decoder layers (t), the model has 4"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.Replace(goodModel, tc.old, tc.new, 1)

@@ -94,9 +94,15 @@ type Layout struct {
 	// RecomputeGranularity is MCore's recompute_granularity: "" (none, or
 	// selective when RecomputeModules are set), "selective" or "full".
 	RecomputeGranularity string `yaml:"recompute_granularity,omitempty" json:"recompute_granularity,omitempty"`
-	// RecomputeLayers is recompute_num_layers of a full recompute (uniform
-	// method): that many layers per chunk keep only their input.
+	// RecomputeLayers is recompute_num_layers of a full recompute: with the
+	// uniform method each group of that many layers keeps only its input,
+	// with the block method the first that many layers of each model chunk
+	// do.
 	RecomputeLayers int `yaml:"recompute_layers,omitempty" json:"recompute_layers,omitempty"`
+	// RecomputeMethod is MCore's recompute_method of a full recompute: ""
+	// or "uniform", or "block" (what the perf harness's -rl sets,
+	// scripts/performance/utils/overrides.py _set_recompute_overrides).
+	RecomputeMethod string `yaml:"recompute_method,omitempty" json:"recompute_method,omitempty"`
 	// CUDAGraph is the CUDA-graph setting the recipe ships, in the perf
 	// harness's vocabulary (a full-iteration graph is impl local with scope
 	// full_iteration); nil when the recipe leaves the library default, none.
@@ -124,8 +130,32 @@ type Layout struct {
 	// False in _benchmark_common; some recipes turn it back on).
 	GradReduceInFP32 bool `yaml:"grad_reduce_in_fp32,omitempty" json:"grad_reduce_in_fp32,omitempty"`
 	// MTPLayers is mtp_num_layers: multi-token-prediction layers on the
-	// last pipeline stage.
+	// last pipeline stage (or where PipelineLayout puts them).
 	MTPLayers int `yaml:"mtp_layers,omitempty" json:"mtp_layers,omitempty"`
+	// PipelineLayout is MCore's pipeline_model_parallel_layout as the
+	// recipe writes it ("Et|(tt|)*30mL": E embedding, t decoder layer, m
+	// MTP layer, L loss, | between virtual stages; PipelineParallelLayerLayout
+	// in megatron/core/transformer/pipeline_parallel_layer_layout.py).
+	// Empty: MCore's even split.
+	PipelineLayout string `yaml:"pipeline_layout,omitempty" json:"pipeline_layout,omitempty"`
+	// AccountForEmbedding and AccountForLoss are
+	// account_for_embedding_in_pipeline_split and
+	// account_for_loss_in_pipeline_split: the even split counts the
+	// embedding (the loss) as a layer, so the first (last) virtual stage
+	// builds one decoder layer fewer (get_num_layers_to_build in
+	// megatron/core/transformer/transformer_block.py).
+	AccountForEmbedding bool `yaml:"account_for_embedding,omitempty" json:"account_for_embedding,omitempty"`
+	AccountForLoss      bool `yaml:"account_for_loss,omitempty" json:"account_for_loss,omitempty"`
+	// PrecisionAwareOptimizer is the recipe's own
+	// optimizer.use_precision_aware_optimizer. Megatron-Bridge's perf
+	// harness turns it on for every bf16 Adam run whatever the recipe says
+	// (scripts/performance/run_script.py); OutsideHarness says the job
+	// does not run through it.
+	PrecisionAwareOptimizer bool `yaml:"precision_aware_optimizer,omitempty" json:"precision_aware_optimizer,omitempty"`
+	// OutsideHarness: the job runs the recipe without Megatron-Bridge's
+	// perf harness (scripts/performance/run_script.py), so only the
+	// recipe's own settings apply. The built-in layouts are run through it.
+	OutsideHarness bool `yaml:"outside_harness,omitempty" json:"outside_harness,omitempty"`
 	// Settings are further recipe fields the recipe sets that cgtune's rules
 	// read, as dotted Megatron-Bridge keys and --set values
 	// (model.moe_pad_experts_for_cuda_graph_inference: "true", say). They
@@ -159,6 +189,15 @@ func (l Layout) Clone() Layout {
 
 // FullRecompute reports whether the recipe recomputes whole layers.
 func (l Layout) FullRecompute() bool { return l.RecomputeGranularity == "full" }
+
+// PrecisionAware reports whether the job's Adam is the precision-aware
+// optimizer: the recipe turns it on, or the perf harness does for a bf16
+// run (run_script.py: compute_dtype "bf16" and optimizer "adam"; every
+// built-in recipe trains with Adam).
+func (l Layout) PrecisionAware() bool {
+	bf16Run := l.Precision == "" || l.Precision == "bf16"
+	return l.PrecisionAwareOptimizer || (!l.OutsideHarness && bf16Run)
+}
 
 // ShippedGraph is the recipe's own CUDA-graph setting: CUDAGraph, or none
 // with the default warm-up when the recipe ships none.

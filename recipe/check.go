@@ -190,6 +190,7 @@ func (s *state) moeWorkload(m presets.Model, opts stepmodel.WorkloadOptions) ste
 	if m.Arch.MoE == nil {
 		return opts
 	}
+	opts.EPOverlap = s.epOverlap()
 	dropless := !s.staticDispatch()
 	opts.Dropless = &dropless
 	if !s.dropless() {

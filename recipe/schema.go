@@ -77,6 +77,16 @@ var schema = []Field{
 	{Key: "ddp.check_for_nan_in_grad", Type: TBool},
 	{Key: "optimizer.optimizer_cuda_graph", Type: TBool},
 	{Key: "model.cpu_offloading", Type: TBool},
+	{Key: "model.cpu_offloading_num_layers", Type: TInt, Min: minInt(0), Max: maxInt(presets.MaxLayers),
+		Doc: "layers whose activations go to the host while cpu_offloading is on"},
+
+	// Optimizer and gradient buffer: they move each rank's memory.
+	{Key: "optimizer.use_precision_aware_optimizer", Type: TBool,
+		Doc: "MB's perf harness turns it on for every bf16 Adam run whatever the recipe says (scripts/performance/run_script.py)"},
+	{Key: "ddp.grad_reduce_in_fp32", Type: TBool,
+		Doc: "MB copies mixed_precision.grad_reduce_in_fp32 onto it at start-up (mixed_precision.py update_config_with_precision_overrides): set that one"},
+	{Key: "mixed_precision.grad_reduce_in_fp32", Type: TBool,
+		Doc: "the gradient buffer's dtype: fp32 when true, bf16 otherwise (MB's perf recipes set false in _benchmark_common)"},
 
 	// MoE.
 	{Key: "model.num_moe_experts", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxExperts)},
@@ -133,6 +143,12 @@ var schema = []Field{
 	{Key: "model.expert_tensor_parallel_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxDegree)},
 	{Key: "model.sequence_parallel", Type: TBool},
 	{Key: "model.mtp_num_layers", Type: TInt, Nullable: true, Min: minInt(0), Max: maxInt(presets.MaxLayers)},
+	{Key: "model.pipeline_model_parallel_layout", Type: TString, Nullable: true,
+		Doc: "the layers of each virtual pipeline stage (MLM megatron/core/transformer/pipeline_parallel_layer_layout.py); moves each rank's memory"},
+	{Key: "model.account_for_embedding_in_pipeline_split", Type: TBool,
+		Doc: "the even pipeline split counts the embedding as a layer (MLM transformer_block.py get_num_layers_to_build)"},
+	{Key: "model.account_for_loss_in_pipeline_split", Type: TBool,
+		Doc: "the even pipeline split counts the loss as a layer (MLM transformer_block.py get_num_layers_to_build)"},
 	{Key: "model.gtp_weight_remat_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree), Gen: presets.G3},
 
 	// Precision (MB mixed_precision.py recipes write these model fields).
@@ -403,6 +419,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	b("model.add_bias_linear", a.AddBiasLinear)
 	b("model.add_qkv_bias", a.AddQKVBias)
 
+	c.setMemoryDefaults(l)
 	i("model.tensor_model_parallel_size", l.TPSize())
 	i("model.pipeline_model_parallel_size", l.PPSize())
 	optInt("model.virtual_pipeline_model_parallel_size", l.VP)

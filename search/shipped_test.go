@@ -14,27 +14,69 @@ import (
 // The recipes Megatron-Bridge ships fit their GPUs: for every built-in
 // model × GPU layout, the search (estimate engine, as on a machine
 // without a GPU) judges the recipe's own setting to fit, none included,
-// so every layout has a candidate that fits.
+// so every layout has a candidate that fits. And the memory model alone,
+// without the anchor on the recipe's own setting
+// (RankOptions.KnownToFitMiB), judges it to fit for every one but the
+// ones below, where the
+// model, read off the allocating code, puts the shipped layout over the
+// GPU (docs/memory-harness-2026-12-05.md gives each breakdown). Each
+// stays listed only while the model says so.
+var shippedOverTheirGPU = map[string]string{
+	// Interleaved 1F1B holds 141 one-layer chunks in flight on rank 1 (8
+	// layers at PP 16, VP 8): ~140 GB of activations beside 60 GB of
+	// weights, gradients and optimizer state at DP 2. The recipe's
+	// docstring says TP 4 PP 8 CP 2, which the model fits (93%); MB
+	// publishes no bf16 128-GPU run of it.
+	"llama31_405b/b200":  "interleaved PP 16 at DP 2: 123%",
+	"llama31_405b/gb200": "interleaved PP 16 at DP 2: 119%",
+	// Megatron-FSDP's communication units and CPU offloading's buffers
+	// were never measured; the model puts these 2-6% over.
+	"llama3_70b/gb200":  "Megatron-FSDP with 20 of 80 layers offloaded: 102%",
+	"llama3_70b/gb300":  "Megatron-FSDP with 30 of 80 layers offloaded, micro-batch 2: 106%",
+	"deepseek_v3/gb300": "Megatron-FSDP at TP 1, micro-batch 2: 102%",
+}
+
 func TestShippedSettingsFitTheirGPUs(t *testing.T) {
 	ms, err := presets.BuiltinModels()
 	if err != nil {
 		t.Fatal(err)
 	}
+	seen := map[string]bool{}
 	for _, m := range ms {
-		// Each GPU type with a layout of its own (h200 borrows h100's).
 		for _, g := range slices.Sorted(maps.Keys(m.Layouts)) {
-			t.Run(m.Name+"/"+g, func(t *testing.T) {
+			key := m.Name + "/" + g
+			seen[key] = true
+			t.Run(key, func(t *testing.T) {
 				l, err := m.Layout(g)
 				if err != nil {
 					t.Fatal(err)
 				}
-				shippedSettingFits(t, m, l)
+				b := shippedSettingFits(t, m, l)
+				why, over := shippedOverTheirGPU[key]
+				switch {
+				case b == nil:
+				case !over && !b.Fits:
+					t.Errorf("the memory model alone puts %s over its GPU: %s", candName(l.ShippedGraph()), b.Describe())
+				case over && b.Fits:
+					t.Errorf("listed as over its GPU (%s), but the model fits it: %s", why, b.Describe())
+				case over:
+					t.Logf("over its GPU (%s): %s", why, b.Describe())
+				}
 			})
+		}
+	}
+	for key := range shippedOverTheirGPU {
+		if !seen[key] {
+			t.Errorf("%s is listed but is no built-in layout", key)
 		}
 	}
 }
 
-func shippedSettingFits(t *testing.T, m presets.Model, l presets.Layout) {
+// shippedSettingFits runs the search of the recipe's own setting (estimate
+// engine, as on a machine without a GPU), checks that the ranking judges
+// it to fit (the anchor included), and returns the memory model's own
+// breakdown of it.
+func shippedSettingFits(t *testing.T, m presets.Model, l presets.Layout) *stepmodel.MemoryBreakdown {
 	d, err := Run(context.Background(), Config{Model: m, Layout: l, MBridge: "0.7", Strategy: StrategyExhaustive,
 		Engines:         []engine.Engine{engine.SliceWhenTooBig(estimator(t, l.GPU))},
 		JobGPUMemoryMiB: stepmodel.JobGPUMiB(l, 0),
@@ -52,4 +94,5 @@ func shippedSettingFits(t *testing.T, m presets.Model, l presets.Layout) {
 	if ref.Ranked.Result.Memory.Breakdown == nil {
 		t.Errorf("%s has no memory breakdown", candName(ref.Candidate))
 	}
+	return ref.Ranked.Result.Memory.Breakdown
 }

@@ -23,10 +23,12 @@ import (
 //     the graphed callable covers what TransformerLayer._te_cuda_graph_capture
 //     runs (attention when attn is listed, the MLP or MoE up to the listed
 //     module), one forward and one backward graph per layer and captured
-//     micro-batch; captured micro-batches are 1 when PP == 1 (no EP
-//     overlap), else every micro-batch of the step
-//     (_get_cuda_graph_input_data). The uncovered part of the layer runs
-//     eagerly.
+//     micro-batch; captured micro-batches are 1 when PP == 1 and EP
+//     communication overlap is off, else every micro-batch of the step
+//     (_get_cuda_graph_input_data; with EP overlap the combined 1F1B
+//     schedule runs two micro-batches' layers interleaved, so each
+//     micro-batch needs its own graphs even without pipelining). The
+//     uncovered part of the layer runs eagerly.
 //   - local (CudaGraphManager): GPTModel's TransformerLayer gets one
 //     manager on the WHOLE layer when the module list is empty, names attn
 //     (and the layer has attention) or names mlp (dense layers; a MoE layer
@@ -350,7 +352,7 @@ func modulesOf(c presets.Candidate) []string {
 func PlanCapture(w *Workload, c presets.Candidate, gen presets.Generation) *CapturePlan {
 	p := &CapturePlan{Candidate: c, Generation: gen, Mechanism: MechanismNone, Config: mcoreConfig(c, gen)}
 	p.RealCaptured = 1
-	if w.Layout.PPSize() > 1 {
+	if w.Layout.PPSize() > 1 || (c.Impl == presets.ImplTE && w.Spec.Options.EPOverlap) {
 		p.RealCaptured = w.MicroBatches
 	}
 	p.Captured = min(p.RealCaptured, w.RunMicroBatches)
@@ -474,7 +476,8 @@ func planLayers(p *CapturePlan, w *Workload, act activations, regionsOf func(pre
 	// Captured in schedule order into one pool, the graphs of a
 	// micro-batch whose backward has run leave their memory to the next:
 	// the pool holds the emulated stage's micro-batches in flight.
-	poolMBs := min(p.Captured, int(math.Ceil(inFlight(w.Layout, w.MicroBatches, w.Stage))))
+	l := w.Layout
+	poolMBs := min(p.Captured, int(math.Ceil(inFlightMicroBatches(l.PPSize(), l.VPSize(), w.Stage, w.MicroBatches, w.Spec.Options.EPOverlap))))
 	for mb := range p.Captured {
 		for i, lp := range p.Layers {
 			for _, s := range lp.Fwd {

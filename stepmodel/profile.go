@@ -46,6 +46,11 @@ type FrameworkProfile struct {
 	// layers' graphs (the pool's first segments, the buffers outside the
 	// layers), fitted like the per-layer figure from the profile's two layer counts.
 	GraphPoolFixedMiB float64 `json:"graph_pool_fixed_mib,omitempty"`
+	// OutsideAllocatorMiB is the device memory the framework's process
+	// holds outside PyTorch's caching allocator (NVML used less torch
+	// reserved, in the warm worker after its measured steps), the largest
+	// of the profile's runs; 0: not measured.
+	OutsideAllocatorMiB float64 `json:"outside_allocator_mib,omitempty"`
 	// Collectives records how the layers' collectives expose the ranks'
 	// host work, per rank count the slice ran at (2 or more); empty when
 	// the profile was only measured at world size 1. The emulating engines

@@ -119,6 +119,11 @@ type WorkloadOptions struct {
 	// Generation is the Megatron-Bridge API generation the candidates are
 	// for (0: not known); the capture plan names its fields.
 	Generation presets.Generation `json:"generation,omitempty"`
+	// EPOverlap is the recipe's effective overlap_moe_expert_parallel_comm
+	// (comm_overlap's value where it sets one): the schedules keep one
+	// more micro-batch in flight and Transformer Engine's graphs are
+	// captured per micro-batch even without pipelining.
+	EPOverlap bool `json:"ep_overlap,omitempty"`
 }
 
 // WorkloadSpec is what a workload is built from: enough to build it again
@@ -176,8 +181,9 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 	}
 	kinds := a.LayerKinds()
 	pp := l.PPSize()
-	if len(kinds)%pp != 0 && len(kinds) < pp {
-		return nil, fmt.Errorf("model %s: %d layers cannot be split over PP=%d", m.Name, len(kinds), pp)
+	split, err := SplitPipeline(a, l)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Name, err)
 	}
 	b := &builder{a: a, l: l, tp: l.TPSize(), cp: l.CPSize(), ep: l.EPSize(), etp: l.ETPSize()}
 	b.T = float64(l.MBS * l.Seq / b.cp) // bounded by CheckSizes: no overflow
@@ -210,18 +216,19 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 
 	// Layers of the emulated stage: the last stage carries the loss, which
 	// makes it the slowest in a balanced split.
-	per := (len(kinds) + pp - 1) / pp
-	first := w.Stage * per
-	last := min(len(kinds), first+per)
-	if pp > 1 {
-		w.Notes = append(w.Notes, fmt.Sprintf("emulates pipeline stage %d of %d (layers %d-%d, with the loss)", w.Stage+1, pp, first, last-1))
+	stage := split.RankLayers(w.Stage)
+	if split.Note != "" {
+		w.Notes = append(w.Notes, split.Note)
 	}
-	w.StageLayers = last - first
+	if pp > 1 {
+		w.Notes = append(w.Notes, fmt.Sprintf("emulates pipeline stage %d of %d (layers %s, with the loss)", w.Stage+1, pp, describeLayers(stage)))
+	}
+	w.StageLayers = len(stage)
 	if opt.RunLayers > 0 && opt.RunLayers < w.StageLayers {
-		last = first + opt.RunLayers
+		stage = stage[:opt.RunLayers]
 		w.Notes = append(w.Notes, fmt.Sprintf("runs the first %d of the stage's %d layers", opt.RunLayers, w.StageLayers))
 	}
-	for i := first; i < last; i++ {
+	for _, i := range stage {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

@@ -5,12 +5,17 @@ against.
   PYTHONPATH=<Megatron-LM checkout> python3 bench/memory/peaks.py CASES.json OUT.jsonl
 
 CASES.json is a list of {"name", "arch", "mbs", "microbatches", "seq",
-"mode", "optimizer", "env"}: arch as cgtune's preset arch (layers, hidden,
-ffn_hidden, heads, kv_groups, head_dim, vocab, activation, moe), mode
-none | local | full_iteration, optimizer "job" (the worker's: the job's
-FusedAdam or its stand-in) or "fallback" (Megatron-Core's own fallback
-without Transformer Engine and apex), env extra environment variables
-(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, say).  Every case runs in its own process,
+"mode", "optimizer", "env", "grad_reduce_in_fp32",
+"precision_aware_optimizer"}: arch as cgtune's preset arch (layers,
+hidden, ffn_hidden, heads, kv_groups, head_dim, vocab, activation, moe),
+mode none | local | full_iteration, optimizer "job" (the worker's: the
+job's FusedAdam or its stand-in) or "fallback" (Megatron-Core's own
+fallback without Transformer Engine and apex), env extra environment
+variables (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, say),
+grad_reduce_in_fp32 an fp32 gradient buffer (default bf16, as MB's perf
+recipes), precision_aware_optimizer the precision-aware optimizer as
+Megatron-Bridge configures it (needs Transformer Engine's FusedAdam;
+without it the run says so and uses the default optimizer).  Every case runs in its own process,
 forked after one import of megatron.core, and writes one JSON line: the
 parameter counts, memory after the model and optimizer are built, the
 peak allocated and reserved memory of every step's forward-backward and
@@ -33,10 +38,14 @@ MIB = 1 << 20
 
 def shapes_for(case):
     moe = case["arch"].get("moe")
+    # The bench drives Megatron-Core itself, not Megatron-Bridge's perf
+    # harness: the optimizer is the case's.
     spec = {"model": {"arch": case["arch"]},
             "layout": {"num_gpus": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1,
                        "gbs": case["mbs"] * case["microbatches"], "mbs": case["mbs"], "seq": case["seq"],
-                       "dispatcher": "alltoall"},
+                       "dispatcher": "alltoall", "outside_harness": True,
+                       "grad_reduce_in_fp32": bool(case.get("grad_reduce_in_fp32")),
+                       "precision_aware_optimizer": bool(case.get("precision_aware_optimizer"))},
             "options": {"dropless": False, "moe_capacity_factor": 1.0} if moe else {}}
     return plan.rank_shapes(spec, 1, max_layers=case["arch"]["layers"], max_microbatches=case["microbatches"])
 
@@ -105,7 +114,8 @@ def run_case(case):
             "peak_allocated_mib": max(max(p.get("fwd_bwd", {}).get("allocated", 0), p.get("optimizer", {}).get("allocated", 0))
                                       for p in phases),
             "fwd_bwd_ms": round(med([t[0] for t in steady]), 2), "opt_ms": round(med([t[1] for t in steady]), 2),
-            "device_used_mib": runner.device_used_mib(0)}
+            "device_used_mib": runner.device_used_mib(0), "outside_allocator_mib": runner.outside_allocator_mib(0),
+            "notes": shapes.get("notes") or []}
 
 
 def in_child(fn):

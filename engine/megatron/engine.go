@@ -212,8 +212,22 @@ func (e *Engine) addJobMemory(r *engine.Result, w *stepmodel.Workload, c presets
 		// does not scale with the layers it left out.
 		how += fmt.Sprintf("; graphs modelled: the slice measured %d MiB over eager (%d MiB scaled to the stage)", r.Memory.GraphMiB, g)
 	}
+	if mib := r.Memory.OutsideAllocatorMiB; mib > 0 {
+		b.SetContext(mib, outsideSource(e.Device().Name, w.Layout.GPU))
+	}
 	r.Memory.Breakdown = b
 	r.Notes = append(r.Notes, b.Describe()+" ("+how+")")
+}
+
+// outsideSource says where the framework's measured memory outside the
+// allocator comes from, and that it is assumed for the job's GPU where
+// that is another type.
+func outsideSource(device, jobGPU string) string {
+	s := "NVML used − torch reserved measured in the warm worker on this node (" + device + ")"
+	if t := stepmodel.GPUType(jobGPU); t != "" && t != stepmodel.GPUType(device) {
+		s += ", assumed for " + strings.ToUpper(t)
+	}
+	return s
 }
 
 // addCollectives adds, to every step figure, the time of the collectives

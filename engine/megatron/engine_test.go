@@ -366,3 +366,32 @@ func TestMeasuredGraphMemoryOnlyFromTheWholeJob(t *testing.T) {
 		})
 	}
 }
+
+// The memory outside the allocator the worker measured on this node (NVML
+// used less torch reserved, in the warm process) replaces the figure per
+// GPU type, labelled as measured here; it is assumed for another job GPU.
+func TestMeasuredOutsideAllocatorReachesTheBreakdown(t *testing.T) {
+	m, err := presets.LookupModel("llama3_8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}}
+	e := fakeEngine(t, "ok", nil, time.Minute)
+	for _, gpu := range []string{"h200", "b200"} {
+		l := presets.Layout{GPU: gpu, NumGPUs: 8, TP: 1, PP: 1, CP: 1, EP: 1, GBS: 8, MBS: 1, Seq: 1024, Precision: "bf16"}
+		w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := stepmodel.PredictMemory(w, stepmodel.PlanCapture(w, c, presets.G2), nil, stepmodel.JobGPUMiB(l, 0), stepmodel.MemoryOptions{})
+		r := engine.Result{Candidate: c, Raw: &engine.RawTimes{LayersBuilt: 1, MicroBatchesRun: 1}}
+		r.Memory.OutsideAllocatorMiB = 7000
+		e.addJobMemory(&r, w, c)
+		b := r.Memory.Breakdown
+		assumed := strings.Contains(b.ContextSource, "assumed for B200")
+		if b.Context != 7000 || b.Total != table.Total-table.Context+7000 || !strings.Contains(b.ContextSource, "measured in the warm worker on this node") ||
+			assumed != (gpu == "b200") {
+			t.Errorf("%s: outside the allocator %d MiB (%s), total %d; the table's %d", gpu, b.Context, b.ContextSource, b.Total, table.Total)
+		}
+	}
+}

@@ -42,7 +42,10 @@ type profileRun struct {
 	layers int
 	raw    *engine.RawTimes
 	step   stepmodel.Stats // the framework's step statistics (its spread)
-	err    string
+	// outside is the run's memory outside the caching allocator, measured
+	// in the warm worker (engine.Memory.OutsideAllocatorMiB).
+	outside int64
+	err     string
 }
 
 var profileCandidates = map[string]presets.Candidate{
@@ -91,7 +94,7 @@ func (e *Engine) profileRuns(ctx context.Context, w *stepmodel.Workload, modes [
 				steps = spreadSteps
 			}
 			r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: steps, EagerSteps: steps}, nil)
-			pr := profileRun{mode: mode, layers: n, raw: r.Raw, step: r.Step, err: r.Err}
+			pr := profileRun{mode: mode, layers: n, raw: r.Raw, step: r.Step, outside: r.Memory.OutsideAllocatorMiB, err: r.Err}
 			if emit != nil {
 				emit(fmt.Sprintf("%s%s, %d layer(s): %s", prefix, mode, n, describeRaw(pr)))
 			}
@@ -173,6 +176,11 @@ func Fit(runs []profileRun, kind string) (*stepmodel.FrameworkProfile, error) {
 	}
 	p.Layers[kind] = lp
 	p.Spread = fit.spreads()
+	// The memory outside the allocator grows with the graphs instantiated
+	// (docs/data/memory-peaks-2026-12-02.jsonl.gz): the largest run's.
+	for _, r := range runs {
+		p.OutsideAllocatorMiB = max(p.OutsideAllocatorMiB, float64(r.outside))
+	}
 	p.Notes = append(p.Notes, "optimizer: its synchronised wall time (it syncs for the gradient norm), fixed plus per layer, as host time started on an idle GPU; its kernels' GPU time per op")
 	return p, nil
 }

@@ -242,3 +242,21 @@ func TestFitTakesTheFirstForwardOutOfGPUBoundEagerWalls(t *testing.T) {
 	near(t, "eager GPU, the first forward's wait taken out", l.EagerFwd.GPUMs+l.EagerBwd.GPUMs, 6)
 	near(t, "graphed GPU", l.Graphed["layer"].GPUMs, 5.5)
 }
+
+// The profile keeps the largest memory outside the allocator its runs
+// measured (graphs' instantiations add to it), for the emulating engines'
+// breakdowns on this node.
+func TestFitKeepsTheMemoryOutsideTheAllocator(t *testing.T) {
+	runs := syntheticRuns(true)
+	for i := range runs {
+		runs[i].outside = int64(9000 + 10*i)
+	}
+	runs[1].outside = 9500 // a graphed run, early in the list
+	p, err := Fit(runs, "dense")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 9500.0; p.OutsideAllocatorMiB != want {
+		t.Errorf("outside the allocator %.0f MiB, want the largest run's %.0f", p.OutsideAllocatorMiB, want)
+	}
+}

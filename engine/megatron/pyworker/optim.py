@@ -108,3 +108,30 @@ def foreach_scale(chunk_size, noop_flag, tensor_lists, scale):
         torch._foreach_mul_(dst, scale)
         return
     torch._foreach_copy_(dst, torch._foreach_mul(src, scale))
+
+
+PRECISION_AWARE_NEEDS_TE = ("the precision-aware optimizer needs Transformer Engine's FusedAdam, which is not importable: "
+                            "the run uses Megatron-Core's default optimizer; the job's is modelled from the source")
+
+
+def precision_aware_kwargs(shapes, fields, distributed, have_te=None):
+    """OptimizerConfig arguments for the job's precision-aware optimizer,
+    as Megatron-Bridge configures it: MB copies its MixedPrecisionConfig's
+    fp8_recipe ("tensorwise" by default, bf16 recipes included) onto the
+    optimizer config before finalising it (mixed_precision.py
+    update_config_with_precision_overrides), which keeps Megatron-Core's fp32
+    main parameters and gradients (optimizer_config.py
+    use_precision_aware_optimizer_no_fp8_or_ds_fp8). It needs Transformer
+    Engine's FusedAdam and the distributed optimizer; without them it is
+    left off and shapes' notes say so."""
+    if not shapes.get("precision_aware_optimizer"):
+        return {}
+    if have_te is None:
+        have_te = importable("transformer_engine.pytorch.optimizers")
+    if not have_te or not distributed or "use_precision_aware_optimizer" not in fields:
+        shapes.setdefault("notes", []).append(PRECISION_AWARE_NEEDS_TE)
+        return {}
+    kw = {"use_precision_aware_optimizer": True}
+    if "fp8_recipe" in fields:
+        kw["fp8_recipe"] = "tensorwise"
+    return kw

@@ -171,6 +171,15 @@ def _split(n, k, what):
     return n // k
 
 
+def precision_aware(layout):
+    """Whether the job's Adam is the precision-aware optimizer: the
+    recipe's own setting, or the perf harness's for a bf16 run
+    (Megatron-Bridge scripts/performance/run_script.py); presets.Layout's
+    PrecisionAware."""
+    bf16_run = layout.get("precision") in (None, "", "bf16")
+    return bool(layout.get("precision_aware_optimizer")) or (not layout.get("outside_harness") and bf16_run)
+
+
 def run_degrees(job, world):
     """Which of the job's parallel degrees run for real on `world` ranks.
 
@@ -245,6 +254,7 @@ def rank_shapes(spec, world=1, max_layers=8, max_microbatches=4):
         # (perf_recipes/_common.py _benchmark_common).
         "distributed_optimizer": not layout.get("no_distributed_optimizer"),
         "grad_reduce_in_fp32": bool(layout.get("grad_reduce_in_fp32")),
+        "precision_aware_optimizer": precision_aware(layout),
         "dense_shard": dp * job["cp"],
         "expert_shard": max(1, num_gpus // (job["etp"] * job["ep"] * job["pp"])),
         "activation": arch.get("activation") or "swiglu",

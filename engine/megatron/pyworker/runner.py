@@ -35,9 +35,26 @@ def versions():
     return v
 
 
+def opt_fields():
+    """The fields of Megatron-Core's OptimizerConfig."""
+    from megatron.core.optimizer import OptimizerConfig
+
+    return {f.name for f in dataclasses.fields(OptimizerConfig)}
+
+
 def device_used_mib(index):
     free, total = torch.cuda.mem_get_info(index)
     return (total - free) // (1 << 20)
+
+
+def outside_allocator_mib(index):
+    """What this process holds on the device outside PyTorch's caching
+    allocator (the CUDA context, cuBLAS and Transformer Engine workspaces,
+    NCCL's buffers, instantiated graphs), in the warm process after its
+    steps: the device's used memory less the allocator's reserved memory.
+    The worker owns its GPU; another process on it would count here."""
+    torch.cuda.synchronize(index)
+    return max(0, device_used_mib(index) - torch.cuda.memory_reserved(index) // (1 << 20))
 
 
 class Slice:
@@ -105,7 +122,7 @@ class Slice:
         self.config.finalize_model_grads_func = finalize_model_grads
         self.config.no_sync_func = self.ddp.no_sync
         opt_cfg = OptimizerConfig(optimizer="adam", lr=LR, bf16=True, clip_grad=1.0,
-                                  use_distributed_optimizer=dist_opt)
+                                  use_distributed_optimizer=dist_opt, **optim.precision_aware_kwargs(shapes, opt_fields(), dist_opt))
         self.optimizer = get_megatron_optimizer(opt_cfg, [self.ddp], use_gloo_process_groups=False)
         self.optimizer_label = optim.job_optimizer(self.optimizer)
         if dist_opt:
@@ -373,7 +390,9 @@ def run(req, rank, world, port, gpu, send):
         init_distributed(rank, world, port, gpu, shapes)
         torch.cuda.reset_peak_memory_stats()
         sl = Slice(shapes, cand, te, gpu)
+        notes.extend(n for n in shapes.get("notes") or [] if n not in notes)  # what building the slice said
         info = measure(sl, opts, rank, send, notes)
+        info["outside_allocator_mib"] = outside_allocator_mib(gpu)
     except Exception as e:  # a failing candidate is a result, not a crash
         info["error"] = results.explain_capture(first_line(e))
         info["trace"] = traceback.format_exc(limit=6)
@@ -584,6 +603,8 @@ def finish(req, info, notes, eager, base, peak, peak_dev, gpu, layer_spec, t_sta
         "graph_mib": graph_mib,
         "graph_full_job_mib": int(graph_mib * shapes["stage_layers"] / shapes["layers_built"]),
     }
+    if info.get("outside_allocator_mib"):
+        mem["outside_allocator_mib"] = info["outside_allocator_mib"]
     if info.get("trace"):
         notes.append("trace: " + " | ".join(info["trace"].strip().splitlines()[-3:]))
     r = results.result(cand, req["device"], steps, eager.get("stats") if eager else None,

@@ -259,6 +259,30 @@ class OptimizerTest(unittest.TestCase):
         self.assertEqual((s["distributed_optimizer"], s["grad_reduce_in_fp32"]), (False, True))
         self.assertTrue(plan.rank_shapes(spec())["distributed_optimizer"])
 
+    def test_precision_aware_optimizer_as_the_harness_turns_it_on(self):
+        # The perf harness turns it on for bf16 runs; the recipe's own flag
+        # anywhere; outside the harness a bf16 run keeps the recipe's.
+        self.assertTrue(plan.rank_shapes(spec())["precision_aware_optimizer"])
+        for layout, want in (({"precision": "fp8cs"}, False), ({"precision": "fp8cs", "precision_aware_optimizer": True}, True),
+                             ({"outside_harness": True}, False), ({"precision": "bf16", "outside_harness": True,
+                                                                  "precision_aware_optimizer": True}, True)):
+            sp = spec()
+            sp["layout"].update(layout)
+            self.assertEqual(plan.rank_shapes(sp)["precision_aware_optimizer"], want, layout)
+
+    def test_precision_aware_optimizer_config(self):
+        fields = {"use_precision_aware_optimizer", "fp8_recipe"}
+        s = {"precision_aware_optimizer": True, "notes": []}
+        # As Megatron-Bridge configures it: its mixed-precision fp8_recipe
+        # default copied onto the optimizer config.
+        self.assertEqual(optim.precision_aware_kwargs(s, fields, True, have_te=True),
+                         {"use_precision_aware_optimizer": True, "fp8_recipe": "tensorwise"})
+        self.assertEqual(s["notes"], [])
+        # Without Transformer Engine's FusedAdam it is left off, and said.
+        self.assertEqual(optim.precision_aware_kwargs(s, fields, True, have_te=False), {})
+        self.assertEqual(s["notes"], [optim.PRECISION_AWARE_NEEDS_TE])
+        self.assertEqual(optim.precision_aware_kwargs({"precision_aware_optimizer": False}, fields, True, have_te=True), {})
+
     def test_scaling_takes_the_optimizer_factor(self):
         s = plan.rank_shapes(spec(layers=48, gbs=64), max_layers=4, max_microbatches=4)
         fb, opt, text = plan.scaling(s, 3.0)

@@ -1,0 +1,108 @@
+package recipe
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"cgtune/presets"
+	"cgtune/stepmodel"
+)
+
+func layoutOf(t *testing.T, model, gpu string) (presets.Model, presets.Layout) {
+	t.Helper()
+	m, err := presets.LookupModel(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Layout(gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, l
+}
+
+// A --set of a field that moves memory reaches the layout the memory
+// model reads, with the value Megatron-Bridge runs; others leave the
+// layout as it was.
+func TestLayoutWithSets(t *testing.T) {
+	m, l := layoutOf(t, "llama3_8b", "h100")
+	for _, tc := range []struct {
+		name string
+		sets map[string]string
+		want func(presets.Layout) bool
+	}{
+		{"full uniform", map[string]string{"model.recompute_granularity": "full", "model.recompute_method": "uniform", "model.recompute_num_layers": "1"},
+			func(o presets.Layout) bool {
+				return o.FullRecompute() && o.RecomputeMethod == "uniform" && o.RecomputeLayers == 1 && o.RecomputeModules == nil
+			}},
+		{"full block", map[string]string{"model.recompute_granularity": "full", "model.recompute_method": "block", "model.recompute_num_layers": "4"},
+			func(o presets.Layout) bool { return o.RecomputeMethod == "block" && o.RecomputeLayers == 4 }},
+		{"selective", map[string]string{"model.recompute_granularity": "selective", "model.recompute_modules": "[mlp,layernorm]"},
+			func(o presets.Layout) bool {
+				return o.RecomputeGranularity == "selective" && slices.Equal(o.RecomputeModules, []string{"mlp", "layernorm"})
+			}},
+		{"cpu offloading", map[string]string{"model.cpu_offloading": "true", "model.cpu_offloading_num_layers": "4"},
+			func(o presets.Layout) bool { return o.CPUOffloadLayers == 4 }},
+		{"offloading count without the switch", map[string]string{"model.cpu_offloading_num_layers": "4"},
+			func(o presets.Layout) bool { return o.CPUOffloadLayers == 0 }},
+		{"fine-grained offload", map[string]string{"model.fine_grained_activation_offloading": "true", "model.offload_modules": "[core_attn]"},
+			func(o presets.Layout) bool { return slices.Equal(o.OffloadModules, []string{"core_attn"}) }},
+		{"fp32 buffer", map[string]string{"mixed_precision.grad_reduce_in_fp32": "true"},
+			func(o presets.Layout) bool { return o.GradReduceInFP32 }},
+		// MB copies mixed_precision's value onto ddp at start-up.
+		{"ddp's buffer flag alone", map[string]string{"ddp.grad_reduce_in_fp32": "true"},
+			func(o presets.Layout) bool { return !o.GradReduceInFP32 }},
+		{"precision-aware", map[string]string{"optimizer.use_precision_aware_optimizer": "true"},
+			func(o presets.Layout) bool { return o.PrecisionAwareOptimizer }},
+		{"pipeline", map[string]string{"model.pipeline_model_parallel_size": "2", "model.account_for_loss_in_pipeline_split": "true"},
+			func(o presets.Layout) bool { return o.PP == 2 && o.AccountForLoss && !o.AccountForEmbedding }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := LayoutWithSets(m, l, "0.7", tc.sets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.want(got) {
+				t.Errorf("%v: %+v", tc.sets, got)
+			}
+		})
+	}
+	for _, sets := range []map[string]string{nil, {"model.cuda_graph_warmup_steps": "1"}} {
+		if got, err := LayoutWithSets(m, l, "0.7", sets); err != nil || !reflect.DeepEqual(got, l) {
+			t.Errorf("%v changed the layout: %+v (%v)", sets, got, err)
+		}
+	}
+	if _, err := LayoutWithSets(m, l, "0.7", map[string]string{"model.recompute_method": "blocks"}); err == nil {
+		t.Error("a bad --set was accepted")
+	}
+}
+
+// EP overlap reaches the workload as the model runs it: comm_overlap's
+// value where set (it wins), the model's otherwise.
+func TestEPOverlapReachesTheWorkload(t *testing.T) {
+	m, shipped := layoutOf(t, "qwen3_30b_a3b", "h100")
+	if o, err := MoEWorkload(stepmodel.WorkloadOptions{}, m, shipped, "0.7", nil); err != nil || !o.EPOverlap {
+		t.Errorf("the h100 recipe's comm_overlap turns EP overlap on; the workload has %v (%v)", o.EPOverlap, err)
+	}
+	l := shipped.Clone()
+	delete(l.Settings, "comm_overlap.overlap_moe_expert_parallel_comm")
+	delete(l.Settings, "comm_overlap.delay_wgrad_compute")
+	for _, tc := range []struct {
+		sets map[string]string
+		want bool
+	}{
+		{nil, false},
+		{map[string]string{"comm_overlap.overlap_moe_expert_parallel_comm": "true"}, true},
+		{map[string]string{"model.overlap_moe_expert_parallel_comm": "true"}, true},
+		{map[string]string{"model.overlap_moe_expert_parallel_comm": "true", "comm_overlap.overlap_moe_expert_parallel_comm": "false"}, false},
+	} {
+		o, err := MoEWorkload(stepmodel.WorkloadOptions{}, m, l, "0.7", tc.sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.EPOverlap != tc.want {
+			t.Errorf("%v: EP overlap %v, want %v", tc.sets, o.EPOverlap, tc.want)
+		}
+	}
+}

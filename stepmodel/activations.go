@@ -1,0 +1,331 @@
+package stepmodel
+
+import (
+	"math"
+	"slices"
+
+	"cgtune/presets"
+)
+
+// activations gives the bytes the forward pass saves for the backward,
+// per layer and micro-batch on one rank.
+type activations struct {
+	a         presets.Arch
+	l         presets.Layout
+	tokens    float64 // tokens of one micro-batch on this rank: MBS·seq/CP
+	keys      float64 // keys each token attends over (seq/CP)
+	tp, etp   float64
+	sp        float64 // 1/TP with sequence parallelism (TP > 1), else 1
+	recompute []string
+	offload   []string
+	local     bool    // Megatron-Core's local spec: unfused attention and loss
+	q         float64 // bytes per element of a saved GEMM input (gemmInputBytes)
+}
+
+func newActivations(w *Workload) activations {
+	l := w.Layout
+	tp := float64(l.TPSize())
+	seq := float64(l.Seq) / float64(l.CPSize())
+	return activations{a: w.Spec.Model.Arch, l: l, tokens: float64(l.MBS) * seq, keys: seq,
+		tp: tp, etp: float64(l.ETPSize()), sp: 1 / tp, recompute: l.RecomputeModules, offload: l.OffloadModules,
+		local: w.Spec.Options.LayerSpec == "local", q: gemmInputBytes(l.Precision)}
+}
+
+func (x activations) re(m string) bool { return slices.Contains(x.recompute, m) }
+
+func (x activations) off(m string) bool { return slices.Contains(x.offload, m) }
+
+// chunkSaved is what the layers of one model chunk (kinds) save for one
+// micro-batch, and what recomputing them needs beside that, once, while
+// the backward recomputes (transient). Full recompute works per model
+// chunk (TransformerBlock._checkpointed_forward, megatron/core/transformer/
+// transformer_block.py): the uniform method checkpoints each group of
+// recompute_num_layers layers, which keeps only the group's input and
+// recomputes the group's activations in the backward, the last group's
+// while every group's input is still held; the block method checkpoints
+// the chunk's first recompute_num_layers layers one by one and keeps the
+// rest whole. The layers whose activations go to the host
+// (cpu_offloading_num_layers) keep none, save the one being copied.
+func (x activations) chunkSaved(kinds []presets.LayerKind, l presets.Layout) (saved, transient float64) {
+	n := len(kinds)
+	if n == 0 {
+		return 0, 0
+	}
+	per := make([]float64, n)
+	for i, k := range kinds {
+		per[i] = x.layer(k)
+		saved += per[i]
+	}
+	mean := saved / float64(n)
+	input := x.tokens * 2 * float64(x.a.Hidden) * x.sp // a layer's input, bf16
+	if l.FullRecompute() {
+		g := min(n, max(1, l.RecomputeLayers))
+		if l.RecomputeMethod == "block" {
+			// The checkpointed layers come first, so their backward
+			// recomputes them after the rest of the chunk's backward has
+			// freed that much and more.
+			saved = float64(g)*input + sumOf(per[g:])
+			if g == n {
+				transient = mean
+			}
+		} else {
+			groups := (n + g - 1) / g
+			saved = float64(groups) * input
+			transient = float64(g) * mean
+		}
+	}
+	if off := min(l.CPUOffloadLayers, n); off > 0 {
+		saved -= float64(off-1) * mean
+	}
+	return saved, transient
+}
+
+func sumOf(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s
+}
+
+// kept is what a graphed region's pool keeps of the activations it
+// saves, with the stage's offloaded layers: offloaded activations leave
+// the pool as they leave eager memory.
+func (x activations) kept(region float64, layers int) float64 {
+	n := min(x.l.CPUOffloadLayers, layers)
+	if n <= 1 || layers == 0 {
+		return region
+	}
+	return region * (1 - float64(n-1)/float64(layers))
+}
+
+// backwardTemporaries is what one layer's backward needs beyond the saved
+// activations: with the local spec's unfused attention, the gradients of
+// the probabilities and scores (localAttnBwd bytes per head, key and
+// token); Transformer Engine's fused attention needs no such tensor.
+func (x activations) backwardTemporaries(kinds []presets.LayerKind) float64 {
+	if !x.local || !slices.ContainsFunc(kinds, func(k presets.LayerKind) bool { return slices.Contains(layerScopes[k], presets.ScopeAttn) }) {
+		return 0
+	}
+	return x.tokens * localAttnBwd * float64(x.a.Heads) / x.tp * x.keys
+}
+
+// perToken is the bytes one token saves in the block the op scope names
+// (per layer, on this rank). Derivations, h hidden, bf16 = 2 bytes:
+//
+//	attn  GQA: norm input 2h·sp, QKV GEMM input q·h·sp, Q K V after rotary
+//	      2(H+2G)d/TP, attention output 2Hd/TP (and a quantized copy
+//	      q·Hd/TP for the output projection when q ≠ 2), LSE 4H/TP
+//	      MLA: the latents and their norms, Q K V up-projections, output
+//	mlp   norm input 2h·sp, fc1 input q·h·sp, fc1 output 2·up/TP (up = 2F
+//	      for SwiGLU), activation output q·F/TP
+//	moe_router  norm input 2h·sp, router input 2h·sp, fp32 logits and
+//	      probabilities 8E·sp, shared expert fc1 output and activation
+//	moe_preprocess  the routing map, E·sp bytes
+//	moe   k·sp·ETP routed copies of: expert input q·h, fc1 output
+//	      2·upE/ETP, activation output q·FE/ETP, permuted probability 4
+//	      (expertsPerToken)
+//	moe_postprocess  k expert outputs kept for the unpermute 2h each
+//	mamba norm input 2h·sp, in_proj input q·h·sp, in_proj output (z, x,
+//	      B, C, dt: 2·(2·d_inner + 2·groups·state + heads)/TP), the scan
+//	      output 2·d_inner/TP and the gated norm's output (out_proj's
+//	      input) q·d_inner/TP; the fused
+//	      mem-efficient path (mamba_split_conv1d_scan_combined) recomputes
+//	      the convolution and the chunk states in the backward
+//
+// q is gemmInputBytes: 2 for bf16. Recompute modules drop what they
+// recompute: layernorm the norm outputs (GEMM inputs), mlp and moe everything but the block's input, moe_act the
+// expert activation outputs, shared_experts the shared expert's
+// intermediates, mla_up_proj the Q K V up-projections; core_attn saves
+// nothing with flash attention, which keeps no s² tensor.
+func (x activations) perToken(scope string) float64 {
+	a := x.a
+	h := float64(a.Hidden)
+	norm := 2 * h * x.sp
+	gemmIn := x.q * h * x.sp
+	if x.re("layernorm") {
+		gemmIn = 0
+	}
+	ffn := func(f, tp float64) float64 { // fc1 output (bf16, for the activation's backward) and activation output (fc2's input)
+		up := 2 * f
+		if a.Activation == "squared_relu" {
+			up = f
+		}
+		return 2*up/tp + x.q*f/tp
+	}
+	switch scope {
+	case presets.ScopeAttn:
+		heads := float64(a.Heads) / x.tp
+		if a.MLA != nil {
+			m := a.MLA
+			lat := 2*2*float64(m.QLoraRank) + 2*2*float64(m.KVLoraRank) + 2*float64(m.QKRopeDim)
+			qkv := 2*heads*float64(m.QKHeadDim+m.QKRopeDim)*2 + 2*heads*float64(m.VHeadDim)
+			if x.re("mla_up_proj") {
+				qkv = 0
+			}
+			return norm + gemmIn + lat + qkv + 2*heads*float64(m.VHeadDim) + attnLSEBytesPerHd*heads
+		}
+		d := float64(a.HeadDim)
+		kv := math.Max(1, float64(a.KVGroups)/x.tp)
+		if x.off("attn_norm") {
+			norm = 0
+		}
+		if x.off("qkv_linear") {
+			gemmIn = 0
+		}
+		core := 2*(heads+2*kv)*d + attnLSEBytesPerHd*heads // Q K V after rotary, flash attention's LSE
+		if x.local {
+			core = 2*(heads+2*kv)*d + localAttnSaved*heads*x.keys
+		}
+		if x.re("core_attn") || x.off("core_attn") {
+			core = 0
+		}
+		// The attention's output, kept in bf16 by the fused attention's
+		// backward and as the output projection's input; quantized, the
+		// projection keeps its own copy.
+		out := 2 * heads * d
+		if x.q != 2 {
+			out += x.q * heads * d
+		}
+		if x.off("attn_proj") {
+			out = 0
+		}
+		return norm + gemmIn + core + out
+	case presets.ScopeMLP:
+		if x.off("mlp_norm") {
+			norm = 0
+		}
+		if x.re("mlp") {
+			return norm
+		}
+		return norm + gemmIn + ffn(float64(a.FFNHidden), x.tp)
+	case presets.ScopeMoERouter:
+		if a.MoE == nil {
+			return 0
+		}
+		if x.re("moe") {
+			return norm
+		}
+		v := norm + gemmIn + 8*float64(a.MoE.Experts)*x.sp
+		if a.MoE.SharedExpertFFN > 0 && !x.re("shared_experts") {
+			v += ffn(float64(a.MoE.SharedExpertFFN), x.tp)
+		}
+		return v
+	case presets.ScopeMoEPreprocess:
+		if a.MoE == nil || x.re("moe") {
+			return 0
+		}
+		return float64(a.MoE.Experts) * x.sp
+	case presets.ScopeMoE:
+		if a.MoE == nil || x.re("moe") {
+			return 0
+		}
+		return x.expertsPerToken()
+	case ScopeMoEPostprocess:
+		// The experts apply the routing probabilities in their activation
+		// (megatron/core/transformer/moe/experts.py), so the unpermute keeps
+		// no expert output for the probabilities' gradient.
+		return 0
+	case presets.ScopeMamba:
+		mm := a.Mamba
+		if mm == nil {
+			return 0
+		}
+		dIn := float64(mm.Heads*mm.HeadDim) / x.tp
+		gN := float64(mm.Groups*mm.StateDim) / x.tp
+		inW := 2*dIn + 2*gN + float64(mm.Heads)/x.tp
+		return norm + gemmIn + 2*inW + 2*dIn + x.q*dIn
+	}
+	return 0
+}
+
+// expertsPerToken is what the routed experts save, per token of the
+// micro-batch: the router runs on the rank's sequence-parallel share of
+// the tokens (S/TP), each routed top-k times, and the expert
+// tensor-parallel group all-gathers its members' tokens before the
+// experts, whose FFN it splits (MoEAlltoAllTokenDispatcher,
+// megatron/core/transformer/moe/token_dispatcher.py: num_local_tokens
+// S/TP·B; dispatch_postprocess gathers over expt_tp). Per routed copy:
+// the expert input q·h, the fc1 output and activation output of the
+// ETP-split FFN, the permuted probability (4).
+func (x activations) expertsPerToken() float64 {
+	m := x.a.MoE
+	h := float64(x.a.Hidden)
+	f := float64(m.FFNHidden)
+	up := 2 * f
+	if x.a.Activation == "squared_relu" {
+		up = f
+	}
+	input, prob := x.q*h, 4.0
+	if x.off("expert_fc1") {
+		input = 0
+	}
+	act := x.q * f
+	if x.re("moe_act") || x.off("moe_act") {
+		act = 0
+	}
+	// Copies per token: top-k × sp × etp; each keeps its input and
+	// probability whole and 1/etp of the FFN's intermediates.
+	copies := float64(m.TopK) * x.sp * x.etp
+	return copies * (input + prob + (2*up+act)/x.etp)
+}
+
+// layerScopes are the op scopes each layer kind has.
+var layerScopes = map[presets.LayerKind][]string{
+	presets.LayerDense:     {presets.ScopeAttn, presets.ScopeMLP},
+	presets.LayerMoE:       {presets.ScopeAttn, presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE, ScopeMoEPostprocess},
+	presets.LayerAttention: {presets.ScopeAttn},
+	presets.LayerMLP:       {presets.ScopeMLP},
+	presets.LayerMoEOnly:   {presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE, ScopeMoEPostprocess},
+	presets.LayerMamba:     {presets.ScopeMamba},
+}
+
+// layer is the bytes one layer of kind k saves per micro-batch.
+func (x activations) layer(k presets.LayerKind) float64 {
+	var v float64
+	for _, s := range layerScopes[k] {
+		v += x.perToken(s)
+	}
+	return v * x.tokens
+}
+
+// region is the bytes the ops of one graphed region save per micro-batch:
+// the blocks (op scopes) it covers.
+func (x activations) region(k presets.LayerKind, ops []Op) float64 {
+	var seen []string
+	var v float64
+	for _, o := range ops {
+		if !slices.Contains(seen, o.Scope) && slices.Contains(layerScopes[k], o.Scope) {
+			seen = append(seen, o.Scope)
+			v += x.perToken(o.Scope)
+		}
+	}
+	return v * x.tokens
+}
+
+// head is what the last stage's final norm, output layer and loss keep for
+// one micro-batch: norm input and output-layer input 2h·sp each, and the
+// bf16 logits, whose buffer Transformer Engine's fused cross-entropy
+// (cross_entropy_fusion_impl "te" in MB's performance recipes) reuses for
+// the gradient; Megatron-Core's own vocab-parallel cross entropy (the local
+// spec) keeps an fp32 softmax and makes an fp32 gradient beside them
+// (tensor_parallel/cross_entropy.py).
+func (x activations) head() float64 {
+	h := float64(x.a.Hidden)
+	loss := 2.0
+	if x.local {
+		loss = localLossBytes
+	}
+	return x.tokens * (4*h*x.sp + loss*float64(x.a.Vocab)/x.tp)
+}
+
+// iteration is what a full-iteration graph's pool holds: one stage's
+// activations of the micro-batches in flight, and the loss's.
+func (x activations) iteration(w *Workload) float64 {
+	var v float64
+	for _, lt := range w.Layers {
+		v += x.layer(lt.Kind)
+	}
+	l := w.Layout
+	return v*inFlightMicroBatches(l.PPSize(), l.VPSize(), w.Stage, w.MicroBatches, w.Spec.Options.EPOverlap) + x.head()
+}
