@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,35 +18,68 @@ import (
 	"cgtune/engine/job"
 )
 
-// Golden files of every screen at 80×24 and 160×48, in plain (NO_COLOR)
-// styles so they are readable text. Regenerate with go test ./tui -update.
+// Golden files of every screen at 80×24 (comfortable), 160×48 and 60×16
+// (the smallest window cgtune draws in), in plain (NO_COLOR) styles so
+// they are readable text. Regenerate with go test ./tui -update.
 
-var sizes = []struct{ w, h int }{{80, 24}, {160, 48}}
+var sizes = []struct{ w, h int }{{80, 24}, {160, 48}, {60, 16}}
 
-// screenStates puts a model into each screen's interesting state.
-var screenStates = []struct {
+// screenState is a screen in one interesting state: setup puts a model
+// there; check (optional) asserts what the frame must show, so that a
+// golden regenerated over a regression still fails.
+type screenState struct {
 	name  string
 	setup func(t *testing.T, m *App, f *fakeBackend, clk *clock)
-}{
-	{"model", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {}},
-	{"model_filter_moe", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	check func(t *testing.T, m *App, out string, w, h int)
+}
+
+// screenStates puts a model into each screen's interesting state.
+var screenStates = []screenState{
+	{name: "model", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {}, check: func(t *testing.T, m *App, out string, w, h int) {
+		// The way on is the first hint, at every size.
+		wantHelp(t, out, "enter continue")
+	}},
+	{name: "model_filter_moe", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "/", "q", "w", "e", "n")
 	}},
-	{"model_layout_error", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "model_layout_error", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "tab", "down", "down", "3", "enter")
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		noHelp(t, out, "enter continue") // the layout is invalid
 	}},
-	{"model_preset", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	// TP set to 2 and back to 1 with drop-and-pad edited, then another
+	// GPU type: the status and the "edited:" line name the same edits.
+	{name: "model_tp_reset", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+		toQwenTPReset(t, m)
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantText(t, out, "with your Capacity, Pad")
+		if strings.Contains(out, "your TP") {
+			t.Error("the status still calls TP an edit")
+		}
+	}},
+	{name: "model_preset", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		cmd := press(m, "/", "t", "e", "a", "m")
 		send(m, cmd())
 	}},
-	{"gpu", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "gpu", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter")
 	}},
-	{"gpu_no_driver", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "gpu_no_driver", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
 		press(m, "enter", "e")
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantHelp(t, out, "enter continue", "e undo estimate engine")
 	}},
-	{"space", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	// No driver and no engine chosen yet: enter would only say so, e is
+	// the way on.
+	{name: "gpu_no_driver_unchosen", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
+		press(m, "enter")
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		noHelp(t, out, "enter")
+		wantHelp(t, out, "e use estimate engine")
+	}},
+	{name: "space", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 	}},
@@ -53,37 +87,37 @@ var screenStates = []struct {
 	// configuration are one row. Its b200 recipe (two → from h100) leaves
 	// EP overlap off, which the h100 one turns on (TC-36 then rejects every
 	// local graph).
-	{"space_moe", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "space_moe", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "/", "q", "w", "e", "n", "enter", "right", "right", "enter", "enter")
 		planNow(t, m, f)
 		press(m, "tab", "down")
 	}},
 	// The cursor on a candidate that will fail and on one the rules
 	// reject: the rows a person opens to read why.
-	{"space_will_fail_cursor", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "space_will_fail_cursor", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		toQwenCandidates(t, m, f)
 		cursorTo(m, firstOfKind(t, m, true))
 	}},
-	{"space_rejected_cursor", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "space_rejected_cursor", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		toQwenCandidates(t, m, f)
 		cursorTo(m, firstOfKind(t, m, false))
 	}},
 	// The layout editor's MoE settings, edited to drop-and-pad.
-	{"model_layout_moe_edited", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "model_layout_moe_edited", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "/", "q", "w", "e", "n", "enter")
 		moveTo(t, m, "Capacity")
 		press(m, "1", ".", "0", "enter")
 		moveTo(t, m, "Pad")
 		press(m, "+")
 	}},
-	{"run", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "run", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
 		clk.t = clk.t.Add(75 * time.Second)
 		playEvents(m, f, len(f.events)-2) // the last candidate is measuring
 	}},
-	{"run_stop", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "run_stop", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
@@ -91,7 +125,7 @@ var screenStates = []struct {
 		playEvents(m, f, 6)
 		press(m, "q")
 	}},
-	{"results", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "results", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
@@ -99,17 +133,17 @@ var screenStates = []struct {
 		playEvents(m, f, -1)
 	}},
 	// Every key of the results screen.
-	{"results_help", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "results_help", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		toResults(t, m, f)
 		press(m, "?")
 	}},
 	// The validation form, prefilled from --command.
-	{"results_validate_form", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "results_validate_form", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		m.opts.JobCommand = testJobCommand
 		toResults(t, m, f)
 		press(m, "v")
 	}},
-	{"results_write_prompt", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "results_write_prompt", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
@@ -117,7 +151,7 @@ var screenStates = []struct {
 		press(m, "f", "w")
 	}},
 	// The estimate engine: the memory panels show the estimate's numbers.
-	{"run_estimate", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "run_estimate", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		f.events = estimated(f.events)
 		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
 		press(m, "enter", "e", "enter")
@@ -126,7 +160,7 @@ var screenStates = []struct {
 		clk.t = clk.t.Add(20 * time.Second)
 		playEvents(m, f, len(f.events)-2)
 	}},
-	{"results_estimate", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "results_estimate", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		f.events = estimated(f.events)
 		send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
 		press(m, "enter", "e", "enter")
@@ -134,7 +168,7 @@ var screenStates = []struct {
 		press(m, "enter")
 		playEvents(m, f, -1)
 	}},
-	{"results_overwrite", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "results_overwrite", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
 		press(m, "enter")
@@ -150,13 +184,24 @@ var screenStates = []struct {
 	}},
 	// Validation on real jobs: the jobs running (state, id, log tail), and
 	// the comparison with the predictions.
-	{"results_validate", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	{name: "results_validate", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		v := goldenValidation(t, m, f)
 		v.feed(ValidationUpdate{Event: job.JobEvent{Update: job.Update{Candidate: cNone, JobID: "4101", State: job.StateRunning,
 			Tail: []string{"building GPT model ...", " [2026-12-01 11:00:03] iteration        5/      30 | elapsed time per iteration (ms): 131.2 |"}}}})
 		v.feed(ValidationUpdate{Event: job.JobEvent{Update: job.Update{Candidate: cTEAttnMLP, JobID: "4102", State: job.StatePending, Reason: "Priority"}}})
 	}},
-	{"results_validated", func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+	// A validation that cannot start, with an error too long for the
+	// status line: it opens whole in the error view.
+	{name: "error_view", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+		m.opts.JobCommand = testJobCommand
+		toResults(t, m, f)
+		press(m, "v", "enter", "y")
+		send(m, validateStartedMsg{err: errNoBuildable})
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantText(t, out, "✗ Error", "(--job-python; --job-te yes runs them anyway))")
+		wantHelp(t, out, "esc/enter close")
+	}},
+	{name: "results_validated", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		v := goldenValidation(t, m, f)
 		real := []engine.Result{jobResult(cNone, 130, "4101"), jobResult(cTEAttnMLP, 100, "4102"), jobResult(cTEAttn, 115, "4103")}
 		for i, r := range real {
@@ -166,6 +211,10 @@ var screenStates = []struct {
 		v.end()
 	}},
 }
+
+// errNoBuildable is a validation error as long as the ones the backend
+// gives (search.ValidationTargets with the TE probe's why).
+var errNoBuildable = errors.New("/home/user/.cache/cgtune/runs/2026-12-01T11-00-03-llama3_70b-h100: no successful graphed candidate of the search can be built by the jobs' framework (te attn,mlp: a transformer_engine graph needs Transformer Engine: the jobs' Python /usr/bin/python3 cannot import it: No module named 'transformer_engine' (--job-python; --job-te yes runs them anyway))")
 
 // toQwenCandidates selects the MoE model on its b200 layout (whose
 // whole-layer and full-iteration graphs will fail, as space_moe), plans
@@ -199,6 +248,9 @@ func TestGolden(t *testing.T) {
 				s.setup(t, m, f, clk)
 				out := m.View().Content
 				checkFrame(t, out, sz.w, sz.h)
+				if s.check != nil {
+					s.check(t, m, out, sz.w, sz.h)
+				}
 				golden.RequireEqual(t, out)
 			})
 		}
@@ -206,7 +258,8 @@ func TestGolden(t *testing.T) {
 }
 
 // checkFrame asserts the view fills the window exactly: h lines, none
-// wider than w, so nothing wraps or scrolls in a real terminal.
+// wider than w, so nothing wraps or scrolls in a real terminal; and the
+// key help at the bottom is whole (no key cut to "…").
 func checkFrame(t *testing.T, out string, w, h int) {
 	t.Helper()
 	lines := strings.Split(out, "\n")
@@ -216,6 +269,48 @@ func checkFrame(t *testing.T, out string, w, h int) {
 	for i, l := range lines {
 		if n := ansi.StringWidth(l); n > w {
 			t.Errorf("line %d is %d cells wide (max %d): %q", i+1, n, w, l)
+		}
+	}
+	if help := ansi.Strip(lines[len(lines)-1]); strings.HasSuffix(strings.TrimSpace(help), "…") {
+		t.Errorf("the key help is cut: %q", help)
+	}
+}
+
+// helpLine is the frame's last line (the short key help), plain.
+func helpLine(out string) string {
+	lines := strings.Split(out, "\n")
+	return ansi.Strip(lines[len(lines)-1])
+}
+
+// wantHelp asserts the short key help offers each of keys ("enter
+// continue"), and noHelp that it offers none of them.
+func wantHelp(t *testing.T, out string, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if !strings.Contains(helpLine(out), k) {
+			t.Errorf("the key help lacks %q: %q", k, helpLine(out))
+		}
+	}
+}
+
+func noHelp(t *testing.T, out string, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if strings.Contains(helpLine(out), k) {
+			t.Errorf("the key help offers %q, which cannot work here: %q", k, helpLine(out))
+		}
+	}
+}
+
+// wantText asserts the frame shows each of texts (plain), on one line or
+// wrapped over several.
+func wantText(t *testing.T, out string, texts ...string) {
+	t.Helper()
+	plain := ansi.Strip(out)
+	flowed := strings.Join(strings.Fields(plain), " ")
+	for _, s := range texts {
+		if !strings.Contains(plain, s) && !strings.Contains(flowed, s) {
+			t.Errorf("the frame lacks %q:\n%s", s, plain)
 		}
 	}
 }

@@ -158,8 +158,20 @@ func (s *gpuScreen) next() handoff {
 	return goTo{screenSpace}
 }
 
+// canContinue reports whether enter goes on to the space: the estimate
+// engine is chosen, or a GPU to measure on is selected.
+func (s *gpuScreen) canContinue() bool {
+	return s.estimate || (!s.noDriver && s.selectedGPUs() > 0)
+}
+
+// helpKeys offer enter only when it goes on (the estimate engine or a
+// selected GPU); without a driver, e is what makes it work.
 func (s *gpuScreen) helpKeys() helpKeys {
 	k := s.keys
+	var next []key.Binding
+	if s.canContinue() {
+		next = []key.Binding{k.Next}
+	}
 	// e says what it does now: choose the estimate engine, or give it up.
 	estimate := withHelp(k.Estimate, "e", "estimate")
 	if s.estimate {
@@ -170,13 +182,13 @@ func (s *gpuScreen) helpKeys() helpKeys {
 		if s.estimate {
 			estimate = withHelp(k.Estimate, "e", "undo estimate engine")
 		}
-		return helpKeys{short: []key.Binding{estimate, k.Next, k.Back, k.Quit}}
+		return helpKeys{short: append(next, estimate, k.Back, k.Quit)}
 	}
-	short := []key.Binding{k.Toggle, k.Next, estimate, withHelp(k.Up, "↑/↓", "move"), withHelp(k.All, "a", "all"), k.Refresh, k.Back, k.Quit}
+	short := append(next, k.Toggle, estimate, withHelp(k.Up, "↑/↓", "move"), withHelp(k.All, "a", "all"), k.Refresh, k.Back, k.Quit)
 	return helpKeys{short: short, full: [][]key.Binding{
 		{k.Up, k.Down, k.Toggle, k.All},
 		{estimate, k.Refresh},
-		{k.Next, k.Back, k.Quit, k.Help},
+		append(next, k.Back, k.Quit, k.Help),
 	}}
 }
 

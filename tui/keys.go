@@ -115,6 +115,23 @@ type helpKeys struct {
 
 func (h helpKeys) ShortHelp() []key.Binding { return h.short }
 
+// hasMore reports whether the full help (behind "?") lists keys the
+// short line does not.
+func (h helpKeys) hasMore() bool {
+	short := map[string]bool{"?": true}
+	for _, b := range h.short {
+		short[b.Help().Key] = true
+	}
+	for _, g := range h.full {
+		for _, b := range g {
+			if b.Enabled() && !short[b.Help().Key] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (h helpKeys) FullHelp() [][]key.Binding {
 	if h.full == nil {
 		return [][]key.Binding{h.short}

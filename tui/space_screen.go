@@ -266,18 +266,24 @@ func budgetText(b time.Duration, strategy string) string {
 	return fmtDur(b)
 }
 
+// helpKeys put enter first, offered once the plan has a valid candidate
+// to run.
 func (s *spaceScreen) helpKeys() helpKeys {
 	k := s.keys
-	if s.focus == focusCands {
-		return helpKeys{short: []key.Binding{withHelp(k.Up, "↑/↓", "scroll"), k.Start, withHelp(k.Focus, "tab", "toggles"),
-			k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, k.Back, k.Quit}}
+	var start []key.Binding
+	if s.planErr == nil && s.validCount() > 0 {
+		start = []key.Binding{k.Start}
 	}
-	short := []key.Binding{k.Toggle, k.Start, withHelp(k.Focus, "tab", "candidates"), withHelp(k.Up, "arrows", "move"),
-		k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, withHelp(k.All, "a", "all"), k.Back, k.Quit}
+	if s.focus == focusCands {
+		return helpKeys{short: append(start, withHelp(k.Up, "↑/↓", "scroll"), withHelp(k.Focus, "tab", "toggles"),
+			k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, k.Back, k.Quit)}
+	}
+	short := append(start, k.Toggle, withHelp(k.Focus, "tab", "candidates"), withHelp(k.Up, "arrows", "move"),
+		k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, withHelp(k.All, "a", "all"), k.Back, k.Quit)
 	return helpKeys{short: short, full: [][]key.Binding{
 		{withHelp(k.Up, "↑/↓", "row"), withHelp(k.Left, "←/→", "item"), k.Toggle, withHelp(k.All, "a", "all/none in row")},
 		{withHelp(k.Focus, "tab", "candidate list"), k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie},
-		{k.Start, k.Back, k.Quit, k.Help},
+		append(start, k.Back, k.Quit, k.Help),
 	}}
 }
 

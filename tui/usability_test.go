@@ -203,6 +203,47 @@ func TestEditedLayoutSaysItIsEdited(t *testing.T) {
 	}
 }
 
+// A field set back to the layout's default is no longer an edit: after a
+// change of GPU type the status names the edits the "edited:" line lists,
+// no more (issue: TP set back to 1 was still "your TP").
+func TestTPResetIsNotAnEdit(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	toQwenTPReset(t, m)
+	status := m.status
+	_, kept, ok := strings.Cut(status, "with your ")
+	if !ok {
+		t.Fatalf("status %q names no kept edit", status)
+	}
+	var edited []string
+	for _, e := range m.sel.layoutEdits() {
+		edited = append(edited, strings.Fields(e)[0])
+	}
+	if kept != strings.Join(edited, ", ") || strings.Contains(kept, "TP") {
+		t.Errorf("status keeps %q, the edited line lists %q", kept, edited)
+	}
+	out := view(m)
+	if !strings.Contains(out, "edited: Capacity 1.0 (was —), Pad on (was off)") || strings.Contains(out, "TP 1 (was") {
+		t.Errorf("the edited line:\n%s", out)
+	}
+}
+
+// toQwenTPReset edits the MoE model's capacity and padding, sets TP to 2
+// and back to 1 (its default), then changes the GPU type.
+func toQwenTPReset(t *testing.T, m *App) {
+	t.Helper()
+	press(m, "/", "q", "w", "e", "n", "enter")
+	moveTo(t, m, "Capacity")
+	press(m, "1", ".", "0", "enter")
+	moveTo(t, m, "Pad")
+	press(m, "+")
+	moveTo(t, m, "TP")
+	if m.sel.layout.TP > 1 {
+		t.Fatalf("the test wants a layout with TP 1, got %d", m.sel.layout.TP)
+	}
+	press(m, "+", "-", "g")
+}
+
 // moveTo puts the layout editor's cursor on the field of that label.
 func moveTo(t *testing.T, m *App, label string) {
 	t.Helper()

@@ -285,3 +285,44 @@ func TestValidateStartFailureIsShown(t *testing.T) {
 		t.Errorf("phase %v, status %q (error %v)", m.resScr.val.phase, m.status, m.statusErr)
 	}
 }
+
+// An error too long for the status line opens whole in a scrollable
+// view: esc closes it, the status keeps its start and says how to read
+// it all, and ! opens it again (issue: a validate error ended "no s…").
+func TestLongErrorOpensInAView(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 60, 16)
+	m.opts.JobCommand = testJobCommand
+	toResults(t, m, f)
+	press(m, "v", "enter", "y")
+	long := fmt.Errorf("%w; %s", errNoBuildable, strings.Repeat("and one more reason the jobs cannot run, ", 12)+"the end of it")
+	send(m, validateStartedMsg{err: long})
+	if !m.alertOpen {
+		t.Fatalf("the error did not open in its view:\n%s", view(m))
+	}
+	out := view(m)
+	if strings.Contains(out, "the end of it") || !strings.Contains(out, "lines 1–") {
+		t.Fatalf("a long error should start at its top and say there is more:\n%s", out)
+	}
+	for range 10 {
+		press(m, "pgdown")
+	}
+	if out := view(m); !strings.Contains(out, "the end of it") {
+		t.Errorf("pgdn did not reach the end:\n%s", out)
+	}
+	press(m, "esc")
+	out = view(m)
+	if m.alertOpen || !strings.Contains(out, "! reads it all") || m.screen != screenResults {
+		t.Fatalf("esc: open %v, screen %v:\n%s", m.alertOpen, m.screen, out)
+	}
+	press(m, "!")
+	if !m.alertOpen || !strings.Contains(view(m), "✗ Error") {
+		t.Errorf("! did not open the error again:\n%s", view(m))
+	}
+	// A short error stays on the status line.
+	press(m, "enter")
+	m.setError(fmt.Errorf("short"))
+	if m.alertOpen {
+		t.Error("a short error opened the view")
+	}
+}

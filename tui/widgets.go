@@ -46,6 +46,37 @@ func wrap(s string, w int) string {
 	return ansi.Wrap(s, w, " ")
 }
 
+// wrapAtSpaces wraps plain text to w cells, breaking only between words
+// (not after a hyphen, as wrap does: "--job-te" stays whole, so a copied
+// flag or path still works); a word longer than a line is split over
+// lines rather than cut.
+func wrapAtSpaces(s string, w int) string {
+	if w <= 0 {
+		return s
+	}
+	var out []string
+	for _, para := range strings.Split(s, "\n") {
+		line := ""
+		for _, word := range strings.Fields(para) {
+			switch {
+			case line == "":
+				line = word
+			case ansi.StringWidth(line)+1+ansi.StringWidth(word) <= w:
+				line += " " + word
+			default:
+				out = append(out, line)
+				line = word
+			}
+			for ansi.StringWidth(line) > w {
+				out = append(out, ansi.Truncate(line, w, ""))
+				line = ansi.TruncateLeft(line, w, "")
+			}
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
 // hanging wraps text to w after a bullet, the continuation lines indented
 // under the text.
 func hanging(bullet, text string, w int) string {
