@@ -417,3 +417,36 @@ func mustRead(t *testing.T, path string) string {
 func winnerOverrides(req Request, c presets.Candidate) recipe.Overrides {
 	return recipe.WinnerOverrides(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge}, c)
 }
+
+// longRanking is the scripted search ending in a ranking of eight rows:
+// six that ran (the winner, its w1 twin, the recipe's setting, two local
+// graphs, eager derived from the runs) and two failures, one with the
+// longest name of the space.
+func longRanking(evs []search.Event) []search.Event {
+	out := slices.Clone(evs)
+	done := out[len(out)-1].(search.DoneEvent)
+	c := func(impl string, w int, scopes ...string) presets.Candidate {
+		return presets.Candidate{Impl: impl, Scopes: append([]string{}, scopes...), Warmup: w}
+	}
+	rFullAttn := engine.Result{Candidate: c("local", 3, "full_iteration", "attn"), Source: engine.SourceMeasured,
+		Err: "cudaStreamEndCapture: operation not permitted when stream is capturing", ErrKind: engine.FailureCapture}
+	ranked := func(rank int, r engine.Result, job float64) search.Ranked {
+		return search.Ranked{Rank: rank, Result: r, JobMs: job, Fits: true, VsReference: 112 / r.Step.Median}
+	}
+	ranking := []search.Ranked{
+		ranked(1, result(cTEAttnMLP, 104, 1400), 5_400),
+		ranked(2, result(c("transformer_engine", 1, "attn", "mlp"), 106.5, 1400), 5_500),
+		ranked(3, result(cTEAttn, 112, 900), 5_800),
+		ranked(4, result(c("local", 3, "attn"), 115, 700), 6_000),
+		ranked(5, result(c("local", 3), 118, 2600), 6_100),
+		ranked(6, result(cNone, 130, 0), 6_500),
+		{Result: engine.Result{Candidate: cLocalFull, Source: engine.SourceMeasured, Err: "CUDA_ERROR_OUT_OF_MEMORY during capture", ErrKind: engine.FailureOOM}},
+		{Result: rFullAttn},
+	}
+	ranking[5].Derived, ranking[5].Note = true, "eager baseline of the runs"
+	w, ref := ranking[0], ranking[2]
+	done.Ranking, done.Winner, done.Runs = ranking, &w, 7
+	done.Reference = &search.Reference{Candidate: cTEAttn, From: search.ReferenceFromRecipe, Ranked: &ref}
+	out[len(out)-1] = done
+	return out
+}

@@ -35,11 +35,20 @@ func (m *App) render() string {
 		// Wrapped, so that the message itself is not cut.
 		return fitBlock(wrap(fmt.Sprintf("cgtune needs a window of at least %d×%d (80×24 is comfortable); this one is %d×%d.", minWidth, minHeight, w, h), w), w, h)
 	}
+	status := m.statusLines(w)
+	if !m.alertOpen && !m.help.ShowAll {
+		// Lay the screen out once first, in the room a one-line help
+		// leaves: its keys depend on its layout (a pane that scrolls).
+		m.page().View(w, h-headerLines-len(status)-1)
+	}
 	helpLines := strings.Split(m.helpView(), "\n")
 	for i, l := range helpLines {
 		helpLines[i] = " " + l
 	}
-	status := m.statusLines(w)
+	if most := h - headerLines - len(status) - 1; len(helpLines) > most {
+		// The full help of a short window leaves the screen a line.
+		helpLines = helpLines[:max(most, 0)]
+	}
 	bodyH := h - headerLines - len(status) - len(helpLines)
 	var body string
 	if m.alertOpen {
@@ -256,6 +265,9 @@ func joinEnds(left, right string, w int) string {
 
 // fitBlock makes s exactly h lines, each cut to at most w cells.
 func fitBlock(s string, w, h int) string {
+	if h <= 0 {
+		return ""
+	}
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > h {
 		lines = lines[:h]

@@ -132,6 +132,54 @@ var screenStates = []screenState{
 		clk.t = clk.t.Add(2 * time.Minute)
 		playEvents(m, f, -1)
 	}},
+	// Eight rows ranked: at 80×24 five or more show, with the overrides
+	// under them; no name is cut.
+	{name: "results_ranked8", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+		f.events = longRanking(f.events)
+		toResults(t, m, f)
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantRankRows(t, m, out, 5)
+		wantText(t, out, "Overrides")
+		wantHelp(t, out, "w write file", "d details")
+	}},
+	// d: why the winner won and the candidate's details, whole, in the
+	// pane; the ranking keeps its rows.
+	{name: "results_details", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+		f.events = longRanking(f.events)
+		toResults(t, m, f)
+		press(m, "d")
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantRankRows(t, m, out, 5)
+		wantText(t, out, "Details", "Why: te attn,mlp w3 wins")
+		wantPaneEnd(t, m, "measured by cgtune's emulation on this GPU")
+	}},
+	// The overrides scrolled down to a long comment: it goes on as
+	// comments, whole.
+	{name: "results_overrides_scrolled", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+		f.events = longRanking(f.events)
+		toResults(t, m, f)
+		scrollPaneTo(t, m, "# without it and model.use_te_rng_tracker")
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantText(t, out, "# without it and model.use_te_rng_tracker: MB-01")
+		for _, l := range strings.Split(ansi.Strip(out), "\n") {
+			if strings.HasSuffix(strings.TrimSpace(l), "…") {
+				t.Errorf("a line is cut: %q", l)
+			}
+		}
+	}},
+	// The JSON overrides scrolled to a _why text too long for a line: a
+	// list of its pieces, valid JSON.
+	{name: "results_json_scrolled", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+		f.events = longRanking(f.events)
+		toResults(t, m, f)
+		press(m, "f", "f", "f", "f")
+		scrollPaneTo(t, m, `"rng.te_rng_tracker": [`)
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantText(t, out, `"rng.te_rng_tracker": [`)
+		if strings.Contains(out, "…") {
+			t.Error("the JSON pane cuts a line")
+		}
+	}},
 	// Every key of the results screen.
 	{name: "results_help", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		toResults(t, m, f)
@@ -142,6 +190,20 @@ var screenStates = []screenState{
 		m.opts.JobCommand = testJobCommand
 		toResults(t, m, f)
 		press(m, "v")
+	}},
+	// A path longer than the window: the prompt shows it whole.
+	{name: "results_write_prompt_long", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
+		toResults(t, m, f)
+		press(m, "w", "ctrl+u")
+		for _, r := range longPath {
+			press(m, string(r))
+		}
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantText(t, out, "Write yaml overrides of te attn,mlp w3 to:")
+		if !strings.Contains(strings.ReplaceAll(ansi.Strip(out), "\n", ""), longPath+"▏") {
+			t.Errorf("the prompt does not show the whole path:\n%s", out)
+		}
+		wantHelp(t, out, "enter ok")
 	}},
 	{name: "results_write_prompt", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
@@ -210,6 +272,58 @@ var screenStates = []screenState{
 		v.feed(ValidationUpdate{Outcome: outcome(real, false)})
 		v.end()
 	}},
+}
+
+// longPath is a path longer than the smaller windows are wide.
+const longPath = "/lustre/fsw/portfolios/llm/projects/megatron-bridge/recipes/llama3_70b/h100/cgtune-overrides-te-attn-mlp-w3.yaml"
+
+// wantRankRows asserts the ranking shows at least n rows (ranks 1 to n,
+// the winner ★), each name whole.
+func wantRankRows(t *testing.T, m *App, out string, n int) {
+	t.Helper()
+	plain := ansi.Strip(out)
+	for i, rk := range m.resScr.ranking()[:n] {
+		name := candName(rk.Result.Candidate)
+		found := false
+		for _, l := range strings.Split(plain, "\n") {
+			f := strings.Fields(l)
+			if len(f) > 1 && (f[0] == fmt.Sprint(i+1) || f[0] == "★" || f[0] == "›★") && strings.Contains(l, name) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("ranking row %d (%s) does not show whole:\n%s", i+1, name, plain)
+		}
+	}
+}
+
+// scrollPaneTo presses pgdn until the results pane shows a line starting
+// holding prefix.
+func scrollPaneTo(t *testing.T, m *App, prefix string) {
+	t.Helper()
+	for range 20 {
+		for _, l := range strings.Split(ansi.Strip(view(m)), "\n") {
+			if strings.Contains(l, prefix) {
+				return
+			}
+		}
+		press(m, "pgdown")
+	}
+	t.Fatalf("the pane never shows %q:\n%s", prefix, view(m))
+}
+
+// wantPaneEnd pages the results pane to its end and asserts the text
+// there ends as want does (nothing of it cut), then pages back.
+func wantPaneEnd(t *testing.T, m *App, want string) {
+	t.Helper()
+	p := m.resScr.pane
+	for !p.vp.AtBottom() {
+		p.vp.PageDown()
+	}
+	text := strings.Join(strings.Fields(ansi.Strip(p.vp.GetContent())), " ")
+	if !strings.Contains(text, want) {
+		t.Errorf("the pane lacks %q:\n%s", want, p.vp.GetContent())
+	}
 }
 
 // errNoBuildable is a validation error as long as the ones the backend

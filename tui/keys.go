@@ -51,6 +51,9 @@ type KeyMap struct {
 	Report key.Binding
 	Save   key.Binding
 	New    key.Binding
+	// Details shows why the winner won and the candidate's details in
+	// the pane, in place of its overrides.
+	Details key.Binding
 	// Validate runs the top candidates as real training jobs.
 	Validate key.Binding
 }
@@ -101,6 +104,8 @@ func DefaultKeyMap() KeyMap {
 		Report: b([]string{"r"}, "r", "report"),
 		Save:   b([]string{"p"}, "p", "save preset"),
 		New:    b([]string{"n"}, "n", "new search"),
+
+		Details: b([]string{"d"}, "d", "details"),
 
 		Validate: b([]string{"v"}, "v", "validate on jobs"),
 	}

@@ -372,31 +372,6 @@ func TestFullHelpShowsEveryKey(t *testing.T) {
 	}
 }
 
-// The results screen shows the overrides whole at 80×24 and at the
-// smallest size (the table gives way).
-func TestResultsShowTheOverrides(t *testing.T) {
-	for _, sz := range []struct{ w, h int }{{80, 24}, {60, 16}} {
-		t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
-			f := newFake(t)
-			m, _ := newTestModel(t, f, sz.w, sz.h)
-			toResults(t, m, f)
-			out := view(m)
-			data, err := m.resScr.overridesText()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-				if strings.HasPrefix(strings.TrimSpace(l), "#") {
-					continue // the file's comments give way in a short pane
-				}
-				if !strings.Contains(out, "  "+l+"\n") {
-					t.Errorf("the overrides line %q is not on screen:\n%s", l, out)
-				}
-			}
-		})
-	}
-}
-
 // Below the minimum size the message is wrapped, not cut.
 func TestTooSmallMessageIsWhole(t *testing.T) {
 	f := newFake(t)

@@ -77,6 +77,16 @@ func wrapAtSpaces(s string, w int) string {
 	return strings.Join(out, "\n")
 }
 
+// styleLines splits text into its lines, each rendered in style (lipgloss
+// would pad a block's lines to one width).
+func styleLines(style lipgloss.Style, text string) []string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		lines[i] = style.Render(l)
+	}
+	return lines
+}
+
 // hanging wraps text to w after a bullet, the continuation lines indented
 // under the text.
 func hanging(bullet, text string, w int) string {
