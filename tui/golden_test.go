@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +83,9 @@ var screenStates = []screenState{
 	{name: "space", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")
 		planNow(t, m, f)
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantCandidateRows(t, out, minCandidateRows)
+		wantHelp(t, out, "enter start search")
 	}},
 	// An MoE model: the whole-layer graphs will fail, the aliases of a
 	// configuration are one row. Its b200 recipe (two → from h100) leaves
@@ -91,16 +95,22 @@ var screenStates = []screenState{
 		press(m, "/", "q", "w", "e", "n", "enter", "right", "right", "enter", "enter")
 		planNow(t, m, f)
 		press(m, "tab", "down")
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantCandidateRows(t, out, minCandidateRows)
 	}},
 	// The cursor on a candidate that will fail and on one the rules
 	// reject: the rows a person opens to read why.
 	{name: "space_will_fail_cursor", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		toQwenCandidates(t, m, f)
 		cursorTo(m, firstOfKind(t, m, true))
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantCandidateRows(t, out, minCandidateRows)
 	}},
 	{name: "space_rejected_cursor", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		toQwenCandidates(t, m, f)
 		cursorTo(m, firstOfKind(t, m, false))
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantCandidateRows(t, out, minCandidateRows)
 	}},
 	// The layout editor's MoE settings, edited to drop-and-pad.
 	{name: "model_layout_moe_edited", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
@@ -276,6 +286,21 @@ var screenStates = []screenState{
 
 // longPath is a path longer than the smaller windows are wide.
 const longPath = "/lustre/fsw/portfolios/llm/projects/megatron-bridge/recipes/llama3_70b/h100/cgtune-overrides-te-attn-mlp-w3.yaml"
+
+// wantCandidateRows asserts the space screen lists at least n candidate
+// rows (✓ valid, ! will fail, ✗ rejected, › the cursor's).
+func wantCandidateRows(t *testing.T, out string, n int) {
+	t.Helper()
+	rows := 0
+	for _, l := range strings.Split(ansi.Strip(out), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && slices.Contains([]string{"✓", "!", "✗", "›"}, f[0]) {
+			rows++
+		}
+	}
+	if rows < n {
+		t.Errorf("the space screen lists %d candidate rows, want at least %d:\n%s", rows, n, out)
+	}
+}
 
 // wantRankRows asserts the ranking shows at least n rows (ranks 1 to n,
 // the winner ★), each name whole.

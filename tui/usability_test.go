@@ -459,3 +459,31 @@ func TestResultsShowTheFormatAskedFor(t *testing.T) {
 		t.Errorf("the results show %s, want --format's dotlist", got)
 	}
 }
+
+// At 60×16 the space screen keeps three candidate rows: the toggles stand
+// one row a line, the row under the cursor scrolled to it, so that every
+// toggle can still be reached and seen.
+func TestSpaceCompactTogglesFollowTheCursor(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 60, 16)
+	press(m, "enter", "enter")
+	planNow(t, m, f)
+	out := view(m)
+	wantCandidateRows(t, out, minCandidateRows)
+	if strings.Contains(out, "mamba") || !strings.Contains(out, "›") {
+		t.Fatalf("the scopes should stand on one line, the last ones behind ›:\n%s", out)
+	}
+	press(m, "down") // the scopes
+	for range len(m.space.toggleRows()[1].items) - 1 {
+		press(m, "right")
+	}
+	out = view(m)
+	if !strings.Contains(out, ">[x] mamba<") || !strings.Contains(out, "‹") {
+		t.Errorf("the cursor's toggle (mamba) does not show:\n%s", out)
+	}
+	wantCandidateRows(t, out, minCandidateRows)
+	press(m, "space")
+	if !strings.Contains(view(m), ">[ ] mamba<") {
+		t.Errorf("space did not toggle mamba:\n%s", view(m))
+	}
+}
