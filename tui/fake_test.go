@@ -46,6 +46,10 @@ type fakeBackend struct {
 	validations []ValidateRequest
 	valUpdates  chan ValidationUpdate
 	valCtx      context.Context
+	// valPlan is what PlanValidation answers (nil: the fake's targets,
+	// as many as top asks); valPlans are its calls (their top).
+	valPlan  *ValidationPlan
+	valPlans []int
 }
 
 func newFake(t *testing.T) *fakeBackend {
@@ -180,6 +184,36 @@ func (f *fakeBackend) Validate(ctx context.Context, req ValidateRequest) (Valida
 	f.valCtx = ctx
 	f.valUpdates = make(chan ValidationUpdate, 16)
 	return Validation{Targets: fakeTargets(), Dir: filepath.Join(req.RunDir, "validate"), Updates: f.valUpdates}, nil
+}
+
+// PlanValidation is the fake's valPlan, else its targets, as many graphed
+// ones as top asks.
+func (f *fakeBackend) PlanValidation(_ context.Context, runDir string, top int) (ValidationPlan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.valPlans = append(f.valPlans, top)
+	if f.valPlan != nil {
+		return *f.valPlan, nil
+	}
+	ts := fakeTargets()
+	return ValidationPlan{Targets: ts[:min(len(ts), 1+top)]}, nil
+}
+
+// noTEPlan is what a validation of longRanking's top 3 runs where the
+// jobs' Python has no Transformer Engine: its local graphs and eager;
+// the transformer_engine candidates skipped with the why search.NeedsTE
+// gives.
+func noTEPlan() *ValidationPlan {
+	c := func(impl string, scopes ...string) presets.Candidate {
+		return presets.Candidate{Impl: impl, Scopes: append([]string{}, scopes...), Warmup: 3}
+	}
+	can := search.NeedsTE("the jobs' Python /usr/bin/python3 cannot import it: No module named 'transformer_engine' (--job-python; --job-te yes runs them anyway)")
+	p := &ValidationPlan{Targets: []job.Target{{Candidate: cNone}, {Candidate: c("local", "attn")}, {Candidate: c("local")}}}
+	for _, sk := range []presets.Candidate{cTEAttnMLP, cTEAttn} {
+		_, why := can(sk)
+		p.Skipped = append(p.Skipped, search.Skipped{Candidate: sk, Why: why})
+	}
+	return p
 }
 
 // fakeTargets are what the fake validates: the search's results as the

@@ -195,11 +195,18 @@ var screenStates = []screenState{
 		toResults(t, m, f)
 		press(m, "?")
 	}},
-	// The validation form, prefilled from --command.
+	// The validation form, prefilled from --command; before anything
+	// starts it says which jobs run and which top candidates it skips,
+	// with why (the jobs' Python has no Transformer Engine).
 	{name: "results_validate_form", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		m.opts.JobCommand = testJobCommand
+		f.events, f.valPlan = longRanking(f.events), noTEPlan()
 		toResults(t, m, f)
-		press(m, "v")
+		send(m, press(m, "v")())
+	}, check: func(t *testing.T, m *App, out string, w, h int) {
+		wantText(t, out, "Runs", "3 jobs: eager, local attn w3, local whole-layer w3", "Skips",
+			"te attn,mlp w3, te attn w3: a transformer_engine graph needs Transformer Engine", "--job-te yes runs them anyway)")
+		wantHelp(t, out, "enter review the command")
 	}},
 	// A path longer than the window: the prompt shows it whole.
 	{name: "results_write_prompt_long", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {

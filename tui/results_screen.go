@@ -116,7 +116,7 @@ func (s *resultsScreen) Update(msg tea.Msg) (tea.Cmd, handoff) {
 		s.onReport(msg)
 	case savedMsg:
 		return s.onSaved(msg), nil
-	case validateStartedMsg, validateMsg:
+	case validatePlanMsg, validateStartedMsg, validateMsg:
 		return s.val.Update(msg), nil
 	case tea.PasteMsg:
 		s.onPaste(msg.Content)
@@ -158,7 +158,7 @@ func (s *resultsScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 	case key.Matches(msg, k.Tie):
 		s.retie()
 	case key.Matches(msg, k.Validate):
-		s.val.open(s.done)
+		return s.val.open(s.done), nil
 	case key.Matches(msg, k.New):
 		return nil, goTo{screenSpace}
 	case key.Matches(msg, k.Back):

@@ -217,7 +217,7 @@ func (m *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.update(m.spaceScr, msg)
 	case startedMsg, eventMsg, tickMsg:
 		return m, m.update(m.runScr, msg)
-	case writtenMsg, reportMsg, savedMsg, validateStartedMsg, validateMsg:
+	case writtenMsg, reportMsg, savedMsg, validatePlanMsg, validateStartedMsg, validateMsg:
 		return m, m.update(m.resScr, msg)
 	case tea.PasteMsg:
 		if m.screen == screenResults {

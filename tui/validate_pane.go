@@ -66,9 +66,9 @@ type jobView struct {
 	resumed bool
 }
 
-// open opens the form for the search that ended in d, or says why there
-// is nothing to validate.
-func (p *validationPane) open(d *search.DoneEvent) {
+// open opens the form for the search that ended in d and asks what it
+// would run, or says why there is nothing to validate.
+func (p *validationPane) open(d *search.DoneEvent) tea.Cmd {
 	switch {
 	case d == nil || d.RunDir == "":
 		p.setError(errors.New("this search has no run folder to validate"))
@@ -76,8 +76,10 @@ func (p *validationPane) open(d *search.DoneEvent) {
 		p.setError(errors.New("no candidate succeeded: nothing to validate"))
 	default:
 		*p = validationPane{common: p.common, phase: valForm, form: newValidateForm(p.opts, d.RunDir)}
-		p.setStatus("how to run the jobs: enter shows the command before anything runs")
+		p.setStatus("enter shows the command before anything runs")
+		return p.form.replan(p.opts.Context, p.backend)
 	}
+	return nil
 }
 
 // typing reports whether the form has the keyboard.
@@ -94,6 +96,10 @@ func (p *validationPane) paste(text string) { p.form.paste(text) }
 
 func (p *validationPane) Update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
+	case validatePlanMsg:
+		if p.form != nil {
+			p.form.onPlan(msg)
+		}
 	case validateStartedMsg:
 		return p.onStarted(msg)
 	case validateMsg:
@@ -108,7 +114,7 @@ func (p *validationPane) key(msg tea.KeyPressMsg) tea.Cmd {
 	k := p.keys
 	switch p.phase {
 	case valForm:
-		p.formKey(msg)
+		return p.formKey(msg)
 	case valConfirm:
 		switch {
 		case msg.String() == "y":
@@ -134,24 +140,26 @@ func (p *validationPane) key(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 // formKey: esc closes the form, enter checks it and shows the command;
-// the other keys edit it.
-func (p *validationPane) formKey(msg tea.KeyPressMsg) {
+// the other keys edit it (a new Top asks again what it would run).
+func (p *validationPane) formKey(msg tea.KeyPressMsg) tea.Cmd {
 	f := p.form
 	switch msg.String() {
 	case "esc":
-		p.phase, p.form = valOff, nil
+		p.phase = valOff
 		p.setStatus("nothing started")
 	case "enter":
 		if field, why, bad := f.firstProblem(); bad {
 			f.field = field
 			p.setError(fmt.Errorf("%s: %s", formLabels[field], why))
-			return
+			return nil
 		}
 		p.req, p.phase = f.request(), valConfirm
 		p.setStatus("read the command before it runs")
 	default:
 		f.key(msg, p.keys)
+		return f.replan(p.opts.Context, p.backend)
 	}
+	return nil
 }
 
 // cancelJobs cancels the queued and running jobs; a second ctrl+c quits.
@@ -309,15 +317,25 @@ func (p *validationPane) titleLine(w int) string {
 	return truncate(st.Title.Render("Validation on real jobs")+"  "+st.Muted.Render(sub), w)
 }
 
-// confirmLines say what will run, and the whole command, never cut: it
-// is what will run.
+// confirmLines say what will run (the jobs, and the top candidates
+// skipped, with why) and the whole command, never cut: it is what will
+// run.
 func (p *validationPane) confirmLines(w int) []string {
 	st := p.st
-	lines := []string{p.titleLine(w),
-		st.Muted.Render(wrap(fmt.Sprintf("Runs the top %d graphed candidates of %s and the eager baseline, one training job each for %d iterations, with this command:", p.req.Top, p.req.RunDir, p.req.Iters), w)),
-		""}
+	what := fmt.Sprintf("the top %d graphed candidates of %s and the eager baseline", p.req.Top, p.req.RunDir)
+	if p.form != nil && p.form.plan != nil {
+		what = planText(*p.form.plan)
+	}
+	lines := []string{p.titleLine(w)}
+	lines = append(lines, styleLines(st.Muted, wrap(fmt.Sprintf("Runs %s, one training job each for %d iterations, with this command:", what, p.req.Iters), w))...)
+	lines = append(lines, "")
 	for _, l := range commandLines(p.req.Command, w-2) {
 		lines = append(lines, "  "+st.Value.Render(l))
+	}
+	if p.form != nil && p.form.plan != nil {
+		for _, sk := range skipGroups(p.form.plan.Skipped) {
+			lines = append(lines, styleLines(st.Warn, hanging("skips ", sk, w))...)
+		}
 	}
 	return lines
 }
@@ -466,7 +484,11 @@ func (p *validationPane) promptLine(w int) string {
 	st := p.st
 	switch p.phase {
 	case valConfirm:
-		return truncate(st.Warn.Render(fmt.Sprintf("Validate the top %d and eager as real jobs with: %s? (y/n)", p.req.Top, oneLine(p.req.Command))), w)
+		jobs := fmt.Sprintf("the top %d and eager", p.req.Top)
+		if p.form != nil && p.form.plan != nil {
+			jobs = fmt.Sprintf("these %d jobs", len(p.form.plan.Targets))
+		}
+		return st.Warn.Render(truncate(fmt.Sprintf("Run %s with the command above? (y/n)", jobs), w))
 	case valStarting, valRunning:
 		if p.cancelling {
 			return st.Warn.Render(truncate("cancelling the queued and running jobs…", w))
@@ -502,6 +524,3 @@ func commandLines(cmd string, w int) []string {
 	}
 	return out
 }
-
-// oneLine puts a multi-line command on one line for the prompt.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,8 +92,11 @@ func TestValidateFormAsksForTheCommand(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
 	toResults(t, m, f)
-	if cmd := press(m, "v"); cmd != nil {
-		t.Fatalf("v gave a Cmd: %T", cmd())
+	// v only asks what the validation would run.
+	if cmd := press(m, "v"); cmd == nil {
+		t.Fatal("v did not ask what it would run")
+	} else if msg, ok := cmd().(validatePlanMsg); !ok || len(f.validations) != 0 {
+		t.Fatalf("v gave a %T, validations %v", msg, f.validations)
 	}
 	p := &m.resScr.val
 	if p.phase != valForm || p.form.field != formCommand {
@@ -171,7 +175,7 @@ func TestValidateShowsTheCommandFirst(t *testing.T) {
 		t.Fatal("v ran something before the answer")
 	}
 	out := m.View().Content
-	for _, want := range []string{"Validate the top 3 and eager as real jobs with: srun python", "--data-path '$(rm -rf ~)'", "slurm launcher"} {
+	for _, want := range []string{"  srun python pretrain_gpt.py", "--data-path '$(rm -rf ~)'", "slurm launcher", "Run the top 3 and eager with the command above? (y/n)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the question does not show %q:\n%s", want, out)
 		}
@@ -324,5 +328,51 @@ func TestLongErrorOpensInAView(t *testing.T) {
 	m.setError(fmt.Errorf("short"))
 	if m.alertOpen {
 		t.Error("a short error opened the view")
+	}
+}
+
+// Before anything starts, the form says which jobs it will run and which
+// top candidates it skips, with why (the backend's plan, as cgtune
+// validate picks them); a new Top asks again, and an answer for an older
+// Top is dropped. The question before the jobs start says it too.
+func TestValidateFormSaysWhatItSkips(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.opts.JobCommand = testJobCommand
+	f.events, f.valPlan = longRanking(f.events), noTEPlan()
+	toResults(t, m, f)
+	cmd := press(m, "v")
+	if cmd == nil {
+		t.Fatal("v asked nothing of the backend")
+	}
+	old := cmd()
+	if out := view(m); !strings.Contains(out, "asking which candidates the jobs can build") {
+		t.Errorf("the form does not say it is asking:\n%s", out)
+	}
+	send(m, old)
+	flowed := strings.Join(strings.Fields(view(m)), " ")
+	for _, want := range []string{"Runs 3 jobs: eager, local attn w3, local whole-layer w3",
+		"Skips te attn,mlp w3, te attn w3: a transformer_engine graph needs Transformer Engine"} {
+		if !strings.Contains(flowed, want) {
+			t.Errorf("the form lacks %q:\n%s", want, view(m))
+		}
+	}
+	press(m, "down", "down") // Top
+	next := press(m, "-")
+	if next == nil || m.resScr.val.form.plan != nil || m.resScr.val.form.planTop != 2 {
+		t.Fatalf("a new Top did not ask again (plan %v, top %d)", m.resScr.val.form.plan, m.resScr.val.form.planTop)
+	}
+	send(m, old) // the answer for Top 3 comes late
+	if m.resScr.val.form.plan != nil {
+		t.Error("an answer for an older Top was taken")
+	}
+	send(m, next())
+	if got := f.valPlans; !slices.Equal(got, []int{3, 2}) {
+		t.Errorf("plans asked for %v, want [3 2]", got)
+	}
+	press(m, "enter")
+	out := strings.Join(strings.Fields(view(m)), " ")
+	if !strings.Contains(out, "skips te attn,mlp w3, te attn w3: a transformer_engine graph needs") || !strings.Contains(out, "Run these 3 jobs with the command above? (y/n)") {
+		t.Errorf("the question does not say what runs and what is skipped:\n%s", view(m))
 	}
 }
