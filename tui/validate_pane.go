@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/engine"
 	"cgtune/engine/job"
@@ -289,7 +291,15 @@ func (p *validationPane) View(w, h int) string {
 	case valConfirm:
 		return fitBlock(strings.Join(p.confirmLines(w), "\n"), w, h-1) + "\n" + p.promptLine(w)
 	}
-	lines := []string{p.titleLine(w), st.Faint.Render(truncate("command: "+p.req.Command, w))}
+	lines := []string{p.titleLine(w)}
+	// The command whole: it is what runs.
+	for i, l := range commandLines(p.req.Command, w-len("command: ")) {
+		lead := "command: "
+		if i > 0 {
+			lead = strings.Repeat(" ", len(lead))
+		}
+		lines = append(lines, st.Faint.Render(lead+l))
+	}
 	if p.dir != "" {
 		lines = append(lines, st.Faint.Render(truncate("folder "+p.dir, w)))
 	}
@@ -419,10 +429,23 @@ func (p *validationPane) comparisonLines(w int) []string {
 		cands = append(cands, r.Candidate)
 	}
 	nameW := nameWidth(cands, 24)
-	t := newTable(w, column{title: "#", width: 2, right: true}, column{title: "CANDIDATE", width: nameW},
-		column{title: "REAL ms", width: 7, right: true}, column{title: "PRED ms", width: 7, right: true},
-		column{title: "ERROR", width: 7, right: true}, column{title: "×EAGER", width: 6, right: true},
-		column{title: "JOB", width: 6, flex: true})
+	cols := []column{{title: "#", width: 2, right: true}, {title: "CANDIDATE", width: nameW},
+		{title: "REAL ms", width: 7, right: true}, {title: "PRED ms", width: 7, right: true},
+		{title: "ERROR", width: 7, right: true}, {title: "×EAGER", width: 6, right: true},
+		{title: "JOB", width: 6, flex: true}}
+	// A narrow window gives up the speed-up (the line under the table
+	// has the winner's) before the job ids are cut.
+	eager := w >= 2+nameW+7+7+7+6+6+2*6
+	if !eager {
+		cols = slices.Delete(cols, 5, 6)
+	}
+	t := newTable(w, cols...)
+	row := func(cells ...string) string {
+		if !eager {
+			cells = slices.Delete(cells, 5, 6)
+		}
+		return t.row(cells...)
+	}
 	lines := []string{t.header(st)}
 	for _, r := range rows {
 		pred, perr := "—", "—"
@@ -438,14 +461,14 @@ func (p *validationPane) comparisonLines(w int) []string {
 		}
 		name := nameCell(r.Candidate, nameW)
 		if r.Real.Failed() {
-			lines = append(lines, st.Err.Render(t.row("–", name, "failed", pred, "", "", id+" "+string(r.Real.ErrKind)+": "+r.Real.Err)))
+			lines = append(lines, st.Err.Render(row("–", name, "failed", pred, "", "", id+" "+string(r.Real.ErrKind)+": "+r.Real.Err)))
 			continue
 		}
 		rank := fmt.Sprint(r.Rank)
 		if r.Rank == 1 {
 			rank = "★"
 		}
-		lines = append(lines, t.row(rank, name, fmtMs(r.Real.Step.Median), pred, perr, fmtSpeedup(r.RealSpeedup), id))
+		lines = append(lines, row(rank, name, fmtMs(r.Real.Step.Median), pred, perr, fmtSpeedup(r.RealSpeedup), id))
 	}
 	return lines
 }
@@ -500,6 +523,12 @@ func (p *validationPane) promptLine(w int) string {
 			line := fmt.Sprintf("★ on the real job: %s: %s ms/iteration", candName(win.Candidate), fmtMs(win.Real.Step.Median))
 			if win.RealSpeedup > 0 {
 				line += fmt.Sprintf(", %s eager", fmtSpeedup(win.RealSpeedup))
+			}
+			if ansi.StringWidth(line) > w {
+				line = fmt.Sprintf("★ real job: %s %s ms/iter", candName(win.Candidate), fmtMs(win.Real.Step.Median))
+				if win.RealSpeedup > 0 {
+					line += fmt.Sprintf(", %s eager", fmtSpeedup(win.RealSpeedup))
+				}
 			}
 			return st.OK.Render(truncate(line, w))
 		}
