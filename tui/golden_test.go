@@ -79,6 +79,7 @@ var screenStates = []screenState{
 	}, check: func(t *testing.T, m *App, out string, w, h int) {
 		noHelp(t, out, "enter")
 		wantHelp(t, out, "e use estimate engine")
+		wantText(t, out, "Press e to use the estimate engine", "libnvidia-ml.so.1 not found)")
 	}},
 	{name: "space", setup: func(t *testing.T, m *App, f *fakeBackend, clk *clock) {
 		press(m, "enter", "enter")

@@ -47,6 +47,9 @@ func (s *spaceScreen) candidatesTitle(w int) []string {
 		if ansi.StringWidth(title+"  "+count+rules+more) > w {
 			rules = fmt.Sprintf(" · %d rejected", rejected) // the ✗ rows say by which rule
 		}
+		if ansi.StringWidth(title+"  "+count+rules+more) > w {
+			more = "" // the rows say "also:"
+		}
 		count += st.Muted.Render(rules + more)
 		if s.planning {
 			count += st.Faint.Render(" (updating…)")
