@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -214,8 +215,13 @@ func (f *validateForm) paste(text string) {
 	}
 }
 
+// helpKeys offer enter unless the backend said nothing of the search can
+// run as jobs.
 func (f *validateForm) helpKeys(k KeyMap) helpKeys {
 	short := []key.Binding{withHelp(k.Up, "↑/↓", "field"), withHelp(k.Next, "enter", "review the command"), withHelp(k.Back, "esc", "cancel")}
+	if f.planErr != nil {
+		short = slices.Delete(short, 1, 2)
+	}
 	switch f.field {
 	case formLauncher:
 		short = append(short, withHelp(k.Toggle, "space/←/→", "launcher"))

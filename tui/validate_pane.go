@@ -150,6 +150,11 @@ func (p *validationPane) formKey(msg tea.KeyPressMsg) tea.Cmd {
 		p.phase = valOff
 		p.setStatus("nothing started")
 	case "enter":
+		if f.planErr != nil {
+			// Nothing the form holds can run: say why, start nothing.
+			p.setError(fmt.Errorf("validate: %w", f.planErr))
+			return nil
+		}
 		if field, why, bad := f.firstProblem(); bad {
 			f.field = field
 			p.setError(fmt.Errorf("%s: %s", formLabels[field], why))

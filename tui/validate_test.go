@@ -376,3 +376,21 @@ func TestValidateFormSaysWhatItSkips(t *testing.T) {
 		t.Errorf("the question does not say what runs and what is skipped:\n%s", view(m))
 	}
 }
+
+// When the backend says nothing of the search can run as jobs, the form
+// says why, does not offer enter, and enter starts nothing.
+func TestValidateFormWithNothingToRun(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.opts.JobCommand = testJobCommand
+	toResults(t, m, f)
+	press(m, "v")
+	send(m, validatePlanMsg{top: 3, err: errNoBuildable})
+	out := view(m)
+	if !strings.Contains(out, "no successful graphed candidate") || strings.Contains(helpLine(out), "enter") {
+		t.Errorf("the form should say why and not offer enter:\n%s", out)
+	}
+	if cmd := press(m, "enter"); cmd != nil || m.resScr.val.phase != valForm || !m.statusErr {
+		t.Errorf("enter: phase %v, status %q", m.resScr.val.phase, m.status)
+	}
+}
