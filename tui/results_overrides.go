@@ -72,22 +72,22 @@ func (s *resultsScreen) overridesHead(w int) []string {
 			title += " (winner)"
 		}
 	}
-	tabs, close := s.formatTabs(false), s.formatTabs(true)
+	tabs, tight := s.formatTabs(false), s.formatTabs(true)
 	short := st.Title.Render("Overrides")
-	for _, line := range []string{st.Title.Render(title) + "  " + tabs, short + "  " + tabs, short + "  " + close} {
+	for _, line := range []string{st.Title.Render(title) + "  " + tabs, short + "  " + tabs, short + "  " + tight} {
 		if ansi.StringWidth(line) <= w {
 			return []string{line}
 		}
 	}
-	return []string{truncate(st.Title.Render(title), w), close}
+	return []string{truncate(st.Title.Render(title), w), tight}
 }
 
 // formatTabs are the formats, the one shown marked, and the key that
-// changes it; close puts them one space apart.
-func (s *resultsScreen) formatTabs(close bool) string {
+// changes it; tight puts them one space apart.
+func (s *resultsScreen) formatTabs(tight bool) string {
 	st := s.st
 	pad := " "
-	if close {
+	if tight {
 		pad = ""
 	}
 	var tabs []string
@@ -101,7 +101,7 @@ func (s *resultsScreen) formatTabs(close bool) string {
 			tabs = append(tabs, st.Muted.Render(pad+f+pad))
 		}
 	}
-	if close {
+	if tight {
 		return strings.Join(tabs, " ") + st.Faint.Render(" (f)")
 	}
 	return strings.Join(tabs, "") + st.Faint.Render("  f")

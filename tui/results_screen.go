@@ -134,6 +134,9 @@ func (s *resultsScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 	if s.val.phase != valOff {
 		return s.val.Update(msg), nil
 	}
+	if s.pane.key(msg, k) { // pgup/pgdn scroll the pane
+		return nil, nil
+	}
 	switch {
 	case key.Matches(msg, k.Up):
 		s.cursor = max(s.cursor-1, 0)
@@ -144,7 +147,6 @@ func (s *resultsScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 		s.details = false // the format shows in the overrides
 	case key.Matches(msg, k.Details):
 		s.details = !s.details
-	case s.pane.key(msg, k): // pgup/pgdn scroll the pane
 	case key.Matches(msg, k.Write):
 		if _, err := s.overridesText(); err != nil {
 			s.setError(err)
