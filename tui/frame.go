@@ -45,9 +45,10 @@ func (m *App) render() string {
 	for i, l := range helpLines {
 		helpLines[i] = " " + l
 	}
-	if most := h - headerLines - len(status) - 1; len(helpLines) > most {
-		// The full help of a short window leaves the screen a line.
-		helpLines = helpLines[:max(most, 0)]
+	if most := h - headerLines - len(status) - 1; len(helpLines) > most && most > 0 {
+		// The full help of a short window leaves the screen a line; its
+		// last line, which says how to close it, stays.
+		helpLines = append(helpLines[:most-1], helpLines[len(helpLines)-1])
 	}
 	bodyH := h - headerLines - len(status) - len(helpLines)
 	var body string

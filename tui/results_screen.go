@@ -259,8 +259,9 @@ func (s *resultsScreen) helpKeys() helpKeys {
 	short = append(short, validate...)
 	short = append(short, k.Report, k.Save, k.Tie, k.New, withHelp(k.Back, "esc", "run"), k.Quit)
 	return helpKeys{short: short, full: [][]key.Binding{
-		{withHelp(k.Up, "↑/↓", "show a candidate"), withHelp(k.Details, "d", "details or overrides"), withHelp(k.PageDown, "pgup/pgdn", "scroll them"), k.Format, withHelp(k.Tie, "t", "rank again with the next tie band")},
-		append(append(write, k.Report, k.Save), withHelp(k.Validate, "v", "validate on real training jobs")),
+		// Short enough to stand in two columns at 60 columns.
+		{withHelp(k.Up, "↑/↓", "show a candidate"), withHelp(k.Details, "d", "details or overrides"), withHelp(k.PageDown, "pgup/pgdn", "scroll them"), k.Format, withHelp(k.Tie, "t", "rank again, next tie band")},
+		append(append(write, k.Report, k.Save), k.Validate),
 		{k.New, withHelp(k.Back, "esc", "back to the run"), k.Quit, k.Help},
 	}}
 }
