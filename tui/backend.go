@@ -52,6 +52,12 @@ type Backend interface {
 	// path; without overwrite, an existing preset of that name is an error
 	// wrapping ErrPresetExists.
 	SavePreset(p presets.TeamPreset, overwrite bool) (string, error)
+	// PlanValidation says what Validate would run for the search in
+	// runDir and its top graphed candidates, as `cgtune validate RUN`
+	// picks them (search.JobValidationForRun with the jobs' framework
+	// asked what it can build), without starting anything: the targets,
+	// the eager baseline first, and the top candidates skipped, with why.
+	PlanValidation(ctx context.Context, runDir string, top int) (ValidationPlan, error)
 	// Validate runs the top candidates of the finished search in
 	// req.RunDir and the eager baseline as real training jobs
 	// (search.ValidateOnJobs) with the command and launcher the person
@@ -69,6 +75,13 @@ type ValidateRequest struct {
 	Launcher string // local or slurm
 	Command  string // the command template, as shown
 	Iters    int    // training iterations per job (0: the backend's default)
+}
+
+// ValidationPlan is what a validation would run: its targets (the eager
+// baseline first) and the top candidates it skips, with why.
+type ValidationPlan struct {
+	Targets []job.Target
+	Skipped []search.Skipped
 }
 
 // Validation is a validation on its way: the candidates it runs (the
@@ -202,6 +215,14 @@ type savedMsg struct {
 
 type tickMsg time.Time
 
+// validatePlanMsg is what a validation of the top candidates would run;
+// top says for which Top it was asked.
+type validatePlanMsg struct {
+	top  int
+	plan ValidationPlan
+	err  error
+}
+
 type validateStartedMsg struct {
 	v   Validation
 	err error
@@ -285,6 +306,13 @@ func saveCmd(b Backend, p presets.TeamPreset, overwrite bool) tea.Cmd {
 	return func() tea.Msg {
 		path, err := b.SavePreset(p, overwrite)
 		return savedMsg{name: p.Name, path: path, err: err}
+	}
+}
+
+func planValidationCmd(ctx context.Context, b Backend, runDir string, top int) tea.Cmd {
+	return func() tea.Msg {
+		p, err := b.PlanValidation(ctx, runDir, top)
+		return validatePlanMsg{top: top, plan: p, err: err}
 	}
 }
 

@@ -46,6 +46,10 @@ type fakeBackend struct {
 	validations []ValidateRequest
 	valUpdates  chan ValidationUpdate
 	valCtx      context.Context
+	// valPlan is what PlanValidation answers (nil: the fake's targets,
+	// as many as top asks); valPlans are its calls (their top).
+	valPlan  *ValidationPlan
+	valPlans []int
 }
 
 func newFake(t *testing.T) *fakeBackend {
@@ -180,6 +184,36 @@ func (f *fakeBackend) Validate(ctx context.Context, req ValidateRequest) (Valida
 	f.valCtx = ctx
 	f.valUpdates = make(chan ValidationUpdate, 16)
 	return Validation{Targets: fakeTargets(), Dir: filepath.Join(req.RunDir, "validate"), Updates: f.valUpdates}, nil
+}
+
+// PlanValidation is the fake's valPlan, else its targets, as many graphed
+// ones as top asks.
+func (f *fakeBackend) PlanValidation(_ context.Context, runDir string, top int) (ValidationPlan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.valPlans = append(f.valPlans, top)
+	if f.valPlan != nil {
+		return *f.valPlan, nil
+	}
+	ts := fakeTargets()
+	return ValidationPlan{Targets: ts[:min(len(ts), 1+top)]}, nil
+}
+
+// noTEPlan is what a validation of longRanking's top 3 runs where the
+// jobs' Python has no Transformer Engine: its local graphs and eager;
+// the transformer_engine candidates skipped with the why search.NeedsTE
+// gives.
+func noTEPlan() *ValidationPlan {
+	c := func(impl string, scopes ...string) presets.Candidate {
+		return presets.Candidate{Impl: impl, Scopes: append([]string{}, scopes...), Warmup: 3}
+	}
+	can := search.NeedsTE("the jobs' Python /usr/bin/python3 cannot import it: No module named 'transformer_engine' (--job-python; --job-te yes runs them anyway)")
+	p := &ValidationPlan{Targets: []job.Target{{Candidate: cNone}, {Candidate: c("local", "attn")}, {Candidate: c("local")}}}
+	for _, sk := range []presets.Candidate{cTEAttnMLP, cTEAttn} {
+		_, why := can(sk)
+		p.Skipped = append(p.Skipped, search.Skipped{Candidate: sk, Why: why})
+	}
+	return p
 }
 
 // fakeTargets are what the fake validates: the search's results as the
@@ -370,6 +404,10 @@ func keyMsg(k string) tea.KeyPressMsg {
 		return tea.KeyPressMsg{Code: tea.KeyRight}
 	case "backspace":
 		return tea.KeyPressMsg{Code: tea.KeyBackspace}
+	case "pgup":
+		return tea.KeyPressMsg{Code: tea.KeyPgUp}
+	case "pgdown":
+		return tea.KeyPressMsg{Code: tea.KeyPgDown}
 	case "ctrl+c":
 		return tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
 	case "ctrl+u":
@@ -412,4 +450,37 @@ func mustRead(t *testing.T, path string) string {
 // writes them for the search of req.
 func winnerOverrides(req Request, c presets.Candidate) recipe.Overrides {
 	return recipe.WinnerOverrides(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge}, c)
+}
+
+// longRanking is the scripted search ending in a ranking of eight rows:
+// six that ran (the winner, its w1 twin, the recipe's setting, two local
+// graphs, eager derived from the runs) and two failures, one with the
+// longest name of the space.
+func longRanking(evs []search.Event) []search.Event {
+	out := slices.Clone(evs)
+	done := out[len(out)-1].(search.DoneEvent)
+	c := func(impl string, w int, scopes ...string) presets.Candidate {
+		return presets.Candidate{Impl: impl, Scopes: append([]string{}, scopes...), Warmup: w}
+	}
+	rFullAttn := engine.Result{Candidate: c("local", 3, "full_iteration", "attn"), Source: engine.SourceMeasured,
+		Err: "cudaStreamEndCapture: operation not permitted when stream is capturing", ErrKind: engine.FailureCapture}
+	ranked := func(rank int, r engine.Result, job float64) search.Ranked {
+		return search.Ranked{Rank: rank, Result: r, JobMs: job, Fits: true, VsReference: 112 / r.Step.Median}
+	}
+	ranking := []search.Ranked{
+		ranked(1, result(cTEAttnMLP, 104, 1400), 5_400),
+		ranked(2, result(c("transformer_engine", 1, "attn", "mlp"), 106.5, 1400), 5_500),
+		ranked(3, result(cTEAttn, 112, 900), 5_800),
+		ranked(4, result(c("local", 3, "attn"), 115, 700), 6_000),
+		ranked(5, result(c("local", 3), 118, 2600), 6_100),
+		ranked(6, result(cNone, 130, 0), 6_500),
+		{Result: engine.Result{Candidate: cLocalFull, Source: engine.SourceMeasured, Err: "CUDA_ERROR_OUT_OF_MEMORY during capture", ErrKind: engine.FailureOOM}},
+		{Result: rFullAttn},
+	}
+	ranking[5].Derived, ranking[5].Note = true, "eager baseline of the runs"
+	w, ref := ranking[0], ranking[2]
+	done.Ranking, done.Winner, done.Runs = ranking, &w, 7
+	done.Reference = &search.Reference{Candidate: cTEAttn, From: search.ReferenceFromRecipe, Ranked: &ref}
+	out[len(out)-1] = done
+	return out
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -34,24 +35,46 @@ func (m *App) render() string {
 		// Wrapped, so that the message itself is not cut.
 		return fitBlock(wrap(fmt.Sprintf("cgtune needs a window of at least %d×%d (80×24 is comfortable); this one is %d×%d.", minWidth, minHeight, w, h), w), w, h)
 	}
+	status := m.statusLines(w)
+	if !m.alertOpen && !m.help.ShowAll {
+		// Lay the screen out once first, in the room a one-line help
+		// leaves: its keys depend on its layout (a pane that scrolls).
+		m.page().View(w, h-headerLines-len(status)-1)
+	}
 	helpLines := strings.Split(m.helpView(), "\n")
 	for i, l := range helpLines {
-		// help.Model can overshoot its width by one item; cut it here.
-		helpLines[i] = ansi.Truncate(" "+l, w, "…")
+		helpLines[i] = " " + l
 	}
-	bodyH := h - headerLines - 1 - len(helpLines)
+	if most := h - headerLines - len(status) - 1; len(helpLines) > most && most > 0 {
+		// The full help of a short window leaves the screen a line; its
+		// last line, which says how to close it, stays.
+		helpLines = append(helpLines[:most-1], helpLines[len(helpLines)-1])
+	}
+	bodyH := h - headerLines - len(status) - len(helpLines)
+	var body string
+	if m.alertOpen {
+		body = m.errView.View(m.st, m.alert, w, bodyH)
+	} else {
+		body = m.page().View(w, bodyH)
+	}
 	parts := []string{
 		m.headerView(w),
 		m.st.Rule.Render(strings.Repeat("─", w)),
-		fitBlock(m.page().View(w, bodyH), w, bodyH),
-		m.statusView(w),
+		fitBlock(body, w, bodyH),
 	}
+	parts = append(parts, status...)
 	parts = append(parts, helpLines...)
 	return strings.Join(parts, "\n")
 }
 
-// screenHelp is the keys of the screen on show.
-func (m *App) screenHelp() helpKeys { return m.page().helpKeys() }
+// screenHelp is the keys of the screen on show (or of the error view
+// over it).
+func (m *App) screenHelp() helpKeys {
+	if m.alertOpen {
+		return m.errView.helpKeys(m.keys)
+	}
+	return m.page().helpKeys()
+}
 
 func (m *App) helpView() string {
 	h := m.screenHelp()
@@ -65,15 +88,40 @@ func (m *App) helpView() string {
 			}
 		}
 	}
-	out := m.help.View(h)
 	whole := m.help // a copy without the width limit, which cuts with …
 	whole.SetWidth(0)
-	if m.help.ShowAll && blockWidth(whole.View(h)) > m.width-1 {
-		// The groups side by side do not fit: every key, in as many
-		// columns as the width takes, so none is cut.
-		return m.flowHelp(h.FullHelp(), m.width-1)
+	if !m.help.ShowAll {
+		return m.shortHelp(h, m.width-1, m.helpOpens())
 	}
-	return out
+	if out := whole.View(h); blockWidth(out) <= m.width-1 {
+		return out
+	}
+	// The groups side by side do not fit: every key, in as many columns
+	// as the width takes, so none is cut.
+	return m.flowHelp(h.FullHelp(), m.width-1)
+}
+
+// shortHelp is the one-line help in w cells: the screen's keys in the
+// order it gives them (the essential ones first), as many as fit whole,
+// then "? more keys" when some were left out or the full help has more
+// (and ? opens it: withMore). No key is cut in the middle.
+func (m *App) shortHelp(h helpKeys, w int, withMore bool) string {
+	line := m.help // no width limit: the keys are chosen to fit
+	line.SetWidth(0)
+	var more []key.Binding
+	if withMore {
+		more = []key.Binding{m.keys.Help}
+	}
+	fits := func(bs []key.Binding) bool { return ansi.StringWidth(line.ShortHelpView(bs)) <= w }
+	all := h.short
+	if fits(all) && (!h.hasMore() || !withMore) {
+		return line.ShortHelpView(all)
+	}
+	n := 0
+	for n < len(all) && fits(append(slices.Clone(all[:n+1]), more...)) {
+		n++
+	}
+	return line.ShortHelpView(append(slices.Clone(all[:n]), more...))
 }
 
 // blockWidth is the width of the widest line of s.
@@ -157,7 +205,12 @@ func (m *App) headerView(w int) string {
 	return joinEnds(left, right, w)
 }
 
-func (m *App) statusView(w int) string {
+// statusLines are the status line: the message and the context summary
+// on one line; a message too long for that takes two lines of its own
+// (the summary yields: the message is what the person has to read now).
+// An error longer than two lines shows its start and how to read it all
+// (the error view, !).
+func (m *App) statusLines(w int) []string {
 	right := m.st.Muted.Render(m.contextLine())
 	left := m.status
 	style := m.st.Status
@@ -165,15 +218,21 @@ func (m *App) statusView(w int) string {
 		style = m.st.StatusEr
 		left = "✗ " + left
 	}
-	// The context summary yields to a long message: the message is what the
-	// person has to read now.
-	avail := w - 1 - ansi.StringWidth(right) - 2
-	if ansi.StringWidth(left) > avail {
-		right = ""
-		avail = w - 1
+	if ansi.StringWidth(left) <= w-1-ansi.StringWidth(right)-2 {
+		return []string{joinEnds(" "+style.Render(left), right, w)}
 	}
-	left = ansi.Truncate(left, avail, "…")
-	return joinEnds(" "+style.Render(left), right, w)
+	lines := statusLinesFor(left, w)
+	if len(lines) <= statusMaxLines {
+		for i, l := range lines {
+			lines[i] = " " + style.Render(l)
+		}
+		return lines
+	}
+	hint := ""
+	if m.statusErr && m.alert == m.status {
+		hint = m.st.Muted.Render(" · ! reads it all")
+	}
+	return []string{" " + style.Render(ansi.Truncate(left, w-1-ansi.StringWidth(hint), "…")) + hint}
 }
 
 // contextLine summarises the selection: model, GPU type × count, MB.
@@ -207,6 +266,9 @@ func joinEnds(left, right string, w int) string {
 
 // fitBlock makes s exactly h lines, each cut to at most w cells.
 func fitBlock(s string, w, h int) string {
+	if h <= 0 {
+		return ""
+	}
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > h {
 		lines = lines[:h]

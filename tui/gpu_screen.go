@@ -137,9 +137,12 @@ func (s *gpuScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 
 func (s *gpuScreen) toggleEstimate() {
 	s.estimate = !s.estimate
-	if s.estimate {
+	switch {
+	case s.estimate:
 		s.setStatus("estimate engine chosen: results are computed, not measured")
-	} else {
+	case s.noDriver:
+		s.setStatus("no engine chosen: e uses the estimate engine (nothing to measure on here)")
+	default:
 		s.setStatus("measuring on the selected GPUs")
 	}
 }
@@ -158,8 +161,20 @@ func (s *gpuScreen) next() handoff {
 	return goTo{screenSpace}
 }
 
+// canContinue reports whether enter goes on to the space: the estimate
+// engine is chosen, or a GPU to measure on is selected.
+func (s *gpuScreen) canContinue() bool {
+	return s.estimate || (!s.noDriver && s.selectedGPUs() > 0)
+}
+
+// helpKeys offer enter only when it goes on (the estimate engine or a
+// selected GPU); without a driver, e is what makes it work.
 func (s *gpuScreen) helpKeys() helpKeys {
 	k := s.keys
+	var next []key.Binding
+	if s.canContinue() {
+		next = []key.Binding{k.Next}
+	}
 	// e says what it does now: choose the estimate engine, or give it up.
 	estimate := withHelp(k.Estimate, "e", "estimate")
 	if s.estimate {
@@ -170,13 +185,13 @@ func (s *gpuScreen) helpKeys() helpKeys {
 		if s.estimate {
 			estimate = withHelp(k.Estimate, "e", "undo estimate engine")
 		}
-		return helpKeys{short: []key.Binding{estimate, k.Next, k.Back, k.Quit}}
+		return helpKeys{short: append(next, estimate, k.Back, k.Quit)}
 	}
-	short := []key.Binding{k.Toggle, k.Next, estimate, withHelp(k.Up, "↑/↓", "move"), withHelp(k.All, "a", "all"), k.Refresh, k.Back, k.Quit}
+	short := append(next, k.Toggle, estimate, withHelp(k.Up, "↑/↓", "move"), withHelp(k.All, "a", "all"), k.Refresh, k.Back, k.Quit)
 	return helpKeys{short: short, full: [][]key.Binding{
 		{k.Up, k.Down, k.Toggle, k.All},
 		{estimate, k.Refresh},
-		{k.Next, k.Back, k.Quit, k.Help},
+		append(next, k.Back, k.Quit, k.Help),
 	}}
 }
 
@@ -188,7 +203,7 @@ func (s *gpuScreen) View(w, h int) string {
 	case !s.loaded:
 		return st.Title.Render("GPUs") + "\n\n" + st.Muted.Render("reading NVML…") + "\n"
 	case s.noDriver:
-		return s.noDriverView(w)
+		return s.noDriverView(w, h)
 	}
 	var b strings.Builder
 	b.WriteString(s.headView(w))
@@ -295,16 +310,18 @@ func (s *gpuScreen) busySelected() string {
 	return fmt.Sprintf("GPU %s run other processes; their work will slow the measurements down", strings.Join(busy, ", "))
 }
 
-func (s *gpuScreen) noDriverView(w int) string {
+// noDriverView says there is no driver and offers the estimate engine;
+// in a short window the box keeps the choice and gives up the
+// explanation of the engine.
+func (s *gpuScreen) noDriverView(w, h int) string {
 	st := s.st
 	reason := "libnvidia-ml.so.1 could not be loaded"
 	if s.err != nil && s.err.Error() != ErrNoDriver.Error() {
 		reason = strings.TrimPrefix(s.err.Error(), ErrNoDriver.Error()+": ")
 	}
-	var b strings.Builder
-	b.WriteString(st.Title.Render("GPUs") + "\n\n")
-	b.WriteString(st.Err.Render("No NVIDIA driver on this machine") + st.Muted.Render(" ("+reason+")") + "\n")
-	b.WriteString("cgtune cannot measure here.\n\n")
+	lines := []string{st.Title.Render("GPUs"), ""}
+	lines = append(lines, styleLines(st.Err, wrapAtSpaces("No NVIDIA driver on this machine ("+reason+")", w))...)
+	lines = append(lines, "cgtune cannot measure here.", "")
 	// The backend picks the GPU it estimates for (--estimate-gpu, the
 	// layout's GPU type when the spec table has it); the results name it.
 	body := "The estimate engine computes every candidate from a GPU spec table (or probes cached on this machine) with the same timing model the measuring engine uses. Its numbers are for planning: every result it gives is labelled ESTIMATE, with the GPU it was estimated for."
@@ -315,8 +332,12 @@ func (s *gpuScreen) noDriverView(w int) string {
 	} else {
 		choice = st.Accent.Render("Press e to use the estimate engine") + st.Muted.Render(", or q to quit.")
 	}
-	b.WriteString(st.Box.Width(boxW).Render(wrap(body, boxW-4)+"\n\n"+choice) + "\n")
-	return b.String()
+	choice = wrap(choice, boxW-4)
+	text := wrap(body, boxW-4) + "\n\n" + choice
+	if len(lines)+len(strings.Split(text, "\n"))+2 > h {
+		text = choice
+	}
+	return strings.Join(lines, "\n") + "\n" + st.Box.Width(boxW).Render(text) + "\n"
 }
 
 func processList(ps []engine.ProcessUse) string {

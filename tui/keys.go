@@ -51,6 +51,9 @@ type KeyMap struct {
 	Report key.Binding
 	Save   key.Binding
 	New    key.Binding
+	// Details shows why the winner won and the candidate's details in
+	// the pane, in place of its overrides.
+	Details key.Binding
 	// Validate runs the top candidates as real training jobs.
 	Validate key.Binding
 }
@@ -102,6 +105,8 @@ func DefaultKeyMap() KeyMap {
 		Save:   b([]string{"p"}, "p", "save preset"),
 		New:    b([]string{"n"}, "n", "new search"),
 
+		Details: b([]string{"d"}, "d", "details"),
+
 		Validate: b([]string{"v"}, "v", "validate on jobs"),
 	}
 }
@@ -114,6 +119,23 @@ type helpKeys struct {
 }
 
 func (h helpKeys) ShortHelp() []key.Binding { return h.short }
+
+// hasMore reports whether the full help (behind "?") lists keys the
+// short line does not.
+func (h helpKeys) hasMore() bool {
+	short := map[string]bool{"?": true}
+	for _, b := range h.short {
+		short[b.Help().Key] = true
+	}
+	for _, g := range h.full {
+		for _, b := range g {
+			if b.Enabled() && !short[b.Help().Key] {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 func (h helpKeys) FullHelp() [][]key.Binding {
 	if h.full == nil {

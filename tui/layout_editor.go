@@ -18,17 +18,13 @@ import (
 
 func (s *modelScreen) field() layoutField { return layoutGrid()[s.row][s.col] }
 
-// markEdited notes that the person changed the field under the cursor and
-// says what it is now against the layout it started from.
+// markEdited says what the field under the cursor is now against the
+// layout it started from.
 func (s *modelScreen) markEdited() {
 	f := s.field()
 	if f.carry == nil {
 		return
 	}
-	if s.sel.edited == nil {
-		s.sel.edited = map[string]bool{}
-	}
-	s.sel.edited[f.label] = true
 	now, was := f.value(s.sel.model, s.sel.layout), f.value(s.sel.model, s.sel.base)
 	if now == was {
 		s.setStatus("layout: %s %s, as %s", f.label, now, s.sel.baseName())

@@ -400,9 +400,8 @@ func checkRecipe(mod presets.Model, l presets.Layout, mbridge string) error {
 }
 
 // applyLayoutSets writes --set values of LayoutSetKeys into a layout, as
-// the recipe would read them; it returns the labels of the fields set.
-func applyLayoutSets(l *presets.Layout, base presets.Layout, sets map[string]string) []string {
-	var labels []string
+// the recipe would read them.
+func applyLayoutSets(l *presets.Layout, base presets.Layout, sets map[string]string) {
 	for _, k := range LayoutSetKeys {
 		v, ok := sets[k]
 		if !ok {
@@ -416,25 +415,20 @@ func applyLayoutSets(l *presets.Layout, base presets.Layout, sets map[string]str
 				v = ""
 			}
 			putSetting(l, base, k, v)
-			labels = append(labels, map[string]string{keyCapacity: "Capacity", keyPad: "Pad"}[k])
 		case "model.moe_token_dispatcher_type":
 			if !null {
 				l.Dispatcher = v
 			}
-			labels = append(labels, "Dispatcher")
 		case "model.recompute_granularity":
 			l.RecomputeGranularity = v
 			if null {
 				l.RecomputeGranularity, l.RecomputeModules, l.RecomputeLayers = "", nil, 0
 			}
-			labels = append(labels, "Recompute")
 		case "model.recompute_num_layers":
 			l.RecomputeLayers = 0
 			if n, err := strconv.Atoi(v); err == nil {
 				l.RecomputeLayers = n
 			}
-			labels = append(labels, "Rc layers")
 		}
 	}
-	return labels
 }

@@ -127,7 +127,7 @@ func (s *modelScreen) applyBuiltin(b presets.Model, gpu string) {
 		gpu = s.sel.layout.GPU
 	}
 	fromPreset := s.sel.preset != ""
-	s.sel.model, s.sel.preset, s.sel.edited = b.Clone(), "", nil
+	s.sel.model, s.sel.preset = b.Clone(), ""
 	mb := s.mbWanted
 	if mb == "" {
 		mb = s.opts.MBridge
@@ -171,12 +171,7 @@ func (s *modelScreen) applyPreset(p presets.TeamPreset) {
 // applyOptionSets applies the --set values of the fields the layout
 // editor shows to the selected layout, as edits of it.
 func (s *modelScreen) applyOptionSets() {
-	for _, label := range applyLayoutSets(&s.sel.layout, s.sel.base, s.opts.LayoutSets) {
-		if s.sel.edited == nil {
-			s.sel.edited = map[string]bool{}
-		}
-		s.sel.edited[label] = true
-	}
+	applyLayoutSets(&s.sel.layout, s.sel.base, s.opts.LayoutSets)
 }
 
 func (s *modelScreen) validateLayout() {
@@ -290,18 +285,16 @@ func (s *modelScreen) cycleGPUType(dir int) {
 		return
 	}
 	base := l.Clone()
-	var kept []string
-	for _, row := range layoutGrid() {
-		for _, f := range row {
-			if f.carry != nil && s.sel.edited[f.label] {
-				f.carry(&l, &s.sel.layout)
-				kept = append(kept, f.label)
-			}
+	for _, f := range s.sel.layoutChanges() {
+		if f.carry != nil {
+			f.carry(&l, &s.sel.layout)
 		}
 	}
 	s.sel.layout, s.sel.base = l, base
 	s.validateLayout()
-	if len(kept) > 0 {
+	// What the status calls kept is what the "edited:" line lists: an
+	// edit that is the new GPU type's default is not one any more.
+	if kept := s.sel.editedLabels(); len(kept) > 0 {
 		s.setStatus("layout: %s's default for %s, with your %s", s.sel.model.Name, gpu, strings.Join(kept, ", "))
 		return
 	}
@@ -315,6 +308,15 @@ func (s *modelScreen) toggleMBridge() {
 	s.validateLayout() // the recipe's fields depend on the version
 }
 
+// canContinue reports whether enter goes on to the GPUs: a model is
+// selected and its layout is valid.
+func (s *modelScreen) canContinue() bool {
+	return s.sel.model.Name != "" && s.sel.err == nil
+}
+
+// helpKeys put first what the person came to do: continue (when the
+// selection can), then move; enter is not offered while the layout is
+// invalid, as it only says so.
 func (s *modelScreen) helpKeys() helpKeys {
 	k := s.keys
 	if s.focus == focusList && s.filtering {
@@ -323,40 +325,42 @@ func (s *modelScreen) helpKeys() helpKeys {
 			withHelp(k.Up, "↑/↓", "model"), withHelp(k.Quit, "ctrl+c", "quit"),
 		}}
 	}
+	var next []key.Binding
+	if s.canContinue() {
+		next = []key.Binding{k.Next}
+	}
 	if s.focus == focusList {
-		short := []key.Binding{
+		short := append(next,
 			withHelp(k.Up, "↑/↓", "model"),
+			k.GPUType,
+			withHelp(k.Focus, "tab", "layout"),
 			k.Filter,
-			withHelp(k.GPUType, "g/←/→", "gpu type"),
 			withHelp(k.MBridge, "v", "MB version"),
-			withHelp(k.Focus, "tab", "edit layout"),
-			k.Next,
 			k.Quit,
-		}
+		)
 		return helpKeys{short: short, full: [][]key.Binding{
 			{withHelp(k.Up, "↑/↓", "move"), withHelp(k.PageDown, "pgup/pgdn", "page"), k.Filter, withHelp(k.ClearFilter, "esc", "clear filter")},
 			{withHelp(k.GPUType, "g/←/→", "gpu type"), withHelp(k.MBridge, "v", "MB version"), withHelp(k.Focus, "tab", "edit layout")},
-			{k.Next, k.Quit, k.Help},
+			append(next, k.Quit, k.Help),
 		}}
 	}
 	if s.editing {
 		return helpKeys{short: []key.Binding{
-			withHelp(k.Next, "0-9", "type"), withHelp(k.Next, "enter", "set"), withHelp(k.Back, "esc", "cancel"),
+			withHelp(k.Next, "enter", "set"), withHelp(k.Next, "0-9", "type"), withHelp(k.Back, "esc", "cancel"),
 		}}
 	}
-	short := []key.Binding{
+	short := append(next,
 		withHelp(k.Up, "arrows", "field"),
 		withHelp(k.Inc, "+/-", "change"),
 		withHelp(k.Inc, "0-9", "type"),
-		k.Next,
 		withHelp(k.Focus, "tab", "list"),
 		k.GPUType, withHelp(k.MBridge, "v", "MB version"),
 		k.Quit,
-	}
+	)
 	return helpKeys{short: short, full: [][]key.Binding{
 		{withHelp(k.Up, "↑/↓/←/→", "field"), withHelp(k.Inc, "+/-", "change"), withHelp(k.Inc, "0-9", "type a number")},
 		{k.GPUType, k.MBridge, withHelp(k.Focus, "tab/esc", "model list")},
-		{k.Next, k.Quit, k.Help},
+		append(next, k.Quit, k.Help),
 	}}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/engine"
 	"cgtune/presets"
@@ -321,8 +322,11 @@ func (s *resultsScreen) onSaved(msg savedMsg) tea.Cmd {
 	return nil
 }
 
-// promptLine is the bottom line of the screen: a prompt when one is open.
-func (s *resultsScreen) promptLine(w int) string {
+// promptLines are the bottom of the screen: a prompt when one is open,
+// its question on a line and what is typed on the lines under it, whole
+// (a long path goes on over lines, every character shown); else the
+// winner.
+func (s *resultsScreen) promptLines(w int) []string {
 	st := s.st
 	switch s.prompt {
 	case promptPath:
@@ -330,27 +334,68 @@ func (s *resultsScreen) promptLine(w int) string {
 		if rk, ok := s.shownCandidate(); ok {
 			what += " of " + candName(rk.Result.Candidate)
 		}
-		return truncate(st.Prompt.Render(what+" to: ")+s.input+st.Accent.Render("▏"), w)
+		return s.inputLines(what+" to:", w)
 	case promptReport:
-		return truncate(st.Prompt.Render("Write the report (Markdown, its plot beside it) to: ")+s.input+st.Accent.Render("▏"), w)
+		return s.inputLines("Write the report (Markdown, its plot beside it) to:", w)
 	case promptName:
-		return truncate(st.Prompt.Render("Save the run as team preset: ")+s.input+st.Accent.Render("▏"), w)
+		return s.inputLines("Save the run as team preset:", w)
 	case promptOverwrite:
-		return truncate(st.Warn.Render(fmt.Sprintf("Preset %s exists. Overwrite it? (y/n)", s.pending.Name)), w)
+		return styleLines(st.Warn, wrapAtSpaces(fmt.Sprintf("Preset %s exists. Overwrite it? (y/n)", s.pending.Name), w))
 	case promptOverwriteFile:
-		return truncate(st.Warn.Render(fmt.Sprintf("%s exists. Overwrite it? (y/n)", s.pendingFile.path)), w)
+		return styleLines(st.Warn, wrapAtSpaces(fmt.Sprintf("%s exists. Overwrite it? (y/n)", s.pendingFile.path), w))
 	case promptOverwriteReport:
-		return truncate(st.Warn.Render(fmt.Sprintf("%s exists. Overwrite it and its plot? (y/n)", s.pendingReport.path)), w)
+		return styleLines(st.Warn, wrapAtSpaces(fmt.Sprintf("%s exists. Overwrite it and its plot? (y/n)", s.pendingReport.path), w))
 	}
 	if d := s.done; d != nil && d.Winner != nil {
-		res := d.Winner.Result
-		line := fmt.Sprintf("★ %s: %s ms/step against %s eager (%s)", candName(res.Candidate), fmtMs(res.Step.Median), fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))
-		if res.Source == engine.SourceEstimated {
-			line += " · ESTIMATE for " + strings.TrimSuffix(res.Device.Name, " (estimated)")
-		} else if res.Device.Name != "" {
-			line += " · measured on " + res.Device.Name
-		}
-		return st.OK.Render(truncate(line, w))
+		return []string{st.OK.Render(s.winnerLine(w))}
 	}
-	return st.Faint.Render(truncate("no winner: every candidate failed, none fits, or the search stopped before one finished", w))
+	return styleLines(st.Faint, wrapAtSpaces("no winner: every candidate failed, none fits, or the search stopped before one finished", w))
+}
+
+// inputLines are a prompt's question and, under it, what is typed and the
+// cursor, cut into lines of w cells (never shortened).
+func (s *resultsScreen) inputLines(question string, w int) []string {
+	st := s.st
+	lines := styleLines(st.Prompt, wrapAtSpaces(question, w))
+	text := []rune(s.input + "▏")
+	for len(text) > w {
+		// Break after a "/" in the line's second half, else at the width.
+		cut := w
+		for j := w - 1; j >= w/2; j-- {
+			if text[j] == '/' {
+				cut = j + 1
+				break
+			}
+		}
+		lines = append(lines, string(text[:cut]))
+		text = text[cut:]
+	}
+	last := string(text)
+	if strings.HasSuffix(last, "▏") {
+		last = strings.TrimSuffix(last, "▏") + st.Accent.Render("▏")
+	}
+	return append(lines, last)
+}
+
+// winnerLine sums the winner up in w cells: its step time against eager,
+// and where it was measured (or what it was estimated for) when that fits.
+func (s *resultsScreen) winnerLine(w int) string {
+	res := s.done.Winner.Result
+	line := fmt.Sprintf("★ %s: %s ms/step against %s eager (%s)", candName(res.Candidate), fmtMs(res.Step.Median), fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))
+	where := ""
+	if res.Source == engine.SourceEstimated {
+		where = " · ESTIMATE for " + strings.TrimSuffix(res.Device.Name, " (estimated)")
+	} else if res.Device.Name != "" {
+		where = " · measured on " + res.Device.Name
+	}
+	switch {
+	case ansi.StringWidth(line+where) <= w:
+		return line + where
+	case res.Source == engine.SourceEstimated && ansi.StringWidth(line+" · ESTIMATE") <= w:
+		// An estimate says so even where the GPU's name does not fit.
+		return line + " · ESTIMATE"
+	case ansi.StringWidth(line) <= w:
+		return line
+	}
+	return fmt.Sprintf("★ %s: %s× eager", candName(res.Candidate), strings.TrimSuffix(fmtSpeedup(res.Speedup), "×"))
 }

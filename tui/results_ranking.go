@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/engine"
@@ -14,74 +15,14 @@ import (
 // The results screen's ranking table, why the winner won, and the details
 // of a candidate: its times, graphs and memory in the job.
 
-// reasonLines say why the winner won (ties, memory, fit), at most n lines.
-func (s *resultsScreen) reasonLines(w, n int) []string {
-	st := s.st
+// reasonLines say why the winner won (ties, memory, fit) and how it
+// compares with the recipe's own setting, whole, wrapped to w.
+func (s *resultsScreen) reasonLines(w int) []string {
 	why := search.Reason(s.done.Ranking, s.rankOptions())
 	if ref := s.done.Reference.Describe(s.done.Winner); ref != "" {
 		why += ". Reference: " + ref
 	}
-	lines := strings.Split(wrap("Why: "+why, w), "\n")
-	if len(lines) > n {
-		// The last line shown says there is more, even a full one.
-		lines = lines[:n]
-		lines[n-1] = ansi.Truncate(lines[n-1], w-1, "") + "…"
-	}
-	for i := range lines {
-		lines[i] = st.Muted.Render(lines[i])
-	}
-	return lines
-}
-
-// memoryLine is the selected candidate's memory in the job, for the
-// narrow layout (the wide one shows it in the details): the total against
-// the job GPU, a warning when it will not fit, and the memory model's
-// breakdown on a second line when the engine made one.
-func (s *resultsScreen) memoryLine(w int) []string {
-	rk, ok := s.shownCandidate()
-	if !ok || rk.Result.Failed() {
-		return nil
-	}
-	st := s.st
-	req := s.ranRequest()
-	need, total, what := jobMemory(rk.Result, jobGPUMiB(req))
-	text := fmt.Sprintf("%s GiB %s", fmtGiB(need), what)
-	if total > 0 {
-		text = fmt.Sprintf("%s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
-	}
-	b := rk.Result.Memory.Breakdown
-	if b == nil {
-		text += fmt.Sprintf(" (graphs %s GiB)", fmtGiB(rk.Result.Memory.JobGraphMiB()))
-	}
-	if rk.Result.Source == engine.SourceEstimated {
-		text += " · estimated"
-	}
-	var lines []string
-	if rk.Fits {
-		lines = append(lines, st.Muted.Render(truncate("Memory "+text, w)))
-	} else {
-		lines = append(lines, st.Warn.Render(truncate("⚠ will not fit the job's GPU: "+text, w)))
-	}
-	if b != nil {
-		lines = append(lines, st.Faint.Render(truncate(fmt.Sprintf("  weights %s · grads %s · optimizer %s · activations %s · graphs %s · context %s GiB",
-			fmtGiB(b.Weights), fmtGiB(b.Gradients), fmtGiB(b.Optimizer), fmtGiB(b.Activations), fmtGiB(b.Graphs), fmtGiB(b.Context)), w)))
-	}
-	return lines
-}
-
-// fitLines keeps the first h lines, ending in … when some were left out.
-func fitLines(lines []string, h, w int) []string {
-	out := make([]string, 0, h)
-	for i, l := range lines {
-		if i >= h {
-			break
-		}
-		if i == h-1 && len(lines) > h {
-			l = "…"
-		}
-		out = append(out, truncate(l, w))
-	}
-	return out
+	return styleLines(s.st.Muted, wrap("Why: "+why, w))
 }
 
 // rankingWidth is the width the ranking table needs for its longest name
@@ -94,6 +35,8 @@ func (s *resultsScreen) rankingWidth() int {
 	return longest + 2 + 2 + 7 + 6 + 7 + 9 + 6 + 4 + 3 + 2*8
 }
 
+// rankingTable is the ranking in h lines: its header, then the rows from
+// the scroll offset, the cursor's row among them.
 func (s *resultsScreen) rankingTable(w, h int) string {
 	st := s.st
 	r := s.ranking()
@@ -101,10 +44,16 @@ func (s *resultsScreen) rankingTable(w, h int) string {
 	var b strings.Builder
 	b.WriteString(cols.t.header(st) + "\n")
 	rows := max(h-1, 1)
-	s.offset = scrollWindow(s.offset, s.cursor, len(r), rows)
-	for i := s.offset; i < len(r) && i < s.offset+rows; i++ {
-		line := s.rankingRow(cols, r[i], i == s.cursor)
-		b.WriteString(line + "\n")
+	heights := s.rowHeights(cols)
+	s.offset = scrollRows(s.offset, s.cursor, rows, heights)
+	used := 0
+	for i := s.offset; i < len(r); i++ {
+		lines := s.rankingRow(cols, r[i], i == s.cursor)
+		if used+len(lines) > rows {
+			break
+		}
+		used += len(lines)
+		b.WriteString(strings.Join(lines, "\n") + "\n")
 	}
 	if len(r) == 0 {
 		b.WriteString(st.Faint.Render("no candidate finished") + "\n")
@@ -112,27 +61,48 @@ func (s *resultsScreen) rankingTable(w, h int) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// rowHeights are the lines each ranking row takes in the columns.
+func (s *resultsScreen) rowHeights(c rankingCols) []int {
+	r := s.ranking()
+	out := make([]int, len(r))
+	for i, rk := range r {
+		out[i] = len(c.nameLines(rk))
+	}
+	return out
+}
+
 // rankingCols is the ranking table's columns, the ones a window's width
 // leaves.
 type rankingCols struct {
-	t                    table
-	vsCol, capture, wide bool
+	t                             table
+	vsCol, capture, graph, jobCol bool
 }
 
 // rankingColumns lays the ranking out in w cells. The name column is as
-// wide as the names (with their warm-up and a "≈ " for derived rows); in
-// a narrow window the capture column goes first, then graph memory and
-// job time (the lines under the table and the details have them), before
-// the names are cut.
+// wide as the names (with their warm-up and a "≈ " for derived rows); a
+// narrow window gives up, in order, the capture time, the job time, the
+// graph memory and the speed-up over the recipe's setting (the details
+// have them all) before a name goes on over two lines. No name is cut.
 func (s *resultsScreen) rankingColumns(w int, r []search.Ranked) rankingCols {
-	var cands []presets.Candidate
+	longest := len("CANDIDATE")
 	for _, rk := range r {
-		cands = append(cands, rk.Result.Candidate)
+		name := candName(rk.Result.Candidate)
+		if rk.Derived {
+			name = "≈ " + name
+		}
+		longest = max(longest, ansi.StringWidth(name))
 	}
-	c := rankingCols{capture: w >= 100, wide: w >= 70, vsCol: w >= 80}
+	c := rankingCols{capture: w >= 100, jobCol: true, graph: true, vsCol: true}
+	drops := []*bool{&c.capture, &c.jobCol, &c.graph, &c.vsCol}
+	for _, d := range drops {
+		if c.fixedWidth()+longest <= w {
+			break
+		}
+		*d = false
+	}
 	cols := []column{
 		{title: "#", width: 2, right: true},
-		{title: "CANDIDATE"},
+		{title: "CANDIDATE", width: max(min(longest, w-c.fixedWidth()), 12)},
 		{title: "STEP ms", width: 7, right: true},
 		{title: "×EAGER", width: 6, right: true},
 	}
@@ -142,49 +112,70 @@ func (s *resultsScreen) rankingColumns(w int, r []search.Ranked) rankingCols {
 	if c.capture {
 		cols = append(cols, column{title: "CAPT ms", width: 7, right: true})
 	}
-	if c.wide {
-		cols = append(cols, column{title: "GRAPH MiB", width: 9, right: true}, column{title: "JOB", width: 6, right: true})
+	if c.graph {
+		cols = append(cols, column{title: "GRAPH MiB", width: 9, right: true})
+	}
+	if c.jobCol {
+		cols = append(cols, column{title: "JOB", width: 6, right: true})
 	}
 	cols = append(cols,
 		column{title: "FITS", width: 4},
 		column{title: "TIE", width: 3, flex: true},
 	)
-	fixed := 2 * (len(cols) - 1)
-	for _, col := range cols {
-		fixed += col.width
-	}
-	cols[1].width = nameWidth(cands, w-fixed-2) + 2
 	c.t = newTable(w, cols...)
 	return c
+}
+
+// fixedWidth is the width of the columns shown other than the name, with
+// the gaps between all of them.
+func (c rankingCols) fixedWidth() int {
+	n, cols := 2+7+6+4+3, 6 // #, step, ×eager, fits, tie; and the name
+	for _, col := range []struct {
+		on bool
+		w  int
+	}{{c.vsCol, 7}, {c.capture, 7}, {c.graph, 9}, {c.jobCol, 6}} {
+		if col.on {
+			n += col.w
+			cols++
+		}
+	}
+	return n + 2*(cols-1)
 }
 
 // row takes every column's cell and lays out the shown columns'.
 func (c rankingCols) row(all ...string) string {
 	out := all[:4:4]
-	if c.vsCol {
-		out = append(out, all[4])
-	}
-	if c.capture {
-		out = append(out, all[5])
-	}
-	if c.wide {
-		out = append(out, all[6], all[7])
+	for i, on := range []bool{c.vsCol, c.capture, c.graph, c.jobCol} {
+		if on {
+			out = append(out, all[4+i])
+		}
 	}
 	return c.t.row(append(out, all[8:]...)...)
 }
 
+// nameLines are a row's name ("≈ " before a derived one) in the name
+// column: one line, or broken after a comma or a space over as many as
+// it takes, so that it is never cut.
+func (c rankingCols) nameLines(rk search.Ranked) []string {
+	name := candName(rk.Result.Candidate)
+	if rk.Derived {
+		name = "≈ " + name
+	}
+	w := c.t.widths[1]
+	if ansi.StringWidth(name) <= w {
+		return []string{name}
+	}
+	return strings.Split(ansi.Wrap(name, w, ", "), "\n")
+}
+
 // rankingRow is a candidate's row: ★ for the winner, ≈ for a derived one,
 // its times against eager and the recipe's setting, its graph memory,
-// job time, whether it fits and its tie group.
-func (s *resultsScreen) rankingRow(c rankingCols, rk search.Ranked, cur bool) string {
+// job time, whether it fits and its tie group; a long name goes on on
+// the lines under it.
+func (s *resultsScreen) rankingRow(c rankingCols, rk search.Ranked, cur bool) []string {
 	st := s.st
 	res := rk.Result
-	prefix := ""
-	if rk.Derived {
-		prefix = "≈ "
-	}
-	candW := c.t.widths[1]
-	label := prefix + nameCell(res.Candidate, candW-len([]rune(prefix)))
+	names := c.nameLines(rk)
 	rank := fmt.Sprintf("%d", rk.Rank)
 	if rk.Rank <= 0 {
 		rank = "–"
@@ -192,23 +183,30 @@ func (s *resultsScreen) rankingRow(c rankingCols, rk search.Ranked, cur bool) st
 	if res.Candidate.Key() == s.winnerKey() {
 		rank = "★"
 	}
+	style := lipgloss.NewStyle()
 	var line string
 	if res.Failed() {
-		line = st.Err.Render(c.row(rank, label, "failed", "", "", "", string(res.ErrKind), "", "—", ""))
+		// The failure spans the number columns: its kind is what to read.
+		style = st.Err
+		line = padRight(c.t.row(rank, names[0]), c.t.offset(2)) + "failed: " + string(res.ErrKind)
 	} else {
-		line = c.row(rank, label, fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), s.vsRecipe(rk), fmtMs(res.CaptureMs),
+		line = c.row(rank, names[0], fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), s.vsRecipe(rk), fmtMs(res.CaptureMs),
 			fmt.Sprintf("%d", res.Memory.JobGraphMiB()), fmtJob(rk.JobMs), fitsText(rk), tieCell(rk))
 		switch {
 		case cur:
-			line = st.Cursor.Render(line)
+			style = st.Cursor
 		case !rk.Fits:
-			line = st.Warn.Render(line)
+			style = st.Warn
 		}
 	}
 	if cur && st.Plain {
 		line = "›" + strings.TrimPrefix(line, " ")
 	}
-	return line
+	out := []string{style.Render(line)}
+	for _, n := range names[1:] {
+		out = append(out, style.Render(strings.Repeat(" ", c.t.offset(1))+n))
+	}
+	return out
 }
 
 // winnerKey is the winner's candidate key, "" when none won.
@@ -251,14 +249,21 @@ func tieCell(rk search.Ranked) string {
 func (s *resultsScreen) resultDetail(rk search.Ranked, w int) []string {
 	st := s.st
 	res := rk.Result
-	kv := func(k, v string) string { return truncate(st.Label.Render(padRight(k, 10))+st.Value.Render(v), w) }
-	rank := fmt.Sprintf("#%d", rk.Rank)
-	if rk.Rank <= 0 {
-		rank = "failed"
+	// A value too long for its line goes on under itself, never cut.
+	kv := func(k, v string) string {
+		parts := strings.Split(wrapAtSpaces(v, max(w-10, 10)), "\n")
+		for i, p := range parts {
+			label := ""
+			if i == 0 {
+				label = k
+			}
+			parts[i] = st.Label.Render(padRight(label, 10)) + st.Value.Render(p)
+		}
+		return strings.Join(parts, "\n")
 	}
-	lines := []string{st.Title.Render("Details") + "  " + st.Muted.Render(fmt.Sprintf("%s %s · %s", rank, candName(res.Candidate), res.Source))}
+	var lines []string
 	if res.Failed() {
-		return append(lines, st.Err.Render(wrap(string(res.ErrKind)+": "+res.Err, w)))
+		return append(lines, styleLines(st.Err, wrap(string(res.ErrKind)+": "+res.Err, w))...)
 	}
 	lines = append(lines,
 		kv("step", stepText(res)),
@@ -275,18 +280,13 @@ func (s *resultsScreen) resultDetail(rk search.Ranked, w int) []string {
 		lines = append(lines, kv("scaling", res.Scaling))
 	}
 	if rk.Note != "" {
-		for i, l := range strings.Split(wrap(rk.Note, w-10), "\n") {
-			k := ""
-			if i == 0 {
-				k = "note"
-			}
-			lines = append(lines, kv(k, l))
-		}
+		lines = append(lines, kv("note", rk.Note))
 	}
 	for _, n := range res.Notes {
-		lines = append(lines, st.Faint.Render(hanging("· ", n, w)))
+		lines = append(lines, styleLines(st.Faint, hanging("· ", n, w))...)
 	}
-	return lines
+	// One line per element: the pane scrolls by lines.
+	return strings.Split(strings.Join(lines, "\n"), "\n")
 }
 
 // breakdownLines show where a candidate's memory in the job goes: the
@@ -299,25 +299,40 @@ func (s *resultsScreen) breakdownLines(rk search.Ranked, w int) []string {
 	need, total, what := jobMemory(res, jobGPUMiB(req))
 	var lines []string
 	if b := res.Memory.Breakdown; b != nil {
-		lines = append(lines, truncate(st.Label.Render(padRight("", 10))+st.Muted.Render(fmt.Sprintf(
-			"weights %s · grads %s · optimizer %s · activations %s · graphs %s · context %s GiB", fmtGiB(b.Weights), fmtGiB(b.Gradients),
-			fmtGiB(b.Optimizer), fmtGiB(b.Activations), fmtGiB(b.Graphs), fmtGiB(b.Context))), w))
+		text := fmt.Sprintf("weights %s · grads %s · optimizer %s · activations %s · graphs %s · context %s GiB", fmtGiB(b.Weights), fmtGiB(b.Gradients),
+			fmtGiB(b.Optimizer), fmtGiB(b.Activations), fmtGiB(b.Graphs), fmtGiB(b.Context))
+		for _, l := range strings.Split(wrapAtSpaces(text, max(w-10, 10)), "\n") {
+			lines = append(lines, st.Label.Render(padRight("", 10))+st.Muted.Render(l))
+		}
 	}
+	// The gauge (and the warning) lead the first line; the words wrap
+	// under the words.
+	lead := ""
 	text := fmt.Sprintf("%s GiB %s", fmtGiB(need), what)
 	if total > 0 {
 		frac := float64(need) / float64(total)
-		barW := 20
-		text = gauge(frac, barW, st.Gauge(frac), st.GaugeEmpty()) + " " +
-			fmt.Sprintf("%s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
+		lead = gauge(frac, min(max((w-10)/5, 8), 20), st.Gauge(frac), st.GaugeEmpty()) + " "
+		text = fmt.Sprintf("%s of %s GiB %s", fmtGiB(need), fmtGiB(total), what)
 	}
 	if res.Source == engine.SourceEstimated {
 		text += " · estimated"
 	}
-	line := st.Label.Render(padRight("in job", 10))
+	warn := ""
 	if !rk.Fits {
-		line += st.Warn.Render("⚠ will not fit ")
+		warn = "⚠ will not fit: "
 	}
-	return append(lines, truncate(line+text, w))
+	leadW := ansi.StringWidth(lead)
+	for i, p := range strings.Split(wrapAtSpaces(warn+text, max(w-10-leadW, 10)), "\n") {
+		label, first := "in job", lead
+		if i > 0 {
+			label, first = "", strings.Repeat(" ", leadW)
+		}
+		if i == 0 && warn != "" {
+			p = st.Warn.Render(warn) + strings.TrimPrefix(p, warn)
+		}
+		lines = append(lines, st.Label.Render(padRight(label, 10))+first+p)
+	}
+	return lines
 }
 
 // stepText is the step time with its spread; an estimate has none.

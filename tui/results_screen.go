@@ -10,6 +10,7 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/presets"
 	"cgtune/recipe"
@@ -43,6 +44,11 @@ type resultsScreen struct {
 	// overrides are the candidates' overrides by candidate key, derived
 	// once per search (recipe.WinnerOverrides plans captures).
 	overrides map[string]recipe.Overrides
+	// details puts the details (why, the candidate's times and memory,
+	// the search's notes) in the pane in place of the overrides (d).
+	details bool
+	// pane scrolls what the pane shows (results_pane.go).
+	pane resultsPane
 }
 
 // newResultsScreen starts with the --format shown.
@@ -58,7 +64,7 @@ func newResultsScreen(c *common, ses *session) *resultsScreen {
 func (s *resultsScreen) reset() {
 	// The format shown is the user's choice (--format, or f), not the
 	// last search's: it stays.
-	*s = resultsScreen{common: s.common, session: s.session, val: newValidationPane(s.common), formatIdx: s.formatIdx}
+	*s = resultsScreen{common: s.common, session: s.session, val: newValidationPane(s.common), formatIdx: s.formatIdx, details: s.details}
 }
 
 // enter shows the results from their top, the status saying how the
@@ -110,7 +116,7 @@ func (s *resultsScreen) Update(msg tea.Msg) (tea.Cmd, handoff) {
 		s.onReport(msg)
 	case savedMsg:
 		return s.onSaved(msg), nil
-	case validateStartedMsg, validateMsg:
+	case validatePlanMsg, validateStartedMsg, validateMsg:
 		return s.val.Update(msg), nil
 	case tea.PasteMsg:
 		s.onPaste(msg.Content)
@@ -128,6 +134,9 @@ func (s *resultsScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 	if s.val.phase != valOff {
 		return s.val.Update(msg), nil
 	}
+	if s.pane.key(msg, k) { // pgup/pgdn scroll the pane
+		return nil, nil
+	}
 	switch {
 	case key.Matches(msg, k.Up):
 		s.cursor = max(s.cursor-1, 0)
@@ -135,6 +144,9 @@ func (s *resultsScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 		s.cursor = min(s.cursor+1, max(len(s.ranking())-1, 0))
 	case key.Matches(msg, k.Format):
 		s.formatIdx = (s.formatIdx + 1) % len(recipe.Formats)
+		s.details = false // the format shows in the overrides
+	case key.Matches(msg, k.Details):
+		s.details = !s.details
 	case key.Matches(msg, k.Write):
 		if _, err := s.overridesText(); err != nil {
 			s.setError(err)
@@ -148,7 +160,7 @@ func (s *resultsScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 	case key.Matches(msg, k.Tie):
 		s.retie()
 	case key.Matches(msg, k.Validate):
-		s.val.open(s.done)
+		return s.val.open(s.done), nil
 	case key.Matches(msg, k.New):
 		return nil, goTo{screenSpace}
 	case key.Matches(msg, k.Back):
@@ -213,6 +225,8 @@ func (s *resultsScreen) shownCandidate() (search.Ranked, bool) {
 	return r[c], true
 }
 
+// helpKeys put writing the overrides first; w and v are offered only
+// where they work (a candidate with overrides, a search to validate).
 func (s *resultsScreen) helpKeys() helpKeys {
 	k := s.keys
 	if s.val.phase != valOff {
@@ -224,19 +238,39 @@ func (s *resultsScreen) helpKeys() helpKeys {
 	case promptOverwrite, promptOverwriteFile, promptOverwriteReport:
 		return helpKeys{short: []key.Binding{withHelp(k.Confirm, "y", "overwrite"), withHelp(k.Deny, "n", "keep the old one")}}
 	}
-	short := []key.Binding{k.Write, k.Format, k.Report, k.Save, k.Validate, k.Tie, withHelp(k.Up, "↑/↓", "candidate"), k.New, withHelp(k.Back, "esc", "run"), k.Quit}
+	var write, validate []key.Binding
+	if _, err := s.overridesText(); err == nil {
+		write = []key.Binding{k.Write}
+	}
+	if d := s.done; d != nil && d.RunDir != "" && d.Winner != nil {
+		validate = []key.Binding{k.Validate}
+	}
+	details := withHelp(k.Details, "d", "details")
+	if s.details {
+		details = withHelp(k.Details, "d", "overrides")
+	}
+	var scroll []key.Binding
+	if s.pane.scrolls() {
+		scroll = []key.Binding{withHelp(k.PageDown, "pgdn/pgup", "scroll")}
+	}
+	short := append(write, withHelp(k.Up, "↑/↓", "candidate"), details)
+	short = append(short, scroll...)
+	short = append(short, k.Format)
+	short = append(short, validate...)
+	short = append(short, k.Report, k.Save, k.Tie, k.New, withHelp(k.Back, "esc", "run"), k.Quit)
 	return helpKeys{short: short, full: [][]key.Binding{
-		{withHelp(k.Up, "↑/↓", "show a candidate's overrides"), k.Format, withHelp(k.Tie, "t", "rank again with the next tie band")},
-		{k.Write, k.Report, k.Save, withHelp(k.Validate, "v", "validate on real training jobs")},
+		// Short enough to stand in two columns at 60 columns.
+		{withHelp(k.Up, "↑/↓", "show a candidate"), withHelp(k.Details, "d", "details or overrides"), withHelp(k.PageDown, "pgup/pgdn", "scroll them"), k.Format, withHelp(k.Tie, "t", "rank again, next tie band")},
+		append(append(write, k.Report, k.Save), k.Validate),
 		{k.New, withHelp(k.Back, "esc", "back to the run"), k.Quit, k.Help},
 	}}
 }
 
 // --- view ---------------------------------------------------------------
 
-// View is the ranking, why the winner won, the details of the candidate
-// under the cursor and its overrides, side by side in a wide window and
-// stacked in a narrow one; a prompt (or the winner) on the last line.
+// View is the ranking and the pane (the overrides of the candidate under
+// the cursor, or its details), stacked in a narrow window and side by side
+// in a wide one; a prompt (or the winner) at the bottom.
 func (s *resultsScreen) View(w, h int) string {
 	if s.done == nil {
 		return s.st.Faint.Render("no results yet")
@@ -244,125 +278,126 @@ func (s *resultsScreen) View(w, h int) string {
 	if s.val.phase != valOff {
 		return s.val.View(w, h)
 	}
-	head := s.headLines(w, h)
-	prompt := s.promptLine(w)
+	prompt := s.promptLines(w)
+	bodyH := h - len(prompt)
+	head := s.headLines(w, bodyH)
 	var body string
 	if w >= 140 {
-		body = s.wideView(w, h, head)
+		body = s.wideView(w, bodyH, head)
 	} else {
-		body = s.narrowView(w, h, head)
+		body = s.narrowView(w, bodyH, head)
 	}
-	return fitBlock(body, w, h-1) + "\n" + prompt
+	return fitBlock(body, w, bodyH) + "\n" + strings.Join(prompt, "\n")
 }
 
-// headLines are the title with what the search was, how it ended, and its
-// run folder (when the window is tall).
+// headLines are the title with what the search was (as much of it as
+// fits), how it ended, and its run folder (when the window is tall).
 func (s *resultsScreen) headLines(w, h int) []string {
 	st := s.st
 	d := s.done
-	title := st.Title.Render("Ranking")
-	sub := fmt.Sprintf("%d ranked", len(d.Ranking))
-	if d.Runs > 0 {
-		sub += fmt.Sprintf(" · %d runs", d.Runs)
-	}
 	estimated := s.estimate || (s.run != nil && s.run.req.Estimate)
+	badge := ""
+	if estimated {
+		badge = "  " + st.Estimate.Render(" ESTIMATE ")
+	}
+	// What the search was, most needed first; what does not fit gives way.
+	parts := []string{fmt.Sprintf("%d ranked", len(d.Ranking)), "tie " + tieText(s.tie)}
+	if slices.ContainsFunc(d.Ranking, func(r search.Ranked) bool { return r.Derived }) {
+		parts = append(parts, "≈ derived, not run itself")
+	}
+	if d.Runs > 0 {
+		parts = append(parts, fmt.Sprintf("%d runs", d.Runs))
+	}
 	if d.GPUTimeMs > 0 && !estimated {
 		// An estimate spends no GPU time; a measured search says what it spent.
-		sub += " · GPU time " + fmtJob(d.GPUTimeMs)
+		parts = append(parts, "GPU time "+fmtJob(d.GPUTimeMs))
 	}
 	if s.run != nil {
-		sub += " · " + s.run.req.Strategy
+		parts = append(parts, s.run.req.Strategy)
 	}
-	sub += " · tie " + tieText(s.tie)
-	if slices.ContainsFunc(d.Ranking, func(r search.Ranked) bool { return r.Derived }) {
-		sub += " · ≈ derived"
-		if w >= 100 {
-			sub += ", not run itself"
-		}
+	room := w - ansi.StringWidth("Ranking  ") - ansi.StringWidth(badge)
+	for len(parts) > 1 && ansi.StringWidth(strings.Join(parts, " · ")) > room {
+		parts = parts[:len(parts)-1]
 	}
-	line := title + "  " + st.Muted.Render(sub)
-	if estimated {
-		line += "  " + st.Estimate.Render(" ESTIMATE ")
-	}
-	head := []string{truncate(line, w)}
+	line := st.Title.Render("Ranking") + "  " + st.Muted.Render(strings.Join(parts, " · ")) + badge
+	head := []string{line}
 	switch {
 	case d.Err != "":
-		head = append(head, st.Err.Render(wrap("✗ search failed: "+d.Err, w)))
+		head = append(head, styleLines(st.Err, wrap("✗ search failed: "+d.Err, w))...)
 	case d.Interrupted:
-		head = append(head, st.Warn.Render("stopped early: only the candidates that finished are ranked"))
+		head = append(head, styleLines(st.Warn, wrap("stopped early: only the candidates that finished are ranked", w))...)
 	}
 	if d.RunDir != "" && h >= 30 {
-		head = append(head, st.Faint.Render("run folder "+d.RunDir))
+		head = append(head, st.Faint.Render(truncate("run folder "+d.RunDir, w)))
 	}
 	return head
 }
 
-// wideView has the ranking, why, the candidate's details and the search's
-// notes on the left; the overrides on the right. The ranking gets the
-// room its names need, the overrides at least 48 cells.
+// minRankingRows is how many rows of the ranking show in any window (as
+// many as there are, up to this): the pane scrolls instead.
+const minRankingRows = 5
+
+// wideView has the ranking on the left and the pane on the right (at
+// least 48 cells). While the pane shows the overrides, the details (why
+// the winner won, the candidate's, the search's notes) go under the
+// ranking as far as they fit; d shows them whole, in the pane.
 func (s *resultsScreen) wideView(w, h int, head []string) string {
 	leftW := min(max(w*11/20, s.rankingWidth()), w-48-3)
 	rightW := w - leftW - 3
-	ov := s.overridesLines(rightW)
-	right := strings.Join(fitLines(ov, h-len(head)-2, rightW), "\n")
-	return strings.Join(head, "\n") + "\n" + sideBySide(s.wideLeft(leftW, h-len(head)), leftW, right, 3)
+	avail := h - len(head)
+	var below []string
+	if !s.details {
+		below = append([]string{""}, s.detailLines(leftW)...)
+	}
+	heights := s.rowHeights(s.rankingColumns(leftW, s.ranking()))
+	least := sum(heights[:min(len(heights), minRankingRows)])
+	tableH := 1 + min(max(avail-1-len(below), least), sum(heights))
+	if room := avail - tableH; len(below) > room {
+		below = append(below[:max(room-1, 0)], s.st.Faint.Render(truncate("d shows the details whole, beside the ranking", leftW)))
+	}
+	left := strings.Join(append([]string{s.rankingTable(leftW, tableH)}, below...), "\n")
+	right := s.paneView(rightW, avail)
+	return strings.Join(head, "\n") + "\n" + sideBySide(left, leftW, right, 3)
 }
 
-// wideLeft is the left column of the wide view, h lines at most.
-func (s *resultsScreen) wideLeft(w, h int) string {
-	st := s.st
-	why := s.reasonLines(w, 4)
-	left := s.rankingTable(w, min(len(s.done.Ranking)+1, h-14-len(why)))
-	left += "\n\n" + strings.Join(why, "\n")
-	if rk, ok := s.shownCandidate(); ok {
-		left += "\n\n" + strings.Join(s.resultDetail(rk, w), "\n")
-	}
-	if len(s.done.Notes) > 0 {
-		left += "\n\n" + st.Title.Render("Search")
-		for _, n := range s.done.Notes {
-			left += "\n" + st.Muted.Render(hanging("· ", n, w))
-		}
-	}
-	return left
-}
-
-// narrowView stacks the table, the reason, the memory lines and the
-// overrides, which share the height. The table's header and cursor row
-// come first, then the overrides whole (what the person came for), a
-// line of the reason, the memory lines, the gaps, the rest of the reason
-// and the table.
+// narrowView stacks the ranking (at least minRankingRows rows) over the
+// pane, which gets the rest of the height and scrolls.
 func (s *resultsScreen) narrowView(w, h int, head []string) string {
-	avail := h - 1 - len(head)
-	take := func(want int) int {
-		n := max(min(want, avail), 0)
-		avail -= n
-		return n
+	avail := h - len(head)
+	heights := s.rowHeights(s.rankingColumns(w, s.ranking()))
+	all := sum(heights)
+	least := sum(heights[:min(len(heights), minRankingRows)])
+	gap := 0
+	if avail >= 1+least+1+5 {
+		gap = 1
 	}
-	whyMax := 3
-	if h < 18 {
-		whyMax = 2
-	}
-	rows := len(s.done.Ranking) + 1
-	ov := s.overridesPane(w, h < 30)
-	mem := s.memoryLine(w)
-	tableH := take(min(rows, 2))
-	ovH := take(len(ov))
-	whyN := take(1)
-	memN := take(len(mem))
-	gapTable, gapOv := take(1), take(1)
-	whyN += take(whyMax - whyN)
-	tableH += take(rows - tableH)
+	// The pane gets what it needs (its title and lines) when the ranking
+	// keeps its least; the ranking gets the rest, up to all its rows.
+	need := 1 + s.paneNeed(w)
+	tableH := 1 + min(max(avail-1-gap-need, least), all)
+	paneH := avail - tableH - gap
 	var b strings.Builder
 	b.WriteString(strings.Join(head, "\n") + "\n")
-	b.WriteString(s.rankingTable(w, max(tableH, 1)) + "\n")
-	b.WriteString(strings.Repeat("\n", gapTable))
-	if whyN > 0 {
-		b.WriteString(strings.Join(s.reasonLines(w, whyN), "\n") + "\n")
+	b.WriteString(s.rankingTable(w, tableH) + "\n")
+	b.WriteString(strings.Repeat("\n", gap))
+	if paneH >= 2 {
+		b.WriteString(s.paneView(w, paneH))
 	}
-	if memN > 0 {
-		b.WriteString(strings.Join(mem[:memN], "\n") + "\n")
-	}
-	b.WriteString(strings.Repeat("\n", gapOv))
-	b.WriteString(strings.Join(fitLines(ov, ovH, w), "\n"))
 	return b.String()
+}
+
+// paneNeed is how many lines the pane's content takes at width w.
+func (s *resultsScreen) paneNeed(w int) int {
+	if s.details {
+		return len(s.detailLines(w))
+	}
+	return len(s.overridesBody(w))
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

@@ -45,9 +45,6 @@ type selection struct {
 	mbridge string
 	inline  bool  // the preset carries its own model rather than naming a built-in
 	err     error // the layout's validation error, shown inline
-	// edited are the layout fields the person changed (by label); a
-	// change of GPU type keeps them.
-	edited map[string]bool
 }
 
 // request is the search as set up so far.
@@ -90,19 +87,36 @@ func (sel *selection) baseName() string {
 	return "the recipe's default"
 }
 
-// layoutEdits are the fields the person changed from the layout it
-// started from, as "TP 2 (was 1)".
-func (sel *selection) layoutEdits() []string {
-	var out []string
+// layoutChanges are the fields whose value differs from the layout the
+// selection started from (base): the one source of what the screens call
+// edited, what the "edited:" line lists and what a change of GPU type
+// keeps. A field set back to the base's value is no longer an edit.
+func (sel *selection) layoutChanges() []layoutField {
+	var out []layoutField
 	for _, row := range layoutGrid() {
 		for _, f := range row {
-			if f.value == nil {
-				continue
-			}
-			if now, was := f.value(sel.model, sel.layout), f.value(sel.model, sel.base); now != was {
-				out = append(out, fmt.Sprintf("%s %s (was %s)", f.label, now, was))
+			if f.value != nil && f.value(sel.model, sel.layout) != f.value(sel.model, sel.base) {
+				out = append(out, f)
 			}
 		}
+	}
+	return out
+}
+
+// layoutEdits are the changed fields as "TP 2 (was 1)".
+func (sel *selection) layoutEdits() []string {
+	var out []string
+	for _, f := range sel.layoutChanges() {
+		out = append(out, fmt.Sprintf("%s %s (was %s)", f.label, f.value(sel.model, sel.layout), f.value(sel.model, sel.base)))
+	}
+	return out
+}
+
+// editedLabels are the changed fields' labels.
+func (sel *selection) editedLabels() []string {
+	var out []string
+	for _, f := range sel.layoutChanges() {
+		out = append(out, f.label)
 	}
 	return out
 }

@@ -17,9 +17,9 @@ import (
 // the rule that rejects a row or why it will fail, and the row under the
 // cursor in full.
 
-// candidatesTitle is the list's title with its counts, or why there is
-// no list.
-func (s *spaceScreen) candidatesTitle() string {
+// candidatesTitle is the list's title with its counts (as many as fit
+// in w), or why there is no list, whole.
+func (s *spaceScreen) candidatesTitle(w int) []string {
 	st := s.st
 	title := "Candidates"
 	if s.focus == focusCands {
@@ -30,7 +30,7 @@ func (s *spaceScreen) candidatesTitle() string {
 	var count string
 	switch {
 	case s.planErr != nil:
-		count = st.Err.Render("✗ " + s.planErr.Error())
+		return append([]string{title}, styleLines(st.Err, wrapAtSpaces("✗ "+s.planErr.Error(), w))...)
 	case s.planning && s.plan == nil:
 		count = st.Muted.Render("checking the rules…")
 	default:
@@ -39,15 +39,23 @@ func (s *spaceScreen) candidatesTitle() string {
 		if fails > 0 {
 			count += st.Warn.Render(fmt.Sprintf(" · %d will fail", fails))
 		}
-		count += st.Muted.Render(fmt.Sprintf(" · %d rejected by the rules", rejected))
+		rules := fmt.Sprintf(" · %d rejected by the rules", rejected)
+		more := ""
 		if aliases > 0 {
-			count += st.Muted.Render(fmt.Sprintf(" · %d aliases", aliases))
+			more = fmt.Sprintf(" · %d aliases", aliases)
 		}
+		if ansi.StringWidth(title+"  "+count+rules+more) > w {
+			rules = fmt.Sprintf(" · %d rejected", rejected) // the ✗ rows say by which rule
+		}
+		if ansi.StringWidth(title+"  "+count+rules+more) > w {
+			more = "" // the rows say "also:"
+		}
+		count += st.Muted.Render(rules + more)
 		if s.planning {
 			count += st.Faint.Render(" (updating…)")
 		}
 	}
-	return title + "  " + count
+	return []string{truncate(title+"  "+count, w)}
 }
 
 // cursorDetail is the row under the cursor in full, at most n lines: the
@@ -69,8 +77,8 @@ func (s *spaceScreen) cursorDetail(w, n int) []string {
 	if p.Valid() && p.Estimate != nil && p.Estimate.Failed() {
 		detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: the estimate fails (%s): %s", p.Candidate.Label(), p.Estimate.ErrKind, p.Estimate.Err), w-2), "\n")...)
 	} else if p.Valid() && p.Estimate != nil {
-		detail = append(detail, fmt.Sprintf("%s: estimate %s ms/step, %s eager; capture %s ms; %d graphs",
-			p.Candidate.Label(), fmtMs(p.Estimate.Step.Median), fmtMs(p.Estimate.Eager.Median), fmtMs(p.Estimate.CaptureMs), p.Estimate.Graphs))
+		detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: estimate %s ms/step, %s eager; capture %s ms; %d graphs",
+			p.Candidate.Label(), fmtMs(p.Estimate.Step.Median), fmtMs(p.Estimate.Eager.Median), fmtMs(p.Estimate.CaptureMs), p.Estimate.Graphs), w-2), "\n")...)
 	}
 	return detail[:min(len(detail), n)]
 }

@@ -266,44 +266,63 @@ func budgetText(b time.Duration, strategy string) string {
 	return fmtDur(b)
 }
 
+// helpKeys put enter first, offered once the plan has a valid candidate
+// to run.
 func (s *spaceScreen) helpKeys() helpKeys {
 	k := s.keys
-	if s.focus == focusCands {
-		return helpKeys{short: []key.Binding{withHelp(k.Up, "↑/↓", "scroll"), k.Start, withHelp(k.Focus, "tab", "toggles"),
-			k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, k.Back, k.Quit}}
+	var start []key.Binding
+	if s.planErr == nil && s.validCount() > 0 {
+		start = []key.Binding{k.Start}
 	}
-	short := []key.Binding{k.Toggle, k.Start, withHelp(k.Focus, "tab", "candidates"), withHelp(k.Up, "arrows", "move"),
-		k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, withHelp(k.All, "a", "all"), k.Back, k.Quit}
+	if s.focus == focusCands {
+		return helpKeys{short: append(start, withHelp(k.Up, "↑/↓", "scroll"), withHelp(k.Focus, "tab", "toggles"),
+			k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, k.Back, k.Quit)}
+	}
+	short := append(start, k.Toggle, withHelp(k.Focus, "tab", "candidates"), withHelp(k.Up, "arrows", "move"),
+		k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, withHelp(k.All, "a", "all"), k.Back, k.Quit)
 	return helpKeys{short: short, full: [][]key.Binding{
 		{withHelp(k.Up, "↑/↓", "row"), withHelp(k.Left, "←/→", "item"), k.Toggle, withHelp(k.All, "a", "all/none in row")},
 		{withHelp(k.Focus, "tab", "candidate list"), k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie},
-		{k.Start, k.Back, k.Quit, k.Help},
+		append(start, k.Back, k.Quit, k.Help),
 	}}
 }
 
 // --- view ---------------------------------------------------------------
 
+// minCandidateRows is how many candidate rows the list keeps in any
+// window: a short one shows the settings one line each (compact).
+const minCandidateRows = 3
+
 // View is the settings (toggles, run settings) above the candidate list;
 // with the keyboard on the list, the rules of the row under the cursor
 // in full below it.
 func (s *spaceScreen) View(w, h int) string {
-	head := append(s.settingsLines(w), s.candidatesTitle())
-	var detail []string
-	if s.focus == focusCands && s.cursor < len(s.plan) {
-		// As much of it as leaves the list a header and three rows: the
-		// end of a "will fail" note is the way out.
-		detail = s.cursorDetail(w, max(h-len(head)-5, 2))
+	title := s.candidatesTitle(w)
+	head := append(s.settingsLines(w, false), title...)
+	// The cursor's detail: as much of it as leaves the list a header and
+	// its least rows (the end of a "will fail" note is the way out).
+	detail := func() []string {
+		if s.focus != focusCands || s.cursor >= len(s.plan) {
+			return nil
+		}
+		return s.cursorDetail(w, max(h-len(head)-1-minCandidateRows, 2))
+	}
+	if h-len(head)-1-len(detail()) < minCandidateRows {
+		head = append(s.settingsLines(w, true), title...)
 	}
 	out := strings.Join(head, "\n") + "\n"
-	listH := h - len(head) - 1 - len(detail)
+	d := detail()
+	listH := h - len(head) - len(d)
 	if listH < 1 || len(s.plan) == 0 {
 		return out
 	}
-	return out + s.candidateList(w, listH, detail)
+	return out + s.candidateList(w, listH, d)
 }
 
-// settingsLines are the title, the toggles, and the run's settings.
-func (s *spaceScreen) settingsLines(w int) []string {
+// settingsLines are the title, the toggles, and the run's settings;
+// compact puts each on one line (a toggle row scrolls to its cursor) and
+// leaves out the gap under them.
+func (s *spaceScreen) settingsLines(w int, compact bool) []string {
 	st := s.st
 	title := "Search space"
 	if s.focus == focusToggles {
@@ -313,13 +332,101 @@ func (s *spaceScreen) settingsLines(w int) []string {
 	}
 	lines := []string{title + "  " + st.Muted.Render(fmt.Sprintf("%s on %s · MB %s", s.sel.model.Name, s.sel.layout.GPU, s.sel.mbridge))}
 	for r, row := range s.space.toggleRows() {
-		lines = append(lines, s.toggleRowLines(row, r, w)...)
+		if compact {
+			lines = append(lines, s.toggleRowLine(row, r, w))
+		} else {
+			lines = append(lines, s.toggleRowLines(row, r, w)...)
+		}
 	}
 	if s.space.explicit != nil {
-		lines = append(lines, st.Muted.Render(fmt.Sprintf("  scope sets from the preset: %d (toggling a scope replaces them with every subset)", len(s.space.explicit))))
+		lines = append(lines, st.Muted.Render(truncate(fmt.Sprintf("  scope sets from the preset: %d (toggling a scope replaces them with every subset)", len(s.space.explicit)), w)))
+	}
+	if compact {
+		return append(lines, s.runLine(w))
 	}
 	lines = append(lines, s.runLines(w)...)
 	return append(lines, "")
+}
+
+// runLine is the run settings on one line, without their labels (the
+// keys that change them say what they are).
+func (s *spaceScreen) runLine(w int) string {
+	st := s.st
+	engine := st.Value.Render(fmt.Sprintf("%d GPU(s)", len(s.request().GPUs)))
+	if s.estimate {
+		engine = st.Estimate.Render(" ESTIMATE ")
+	}
+	sep := st.Faint.Render(" · ")
+	line := st.Label.Render(padRight("Run", 9)) + st.Value.Render(s.strategy) + st.Faint.Render(" (s)") + sep +
+		st.Value.Render(budgetText(s.budget, s.strategy)) + st.Faint.Render(" (+/-)") + sep +
+		st.Value.Render("tie "+tieText(s.tie)) + st.Faint.Render(" (t)") + sep + engine
+	return truncate(line, w)
+}
+
+// toggleCell renders toggle i of a row as the row shows it (the cursor's
+// marked), and its width.
+func (s *spaceScreen) toggleCell(row toggleRow, r, i int) (string, int) {
+	st := s.st
+	it := row.items[i]
+	box := "[ ]"
+	if *it.on {
+		box = "[x]"
+	}
+	item := box + " " + it.name
+	iw := len([]rune(item)) + 2
+	focused := s.focus == focusToggles && s.row == r && min(s.col, len(row.items)-1) == i
+	switch {
+	case focused && st.Plain:
+		return ">" + item + "<", iw
+	case focused:
+		return st.Cursor.Render(" " + item + " "), iw
+	case *it.on:
+		return " " + st.Value.Render(item) + " ", iw
+	}
+	return " " + st.Faint.Render(item) + " ", iw
+}
+
+// toggleLabel is a toggle row's label, marked when the cursor is on it.
+func (s *spaceScreen) toggleLabel(row toggleRow, r int) string {
+	label := padRight(row.label, toggleLabelW)
+	if s.focus == focusToggles && s.row == r {
+		return s.st.Accent.Render(label)
+	}
+	return s.st.Label.Render(label)
+}
+
+// toggleLabelW is the width of the toggle rows' labels.
+const toggleLabelW = 9
+
+// toggleRowLine is a row of toggles on one line: the window of them that
+// holds the cursor's (or the first ones), "‹" and "›" where more are.
+func (s *spaceScreen) toggleRowLine(row toggleRow, r, w int) string {
+	n := len(row.items)
+	cells, widths := make([]string, n), make([]int, n)
+	for i := range row.items {
+		cells[i], widths[i] = s.toggleCell(row, r, i)
+	}
+	room := w - toggleLabelW - 2 // the markers
+	span := func(a, b int) int { return sum(widths[a:b]) }
+	first := 0
+	if s.focus == focusToggles && s.row == r {
+		cur := min(s.col, n-1)
+		for first < cur && span(first, cur+1) > room {
+			first++
+		}
+	}
+	last := first
+	for last < n && span(first, last+1) <= room {
+		last++
+	}
+	left, right := " ", ""
+	if first > 0 {
+		left = s.st.Faint.Render("‹")
+	}
+	if last < n {
+		right = s.st.Faint.Render("›")
+	}
+	return s.toggleLabel(row, r) + left + strings.Join(cells[first:last], "") + right
 }
 
 // runLines are the run settings, wrapped under their label like the
@@ -355,41 +462,13 @@ func (s *spaceScreen) runLines(w int) []string {
 
 // toggleRowLines renders one row of toggles, wrapped under its label.
 func (s *spaceScreen) toggleRowLines(row toggleRow, r, w int) []string {
-	st := s.st
-	const labelW = 9
 	var lines []string
-	cur := padRight(row.label, labelW)
-	if s.focus == focusToggles && s.row == r {
-		cur = st.Accent.Render(cur)
-	} else {
-		cur = st.Label.Render(cur)
-	}
-	curW := labelW
-	for i, it := range row.items {
-		box := "[ ]"
-		if *it.on {
-			box = "[x]"
-		}
-		item := box + " " + it.name
-		iw := len([]rune(item))
-		focused := s.focus == focusToggles && s.row == r && min(s.col, len(row.items)-1) == i
-		switch {
-		case focused && st.Plain:
-			item = ">" + item + "<"
-			iw += 2
-		case focused:
-			item = st.Cursor.Render(" " + item + " ")
-			iw += 2
-		case *it.on:
-			item = " " + st.Value.Render(item) + " "
-			iw += 2
-		default:
-			item = " " + st.Faint.Render(item) + " "
-			iw += 2
-		}
-		if curW+iw > w && curW > labelW {
+	cur, curW := s.toggleLabel(row, r), toggleLabelW
+	for i := range row.items {
+		item, iw := s.toggleCell(row, r, i)
+		if curW+iw > w && curW > toggleLabelW {
 			lines = append(lines, cur)
-			cur, curW = strings.Repeat(" ", labelW), labelW
+			cur, curW = strings.Repeat(" ", toggleLabelW), toggleLabelW
 		}
 		cur += item
 		curW += iw

@@ -95,6 +95,8 @@ type App struct {
 	spaceScr *spaceScreen
 	runScr   *runScreen
 	resScr   *resultsScreen
+
+	errView errorView // over the screen while alertOpen
 }
 
 // New builds the program's model. builtins come from the embedded presets.
@@ -215,7 +217,7 @@ func (m *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.update(m.spaceScr, msg)
 	case startedMsg, eventMsg, tickMsg:
 		return m, m.update(m.runScr, msg)
-	case writtenMsg, reportMsg, savedMsg, validateStartedMsg, validateMsg:
+	case writtenMsg, reportMsg, savedMsg, validatePlanMsg, validateStartedMsg, validateMsg:
 		return m, m.update(m.resScr, msg)
 	case tea.PasteMsg:
 		if m.screen == screenResults {
@@ -228,6 +230,12 @@ func (m *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // typing reports whether a text field has the keyboard, so printable keys
 // (q, ?) are text, not commands.
 func (m *App) typing() bool { return m.page().typing() }
+
+// helpOpens reports whether ? opens the full help: not while a prompt
+// or the validation form takes it as text.
+func (m *App) helpOpens() bool {
+	return !m.alertOpen && (m.screen != screenResults || !m.resScr.typing())
+}
 
 // validating reports whether jobs are being started or run: then q and
 // ctrl+c cancel them instead of quitting.
@@ -252,8 +260,17 @@ func (m *App) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 		return nil
 	}
-	prompting := m.screen == screenResults && m.resScr.typing()
-	if key.Matches(msg, m.keys.Help) && !prompting {
+	if m.alertOpen {
+		if m.errView.key(msg, m.keys) {
+			m.alertOpen = false
+		}
+		return nil
+	}
+	if msg.String() == "!" && m.alert != "" && !m.typing() {
+		m.alertOpen = true
+		return nil
+	}
+	if key.Matches(msg, m.keys.Help) && m.helpOpens() {
 		m.help.ShowAll = !m.help.ShowAll
 		return nil
 	}

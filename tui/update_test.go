@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"image/color"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"go.yaml.in/yaml/v3"
 
 	"cgtune/presets"
 	"cgtune/recipe"
@@ -834,6 +837,7 @@ func TestResultsRetie(t *testing.T) {
 	if m.tie != 0.1 || m.done.Winner.Result.Candidate.Key() != cTEAttn.Key() || !strings.Contains(m.status, "tie band of 10%: te attn w3 wins") {
 		t.Errorf("10%%: tie %v, winner %s, status %q", m.tie, m.done.Winner.Result.Candidate.Key(), m.status)
 	}
+	press(m, "d") // why the winner won is in the details
 	if !strings.Contains(view(m), "Why: te attn w3 wins a tie") || !strings.Contains(view(m), "=1") {
 		t.Errorf("view after the re-rank:\n%s", view(m))
 	}
@@ -905,8 +909,20 @@ func TestCopyableLines(t *testing.T) {
 	if strings.Join(toks, " ") != dot || len(lines) < 3 {
 		t.Errorf("tokens %q from %d lines", toks, len(lines))
 	}
-	if got := copyableLines("  cuda_graph_scope: [attn, moe_router, moe_preprocess]", "yaml", 20); len(got) != 1 {
-		t.Errorf("a YAML line was broken: %q", got)
+	// A YAML value folds onto deeper lines, which YAML reads as the line.
+	line := "  cuda_graph_scope: [attn, moe_router, moe_preprocess]"
+	got := copyableLines(line, "yaml", 20)
+	var whole, folded any
+	if err := yaml.Unmarshal([]byte(line), &whole); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(strings.Join(got, "\n")), &folded); err != nil || !reflect.DeepEqual(whole, folded) || len(got) < 2 {
+		t.Errorf("YAML %q folded to %q: %v (%v)", line, got, folded, err)
+	}
+	for _, l := range got {
+		if ansi.StringWidth(l) > 20 {
+			t.Errorf("YAML line %q is too wide", l)
+		}
 	}
 }
 
@@ -938,6 +954,9 @@ func TestResultsMemoryWarning(t *testing.T) {
 		m := finishRun(t, f)
 		m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
 		press(m, "down")
+		if sz[0] < 140 {
+			press(m, "d") // a narrow window has the memory in the details
+		}
 		v := view(m)
 		for _, want := range []string{"will not fit", "activations 68.4"} {
 			if !strings.Contains(v, want) {

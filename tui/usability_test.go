@@ -203,6 +203,47 @@ func TestEditedLayoutSaysItIsEdited(t *testing.T) {
 	}
 }
 
+// A field set back to the layout's default is no longer an edit: after a
+// change of GPU type the status names the edits the "edited:" line lists,
+// no more (issue: TP set back to 1 was still "your TP").
+func TestTPResetIsNotAnEdit(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	toQwenTPReset(t, m)
+	status := m.status
+	_, kept, ok := strings.Cut(status, "with your ")
+	if !ok {
+		t.Fatalf("status %q names no kept edit", status)
+	}
+	var edited []string
+	for _, e := range m.sel.layoutEdits() {
+		edited = append(edited, strings.Fields(e)[0])
+	}
+	if kept != strings.Join(edited, ", ") || strings.Contains(kept, "TP") {
+		t.Errorf("status keeps %q, the edited line lists %q", kept, edited)
+	}
+	out := view(m)
+	if !strings.Contains(out, "edited: Capacity 1.0 (was —), Pad on (was off)") || strings.Contains(out, "TP 1 (was") {
+		t.Errorf("the edited line:\n%s", out)
+	}
+}
+
+// toQwenTPReset edits the MoE model's capacity and padding, sets TP to 2
+// and back to 1 (its default), then changes the GPU type.
+func toQwenTPReset(t *testing.T, m *App) {
+	t.Helper()
+	press(m, "/", "q", "w", "e", "n", "enter")
+	moveTo(t, m, "Capacity")
+	press(m, "1", ".", "0", "enter")
+	moveTo(t, m, "Pad")
+	press(m, "+")
+	moveTo(t, m, "TP")
+	if m.sel.layout.TP > 1 {
+		t.Fatalf("the test wants a layout with TP 1, got %d", m.sel.layout.TP)
+	}
+	press(m, "+", "-", "g")
+}
+
 // moveTo puts the layout editor's cursor on the field of that label.
 func moveTo(t *testing.T, m *App, label string) {
 	t.Helper()
@@ -331,31 +372,6 @@ func TestFullHelpShowsEveryKey(t *testing.T) {
 	}
 }
 
-// The results screen shows the overrides whole at 80×24 and at the
-// smallest size (the table gives way).
-func TestResultsShowTheOverrides(t *testing.T) {
-	for _, sz := range []struct{ w, h int }{{80, 24}, {60, 16}} {
-		t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
-			f := newFake(t)
-			m, _ := newTestModel(t, f, sz.w, sz.h)
-			toResults(t, m, f)
-			out := view(m)
-			data, err := m.resScr.overridesText()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-				if strings.HasPrefix(strings.TrimSpace(l), "#") {
-					continue // the file's comments give way in a short pane
-				}
-				if !strings.Contains(out, "  "+l+"\n") {
-					t.Errorf("the overrides line %q is not on screen:\n%s", l, out)
-				}
-			}
-		})
-	}
-}
-
 // Below the minimum size the message is wrapped, not cut.
 func TestTooSmallMessageIsWhole(t *testing.T) {
 	f := newFake(t)
@@ -441,5 +457,33 @@ func TestResultsShowTheFormatAskedFor(t *testing.T) {
 	toResults(t, m, f)
 	if got := m.resScr.format(); got != "dotlist" {
 		t.Errorf("the results show %s, want --format's dotlist", got)
+	}
+}
+
+// At 60×16 the space screen keeps three candidate rows: the toggles stand
+// one row a line, the row under the cursor scrolled to it, so that every
+// toggle can still be reached and seen.
+func TestSpaceCompactTogglesFollowTheCursor(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 60, 16)
+	press(m, "enter", "enter")
+	planNow(t, m, f)
+	out := view(m)
+	wantCandidateRows(t, out, minCandidateRows)
+	if strings.Contains(out, "mamba") || !strings.Contains(out, "›") {
+		t.Fatalf("the scopes should stand on one line, the last ones behind ›:\n%s", out)
+	}
+	press(m, "down") // the scopes
+	for range len(m.space.toggleRows()[1].items) - 1 {
+		press(m, "right")
+	}
+	out = view(m)
+	if !strings.Contains(out, ">[x] mamba<") || !strings.Contains(out, "‹") {
+		t.Errorf("the cursor's toggle (mamba) does not show:\n%s", out)
+	}
+	wantCandidateRows(t, out, minCandidateRows)
+	press(m, "space")
+	if !strings.Contains(view(m), ">[ ] mamba<") {
+		t.Errorf("space did not toggle mamba:\n%s", view(m))
 	}
 }

@@ -1,7 +1,9 @@
 package tui
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -9,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"cgtune/engine/job"
+	"cgtune/search"
 )
 
 // The validation form: "v" on the results screen asks how to run the real
@@ -43,6 +46,12 @@ type validateForm struct {
 	top      string // typed numbers, checked on enter
 	iters    string
 	runDir   string // the search's run folder, which the jobs validate
+	// plan is what the validation would run with the Top typed (nil
+	// while the backend is asked), planErr why nothing can; planTop is
+	// the Top they are for.
+	plan    *ValidationPlan
+	planErr error
+	planTop int
 }
 
 // newValidateForm is the form for the search in runDir, prefilled from
@@ -62,6 +71,29 @@ func newValidateForm(opts Options, runDir string) *validateForm {
 		f.field = formCommand
 	}
 	return f
+}
+
+// replan asks what the validation would run when the Top typed is a
+// number it has not asked for yet.
+func (f *validateForm) replan(ctx context.Context, b Backend) tea.Cmd {
+	top, err := strconv.Atoi(f.top)
+	if err != nil || top < 1 || top > maxFormNumber || top == f.planTop {
+		return nil
+	}
+	f.plan, f.planErr, f.planTop = nil, nil, top
+	return planValidationCmd(ctx, b, f.runDir, top)
+}
+
+// onPlan takes the backend's answer, if it is for the Top typed.
+func (f *validateForm) onPlan(msg validatePlanMsg) {
+	if msg.top != f.planTop {
+		return
+	}
+	if msg.err != nil {
+		f.planErr = msg.err
+		return
+	}
+	f.plan = &msg.plan
 }
 
 // problems are the form's fields that cannot run, by field, with why.
@@ -183,8 +215,13 @@ func (f *validateForm) paste(text string) {
 	}
 }
 
+// helpKeys offer enter unless the backend said nothing of the search can
+// run as jobs.
 func (f *validateForm) helpKeys(k KeyMap) helpKeys {
 	short := []key.Binding{withHelp(k.Up, "↑/↓", "field"), withHelp(k.Next, "enter", "review the command"), withHelp(k.Back, "esc", "cancel")}
+	if f.planErr != nil {
+		short = slices.Delete(short, 1, 2)
+	}
 	switch f.field {
 	case formLauncher:
 		short = append(short, withHelp(k.Toggle, "space/←/→", "launcher"))
@@ -200,22 +237,108 @@ func (f *validateForm) helpKeys(k KeyMap) helpKeys {
 const formLabelW = 10
 
 // View draws the form: each field with its value, the cursor's marked,
-// and under a field what is wrong with it.
+// and under a field what is wrong with it; then which jobs it will run
+// and which of the top candidates it skips, with why, before anything
+// starts. What the form does and its placeholders show where the height
+// leaves room.
 func (f *validateForm) View(st Styles, w, h int) string {
 	bad := f.problems()
-	lines := []string{st.Title.Render("Validation on real jobs"),
-		st.Muted.Render(wrap(fmt.Sprintf("Runs the top candidates of %s and the eager baseline as the real training job, one job each, and compares their iteration time with the prediction (as cgtune validate RUN does).", f.runDir), w)),
-		""}
+	var fields []string
 	for i := range formFields {
 		cur := i == f.field
-		lines = append(lines, f.fieldLines(st, i, w)...)
+		fields = append(fields, f.fieldLines(st, i, w)...)
 		if why, ok := bad[i]; ok && (i != formCommand || f.command != "" || cur) {
-			lines = append(lines, st.Err.Render(hanging(strings.Repeat(" ", 2+formLabelW)+"✗ ", why, w)))
+			fields = append(fields, styleLines(st.Err, hanging(strings.Repeat(" ", 2+formLabelW)+"✗ ", why, w))...)
 		}
 	}
-	lines = append(lines, "", st.Faint.Render(wrap("Placeholders: {flags} (Megatron-LM), {dotlist} (Megatron-Bridge), {overrides}, {run_script_flags}, {yaml_file}, {iters}, {candidate}, {job_dir}; the job must log every iteration (cgtune validate --help).", w)))
-	prompt := st.Muted.Render(truncate("enter: review the command before it runs · esc: cancel", w))
-	return fitBlock(strings.Join(lines, "\n"), w, h-1) + "\n" + prompt
+	plan := f.planLines(st, w)
+	about := styleLines(st.Muted, wrap(fmt.Sprintf("Runs the top candidates of %s and the eager baseline as the real training job, one job each, and compares their iteration time with the prediction (as cgtune validate RUN does).", f.runDir), w))
+	places := styleLines(st.Faint, wrap("Placeholders: {flags} (Megatron-LM), {dotlist} (Megatron-Bridge), {overrides}, {run_script_flags}, {yaml_file}, {iters}, {candidate}, {job_dir}; the job must log every iteration (cgtune validate --help).", w))
+	lines := []string{st.Title.Render("Validation on real jobs")}
+	lines = append(lines, fields...)
+	room := h - len(lines) - len(plan)
+	gap := []string{}
+	if room > 0 {
+		gap, room = []string{""}, room-1
+	}
+	// The extras in the order they give way: the bottom line (the key
+	// help says it too), what the form does, the placeholders.
+	prompt := []string{st.Muted.Render(truncate("enter: review the command before it runs · esc: cancel", w))}
+	if room < 1 {
+		prompt = nil
+	}
+	room -= len(prompt)
+	if len(about)+1 <= room {
+		lines = append(append(lines[:1], append(about, "")...), fields...)
+		room -= len(about) + 1
+	}
+	lines = append(append(lines, gap...), plan...)
+	if len(places)+1 <= room {
+		lines = append(append(lines, ""), places...)
+	}
+	return fitBlock(strings.Join(lines, "\n"), w, h-len(prompt)) + "\n" + strings.Join(prompt, "\n")
+}
+
+// planLines say which jobs the form will run (the eager baseline and the
+// top candidates the jobs' framework can build) and which candidates it
+// skips, with why, as `cgtune validate RUN` would.
+func (f *validateForm) planLines(st Styles, w int) []string {
+	labelW := 2 + formLabelW // under the fields' values
+	if w < 80 {
+		labelW = len("Skips ") // a narrow window needs the room more
+	}
+	label := func(l string) string { return padRight(l, labelW) }
+	switch {
+	case f.planErr != nil:
+		return styleLines(st.Err, hanging(label("Runs")+"✗ ", f.planErr.Error(), w))
+	case f.plan == nil:
+		return []string{st.Faint.Render(truncate(label("Runs")+"asking which candidates the jobs can build…", w))}
+	}
+	lines := styleLines(st.Value, hanging(label("Runs"), planText(*f.plan), w))
+	for i, sk := range skipGroups(f.plan.Skipped) {
+		l := ""
+		if i == 0 {
+			l = "Skips"
+		}
+		lines = append(lines, styleLines(st.Warn, hanging(label(l), sk, w))...)
+	}
+	graphed := len(f.plan.Targets) - 1 + len(f.plan.Skipped)
+	if top, _ := strconv.Atoi(f.top); graphed < top {
+		lines = append(lines, styleLines(st.Muted, hanging(label(""), fmt.Sprintf("the search has %d graphed candidates that succeeded and fit (one per impl and scopes), not %d", graphed, top), w))...)
+	}
+	return lines
+}
+
+// skipGroups are the skipped candidates as "a w3, b w3: why", those
+// skipped for the same reason together (a framework without Transformer
+// Engine skips every transformer_engine candidate alike).
+func skipGroups(skipped []search.Skipped) []string {
+	var whys []string
+	names := map[string][]string{}
+	for _, sk := range skipped {
+		if _, ok := names[sk.Why]; !ok {
+			whys = append(whys, sk.Why)
+		}
+		names[sk.Why] = append(names[sk.Why], candName(sk.Candidate))
+	}
+	out := make([]string, len(whys))
+	for i, why := range whys {
+		out[i] = strings.Join(names[why], ", ") + ": " + why
+	}
+	return out
+}
+
+// planText names the jobs a plan runs: "3 jobs: eager, te attn w3, ...".
+func planText(p ValidationPlan) string {
+	var names []string
+	for _, t := range p.Targets {
+		n := candName(t.Candidate)
+		if !t.Candidate.Graphed() {
+			n = "eager"
+		}
+		names = append(names, n)
+	}
+	return fmt.Sprintf("%d jobs: %s", len(names), strings.Join(names, ", "))
 }
 
 // fieldLines are field i's label and value, marked when it has the

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/engine"
 	"cgtune/engine/job"
@@ -66,9 +68,9 @@ type jobView struct {
 	resumed bool
 }
 
-// open opens the form for the search that ended in d, or says why there
-// is nothing to validate.
-func (p *validationPane) open(d *search.DoneEvent) {
+// open opens the form for the search that ended in d and asks what it
+// would run, or says why there is nothing to validate.
+func (p *validationPane) open(d *search.DoneEvent) tea.Cmd {
 	switch {
 	case d == nil || d.RunDir == "":
 		p.setError(errors.New("this search has no run folder to validate"))
@@ -76,8 +78,10 @@ func (p *validationPane) open(d *search.DoneEvent) {
 		p.setError(errors.New("no candidate succeeded: nothing to validate"))
 	default:
 		*p = validationPane{common: p.common, phase: valForm, form: newValidateForm(p.opts, d.RunDir)}
-		p.setStatus("how to run the jobs: enter shows the command before anything runs")
+		p.setStatus("enter shows the command before anything runs")
+		return p.form.replan(p.opts.Context, p.backend)
 	}
+	return nil
 }
 
 // typing reports whether the form has the keyboard.
@@ -94,6 +98,10 @@ func (p *validationPane) paste(text string) { p.form.paste(text) }
 
 func (p *validationPane) Update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
+	case validatePlanMsg:
+		if p.form != nil {
+			p.form.onPlan(msg)
+		}
 	case validateStartedMsg:
 		return p.onStarted(msg)
 	case validateMsg:
@@ -108,7 +116,7 @@ func (p *validationPane) key(msg tea.KeyPressMsg) tea.Cmd {
 	k := p.keys
 	switch p.phase {
 	case valForm:
-		p.formKey(msg)
+		return p.formKey(msg)
 	case valConfirm:
 		switch {
 		case msg.String() == "y":
@@ -134,24 +142,31 @@ func (p *validationPane) key(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 // formKey: esc closes the form, enter checks it and shows the command;
-// the other keys edit it.
-func (p *validationPane) formKey(msg tea.KeyPressMsg) {
+// the other keys edit it (a new Top asks again what it would run).
+func (p *validationPane) formKey(msg tea.KeyPressMsg) tea.Cmd {
 	f := p.form
 	switch msg.String() {
 	case "esc":
-		p.phase, p.form = valOff, nil
+		p.phase = valOff
 		p.setStatus("nothing started")
 	case "enter":
+		if f.planErr != nil {
+			// Nothing the form holds can run: say why, start nothing.
+			p.setError(fmt.Errorf("validate: %w", f.planErr))
+			return nil
+		}
 		if field, why, bad := f.firstProblem(); bad {
 			f.field = field
 			p.setError(fmt.Errorf("%s: %s", formLabels[field], why))
-			return
+			return nil
 		}
 		p.req, p.phase = f.request(), valConfirm
 		p.setStatus("read the command before it runs")
 	default:
 		f.key(msg, p.keys)
+		return f.replan(p.opts.Context, p.backend)
 	}
+	return nil
 }
 
 // cancelJobs cancels the queued and running jobs; a second ctrl+c quits.
@@ -281,7 +296,15 @@ func (p *validationPane) View(w, h int) string {
 	case valConfirm:
 		return fitBlock(strings.Join(p.confirmLines(w), "\n"), w, h-1) + "\n" + p.promptLine(w)
 	}
-	lines := []string{p.titleLine(w), st.Faint.Render(truncate("command: "+p.req.Command, w))}
+	lines := []string{p.titleLine(w)}
+	// The command whole: it is what runs.
+	for i, l := range commandLines(p.req.Command, w-len("command: ")) {
+		lead := "command: "
+		if i > 0 {
+			lead = strings.Repeat(" ", len(lead))
+		}
+		lines = append(lines, st.Faint.Render(lead+l))
+	}
 	if p.dir != "" {
 		lines = append(lines, st.Faint.Render(truncate("folder "+p.dir, w)))
 	}
@@ -309,15 +332,25 @@ func (p *validationPane) titleLine(w int) string {
 	return truncate(st.Title.Render("Validation on real jobs")+"  "+st.Muted.Render(sub), w)
 }
 
-// confirmLines say what will run, and the whole command, never cut: it
-// is what will run.
+// confirmLines say what will run (the jobs, and the top candidates
+// skipped, with why) and the whole command, never cut: it is what will
+// run.
 func (p *validationPane) confirmLines(w int) []string {
 	st := p.st
-	lines := []string{p.titleLine(w),
-		st.Muted.Render(wrap(fmt.Sprintf("Runs the top %d graphed candidates of %s and the eager baseline, one training job each for %d iterations, with this command:", p.req.Top, p.req.RunDir, p.req.Iters), w)),
-		""}
+	what := fmt.Sprintf("the top %d graphed candidates of %s and the eager baseline", p.req.Top, p.req.RunDir)
+	if p.form != nil && p.form.plan != nil {
+		what = planText(*p.form.plan)
+	}
+	lines := []string{p.titleLine(w)}
+	lines = append(lines, styleLines(st.Muted, wrap(fmt.Sprintf("Runs %s, one training job each for %d iterations, with this command:", what, p.req.Iters), w))...)
+	lines = append(lines, "")
 	for _, l := range commandLines(p.req.Command, w-2) {
 		lines = append(lines, "  "+st.Value.Render(l))
+	}
+	if p.form != nil && p.form.plan != nil {
+		for _, sk := range skipGroups(p.form.plan.Skipped) {
+			lines = append(lines, styleLines(st.Warn, hanging("skips ", sk, w))...)
+		}
 	}
 	return lines
 }
@@ -401,10 +434,23 @@ func (p *validationPane) comparisonLines(w int) []string {
 		cands = append(cands, r.Candidate)
 	}
 	nameW := nameWidth(cands, 24)
-	t := newTable(w, column{title: "#", width: 2, right: true}, column{title: "CANDIDATE", width: nameW},
-		column{title: "REAL ms", width: 7, right: true}, column{title: "PRED ms", width: 7, right: true},
-		column{title: "ERROR", width: 7, right: true}, column{title: "×EAGER", width: 6, right: true},
-		column{title: "JOB", width: 6, flex: true})
+	cols := []column{{title: "#", width: 2, right: true}, {title: "CANDIDATE", width: nameW},
+		{title: "REAL ms", width: 7, right: true}, {title: "PRED ms", width: 7, right: true},
+		{title: "ERROR", width: 7, right: true}, {title: "×EAGER", width: 6, right: true},
+		{title: "JOB", width: 6, flex: true}}
+	// A narrow window gives up the speed-up (the line under the table
+	// has the winner's) before the job ids are cut.
+	eager := w >= 2+nameW+7+7+7+6+6+2*6
+	if !eager {
+		cols = slices.Delete(cols, 5, 6)
+	}
+	t := newTable(w, cols...)
+	row := func(cells ...string) string {
+		if !eager {
+			cells = slices.Delete(cells, 5, 6)
+		}
+		return t.row(cells...)
+	}
 	lines := []string{t.header(st)}
 	for _, r := range rows {
 		pred, perr := "—", "—"
@@ -420,14 +466,14 @@ func (p *validationPane) comparisonLines(w int) []string {
 		}
 		name := nameCell(r.Candidate, nameW)
 		if r.Real.Failed() {
-			lines = append(lines, st.Err.Render(t.row("–", name, "failed", pred, "", "", id+" "+string(r.Real.ErrKind)+": "+r.Real.Err)))
+			lines = append(lines, st.Err.Render(row("–", name, "failed", pred, "", "", id+" "+string(r.Real.ErrKind)+": "+r.Real.Err)))
 			continue
 		}
 		rank := fmt.Sprint(r.Rank)
 		if r.Rank == 1 {
 			rank = "★"
 		}
-		lines = append(lines, t.row(rank, name, fmtMs(r.Real.Step.Median), pred, perr, fmtSpeedup(r.RealSpeedup), id))
+		lines = append(lines, row(rank, name, fmtMs(r.Real.Step.Median), pred, perr, fmtSpeedup(r.RealSpeedup), id))
 	}
 	return lines
 }
@@ -466,7 +512,11 @@ func (p *validationPane) promptLine(w int) string {
 	st := p.st
 	switch p.phase {
 	case valConfirm:
-		return truncate(st.Warn.Render(fmt.Sprintf("Validate the top %d and eager as real jobs with: %s? (y/n)", p.req.Top, oneLine(p.req.Command))), w)
+		jobs := fmt.Sprintf("the top %d and eager", p.req.Top)
+		if p.form != nil && p.form.plan != nil {
+			jobs = fmt.Sprintf("these %d jobs", len(p.form.plan.Targets))
+		}
+		return st.Warn.Render(truncate(fmt.Sprintf("Run %s with the command above? (y/n)", jobs), w))
 	case valStarting, valRunning:
 		if p.cancelling {
 			return st.Warn.Render(truncate("cancelling the queued and running jobs…", w))
@@ -478,6 +528,12 @@ func (p *validationPane) promptLine(w int) string {
 			line := fmt.Sprintf("★ on the real job: %s: %s ms/iteration", candName(win.Candidate), fmtMs(win.Real.Step.Median))
 			if win.RealSpeedup > 0 {
 				line += fmt.Sprintf(", %s eager", fmtSpeedup(win.RealSpeedup))
+			}
+			if ansi.StringWidth(line) > w {
+				line = fmt.Sprintf("★ real job: %s %s ms/iter", candName(win.Candidate), fmtMs(win.Real.Step.Median))
+				if win.RealSpeedup > 0 {
+					line += fmt.Sprintf(", %s eager", fmtSpeedup(win.RealSpeedup))
+				}
 			}
 			return st.OK.Render(truncate(line, w))
 		}
@@ -502,6 +558,3 @@ func commandLines(cmd string, w int) []string {
 	}
 	return out
 }
-
-// oneLine puts a multi-line command on one line for the prompt.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

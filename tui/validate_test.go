@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,8 +92,11 @@ func TestValidateFormAsksForTheCommand(t *testing.T) {
 	f := newFake(t)
 	m, _ := newTestModel(t, f, 80, 24)
 	toResults(t, m, f)
-	if cmd := press(m, "v"); cmd != nil {
-		t.Fatalf("v gave a Cmd: %T", cmd())
+	// v only asks what the validation would run.
+	if cmd := press(m, "v"); cmd == nil {
+		t.Fatal("v did not ask what it would run")
+	} else if msg, ok := cmd().(validatePlanMsg); !ok || len(f.validations) != 0 {
+		t.Fatalf("v gave a %T, validations %v", msg, f.validations)
 	}
 	p := &m.resScr.val
 	if p.phase != valForm || p.form.field != formCommand {
@@ -171,7 +175,7 @@ func TestValidateShowsTheCommandFirst(t *testing.T) {
 		t.Fatal("v ran something before the answer")
 	}
 	out := m.View().Content
-	for _, want := range []string{"Validate the top 3 and eager as real jobs with: srun python", "--data-path '$(rm -rf ~)'", "slurm launcher"} {
+	for _, want := range []string{"  srun python pretrain_gpt.py", "--data-path '$(rm -rf ~)'", "slurm launcher", "Run the top 3 and eager with the command above? (y/n)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the question does not show %q:\n%s", want, out)
 		}
@@ -283,5 +287,110 @@ func TestValidateStartFailureIsShown(t *testing.T) {
 	send(m, validateStartedMsg{err: fmt.Errorf("/tmp/cgtune-run: the search has no successful graphed candidate to validate")})
 	if m.resScr.val.phase != valOff || !m.statusErr || !strings.Contains(m.status, "no successful graphed candidate") {
 		t.Errorf("phase %v, status %q (error %v)", m.resScr.val.phase, m.status, m.statusErr)
+	}
+}
+
+// An error too long for the status line opens whole in a scrollable
+// view: esc closes it, the status keeps its start and says how to read
+// it all, and ! opens it again (issue: a validate error ended "no s…").
+func TestLongErrorOpensInAView(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 60, 16)
+	m.opts.JobCommand = testJobCommand
+	toResults(t, m, f)
+	press(m, "v", "enter", "y")
+	long := fmt.Errorf("%w; %s", errNoBuildable, strings.Repeat("and one more reason the jobs cannot run, ", 12)+"the end of it")
+	send(m, validateStartedMsg{err: long})
+	if !m.alertOpen {
+		t.Fatalf("the error did not open in its view:\n%s", view(m))
+	}
+	out := view(m)
+	if strings.Contains(out, "the end of it") || !strings.Contains(out, "lines 1–") {
+		t.Fatalf("a long error should start at its top and say there is more:\n%s", out)
+	}
+	for range 10 {
+		press(m, "pgdown")
+	}
+	if out := view(m); !strings.Contains(out, "the end of it") {
+		t.Errorf("pgdn did not reach the end:\n%s", out)
+	}
+	press(m, "esc")
+	out = view(m)
+	if m.alertOpen || !strings.Contains(out, "! reads it all") || m.screen != screenResults {
+		t.Fatalf("esc: open %v, screen %v:\n%s", m.alertOpen, m.screen, out)
+	}
+	press(m, "!")
+	if !m.alertOpen || !strings.Contains(view(m), "✗ Error") {
+		t.Errorf("! did not open the error again:\n%s", view(m))
+	}
+	// A short error stays on the status line.
+	press(m, "enter")
+	m.setError(fmt.Errorf("short"))
+	if m.alertOpen {
+		t.Error("a short error opened the view")
+	}
+}
+
+// Before anything starts, the form says which jobs it will run and which
+// top candidates it skips, with why (the backend's plan, as cgtune
+// validate picks them); a new Top asks again, and an answer for an older
+// Top is dropped. The question before the jobs start says it too.
+func TestValidateFormSaysWhatItSkips(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.opts.JobCommand = testJobCommand
+	f.events, f.valPlan = longRanking(f.events), noTEPlan()
+	toResults(t, m, f)
+	cmd := press(m, "v")
+	if cmd == nil {
+		t.Fatal("v asked nothing of the backend")
+	}
+	old := cmd()
+	if out := view(m); !strings.Contains(out, "asking which candidates the jobs can build") {
+		t.Errorf("the form does not say it is asking:\n%s", out)
+	}
+	send(m, old)
+	flowed := strings.Join(strings.Fields(view(m)), " ")
+	for _, want := range []string{"Runs 3 jobs: eager, local attn w3, local whole-layer w3",
+		"Skips te attn,mlp w3, te attn w3: a transformer_engine graph needs Transformer Engine"} {
+		if !strings.Contains(flowed, want) {
+			t.Errorf("the form lacks %q:\n%s", want, view(m))
+		}
+	}
+	press(m, "down", "down") // Top
+	next := press(m, "-")
+	if next == nil || m.resScr.val.form.plan != nil || m.resScr.val.form.planTop != 2 {
+		t.Fatalf("a new Top did not ask again (plan %v, top %d)", m.resScr.val.form.plan, m.resScr.val.form.planTop)
+	}
+	send(m, old) // the answer for Top 3 comes late
+	if m.resScr.val.form.plan != nil {
+		t.Error("an answer for an older Top was taken")
+	}
+	send(m, next())
+	if got := f.valPlans; !slices.Equal(got, []int{3, 2}) {
+		t.Errorf("plans asked for %v, want [3 2]", got)
+	}
+	press(m, "enter")
+	out := strings.Join(strings.Fields(view(m)), " ")
+	if !strings.Contains(out, "skips te attn,mlp w3, te attn w3: a transformer_engine graph needs") || !strings.Contains(out, "Run these 3 jobs with the command above? (y/n)") {
+		t.Errorf("the question does not say what runs and what is skipped:\n%s", view(m))
+	}
+}
+
+// When the backend says nothing of the search can run as jobs, the form
+// says why, does not offer enter, and enter starts nothing.
+func TestValidateFormWithNothingToRun(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 80, 24)
+	m.opts.JobCommand = testJobCommand
+	toResults(t, m, f)
+	press(m, "v")
+	send(m, validatePlanMsg{top: 3, err: errNoBuildable})
+	out := view(m)
+	if !strings.Contains(out, "no successful graphed candidate") || strings.Contains(helpLine(out), "enter") {
+		t.Errorf("the form should say why and not offer enter:\n%s", out)
+	}
+	if cmd := press(m, "enter"); cmd != nil || m.resScr.val.phase != valForm || !m.statusErr {
+		t.Errorf("enter: phase %v, status %q", m.resScr.val.phase, m.status)
 	}
 }

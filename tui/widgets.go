@@ -46,6 +46,47 @@ func wrap(s string, w int) string {
 	return ansi.Wrap(s, w, " ")
 }
 
+// wrapAtSpaces wraps plain text to w cells, breaking only between words
+// (not after a hyphen, as wrap does: "--job-te" stays whole, so a copied
+// flag or path still works); a word longer than a line is split over
+// lines rather than cut.
+func wrapAtSpaces(s string, w int) string {
+	if w <= 0 {
+		return s
+	}
+	var out []string
+	for _, para := range strings.Split(s, "\n") {
+		line := ""
+		for _, word := range strings.Fields(para) {
+			switch {
+			case line == "":
+				line = word
+			case ansi.StringWidth(line)+1+ansi.StringWidth(word) <= w:
+				line += " " + word
+			default:
+				out = append(out, line)
+				line = word
+			}
+			for ansi.StringWidth(line) > w {
+				out = append(out, ansi.Truncate(line, w, ""))
+				line = ansi.TruncateLeft(line, w, "")
+			}
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
+// styleLines splits text into its lines, each rendered in style (lipgloss
+// would pad a block's lines to one width).
+func styleLines(style lipgloss.Style, text string) []string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		lines[i] = style.Render(l)
+	}
+	return lines
+}
+
 // hanging wraps text to w after a bullet, the continuation lines indented
 // under the text.
 func hanging(bullet, text string, w int) string {

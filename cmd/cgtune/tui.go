@@ -498,6 +498,19 @@ func (b *tuiBackend) SavePreset(p presets.TeamPreset, overwrite bool) (string, e
 	return path, nil
 }
 
+// PlanValidation is what Validate would run for the top candidates of the
+// search in runDir, picked as Validate and `cgtune validate RUN` pick
+// them (search.JobValidationForRun, the jobs' Python asked whether it has
+// Transformer Engine): the targets and the candidates skipped, with why.
+func (b *tuiBackend) PlanValidation(ctx context.Context, runDir string, top int) (tui.ValidationPlan, error) {
+	te := &teProbe{ctx: ctx, python: b.flags.python}
+	v, err := search.JobValidationForRun(runDir, top, te.buildable)
+	if err != nil {
+		return tui.ValidationPlan{}, err
+	}
+	return tui.ValidationPlan{Targets: v.Targets, Skipped: v.Skipped}, nil
+}
+
 // Validate runs the top candidates of the search in req.RunDir and the
 // eager baseline as jobs, as `cgtune validate RUN` does, with the form's
 // launcher, command, top and iterations (req.Iters, else --job-iters), the

@@ -143,3 +143,46 @@ func TestTUIBackendValidateTakesTheFormsIters(t *testing.T) {
 	for range v.Updates {
 	}
 }
+
+// The TUI's validation form says what it will run and skip before anything
+// starts: the backend picks them as `cgtune validate RUN` does, so the
+// form's skipped candidates and reasons are the lines validate prints.
+func TestTUIBackendPlansValidationAsValidate(t *testing.T) {
+	isolate(t)
+	run := searchRun(t)
+	python := fakePython(t, false) // the jobs' Python has no Transformer Engine
+	b := newTUIBackend(&rootFlags{jobIters: 12, python: python}, nil)
+	t.Cleanup(func() { b.close(func() {}) })
+	plan, err := b.PlanValidation(context.Background(), run, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Skipped) == 0 || len(plan.Targets) < 2 || plan.Targets[0].Candidate.Graphed() {
+		t.Fatalf("plan %+v", plan)
+	}
+	for _, tg := range plan.Targets {
+		if tg.Candidate.Impl == "transformer_engine" {
+			t.Errorf("a transformer_engine candidate runs without Transformer Engine: %s", tg.Candidate.Key())
+		}
+	}
+	code, _, errb := cgtune(t, "validate", run, "--launcher", "local", "--command", fakeJobCommand(t), "--dry-run", "--job-python", python)
+	if code != exitOK {
+		t.Fatalf("validate: exit %d\n%s", code, errb)
+	}
+	var printed []string
+	for _, l := range strings.Split(errb, "\n") {
+		if strings.HasPrefix(l, "skipped ") {
+			printed = append(printed, l)
+		}
+	}
+	var planned []string
+	for _, sk := range plan.Skipped {
+		planned = append(planned, "skipped "+candLabel(sk.Candidate)+": "+sk.Why)
+	}
+	if strings.Join(planned, "\n") != strings.Join(printed, "\n") {
+		t.Errorf("the TUI's plan skips\n%s\nvalidate printed\n%s", strings.Join(planned, "\n"), strings.Join(printed, "\n"))
+	}
+	if _, err := b.PlanValidation(context.Background(), t.TempDir(), 3); err == nil || !strings.Contains(err.Error(), "holds no search") {
+		t.Errorf("a folder without a search: %v", err)
+	}
+}
