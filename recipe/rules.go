@@ -38,6 +38,9 @@ type Rule struct {
 	// Shadow names a rule that checks the same thing earlier in MB's
 	// start-up; when it fired, this one is not reported again.
 	Shadow string
+	// Launcher is the only launcher whose start-up has the rule; "" for
+	// every launcher (Megatron-Core's own checks).
+	Launcher Launcher
 
 	stages []stage
 	when   func(*state) bool   // Reject: violated; AutoFix: applies
@@ -51,6 +54,9 @@ type Rule struct {
 func (r Rule) AppliesTo(gen presets.Generation, mb int) bool {
 	return slices.Contains(r.Gens, gen) && (r.MinMB == 0 || mb >= r.MinMB) && (r.MaxMB == 0 || mb <= r.MaxMB)
 }
+
+// RunsUnder reports whether a job started by launcher l meets the rule.
+func (r Rule) RunsUnder(l Launcher) bool { return r.Launcher == "" || r.Launcher == l }
 
 // Rules returns the rule table in evaluation order.
 func Rules() []Rule { return slices.Clone(rules) }
@@ -100,8 +106,8 @@ var validTEScopes = []string{"attn", "mlp", "moe", "moe_router", "moe_preprocess
 // offload (TC-30, TC-32).
 var localOffloadable = []string{"expert_fc1", "moe_act", "fused_group_mlp"}
 
-// rules is the one rule table, in the order MB evaluates
-// them. It is never modified.
+// rules is the one rule table, in the order the launcher's start-up meets
+// them (Check runs it stage by stage). It is never modified.
 //
 // Left out, on purpose:
 //   - TC-07 (element type): YAML and Hydra only produce strings, and an
@@ -112,12 +118,10 @@ var localOffloadable = []string{"expert_fc1", "moe_act", "fused_group_mlp"}
 //     batch-invariant MoE, RL flags); cgtune tunes training graphs only, so
 //     the schema does not accept those values.
 //   - TC-41: G1 (MB v0.2) only; cgtune targets G2 and G3.
-//   - ARG-01, ARG-02: MLM command-line spellings of TC-01/TC-02 and TC-04;
-//     a recipe sets the fields, so the TC rules report it.
-//   - ARG-04: the same condition as TC-15, which MCore checks first in MB's
-//     start-up; its wording names MLM's --cuda-graph-modules flag.
-//   - ARG-05: MLM's launcher turns the TE RNG tracker on by itself; MB never
-//     does (MB-01 rejects instead), so applying it would hide MB-01.
+//   - ARG-01, ARG-02, ARG-04: Megatron-LM's command-line spellings of
+//     TC-01/TC-02, TC-04 and TC-15 (LauncherMLM only); a recipe sets the
+//     fields, so the TC rules report the same configurations in MCore's
+//     wording.
 //   - ARG-11, ARG-19: not about graphs (TE version for delayed wgrad without
 //     gradient-accumulation fusion; NVTE_CPU_OFFLOAD_V1 for offloading).
 //   - ARG-12 (GTP needs CUDA_GRAPHS_USE_NODE_PRIORITY=1): an MLM launcher
@@ -134,13 +138,13 @@ var localOffloadable = []string{"expert_fc1", "moe_act", "fused_group_mlp"}
 //     cgtune models.
 var rules = []Rule{
 	// --- perf harness (ApplyHarnessFlags drives these in its own order) ---
-	{ID: "PERF-01", Fields: []string{"model.cuda_graph_impl"}, Gens: both, Kind: Reject, Source: srcARGP + " is_cuda_graph_impl_valid",
+	{ID: "PERF-01", Fields: []string{"model.cuda_graph_impl"}, Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcARGP + " is_cuda_graph_impl_valid",
 		stages: []stage{stageHarness},
 		when:   func(s *state) bool { return s.cand.Impl != "" && !slices.Contains(presets.Impls, s.cand.Impl) },
 		msg: func(s *state) string {
 			return fmt.Sprintf("Invalid value for cuda_graph_impl: %s. Valid options are: %s", s.cand.Impl, pyList(presets.Impls))
 		}},
-	{ID: "PERF-02", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Source: srcARGP + " is_cuda_graph_scope_valid",
+	{ID: "PERF-02", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcARGP + " is_cuda_graph_scope_valid",
 		stages: []stage{stageHarness},
 		when: func(s *state) bool {
 			for _, sc := range s.cand.Scopes {
@@ -154,13 +158,13 @@ var rules = []Rule{
 			return fmt.Sprintf("Invalid value for cuda_graph_scope: %s. Valid options are: %s. Comma separated list of scopes is allowed.",
 				strings.Join(s.cand.Scopes, ","), pyList(presets.Scopes))
 		}},
-	{ID: "PERF-03", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, MinMB: 6, Kind: Reject, Source: srcOVR,
+	{ID: "PERF-03", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, MinMB: 6, Kind: Reject, Launcher: LauncherMB, Source: srcOVR,
 		stages: []stage{stageHarness},
 		when: func(s *state) bool {
 			return slices.Contains(s.cand.Scopes, presets.ScopeFullIteration) && !slices.Equal(s.cand.Scopes, []string{presets.ScopeFullIteration})
 		},
 		msg: text("full_iteration CUDA graph scope cannot be combined with other scopes.")},
-	{ID: "PERF-04", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, MinMB: 6, Kind: Reject, Source: srcOVR,
+	{ID: "PERF-04", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, MinMB: 6, Kind: Reject, Launcher: LauncherMB, Source: srcOVR,
 		stages: []stage{stageHarness},
 		when: func(s *state) bool {
 			return slices.Contains(s.cand.Scopes, presets.ScopeFullIteration) && s.impl() == presets.ImplTE
@@ -170,7 +174,7 @@ var rules = []Rule{
 	// recipe's cuda_graph_scope after the flag (a string such as the
 	// recipe's "full" is iterated by character and fails), v0.6+ the module
 	// names MB derives, which the schema keeps within the six.
-	{ID: "PERF-05", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Source: srcOVR,
+	{ID: "PERF-05", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcOVR,
 		stages: []stage{stageHarness},
 		when: func(s *state) bool {
 			if s.impl() != presets.ImplTE {
@@ -232,12 +236,12 @@ var rules = []Rule{
 			return ""
 		}},
 	{ID: "PERF-06", Fields: []string{"model.cuda_graph_impl", "rng.te_rng_tracker", "model.use_te_rng_tracker", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"},
-		Gens: both, Kind: AutoFix, Source: srcOVR + "; NaN-grad: _set_common_perf_overrides (v0.4) / perf_recipes/_common.py _benchmark_common",
+		Gens: both, Kind: AutoFix, Launcher: LauncherMB, Source: srcOVR + "; NaN-grad: _set_common_perf_overrides (v0.4) / perf_recipes/_common.py _benchmark_common",
 		stages: []stage{stageHarness}}, // applied step by step in ApplyHarnessFlags
 
 	// --- MB comm-overlap setup (runs before ConfigContainer.validate) ---
 	{ID: "MB-11", Fields: []string{"comm_overlap.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.gradient_accumulation_fusion", "te_version"},
-		Gens: both, Kind: Reject, Source: srcMBCO,
+		Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
 		when: func(s *state) bool {
 			return s.b("comm_overlap.delay_wgrad_compute") && s.teBelow("2.7.0") &&
@@ -252,7 +256,7 @@ var rules = []Rule{
 			return fmt.Sprintf("TE version >= 2.7.0 is required for %s when usingdelay_wgrad_compute. Current TE version: %s", what, s.str("te_version"))
 		}},
 	{ID: "MB-12", Fields: []string{"comm_overlap.delay_wgrad_compute", "comm_overlap.overlap_moe_expert_parallel_comm", "model.overlap_moe_expert_parallel_comm"},
-		Gens: both, Kind: Reject, Source: srcMBCO,
+		Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
 		when: func(s *state) bool {
 			return s.b("comm_overlap.delay_wgrad_compute") &&
@@ -260,21 +264,21 @@ var rules = []Rule{
 		},
 		msg: text("overlap_moe_expert_parallel_comm is required for delay_wgrad_compute")},
 	{ID: "MB-13", Fields: []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.moe_shared_expert_intermediate_size", "model.moe_shared_expert_overlap", "te_version"},
-		Gens: both, MinMB: 4, Kind: Reject, Source: srcMBCO,
+		Gens: both, MinMB: 4, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
 		when: func(s *state) bool {
 			return s.b("comm_overlap.delay_wgrad_compute") && s.wgradInGraph() && s.teBelow("2.12.0")
 		},
 		msg: text("CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0.")},
 	{ID: "MB-14", Fields: []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.gradient_accumulation_fusion"},
-		Gens: both, MinMB: 4, Kind: Reject, Source: srcMBCO,
+		Gens: both, MinMB: 4, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
 		when: func(s *state) bool {
 			return s.b("comm_overlap.delay_wgrad_compute") && s.wgradInGraph() && !s.b("model.gradient_accumulation_fusion")
 		},
 		msg: text("CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements.")},
 	{ID: "MB-15", Fields: []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.add_bias_linear", "model.add_qkv_bias"},
-		Gens: both, MinMB: 4, Kind: Reject, Source: srcMBCO,
+		Gens: both, MinMB: 4, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
 		when: func(s *state) bool {
 			return s.b("comm_overlap.delay_wgrad_compute") && s.hasModule(presets.ScopeAttn) &&
@@ -284,7 +288,7 @@ var rules = []Rule{
 
 	// --- MB >= 0.6: ConfigContainer.validate before model.finalize() ---
 	{ID: "MB-07", Fields: []string{"dataset.enable_offline_packing", "dataset.pad_to_max_length", "model.cuda_graph_impl"},
-		Gens: onlyG3, MinMB: 6, Kind: Reject, Source: srcMBCFG,
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
 		stages: []stage{stagePreFinalize},
 		when: func(s *state) bool {
 			return s.b("dataset.enable_offline_packing") && (s.fullIteration() || s.impl() == presets.ImplTE) &&
@@ -292,7 +296,7 @@ var rules = []Rule{
 		},
 		msg: text("Offline packing with CUDA graphs requires dataset pad_to_max_length=True.")},
 	{ID: "MB-08", Fields: []string{"dataset.enable_offline_packing", "dataset.offline_packing_specs.pad_cu_seqlens", "model.cuda_graph_impl", "model.cuda_graph_modules"},
-		Gens: onlyG3, MinMB: 6, Kind: Reject, Source: srcMBCFG,
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
 		stages: []stage{stagePreFinalize},
 		when: func(s *state) bool {
 			mods := s.moduleNames()
@@ -304,7 +308,7 @@ var rules = []Rule{
 	// exemption needs inference_cuda_graph_scope, which is unset before
 	// model.finalize() in a training recipe.
 	{ID: "MB-05", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope"},
-		Gens: onlyG3, MinMB: 6, Kind: Reject, Source: srcMBUCG,
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Launcher: LauncherMB, Source: srcMBUCG,
 		stages: []stage{stagePreFinalize},
 		when: func(s *state) bool {
 			return s.impl() == presets.ImplLocal && !s.fullIteration()
@@ -321,7 +325,7 @@ var rules = []Rule{
 	// v0.5 likewise with clear_cuda_graph_modules, v0.6+ before it too;
 	// v0.3 never clears.
 	{ID: "MB-04", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"},
-		Gens: both, MinMB: 4, Kind: AutoFix, Source: srcMBUCG + " / " + srcMBCFG,
+		Gens: both, MinMB: 4, Kind: AutoFix, Launcher: LauncherMB, Source: srcMBUCG + " / " + srcMBCFG,
 		stages: []stage{stagePreFinalize, stageMB},
 		when: func(s *state) bool {
 			if s.impl() != presets.ImplNone {
@@ -657,7 +661,7 @@ var rules = []Rule{
 		msg: text("TE version >= 2.10.0 is required for delay_wgrad_compute with partial cuda graph")},
 
 	// --- MB ConfigContainer.validate after model.finalize() ---
-	{ID: "MB-02", Fields: []string{"rng.te_rng_tracker", "model.use_te_rng_tracker"}, Gens: both, Kind: AutoFix, Source: srcMBCFG,
+	{ID: "MB-02", Fields: []string{"rng.te_rng_tracker", "model.use_te_rng_tracker"}, Gens: both, Kind: AutoFix, Launcher: LauncherMB, Source: srcMBCFG,
 		stages: []stage{stageMB},
 		when: func(s *state) bool {
 			r, m := s.b("rng.te_rng_tracker"), s.b("model.use_te_rng_tracker")
@@ -673,14 +677,14 @@ var rules = []Rule{
 			return fmt.Sprintf("%s=True because %s=True (MB keeps the two in sync)", to, from)
 		}},
 	{ID: "MB-03", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules", "rerun_state_machine.check_for_nan_in_loss"},
-		Gens: both, Kind: Reject, Source: srcMBCFG,
+		Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
 		stages: []stage{stageMB},
 		when: func(s *state) bool {
 			return s.fullIteration() && s.b("rerun_state_machine.check_for_nan_in_loss")
 		},
 		msg: text("check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set rerun_state_machine.check_for_nan_in_loss=False.")},
 	{ID: "MB-06", Fields: []string{"ddp.use_megatron_fsdp", "ddp.megatron_fsdp_version", "optimizer.optimizer_cuda_graph", "model.cuda_graph_impl", "ddp.megatron_fsdp_cuda_graph_mode"},
-		Gens: onlyG3, MinMB: 7, Kind: Reject, Source: srcMBCFG + " _validate_and_apply_megatron_fsdp_v2_configs",
+		Gens: onlyG3, MinMB: 7, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG + " _validate_and_apply_megatron_fsdp_v2_configs",
 		stages: []stage{stageMB},
 		when: func(s *state) bool {
 			v2 := s.b("ddp.use_megatron_fsdp") && s.str("ddp.megatron_fsdp_version") == "2"
@@ -692,7 +696,7 @@ var rules = []Rule{
 			}
 			return "MFSDP V2 does not support CUDA graphs."
 		}},
-	{ID: "MB-09", Fields: []string{"dataset.packing_buffer_size", "model.cuda_graph_impl"}, Gens: onlyG3, MinMB: 7, Kind: Reject, Source: srcMBCFG,
+	{ID: "MB-09", Fields: []string{"dataset.packing_buffer_size", "model.cuda_graph_impl"}, Gens: onlyG3, MinMB: 7, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
 		stages: []stage{stageMB},
 		when: func(s *state) bool {
 			return !s.null("dataset.packing_buffer_size") && s.impl() != presets.ImplNone
@@ -700,7 +704,7 @@ var rules = []Rule{
 		msg: text("Energon native sequence packing does not support CUDA graphs.")},
 
 	// --- MB GPTModelProvider.provide ---
-	{ID: "MB-01", Fields: []string{"model.cuda_graph_impl", "model.use_te_rng_tracker"}, Gens: both, Kind: Reject, Source: "MB src/megatron/bridge/models/gpt_provider.py GPTModelProvider.provide",
+	{ID: "MB-01", Fields: []string{"model.cuda_graph_impl", "model.use_te_rng_tracker"}, Gens: both, Kind: Reject, Launcher: LauncherMB, Source: "MB src/megatron/bridge/models/gpt_provider.py GPTModelProvider.provide",
 		stages: []stage{stageProvide},
 		when: func(s *state) bool {
 			return s.impl() != presets.ImplNone && !s.b("model.use_te_rng_tracker")
@@ -727,39 +731,13 @@ var rules = []Rule{
 				"Use cuda_graph_impl='full_iteration' or disable CUDA graphs (cuda_graph_impl='none')."
 		}},
 
-	// --- run time: graph capture, MB's forward step, MLM's launcher ---
-	// MB's forward step checks this when a packed batch carries a padding
-	// mask, which MB's SFT packers (offline and in-batch) emit.
-	{ID: "MB-10", Fields: []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "model.num_moe_experts", "model.cuda_graph_impl", "model.cuda_graph_modules"},
-		Gens: onlyG3, MinMB: 7, Kind: Reject, Source: "MB src/megatron/bridge/training/gpt_step.py _validate_packed_moe_cuda_graph",
-		stages: []stage{stageRuntime},
-		when: func(s *state) bool {
-			packed := s.b("dataset.enable_offline_packing") || s.b("dataset.enable_in_batch_packing")
-			if !packed || s.null("model.num_moe_experts") || s.impl() != presets.ImplTE {
-				return false
-			}
-			mods := s.moduleNames()
-			return len(mods) == 0 || slices.ContainsFunc(mods, func(m string) bool {
-				return m == presets.ScopeMoE || m == presets.ScopeMoERouter || m == presets.ScopeMoEPreprocess
-			})
-		},
-		msg: text("Packed MoE padding masks do not support router-scoped Transformer Engine CUDA graphs in the pinned MCore. Use an attention-only CUDA graph scope or disable scoped CUDA graphs.")},
-	// TECudaGraphHelper.__init__ (MLM megatron/core/transformer/cuda_graphs.py)
-	// asserts this for every MB run; MLM's validate_args too.
-	{ID: "ARG-06", Fields: []string{"model.cuda_graph_impl", "env.PYTORCH_CUDA_ALLOC_CONF", "env.NCCL_GRAPH_REGISTER"}, Gens: both, Kind: Reject,
-		Source: "MLM megatron/core/transformer/cuda_graphs.py TECudaGraphHelper.__init__; " + srcARGS,
-		stages: []stage{stageRuntime},
-		when: func(s *state) bool {
-			return s.impl() == presets.ImplTE && strings.Contains(s.env("PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True") &&
-				s.env("NCCL_GRAPH_REGISTER") != "0"
-		},
-		msg: text("Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")},
-	// MLM's launcher checks its single check_for_nan_in_loss_and_grad flag;
-	// MB splits it in two and checks only the loss half (MB-03), so the
-	// grad half is what this adds for an MB recipe.
+	// --- Megatron-LM's launcher: validate_args, in its order, before MLM
+	// builds the TransformerConfig (LauncherMLM only; MB never calls it) ---
+	// MLM has one check_for_nan_in_loss_and_grad flag; a recipe's two NaN
+	// checks are its two halves.
 	{ID: "ARG-03", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"},
-		Gens: both, Kind: Reject, Source: srcARGS, Shadow: "MB-03",
-		stages: []stage{stageRuntime},
+		Gens: both, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
+		stages: []stage{stageArgs},
 		when: func(s *state) bool {
 			return s.fullIteration() && (s.b("rerun_state_machine.check_for_nan_in_loss") || s.b("ddp.check_for_nan_in_grad"))
 		},
@@ -772,34 +750,76 @@ var rules = []Rule{
 			}
 			return "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-impl=full_iteration for training."
 		}},
-	{ID: "ARG-07", Fields: []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "te_version"}, Gens: both, Kind: Reject, Source: srcARGS,
-		stages: []stage{stageRuntime},
+	{ID: "ARG-07", Fields: []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "te_version"}, Gens: both, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
+		stages: []stage{stageArgs},
 		when: func(s *state) bool {
 			return s.b("model.delay_wgrad_compute") && s.b("ddp.overlap_grad_reduce") && s.teBelow("2.8.0")
 		},
 		msg: text("overlap_grad_reduce is only supported with TE >= 2.8.0 when enabling delay_wgrad_compute")},
 	{ID: "ARG-08", Fields: []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.moe_shared_expert_intermediate_size", "model.moe_shared_expert_overlap", "te_version"},
-		Gens: both, MinMB: 4, Kind: Reject, Source: srcARGS, Shadow: "MB-13",
-		stages: []stage{stageRuntime},
+		Gens: both, MinMB: 4, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
+		stages: []stage{stageArgs},
 		when: func(s *state) bool {
 			return s.b("model.delay_wgrad_compute") && s.b("ddp.overlap_grad_reduce") && s.wgradInGraph() && s.teBelow("2.12.0")
 		},
 		msg: text("CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0.")},
 	{ID: "ARG-09", Fields: []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.gradient_accumulation_fusion"},
-		Gens: both, MinMB: 4, Kind: Reject, Source: srcARGS, Shadow: "MB-14",
-		stages: []stage{stageRuntime},
+		Gens: both, MinMB: 4, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
+		stages: []stage{stageArgs},
 		when: func(s *state) bool {
 			return s.b("model.delay_wgrad_compute") && s.b("ddp.overlap_grad_reduce") && s.wgradInGraph() && !s.b("model.gradient_accumulation_fusion")
 		},
 		msg: text("CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because the default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements.")},
 	{ID: "ARG-10", Fields: []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.add_bias_linear", "model.add_qkv_bias"},
-		Gens: both, MinMB: 4, Kind: Reject, Source: srcARGS, Shadow: "MB-15",
-		stages: []stage{stageRuntime},
+		Gens: both, MinMB: 4, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
+		stages: []stage{stageArgs},
 		when: func(s *state) bool {
 			return s.b("model.delay_wgrad_compute") && s.b("ddp.overlap_grad_reduce") && s.hasModule(presets.ScopeAttn) &&
 				(s.b("model.add_bias_linear") || s.b("model.add_qkv_bias"))
 		},
 		msg: text("CUDA graph with delay_wgrad_compute doesn't support attn bias for now.")},
+	// MLM's one --te-rng-tracker flag is both of a recipe's fields.
+	{ID: "ARG-05", Fields: []string{"model.cuda_graph_impl", "model.transformer_impl", "rng.te_rng_tracker", "model.use_te_rng_tracker"},
+		Gens: both, Kind: AutoFix, Source: srcARGS, Launcher: LauncherMLM,
+		stages: []stage{stageArgs},
+		when: func(s *state) bool {
+			te := s.impl() == presets.ImplTE || s.str("model.transformer_impl") == "transformer_engine"
+			return s.impl() != presets.ImplNone && te && !s.b("rng.te_rng_tracker") && !s.b("model.use_te_rng_tracker")
+		},
+		fix: func(s *state) string {
+			s.set("rng.te_rng_tracker", Value{Bool: true})
+			s.set("model.use_te_rng_tracker", Value{Bool: true})
+			return "te_rng_tracker is not enabled, enabling it for CUDA graphs."
+		}},
+	// MLM's validate_args asserts this at start-up; for an MB job
+	// TECudaGraphHelper.__init__ (MLM megatron/core/transformer/
+	// cuda_graphs.py) asserts it when it is built before the training loop.
+	{ID: "ARG-06", Fields: []string{"model.cuda_graph_impl", "env.PYTORCH_CUDA_ALLOC_CONF", "env.NCCL_GRAPH_REGISTER"}, Gens: both, Kind: Reject,
+		Source: "MLM megatron/core/transformer/cuda_graphs.py TECudaGraphHelper.__init__; " + srcARGS,
+		stages: []stage{stageArgs, stageRuntime},
+		when: func(s *state) bool {
+			return s.impl() == presets.ImplTE && strings.Contains(s.env("PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True") &&
+				s.env("NCCL_GRAPH_REGISTER") != "0"
+		},
+		msg: text("Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")},
+
+	// --- run time: MB's forward step in the first training iteration ---
+	// MB's forward step checks this when a packed batch carries a padding
+	// mask, which MB's SFT packers (offline and in-batch) emit.
+	{ID: "MB-10", Fields: []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "model.num_moe_experts", "model.cuda_graph_impl", "model.cuda_graph_modules"},
+		Gens: onlyG3, MinMB: 7, Kind: Reject, Launcher: LauncherMB, Source: "MB src/megatron/bridge/training/gpt_step.py _validate_packed_moe_cuda_graph",
+		stages: []stage{stageRuntime},
+		when: func(s *state) bool {
+			packed := s.b("dataset.enable_offline_packing") || s.b("dataset.enable_in_batch_packing")
+			if !packed || s.null("model.num_moe_experts") || s.impl() != presets.ImplTE {
+				return false
+			}
+			mods := s.moduleNames()
+			return len(mods) == 0 || slices.ContainsFunc(mods, func(m string) bool {
+				return m == presets.ScopeMoE || m == presets.ScopeMoERouter || m == presets.ScopeMoEPreprocess
+			})
+		},
+		msg: text("Packed MoE padding masks do not support router-scoped Transformer Engine CUDA graphs in the pinned MCore. Use an attention-only CUDA graph scope or disable scoped CUDA graphs.")},
 }
 
 // epOverlapError returns the first message of MCore's

@@ -18,9 +18,11 @@ type ruleCase struct {
 	model   presets.Model
 	sets    []string
 	harness *presets.Candidate
-	fail    bool
-	msg     string // Reject: the exact message
-	note    string // AutoFix: the exact note (without "ID: ")
+	// launcher is the job's launcher (default LauncherMB).
+	launcher Launcher
+	fail     bool
+	msg      string // Reject: the exact message
+	note     string // AutoFix: the exact note (without "ID: ")
 }
 
 func (rc ruleCase) name() string {
@@ -31,6 +33,9 @@ func (rc ruleCase) name() string {
 	h := ""
 	if rc.harness != nil {
 		h = " harness=" + rc.harness.Key()
+	}
+	if rc.launcher != "" {
+		h += " launcher=" + string(rc.launcher)
 	}
 	return fmt.Sprintf("%s/%s/mb%s/%s%s/%s", rc.id, verdict, rc.mb, rc.model.Name, h, strings.Join(rc.sets, ","))
 }
@@ -58,7 +63,7 @@ func run(t *testing.T, rc ruleCase) Report {
 		}
 		notes = n
 	}
-	r := Check(cfg, rc.mb)
+	r := Check(cfg, rc.mb, WithLauncher(rc.launcher))
 	r.Notes = append(notes, r.Notes...)
 	return r
 }
@@ -364,33 +369,42 @@ var ruleCases = []ruleCase{
 	{id: "MB-01", sets: sets(te, "model.cuda_graph_scope=[attn]"), fail: true,
 		msg: "Transformer engine's RNG tracker is required for cudagraphs, it can be enabled with use_te_rng_tracker=True'."},
 	{id: "MB-01", sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn)},
+	{id: "MB-01", launcher: LauncherMLM, sets: sets(te, "model.cuda_graph_scope=[attn]")}, // pretrain_gpt.py runs no MB code
 	{id: "MB-10", mb: "0.7", model: moeModel, sets: sets(te, "model.cuda_graph_modules=[attn,moe_router]", noScope, rngOn, "dataset.enable_in_batch_packing=true"), fail: true,
 		msg: "Packed MoE padding masks do not support router-scoped Transformer Engine CUDA graphs in the pinned MCore. Use an attention-only CUDA graph scope or disable scoped CUDA graphs."},
 	{id: "MB-10", mb: "0.7", model: moeModel, sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_in_batch_packing=true")},
 	{id: "ARG-06", sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn, "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), fail: true,
 		msg: "Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."},
 	{id: "ARG-06", sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn, "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "env.NCCL_GRAPH_REGISTER=0")},
-	{id: "ARG-03", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
+	{id: "ARG-03", launcher: LauncherMLM, sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
 		msg: "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training. Note: If you are trying to use full_iteration CUDA graphs for inference, please use --cuda-graph-scope full_iteration_inference instead"},
-	{id: "ARG-03", mb: "0.3", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
+	{id: "ARG-03", launcher: LauncherMLM, mb: "0.3", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
 		msg: "--no-check-for-nan-in-loss-and-grad should be set with full_iteration CUDA graph"},
-	{id: "ARG-03", mb: "0.6", sets: sets("model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", noScope, rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
+	{id: "ARG-03", launcher: LauncherMLM, mb: "0.6", sets: sets("model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", noScope, rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
 		msg: "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-impl=full_iteration for training."},
-	{id: "ARG-03", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false", "ddp.check_for_nan_in_grad=false")},
-	{id: "ARG-03", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "ddp.check_for_nan_in_grad=false")}, // MB-03 says it first
-	{id: "ARG-07", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.7.0"), fail: true,
+	{id: "ARG-03", launcher: LauncherMLM, sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false", "ddp.check_for_nan_in_grad=false")},
+	{id: "ARG-03", launcher: LauncherMLM, sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "ddp.check_for_nan_in_grad=false"), fail: true,
+		msg: "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training. Note: If you are trying to use full_iteration CUDA graphs for inference, please use --cuda-graph-scope full_iteration_inference instead"},
+	// An MB job never runs validate_args: MB-03 checks only the loss half.
+	{id: "ARG-03", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false")},
+	{id: "ARG-07", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.7.0"), fail: true,
 		msg: "overlap_grad_reduce is only supported with TE >= 2.8.0 when enabling delay_wgrad_compute"},
-	{id: "ARG-07", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.8.0")},
-	{id: "ARG-08", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11"), fail: true,
+	{id: "ARG-07", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.8.0")},
+	{id: "ARG-07", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.7.0")}, // MB's own check (MB-11) needs 2.7.0
+	{id: "ARG-08", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11"), fail: true,
 		msg: "CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0."},
-	{id: "ARG-08", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.12")},
-	{id: "ARG-08", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11")}, // MB-13 first
-	{id: "ARG-09", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.gradient_accumulation_fusion=false"), fail: true,
+	{id: "ARG-08", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.12")},
+	{id: "ARG-08", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11")}, // an MB job
+	{id: "ARG-09", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.gradient_accumulation_fusion=false"), fail: true,
 		msg: "CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because the default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements."},
-	{id: "ARG-09", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.gradient_accumulation_fusion=false", "ddp.overlap_grad_reduce=false")},
-	{id: "ARG-10", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.add_bias_linear=true"), fail: true,
+	{id: "ARG-09", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.gradient_accumulation_fusion=false", "ddp.overlap_grad_reduce=false")},
+	{id: "ARG-10", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.add_bias_linear=true"), fail: true,
 		msg: "CUDA graph with delay_wgrad_compute doesn't support attn bias for now."},
-	{id: "ARG-10", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn)},
+	{id: "ARG-10", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn)},
+	{id: "ARG-05", launcher: LauncherMLM, sets: sets(te, "model.cuda_graph_scope=[attn]"), fail: true,
+		note: "te_rng_tracker is not enabled, enabling it for CUDA graphs."},
+	{id: "ARG-05", sets: sets(te, "model.cuda_graph_scope=[attn]")}, // MB rejects instead (MB-01)
+	{id: "ARG-05", launcher: LauncherMLM, sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn)},
 }
 
 func TestRules(t *testing.T) {

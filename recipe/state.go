@@ -18,6 +18,10 @@ const (
 	// stageHarness: scripts/performance _set_cuda_graph_overrides (PERF-*),
 	// only for the perf-harness flags (ApplyHarnessFlags).
 	stageHarness stage = iota
+	// stageArgs: Megatron-LM's validate_args (MLM megatron/training/
+	// arguments.py), which its launcher runs before it builds the
+	// TransformerConfig; only for LauncherMLM.
+	stageArgs
 	// stageCommOverlap: CommOverlapConfig.setup, which runs before
 	// validate() and copies comm_overlap.* onto the model.
 	stageCommOverlap
@@ -37,11 +41,12 @@ const (
 // state is the recipe as one stage of MB sees it, plus what has been
 // reported so far.
 type state struct {
-	c     *Recipe
-	gen   presets.Generation
-	mb    int
-	stage stage
-	te    []int
+	c        *Recipe
+	gen      presets.Generation
+	mb       int
+	stage    stage
+	te       []int
+	launcher Launcher
 
 	fired      map[string]bool
 	violations []Violation
@@ -53,7 +58,7 @@ type state struct {
 }
 
 func newState(c *Recipe, mb int) *state {
-	return &state{c: c, gen: c.gen, mb: mb, te: parseVersion(c.vals["te_version"].Str), fired: map[string]bool{}}
+	return &state{c: c, gen: c.gen, mb: mb, te: parseVersion(c.vals["te_version"].Str), launcher: LauncherMB, fired: map[string]bool{}}
 }
 
 func parseVersion(v string) []int {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,13 +107,18 @@ rng:
 	if code != exitInvalid || out != want {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
-	// --set applies after the file.
+	// --set applies after the file. MB checks the loss half only; Megatron-LM's
+	// launcher checks its one flag for both.
 	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false")
+	if code != exitOK || out != "valid\n" {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false", "--launcher", "mlm")
 	want = "ARG-03: --no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training. Note: If you are trying to use full_iteration CUDA graphs for inference, please use --cuda-graph-scope full_iteration_inference instead\n"
 	if code != exitInvalid || out != want {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
-	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false", "--set", "ddp.check_for_nan_in_grad=false")
+	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false", "--set", "ddp.check_for_nan_in_grad=false", "--launcher", "mlm")
 	if code != exitOK || out != "valid\n" {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
@@ -248,5 +254,38 @@ func TestCheckWholeLayerTEFlagsSaysWhatToDo(t *testing.T) {
 	}
 	if code, out, errb := cgtune(t, args...); code != exitOK || out != "valid\n" {
 		t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errb)
+	}
+}
+
+// An MB recipe is judged by MB's own checks: qwen3_235b_a22b's h100 recipe
+// delays wgrad with EP overlap, which MB (MB-11) allows from TE 2.7.0;
+// Megatron-LM's launcher check (ARG-07, TE 2.8.0) applies only to a job it
+// starts.
+func TestCheckJudgesByTheLauncher(t *testing.T) {
+	base := []string{"check", "--model", "qwen3_235b_a22b", "--gpu-type", "h100", "--impl", "none", "--set", "te_version=2.7.1"}
+	for _, tc := range []struct {
+		extra []string
+		code  int
+		out   string
+	}{
+		{nil, exitOK, "valid\n"},
+		{[]string{"--launcher", "mb"}, exitOK, "valid\n"},
+		{[]string{"--launcher", "mlm"}, exitInvalid, "ARG-07: overlap_grad_reduce is only supported with TE >= 2.8.0 when enabling delay_wgrad_compute\n"},
+	} {
+		args := append(slices.Clone(base), tc.extra...)
+		t.Run(argsName(args), func(t *testing.T) {
+			code, out, errb := cgtune(t, args...)
+			if code != tc.code || out != tc.out {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, %q", code, out, errb, tc.code, tc.out)
+			}
+		})
+	}
+	code, out, errb := cgtune(t, "check", "--model", "qwen3_235b_a22b", "--gpu-type", "h100", "--impl", "none", "--set", "te_version=2.6")
+	if code != exitInvalid || !strings.HasPrefix(out, "MB-11: TE version >= 2.7.0 is required") {
+		t.Errorf("TE 2.6: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	code, _, errb = cgtune(t, append(slices.Clone(base), "--launcher", "torchrun")...)
+	if code != exitBadInput || !strings.Contains(errb, `--launcher: unknown launcher "torchrun" (allowed: mb, mlm)`) {
+		t.Errorf("--launcher torchrun: exit %d, stderr %q", code, errb)
 	}
 }
