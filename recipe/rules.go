@@ -263,22 +263,29 @@ var rules = []Rule{
 				!(s.b("model.overlap_moe_expert_parallel_comm") || s.b("comm_overlap.overlap_moe_expert_parallel_comm"))
 		},
 		msg: text("overlap_moe_expert_parallel_comm is required for delay_wgrad_compute")},
+	// MB-13..MB-15 first appear in MB v0.4.0, but there they compare the
+	// scope list with CudaGraphScope members (comm_overlap.py); MB runs the
+	// comm-overlap setup before model.finalize(), whose
+	// TransformerConfig.__post_init__ turns the recipe's strings into
+	// members, and a string never equals one (MCore d7288711 enums.py:
+	// CudaGraphScope is a plain Enum). So they never fire before v0.5.0,
+	// which matches names (has_cuda_graph_module).
 	{ID: "MB-13", Fields: []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.moe_shared_expert_intermediate_size", "model.moe_shared_expert_overlap", "te_version"},
-		Gens: both, MinMB: 4, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
+		Gens: onlyG3, MinMB: 5, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
 		when: func(s *state) bool {
 			return s.b("comm_overlap.delay_wgrad_compute") && s.wgradInGraph() && s.teBelow("2.12.0")
 		},
 		msg: text("CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0.")},
 	{ID: "MB-14", Fields: []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.gradient_accumulation_fusion"},
-		Gens: both, MinMB: 4, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
+		Gens: onlyG3, MinMB: 5, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
 		when: func(s *state) bool {
 			return s.b("comm_overlap.delay_wgrad_compute") && s.wgradInGraph() && !s.b("model.gradient_accumulation_fusion")
 		},
 		msg: text("CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements.")},
 	{ID: "MB-15", Fields: []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.add_bias_linear", "model.add_qkv_bias"},
-		Gens: both, MinMB: 4, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
+		Gens: onlyG3, MinMB: 5, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
 		when: func(s *state) bool {
 			return s.b("comm_overlap.delay_wgrad_compute") && s.hasModule(presets.ScopeAttn) &&
