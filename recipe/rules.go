@@ -240,6 +240,16 @@ var rules = []Rule{
 		stages: []stage{stageHarness}}, // applied step by step in ApplyHarnessFlags
 
 	// --- MB comm-overlap setup (runs before ConfigContainer.validate) ---
+	// MB's own copy of MCore's EP-overlap checks (TC-39), for the value the
+	// recipe's comm_overlap asks for, in its own order and words, with a
+	// num_moe_experts check MCore does not make.
+	{ID: "MB-18", Fields: []string{"comm_overlap.overlap_moe_expert_parallel_comm", "model.expert_model_parallel_size", "model.num_moe_experts",
+		"model.moe_token_dispatcher_type", "model.bf16", "model.fp16", "model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size",
+		"model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers", "model.recompute_modules", "model.moe_shared_expert_overlap", "model.mtp_num_layers"},
+		Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
+		stages: []stage{stageCommOverlap},
+		when:   func(s *state) bool { return mbEPOverlapError(s) != "" },
+		msg:    mbEPOverlapError},
 	{ID: "MB-11", Fields: []string{"comm_overlap.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.gradient_accumulation_fusion", "te_version"},
 		Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
@@ -635,7 +645,7 @@ var rules = []Rule{
 	{ID: "TC-39", Fields: []string{"model.overlap_moe_expert_parallel_comm", "model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size",
 		"model.expert_model_parallel_size", "model.moe_token_dispatcher_type", "model.recompute_granularity", "model.recompute_method",
 		"model.recompute_num_layers", "model.recompute_modules", "model.bf16", "model.fp16", "model.moe_shared_expert_overlap", "model.mtp_num_layers"},
-		Gens: both, Kind: Reject, Source: srcTC,
+		Gens: both, Kind: Reject, Source: srcTC, Shadow: "MB-18",
 		stages: []stage{stageMCore},
 		when:   func(s *state) bool { return epOverlapError(s) != "" },
 		msg:    epOverlapError},
@@ -861,6 +871,52 @@ func epOverlapError(s *state) string {
 		return "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm."
 	case s.mb <= 4 && !mtpNull && mtp == 1 && s.i("model.pipeline_model_parallel_size") <= 1:
 		return "Pipeline model parallel size must be larger than 1 when enabling overlap_moe_expert_parallel_comm with MTP layer."
+	}
+	return ""
+}
+
+// mbEPOverlapError returns the first message of MB's EP-overlap block
+// (comm_overlap.py _get_model_comm_overlap_cfgs, run when the recipe's
+// comm_overlap turns the overlap on) that the config trips, or "". The
+// model fields are the recipe's own: MB checks them before it copies
+// comm_overlap's values onto the model. The torch >= 2.6 assert is left
+// out (not a recipe field).
+func mbEPOverlapError(s *state) string {
+	if v := s.v("comm_overlap.overlap_moe_expert_parallel_comm"); v.Null || !v.Bool {
+		return ""
+	}
+	mtp, mtpNull := s.i("model.mtp_num_layers"), s.null("model.mtp_num_layers")
+	// Two messages continue a line inside an f-string with a backslash: the
+	// next line's indentation stays in the message.
+	switch {
+	case s.i("model.expert_model_parallel_size") <= 1:
+		return "overlap_moe_expert_parallel_comm is only supported when expert_model_parallel_size > 1"
+	case s.null("model.num_moe_experts"):
+		return "'>' not supported between instances of 'NoneType' and 'int'" // None > 1
+	case s.i("model.num_moe_experts") <= 1:
+		return fmt.Sprintf("overlap_moe_expert_parallel_comm is only supported when num_moe_experts > 1, %20sbut got %d", "", s.i("model.num_moe_experts"))
+	case !slices.Contains([]string{"alltoall", "flex"}, s.str("model.moe_token_dispatcher_type")):
+		return fmt.Sprintf("overlap_moe_expert_parallel_comm is only supported when moe_token_dispatcher_type == 'alltoall' or 'flex',%22sbut got %s", "", s.str("model.moe_token_dispatcher_type"))
+	case !s.b("model.bf16") && !s.b("model.fp16"):
+		return "overlap_moe_expert_parallel_comm is only supported when using bf16 or fp16 models"
+	case s.i("model.pipeline_model_parallel_size") > 1 && s.null("model.virtual_pipeline_model_parallel_size"):
+		return "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1"
+	case s.str("model.recompute_granularity") == "full" && !s.null("model.recompute_granularity"):
+		return "disable full recomputation when enabling overlap_moe_expert_parallel_comm"
+	case !s.null("model.recompute_method"):
+		return "disable recomputation method when enabling overlap_moe_expert_parallel_comm"
+	case !s.null("model.recompute_num_layers"):
+		return "recompute_num_layers must be None when enabling overlap_moe_expert_parallel_comm"
+	// `"moe" not in (recompute_modules or [])`: None is no module here,
+	// before MCore reads it as ["core_attn"].
+	case s.mb >= 6 && slices.Contains(names(s.v("model.recompute_modules")), "moe"):
+		return "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm"
+	case s.b("model.moe_shared_expert_overlap"):
+		return "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm"
+	case s.mb <= 5 && !mtpNull && mtp != 1:
+		return "MTP layernum only supports 1 when enabling overlap_moe_expert_parallel_comm."
+	case s.mb >= 6 && !mtpNull && mtp > 1:
+		return "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm."
 	}
 	return ""
 }

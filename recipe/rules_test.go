@@ -84,6 +84,8 @@ var (
 	noScope = "model.cuda_graph_scope=null" // G3: drop the recipe's deprecated "full"
 	dropPad = []string{"model.moe_expert_capacity_factor=1.0", "model.moe_pad_expert_input_to_capacity=true"}
 	overlap = "model.overlap_moe_expert_parallel_comm=true"
+	// coOverlap is the overlap as MB's recipes ask for it.
+	coOverlap = "comm_overlap.overlap_moe_expert_parallel_comm=true"
 )
 
 func sets(groups ...any) []string {
@@ -136,6 +138,33 @@ var ruleCases = []ruleCase{
 	{id: "PERF-06", harness: cand("none")}, // nothing to change
 
 	// --- comm-overlap setup ---
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.expert_model_parallel_size=1"), fail: true,
+		msg: "overlap_moe_expert_parallel_comm is only supported when expert_model_parallel_size > 1"},
+	{id: "MB-18", sets: sets(coOverlap, "model.expert_model_parallel_size=8"), fail: true,
+		msg: "'>' not supported between instances of 'NoneType' and 'int'"},
+	{id: "MB-18", mb: "0.6", model: moeModel, sets: sets(coOverlap, "model.num_moe_experts=1"), fail: true,
+		msg: "overlap_moe_expert_parallel_comm is only supported when num_moe_experts > 1,                     but got 1"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.moe_token_dispatcher_type=allgather"), fail: true,
+		msg: "overlap_moe_expert_parallel_comm is only supported when moe_token_dispatcher_type == 'alltoall' or 'flex',                      but got allgather"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.bf16=false"), fail: true,
+		msg: "overlap_moe_expert_parallel_comm is only supported when using bf16 or fp16 models"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.pipeline_model_parallel_size=2"), fail: true,
+		msg: "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.recompute_method=uniform"), fail: true,
+		msg: "disable recomputation method when enabling overlap_moe_expert_parallel_comm"},
+	{id: "MB-18", mb: "0.6", model: moeModel, sets: sets(coOverlap, "model.recompute_modules=[moe]"), fail: true,
+		msg: "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm"},
+	{id: "MB-18", mb: "0.5", model: moeModel, sets: sets(coOverlap, "model.recompute_modules=[moe]")}, // MCore's TC-39 says it
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.moe_shared_expert_overlap=true"), fail: true,
+		msg: "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.mtp_num_layers=0"), fail: true,
+		msg: "MTP layernum only supports 1 when enabling overlap_moe_expert_parallel_comm."},
+	{id: "MB-18", mb: "0.7", model: moeModel, sets: sets(coOverlap, "model.mtp_num_layers=2"), fail: true,
+		msg: "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm."},
+	{id: "MB-18", mb: "0.7", model: moeModel, sets: sets(coOverlap, "model.mtp_num_layers=0")},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap)},
+	// Only the recipe's comm_overlap value runs MB's block; MCore's TC-39 checks the model's.
+	{id: "MB-18", model: moeModel, sets: sets(overlap, "model.expert_model_parallel_size=1")},
 	{id: "MB-11", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", "comm_overlap.overlap_moe_expert_parallel_comm=true", "te_version=2.6"), fail: true,
 		msg: "TE version >= 2.7.0 is required for overlap_grad_reduce when usingdelay_wgrad_compute. Current TE version: 2.6"},
 	{id: "MB-11", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", "comm_overlap.overlap_moe_expert_parallel_comm=true", "te_version=2.6.1", "ddp.overlap_grad_reduce=false"), fail: true,
@@ -307,6 +336,7 @@ var ruleCases = []ruleCase{
 	{id: "TC-35", mb: "0.6", sets: sets("model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", noScope, rngOn, "model.fine_grained_activation_offloading=true", "model.offload_modules=[core_attn]", "model.fine_grained_offloading_max_inflight_offloads=0")},
 	{id: "TC-39", model: moeModel, sets: sets(overlap, "model.pipeline_model_parallel_size=2"), fail: true,
 		msg: "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1"},
+	{id: "TC-39", model: moeModel, sets: sets(coOverlap, "model.pipeline_model_parallel_size=2")}, // MB-18 says it first
 	{id: "TC-39", model: moeModel, sets: sets(overlap, "model.expert_model_parallel_size=1"), fail: true,
 		msg: "overlap_moe_expert_parallel_comm is only supported with expert model parallelism"},
 	{id: "TC-39", model: moeModel, sets: sets(overlap, "model.moe_token_dispatcher_type=allgather"), fail: true,
