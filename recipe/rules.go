@@ -721,10 +721,14 @@ var rules = []Rule{
 		msg: text("Energon native sequence packing does not support CUDA graphs.")},
 
 	// --- MB GPTModelProvider.provide ---
+	// Only the GPT provider asserts it: a hybrid (Mamba) model's provider
+	// (MB models/mamba/mamba_provider.py MambaModelProvider.provide to v0.5,
+	// models/hybrid/hybrid_provider.py HybridModelProvider.provide from
+	// v0.6) does not.
 	{ID: "MB-01", Fields: []string{"model.cuda_graph_impl", "model.use_te_rng_tracker"}, Gens: both, Kind: Reject, Launcher: LauncherMB, Source: "MB src/megatron/bridge/models/gpt_provider.py GPTModelProvider.provide",
 		stages: []stage{stageProvide},
 		when: func(s *state) bool {
-			return s.impl() != presets.ImplNone && !s.b("model.use_te_rng_tracker")
+			return s.impl() != presets.ImplNone && !s.b("model.use_te_rng_tracker") && !s.hybrid()
 		},
 		msg: text("Transformer engine's RNG tracker is required for cudagraphs, it can be enabled with use_te_rng_tracker=True'.")},
 

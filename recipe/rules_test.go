@@ -405,6 +405,8 @@ var ruleCases = []ruleCase{
 	{id: "MB-01", sets: sets(te, "model.cuda_graph_scope=[attn]"), fail: true,
 		msg: "Transformer engine's RNG tracker is required for cudagraphs, it can be enabled with use_te_rng_tracker=True'."},
 	{id: "MB-01", sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn)},
+	{id: "MB-01", mb: "0.4", model: hybridModel, sets: sets(te, "model.cuda_graph_scope=[mamba]")}, // the hybrid provider does not assert it
+	{id: "MB-01", mb: "0.7", model: hybridModel, sets: sets(te, "model.cuda_graph_modules=[attn,mamba]", noScope)},
 	{id: "MB-01", launcher: LauncherMLM, sets: sets(te, "model.cuda_graph_scope=[attn]")}, // pretrain_gpt.py runs no MB code
 	{id: "MB-10", mb: "0.7", model: moeModel, sets: sets(te, "model.cuda_graph_modules=[attn,moe_router]", noScope, rngOn, "dataset.enable_in_batch_packing=true"), fail: true,
 		msg: "Packed MoE padding masks do not support router-scoped Transformer Engine CUDA graphs in the pinned MCore. Use an attention-only CUDA graph scope or disable scoped CUDA graphs."},

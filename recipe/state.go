@@ -203,6 +203,10 @@ func (s *state) moe() bool {
 	return !s.null("model.num_moe_experts") && s.i("model.num_moe_experts") > 1
 }
 
+// hybrid reports whether MB builds the model with its hybrid (Mamba)
+// provider rather than the GPT one: the model has a hybrid layer pattern.
+func (s *state) hybrid() bool { return s.c.model.Arch.HybridPattern != "" }
+
 // allLayersMoE is TC-21's test on moe_layer_freq.
 func (s *state) allLayersMoE() bool {
 	v := s.v("model.moe_layer_freq")
