@@ -370,6 +370,13 @@ var rules = []Rule{
 		}},
 
 	// --- MCore TransformerConfig.__post_init__ ---
+	// Among MCore's MoE checks, before its CUDA-graph block. MB v0.5's
+	// MCore (d0b3b775) checks the op fuser first and knows hybridep only.
+	{ID: "TC-42", Fields: []string{"model.moe_expert_rank_capacity_factor", "model.moe_flex_dispatcher_backend", "model.use_transformer_engine_op_fuser"},
+		Gens: onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return rankCapacityError(s) != "" },
+		msg:    rankCapacityError},
 	{ID: "TC-01", Fields: []string{"model.enable_cuda_graph", "model.external_cuda_graph", "model.cuda_graph_impl"}, Gens: both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when: func(s *state) bool {
@@ -875,6 +882,33 @@ func epOverlapError(s *state) string {
 		return "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm."
 	case s.mb <= 4 && !mtpNull && mtp == 1 && s.i("model.pipeline_model_parallel_size") <= 1:
 		return "Pipeline model parallel size must be larger than 1 when enabling overlap_moe_expert_parallel_comm with MTP layer."
+	}
+	return ""
+}
+
+// rankCapacityError is MCore's check of moe_expert_rank_capacity_factor
+// (transformer_config.py __post_init__): the first message it raises, or "".
+func rankCapacityError(s *state) string {
+	if v, ok := s.c.Get("model.moe_expert_rank_capacity_factor"); !ok || v.Null {
+		return ""
+	}
+	backend := s.v("model.moe_flex_dispatcher_backend")
+	hybridep := !backend.Null && backend.Str == "hybridep"
+	fuser := s.b("model.use_transformer_engine_op_fuser")
+	if s.mb <= 5 {
+		switch {
+		case !fuser:
+			return "moe_expert_rank_capacity_factor requires use_transformer_engine_op_fuser to be enabled."
+		case !hybridep:
+			return "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be 'hybridep'."
+		}
+		return ""
+	}
+	switch {
+	case !hybridep && (backend.Null || backend.Str != "ncclep"):
+		return "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be 'hybridep' or 'ncclep'."
+	case hybridep && !fuser:
+		return "moe_expert_rank_capacity_factor with the 'hybridep' backend requires use_transformer_engine_op_fuser to be enabled."
 	}
 	return ""
 }

@@ -211,6 +211,17 @@ var ruleCases = []ruleCase{
 	{id: "MB-04", mb: "0.3", sets: sets("model.cuda_graph_scope=[attn]")}, // v0.3 never clears
 
 	// --- MCore ---
+	{id: "TC-42", mb: "0.7", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=hybridep", "model.moe_expert_rank_capacity_factor=1.5"), fail: true,
+		msg: "moe_expert_rank_capacity_factor with the 'hybridep' backend requires use_transformer_engine_op_fuser to be enabled."},
+	{id: "TC-42", mb: "0.6", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=deepep", "model.moe_expert_rank_capacity_factor=1.5"), fail: true,
+		msg: "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be 'hybridep' or 'ncclep'."},
+	{id: "TC-42", mb: "0.7", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=ncclep", "model.moe_expert_rank_capacity_factor=1.5")},
+	{id: "TC-42", mb: "0.7", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=hybridep", "model.moe_expert_rank_capacity_factor=1.5", "model.use_transformer_engine_op_fuser=true")},
+	{id: "TC-42", mb: "0.5", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=deepep", "model.moe_expert_rank_capacity_factor=1.5"), fail: true,
+		msg: "moe_expert_rank_capacity_factor requires use_transformer_engine_op_fuser to be enabled."},
+	{id: "TC-42", mb: "0.5", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=deepep", "model.moe_expert_rank_capacity_factor=1.5", "model.use_transformer_engine_op_fuser=true"), fail: true,
+		msg: "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be 'hybridep'."},
+	{id: "TC-42", mb: "0.5", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=hybridep", "model.moe_expert_rank_capacity_factor=1.5", "model.use_transformer_engine_op_fuser=true")},
 	{id: "TC-01", sets: sets("model.enable_cuda_graph=true", te, rngOn), fail: true,
 		msg: "Do not use enable_cuda_graph or external_cuda_graph with cuda_graph_impl."},
 	{id: "TC-01", sets: sets("model.enable_cuda_graph=true", rngOn)},
