@@ -848,6 +848,30 @@ var rules = []Rule{
 			})
 		},
 		msg: text("Packed MoE padding masks do not support router-scoped Transformer Engine CUDA graphs in the pinned MCore. Use an attention-only CUDA graph scope or disable scoped CUDA graphs.")},
+	// --- run time: the end of the first training iteration ---
+	// With no warm-up, TE graphs are captured at the top of the first
+	// iteration; when the forward pre-hook is toggled for the distributed
+	// optimizer's overlapped parameter gather, MB asserts at its end that
+	// the helper captured graphs, which it did not on a pipeline rank with
+	// no graphable layer. MB v0.3's MCore (b0cc2706) marks graphs created
+	// even then.
+	{ID: "MB-19", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_warmup_steps", "model.cuda_graph_scope", "model.cuda_graph_modules",
+		"ddp.use_megatron_fsdp", "ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer", "ddp.overlap_param_gather",
+		"model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size"},
+		Gens: both, MinMB: 4, Kind: Reject, Launcher: LauncherMB, Source: "MB src/megatron/bridge/training/train.py train",
+		stages: []stage{stageRuntime},
+		when: func(s *state) bool {
+			// should_disable_forward_pre_hook; ConfigContainer.validate
+			// keeps the two distributed-optimizer flags in sync.
+			toggled := !s.b("ddp.use_megatron_fsdp") && (s.b("ddp.use_distributed_optimizer") || s.b("optimizer.use_distributed_optimizer")) &&
+				s.b("ddp.overlap_param_gather")
+			return s.impl() == presets.ImplTE && s.i("model.cuda_graph_warmup_steps") == 0 && toggled && s.graphlessRank() >= 0
+		},
+		msg: text("CUDA Graphs should have been created."),
+		hint: func(s *state) string {
+			return fmt.Sprintf("pipeline rank %d holds no layer the scope %s graphs; give a warm-up of 1 or more, or a scope that graphs a layer on every rank",
+				s.graphlessRank(), pyList(s.mods()))
+		}},
 }
 
 // epOverlapError returns the first message of MCore's

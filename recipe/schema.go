@@ -125,6 +125,9 @@ var schema = []Field{
 	{Key: "model.add_bias_linear", Type: TBool},
 	{Key: "model.add_qkv_bias", Type: TBool},
 	{Key: "ddp.overlap_grad_reduce", Type: TBool},
+	{Key: "ddp.overlap_param_gather", Type: TBool},
+	{Key: "ddp.use_distributed_optimizer", Type: TBool},
+	{Key: "optimizer.use_distributed_optimizer", Type: TBool},
 
 	// Parallelism.
 	{Key: "model.tensor_model_parallel_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree)},
@@ -333,9 +336,13 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	}
 	b("rerun_state_machine.check_for_nan_in_loss", true)
 	// MB recipes/common.py builds every recipe's DDP config with
-	// check_for_nan_in_grad=True and overlap_grad_reduce=True.
+	// check_for_nan_in_grad=True and overlap_grad_reduce=True, ...
 	b("ddp.check_for_nan_in_grad", true)
 	b("ddp.overlap_grad_reduce", true)
+	// ... and overlap_param_gather=True, use_distributed_optimizer=True.
+	b("ddp.overlap_param_gather", true)
+	b("ddp.use_distributed_optimizer", true)
+	b("optimizer.use_distributed_optimizer", true)
 
 	a := m.Arch
 	if a.MoE != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // stage is a point in Megatron-Bridge's start-up where a group of checks
@@ -201,6 +202,34 @@ func (s *state) selective() bool {
 // moe is MCore's "num_moe_experts is not None and > 1".
 func (s *state) moe() bool {
 	return !s.null("model.num_moe_experts") && s.i("model.num_moe_experts") > 1
+}
+
+// graphlessRank returns a pipeline rank none of whose layers
+// TECudaGraphHelper graphs with the state's modules, or -1. Megatron-Core
+// splits the layers evenly: with virtual pipelining rank r holds model
+// chunks r, r+PP, ... of layers/(PP*VP) layers each
+// (transformer_block.py get_num_layers_to_build). MB's uneven pipeline
+// settings and the MTP layers on the last stage are not modelled.
+func (s *state) graphlessRank() int {
+	kinds := s.c.model.Arch.LayerKinds()
+	pp, vp := max(s.i("model.pipeline_model_parallel_size"), 1), 1
+	if !s.null("model.virtual_pipeline_model_parallel_size") {
+		vp = max(s.i("model.virtual_pipeline_model_parallel_size"), 1)
+	}
+	chunks := pp * vp
+	mods := s.mods()
+	for r := range pp {
+		graphed := false
+		for c := r; c < chunks && !graphed; c += pp {
+			for _, k := range kinds[c*len(kinds)/chunks : (c+1)*len(kinds)/chunks] {
+				graphed = graphed || stepmodel.TEGraphable(k, mods)
+			}
+		}
+		if !graphed {
+			return r
+		}
+	}
+	return -1
 }
 
 // hybrid reports whether MB builds the model with its hybrid (Mamba)
