@@ -138,11 +138,20 @@ var localOffloadable = []string{"expert_fc1", "moe_act", "fused_group_mlp"}
 //     cgtune models.
 var rules = []Rule{
 	// --- perf harness (ApplyHarnessFlags drives these in its own order) ---
+	// The harness parses its flags with argparse, whose type functions
+	// (is_cuda_graph_impl_valid, is_cuda_graph_scope_valid in every MB
+	// release from v0.3.0) raise ValueError; argparse drops that message
+	// and prints its own, with the value's repr (Python's argparse.py
+	// _get_value), then exits 2.
 	{ID: "PERF-01", Fields: []string{"model.cuda_graph_impl"}, Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcARGP + " is_cuda_graph_impl_valid",
 		stages: []stage{stageHarness},
 		when:   func(s *state) bool { return s.cand.Impl != "" && !slices.Contains(presets.Impls, s.cand.Impl) },
 		msg: func(s *state) string {
-			return fmt.Sprintf("Invalid value for cuda_graph_impl: %s. Valid options are: %s", s.cand.Impl, pyList(presets.Impls))
+			return "argument --cuda_graph_impl: invalid is_cuda_graph_impl_valid value: " + pyRepr(s.cand.Impl)
+		},
+		hint: func(s *state) string {
+			return "the harness takes " + strings.Join(presets.Impls, ", ") +
+				"; a full-iteration graph is --cuda_graph_impl local --cuda_graph_scope full_iteration"
 		}},
 	{ID: "PERF-02", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcARGP + " is_cuda_graph_scope_valid",
 		stages: []stage{stageHarness},
@@ -155,8 +164,10 @@ var rules = []Rule{
 			return false
 		},
 		msg: func(s *state) string {
-			return fmt.Sprintf("Invalid value for cuda_graph_scope: %s. Valid options are: %s. Comma separated list of scopes is allowed.",
-				strings.Join(s.cand.Scopes, ","), pyList(presets.Scopes))
+			return "argument --cuda_graph_scope: invalid is_cuda_graph_scope_valid value: " + pyRepr(strings.Join(s.cand.Scopes, ","))
+		},
+		hint: func(s *state) string {
+			return "the harness takes a comma-separated list of " + strings.Join(presets.Scopes, ", ")
 		}},
 	{ID: "PERF-03", Fields: []string{"model.cuda_graph_scope", "model.cuda_graph_modules"}, Gens: both, MinMB: 6, Kind: Reject, Launcher: LauncherMB, Source: srcOVR,
 		stages: []stage{stageHarness},

@@ -104,10 +104,10 @@ func sets(groups ...any) []string {
 var ruleCases = []ruleCase{
 	// --- perf harness ---
 	{id: "PERF-01", harness: cand("full_iteration", "attn"), fail: true,
-		msg: "Invalid value for cuda_graph_impl: full_iteration. Valid options are: ['none', 'local', 'transformer_engine']"},
+		msg: "argument --cuda_graph_impl: invalid is_cuda_graph_impl_valid value: 'full_iteration'"},
 	{id: "PERF-01", harness: cand("transformer_engine", "attn")},
 	{id: "PERF-02", harness: cand("transformer_engine", "attn", "foo"), fail: true,
-		msg: "Invalid value for cuda_graph_scope: attn,foo. Valid options are: ['full_iteration', 'attn', 'mlp', 'moe', 'moe_router', 'moe_preprocess', 'mamba']. Comma separated list of scopes is allowed."},
+		msg: "argument --cuda_graph_scope: invalid is_cuda_graph_scope_valid value: 'attn,foo'"},
 	{id: "PERF-02", harness: cand("transformer_engine", "attn", "mlp")},
 	{id: "PERF-03", mb: "0.6", harness: cand("local", "full_iteration", "attn"), fail: true,
 		msg: "full_iteration CUDA graph scope cannot be combined with other scopes."},
