@@ -315,12 +315,20 @@ var rules = []Rule{
 		msg: text("CUDA graph with delay_wgrad_compute does not support attention bias for now.")},
 
 	// --- MB >= 0.6: ConfigContainer.validate before model.finalize() ---
-	{ID: "MB-07", Fields: []string{"dataset.enable_offline_packing", "dataset.pad_to_max_length", "model.cuda_graph_impl"},
+	// The packing checks validate() makes before the graph ones; an offline
+	// packing recipe has its offline_packing_specs (MB refuses one without
+	// the other).
+	{ID: "MB-20", Fields: []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "dataset.offline_packing_specs.pad_cu_seqlens",
+		"dataset.pad_to_max_length", "dataset.dataset_kwargs.pad_to_max_length"},
+		Gens: onlyG3, MinMB: 6, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
+		stages: []stage{stagePreFinalize},
+		when:   func(s *state) bool { return packingError(s) != "" },
+		msg:    packingError},
+	{ID: "MB-07", Fields: []string{"dataset.enable_offline_packing", "dataset.pad_to_max_length", "dataset.dataset_kwargs.pad_to_max_length", "model.cuda_graph_impl"},
 		Gens: onlyG3, MinMB: 6, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
 		stages: []stage{stagePreFinalize},
 		when: func(s *state) bool {
-			return s.b("dataset.enable_offline_packing") && (s.fullIteration() || s.impl() == presets.ImplTE) &&
-				!s.b("dataset.pad_to_max_length")
+			return s.b("dataset.enable_offline_packing") && (s.fullIteration() || s.impl() == presets.ImplTE) && !s.padToMaxLength()
 		},
 		msg: text("Offline packing with CUDA graphs requires dataset pad_to_max_length=True.")},
 	{ID: "MB-08", Fields: []string{"dataset.enable_offline_packing", "dataset.offline_packing_specs.pad_cu_seqlens", "model.cuda_graph_impl", "model.cuda_graph_modules"},
@@ -944,6 +952,19 @@ func rankCapacityError(s *state) string {
 		return "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be 'hybridep' or 'ncclep'."
 	case hybridep && !fuser:
 		return "moe_expert_rank_capacity_factor with the 'hybridep' backend requires use_transformer_engine_op_fuser to be enabled."
+	}
+	return ""
+}
+
+// packingError is the first of MB's packing checks that fails before its
+// CUDA-graph ones (MB-20), or "".
+func packingError(s *state) string {
+	offline := s.b("dataset.enable_offline_packing")
+	switch {
+	case offline && s.b("dataset.enable_in_batch_packing"):
+		return "enable_offline_packing and enable_in_batch_packing are mutually exclusive."
+	case offline && s.b("dataset.offline_packing_specs.pad_cu_seqlens") && !s.padToMaxLength():
+		return "offline_packing_specs.pad_cu_seqlens=True requires dataset pad_to_max_length=True."
 	}
 	return ""
 }

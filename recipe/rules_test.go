@@ -191,9 +191,16 @@ var ruleCases = []ruleCase{
 	{id: "MB-15", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.add_qkv_bias=true")},
 
 	// --- MB >= 0.6 before finalize ---
-	{id: "MB-07", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true"), fail: true,
+	{id: "MB-20", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true"), fail: true,
+		msg: "offline_packing_specs.pad_cu_seqlens=True requires dataset pad_to_max_length=True."},
+	{id: "MB-20", mb: "0.7", sets: sets("dataset.enable_offline_packing=true", "dataset.enable_in_batch_packing=true"), fail: true,
+		msg: "enable_offline_packing and enable_in_batch_packing are mutually exclusive."},
+	{id: "MB-20", mb: "0.6", sets: sets("dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true", "dataset.dataset_kwargs.pad_to_max_length=true")},
+	{id: "MB-07", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true"), fail: true,
 		msg: "Offline packing with CUDA graphs requires dataset pad_to_max_length=True."},
 	{id: "MB-07", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true", "dataset.pad_to_max_length=true")},
+	// MB reads the fine-tuning dataset's dataset_kwargs too.
+	{id: "MB-07", mb: "0.7", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true", "dataset.dataset_kwargs.pad_to_max_length=true")},
 	{id: "MB-08", mb: "0.6", sets: sets("model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.pad_to_max_length=true"), fail: true,
 		msg: "Packed attention CUDA graphs require offline_packing_specs.pad_cu_seqlens=True. Enable it for full-iteration, whole-layer, or attention-scoped capture."},
 	{id: "MB-08", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[mlp]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.pad_to_max_length=true")},

@@ -152,6 +152,8 @@ var schema = []Field{
 	{Key: "dataset.enable_offline_packing", Type: TBool},
 	{Key: "dataset.enable_in_batch_packing", Type: TBool},
 	{Key: "dataset.pad_to_max_length", Type: TBool},
+	{Key: "dataset.dataset_kwargs.pad_to_max_length", Type: TBool,
+		Doc: "the fine-tuning dataset's keyword argument, which MB's packing checks read besides dataset.pad_to_max_length (MB src/megatron/bridge/training/config.py ConfigContainer.validate)"},
 	{Key: "dataset.offline_packing_specs.pad_cu_seqlens", Type: TBool},
 	{Key: "dataset.packing_buffer_size", Type: TInt, Nullable: true, Min: minInt(1),
 		Doc: "set on an Energon dataset: Energon native sequence packing"},
@@ -426,7 +428,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 		return nil, err
 	}
 
-	for _, k := range []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "dataset.pad_to_max_length",
+	for _, k := range []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "dataset.pad_to_max_length", "dataset.dataset_kwargs.pad_to_max_length",
 		"dataset.offline_packing_specs.pad_cu_seqlens", "ddp.use_megatron_fsdp", "ddp.megatron_fsdp_cuda_graph_mode"} {
 		b(k, false)
 	}

@@ -232,6 +232,12 @@ func (s *state) graphlessRank() int {
 	return -1
 }
 
+// padToMaxLength is the padding MB's offline-packing checks read: the
+// dataset's pad_to_max_length or its dataset_kwargs entry.
+func (s *state) padToMaxLength() bool {
+	return s.b("dataset.pad_to_max_length") || s.b("dataset.dataset_kwargs.pad_to_max_length")
+}
+
 // hybrid reports whether MB builds the model with its hybrid (Mamba)
 // provider rather than the GPT one: the model has a hybrid layer pattern.
 func (s *state) hybrid() bool { return s.c.model.Arch.HybridPattern != "" }
