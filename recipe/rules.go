@@ -67,7 +67,7 @@ func ruleByID(id string) *Rule {
 			return &rules[i]
 		}
 	}
-	panic("search: no rule " + id)
+	panic("recipe: no rule " + id)
 }
 
 var (
