@@ -125,11 +125,11 @@ func checked(cfg *Recipe, mbridge string, opts ...Option) (*state, error) {
 	if s.launcher == LauncherMLM {
 		// The recipe's comm_overlap settings are the job's own flags
 		// (--overlap-moe-expert-parallel-comm, --delay-wgrad-compute).
-		s.copyCommOverlap()
+		s.applyCommOverlap()
 		s.runStage(stageArgs)
 	} else {
 		s.runStage(stageCommOverlap)
-		s.copyCommOverlap()
+		s.applyCommOverlap()
 	}
 	if s.mb >= 6 {
 		s.runStage(stagePreFinalize)
@@ -139,17 +139,6 @@ func checked(cfg *Recipe, mbridge string, opts ...Option) (*state, error) {
 	s.runStage(stageProvide)
 	s.runStage(stageRuntime)
 	return s, nil
-}
-
-// copyCommOverlap is CommOverlapConfig.setup copying the user's
-// comm_overlap values onto the model before validate(); unset ones leave
-// the model's own value.
-func (s *state) copyCommOverlap() {
-	for _, f := range []string{"overlap_moe_expert_parallel_comm", "delay_wgrad_compute"} {
-		if v := s.v("comm_overlap." + f); !v.Null {
-			s.set("model."+f, Value{Bool: v.Bool})
-		}
-	}
 }
 
 // CheckWithCapture is Check, then, when no rule is broken, the capture

@@ -674,7 +674,8 @@ var rules = []Rule{
 		Gens: both, Kind: Reject, Source: srcTC, Shadow: "MB-18",
 		stages: []stage{stageMCore},
 		when:   func(s *state) bool { return epOverlapError(s) != "" },
-		msg:    epOverlapError},
+		msg:    epOverlapError,
+		hint:   overlapOnHint},
 	{ID: "TC-36", Fields: []string{"model.overlap_moe_expert_parallel_comm", "model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"},
 		Gens: both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
@@ -689,19 +690,29 @@ var rules = []Rule{
 			}
 			return s.impl() == presets.ImplTE && moeOrMLP
 		},
-		msg: text("CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm")},
+		msg: text("CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm"),
+		hint: func(s *state) string {
+			k := s.c.commOverlapKey("overlap_moe_expert_parallel_comm")
+			return fmt.Sprintf("EP communication overlap is on, %s=true: graph neither moe nor mlp, or set %s=false", k, k)
+		}},
 	{ID: "TC-38", Fields: []string{"model.delay_wgrad_compute", "model.overlap_moe_expert_parallel_comm"}, Gens: both, Kind: Reject, Source: srcTC, Shadow: "MB-12",
 		stages: []stage{stageMCore},
 		when: func(s *state) bool {
 			return s.b("model.delay_wgrad_compute") && !s.b("model.overlap_moe_expert_parallel_comm")
 		},
-		msg: text("overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute")},
+		msg: text("overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute"),
+		hint: func(s *state) string {
+			return fmt.Sprintf("set %s=true, or %s=false", s.c.commOverlapKey("overlap_moe_expert_parallel_comm"), s.c.commOverlapKey("delay_wgrad_compute"))
+		}},
 	{ID: "TC-37", Fields: []string{"model.delay_wgrad_compute", "model.cuda_graph_impl", "te_version"}, Gens: both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when: func(s *state) bool {
 			return s.b("model.delay_wgrad_compute") && s.impl() == presets.ImplTE && s.teBelow("2.10.0")
 		},
-		msg: text("TE version >= 2.10.0 is required for delay_wgrad_compute with partial cuda graph")},
+		msg: text("TE version >= 2.10.0 is required for delay_wgrad_compute with partial cuda graph"),
+		hint: func(s *state) string {
+			return fmt.Sprintf("delayed wgrad is on, %s=true", s.c.commOverlapKey("delay_wgrad_compute"))
+		}},
 
 	// --- MB ConfigContainer.validate after model.finalize() ---
 	{ID: "MB-02", Fields: []string{"rng.te_rng_tracker", "model.use_te_rng_tracker"}, Gens: both, Kind: AutoFix, Launcher: LauncherMB, Source: srcMBCFG,
@@ -776,7 +787,8 @@ var rules = []Rule{
 		msg: func(s *state) string {
 			return "1F1B overlap with FSDP does not support per-layer CUDA graphs (cuda_graph_impl=" + pyRepr(s.impl()) + "). " +
 				"Use cuda_graph_impl='full_iteration' or disable CUDA graphs (cuda_graph_impl='none')."
-		}},
+		},
+		hint: overlapOnHint},
 
 	// --- Megatron-LM's launcher: validate_args, in its order, before MLM
 	// builds the TransformerConfig (LauncherMLM only; MB never calls it) ---
@@ -927,6 +939,13 @@ func epOverlapError(s *state) string {
 		return "Pipeline model parallel size must be larger than 1 when enabling overlap_moe_expert_parallel_comm with MTP layer."
 	}
 	return ""
+}
+
+// overlapOnHint names the key that turns EP communication overlap on, as
+// the recipe spells it.
+func overlapOnHint(s *state) string {
+	k := s.c.commOverlapKey("overlap_moe_expert_parallel_comm")
+	return fmt.Sprintf("EP communication overlap is on, %s=true; %s=false turns it off", k, k)
 }
 
 // rankCapacityError is MCore's check of moe_expert_rank_capacity_factor

@@ -456,7 +456,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 			return nil, fmt.Errorf("model %s: the %s layout's recipe sets %s, which Megatron-Bridge %s (%s) does not have (allowed: --mbridge %s)",
 				m.Name, layoutName(l), k, mbridge, gen, strings.Join(mbridgeOf(f.Gen), ", "))
 		}
-		if err := c.ApplySet(k + "=" + l.Settings[k]); err != nil {
+		if err := c.applySet(k+"="+l.Settings[k], false); err != nil {
 			return nil, fmt.Errorf("model %s: the %s layout's settings: %s", m.Name, layoutName(l), strings.TrimPrefix(err.Error(), "--set "))
 		}
 	}
@@ -851,7 +851,13 @@ func parseHydraValue(s string, listField bool) raw {
 
 // ApplySet applies one `--set key=value` override. Errors name the flag:
 // `--set model.xyz=...: ...`.
-func (c *Recipe) ApplySet(arg string) error {
+//
+// A user's override of a model field the recipe's comm_overlap overwrites
+// when MB starts is refused, naming the key that wins.
+func (c *Recipe) ApplySet(arg string) error { return c.applySet(arg, true) }
+
+// applySet is ApplySet; user is false for the recipe's own settings.
+func (c *Recipe) applySet(arg string, user bool) error {
 	flag := printable(arg)
 	key, val, ok := strings.Cut(arg, "=")
 	key = strings.TrimSpace(key)
@@ -866,6 +872,11 @@ func (c *Recipe) ApplySet(arg string) error {
 	v, bad := coerce(f, r, c.gen)
 	if bad != nil {
 		return fmt.Errorf("--set %s: field %s: bad value %q (allowed: %s)", flag, key, bad.text, f.allowed(c.gen))
+	}
+	if user {
+		if err := c.overriddenByCommOverlap(key, strings.TrimSpace(val)); err != nil {
+			return fmt.Errorf("--set %s: %v", flag, err)
+		}
 	}
 	if err := c.setValue(key, v); err != nil {
 		return fmt.Errorf("--set %s: %v", flag, err)

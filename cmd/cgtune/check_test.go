@@ -289,3 +289,71 @@ func TestCheckJudgesByTheLauncher(t *testing.T) {
 		t.Errorf("--launcher torchrun: exit %d, stderr %q", code, errb)
 	}
 }
+
+// qwen3_30b_a3b's h100 recipe turns EP communication overlap on in its
+// comm_overlap config, which MB copies onto the model: an override of the
+// model's field would be lost, so it is refused, naming the key that wins.
+func TestCheckRefusesAnOverrideCommOverlapOverwrites(t *testing.T) {
+	code, out, errb := cgtune(t, "check", "--model", "qwen3_30b_a3b", "--gpu-type", "h100", "--set", "model.overlap_moe_expert_parallel_comm=false")
+	want := "cgtune: --set model.overlap_moe_expert_parallel_comm=false: the recipe's comm_overlap.overlap_moe_expert_parallel_comm (true) wins: " +
+		"Megatron-Bridge copies it onto model.overlap_moe_expert_parallel_comm when it starts " +
+		"(MB src/megatron/bridge/training/comm_overlap.py CommOverlapConfig.setup); set comm_overlap.overlap_moe_expert_parallel_comm=false instead\n"
+	if code != exitBadInput || out != "" || errb != want {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}
+
+// The worked example of README's "cgtune check" section runs as written:
+// each "$ cgtune check ..." line (with its continuations) prints the lines
+// shown under it, the notes on stderr first.
+func TestCheckReadmeExample(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "### `cgtune check`")
+	_, block, ok2 := strings.Cut(section, "```sh\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README has no cgtune check example")
+	}
+	type example struct {
+		args []string
+		want []string
+	}
+	var examples []example
+	lines := strings.Split(strings.TrimRight(block, "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		cmd, ok := strings.CutPrefix(lines[i], "$ cgtune ")
+		if !ok {
+			continue
+		}
+		for strings.HasSuffix(cmd, `\`) && i+1 < len(lines) {
+			i++
+			cmd = strings.TrimSuffix(cmd, `\`) + " " + strings.TrimSpace(lines[i])
+		}
+		e := example{args: strings.Fields(cmd)}
+		for i+1 < len(lines) && !strings.HasPrefix(lines[i+1], "$ ") {
+			i++
+			e.want = append(e.want, lines[i])
+		}
+		examples = append(examples, e)
+	}
+	ran := 0
+	for _, e := range examples {
+		if len(e.want) == 0 {
+			continue // shown without its output
+		}
+		ran++
+		t.Run(argsName(e.args), func(t *testing.T) {
+			_, out, errb := cgtune(t, e.args...)
+			got := strings.Split(strings.TrimRight(errb+out, "\n"), "\n")
+			if !slices.Equal(got, e.want) {
+				t.Errorf("got:\n%s\nREADME shows:\n%s", strings.Join(got, "\n"), strings.Join(e.want, "\n"))
+			}
+		})
+	}
+	if ran < 2 {
+		t.Errorf("README's check example has %d commands with their output", ran)
+	}
+}
