@@ -443,6 +443,8 @@ var shapeSets = map[string]string{
 	"model.moe_expert_capacity_factor":       "1.0",
 	"model.moe_pad_expert_input_to_capacity": "true",
 	"model.moe_token_dispatcher_type":        "flex",
+	// MCore's default flex backend, deepep, refuses the padding (TC-43).
+	"model.moe_flex_dispatcher_backend": "hybridep",
 }
 
 // ValidateShape checks only what does not depend on a model: the impl,

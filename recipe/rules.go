@@ -251,6 +251,33 @@ var rules = []Rule{
 		stages: []stage{stageHarness}}, // applied step by step in ApplyHarnessFlags
 
 	// --- MB comm-overlap setup (runs before ConfigContainer.validate) ---
+	// MB v0.7's runtime_config_update turns EP overlap and delayed wgrad off
+	// everywhere for Energon native packing, before the comm-overlap setup
+	// (ConfigContainer._disable_native_energon_packing_moe_overlap).
+	{ID: "MB-22", Fields: []string{"dataset.packing_buffer_size", "model.overlap_moe_expert_parallel_comm", "model.delay_wgrad_compute",
+		"comm_overlap.overlap_moe_expert_parallel_comm", "comm_overlap.delay_wgrad_compute"},
+		Gens: onlyG3, MinMB: 7, Kind: AutoFix, Launcher: LauncherMB, Source: "MB src/megatron/bridge/training/config.py runtime_config_update, ConfigContainer._disable_native_energon_packing_moe_overlap",
+		stages: []stage{stageCommOverlap},
+		when: func(s *state) bool {
+			if s.null("dataset.packing_buffer_size") {
+				return false
+			}
+			for _, f := range commOverlapFields {
+				if s.b("model."+f) || s.b("comm_overlap."+f) {
+					return true
+				}
+			}
+			return false
+		},
+		fix: func(s *state) string {
+			for _, f := range commOverlapFields {
+				s.set("model."+f, Value{Bool: false})
+				if s.c.hasCommOverlap() {
+					s.set("comm_overlap."+f, Value{Bool: false})
+				}
+			}
+			return "Disabling MoE expert-parallel communication overlap and delayed weight-gradient compute because overlap switches MCore to combined-1F1B schedule-plan execution, but the current VLM path does not forward visual inputs or packed-sequence metadata through that plan."
+		}},
 	// MB's own copy of MCore's EP-overlap checks (TC-39), for the value the
 	// recipe's comm_overlap asks for, in its own order and words, with a
 	// num_moe_experts check MCore does not make.
@@ -340,6 +367,15 @@ var rules = []Rule{
 			return s.b("dataset.enable_offline_packing") && captures && !s.b("dataset.offline_packing_specs.pad_cu_seqlens")
 		},
 		msg: text("Packed attention CUDA graphs require offline_packing_specs.pad_cu_seqlens=True. Enable it for full-iteration, whole-layer, or attention-scoped capture.")},
+	// MB v0.7's Energon packing block in validate(), before its CUDA-graph
+	// configuration check; the batch-size, per-token-loss and
+	// average_in_collective checks before it are not recipe fields cgtune
+	// models.
+	{ID: "MB-09", Fields: []string{"dataset.packing_buffer_size", "model.cuda_graph_impl", "model.mtp_num_layers", "model.pipeline_model_parallel_size"},
+		Gens: onlyG3, MinMB: 7, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
+		stages: []stage{stagePreFinalize},
+		when:   func(s *state) bool { return energonPackingError(s) != "" },
+		msg:    energonPackingError},
 	// A local graph that is not full-iteration; the local inference-graph
 	// exemption needs inference_cuda_graph_scope, which is unset before
 	// model.finalize() in a training recipe.
@@ -389,6 +425,20 @@ var rules = []Rule{
 		}},
 
 	// --- MCore TransformerConfig.__post_init__ ---
+	// MCore's MoE checks before its CUDA-graph block, on the fields the
+	// graph rules read; a negative capacity factor reads as None (dropless)
+	// from here on.
+	{ID: "TC-43", Fields: []string{"model.expert_model_parallel_size", "model.num_moe_experts", "model.moe_token_dispatcher_type", "model.moe_flex_dispatcher_backend", "model.moe_pad_expert_input_to_capacity",
+		"model.moe_shared_expert_intermediate_size", "model.moe_shared_expert_overlap", "model.moe_expert_capacity_factor"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return moeSettingsError(s) != "" },
+		msg:    moeSettingsError,
+		after: func(s *state) {
+			if k := "model.moe_expert_capacity_factor"; !s.null(k) && s.f(k) < 0 {
+				s.set(k, Value{Null: true})
+			}
+		}},
 	// Among MCore's MoE checks, before its CUDA-graph block. MB v0.5's
 	// MCore (d0b3b775) checks the op fuser first and knows hybridep only.
 	{ID: "TC-42", Fields: []string{"model.moe_expert_rank_capacity_factor", "model.moe_flex_dispatcher_backend", "model.use_transformer_engine_op_fuser"},
@@ -396,6 +446,27 @@ var rules = []Rule{
 		stages: []stage{stageMCore},
 		when:   func(s *state) bool { return rankCapacityError(s) != "" },
 		msg:    rankCapacityError},
+	// MCore's CPU-offloading and recompute checks, after its MoE ones.
+	{ID: "TC-44", Fields: []string{"model.cpu_offloading", "model.pipeline_model_parallel_size", "model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return recomputeSettingsError(s) != "" },
+		msg:    recomputeSettingsError},
+	// moe_router_padding_for_fp8 is the alias that turns
+	// moe_router_padding_for_quantization on, checked just before the
+	// CUDA-graph block.
+	{ID: "TC-45", Fields: []string{"model.moe_router_padding_for_fp8", "model.fp8", "model.fp4", "model.moe_token_dispatcher_type"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when: func(s *state) bool {
+			return s.b("model.moe_router_padding_for_fp8") && (s.null("model.fp8") && s.null("model.fp4") || s.str("model.moe_token_dispatcher_type") == "allgather")
+		},
+		msg: func(s *state) string {
+			if s.null("model.fp8") && s.null("model.fp4") {
+				return "fp8/fp4 must be specified when moe_router_padding_for_quantization is True."
+			}
+			return "allgather and alltoall_seq dispatcher does not support moe_router_padding_for_quantization."
+		}},
 	{ID: "TC-01", Fields: []string{"model.enable_cuda_graph", "model.external_cuda_graph", "model.cuda_graph_impl"}, Gens: both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when: func(s *state) bool {
@@ -730,13 +801,6 @@ var rules = []Rule{
 			s.set("model.use_te_rng_tracker", Value{Bool: true})
 			return fmt.Sprintf("%s=True because %s=True (MB keeps the two in sync)", to, from)
 		}},
-	{ID: "MB-03", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules", "rerun_state_machine.check_for_nan_in_loss"},
-		Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
-		stages: []stage{stageMB},
-		when: func(s *state) bool {
-			return s.fullIteration() && s.b("rerun_state_machine.check_for_nan_in_loss")
-		},
-		msg: text("check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set rerun_state_machine.check_for_nan_in_loss=False.")},
 	{ID: "MB-06", Fields: []string{"ddp.use_megatron_fsdp", "ddp.megatron_fsdp_version", "optimizer.optimizer_cuda_graph", "model.cuda_graph_impl", "ddp.megatron_fsdp_cuda_graph_mode"},
 		Gens: onlyG3, MinMB: 7, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG + " _validate_and_apply_megatron_fsdp_v2_configs",
 		stages: []stage{stageMB},
@@ -750,13 +814,28 @@ var rules = []Rule{
 			}
 			return "MFSDP V2 does not support CUDA graphs."
 		}},
-	{ID: "MB-09", Fields: []string{"dataset.packing_buffer_size", "model.cuda_graph_impl"}, Gens: onlyG3, MinMB: 7, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
+	// MB's fine-grained offloading check (_validate_fine_grained_activation_offloading),
+	// after Megatron-Core's, whatever the graph.
+	{ID: "MB-21", Fields: []string{"model.fine_grained_activation_offloading", "model.transformer_impl", "te_version", "env.NVTE_CPU_OFFLOAD_V1"},
+		Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG + " _validate_fine_grained_activation_offloading",
 		stages: []stage{stageMB},
 		when: func(s *state) bool {
-			return !s.null("dataset.packing_buffer_size") && s.impl() != presets.ImplNone
+			return s.b("model.fine_grained_activation_offloading") &&
+				(s.str("model.transformer_impl") != "transformer_engine" || !s.teBelow("2.10.0") && s.env("NVTE_CPU_OFFLOAD_V1") != "1")
 		},
-		msg: text("Energon native sequence packing does not support CUDA graphs.")},
-
+		msg: func(s *state) string {
+			if impl := s.str("model.transformer_impl"); impl != "transformer_engine" {
+				return "Fine-grained activation offloading is only supported with transformer_engine implementation. Current transformer_impl: " + impl
+			}
+			return "For fine-grained activation offloading with TE >= 2.10.0, NVTE_CPU_OFFLOAD_V1 environment variable should be set to 1 to avoid offloading weights."
+		}},
+	{ID: "MB-03", Fields: []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules", "rerun_state_machine.check_for_nan_in_loss"},
+		Gens: both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
+		stages: []stage{stageMB},
+		when: func(s *state) bool {
+			return s.fullIteration() && s.b("rerun_state_machine.check_for_nan_in_loss")
+		},
+		msg: text("check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set rerun_state_machine.check_for_nan_in_loss=False.")},
 	// --- MB GPTModelProvider.provide ---
 	// Only the GPT provider asserts it: a hybrid (Mamba) model's provider
 	// (MB models/mamba/mamba_provider.py MambaModelProvider.provide to v0.5,
@@ -948,6 +1027,51 @@ func overlapOnHint(s *state) string {
 	return fmt.Sprintf("EP communication overlap is on, %s=true; %s=false turns it off", k, k)
 }
 
+// moeSettingsError is the first of TC-43's checks the config trips, or "".
+func moeSettingsError(s *state) string {
+	pad := s.b("model.moe_pad_expert_input_to_capacity")
+	disp := s.str("model.moe_token_dispatcher_type")
+	backend := s.v("model.moe_flex_dispatcher_backend")
+	capacity := s.v("model.moe_expert_capacity_factor")
+	switch {
+	case s.i("model.expert_model_parallel_size") > 1 && s.null("model.num_moe_experts"):
+		return "num_moe_experts must be non None to use expert-parallel."
+	case disp == "flex" && pad && !backend.Null && backend.Str == "deepep":
+		return "Flex token dispatcher with deepep backend does not support moe_pad_expert_input_to_capacity"
+	case !s.null("model.moe_shared_expert_intermediate_size") && s.b("model.moe_shared_expert_overlap") && s.mb <= 4 && disp != "alltoall":
+		return "moe_shared_expert_overlap only works with alltoall token dispatcher."
+	case !s.null("model.moe_shared_expert_intermediate_size") && s.b("model.moe_shared_expert_overlap") && s.mb >= 5 && disp != "alltoall" && disp != "flex":
+		return "moe_shared_expert_overlap only works with alltoall or flex token dispatcher."
+	case pad && (capacity.Null || capacity.Float < 0):
+		return "moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity"
+	}
+	return ""
+}
+
+// recomputeSettingsError is the first of TC-44's checks the config trips,
+// or "".
+func recomputeSettingsError(s *state) string {
+	cpu := s.b("model.cpu_offloading")
+	g := s.v("model.recompute_granularity")
+	pp := max(s.i("model.pipeline_model_parallel_size"), 1)
+	switch {
+	case cpu && pp > 1:
+		return "Currently there is no support for Pipeline parallelism with CPU offloading"
+	case cpu && !g.Null:
+		return "CPU offloading does not work when activation recomputation is enabled"
+	case g.Null:
+		return ""
+	case g.Str == "full" && s.null("model.recompute_method"):
+		return `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`
+	case g.Str == "full" && s.null("model.recompute_num_layers"):
+		return fmt.Sprintf("When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: %d",
+			len(s.c.model.Arch.LayerKinds())/pp)
+	case g.Str == "selective" && !s.null("model.recompute_num_layers"):
+		return "When using recompute_granularity: selective recompute_num_layers must be None."
+	}
+	return ""
+}
+
 // rankCapacityError is MCore's check of moe_expert_rank_capacity_factor
 // (transformer_config.py __post_init__): the first message it raises, or "".
 func rankCapacityError(s *state) string {
@@ -971,6 +1095,22 @@ func rankCapacityError(s *state) string {
 		return "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be 'hybridep' or 'ncclep'."
 	case hybridep && !fuser:
 		return "moe_expert_rank_capacity_factor with the 'hybridep' backend requires use_transformer_engine_op_fuser to be enabled."
+	}
+	return ""
+}
+
+// energonPackingError is the first of MB-09's checks the config trips, or "".
+func energonPackingError(s *state) string {
+	if s.null("dataset.packing_buffer_size") {
+		return ""
+	}
+	switch {
+	case !s.null("model.mtp_num_layers") && s.i("model.mtp_num_layers") > 0:
+		return "Energon native sequence packing does not support MTP."
+	case s.impl() != presets.ImplNone:
+		return "Energon native sequence packing does not support CUDA graphs."
+	case s.i("model.pipeline_model_parallel_size") > 1:
+		return "Energon native sequence packing does not yet support pipeline parallelism."
 	}
 	return ""
 }

@@ -161,7 +161,8 @@ func TestCheckNotesAndWarmup(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 	off := []string{"check", "--model", "llama3_8b", "--mbridge", "0.6", "--impl", "transformer_engine", "--scope", "attn",
-		"--set", "model.fine_grained_activation_offloading=true", "--set", "model.offload_modules=[core_attn]"}
+		"--set", "model.fine_grained_activation_offloading=true", "--set", "model.offload_modules=[core_attn]",
+		"--set", "env.NVTE_CPU_OFFLOAD_V1=1"} // MB-21: with TE >= 2.10 MB needs it for any offloading
 	code, out, _ = cgtune(t, append(off, "--warmup", "0")...)
 	if code != exitInvalid || out != "TC-34: cuda_graph_warmup_steps must be greater than 0 when enabling fine-grained activation offloading.\n" {
 		t.Errorf("warmup 0: exit %d, %q", code, out)
