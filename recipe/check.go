@@ -69,7 +69,7 @@ func (s *state) fire(r *Rule) bool {
 		if r.when(s) {
 			fired = true
 			if !s.fired[r.ID] && !(r.Shadow != "" && s.fired[r.Shadow]) {
-				v := Violation{ID: r.ID, Message: r.msg(s)}
+				v := Violation{ID: r.ID, Message: r.message(s)}
 				if r.hint != nil {
 					v.Hint = r.hint(s)
 				}

@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -567,6 +568,34 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// messageMatches reports whether msg is one of a rule's message
+// templates, {...} standing for any value.
+func messageMatches(templates []string, msg string) bool {
+	for _, tpl := range templates {
+		parts := regexp.MustCompile(`\{[^{}]*\}`).Split(tpl, -1)
+		for i := range parts {
+			parts[i] = regexp.QuoteMeta(parts[i])
+		}
+		if regexp.MustCompile("^" + strings.Join(parts, ".*") + "$").MatchString(msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// What a rule documents as its messages is what it prints: every message
+// of the rule cases is one of its templates.
+func TestRuleMessagesAreDocumented(t *testing.T) {
+	for _, rc := range ruleCases {
+		if !rc.fail || rc.msg == "" {
+			continue
+		}
+		if r := ruleByID(rc.id); !messageMatches(r.Messages, rc.msg) {
+			t.Errorf("%s prints %q, which none of its Messages documents", rc.id, rc.msg)
+		}
+	}
+}
+
 // Every rule of the table has a configuration that trips it and one that
 // does not.
 func TestEveryRuleHasPassAndFailCase(t *testing.T) {
@@ -595,8 +624,14 @@ func TestRuleTableIsConsistent(t *testing.T) {
 		if len(r.Gens) == 0 || len(r.stages) == 0 || r.Source == "" {
 			t.Errorf("%s: gens %v, stages %v, source %q", r.ID, r.Gens, r.stages, r.Source)
 		}
-		if r.Kind == Reject && (r.when == nil || r.msg == nil) {
-			t.Errorf("%s: reject rule without predicate or message", r.ID)
+		if r.Kind == Reject && (r.when == nil || len(r.Messages) == 0 || r.Fix == "") {
+			t.Errorf("%s: reject rule without predicate, messages or fix", r.ID)
+		}
+		if r.Kind == AutoFix && (len(r.Messages) > 0 || r.Fix != "") {
+			t.Errorf("%s: an auto-fix prints no message and needs no fix", r.ID)
+		}
+		if r.Summary == "" || strings.Contains(r.Summary, "\n") || len(r.Summary) > 70 || r.Condition == "" {
+			t.Errorf("%s: summary %q (one line, at most 70 characters), condition %q", r.ID, r.Summary, r.Condition)
 		}
 		if r.Kind == AutoFix && r.ID != "PERF-06" && (r.when == nil || r.fix == nil) {
 			t.Errorf("%s: auto-fix rule without predicate or fix", r.ID)
