@@ -139,20 +139,27 @@ var localOffloadable = []string{"expert_fc1", "moe_act", "fused_group_mlp"}
 //     TC-01/TC-02, TC-04 and TC-15 (LauncherMLM only); a recipe sets the
 //     fields, so the TC rules report the same configurations in MCore's
 //     wording.
-//   - ARG-11, ARG-19: not about graphs (TE version for delayed wgrad without
-//     gradient-accumulation fusion; NVTE_CPU_OFFLOAD_V1 for offloading).
-//   - ARG-12 (GTP needs CUDA_GRAPHS_USE_NODE_PRIORITY=1): an MLM launcher
-//     check about overlap quality, not correctness; MB does not make it.
-//   - ARG-13: MLM's --hybrid-context-parallel flag has no MB recipe field.
+//   - ARG-11, ARG-12, ARG-13, ARG-19: Megatron-LM launcher checks on what a
+//     recipe does not hold (delayed wgrad without gradient-accumulation
+//     fusion, GTP's CUDA_GRAPHS_USE_NODE_PRIORITY, --hybrid-context-parallel,
+//     NVTE_CPU_OFFLOAD_V1; MB's own version of the last is MB-21).
 //   - RT-*: asserts inside capture and replay (TE importable, schedule
 //     order, tensor-only inputs, ...): they depend on the running program,
 //     not on the recipe.
 //   - MB-16, MB-17: MB adjusts HybridEP padding and the load helper's
 //     settings; neither rejects nor changes the graph configuration of a
 //     training recipe.
-//   - TC-39's torch >= 2.6 assert and the ncclep flex-backend checks: the
-//     torch version and moe_flex_dispatcher_backend are not recipe fields
-//     cgtune models.
+//   - Checks on settings the schema does not hold, though some come before
+//     a rule here: torch >= 2.6 for EP overlap; ncclep with EP overlap and
+//     expert_fc1 offloading; the legacy grouped GEMM with delayed wgrad
+//     (MB 0.3's MCore); the selective recompute modules' own requirements
+//     (moe_act needs grouped GEMM, mla_up_proj MLA); Megatron-FSDP v2's
+//     contract before MB-06 (BF16 parameters, data parallelism only, no
+//     MoE, no clipping, ...) and v1's environment; Energon packing's batch
+//     size, per-token loss and average_in_collective before MB-09.
+//   - What the comm-overlap setup does to the DDP and optimizer configs
+//     (overlap_grad_reduce and overlap_param_gather follow the data-parallel
+//     size): MB-19 reads the recipe's overlap_param_gather as set.
 var rules = []Rule{
 	// --- perf harness (ApplyHarnessFlags drives these in its own order) ---
 	// The harness parses its flags with argparse, whose type functions
