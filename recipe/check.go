@@ -60,7 +60,7 @@ func stateFor(c *Recipe, mbridge string) (*state, error) {
 // fire evaluates one rule against s, records the violation or applies the
 // fix, and reports whether it fired.
 func (s *state) fire(r *Rule) bool {
-	if !r.AppliesTo(s.gen, s.mb) {
+	if !r.AppliesTo(s.gen, s.mb) || !r.RunsUnder(s.launcher) {
 		return false
 	}
 	fired := false
@@ -69,7 +69,7 @@ func (s *state) fire(r *Rule) bool {
 		if r.when(s) {
 			fired = true
 			if !s.fired[r.ID] && !(r.Shadow != "" && s.fired[r.Shadow]) {
-				v := Violation{ID: r.ID, Message: r.msg(s)}
+				v := Violation{ID: r.ID, Message: r.message(s)}
 				if r.hint != nil {
 					v.Hint = r.hint(s)
 				}
@@ -103,29 +103,33 @@ func (s *state) runStage(st stage) {
 // Check runs every rule of Megatron-Bridge version mbridge (and of the
 // Megatron-Core and Transformer Engine it pins) against cfg, in MB's
 // start-up order, applying the auto-fixes MB applies on the way. cfg is not
-// modified. mbridge must be of the generation cfg was built for.
-func Check(cfg *Recipe, mbridge string) Report {
-	s, err := checked(cfg, mbridge)
+// modified. mbridge must be of the generation cfg was built for. With
+// WithLauncher(LauncherMLM) the job is Megatron-LM's pretrain_gpt.py: its
+// validate_args checks run first and MB's own checks not at all.
+func Check(cfg *Recipe, mbridge string, opts ...Option) Report {
+	s, err := checked(cfg, mbridge, opts...)
 	if err != nil {
 		return configReport(err)
 	}
 	return Report{Violations: s.violations, Notes: s.notes}
 }
 
-// checked runs Check's stages on a copy of cfg and returns the state MB
-// ends its start-up with.
-func checked(cfg *Recipe, mbridge string) (*state, error) {
+// checked runs Check's stages on a copy of cfg and returns the state the
+// launcher ends its start-up with.
+func checked(cfg *Recipe, mbridge string, opts ...Option) (*state, error) {
 	s, err := stateFor(cfg.Clone(), mbridge)
 	if err != nil {
 		return nil, err
 	}
-	s.runStage(stageCommOverlap)
-	// CommOverlapConfig.setup copies the user's comm_overlap values onto the
-	// model before validate(); unset ones leave the model's own value.
-	for _, f := range []string{"overlap_moe_expert_parallel_comm", "delay_wgrad_compute"} {
-		if v := s.v("comm_overlap." + f); !v.Null {
-			s.set("model."+f, Value{Bool: v.Bool})
-		}
+	s.launcher = optionsOf(opts).launcher
+	if s.launcher == LauncherMLM {
+		// The recipe's comm_overlap settings are the job's own flags
+		// (--overlap-moe-expert-parallel-comm, --delay-wgrad-compute).
+		s.applyCommOverlap()
+		s.runStage(stageArgs)
+	} else {
+		s.runStage(stageCommOverlap)
+		s.applyCommOverlap()
 	}
 	if s.mb >= 6 {
 		s.runStage(stagePreFinalize)
@@ -143,8 +147,8 @@ func checked(cfg *Recipe, mbridge string) (*state, error) {
 // (stepmodel.PlanCapture, as the search plans each candidate): a capture
 // known to fail is a WillFailID violation with the reason the search
 // gives, and a setting that captures nothing on the model is a note.
-func CheckWithCapture(cfg *Recipe, mbridge string) Report {
-	s, err := checked(cfg, mbridge)
+func CheckWithCapture(cfg *Recipe, mbridge string, opts ...Option) Report {
+	s, err := checked(cfg, mbridge, opts...)
 	if err != nil {
 		return configReport(err)
 	}
@@ -395,15 +399,15 @@ func harness04(s *state) {
 // key=value overrides, applied in key order), then c as the perf harness
 // applies it, then every rule. A nil c.Scopes is the whole layer here. A
 // set that cannot be applied is reported as a CONFIG violation.
-func ValidateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string) Report {
-	return validateCandidate(m, l, c, mbridge, sets, Check)
+func ValidateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, opts ...Option) Report {
+	return validateCandidate(m, l, c, mbridge, sets, func(cfg *Recipe, mb string) Report { return Check(cfg, mb, opts...) })
 }
 
 // ValidateWithCapture is ValidateCandidate, then the capture plan's verdict
 // (CheckWithCapture): a candidate the search would leave out as WillFailID
 // is a violation here.
-func ValidateWithCapture(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string) Report {
-	return validateCandidate(m, l, c, mbridge, sets, CheckWithCapture)
+func ValidateWithCapture(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, opts ...Option) Report {
+	return validateCandidate(m, l, c, mbridge, sets, func(cfg *Recipe, mb string) Report { return CheckWithCapture(cfg, mb, opts...) })
 }
 
 func validateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, check func(*Recipe, string) Report) Report {
@@ -440,6 +444,8 @@ var shapeSets = map[string]string{
 	"model.moe_expert_capacity_factor":       "1.0",
 	"model.moe_pad_expert_input_to_capacity": "true",
 	"model.moe_token_dispatcher_type":        "flex",
+	// MCore's default flex backend, deepep, refuses the padding (TC-43).
+	"model.moe_flex_dispatcher_backend": "hybridep",
 }
 
 // ValidateShape checks only what does not depend on a model: the impl,

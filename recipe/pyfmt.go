@@ -7,10 +7,11 @@ import "strings"
 
 // pyRepr is repr() of a str.
 func pyRepr(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\\`)
 	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
 		return `"` + s + `"`
 	}
-	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
+	return "'" + strings.ReplaceAll(s, "'", `\'`) + "'"
 }
 
 // pyList is str() of a list of str: ['attn', 'mlp'].

@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -18,9 +19,11 @@ type ruleCase struct {
 	model   presets.Model
 	sets    []string
 	harness *presets.Candidate
-	fail    bool
-	msg     string // Reject: the exact message
-	note    string // AutoFix: the exact note (without "ID: ")
+	// launcher is the job's launcher (default LauncherMB).
+	launcher Launcher
+	fail     bool
+	msg      string // Reject: the exact message
+	note     string // AutoFix: the exact note (without "ID: ")
 }
 
 func (rc ruleCase) name() string {
@@ -31,6 +34,9 @@ func (rc ruleCase) name() string {
 	h := ""
 	if rc.harness != nil {
 		h = " harness=" + rc.harness.Key()
+	}
+	if rc.launcher != "" {
+		h += " launcher=" + string(rc.launcher)
 	}
 	return fmt.Sprintf("%s/%s/mb%s/%s%s/%s", rc.id, verdict, rc.mb, rc.model.Name, h, strings.Join(rc.sets, ","))
 }
@@ -58,7 +64,7 @@ func run(t *testing.T, rc ruleCase) Report {
 		}
 		notes = n
 	}
-	r := Check(cfg, rc.mb)
+	r := Check(cfg, rc.mb, WithLauncher(rc.launcher))
 	r.Notes = append(notes, r.Notes...)
 	return r
 }
@@ -79,6 +85,8 @@ var (
 	noScope = "model.cuda_graph_scope=null" // G3: drop the recipe's deprecated "full"
 	dropPad = []string{"model.moe_expert_capacity_factor=1.0", "model.moe_pad_expert_input_to_capacity=true"}
 	overlap = "model.overlap_moe_expert_parallel_comm=true"
+	// coOverlap is the overlap as MB's recipes ask for it.
+	coOverlap = "comm_overlap.overlap_moe_expert_parallel_comm=true"
 )
 
 func sets(groups ...any) []string {
@@ -97,10 +105,10 @@ func sets(groups ...any) []string {
 var ruleCases = []ruleCase{
 	// --- perf harness ---
 	{id: "PERF-01", harness: cand("full_iteration", "attn"), fail: true,
-		msg: "Invalid value for cuda_graph_impl: full_iteration. Valid options are: ['none', 'local', 'transformer_engine']"},
+		msg: "argument --cuda_graph_impl: invalid is_cuda_graph_impl_valid value: 'full_iteration'"},
 	{id: "PERF-01", harness: cand("transformer_engine", "attn")},
 	{id: "PERF-02", harness: cand("transformer_engine", "attn", "foo"), fail: true,
-		msg: "Invalid value for cuda_graph_scope: attn,foo. Valid options are: ['full_iteration', 'attn', 'mlp', 'moe', 'moe_router', 'moe_preprocess', 'mamba']. Comma separated list of scopes is allowed."},
+		msg: "argument --cuda_graph_scope: invalid is_cuda_graph_scope_valid value: 'attn,foo'"},
 	{id: "PERF-02", harness: cand("transformer_engine", "attn", "mlp")},
 	{id: "PERF-03", mb: "0.6", harness: cand("local", "full_iteration", "attn"), fail: true,
 		msg: "full_iteration CUDA graph scope cannot be combined with other scopes."},
@@ -131,6 +139,33 @@ var ruleCases = []ruleCase{
 	{id: "PERF-06", harness: cand("none")}, // nothing to change
 
 	// --- comm-overlap setup ---
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.expert_model_parallel_size=1"), fail: true,
+		msg: "overlap_moe_expert_parallel_comm is only supported when expert_model_parallel_size > 1"},
+	{id: "MB-18", sets: sets(coOverlap, "model.expert_model_parallel_size=8"), fail: true,
+		msg: "'>' not supported between instances of 'NoneType' and 'int'"},
+	{id: "MB-18", mb: "0.6", model: moeModel, sets: sets(coOverlap, "model.num_moe_experts=1"), fail: true,
+		msg: "overlap_moe_expert_parallel_comm is only supported when num_moe_experts > 1,                     but got 1"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.moe_token_dispatcher_type=allgather"), fail: true,
+		msg: "overlap_moe_expert_parallel_comm is only supported when moe_token_dispatcher_type == 'alltoall' or 'flex',                      but got allgather"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.bf16=false"), fail: true,
+		msg: "overlap_moe_expert_parallel_comm is only supported when using bf16 or fp16 models"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.pipeline_model_parallel_size=2"), fail: true,
+		msg: "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.recompute_method=uniform"), fail: true,
+		msg: "disable recomputation method when enabling overlap_moe_expert_parallel_comm"},
+	{id: "MB-18", mb: "0.6", model: moeModel, sets: sets(coOverlap, "model.recompute_modules=[moe]"), fail: true,
+		msg: "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm"},
+	{id: "MB-18", mb: "0.5", model: moeModel, sets: sets(coOverlap, "model.recompute_modules=[moe]")}, // MCore's TC-39 says it
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.moe_shared_expert_overlap=true"), fail: true,
+		msg: "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm"},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap, "model.mtp_num_layers=0"), fail: true,
+		msg: "MTP layernum only supports 1 when enabling overlap_moe_expert_parallel_comm."},
+	{id: "MB-18", mb: "0.7", model: moeModel, sets: sets(coOverlap, "model.mtp_num_layers=2"), fail: true,
+		msg: "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm."},
+	{id: "MB-18", mb: "0.7", model: moeModel, sets: sets(coOverlap, "model.mtp_num_layers=0")},
+	{id: "MB-18", model: moeModel, sets: sets(coOverlap)},
+	// Only the recipe's comm_overlap value runs MB's block; MCore's TC-39 checks the model's.
+	{id: "MB-18", model: moeModel, sets: sets(overlap, "model.expert_model_parallel_size=1")},
 	{id: "MB-11", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", "comm_overlap.overlap_moe_expert_parallel_comm=true", "te_version=2.6"), fail: true,
 		msg: "TE version >= 2.7.0 is required for overlap_grad_reduce when usingdelay_wgrad_compute. Current TE version: 2.6"},
 	{id: "MB-11", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", "comm_overlap.overlap_moe_expert_parallel_comm=true", "te_version=2.6.1", "ddp.overlap_grad_reduce=false"), fail: true,
@@ -138,22 +173,35 @@ var ruleCases = []ruleCase{
 	{id: "MB-11", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", "comm_overlap.overlap_moe_expert_parallel_comm=true", "te_version=2.7")},
 	{id: "MB-12", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true"), fail: true,
 		msg: "overlap_moe_expert_parallel_comm is required for delay_wgrad_compute"},
-	{id: "MB-12", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap)},
-	{id: "MB-13", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11"), fail: true,
+	{id: "MB-12", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap)},
+	{id: "MB-13", mb: "0.5", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11"), fail: true,
 		msg: "CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0."},
-	{id: "MB-13", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.12")},
-	{id: "MB-13", mb: "0.3", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11")},
-	{id: "MB-14", model: deepseekModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[moe_router]", rngOn, "model.gradient_accumulation_fusion=false"), fail: true,
+	{id: "MB-13", mb: "0.6", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "te_version=2.11"), fail: true,
+		msg: "CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0."},
+	{id: "MB-13", mb: "0.6", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "te_version=2.12")},
+	{id: "MB-13", mb: "0.3", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11")},
+	// MB 0.4 compares scope names with CudaGraphScope members: never equal.
+	{id: "MB-13", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11")},
+	{id: "MB-14", mb: "0.5", model: deepseekModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_scope=[moe_router]", rngOn, "model.gradient_accumulation_fusion=false"), fail: true,
 		msg: "CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements."},
-	{id: "MB-14", model: deepseekModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[moe_router]", rngOn, "model.gradient_accumulation_fusion=false", "model.moe_shared_expert_overlap=true")},
-	{id: "MB-15", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.add_qkv_bias=true"), fail: true,
+	{id: "MB-14", mb: "0.5", model: deepseekModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_scope=[moe_router]", rngOn, "model.gradient_accumulation_fusion=false", "model.moe_shared_expert_overlap=true")},
+	{id: "MB-14", model: deepseekModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_scope=[moe_router]", rngOn, "model.gradient_accumulation_fusion=false")},
+	{id: "MB-15", mb: "0.7", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "model.add_qkv_bias=true"), fail: true,
 		msg: "CUDA graph with delay_wgrad_compute does not support attention bias for now."},
-	{id: "MB-15", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[moe_router]", rngOn, "model.add_qkv_bias=true")},
+	{id: "MB-15", mb: "0.7", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_modules=[moe_router]", noScope, rngOn, "model.add_qkv_bias=true")},
+	{id: "MB-15", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", coOverlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.add_qkv_bias=true")},
 
 	// --- MB >= 0.6 before finalize ---
-	{id: "MB-07", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true"), fail: true,
+	{id: "MB-20", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true"), fail: true,
+		msg: "offline_packing_specs.pad_cu_seqlens=True requires dataset pad_to_max_length=True."},
+	{id: "MB-20", mb: "0.7", sets: sets("dataset.enable_offline_packing=true", "dataset.enable_in_batch_packing=true"), fail: true,
+		msg: "enable_offline_packing and enable_in_batch_packing are mutually exclusive."},
+	{id: "MB-20", mb: "0.6", sets: sets("dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true", "dataset.dataset_kwargs.pad_to_max_length=true")},
+	{id: "MB-07", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true"), fail: true,
 		msg: "Offline packing with CUDA graphs requires dataset pad_to_max_length=True."},
 	{id: "MB-07", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true", "dataset.pad_to_max_length=true")},
+	// MB reads the fine-tuning dataset's dataset_kwargs too.
+	{id: "MB-07", mb: "0.7", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.offline_packing_specs.pad_cu_seqlens=true", "dataset.dataset_kwargs.pad_to_max_length=true")},
 	{id: "MB-08", mb: "0.6", sets: sets("model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.pad_to_max_length=true"), fail: true,
 		msg: "Packed attention CUDA graphs require offline_packing_specs.pad_cu_seqlens=True. Enable it for full-iteration, whole-layer, or attention-scoped capture."},
 	{id: "MB-08", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[mlp]", noScope, rngOn, "dataset.enable_offline_packing=true", "dataset.pad_to_max_length=true")},
@@ -171,6 +219,50 @@ var ruleCases = []ruleCase{
 	{id: "MB-04", mb: "0.3", sets: sets("model.cuda_graph_scope=[attn]")}, // v0.3 never clears
 
 	// --- MCore ---
+	{id: "TC-43", sets: sets("model.expert_model_parallel_size=8"), fail: true, msg: "num_moe_experts must be non None to use expert-parallel."},
+	{id: "TC-43", model: moeModel, sets: sets(dropPad, "model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=deepep"), fail: true,
+		msg: "Flex token dispatcher with deepep backend does not support moe_pad_expert_input_to_capacity"},
+	{id: "TC-43", model: moeModel, sets: sets(dropPad, "model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=hybridep")},
+	{id: "TC-43", model: deepseekModel, sets: sets("model.moe_shared_expert_overlap=true", "model.moe_token_dispatcher_type=flex"), fail: true,
+		msg: "moe_shared_expert_overlap only works with alltoall token dispatcher."},
+	{id: "TC-43", mb: "0.5", model: deepseekModel, sets: sets("model.moe_shared_expert_overlap=true", "model.moe_token_dispatcher_type=flex")},
+	{id: "TC-43", mb: "0.5", model: deepseekModel, sets: sets("model.moe_shared_expert_overlap=true", "model.moe_token_dispatcher_type=allgather"), fail: true,
+		msg: "moe_shared_expert_overlap only works with alltoall or flex token dispatcher."},
+	{id: "TC-43", model: moeModel, sets: sets("model.moe_pad_expert_input_to_capacity=true"), fail: true,
+		msg: "moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity"},
+	// A negative capacity factor is dropless: MCore reads it as None.
+	{id: "TC-43", model: moeModel, sets: sets("model.moe_pad_expert_input_to_capacity=true", "model.moe_expert_capacity_factor=-1"), fail: true,
+		msg: "moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity"},
+	{id: "TC-22", model: moeModel, sets: sets(te, "model.cuda_graph_scope=[attn,moe]", rngOn, "model.moe_expert_capacity_factor=-1"), fail: true,
+		msg: "moe cuda graph is only supported with drop-padding MoE."},
+	{id: "TC-44", sets: sets("model.cpu_offloading=true", "model.pipeline_model_parallel_size=2"), fail: true,
+		msg: "Currently there is no support for Pipeline parallelism with CPU offloading"},
+	{id: "TC-44", sets: sets("model.cpu_offloading=true", "model.recompute_granularity=selective"), fail: true,
+		msg: "CPU offloading does not work when activation recomputation is enabled"},
+	{id: "TC-44", sets: sets("model.recompute_granularity=full"), fail: true,
+		msg: `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`},
+	{id: "TC-44", mb: "0.6", sets: sets("model.recompute_granularity=full", "model.recompute_method=block", "model.pipeline_model_parallel_size=2"), fail: true,
+		msg: "When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: 2"},
+	{id: "TC-44", sets: sets("model.recompute_granularity=selective", "model.recompute_num_layers=1"), fail: true,
+		msg: "When using recompute_granularity: selective recompute_num_layers must be None."},
+	{id: "TC-44", sets: sets("model.recompute_granularity=full", "model.recompute_method=uniform", "model.recompute_num_layers=1")},
+	{id: "TC-44", sets: sets("model.recompute_method=uniform", "model.recompute_num_layers=1")}, // no granularity: not checked
+	{id: "TC-45", sets: sets("model.moe_router_padding_for_fp8=true"), fail: true,
+		msg: "fp8/fp4 must be specified when moe_router_padding_for_quantization is True."},
+	{id: "TC-45", model: moeModel, sets: sets("model.moe_router_padding_for_fp8=true", "model.fp8=hybrid", "model.moe_token_dispatcher_type=allgather"), fail: true,
+		msg: "allgather and alltoall_seq dispatcher does not support moe_router_padding_for_quantization."},
+	{id: "TC-45", model: moeModel, sets: sets("model.moe_router_padding_for_fp8=true", "model.fp8=hybrid")},
+	{id: "TC-42", mb: "0.7", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=hybridep", "model.moe_expert_rank_capacity_factor=1.5"), fail: true,
+		msg: "moe_expert_rank_capacity_factor with the 'hybridep' backend requires use_transformer_engine_op_fuser to be enabled."},
+	{id: "TC-42", mb: "0.6", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=deepep", "model.moe_expert_rank_capacity_factor=1.5"), fail: true,
+		msg: "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be 'hybridep' or 'ncclep'."},
+	{id: "TC-42", mb: "0.7", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=ncclep", "model.moe_expert_rank_capacity_factor=1.5")},
+	{id: "TC-42", mb: "0.7", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=hybridep", "model.moe_expert_rank_capacity_factor=1.5", "model.use_transformer_engine_op_fuser=true")},
+	{id: "TC-42", mb: "0.5", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=deepep", "model.moe_expert_rank_capacity_factor=1.5"), fail: true,
+		msg: "moe_expert_rank_capacity_factor requires use_transformer_engine_op_fuser to be enabled."},
+	{id: "TC-42", mb: "0.5", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=deepep", "model.moe_expert_rank_capacity_factor=1.5", "model.use_transformer_engine_op_fuser=true"), fail: true,
+		msg: "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be 'hybridep'."},
+	{id: "TC-42", mb: "0.5", model: moeModel, sets: sets("model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=hybridep", "model.moe_expert_rank_capacity_factor=1.5", "model.use_transformer_engine_op_fuser=true")},
 	{id: "TC-01", sets: sets("model.enable_cuda_graph=true", te, rngOn), fail: true,
 		msg: "Do not use enable_cuda_graph or external_cuda_graph with cuda_graph_impl."},
 	{id: "TC-01", sets: sets("model.enable_cuda_graph=true", rngOn)},
@@ -296,6 +388,7 @@ var ruleCases = []ruleCase{
 	{id: "TC-35", mb: "0.6", sets: sets("model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", noScope, rngOn, "model.fine_grained_activation_offloading=true", "model.offload_modules=[core_attn]", "model.fine_grained_offloading_max_inflight_offloads=0")},
 	{id: "TC-39", model: moeModel, sets: sets(overlap, "model.pipeline_model_parallel_size=2"), fail: true,
 		msg: "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1"},
+	{id: "TC-39", model: moeModel, sets: sets(coOverlap, "model.pipeline_model_parallel_size=2")}, // MB-18 says it first
 	{id: "TC-39", model: moeModel, sets: sets(overlap, "model.expert_model_parallel_size=1"), fail: true,
 		msg: "overlap_moe_expert_parallel_comm is only supported with expert model parallelism"},
 	{id: "TC-39", model: moeModel, sets: sets(overlap, "model.moe_token_dispatcher_type=allgather"), fail: true,
@@ -361,36 +454,73 @@ var ruleCases = []ruleCase{
 	{id: "MB-09", mb: "0.7", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.packing_buffer_size=16"), fail: true,
 		msg: "Energon native sequence packing does not support CUDA graphs."},
 	{id: "MB-09", mb: "0.7", sets: sets("dataset.packing_buffer_size=16")},
+	{id: "MB-09", mb: "0.7", model: moeModel, sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.packing_buffer_size=16", "model.mtp_num_layers=1"), fail: true,
+		msg: "Energon native sequence packing does not support MTP."},
+	{id: "MB-09", mb: "0.7", sets: sets("dataset.packing_buffer_size=16", "model.pipeline_model_parallel_size=2"), fail: true,
+		msg: "Energon native sequence packing does not yet support pipeline parallelism."},
+	{id: "MB-22", mb: "0.7", model: moeModel, sets: sets(coOverlap, "dataset.packing_buffer_size=16"), fail: true,
+		note: "Disabling MoE expert-parallel communication overlap and delayed weight-gradient compute because overlap switches MCore to combined-1F1B schedule-plan execution, but the current VLM path does not forward visual inputs or packed-sequence metadata through that plan."},
+	{id: "MB-22", mb: "0.7", model: moeModel, sets: sets(coOverlap)},
+	{id: "MB-22", mb: "0.6", model: moeModel, sets: sets(coOverlap, "dataset.packing_buffer_size=16")},
+	// ... so FSDP-01 and TC-36 no longer see EP overlap.
+	{id: "FSDP-01", mb: "0.7", model: moeModel, sets: sets(te, "model.cuda_graph_modules=[moe_router]", noScope, rngOn, "ddp.use_megatron_fsdp=true", coOverlap, "dataset.packing_buffer_size=16")},
+	{id: "MB-21", mb: "0.6", sets: sets("model.fine_grained_activation_offloading=true", "model.offload_modules=[core_attn]"), fail: true,
+		msg: "For fine-grained activation offloading with TE >= 2.10.0, NVTE_CPU_OFFLOAD_V1 environment variable should be set to 1 to avoid offloading weights."},
+	{id: "MB-21", sets: sets("model.fine_grained_activation_offloading=true", "model.offload_modules=[core_attn]", "model.transformer_impl=local", "env.NVTE_CPU_OFFLOAD_V1=1"), fail: true,
+		msg: "Fine-grained activation offloading is only supported with transformer_engine implementation. Current transformer_impl: local"},
+	{id: "MB-21", sets: sets("model.fine_grained_activation_offloading=true", "model.offload_modules=[core_attn]", "env.NVTE_CPU_OFFLOAD_V1=1")},
+	{id: "MB-21", sets: sets("model.fine_grained_activation_offloading=true", "model.offload_modules=[core_attn]", "te_version=2.9")},
 	{id: "MB-01", sets: sets(te, "model.cuda_graph_scope=[attn]"), fail: true,
 		msg: "Transformer engine's RNG tracker is required for cudagraphs, it can be enabled with use_te_rng_tracker=True'."},
 	{id: "MB-01", sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn)},
+	{id: "MB-01", mb: "0.4", model: hybridModel, sets: sets(te, "model.cuda_graph_scope=[mamba]")}, // the hybrid provider does not assert it
+	{id: "MB-01", mb: "0.7", model: hybridModel, sets: sets(te, "model.cuda_graph_modules=[attn,mamba]", noScope)},
+	{id: "MB-01", launcher: LauncherMLM, sets: sets(te, "model.cuda_graph_scope=[attn]")}, // pretrain_gpt.py runs no MB code
 	{id: "MB-10", mb: "0.7", model: moeModel, sets: sets(te, "model.cuda_graph_modules=[attn,moe_router]", noScope, rngOn, "dataset.enable_in_batch_packing=true"), fail: true,
 		msg: "Packed MoE padding masks do not support router-scoped Transformer Engine CUDA graphs in the pinned MCore. Use an attention-only CUDA graph scope or disable scoped CUDA graphs."},
 	{id: "MB-10", mb: "0.7", model: moeModel, sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "dataset.enable_in_batch_packing=true")},
+	{id: "MB-19", sets: sets(te, "model.cuda_graph_scope=[mamba]", rngOn, "model.cuda_graph_warmup_steps=0"), fail: true,
+		msg: "CUDA Graphs should have been created."},
+	{id: "MB-19", mb: "0.6", model: deepseekModel, sets: sets(te, "model.cuda_graph_modules=[mlp]", noScope, rngOn, "model.cuda_graph_warmup_steps=0", "model.pipeline_model_parallel_size=2"), fail: true,
+		msg: "CUDA Graphs should have been created."},
+	{id: "MB-19", mb: "0.6", model: deepseekModel, sets: sets(te, "model.cuda_graph_modules=[mlp]", noScope, rngOn, "model.cuda_graph_warmup_steps=0")},
+	{id: "MB-19", sets: sets(te, "model.cuda_graph_scope=[mamba]", rngOn, "model.cuda_graph_warmup_steps=1")},
+	{id: "MB-19", sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn, "model.cuda_graph_warmup_steps=0")},
+	{id: "MB-19", sets: sets(te, "model.cuda_graph_scope=[mamba]", rngOn, "model.cuda_graph_warmup_steps=0", "ddp.overlap_param_gather=false")},
+	{id: "MB-19", sets: sets(te, "model.cuda_graph_scope=[mamba]", rngOn, "model.cuda_graph_warmup_steps=0", "ddp.use_megatron_fsdp=true")},
+	{id: "MB-19", mb: "0.3", sets: sets(te, "model.cuda_graph_scope=[mamba]", rngOn, "model.cuda_graph_warmup_steps=0")},
 	{id: "ARG-06", sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn, "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), fail: true,
 		msg: "Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."},
 	{id: "ARG-06", sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn, "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "env.NCCL_GRAPH_REGISTER=0")},
-	{id: "ARG-03", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
+	{id: "ARG-03", launcher: LauncherMLM, sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
 		msg: "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training. Note: If you are trying to use full_iteration CUDA graphs for inference, please use --cuda-graph-scope full_iteration_inference instead"},
-	{id: "ARG-03", mb: "0.3", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
+	{id: "ARG-03", launcher: LauncherMLM, mb: "0.3", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
 		msg: "--no-check-for-nan-in-loss-and-grad should be set with full_iteration CUDA graph"},
-	{id: "ARG-03", mb: "0.6", sets: sets("model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", noScope, rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
+	{id: "ARG-03", launcher: LauncherMLM, mb: "0.6", sets: sets("model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", noScope, rngOn, "rerun_state_machine.check_for_nan_in_loss=false"), fail: true,
 		msg: "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-impl=full_iteration for training."},
-	{id: "ARG-03", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false", "ddp.check_for_nan_in_grad=false")},
-	{id: "ARG-03", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "ddp.check_for_nan_in_grad=false")}, // MB-03 says it first
-	{id: "ARG-07", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.7.0"), fail: true,
+	{id: "ARG-03", launcher: LauncherMLM, sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false", "ddp.check_for_nan_in_grad=false")},
+	{id: "ARG-03", launcher: LauncherMLM, sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "ddp.check_for_nan_in_grad=false"), fail: true,
+		msg: "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training. Note: If you are trying to use full_iteration CUDA graphs for inference, please use --cuda-graph-scope full_iteration_inference instead"},
+	// An MB job never runs validate_args: MB-03 checks only the loss half.
+	{id: "ARG-03", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false")},
+	{id: "ARG-07", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.7.0"), fail: true,
 		msg: "overlap_grad_reduce is only supported with TE >= 2.8.0 when enabling delay_wgrad_compute"},
-	{id: "ARG-07", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.8.0")},
-	{id: "ARG-08", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11"), fail: true,
+	{id: "ARG-07", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.8.0")},
+	{id: "ARG-07", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, "te_version=2.7.0")}, // MB's own check (MB-11) needs 2.7.0
+	{id: "ARG-08", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11"), fail: true,
 		msg: "CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0."},
-	{id: "ARG-08", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.12")},
-	{id: "ARG-08", model: moeModel, sets: sets("comm_overlap.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11")}, // MB-13 first
-	{id: "ARG-09", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.gradient_accumulation_fusion=false"), fail: true,
+	{id: "ARG-08", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.12")},
+	{id: "ARG-08", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "te_version=2.11")}, // an MB job
+	{id: "ARG-09", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.gradient_accumulation_fusion=false"), fail: true,
 		msg: "CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because the default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements."},
-	{id: "ARG-09", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.gradient_accumulation_fusion=false", "ddp.overlap_grad_reduce=false")},
-	{id: "ARG-10", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.add_bias_linear=true"), fail: true,
+	{id: "ARG-09", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.gradient_accumulation_fusion=false", "ddp.overlap_grad_reduce=false")},
+	{id: "ARG-10", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn, "model.add_bias_linear=true"), fail: true,
 		msg: "CUDA graph with delay_wgrad_compute doesn't support attn bias for now."},
-	{id: "ARG-10", model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn)},
+	{id: "ARG-10", launcher: LauncherMLM, model: moeModel, sets: sets("model.delay_wgrad_compute=true", overlap, te, "model.cuda_graph_scope=[attn]", rngOn)},
+	{id: "ARG-05", launcher: LauncherMLM, sets: sets(te, "model.cuda_graph_scope=[attn]"), fail: true,
+		note: "te_rng_tracker is not enabled, enabling it for CUDA graphs."},
+	{id: "ARG-05", sets: sets(te, "model.cuda_graph_scope=[attn]")}, // MB rejects instead (MB-01)
+	{id: "ARG-05", launcher: LauncherMLM, sets: sets(te, "model.cuda_graph_scope=[attn]", rngOn)},
 }
 
 func TestRules(t *testing.T) {
@@ -438,6 +568,34 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// messageMatches reports whether msg is one of a rule's message
+// templates, {...} standing for any value.
+func messageMatches(templates []string, msg string) bool {
+	for _, tpl := range templates {
+		parts := regexp.MustCompile(`\{[^{}]*\}`).Split(tpl, -1)
+		for i := range parts {
+			parts[i] = regexp.QuoteMeta(parts[i])
+		}
+		if regexp.MustCompile("^" + strings.Join(parts, ".*") + "$").MatchString(msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// What a rule documents as its messages is what it prints: every message
+// of the rule cases is one of its templates.
+func TestRuleMessagesAreDocumented(t *testing.T) {
+	for _, rc := range ruleCases {
+		if !rc.fail || rc.msg == "" {
+			continue
+		}
+		if r := ruleByID(rc.id); !messageMatches(r.Messages, rc.msg) {
+			t.Errorf("%s prints %q, which none of its Messages documents", rc.id, rc.msg)
+		}
+	}
+}
+
 // Every rule of the table has a configuration that trips it and one that
 // does not.
 func TestEveryRuleHasPassAndFailCase(t *testing.T) {
@@ -466,8 +624,14 @@ func TestRuleTableIsConsistent(t *testing.T) {
 		if len(r.Gens) == 0 || len(r.stages) == 0 || r.Source == "" {
 			t.Errorf("%s: gens %v, stages %v, source %q", r.ID, r.Gens, r.stages, r.Source)
 		}
-		if r.Kind == Reject && (r.when == nil || r.msg == nil) {
-			t.Errorf("%s: reject rule without predicate or message", r.ID)
+		if r.Kind == Reject && (r.when == nil || len(r.Messages) == 0 || r.Fix == "") {
+			t.Errorf("%s: reject rule without predicate, messages or fix", r.ID)
+		}
+		if r.Kind == AutoFix && (len(r.Messages) > 0 || r.Fix != "") {
+			t.Errorf("%s: an auto-fix prints no message and needs no fix", r.ID)
+		}
+		if r.Summary == "" || strings.Contains(r.Summary, "\n") || len(r.Summary) > 70 || r.Condition == "" {
+			t.Errorf("%s: summary %q (one line, at most 70 characters), condition %q", r.ID, r.Summary, r.Condition)
 		}
 		if r.Kind == AutoFix && r.ID != "PERF-06" && (r.when == nil || r.fix == nil) {
 			t.Errorf("%s: auto-fix rule without predicate or fix", r.ID)

@@ -104,6 +104,8 @@ var schema = []Field{
 		Doc: "the flex dispatcher's backend (MLM megatron/core/transformer/transformer_config.py; MB src/megatron/bridge/training/flex_dispatcher_backend.py); null makes MB fall back to alltoall"},
 	{Key: "model.moe_expert_rank_capacity_factor", Type: TFloat, Nullable: true, Gen: presets.G3,
 		Doc: "HybridEP/NCCL-EP static per-rank token budget: with the flex dispatcher the dispatch has static shapes and no host sync (MLM megatron/core/transformer/moe/token_dispatcher.py _HybridEPManager.setup_metadata)"},
+	{Key: "model.use_transformer_engine_op_fuser", Type: TBool, Gen: presets.G3,
+		Doc: "TE's operation-fuser MoE path, which HybridEP's per-rank budget needs (TC-42); MB's _benchmark_common turns it off and some perf recipes back on (MB src/megatron/bridge/perf_recipes/_common.py, gpt_oss/common.py)"},
 
 	// Recompute and dropout.
 	{Key: "model.recompute_granularity", Type: TEnum, Nullable: true, Allowed: []string{"full", "selective"}},
@@ -133,6 +135,9 @@ var schema = []Field{
 	{Key: "model.add_bias_linear", Type: TBool},
 	{Key: "model.add_qkv_bias", Type: TBool},
 	{Key: "ddp.overlap_grad_reduce", Type: TBool},
+	{Key: "ddp.overlap_param_gather", Type: TBool},
+	{Key: "ddp.use_distributed_optimizer", Type: TBool},
+	{Key: "optimizer.use_distributed_optimizer", Type: TBool},
 
 	// Parallelism.
 	{Key: "model.tensor_model_parallel_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree)},
@@ -163,6 +168,8 @@ var schema = []Field{
 	{Key: "dataset.enable_offline_packing", Type: TBool},
 	{Key: "dataset.enable_in_batch_packing", Type: TBool},
 	{Key: "dataset.pad_to_max_length", Type: TBool},
+	{Key: "dataset.dataset_kwargs.pad_to_max_length", Type: TBool,
+		Doc: "the fine-tuning dataset's keyword argument, which MB's packing checks read besides dataset.pad_to_max_length (MB src/megatron/bridge/training/config.py ConfigContainer.validate)"},
 	{Key: "dataset.offline_packing_specs.pad_cu_seqlens", Type: TBool},
 	{Key: "dataset.packing_buffer_size", Type: TInt, Nullable: true, Min: minInt(1),
 		Doc: "set on an Energon dataset: Energon native sequence packing"},
@@ -347,9 +354,13 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	}
 	b("rerun_state_machine.check_for_nan_in_loss", true)
 	// MB recipes/common.py builds every recipe's DDP config with
-	// check_for_nan_in_grad=True and overlap_grad_reduce=True.
+	// check_for_nan_in_grad=True and overlap_grad_reduce=True, ...
 	b("ddp.check_for_nan_in_grad", true)
 	b("ddp.overlap_grad_reduce", true)
+	// ... and overlap_param_gather=True, use_distributed_optimizer=True.
+	b("ddp.overlap_param_gather", true)
+	b("ddp.use_distributed_optimizer", true)
+	b("optimizer.use_distributed_optimizer", true)
 
 	a := m.Arch
 	if a.MoE != nil {
@@ -393,6 +404,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	e("model.moe_flex_dispatcher_backend", "deepep") // MCore's default
 	if gen == presets.G3 {
 		null("model.moe_expert_rank_capacity_factor")
+		b("model.use_transformer_engine_op_fuser", false) // MCore's default
 	}
 
 	c.setRecompute(l)
@@ -433,7 +445,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 		return nil, err
 	}
 
-	for _, k := range []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "dataset.pad_to_max_length",
+	for _, k := range []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "dataset.pad_to_max_length", "dataset.dataset_kwargs.pad_to_max_length",
 		"dataset.offline_packing_specs.pad_cu_seqlens", "ddp.use_megatron_fsdp", "ddp.megatron_fsdp_cuda_graph_mode"} {
 		b(k, false)
 	}
@@ -461,7 +473,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 			return nil, fmt.Errorf("model %s: the %s layout's recipe sets %s, which Megatron-Bridge %s (%s) does not have (allowed: --mbridge %s)",
 				m.Name, layoutName(l), k, mbridge, gen, strings.Join(mbridgeOf(f.Gen), ", "))
 		}
-		if err := c.ApplySet(k + "=" + l.Settings[k]); err != nil {
+		if err := c.applySet(k+"="+l.Settings[k], false); err != nil {
 			return nil, fmt.Errorf("model %s: the %s layout's settings: %s", m.Name, layoutName(l), strings.TrimPrefix(err.Error(), "--set "))
 		}
 	}
@@ -856,7 +868,13 @@ func parseHydraValue(s string, listField bool) raw {
 
 // ApplySet applies one `--set key=value` override. Errors name the flag:
 // `--set model.xyz=...: ...`.
-func (c *Recipe) ApplySet(arg string) error {
+//
+// A user's override of a model field the recipe's comm_overlap overwrites
+// when MB starts is refused, naming the key that wins.
+func (c *Recipe) ApplySet(arg string) error { return c.applySet(arg, true) }
+
+// applySet is ApplySet; user is false for the recipe's own settings.
+func (c *Recipe) applySet(arg string, user bool) error {
 	flag := printable(arg)
 	key, val, ok := strings.Cut(arg, "=")
 	key = strings.TrimSpace(key)
@@ -871,6 +889,11 @@ func (c *Recipe) ApplySet(arg string) error {
 	v, bad := coerce(f, r, c.gen)
 	if bad != nil {
 		return fmt.Errorf("--set %s: field %s: bad value %q (allowed: %s)", flag, key, bad.text, f.allowed(c.gen))
+	}
+	if user {
+		if err := c.overriddenByCommOverlap(key, strings.TrimSpace(val)); err != nil {
+			return fmt.Errorf("--set %s: %v", flag, err)
+		}
 	}
 	if err := c.setValue(key, v); err != nil {
 		return fmt.Errorf("--set %s: %v", flag, err)

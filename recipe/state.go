@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // stage is a point in Megatron-Bridge's start-up where a group of checks
@@ -18,6 +19,10 @@ const (
 	// stageHarness: scripts/performance _set_cuda_graph_overrides (PERF-*),
 	// only for the perf-harness flags (ApplyHarnessFlags).
 	stageHarness stage = iota
+	// stageArgs: Megatron-LM's validate_args (MLM megatron/training/
+	// arguments.py), which its launcher runs before it builds the
+	// TransformerConfig; only for LauncherMLM.
+	stageArgs
 	// stageCommOverlap: CommOverlapConfig.setup, which runs before
 	// validate() and copies comm_overlap.* onto the model.
 	stageCommOverlap
@@ -37,11 +42,12 @@ const (
 // state is the recipe as one stage of MB sees it, plus what has been
 // reported so far.
 type state struct {
-	c     *Recipe
-	gen   presets.Generation
-	mb    int
-	stage stage
-	te    []int
+	c        *Recipe
+	gen      presets.Generation
+	mb       int
+	stage    stage
+	te       []int
+	launcher Launcher
 
 	fired      map[string]bool
 	violations []Violation
@@ -53,7 +59,7 @@ type state struct {
 }
 
 func newState(c *Recipe, mb int) *state {
-	return &state{c: c, gen: c.gen, mb: mb, te: parseVersion(c.vals["te_version"].Str), fired: map[string]bool{}}
+	return &state{c: c, gen: c.gen, mb: mb, te: parseVersion(c.vals["te_version"].Str), launcher: LauncherMB, fired: map[string]bool{}}
 }
 
 func parseVersion(v string) []int {
@@ -197,6 +203,44 @@ func (s *state) selective() bool {
 func (s *state) moe() bool {
 	return !s.null("model.num_moe_experts") && s.i("model.num_moe_experts") > 1
 }
+
+// graphlessRank returns a pipeline rank none of whose layers
+// TECudaGraphHelper graphs with the state's modules, or -1. Megatron-Core
+// splits the layers evenly: with virtual pipelining rank r holds model
+// chunks r, r+PP, ... of layers/(PP*VP) layers each
+// (transformer_block.py get_num_layers_to_build). MB's uneven pipeline
+// settings and the MTP layers on the last stage are not modelled.
+func (s *state) graphlessRank() int {
+	kinds := s.c.model.Arch.LayerKinds()
+	pp, vp := max(s.i("model.pipeline_model_parallel_size"), 1), 1
+	if !s.null("model.virtual_pipeline_model_parallel_size") {
+		vp = max(s.i("model.virtual_pipeline_model_parallel_size"), 1)
+	}
+	chunks := pp * vp
+	mods := s.mods()
+	for r := range pp {
+		graphed := false
+		for c := r; c < chunks && !graphed; c += pp {
+			for _, k := range kinds[c*len(kinds)/chunks : (c+1)*len(kinds)/chunks] {
+				graphed = graphed || stepmodel.TEGraphable(k, mods)
+			}
+		}
+		if !graphed {
+			return r
+		}
+	}
+	return -1
+}
+
+// padToMaxLength is the padding MB's offline-packing checks read: the
+// dataset's pad_to_max_length or its dataset_kwargs entry.
+func (s *state) padToMaxLength() bool {
+	return s.b("dataset.pad_to_max_length") || s.b("dataset.dataset_kwargs.pad_to_max_length")
+}
+
+// hybrid reports whether MB builds the model with its hybrid (Mamba)
+// provider rather than the GPT one: the model has a hybrid layer pattern.
+func (s *state) hybrid() bool { return s.c.model.Arch.HybridPattern != "" }
 
 // allLayersMoE is TC-21's test on moe_layer_freq.
 func (s *state) allLayersMoE() bool {

@@ -158,26 +158,42 @@ func (d deriver) verdict(kept []seed, entries []Entry) string {
 	return ""
 }
 
-// needed drops, in key order, each setting the overrides hold without;
-// what is left holds, and each of it is needed given the rest.
+// needed drops, in key order, each recipe setting the overrides hold
+// without, and again until none drops (a setting can be needed only by
+// another: MCore refuses the expert padding without a capacity factor).
+// The TE version and environment variables are facts of the job: they
+// stay in the recipe, and count only where the candidate needs them. What
+// is returned holds, and each of it is needed given the rest.
 func (d deriver) needed(seeds []seed, entries []Entry) []seed {
 	kept := slices.Clone(seeds)
-	for _, s := range seeds {
-		i := slices.IndexFunc(kept, func(k seed) bool { return k.key == s.key })
-		trial := slices.Delete(slices.Clone(kept), i, i+1)
-		reason := d.verdict(trial, entries)
-		if reason == "" {
-			kept = trial
-			continue
+	why := map[string]string{} // what breaks without each, on the last pass
+	for dropped := true; dropped; {
+		dropped = false
+		for _, s := range slices.Clone(kept) {
+			i := slices.IndexFunc(kept, func(k seed) bool { return k.key == s.key })
+			trial := slices.Delete(slices.Clone(kept), i, i+1)
+			reason := d.verdict(trial, entries)
+			if reason == "" && s.recipeField() {
+				kept, dropped = trial, true
+				continue
+			}
+			why[s.key] = reason
 		}
-		r, err := d.recipe(trial)
+	}
+	var out []seed
+	for i, s := range kept {
+		if why[s.key] == "" {
+			continue // a fact of the job the candidate does not need
+		}
+		r, err := d.recipe(slices.Delete(slices.Clone(kept), i, i+1))
 		was := "its value"
 		if err == nil {
 			was = "the recipe's value (" + r.show(s.key) + ")"
 		}
-		kept[i].why = fmt.Sprintf("needed (%s): with %s, %s", s.origin(), was, reason)
+		s.why = fmt.Sprintf("needed (%s): with %s, %s", s.origin(), was, why[s.key])
+		out = append(out, s)
 	}
-	return kept
+	return out
 }
 
 // graphKeys are the entries that are the graph setting itself; the others

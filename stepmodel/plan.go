@@ -262,6 +262,14 @@ func teModules(k presets.LayerKind, mods []string) (covered []string, whole bool
 	return covered, false
 }
 
+// TEGraphable reports whether TECudaGraphHelper graphs a layer of kind k
+// with cuda-graph modules mods (MLM megatron/core/transformer/
+// cuda_graphs.py _layer_is_graphable).
+func TEGraphable(k presets.LayerKind, mods []string) bool {
+	covered, whole := teModules(k, mods)
+	return whole || len(covered) > 0
+}
+
 // localRegions is what the local implementation graphs in a layer of kind
 // k: the whole layer, the hybrid MoE layer's router and postprocess
 // graphs, nothing, or a build failure.

@@ -103,18 +103,20 @@ func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (pr
 }
 
 func newCheckCmd() *cobra.Command {
-	var model, presetArg, gpu, mbridge string
+	var model, presetArg, gpu, mbridge, launcher string
 	var sets []string
 	var h harnessFlags
 	cmd := &cobra.Command{
-		Use:   "check (--model M | --preset NAME|FILE) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N] [--set k=v ...] [--mbridge V] [--gpu-type G]",
+		Use:   "check (--model M | --preset NAME|FILE) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N] [--set k=v ...] [--mbridge V] [--gpu-type G] [--launcher mb|mlm]",
 		Short: "Check a recipe's CUDA-graph settings against Megatron-Bridge's rules",
 		Long: `check builds the recipe of a model (its default layout on --gpu-type) as the given
 Megatron-Bridge release starts from, applies OVERRIDES.yaml (nested model:, rng:,
 ddp:, rerun_state_machine:, ... as MB's --config-file takes it), then each
 --set key=value (Hydra syntax), then --impl/--scope/--warmup the way MB's perf
 harness (scripts/performance) applies them, and runs every validation rule of
-MB, Megatron-Core and Transformer Engine of that release.
+MB, Megatron-Core and Transformer Engine of that release. With --launcher mlm
+the job is Megatron-LM's pretrain_gpt.py instead: its launcher checks
+(validate_args, the ARG-* rules) run and MB's own do not.
 
 It prints "valid", or one line per broken rule, "RULE-ID: message", with the
 message MB would print (and, where that is a bare Python error, what to do in
@@ -130,6 +132,10 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 			m, l, mb, err := resolveModel(cmd, model, presetArg, gpu, mbridge)
 			if err != nil {
 				return err
+			}
+			launch, err := recipe.ParseLauncher(launcher)
+			if err != nil {
+				return fail(exitBadInput, "--launcher: %v", err)
 			}
 			cfg, err := recipe.New(m, l, mb)
 			if err != nil {
@@ -163,7 +169,7 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 				}
 			}
 			if len(violations) == 0 {
-				r := recipe.CheckWithCapture(cfg, mb)
+				r := recipe.CheckWithCapture(cfg, mb, recipe.WithLauncher(launch))
 				if err := harnessInputError(r.Violations); err != nil {
 					return err
 				}
@@ -190,6 +196,7 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 	f.StringVar(&gpu, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout to use"))
 	f.StringVar(&mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
 	f.StringArrayVar(&sets, "set", nil, "override KEY=VALUE (Hydra syntax: true, 1.0, null, [a,b]); repeatable")
+	f.StringVar(&launcher, "launcher", string(recipe.LauncherMB), "what starts the job: mb (Megatron-Bridge) or mlm (Megatron-LM's pretrain_gpt.py)")
 	h.register(cmd)
 	refuseGPUTypeAsIndex(cmd)
 	return cmd

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -69,9 +70,9 @@ func TestCheckBadInput(t *testing.T) {
 		{[]string{"check"}, "give --model M or --preset NAME|FILE"},
 		{[]string{"check", "--model", "llama3_8b", "--preset", "x.yaml"}, "give --model or --preset, not both"},
 		{[]string{"check", "--model", "llama3_8b", "--impl", "full_iteration"},
-			"cgtune: PERF-01: Invalid value for cuda_graph_impl: full_iteration. Valid options are: ['none', 'local', 'transformer_engine']"},
+			"cgtune: PERF-01: argument --cuda_graph_impl: invalid is_cuda_graph_impl_valid value: 'full_iteration' (the harness takes none, local, transformer_engine; a full-iteration graph is --cuda_graph_impl local --cuda_graph_scope full_iteration)"},
 		{[]string{"check", "--model", "llama3_8b", "--impl", "transformer_engine", "--scope", "attn,mlpp"},
-			"cgtune: PERF-02: Invalid value for cuda_graph_scope: attn,mlpp. Valid options are:"},
+			"cgtune: PERF-02: argument --cuda_graph_scope: invalid is_cuda_graph_scope_valid value: 'attn,mlpp' (the harness takes a comma-separated list of"},
 		{[]string{"check", "--model", "llama3_8b", "--set", "model.xyz=1"}, "cgtune: --set model.xyz=1: unknown field model.xyz"},
 		{[]string{"check", "--model", "llama3_8b", "--set", "model.cuda_graph_impl=foo"},
 			`cgtune: --set model.cuda_graph_impl=foo: field model.cuda_graph_impl: bad value "foo" (allowed: none, local, transformer_engine, full_iteration)`},
@@ -106,13 +107,18 @@ rng:
 	if code != exitInvalid || out != want {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
-	// --set applies after the file.
+	// --set applies after the file. MB checks the loss half only; Megatron-LM's
+	// launcher checks its one flag for both.
 	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false")
+	if code != exitOK || out != "valid\n" {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false", "--launcher", "mlm")
 	want = "ARG-03: --no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training. Note: If you are trying to use full_iteration CUDA graphs for inference, please use --cuda-graph-scope full_iteration_inference instead\n"
 	if code != exitInvalid || out != want {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
-	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false", "--set", "ddp.check_for_nan_in_grad=false")
+	code, out, _ = cgtune(t, "check", "--model", "llama3_8b", p, "--set", "rerun_state_machine.check_for_nan_in_loss=false", "--set", "ddp.check_for_nan_in_grad=false", "--launcher", "mlm")
 	if code != exitOK || out != "valid\n" {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
@@ -155,7 +161,8 @@ func TestCheckNotesAndWarmup(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 	off := []string{"check", "--model", "llama3_8b", "--mbridge", "0.6", "--impl", "transformer_engine", "--scope", "attn",
-		"--set", "model.fine_grained_activation_offloading=true", "--set", "model.offload_modules=[core_attn]"}
+		"--set", "model.fine_grained_activation_offloading=true", "--set", "model.offload_modules=[core_attn]",
+		"--set", "env.NVTE_CPU_OFFLOAD_V1=1"} // MB-21: with TE >= 2.10 MB needs it for any offloading
 	code, out, _ = cgtune(t, append(off, "--warmup", "0")...)
 	if code != exitInvalid || out != "TC-34: cuda_graph_warmup_steps must be greater than 0 when enabling fine-grained activation offloading.\n" {
 		t.Errorf("warmup 0: exit %d, %q", code, out)
@@ -248,5 +255,106 @@ func TestCheckWholeLayerTEFlagsSaysWhatToDo(t *testing.T) {
 	}
 	if code, out, errb := cgtune(t, args...); code != exitOK || out != "valid\n" {
 		t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errb)
+	}
+}
+
+// An MB recipe is judged by MB's own checks: qwen3_235b_a22b's h100 recipe
+// delays wgrad with EP overlap, which MB (MB-11) allows from TE 2.7.0;
+// Megatron-LM's launcher check (ARG-07, TE 2.8.0) applies only to a job it
+// starts.
+func TestCheckJudgesByTheLauncher(t *testing.T) {
+	base := []string{"check", "--model", "qwen3_235b_a22b", "--gpu-type", "h100", "--impl", "none", "--set", "te_version=2.7.1"}
+	for _, tc := range []struct {
+		extra []string
+		code  int
+		out   string
+	}{
+		{nil, exitOK, "valid\n"},
+		{[]string{"--launcher", "mb"}, exitOK, "valid\n"},
+		{[]string{"--launcher", "mlm"}, exitInvalid, "ARG-07: overlap_grad_reduce is only supported with TE >= 2.8.0 when enabling delay_wgrad_compute\n"},
+	} {
+		args := append(slices.Clone(base), tc.extra...)
+		t.Run(argsName(args), func(t *testing.T) {
+			code, out, errb := cgtune(t, args...)
+			if code != tc.code || out != tc.out {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, %q", code, out, errb, tc.code, tc.out)
+			}
+		})
+	}
+	code, out, errb := cgtune(t, "check", "--model", "qwen3_235b_a22b", "--gpu-type", "h100", "--impl", "none", "--set", "te_version=2.6")
+	if code != exitInvalid || !strings.HasPrefix(out, "MB-11: TE version >= 2.7.0 is required") {
+		t.Errorf("TE 2.6: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	code, _, errb = cgtune(t, append(slices.Clone(base), "--launcher", "torchrun")...)
+	if code != exitBadInput || !strings.Contains(errb, `--launcher: unknown launcher "torchrun" (allowed: mb, mlm)`) {
+		t.Errorf("--launcher torchrun: exit %d, stderr %q", code, errb)
+	}
+}
+
+// qwen3_30b_a3b's h100 recipe turns EP communication overlap on in its
+// comm_overlap config, which MB copies onto the model: an override of the
+// model's field would be lost, so it is refused, naming the key that wins.
+func TestCheckRefusesAnOverrideCommOverlapOverwrites(t *testing.T) {
+	code, out, errb := cgtune(t, "check", "--model", "qwen3_30b_a3b", "--gpu-type", "h100", "--set", "model.overlap_moe_expert_parallel_comm=false")
+	want := "cgtune: --set model.overlap_moe_expert_parallel_comm=false: the recipe's comm_overlap.overlap_moe_expert_parallel_comm (true) wins: " +
+		"Megatron-Bridge copies it onto model.overlap_moe_expert_parallel_comm when it starts " +
+		"(MB src/megatron/bridge/training/comm_overlap.py CommOverlapConfig.setup); set comm_overlap.overlap_moe_expert_parallel_comm=false instead\n"
+	if code != exitBadInput || out != "" || errb != want {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}
+
+// The worked example of README's "cgtune check" section runs as written:
+// each "$ cgtune check ..." line (with its continuations) prints the lines
+// shown under it, the notes on stderr first.
+func TestCheckReadmeExample(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "### `cgtune check`")
+	_, block, ok2 := strings.Cut(section, "```sh\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README has no cgtune check example")
+	}
+	type example struct {
+		args []string
+		want []string
+	}
+	var examples []example
+	lines := strings.Split(strings.TrimRight(block, "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		cmd, ok := strings.CutPrefix(lines[i], "$ cgtune ")
+		if !ok {
+			continue
+		}
+		for strings.HasSuffix(cmd, `\`) && i+1 < len(lines) {
+			i++
+			cmd = strings.TrimSuffix(cmd, `\`) + " " + strings.TrimSpace(lines[i])
+		}
+		e := example{args: strings.Fields(cmd)}
+		for i+1 < len(lines) && !strings.HasPrefix(lines[i+1], "$ ") {
+			i++
+			e.want = append(e.want, lines[i])
+		}
+		examples = append(examples, e)
+	}
+	ran := 0
+	for _, e := range examples {
+		if len(e.want) == 0 {
+			continue // shown without its output
+		}
+		ran++
+		t.Run(argsName(e.args), func(t *testing.T) {
+			_, out, errb := cgtune(t, e.args...)
+			got := strings.Split(strings.TrimRight(errb+out, "\n"), "\n")
+			if !slices.Equal(got, e.want) {
+				t.Errorf("got:\n%s\nREADME shows:\n%s", strings.Join(got, "\n"), strings.Join(e.want, "\n"))
+			}
+		})
+	}
+	if ran < 2 {
+		t.Errorf("README's check example has %d commands with their output", ran)
 	}
 }

@@ -810,14 +810,10 @@ func (p *progress) event(e search.Event) {
 				rejected[c.Violations[0].ID]++
 			}
 		}
-		var parts []string
-		for _, id := range slices.Sorted(maps.Keys(rejected)) {
-			parts = append(parts, fmt.Sprintf("%s %d", id, rejected[id]))
-		}
 		l := p.cfg.Layout
-		fmt.Fprintf(p.w, "plan: %s on %d× %s (TP%d PP%d CP%d EP%d, %d micro-batches), MB %s: %d configurations (%d other spellings run as one of them), %d valid, %d rejected (%s)\n",
+		fmt.Fprintf(p.w, "plan: %s on %d× %s (TP%d PP%d CP%d EP%d, %d micro-batches), MB %s: %d configurations (%d other spellings run as one of them), %d valid, %d rejected%s\n",
 			p.cfg.Model.Name, l.NumGPUs, l.GPU, l.TPSize(), l.PPSize(), l.CPSize(), l.EPSize(), l.MicroBatches(), p.cfg.MBridge,
-			len(x.Space), aliases, valid, len(x.Space)-valid, strings.Join(parts, ", "))
+			len(x.Space), aliases, valid, len(x.Space)-valid, rejectedText(rejected))
 		var names []string
 		for _, e := range p.cfg.Engines {
 			names = append(names, e.Device().Name)
@@ -844,6 +840,27 @@ func (p *progress) event(e search.Event) {
 		}
 		fmt.Fprintln(p.w, "done: "+spentText(x, p.cfg, time.Since(p.start)))
 	}
+}
+
+// rejectedText says what the plan's rejections were, most first, each rule
+// with what it checks (cgtune rules ID explains it): ": TC-18 (not moe
+// and moe_router in one graph) ×120, ...".
+func rejectedText(counts map[string]int) string {
+	ids := slices.SortedFunc(maps.Keys(counts), func(a, b string) int {
+		return cmp.Or(counts[b]-counts[a], strings.Compare(a, b))
+	})
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		what := recipe.Describe(id)
+		if id == search.SpaceID {
+			what = "captures nothing on the model"
+		}
+		parts[i] = fmt.Sprintf("%s (%s) ×%d", id, what, counts[id])
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, ", ")
 }
 
 func candLabel(c presets.Candidate) string {

@@ -25,6 +25,7 @@ import (
 	"cgtune/internal/fileio"
 	"cgtune/internal/setup"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -99,7 +100,9 @@ Megatron-Bridge logger.log_interval=1): cgtune reads the "iteration N/ M |
 ... elapsed time per iteration (ms): X" lines and the memory report, and
 counts the iterations after the warm-up and capture (from warm-up + 2, never
 before iteration 3). A command template from a preset is shown and runs only
-with --trust-preset-command.
+with --trust-preset-command. A command that runs Megatron-LM's pretrain_gpt.py
+also meets that launcher's own checks (validate_args, the ARG-* rules of
+cgtune rules): a candidate they refuse is skipped, with the rule.
 
 Examples:
   cgtune validate RUN --launcher local --command 'torchrun --nproc-per-node 8 \
@@ -431,6 +434,9 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	req := &s.req
 	if req.Command, err = job.ParseCommand(js.Command, js.Format); err != nil {
 		return fail(exitBadInput, "--command: %v", err)
+	}
+	if err := req.SkipRefusedBy(recipe.LauncherOf(js.Command)); err != nil {
+		return fail(exitBadInput, "%v", err)
 	}
 	for _, t := range req.Targets {
 		if first := job.FirstMeasured(t.Candidate); f.iters < first {

@@ -475,3 +475,37 @@ func TestValidateBatchTemplateNeverHangs(t *testing.T) {
 		})
 	}
 }
+
+// A pretrain_gpt.py command is Megatron-LM's launcher, whose validate_args
+// refuses what an MB job runs: qwen3_30b_a3b's h100 recipe with delayed
+// wgrad at TE 2.11 captures attention under MB 0.4 (whose own check never
+// matches a scope name), but ARG-08 needs TE 2.12 for it.
+func TestValidateSkipsWhatMegatronLMRefuses(t *testing.T) {
+	isolate(t)
+	preset := writeFile(t, "space.yaml", `version: 1
+name: space
+model: qwen3_30b_a3b
+gpu: h100
+space:
+  impls: [none, transformer_engine]
+  scopes: [[attn], [moe_router]]
+  warmups: [3]
+mbridge: "0.4"
+`)
+	run := filepath.Join(t.TempDir(), "run")
+	code, out, errb := cgtune(t, "--headless", "--preset", preset, "--engine", "estimate", "--strategy", "exhaustive", "--run-dir", run,
+		"--set", "comm_overlap.delay_wgrad_compute=true", "--set", "te_version=2.11")
+	if code != exitOK {
+		t.Fatalf("search: exit %d\n%s%s", code, out, errb)
+	}
+	base := []string{"validate", run, "--launcher", "local", "--dry-run", "--job-te", "yes"}
+	code, out, errb = cgtune(t, append(base, "--command", "torchrun pretrain_gpt.py --train-iters {iters} {flags}")...)
+	want := "skipped te attn w3: Megatron-LM's pretrain_gpt.py refuses it: ARG-08: CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0.\n"
+	if code != exitOK || !strings.Contains(errb, want) || strings.Contains(out, "# transformer_engine/attn/") || !strings.Contains(out, "# transformer_engine/moe_router/w3") {
+		t.Errorf("pretrain_gpt.py: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	}
+	code, out, errb = cgtune(t, append(base, "--command", "python run_recipe.py train.train_iters={iters} {dotlist}")...)
+	if code != exitOK || strings.Contains(errb, "skipped") || !strings.Contains(out, "# transformer_engine/attn/w3") {
+		t.Errorf("run_recipe.py: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	}
+}
