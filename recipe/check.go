@@ -2,7 +2,6 @@ package recipe
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -152,7 +151,7 @@ func CheckWithCapture(cfg *Recipe, mbridge string) Report {
 	if len(r.Violations) > 0 {
 		return r
 	}
-	v, notes, err := s.captureVerdict(newPlanner(cfg.model, cfg.layout))
+	v, notes, err := s.captureVerdict(newPlanner(cfg.model))
 	switch {
 	case err != nil:
 		r.Violations = append(r.Violations, Violation{ID: ConfigID, Message: err.Error()})
@@ -198,49 +197,65 @@ func (s *state) moeWorkload(m presets.Model, opts stepmodel.WorkloadOptions) ste
 	return opts
 }
 
-// planner builds the workloads capture verdicts plan on, once per MoE
-// mode and generation: a verdict needs only which ops the graphs hold.
+// planner builds the workloads capture verdicts plan on, once per
+// layout, MoE mode and generation, and keeps each verdict: a verdict needs
+// only which ops the graphs hold.
 type planner struct {
-	m     presets.Model
-	l     presets.Layout
-	built map[string]*stepmodel.Workload
+	m        presets.Model
+	built    map[string]*stepmodel.Workload
+	verdicts map[string]capture
 }
 
-func newPlanner(m presets.Model, l presets.Layout) *planner {
-	return &planner{m: m, l: l, built: map[string]*stepmodel.Workload{}}
+// capture is a capture plan's verdict: the failure, or the plan's notes.
+type capture struct {
+	fail  *Violation
+	notes []string
 }
 
-func (p *planner) workload(opts stepmodel.WorkloadOptions) (*stepmodel.Workload, error) {
+func newPlanner(m presets.Model) *planner {
+	return &planner{m: m, built: map[string]*stepmodel.Workload{}, verdicts: map[string]capture{}}
+}
+
+func (p *planner) workload(l presets.Layout, opts stepmodel.WorkloadOptions) (*stepmodel.Workload, string, error) {
 	dropless := opts.Dropless != nil && *opts.Dropless
-	key := fmt.Sprint(dropless, opts.MoECapacityFactor, opts.Generation, opts.LayerSpec)
+	shape := l.Clone()
+	shape.CUDAGraph, shape.Source = nil, "" // neither moves an op
+	key := fmt.Sprintf("%v|%v|%v|%v|%+v", dropless, opts.MoECapacityFactor, opts.Generation, opts.LayerSpec, shape)
 	if w, ok := p.built[key]; ok {
-		return w, nil
+		return w, key, nil
 	}
-	w, err := stepmodel.BuildWorkload(p.m, p.l, opts)
+	w, err := stepmodel.BuildWorkload(p.m, l, opts)
 	if err != nil {
-		return nil, err
+		return nil, key, err
 	}
 	p.built[key] = w
-	return w, nil
+	return w, key, nil
 }
 
 // captureVerdict plans the capture of the state's CUDA-graph setting on
-// the planner's model and layout: the WillFailID violation the search
-// would give it, or the plan's notes.
+// the planner's model and the recipe's layout (Recipe.Layout): the
+// WillFailID violation the search would give it, or the plan's notes.
 func (s *state) captureVerdict(p *planner) (*Violation, []string, error) {
 	c := s.graphSetting()
 	if !c.Graphed() {
 		return nil, nil, nil
 	}
-	w, err := p.workload(s.moeWorkload(p.m, stepmodel.WorkloadOptions{Generation: s.gen}))
+	w, key, err := p.workload(s.c.Layout(), s.moeWorkload(p.m, stepmodel.WorkloadOptions{Generation: s.gen}))
 	if err != nil {
 		return nil, nil, err
 	}
-	cp := stepmodel.PlanCapture(w, c, s.gen)
-	if cp.Failure != nil {
-		return &Violation{ID: WillFailID, Message: WillFailMessage(cp)}, nil, nil
+	key += "|" + c.Key()
+	if v, ok := p.verdicts[key]; ok {
+		return v.fail, v.notes, nil
 	}
-	return nil, cp.Notes, nil
+	var v capture
+	if cp := stepmodel.PlanCapture(w, c, s.gen); cp.Failure != nil {
+		v.fail = &Violation{ID: WillFailID, Message: WillFailMessage(cp)}
+	} else {
+		v.notes = cp.Notes
+	}
+	p.verdicts[key] = v
+	return v.fail, v.notes, nil
 }
 
 // ApplyHarnessFlags applies the perf harness's --cuda_graph_impl and
@@ -280,6 +295,60 @@ func ApplyHarnessFlags(cfg *Recipe, c presets.Candidate, mbridge string) (notes 
 		s.harnessSet(false, "full-iteration graph", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
 	}
 	return s.notes, s.violations
+}
+
+// ApplyHarness is the pass the perf harness makes over every recipe it
+// runs, flags or none: MB's scripts/performance/run_script.py calls
+// set_user_overrides, and with it _set_cuda_graph_overrides, whether or
+// not --cuda_graph_impl or --cuda_graph_scope was given
+// (scripts/performance/utils/overrides.py, v0.3.0 to HEAD). Without
+// flags, v0.5.0's asserts that a transformer_engine recipe's
+// cuda_graph_scope is a list of TE scopes (None fails) and v0.6.0+ check
+// the module names; impl none has its scope cleared. It is
+// ApplyHarnessFlags with no flag given.
+func ApplyHarness(cfg *Recipe, mbridge string) (notes []string, violations []Violation) {
+	w, _ := cfg.Get(KeyWarmup)
+	return ApplyHarnessFlags(cfg, presets.Candidate{Warmup: w.Int}, mbridge)
+}
+
+// CheckAsApplied is CheckWithCapture of overrides as the user applies
+// them, either way: put onto the recipe by a recipe script (cfg as it is)
+// and run by the perf harness (cfg, then ApplyHarness). A rule either
+// breaks is reported once, the recipe script's first. cfg is not modified.
+func CheckAsApplied(cfg *Recipe, mbridge string) Report {
+	r := CheckWithCapture(cfg, mbridge)
+	h := cfg.Clone()
+	notes, vs := ApplyHarness(h, mbridge)
+	if len(vs) == 0 {
+		hr := CheckWithCapture(h, mbridge)
+		vs, notes = hr.Violations, append(notes, hr.Notes...)
+	}
+	for _, v := range vs {
+		if !slices.Contains(r.Violations, v) {
+			r.Violations = append(r.Violations, v)
+		}
+	}
+	if len(r.Violations) == 0 {
+		// The harness's changes are worth a note only where the file
+		// holds: they are what the harness run differs in.
+		for _, n := range notes {
+			if strings.HasPrefix(n, "PERF-") && !slices.Contains(r.Notes, n) {
+				r.Notes = append(r.Notes, n)
+			}
+		}
+	}
+	return r
+}
+
+// Settle is cfg as Megatron-Bridge ends its start-up (every auto-fix of
+// Check applied), with Check's report: two recipes that settle the same
+// run the same job.
+func Settle(cfg *Recipe, mbridge string) (*Recipe, Report) {
+	s, err := checked(cfg, mbridge)
+	if err != nil {
+		return cfg.Clone(), configReport(err)
+	}
+	return s.c, Report{Violations: s.violations, Notes: s.notes}
 }
 
 // harnessSet writes bool fields and notes the ones that changed, in one
@@ -406,19 +475,10 @@ func ValidateWithCapture(m presets.Model, l presets.Layout, c presets.Candidate,
 }
 
 func validateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, check func(*Recipe, string) Report) Report {
-	cfg, err := New(m, l, mbridge)
+	cfg, notes, violations, err := Target{Model: m, Layout: l, MBridge: mbridge, Sets: sets}.Ranked(c)
 	if err != nil {
 		return configReport(err)
 	}
-	for _, k := range slices.Sorted(maps.Keys(sets)) {
-		if err := cfg.ApplySet(k + "=" + sets[k]); err != nil {
-			return configReport(err)
-		}
-	}
-	if c.Scopes == nil {
-		c.Scopes = []string{}
-	}
-	notes, violations := ApplyHarnessFlags(cfg, c, mbridge)
 	if len(violations) > 0 {
 		return Report{Violations: violations, Notes: notes}
 	}

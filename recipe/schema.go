@@ -133,6 +133,14 @@ var schema = []Field{
 	{Key: "model.expert_tensor_parallel_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxDegree)},
 	{Key: "model.sequence_parallel", Type: TBool},
 	{Key: "model.mtp_num_layers", Type: TInt, Nullable: true, Min: minInt(0), Max: maxInt(presets.MaxLayers)},
+	// The batch and sequence (MB src/megatron/bridge/training/config.py
+	// TrainingConfig; MCore GPTDatasetConfig.sequence_length, which MB's
+	// validate() asserts equals model.seq_length).
+	{Key: "train.global_batch_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxGBS)},
+	{Key: "train.micro_batch_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxMBS)},
+	{Key: "model.seq_length", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxSeq)},
+	{Key: "dataset.sequence_length", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxSeq)},
+	{Key: "model.cpu_offloading_num_layers", Type: TInt, Min: minInt(0), Max: maxInt(presets.MaxLayers)},
 	{Key: "model.gtp_weight_remat_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree), Gen: presets.G3},
 
 	// Precision (MB mixed_precision.py recipes write these model fields).
@@ -361,7 +369,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 		// or flex; a layout that names none is taken as alltoall.
 		disp = "allgather"
 		if a.MoE != nil {
-			disp = "alltoall"
+			disp = defaultMoEDispatcher
 		}
 	}
 	e("model.moe_token_dispatcher_type", disp)
@@ -411,6 +419,11 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	optInt("model.expert_tensor_parallel_size", l.ETP)
 	b("model.sequence_parallel", l.SequenceParallel)
 	optInt("model.mtp_num_layers", l.MTPLayers)
+	i("train.global_batch_size", max(1, l.GBS))
+	i("train.micro_batch_size", max(1, l.MBS))
+	i("model.seq_length", max(1, l.Seq))
+	i("dataset.sequence_length", max(1, l.Seq))
+	i("model.cpu_offloading_num_layers", l.CPUOffloadLayers)
 
 	if err := c.setPrecision(l.Precision); err != nil {
 		return nil, err
@@ -468,6 +481,10 @@ func mbridgeOf(gen presets.Generation) []string {
 	}
 	return out
 }
+
+// defaultMoEDispatcher is the token dispatcher of an MoE layout that names
+// none.
+const defaultMoEDispatcher = "alltoall"
 
 // setRecompute writes the layout's recompute settings: selective with its
 // modules, or full with recompute_num_layers of the uniform method.

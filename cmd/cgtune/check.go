@@ -112,9 +112,10 @@ func newCheckCmd() *cobra.Command {
 		Long: `check builds the recipe of a model (its default layout on --gpu-type) as the given
 Megatron-Bridge release starts from, applies OVERRIDES.yaml (nested model:, rng:,
 ddp:, rerun_state_machine:, ... as MB's --config-file takes it), then each
---set key=value (Hydra syntax), then --impl/--scope/--warmup the way MB's perf
-harness (scripts/performance) applies them, and runs every validation rule of
-MB, Megatron-Core and Transformer Engine of that release.
+--set key=value (Hydra syntax), then the pass MB's perf harness
+(scripts/performance) makes over every recipe it runs, with --impl/--scope/
+--warmup when given, and runs every validation rule of MB, Megatron-Core and
+Transformer Engine of that release.
 
 It prints "valid", or one line per broken rule, "RULE-ID: message", with the
 message MB would print (and, where that is a bare Python error, what to do in
@@ -161,14 +162,19 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 				if err := harnessInputError(violations); err != nil {
 					return err
 				}
-			}
-			if len(violations) == 0 {
-				r := recipe.CheckWithCapture(cfg, mb)
-				if err := harnessInputError(r.Violations); err != nil {
-					return err
+				if len(violations) == 0 {
+					r := recipe.CheckWithCapture(cfg, mb)
+					notes, violations = append(notes, r.Notes...), r.Violations
 				}
-				notes = append(notes, r.Notes...)
-				violations = r.Violations
+			} else {
+				// Without flags, the overrides must hold however they are
+				// applied: by a recipe script and by the perf harness,
+				// which makes its own pass over every recipe it runs.
+				r := recipe.CheckAsApplied(cfg, mb)
+				notes, violations = r.Notes, r.Violations
+			}
+			if err := harnessInputError(violations); err != nil {
+				return err
 			}
 			for _, n := range notes {
 				fmt.Fprintln(cmd.ErrOrStderr(), "note: "+n)

@@ -46,8 +46,7 @@ the scope of impl none itself).`,
 			if !slices.Contains(recipe.Formats, format) {
 				return fail(exitBadInput, "unknown format %q (allowed: %s)", format, strings.Join(recipe.Formats, ", "))
 			}
-			gen, err := presets.ParseMBridge(mbridge)
-			if err != nil {
+			if _, err := presets.ParseMBridge(mbridge); err != nil {
 				return fail(exitBadInput, "--mbridge: %v", err)
 			}
 			c, err := h.candidate(cmd)
@@ -62,7 +61,7 @@ the scope of impl none itself).`,
 				return fail(exitBadInput, "--set needs --model: the values apply to that model's recipe")
 			}
 			var r recipe.Report
-			o := recipe.BuildOverrides(c, gen)
+			o := recipe.BuildOverrides(c, mbridge)
 			if model != "" {
 				m, err := presets.LookupModel(model)
 				if err != nil {

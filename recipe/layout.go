@@ -1,0 +1,100 @@
+package recipe
+
+import (
+	"slices"
+
+	"cgtune/presets"
+)
+
+// Layout is the parallel layout the recipe's values describe: the layout
+// it was seeded from, with every field the recipe has a key for read back
+// from the values (a --set, a YAML file or the layout editor may have
+// changed them). Fields no recipe key holds (the GPU count, the
+// precision, the optimizer's state dtype, ...) stay the seed's. The
+// capture plan of `cgtune check` and the workload of a search are built
+// on it, so that an override of the parallel layout or the batch reaches
+// them as an edit of the layout does.
+func (c *Recipe) Layout() presets.Layout {
+	l := c.layout.Clone()
+	num := func(k string) int {
+		v, ok := c.vals[k]
+		if !ok || v.Null {
+			return 0
+		}
+		return v.Int
+	}
+	l.TP = num("model.tensor_model_parallel_size")
+	l.PP = num("model.pipeline_model_parallel_size")
+	l.VP = num("model.virtual_pipeline_model_parallel_size")
+	l.CP = num("model.context_parallel_size")
+	l.EP = num("model.expert_model_parallel_size")
+	l.ETP = num("model.expert_tensor_parallel_size")
+	l.MTPLayers = num("model.mtp_num_layers")
+	l.GBS = num("train.global_batch_size")
+	l.MBS = num("train.micro_batch_size")
+	l.Seq = num("model.seq_length")
+	l.SequenceParallel = c.vals["model.sequence_parallel"].Bool
+	l.FSDP = c.vals["ddp.use_megatron_fsdp"].Bool
+	if d := c.vals["model.moe_token_dispatcher_type"].Str; c.model.Arch.MoE != nil && !(l.Dispatcher == "" && d == defaultMoEDispatcher) {
+		l.Dispatcher = d
+	}
+	l.CPUOffloadLayers = 0
+	if c.vals["model.cpu_offloading"].Bool {
+		l.CPUOffloadLayers = num("model.cpu_offloading_num_layers")
+	}
+	l.OffloadModules = nil
+	if c.vals["model.fine_grained_activation_offloading"].Bool {
+		l.OffloadModules = slices.Clone(names(c.vals["model.offload_modules"]))
+	}
+	c.readRecompute(&l)
+	return l
+}
+
+// readRecompute reads the recompute fields back into l, as setRecompute
+// writes them: full with its layer count, selective with its modules
+// (None reads as MCore's default, core_attn), or none.
+func (c *Recipe) readRecompute(l *presets.Layout) {
+	l.RecomputeGranularity, l.RecomputeModules, l.RecomputeLayers = "", nil, 0
+	g := c.vals["model.recompute_granularity"]
+	switch {
+	case g.Null:
+	case g.Str == "full":
+		l.RecomputeGranularity = "full"
+		if n := c.vals["model.recompute_num_layers"]; !n.Null {
+			l.RecomputeLayers = n.Int
+		}
+	case g.Str == "selective":
+		l.RecomputeGranularity = "selective"
+		if m := c.vals["model.recompute_modules"]; !m.Null {
+			l.RecomputeModules = slices.Clone(names(m))
+		}
+	}
+}
+
+// Diff lists the keys whose values differ between a and b (a key only one
+// of them has counts), sorted.
+func Diff(a, b *Recipe) []string {
+	var out []string
+	for _, k := range a.Keys() {
+		if w, ok := b.vals[k]; !ok || !sameValue(a.vals[k], w) {
+			out = append(out, k)
+		}
+	}
+	for _, k := range b.Keys() {
+		if _, ok := a.vals[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sameValue reports whether two values of one field are the same setting:
+// an empty list is an empty list however it was built.
+func sameValue(a, b Value) bool {
+	if a.Null || b.Null {
+		return a.Null == b.Null
+	}
+	return a.Bool == b.Bool && a.Int == b.Int && a.Float == b.Float && a.Str == b.Str && a.Scalar == b.Scalar &&
+		a.IsList == b.IsList && slices.Equal(a.List, b.List) && slices.Equal(a.Ints, b.Ints)
+}
