@@ -591,27 +591,26 @@ func (o Overrides) renderJSON() ([]byte, error) {
 // arguments (MLM megatron/training/arguments.py: --cuda-graph-impl from
 // TransformerConfig.cuda_graph_impl, --cuda-graph-modules nargs='+' in G3
 // and the older --cuda-graph-scope nargs='+' in G2,
-// --cuda-graph-warmup-steps, --no-check-for-nan-in-loss-and-grad). The TE
-// RNG tracker is not rendered: validate_args turns --te-rng-tracker on
-// itself where Transformer Engine needs it, and without Transformer Engine
-// MCore's graph-safe tracker is the one that works. Tokens are exec
-// arguments; with quote, each is shell-quoted.
+// --cuda-graph-warmup-steps, --no-check-for-nan-in-loss-and-grad), then
+// every other entry as the flag Megatron-LM derives from the
+// TransformerConfig field (mlmFlag). The TE RNG tracker is not rendered:
+// validate_args turns --te-rng-tracker on itself where Transformer Engine
+// needs it, and without Transformer Engine MCore's graph-safe tracker is
+// the one that works. An entry Megatron-LM has no flag for is an error
+// naming it: the job would run without it. Tokens are exec arguments;
+// with quote, each is shell-quoted.
 func (o Overrides) MegatronLMFlagTokens(quote bool) ([]string, error) {
 	implV, _ := o.Get(KeyImpl)
 	impl, ok := implV.(string)
 	if !ok {
 		return nil, fmt.Errorf("overrides have no string %s; cannot render Megatron-LM flags", KeyImpl)
 	}
-	listKey, listFlag := KeyScope, "--cuda-graph-scope"
+	listFlag := "--cuda-graph-scope"
 	if o.Gen >= presets.G3 {
-		listKey, listFlag = KeyModules, "--cuda-graph-modules"
-	}
-	var mods []string
-	if v, ok := o.Get(listKey); ok {
-		mods, _ = v.([]string)
+		listFlag = "--cuda-graph-modules"
 	}
 	toks := []string{"--cuda-graph-impl", impl}
-	if len(mods) > 0 {
+	if mods := o.scopeList(); len(mods) > 0 {
 		toks = append(toks, listFlag)
 		toks = append(toks, mods...)
 	}
@@ -629,12 +628,87 @@ func (o Overrides) MegatronLMFlagTokens(quote bool) ([]string, error) {
 	if nanLoss == false || nanGrad == false {
 		toks = append(toks, "--no-check-for-nan-in-loss-and-grad")
 	}
+	for _, e := range o.Entries {
+		switch e.Key {
+		case KeyImpl, KeyScope, KeyModules, KeyWarmup, KeyNaNLoss, KeyNaNGrad, KeyModelRNG, KeyRNG:
+			continue
+		}
+		more, err := mlmFlag(e)
+		if err != nil {
+			return nil, err
+		}
+		toks = append(toks, more...)
+	}
 	if quote {
 		for i, t := range toks {
 			toks[i] = shellQuote(t)
 		}
 	}
 	return toks, nil
+}
+
+// mlmRenamed are the recipe keys whose Megatron-LM flag is not the
+// field's name (MLM megatron/training/arguments.py at d98e8a6); "" marks a
+// key that needs no flag of its own.
+var mlmRenamed = map[string]string{
+	"train.global_batch_size":                    "--global-batch-size",
+	"train.micro_batch_size":                     "--micro-batch-size",
+	"model.seq_length":                           "--seq-length",
+	"dataset.sequence_length":                    "", // --seq-length sets both
+	"model.num_moe_experts":                      "--num-experts",
+	"model.virtual_pipeline_model_parallel_size": "--num-virtual-stages-per-pipeline-rank",
+	"model.cpu_offloading_num_layers":            "--cpu-offloading-num-layers",
+}
+
+// mlmDefaultOn are the switches Megatron-LM turns on unless told: their
+// flag turns them off (MLM megatron/training/arguments.py at d98e8a6).
+var mlmDefaultOn = map[string]string{"model.gradient_accumulation_fusion": "--no-gradient-accumulation-fusion"}
+
+// mlmFlag is one entry as Megatron-LM arguments. Megatron-LM builds the
+// arguments of TransformerConfig (and the ModelParallelConfig it extends)
+// from the fields (MLM megatron/training/argument_utils.py
+// ArgumentGroupFactory): --field-name VALUE, a list as nargs '+', a bool
+// that defaults to False as a store_true switch. MB's comm_overlap.* keys
+// are copied onto the model fields of the same name (MB
+// src/megatron/bridge/training/comm_overlap.py). A false switch is
+// Megatron-LM's default and needs no flag; null is the default of the
+// optional fields cgtune writes.
+func mlmFlag(e Entry) ([]string, error) {
+	name, renamed := mlmRenamed[e.Key]
+	section, field, _ := strings.Cut(e.Key, ".")
+	switch {
+	case renamed && name == "":
+		return nil, nil
+	case renamed:
+	case section == "model" || section == "comm_overlap":
+		name = "--" + strings.ReplaceAll(field, "_", "-")
+	default:
+		return nil, fmt.Errorf("%s has no Megatron-LM flag cgtune knows: give the job {dotlist}, {run_script_flags} or {yaml_file} instead of {flags}", e.Key)
+	}
+	switch v := e.Value.(type) {
+	case nil:
+		return nil, nil
+	case bool:
+		if off, ok := mlmDefaultOn[e.Key]; ok {
+			if v {
+				return nil, nil
+			}
+			return []string{off}, nil
+		}
+		if v {
+			return []string{name}, nil
+		}
+		return nil, nil
+	case []string:
+		if len(v) == 0 {
+			return nil, fmt.Errorf("%s is an empty list, which a Megatron-LM flag cannot say: give the job {dotlist}, {run_script_flags} or {yaml_file} instead of {flags}", e.Key)
+		}
+		return append([]string{name}, v...), nil
+	case float64:
+		t, err := floatText(v)
+		return []string{name, t}, err
+	}
+	return []string{name, fmt.Sprint(e.Value)}, nil
 }
 
 // Annotate adds comment lines to rendered overrides, for the formats that

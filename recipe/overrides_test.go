@@ -340,9 +340,29 @@ func TestMegatronLMFlagTokens(t *testing.T) {
 			}
 		})
 	}
+	// The settings beside the graph go as the flags Megatron-LM derives
+	// from TransformerConfig's fields; a false switch is Megatron-LM's
+	// default, save the few it turns on itself; a key with no flag is an
+	// error, not a job run without it.
+	o := BuildOverrides(fullIter, "0.4")
+	o.Entries = append(o.Entries, Entry{Key: "model.moe_expert_capacity_factor", Value: 1.0},
+		Entry{Key: "model.moe_pad_expert_input_to_capacity", Value: true}, Entry{Key: "comm_overlap.overlap_moe_expert_parallel_comm", Value: false},
+		Entry{Key: "model.tensor_model_parallel_size", Value: 2}, Entry{Key: "model.recompute_modules", Value: []string{"core_attn", "mlp"}},
+		Entry{Key: "model.gradient_accumulation_fusion", Value: false}, Entry{Key: "train.micro_batch_size", Value: 2})
+	toks, err := o.MegatronLMFlagTokens(false)
+	want := "--cuda-graph-impl local --cuda-graph-scope full_iteration --cuda-graph-warmup-steps 2 --no-check-for-nan-in-loss-and-grad " +
+		"--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity --tensor-model-parallel-size 2 --recompute-modules core_attn mlp " +
+		"--no-gradient-accumulation-fusion --micro-batch-size 2"
+	if got := strings.Join(toks, " "); err != nil || got != want {
+		t.Errorf("got %s, %v\nwant %s", got, err, want)
+	}
+	o.Entries = append(o.Entries, Entry{Key: "ddp.overlap_grad_reduce", Value: false})
+	if _, err := o.MegatronLMFlagTokens(false); err == nil || !strings.Contains(err.Error(), "ddp.overlap_grad_reduce has no Megatron-LM flag") {
+		t.Errorf("a key without a flag: %v", err)
+	}
 	// Values that are not plain words are quoted for the shell.
-	o := Overrides{Gen: presets.G3, Entries: []Entry{{Key: KeyImpl, Value: "local"}, {Key: KeyModules, Value: []string{"a b", "$(x)"}}}}
-	toks, err := o.MegatronLMFlagTokens(true)
+	o = Overrides{Gen: presets.G3, Entries: []Entry{{Key: KeyImpl, Value: "local"}, {Key: KeyModules, Value: []string{"a b", "$(x)"}}}}
+	toks, err = o.MegatronLMFlagTokens(true)
 	if err != nil {
 		t.Fatal(err)
 	}
