@@ -413,3 +413,17 @@ func mustRead(t *testing.T, path string) string {
 func winnerOverrides(req Request, c presets.Candidate) recipe.Overrides {
 	return recipe.WinnerOverrides(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge}, c)
 }
+
+// winnerFile is the winner's overrides of search d as the TUI writes them
+// (search.Recommendation, in YAML).
+func winnerFile(t *testing.T, req Request, d *search.DoneEvent) string {
+	t.Helper()
+	if d == nil || d.Winner == nil {
+		t.Fatal("no winner")
+	}
+	data, err := search.Recommendation(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge}, d, *d.Winner).Render("yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

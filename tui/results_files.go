@@ -279,7 +279,7 @@ func (s *resultsScreen) reportInput() report.Input {
 	if s.done != nil {
 		in.Done = *s.done
 		if w := s.done.Winner; w != nil {
-			if data, err := s.candidateOverrides(req, w.Result.Candidate).Render(s.format()); err == nil {
+			if data, err := s.recommendation(*w).Render(s.format()); err == nil {
 				in.Overrides = data
 			}
 		}

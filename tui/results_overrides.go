@@ -7,7 +7,6 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"cgtune/engine"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/search"
@@ -32,19 +31,20 @@ func (s *resultsScreen) overridesText() ([]byte, error) {
 	if rk.Result.Failed() {
 		return nil, fmt.Errorf("%s failed (%s); it has no overrides worth emitting", rk.Result.Candidate.Label(), rk.Result.ErrKind)
 	}
-	// The overrides of the model and MB version the search ran with.
-	req := s.ranRequest()
-	data, err := s.candidateOverrides(req, rk.Result.Candidate).Render(s.format())
-	if err != nil || rk.Result.Source != engine.SourceEstimated {
-		return data, err
-	}
-	// What is written from an estimate says so.
-	data, _ = recipe.Annotate(data, s.format(), search.EstimateNote(rk.Result))
-	return data, nil
+	return s.recommendation(rk).Render(s.format())
 }
 
-// candidateOverrides are candidate c's overrides for the search of req,
-// with the settings of --set it needs.
+// recommendation is ranked result rk's overrides as every output writes
+// them (search.Annotated): for the search the screen shows (the model,
+// layout and MB version it ran with, the --set values), saying whether the
+// recipe's setting stands and whether the figures are estimated.
+func (s *resultsScreen) recommendation(rk search.Ranked) recipe.Overrides {
+	return search.Annotated(s.candidateOverrides(s.ranRequest(), rk.Result.Candidate), s.done, rk)
+}
+
+// candidateOverrides are candidate c's overrides for the search of req
+// (recipe.WinnerOverrides), kept per candidate: they do not change with
+// the ranking.
 func (s *resultsScreen) candidateOverrides(req Request, c presets.Candidate) recipe.Overrides {
 	if o, ok := s.overrides[c.Key()]; ok {
 		return o

@@ -118,6 +118,10 @@ type headlessResult struct {
 	// ReferenceText says what the recipe ships and how the winner
 	// compares with it (the reference object has the figures).
 	ReferenceText string `json:"reference_text,omitempty"`
+	// KeepReference is set when the winner is the reference: keep the
+	// recipe's setting, nothing beats it beyond noise (the overrides
+	// restate it).
+	KeepReference bool `json:"keep_reference,omitempty"`
 }
 
 // overridesObject is o's entries by section: the dotted key's first part
@@ -149,6 +153,7 @@ func (f *rootFlags) newHeadlessResult(d search.DoneEvent, cfg search.Config, ren
 		TrainIters: cfg.TrainIters, Tie: tieFlag(cfg.Tie), Sets: cfg.Sets,
 		Overrides: string(rendered), OverridesObject: overridesObject(o), Format: f.format,
 		ReferenceText: d.Reference.Describe(d.Winner),
+		KeepReference: d.Reference.Won(d.Winner),
 	}
 	if emitted {
 		r.Emitted = absPath(f.emit)
