@@ -74,6 +74,27 @@ func (t Target) Ranked(c presets.Candidate) (*Recipe, []string, []Violation, err
 	return r, notes, vs, nil
 }
 
+// PresetLayout is the target's layout with its --set values written into
+// the layout's settings, for a team preset saved from the search: loaded
+// again, the preset ranks candidates under the same conditions and its
+// overrides are the same. The keys a layout cannot hold (te_version, which
+// is no dotted recipe field) come back unwritten.
+func (t Target) PresetLayout() (presets.Layout, []string) {
+	l := t.Layout.Clone()
+	var left []string
+	for _, k := range slices.Sorted(maps.Keys(t.Sets)) {
+		if !strings.Contains(k, ".") {
+			left = append(left, k+"="+t.Sets[k])
+			continue
+		}
+		if l.Settings == nil {
+			l.Settings = map[string]string{}
+		}
+		l.Settings[k] = t.Sets[k]
+	}
+	return l, left
+}
+
 // WinnerOverrides are the recipe overrides of a ranked result: candidate
 // c and the conditions t it was ranked under, written for the recipe the
 // user puts them onto (t.Stock) in the field names of t.MBridge. They are

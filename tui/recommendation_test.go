@@ -118,3 +118,22 @@ func TestRecipeSettingThatWinsIsKept(t *testing.T) {
 		t.Errorf("file:\n%s", y)
 	}
 }
+
+// A preset saved from the results (p) holds the search's --set values in
+// its layout: loaded again it ranks under the conditions the search had,
+// and a key no layout can hold is named in its description.
+func TestSavedPresetHoldsTheSearchsSets(t *testing.T) {
+	f := newFake(t)
+	m := finishRun(t, f)
+	m.opts.Sets = map[string]string{"comm_overlap.overlap_moe_expert_parallel_comm": "false", "te_version": "2.14"}
+	p, err := m.resScr.teamPreset("kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Layout.Settings["comm_overlap.overlap_moe_expert_parallel_comm"] != "false" || !strings.Contains(p.Description, "te_version=2.14, which a preset cannot hold") {
+		t.Errorf("settings %v, description %q", p.Layout.Settings, p.Description)
+	}
+	if err := p.Validate(); err != nil {
+		t.Errorf("the preset does not validate: %v", err)
+	}
+}
