@@ -138,11 +138,16 @@ func checked(cfg *Recipe, mbridge string) (*state, error) {
 
 // CheckWithCapture is Check, then, when no rule is broken, the capture
 // plan of the CUDA-graph setting MB ends its start-up with, on the model
-// and layout cfg was seeded from and with the recipe's MoE mode
-// (stepmodel.PlanCapture, as the search plans each candidate): a capture
-// known to fail is a WillFailID violation with the reason the search
-// gives, and a setting that captures nothing on the model is a note.
+// cfg was seeded from and the layout its values describe (Recipe.Layout),
+// with the recipe's MoE mode (stepmodel.PlanCapture, as the search plans
+// each candidate): a capture known to fail is a WillFailID violation with
+// the reason the search gives, and a setting that captures nothing on the
+// model is a note.
 func CheckWithCapture(cfg *Recipe, mbridge string) Report {
+	return checkWithCapture(cfg, mbridge, newPlanner(cfg.model))
+}
+
+func checkWithCapture(cfg *Recipe, mbridge string, p *planner) Report {
 	s, err := checked(cfg, mbridge)
 	if err != nil {
 		return configReport(err)
@@ -151,7 +156,7 @@ func CheckWithCapture(cfg *Recipe, mbridge string) Report {
 	if len(r.Violations) > 0 {
 		return r
 	}
-	v, notes, err := s.captureVerdict(newPlanner(cfg.model))
+	v, notes, err := s.captureVerdict(p)
 	switch {
 	case err != nil:
 		r.Violations = append(r.Violations, Violation{ID: ConfigID, Message: err.Error()})
@@ -316,11 +321,15 @@ func ApplyHarness(cfg *Recipe, mbridge string) (notes []string, violations []Vio
 // and run by the perf harness (cfg, then ApplyHarness). A rule either
 // breaks is reported once, the recipe script's first. cfg is not modified.
 func CheckAsApplied(cfg *Recipe, mbridge string) Report {
-	r := CheckWithCapture(cfg, mbridge)
+	return checkAsApplied(cfg, mbridge, newPlanner(cfg.model))
+}
+
+func checkAsApplied(cfg *Recipe, mbridge string, p *planner) Report {
+	r := checkWithCapture(cfg, mbridge, p)
 	h := cfg.Clone()
 	notes, vs := ApplyHarness(h, mbridge)
 	if len(vs) == 0 {
-		hr := CheckWithCapture(h, mbridge)
+		hr := checkWithCapture(h, mbridge, p)
 		vs, notes = hr.Violations, append(notes, hr.Notes...)
 	}
 	for _, v := range vs {
@@ -464,25 +473,74 @@ func harness04(s *state) {
 // applies it, then every rule. A nil c.Scopes is the whole layer here. A
 // set that cannot be applied is reported as a CONFIG violation.
 func ValidateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string) Report {
-	return validateCandidate(m, l, c, mbridge, sets, Check)
+	return NewValidator(Target{Model: m, Layout: l, MBridge: mbridge, Sets: sets}).Validate(c)
 }
 
 // ValidateWithCapture is ValidateCandidate, then the capture plan's verdict
 // (CheckWithCapture): a candidate the search would leave out as WillFailID
 // is a violation here.
 func ValidateWithCapture(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string) Report {
-	return validateCandidate(m, l, c, mbridge, sets, CheckWithCapture)
+	return NewValidator(Target{Model: m, Layout: l, MBridge: mbridge, Sets: sets}).ValidateWithCapture(c)
 }
 
-func validateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, check func(*Recipe, string) Report) Report {
-	cfg, notes, violations, err := Target{Model: m, Layout: l, MBridge: mbridge, Sets: sets}.Ranked(c)
+// Validator judges candidates ranked under one target: the recipe of its
+// conditions is built once, and capture verdicts are kept.
+type Validator struct {
+	t     Target
+	cond  *Recipe
+	err   error
+	plans *planner
+}
+
+// NewValidator prepares the judging of candidates under t.
+func NewValidator(t Target) *Validator {
+	v := &Validator{t: t, plans: newPlanner(t.Model)}
+	v.cond, v.err = t.Conditions()
+	return v
+}
+
+// Ranked is the recipe candidate c was ranked as (Target.Ranked).
+func (v *Validator) Ranked(c presets.Candidate) (*Recipe, []string, []Violation, error) {
+	if v.err != nil {
+		return nil, nil, nil, v.err
+	}
+	r := v.cond.Clone()
+	if c.Scopes == nil {
+		c.Scopes = []string{}
+	}
+	notes, vs := ApplyHarnessFlags(r, c, v.t.MBridge)
+	return r, notes, vs, nil
+}
+
+// Validate is ValidateCandidate under the validator's target.
+func (v *Validator) Validate(c presets.Candidate) Report { return v.validate(c, Check) }
+
+// ValidateWithCapture is ValidateWithCapture under the validator's target.
+func (v *Validator) ValidateWithCapture(c presets.Candidate) Report {
+	return v.validate(c, v.CheckWithCapture)
+}
+
+// CheckWithCapture is CheckWithCapture with the validator's kept verdicts
+// (cfg must be of the validator's model).
+func (v *Validator) CheckWithCapture(cfg *Recipe, mbridge string) Report {
+	return checkWithCapture(cfg, mbridge, v.plans)
+}
+
+// CheckAsApplied is CheckAsApplied with the validator's kept verdicts
+// (cfg must be of the validator's model).
+func (v *Validator) CheckAsApplied(cfg *Recipe, mbridge string) Report {
+	return checkAsApplied(cfg, mbridge, v.plans)
+}
+
+func (v *Validator) validate(c presets.Candidate, check func(*Recipe, string) Report) Report {
+	cfg, notes, violations, err := v.Ranked(c)
 	if err != nil {
 		return configReport(err)
 	}
 	if len(violations) > 0 {
 		return Report{Violations: violations, Notes: notes}
 	}
-	r := check(cfg, mbridge)
+	r := check(cfg, v.t.MBridge)
 	r.Notes = append(notes, r.Notes...)
 	return r
 }

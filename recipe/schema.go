@@ -547,11 +547,9 @@ func (c *Recipe) Generation() presets.Generation { return c.gen }
 
 // Clone returns an independent copy.
 func (c *Recipe) Clone() *Recipe {
-	n := &Recipe{gen: c.gen, mb: c.mb, vals: make(map[string]Value, len(c.vals)), model: c.model, layout: c.layout.Clone()}
-	for k, v := range c.vals {
-		n.vals[k] = v.clone()
-	}
-	return n
+	// A value is replaced, never changed in place (setValue stores a
+	// clone), so the copies may share their values' lists.
+	return &Recipe{gen: c.gen, mb: c.mb, vals: maps.Clone(c.vals), model: c.model, layout: c.layout.Clone()}
 }
 
 // Get returns the value of key; env.NAME keys that were never set read as

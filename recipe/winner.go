@@ -63,15 +63,7 @@ func (t Target) Conditions() (*Recipe, error) {
 // the perf harness applies it (a nil c.Scopes is the whole layer), with the
 // harness's violations.
 func (t Target) Ranked(c presets.Candidate) (*Recipe, []string, []Violation, error) {
-	r, err := t.Conditions()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if c.Scopes == nil {
-		c.Scopes = []string{}
-	}
-	notes, vs := ApplyHarnessFlags(r, c, t.MBridge)
-	return r, notes, vs, nil
+	return NewValidator(t).Ranked(c)
 }
 
 // PresetLayout is the target's layout with its --set values written into
@@ -115,37 +107,43 @@ func WinnerOverrides(t Target, c presets.Candidate) Overrides {
 // Recommender writes the overrides of candidates ranked under one
 // target, sharing the recipes and capture plans they are judged on.
 type Recommender struct {
-	t     Target
-	stock *Recipe
-	err   error
-	seeds []seed
-	notes []string
-	plans *planner
+	*Validator
+	stock    *Recipe
+	stockErr error // the stock recipe or the conditions could not be built
+	seeds    []seed
+	notes    []string
+	parsed   map[string]Value // entries' dotlist tokens, parsed (applyEntries)
 }
 
 // NewRecommender prepares the overrides of candidates ranked under t.
 func NewRecommender(t Target) *Recommender {
-	r := &Recommender{t: t, plans: newPlanner(t.Model)}
+	r := &Recommender{Validator: NewValidator(t), parsed: map[string]Value{}}
 	stockL := t.StockLayout()
-	r.stock, r.err = New(t.Model, stockL, t.MBridge)
-	if r.err != nil {
+	r.stock, r.stockErr = New(t.Model, stockL, t.MBridge)
+	if r.stockErr != nil {
 		return r
 	}
-	ranked, err := t.Conditions()
-	if err != nil {
-		r.err = err
+	if r.stockErr = r.Validator.err; r.stockErr != nil {
 		return r
 	}
 	r.notes = layoutNotes(stockL, t.Layout)
-	r.seeds = t.seedsOf(r.stock, ranked, stockL)
+	r.seeds = t.seedsOf(r.stock, r.cond, stockL)
 	return r
+}
+
+// Stock is a copy of the recipe the overrides go onto (Target.Stock).
+func (r *Recommender) Stock() (*Recipe, error) {
+	if r.stock == nil {
+		return nil, r.stockErr
+	}
+	return r.stock.Clone(), nil
 }
 
 // Overrides are candidate c's overrides (WinnerOverrides).
 func (r *Recommender) Overrides(c presets.Candidate) Overrides {
 	o := BuildOverrides(c, r.t.MBridge)
-	if r.err != nil {
-		o.Notes = append(o.Notes, "the settings the search ran with could not be compared with the recipe's: "+r.err.Error())
+	if r.stockErr != nil {
+		o.Notes = append(o.Notes, "the settings the search ran with could not be compared with the recipe's: "+r.stockErr.Error())
 		return o
 	}
 	var seeds []seed
@@ -263,10 +261,8 @@ func (r *Recommender) recipe(kept []seed) *Recipe {
 // capture plan fine; else it says why not.
 func (r *Recommender) verdict(kept []seed, entries []Entry) string {
 	c := r.recipe(kept)
-	for _, tok := range (Overrides{Gen: c.gen, Entries: entries}).DotlistTokens(false) {
-		if err := c.ApplySet(tok); err != nil {
-			return err.Error()
-		}
+	if err := r.applyEntries(c, entries); err != nil {
+		return err.Error()
 	}
 	if v := r.holds(c); v != "" {
 		return v
@@ -275,6 +271,25 @@ func (r *Recommender) verdict(kept []seed, entries []Entry) string {
 		return vs[0].String()
 	}
 	return r.holds(c)
+}
+
+// applyEntries applies entries to c as their dotlist tokens would: each
+// entry is parsed once (the Hydra grammar, ApplySet) and kept.
+func (r *Recommender) applyEntries(c *Recipe, entries []Entry) error {
+	for _, e := range entries {
+		tok := (Overrides{Gen: c.gen, Entries: []Entry{e}}).DotlistTokens(false)[0]
+		v, ok := r.parsed[tok]
+		if !ok {
+			scratch := r.stock.Clone()
+			if err := scratch.ApplySet(tok); err != nil {
+				return err
+			}
+			v, _ = scratch.Get(e.Key)
+			r.parsed[tok] = v
+		}
+		c.vals[e.Key] = v
+	}
+	return nil
 }
 
 // holds is "" when c breaks no rule and its capture plan is fine, else
@@ -287,7 +302,7 @@ func (r *Recommender) holds(c *Recipe) string {
 	if len(s.violations) > 0 {
 		return s.violations[0].String()
 	}
-	v, _, err := s.captureVerdict(r.plans)
+	v, _, err := s.captureVerdict(r.Validator.plans)
 	switch {
 	case err != nil:
 		return err.Error()
