@@ -53,12 +53,14 @@ func TestHeadlessEmitHoldsOnTheStockRecipe(t *testing.T) {
 	}
 	var res struct {
 		OverridesObject map[string]map[string]any `json:"overrides_object"`
+		OverridesWhy    map[string]string         `json:"overrides_why"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.OverridesObject["comm_overlap"]["overlap_moe_expert_parallel_comm"] != false {
-		t.Errorf("--json overrides_object %v", res.OverridesObject)
+	if res.OverridesObject["comm_overlap"]["overlap_moe_expert_parallel_comm"] != false ||
+		!strings.Contains(res.OverridesWhy["comm_overlap.overlap_moe_expert_parallel_comm"], "TC-36") {
+		t.Errorf("--json overrides_object %v, overrides_why %v", res.OverridesObject, res.OverridesWhy)
 	}
 }
 
