@@ -49,10 +49,11 @@ func (s *resultsScreen) candidateOverrides(req Request, c presets.Candidate) rec
 	if o, ok := s.overrides[c.Key()]; ok {
 		return o
 	}
-	o := recipe.WinnerOverrides(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Sets: s.opts.Sets}, c)
 	if s.overrides == nil {
 		s.overrides = map[string]recipe.Overrides{}
+		s.recommender = recipe.NewRecommender(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Sets: s.opts.Sets})
 	}
+	o := s.recommender.Overrides(c)
 	s.overrides[c.Key()] = o
 	return o
 }

@@ -41,8 +41,10 @@ type resultsScreen struct {
 	// val is the validation on real jobs.
 	val validationPane
 	// overrides are the candidates' overrides by candidate key, derived
-	// once per search (recipe.WinnerOverrides plans captures).
-	overrides map[string]recipe.Overrides
+	// once per search (recipe.WinnerOverrides plans captures), by one
+	// recommender for the search.
+	overrides   map[string]recipe.Overrides
+	recommender *recipe.Recommender
 }
 
 // newResultsScreen starts with the --format shown.

@@ -102,6 +102,35 @@ func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (pr
 	return m, l, mbridge, nil
 }
 
+// check runs the rules on cfg as the harness flags apply it when they are
+// given; without them, the overrides must hold however they are applied:
+// by a recipe script and by the perf harness, which makes its own pass
+// over every recipe it runs (recipe.CheckAsApplied).
+func (h *harnessFlags) check(cmd *cobra.Command, cfg *recipe.Recipe, mb string) ([]string, []recipe.Violation, error) {
+	if !h.given(cmd) {
+		r := recipe.CheckAsApplied(cfg, mb)
+		return r.Notes, r.Violations, harnessInputError(r.Violations)
+	}
+	c, err := h.candidate(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !cmd.Flags().Changed("warmup") {
+		// No flag: the recipe's value (file or --set) stays.
+		v, _ := cfg.Get("model.cuda_graph_warmup_steps")
+		c.Warmup = v.Int
+	}
+	notes, violations := recipe.ApplyHarnessFlags(cfg, c, mb)
+	if err := harnessInputError(violations); err != nil {
+		return nil, nil, err
+	}
+	if len(violations) == 0 {
+		r := recipe.CheckWithCapture(cfg, mb)
+		notes, violations = append(notes, r.Notes...), r.Violations
+	}
+	return notes, violations, harnessInputError(violations)
+}
+
 func newCheckCmd() *cobra.Command {
 	var model, presetArg, gpu, mbridge string
 	var sets []string
@@ -146,34 +175,8 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 					return fail(exitBadInput, "%v", err)
 				}
 			}
-			var notes []string
-			var violations []recipe.Violation
-			if h.given(cmd) {
-				c, err := h.candidate(cmd)
-				if err != nil {
-					return err
-				}
-				if !cmd.Flags().Changed("warmup") {
-					// No flag: the recipe's value (file or --set) stays.
-					v, _ := cfg.Get("model.cuda_graph_warmup_steps")
-					c.Warmup = v.Int
-				}
-				notes, violations = recipe.ApplyHarnessFlags(cfg, c, mb)
-				if err := harnessInputError(violations); err != nil {
-					return err
-				}
-				if len(violations) == 0 {
-					r := recipe.CheckWithCapture(cfg, mb)
-					notes, violations = append(notes, r.Notes...), r.Violations
-				}
-			} else {
-				// Without flags, the overrides must hold however they are
-				// applied: by a recipe script and by the perf harness,
-				// which makes its own pass over every recipe it runs.
-				r := recipe.CheckAsApplied(cfg, mb)
-				notes, violations = r.Notes, r.Violations
-			}
-			if err := harnessInputError(violations); err != nil {
+			notes, violations, err := h.check(cmd, cfg, mb)
+			if err != nil {
 				return err
 			}
 			for _, n := range notes {
