@@ -118,8 +118,8 @@ type headlessResult struct {
 	// reference, an estimate, what no recipe field can say).
 	OverridesWhy   map[string]string `json:"overrides_why,omitempty"`
 	OverridesNotes []string          `json:"overrides_notes,omitempty"`
-	Format          string                    `json:"format"`
-	Emitted         string                    `json:"emitted,omitempty"` // the absolute path --emit wrote
+	Format         string            `json:"format"`
+	Emitted        string            `json:"emitted,omitempty"` // the absolute path --emit wrote
 	// ReferenceText says what the recipe ships and how the winner
 	// compares with it (the reference object has the figures).
 	ReferenceText string `json:"reference_text,omitempty"`
