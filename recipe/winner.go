@@ -168,7 +168,23 @@ func (r *Recommender) Overrides(c presets.Candidate) Overrides {
 		o.Notes = append(o.Notes, fmt.Sprintf("set %s=%s where the job runs (not a recipe field): %s", s.key, s.text, s.why))
 	}
 	o.Notes = append(o.Notes, r.notes...)
+	if note := r.dropNote(); note != "" {
+		o.Notes = append(o.Notes, note)
+	}
 	return o
+}
+
+// dropNote says, when the overrides turn the recipe's dropless experts
+// into drop-and-pad ones, that this changes training: MCore drops the
+// tokens over an expert's capacity (moe_expert_capacity_factor, MLM
+// megatron/core/transformer/transformer_config.py; None drops none).
+func (r *Recommender) dropNote() string {
+	if r.cond == nil || newState(r.stock, 0).dropless() == newState(r.cond, 0).dropless() || newState(r.cond, 0).dropless() {
+		return ""
+	}
+	f := r.cond.vals["model.moe_expert_capacity_factor"].Float
+	return fmt.Sprintf("drop-and-pad MoE (capacity factor %s): tokens over an expert's capacity are dropped, which changes training, not only its speed",
+		strconv.FormatFloat(f, 'g', -1, 64))
 }
 
 // seed is a recipe setting in which the search's recipe differed from

@@ -167,7 +167,14 @@ func TestWinnerOverridesTurnTheRecipesEPOverlapOff(t *testing.T) {
 			if rep := holdsOnStockRecipe(t, tg, o); !rep.OK() {
 				t.Errorf("on the stock h100 recipe: %v", rep.Violations)
 			}
+			if !slices.ContainsFunc(o.Notes, func(n string) bool { return strings.Contains(n, "tokens over an expert's capacity are dropped") }) {
+				t.Errorf("nothing says drop-and-pad drops tokens: %q", o.Notes)
+			}
 		})
+	}
+	// The recipe's own dropless experts need no such line.
+	if o := WinnerOverrides(Target{Model: m, Layout: l, MBridge: "0.4"}, teAttn); slices.ContainsFunc(o.Notes, func(n string) bool { return strings.Contains(n, "dropped") }) {
+		t.Errorf("a dropless winner says tokens are dropped: %q", o.Notes)
 	}
 }
 
