@@ -16,6 +16,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"cgtune/presets"
@@ -117,13 +118,31 @@ type Memory struct {
 	Breakdown *stepmodel.MemoryBreakdown `json:"breakdown,omitempty"`
 }
 
-// JobGraphMiB is the graph memory at the real job's scale where the run
-// emulated fewer layers or micro-batches, else what the run captured.
+// JobGraphMiB is the one figure every output calls graph memory ("GRAPH
+// MiB"): what the candidate's graphs take per rank in the real job. That
+// is the memory model's graphs term where the result carries a breakdown
+// (the figure its fit is judged on; the megatron engine puts its
+// measurement there when its run was the whole job), else the run's graph
+// memory scaled to the job's captured micro-batches and layers, else what
+// the run captured. What the run itself measured (GraphMiB) is a detail.
 func (m Memory) JobGraphMiB() int64 {
-	if m.GraphFullJobMiB > 0 {
+	switch {
+	case m.Breakdown != nil:
+		return m.Breakdown.Graphs
+	case m.GraphFullJobMiB > 0:
 		return m.GraphFullJobMiB
 	}
 	return m.GraphMiB
+}
+
+// MarshalJSON writes the memory with job_graph_mib (JobGraphMiB), the
+// figure the tables show, beside the run's own graph_mib.
+func (m Memory) MarshalJSON() ([]byte, error) {
+	type plain Memory // without this method
+	return json.Marshal(struct {
+		plain
+		JobGraphMiB int64 `json:"job_graph_mib"`
+	}{plain(m), m.JobGraphMiB()})
 }
 
 // FailureKind says why a candidate failed; its values are the results'

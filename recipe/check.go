@@ -2,7 +2,6 @@ package recipe
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -143,11 +142,16 @@ func checked(cfg *Recipe, mbridge string, opts ...Option) (*state, error) {
 
 // CheckWithCapture is Check, then, when no rule is broken, the capture
 // plan of the CUDA-graph setting MB ends its start-up with, on the model
-// and layout cfg was seeded from and with the recipe's MoE mode
-// (stepmodel.PlanCapture, as the search plans each candidate): a capture
-// known to fail is a WillFailID violation with the reason the search
-// gives, and a setting that captures nothing on the model is a note.
+// cfg was seeded from and the layout its values describe (Recipe.Layout),
+// with the recipe's MoE mode (stepmodel.PlanCapture, as the search plans
+// each candidate): a capture known to fail is a WillFailID violation with
+// the reason the search gives, and a setting that captures nothing on the
+// model is a note.
 func CheckWithCapture(cfg *Recipe, mbridge string, opts ...Option) Report {
+	return checkWithCapture(cfg, mbridge, newPlanner(cfg.model), opts...)
+}
+
+func checkWithCapture(cfg *Recipe, mbridge string, p *planner, opts ...Option) Report {
 	s, err := checked(cfg, mbridge, opts...)
 	if err != nil {
 		return configReport(err)
@@ -156,7 +160,7 @@ func CheckWithCapture(cfg *Recipe, mbridge string, opts ...Option) Report {
 	if len(r.Violations) > 0 {
 		return r
 	}
-	v, notes, err := s.captureVerdict(newPlanner(cfg.model, cfg.layout))
+	v, notes, err := s.captureVerdict(p)
 	switch {
 	case err != nil:
 		r.Violations = append(r.Violations, Violation{ID: ConfigID, Message: err.Error()})
@@ -203,49 +207,65 @@ func (s *state) moeWorkload(m presets.Model, opts stepmodel.WorkloadOptions) ste
 	return opts
 }
 
-// planner builds the workloads capture verdicts plan on, once per MoE
-// mode and generation: a verdict needs only which ops the graphs hold.
+// planner builds the workloads capture verdicts plan on, once per
+// layout, MoE mode and generation, and keeps each verdict: a verdict needs
+// only which ops the graphs hold.
 type planner struct {
-	m     presets.Model
-	l     presets.Layout
-	built map[string]*stepmodel.Workload
+	m        presets.Model
+	built    map[string]*stepmodel.Workload
+	verdicts map[string]capture
 }
 
-func newPlanner(m presets.Model, l presets.Layout) *planner {
-	return &planner{m: m, l: l, built: map[string]*stepmodel.Workload{}}
+// capture is a capture plan's verdict: the failure, or the plan's notes.
+type capture struct {
+	fail  *Violation
+	notes []string
 }
 
-func (p *planner) workload(opts stepmodel.WorkloadOptions) (*stepmodel.Workload, error) {
+func newPlanner(m presets.Model) *planner {
+	return &planner{m: m, built: map[string]*stepmodel.Workload{}, verdicts: map[string]capture{}}
+}
+
+func (p *planner) workload(l presets.Layout, opts stepmodel.WorkloadOptions) (*stepmodel.Workload, string, error) {
 	dropless := opts.Dropless != nil && *opts.Dropless
-	key := fmt.Sprint(dropless, opts.MoECapacityFactor, opts.Generation, opts.LayerSpec)
+	shape := l.Clone()
+	shape.CUDAGraph, shape.Source = nil, "" // neither moves an op
+	key := fmt.Sprintf("%v|%v|%v|%v|%+v", dropless, opts.MoECapacityFactor, opts.Generation, opts.LayerSpec, shape)
 	if w, ok := p.built[key]; ok {
-		return w, nil
+		return w, key, nil
 	}
-	w, err := stepmodel.BuildWorkload(p.m, p.l, opts)
+	w, err := stepmodel.BuildWorkload(p.m, l, opts)
 	if err != nil {
-		return nil, err
+		return nil, key, err
 	}
 	p.built[key] = w
-	return w, nil
+	return w, key, nil
 }
 
 // captureVerdict plans the capture of the state's CUDA-graph setting on
-// the planner's model and layout: the WillFailID violation the search
-// would give it, or the plan's notes.
+// the planner's model and the recipe's layout (Recipe.Layout): the
+// WillFailID violation the search would give it, or the plan's notes.
 func (s *state) captureVerdict(p *planner) (*Violation, []string, error) {
 	c := s.graphSetting()
 	if !c.Graphed() {
 		return nil, nil, nil
 	}
-	w, err := p.workload(s.moeWorkload(p.m, stepmodel.WorkloadOptions{Generation: s.gen}))
+	w, key, err := p.workload(s.c.Layout(), s.moeWorkload(p.m, stepmodel.WorkloadOptions{Generation: s.gen}))
 	if err != nil {
 		return nil, nil, err
 	}
-	cp := stepmodel.PlanCapture(w, c, s.gen)
-	if cp.Failure != nil {
-		return &Violation{ID: WillFailID, Message: WillFailMessage(cp)}, nil, nil
+	key += "|" + c.Key()
+	if v, ok := p.verdicts[key]; ok {
+		return v.fail, v.notes, nil
 	}
-	return nil, cp.Notes, nil
+	var v capture
+	if cp := stepmodel.PlanCapture(w, c, s.gen); cp.Failure != nil {
+		v.fail = &Violation{ID: WillFailID, Message: WillFailMessage(cp)}
+	} else {
+		v.notes = cp.Notes
+	}
+	p.verdicts[key] = v
+	return v.fail, v.notes, nil
 }
 
 // ApplyHarnessFlags applies the perf harness's --cuda_graph_impl and
@@ -285,6 +305,69 @@ func ApplyHarnessFlags(cfg *Recipe, c presets.Candidate, mbridge string) (notes 
 		s.harnessSet(false, "full-iteration graph", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
 	}
 	return s.notes, s.violations
+}
+
+// ApplyHarness is the pass the perf harness makes over every recipe it
+// runs, flags or none: MB's scripts/performance/run_script.py calls
+// set_user_overrides, and with it _set_cuda_graph_overrides, whether or
+// not --cuda_graph_impl or --cuda_graph_scope was given
+// (scripts/performance/utils/overrides.py, v0.3.0 to HEAD). Without
+// flags, v0.5.0's asserts that a transformer_engine recipe's
+// cuda_graph_scope is a list of TE scopes (None fails) and v0.6.0+ check
+// the module names; impl none has its scope cleared. It is
+// ApplyHarnessFlags with no flag given.
+func ApplyHarness(cfg *Recipe, mbridge string) (notes []string, violations []Violation) {
+	w, _ := cfg.Get(KeyWarmup)
+	return ApplyHarnessFlags(cfg, presets.Candidate{Warmup: w.Int}, mbridge)
+}
+
+// CheckAsApplied is CheckWithCapture of overrides as the user applies
+// them, either way: put onto the recipe by a recipe script (cfg as it is)
+// and run by the perf harness (cfg, then ApplyHarness). A rule either
+// breaks is reported once, the recipe script's first. cfg is not modified.
+// A job Megatron-LM's pretrain_gpt.py launches (WithLauncher) never goes
+// through MB's perf harness: only the first way applies.
+func CheckAsApplied(cfg *Recipe, mbridge string, opts ...Option) Report {
+	return checkAsApplied(cfg, mbridge, newPlanner(cfg.model), opts...)
+}
+
+func checkAsApplied(cfg *Recipe, mbridge string, p *planner, opts ...Option) Report {
+	r := checkWithCapture(cfg, mbridge, p, opts...)
+	if optionsOf(opts).launcher == LauncherMLM {
+		return r
+	}
+	h := cfg.Clone()
+	notes, vs := ApplyHarness(h, mbridge)
+	if len(vs) == 0 {
+		hr := checkWithCapture(h, mbridge, p, opts...)
+		vs, notes = hr.Violations, append(notes, hr.Notes...)
+	}
+	for _, v := range vs {
+		if !slices.Contains(r.Violations, v) {
+			r.Violations = append(r.Violations, v)
+		}
+	}
+	if len(r.Violations) == 0 {
+		// The harness's changes are worth a note only where the file
+		// holds: they are what the harness run differs in.
+		for _, n := range notes {
+			if strings.HasPrefix(n, "PERF-") && !slices.Contains(r.Notes, n) {
+				r.Notes = append(r.Notes, n)
+			}
+		}
+	}
+	return r
+}
+
+// Settle is cfg as Megatron-Bridge ends its start-up (every auto-fix of
+// Check applied), with Check's report: two recipes that settle the same
+// run the same job.
+func Settle(cfg *Recipe, mbridge string) (*Recipe, Report) {
+	s, err := checked(cfg, mbridge)
+	if err != nil {
+		return cfg.Clone(), configReport(err)
+	}
+	return s.c, Report{Violations: s.violations, Notes: s.notes}
 }
 
 // harnessSet writes bool fields and notes the ones that changed, in one
@@ -400,34 +483,78 @@ func harness04(s *state) {
 // applies it, then every rule. A nil c.Scopes is the whole layer here. A
 // set that cannot be applied is reported as a CONFIG violation.
 func ValidateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, opts ...Option) Report {
-	return validateCandidate(m, l, c, mbridge, sets, func(cfg *Recipe, mb string) Report { return Check(cfg, mb, opts...) })
+	return NewValidator(Target{Model: m, Layout: l, MBridge: mbridge, Sets: sets}, opts...).Validate(c)
 }
 
 // ValidateWithCapture is ValidateCandidate, then the capture plan's verdict
 // (CheckWithCapture): a candidate the search would leave out as WillFailID
 // is a violation here.
 func ValidateWithCapture(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, opts ...Option) Report {
-	return validateCandidate(m, l, c, mbridge, sets, func(cfg *Recipe, mb string) Report { return CheckWithCapture(cfg, mb, opts...) })
+	return NewValidator(Target{Model: m, Layout: l, MBridge: mbridge, Sets: sets}, opts...).ValidateWithCapture(c)
 }
 
-func validateCandidate(m presets.Model, l presets.Layout, c presets.Candidate, mbridge string, sets map[string]string, check func(*Recipe, string) Report) Report {
-	cfg, err := New(m, l, mbridge)
-	if err != nil {
-		return configReport(err)
+// Validator judges candidates ranked under one target: the recipe of its
+// conditions is built once, and capture verdicts are kept.
+type Validator struct {
+	t     Target
+	opts  []Option // how the job is launched (WithLauncher)
+	cond  *Recipe
+	err   error
+	plans *planner
+}
+
+// NewValidator prepares the judging of candidates under t, launched as
+// opts say (Megatron-Bridge by default).
+func NewValidator(t Target, opts ...Option) *Validator {
+	v := &Validator{t: t, opts: opts, plans: newPlanner(t.Model)}
+	v.cond, v.err = t.Conditions()
+	return v
+}
+
+// Ranked is the recipe candidate c was ranked as (Target.Ranked).
+func (v *Validator) Ranked(c presets.Candidate) (*Recipe, []string, []Violation, error) {
+	if v.err != nil {
+		return nil, nil, nil, v.err
 	}
-	for _, k := range slices.Sorted(maps.Keys(sets)) {
-		if err := cfg.ApplySet(k + "=" + sets[k]); err != nil {
-			return configReport(err)
-		}
-	}
+	r := v.cond.Clone()
 	if c.Scopes == nil {
 		c.Scopes = []string{}
 	}
-	notes, violations := ApplyHarnessFlags(cfg, c, mbridge)
+	notes, vs := ApplyHarnessFlags(r, c, v.t.MBridge)
+	return r, notes, vs, nil
+}
+
+// Validate is ValidateCandidate under the validator's target.
+func (v *Validator) Validate(c presets.Candidate) Report {
+	return v.validate(c, func(cfg *Recipe, mb string) Report { return Check(cfg, mb, v.opts...) })
+}
+
+// ValidateWithCapture is ValidateWithCapture under the validator's target.
+func (v *Validator) ValidateWithCapture(c presets.Candidate) Report {
+	return v.validate(c, v.CheckWithCapture)
+}
+
+// CheckWithCapture is CheckWithCapture with the validator's kept verdicts
+// (cfg must be of the validator's model).
+func (v *Validator) CheckWithCapture(cfg *Recipe, mbridge string) Report {
+	return checkWithCapture(cfg, mbridge, v.plans, v.opts...)
+}
+
+// CheckAsApplied is CheckAsApplied with the validator's kept verdicts
+// (cfg must be of the validator's model).
+func (v *Validator) CheckAsApplied(cfg *Recipe, mbridge string) Report {
+	return checkAsApplied(cfg, mbridge, v.plans, v.opts...)
+}
+
+func (v *Validator) validate(c presets.Candidate, check func(*Recipe, string) Report) Report {
+	cfg, notes, violations, err := v.Ranked(c)
+	if err != nil {
+		return configReport(err)
+	}
 	if len(violations) > 0 {
 		return Report{Violations: violations, Notes: notes}
 	}
-	r := check(cfg, mbridge)
+	r := check(cfg, v.t.MBridge)
 	r.Notes = append(notes, r.Notes...)
 	return r
 }

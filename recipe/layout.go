@@ -22,65 +22,78 @@ func (c *Recipe) setMemoryDefaults(l presets.Layout) {
 	}
 }
 
-// MemoryLayout is layout l with the recipe's values of every field that
-// moves one rank's memory, as the job runs them: what a --set changed
-// reaches the memory model as the TUI's layout editor's changes do. The
-// values are the ones Megatron-Bridge applies: mixed_precision's
-// grad_reduce_in_fp32 wins over ddp's (update_config_with_precision_overrides),
-// recompute and offload settings count only where their switch is on,
-// and a full recompute without a method is MCore's uniform.
-func (c *Recipe) MemoryLayout(l presets.Layout) presets.Layout {
-	out := l.Clone()
-	get := func(k string) Value { v, _ := c.Get(k); return v }
-	b := func(k string) bool { v := get(k); return v.Bool && !v.Null }
-	i := func(k string) int {
-		if v := get(k); !v.Null {
-			return v.Int
+// Layout is the parallel layout the recipe's values describe: the layout
+// it was seeded from, with every field the recipe has a key for read back
+// from the values (a --set, a YAML file or the layout editor may have
+// changed them). Fields no recipe key holds (the GPU count, the
+// precision, the optimizer's state dtype, ...) stay the seed's. The
+// capture plan of `cgtune check`, the workload of a search and the memory
+// model are built on it, so that an override reaches them as an edit of
+// the layout does. The values are the ones Megatron-Bridge applies:
+// mixed_precision's grad_reduce_in_fp32 wins over ddp's
+// (update_config_with_precision_overrides), recompute and offload settings
+// count only where their switch is on.
+func (c *Recipe) Layout() presets.Layout {
+	l := c.layout.Clone()
+	num := func(k string) int {
+		v, ok := c.vals[k]
+		if !ok || v.Null {
+			return 0
 		}
-		return 0
+		return v.Int
 	}
-	out.TP, out.PP, out.CP, out.EP = i("model.tensor_model_parallel_size"), i("model.pipeline_model_parallel_size"),
-		i("model.context_parallel_size"), i("model.expert_model_parallel_size")
-	out.VP, out.ETP, out.MTPLayers = i("model.virtual_pipeline_model_parallel_size"), i("model.expert_tensor_parallel_size"), i("model.mtp_num_layers")
-	out.SequenceParallel = b("model.sequence_parallel")
-	out.FSDP = b("ddp.use_megatron_fsdp")
-	out.GradReduceInFP32 = b("mixed_precision.grad_reduce_in_fp32")
-	out.PrecisionAwareOptimizer = b("optimizer.use_precision_aware_optimizer")
-	out.AccountForEmbedding = b("model.account_for_embedding_in_pipeline_split")
-	out.AccountForLoss = b("model.account_for_loss_in_pipeline_split")
-	out.PipelineLayout = get("model.pipeline_model_parallel_layout").Str
-	out.CPUOffloadLayers = 0
-	if b("model.cpu_offloading") {
-		out.CPUOffloadLayers = i("model.cpu_offloading_num_layers")
+	l.TP = num("model.tensor_model_parallel_size")
+	l.PP = num("model.pipeline_model_parallel_size")
+	l.VP = num("model.virtual_pipeline_model_parallel_size")
+	l.CP = num("model.context_parallel_size")
+	l.EP = num("model.expert_model_parallel_size")
+	l.ETP = num("model.expert_tensor_parallel_size")
+	l.MTPLayers = num("model.mtp_num_layers")
+	l.GBS = num("train.global_batch_size")
+	l.MBS = num("train.micro_batch_size")
+	l.Seq = num("model.seq_length")
+	l.SequenceParallel = c.vals["model.sequence_parallel"].Bool
+	l.FSDP = c.vals["ddp.use_megatron_fsdp"].Bool
+	if d := c.vals["model.moe_token_dispatcher_type"].Str; c.model.Arch.MoE != nil && !(l.Dispatcher == "" && d == defaultMoEDispatcher) {
+		l.Dispatcher = d
 	}
-	out.OffloadModules = nil
-	if b("model.fine_grained_activation_offloading") {
-		out.OffloadModules = slices.Clone(get("model.offload_modules").List)
+	l.GradReduceInFP32 = c.vals["mixed_precision.grad_reduce_in_fp32"].Bool
+	l.PrecisionAwareOptimizer = c.vals["optimizer.use_precision_aware_optimizer"].Bool
+	l.AccountForEmbedding = c.vals["model.account_for_embedding_in_pipeline_split"].Bool
+	l.AccountForLoss = c.vals["model.account_for_loss_in_pipeline_split"].Bool
+	l.PipelineLayout = c.vals["model.pipeline_model_parallel_layout"].Str
+	l.CPUOffloadLayers = 0
+	if c.vals["model.cpu_offloading"].Bool {
+		l.CPUOffloadLayers = num("model.cpu_offloading_num_layers")
 	}
-	c.recomputeLayout(&out)
-	return out
+	l.OffloadModules = nil
+	if c.vals["model.fine_grained_activation_offloading"].Bool {
+		l.OffloadModules = slices.Clone(names(c.vals["model.offload_modules"]))
+	}
+	c.readRecompute(&l)
+	return l
 }
 
-// recomputeLayout reads the recompute settings: granularity, modules
-// (selective; MCore reads None as ["core_attn"]), method and number of
-// layers (full).
-func (c *Recipe) recomputeLayout(out *presets.Layout) {
-	get := func(k string) Value { v, _ := c.Get(k); return v }
-	out.RecomputeGranularity, out.RecomputeModules, out.RecomputeMethod, out.RecomputeLayers = "", nil, "", 0
-	g := get("model.recompute_granularity")
-	if g.Null {
-		return
-	}
-	out.RecomputeGranularity = g.Str
-	switch g.Str {
-	case "selective":
-		out.RecomputeModules = slices.Clone(get("model.recompute_modules").List)
-	case "full":
-		if m := get("model.recompute_method"); !m.Null {
-			out.RecomputeMethod = m.Str
+// readRecompute reads the recompute fields back into l, as setRecompute
+// writes them: full with its method and layer count, selective with its
+// modules (None reads as MCore's default, core_attn), or none.
+func (c *Recipe) readRecompute(l *presets.Layout) {
+	l.RecomputeGranularity, l.RecomputeModules, l.RecomputeMethod, l.RecomputeLayers = "", nil, "", 0
+	g := c.vals["model.recompute_granularity"]
+	switch {
+	case g.Null:
+	case g.Str == "full":
+		l.RecomputeGranularity = "full"
+		if m := c.vals["model.recompute_method"]; !m.Null {
+			l.RecomputeMethod = m.Str
 		}
-		if n := get("model.recompute_num_layers"); !n.Null {
-			out.RecomputeLayers = n.Int
+		if n := c.vals["model.recompute_num_layers"]; !n.Null {
+			l.RecomputeLayers = n.Int
+		}
+	case g.Str == "selective":
+		l.RecomputeGranularity = "selective"
+		if m := c.vals["model.recompute_modules"]; !m.Null {
+			l.RecomputeModules = slices.Clone(names(m))
 		}
 	}
 }
@@ -96,9 +109,9 @@ func (s *state) epOverlap() bool {
 }
 
 // LayoutWithSets is layout l of model m with the --set overrides applied:
-// each field that moves memory and that the overrides change takes the
-// value the job runs with (MemoryLayout); the others stay as l has them.
-// An error names the --set the recipe refuses.
+// each field that the overrides change takes the value the job runs with
+// (Recipe.Layout); the others stay as l has them. An error names the --set
+// the recipe refuses.
 func LayoutWithSets(m presets.Model, l presets.Layout, mbridge string, sets map[string]string) (presets.Layout, error) {
 	if len(sets) == 0 {
 		return l, nil
@@ -107,13 +120,13 @@ func LayoutWithSets(m presets.Model, l presets.Layout, mbridge string, sets map[
 	if err != nil {
 		return l, err
 	}
-	before := r.MemoryLayout(l)
+	before := r.Layout()
 	for _, k := range slices.Sorted(maps.Keys(sets)) {
 		if err := r.ApplySet(k + "=" + sets[k]); err != nil {
 			return l, err
 		}
 	}
-	after := r.MemoryLayout(l)
+	after := r.Layout()
 	out := l.Clone()
 	bv, av, ov := reflect.ValueOf(before), reflect.ValueOf(after), reflect.ValueOf(&out).Elem()
 	for i := range bv.NumField() {
@@ -122,4 +135,32 @@ func LayoutWithSets(m presets.Model, l presets.Layout, mbridge string, sets map[
 		}
 	}
 	return out, nil
+}
+
+// Diff lists the keys whose values differ between a and b (a key only one
+// of them has counts), sorted.
+func Diff(a, b *Recipe) []string {
+	var out []string
+	for _, k := range a.Keys() {
+		if w, ok := b.vals[k]; !ok || !sameValue(a.vals[k], w) {
+			out = append(out, k)
+		}
+	}
+	for _, k := range b.Keys() {
+		if _, ok := a.vals[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sameValue reports whether two values of one field are the same setting:
+// an empty list is an empty list however it was built.
+func sameValue(a, b Value) bool {
+	if a.Null || b.Null {
+		return a.Null == b.Null
+	}
+	return a.Bool == b.Bool && a.Int == b.Int && a.Float == b.Float && a.Str == b.Str && a.Scalar == b.Scalar &&
+		a.IsList == b.IsList && slices.Equal(a.List, b.List) && slices.Equal(a.Ints, b.Ints)
 }

@@ -27,7 +27,10 @@ type Entry struct {
 // Overrides is the ordered set of recipe overrides a candidate needs for one
 // Megatron-Bridge generation; Render turns it into any of Formats.
 type Overrides struct {
-	Gen     presets.Generation
+	Gen presets.Generation
+	// MBridge is the Megatron-Bridge release the overrides are spelled
+	// for ("" in overrides built by hand: Gen's spelling).
+	MBridge string
 	Entries []Entry
 	// Notes are lines for whoever applies the overrides (a prerequisite
 	// that is not a recipe field, a warning): comment lines in the
@@ -63,10 +66,25 @@ var Formats = []string{"yaml", "dotlist", "python", "flags", "json"}
 
 // BuildOverrides applies a candidate (in the perf-harness vocabulary) the way
 // MB's _set_cuda_graph_overrides does, with the companions it implies, and
-// the field names of gen (MB scripts/performance/utils/overrides.py; G2 writes
-// cuda_graph_scope, G3 cuda_graph_modules). It does not validate c.
-func BuildOverrides(c presets.Candidate, gen presets.Generation) Overrides {
-	o := Overrides{Gen: gen}
+// the field names of Megatron-Bridge release mbridge (MB
+// scripts/performance/utils/overrides.py; G2 writes cuda_graph_scope, G3
+// cuda_graph_modules). It does not validate c; an mbridge that is not a
+// release cgtune knows is read as presets.DefaultMBridge.
+//
+// MB v0.5.0 is G3 but its harness asserts, on every run, that a
+// transformer_engine recipe's deprecated cuda_graph_scope is a list of TE
+// scopes (_set_cuda_graph_overrides, called by set_user_overrides with or
+// without flags): there the scopes go into cuda_graph_scope (the whole
+// layer is []), with cuda_graph_modules null, which Megatron-Core then moves
+// to cuda_graph_modules (TransformerConfig.__post_init__ at the commit
+// v0.5.0 pins, d0b3b77).
+func BuildOverrides(c presets.Candidate, mbridge string) Overrides {
+	gen, mb, err := parseMB(mbridge)
+	if err != nil {
+		mbridge = presets.DefaultMBridge
+		gen, mb, _ = parseMB(mbridge)
+	}
+	o := Overrides{Gen: gen, MBridge: mbridge}
 	add := func(k string, v any) { o.Entries = append(o.Entries, Entry{Key: k, Value: v}) }
 	graphed := c.Graphed()
 	full := c.FullIteration() || c.Impl == implFullIterG3
@@ -87,6 +105,10 @@ func BuildOverrides(c presets.Candidate, gen presets.Generation) Overrides {
 		// G2 has no full_iteration impl: it is a scope of impl local.
 		add(KeyImpl, presets.ImplLocal)
 		add(KeyScope, []string{presets.ScopeFullIteration})
+	case gen >= presets.G3 && mb == 5 && c.Impl == presets.ImplTE:
+		add(KeyImpl, c.Impl)
+		add(KeyModules, nil)
+		add(KeyScope, slices.Clone(nonNil(c.Scopes)))
 	case gen >= presets.G3:
 		add(KeyImpl, c.Impl)
 		add(KeyModules, slices.Clone(nonNil(c.Scopes)))
@@ -186,6 +208,10 @@ func (o Overrides) RenderDotlistLines() []byte {
 }
 
 func (o Overrides) header() string {
+	switch {
+	case o.MBridge == "0.5":
+		return fmt.Sprintf("%s: CUDA-graph recipe overrides for Megatron-Bridge v0.5 (G3: cuda_graph_modules; transformer_engine scopes in cuda_graph_scope, which its perf harness checks)", generatedComment)
+	}
 	switch o.Gen {
 	case presets.G2:
 		return fmt.Sprintf("%s: CUDA-graph recipe overrides for Megatron-Bridge v0.3-v0.4 (G2: cuda_graph_scope)", generatedComment)
@@ -387,29 +413,25 @@ func (o Overrides) DotlistTokens(quote bool) []string {
 // so full iteration is "local full_iteration" in both generations), then the
 // rest as trailing Hydra overrides, which the harness applies first (MB
 // scripts/performance/run_script.py). A whole-layer transformer_engine
-// graph, which the flags cannot express, is all Hydra overrides
-// (wholeLayerTE).
+// graph, which the flags cannot express, is all Hydra overrides: MB
+// v0.3.0 to HEAD's argument parser (scripts/performance/argument_parser.py
+// is_cuda_graph_scope_valid) refuses an empty --cuda_graph_scope, and
+// without one _set_cuda_graph_overrides keeps the recipe's scope (v0.3.0
+// and v0.4.0 iterate None under --cuda_graph_impl transformer_engine and
+// fail); without --cuda_graph_impl it leaves the impl the Hydra overrides
+// set. ParseRunScriptArgs reads the tokens back as the harness does.
 func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 	implV, ok := o.Get(KeyImpl)
 	impl, isStr := implV.(string)
 	if !ok || !isStr {
 		return nil, fmt.Errorf("overrides have no string %s; cannot render flags", KeyImpl)
 	}
-	var scopes []string
-	listKey := KeyScope
-	if o.Gen >= presets.G3 {
-		listKey = KeyModules
-	}
-	if v, ok := o.Get(listKey); ok {
-		if l, isList := v.([]string); isList {
-			scopes = l
-		}
-	}
+	scopes := o.scopeList()
 	if impl == implFullIterG3 {
 		impl, scopes = presets.ImplLocal, []string{presets.ScopeFullIteration}
 	}
 	if impl == presets.ImplTE && len(scopes) == 0 {
-		return o.hydraTokens(o.wholeLayerTE(), quote), nil
+		return o.hydraTokens(o.Entries, quote), nil
 	}
 	toks := []string{flagImpl, impl}
 	var rest []Entry
@@ -421,8 +443,8 @@ func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 		case KeyImpl:
 			continue
 		case KeyModules, KeyScope:
-			// The harness writes modules and clears the deprecated scope
-			// itself when --cuda_graph_scope is given.
+			// The harness writes the scope itself when
+			// --cuda_graph_scope is given.
 			if len(scopes) > 0 {
 				continue
 			}
@@ -432,29 +454,22 @@ func (o Overrides) FlagTokens(quote bool) ([]string, error) {
 	return append(toks, o.hydraTokens(rest, quote)...), nil
 }
 
-// wholeLayerTE is a whole-layer transformer_engine graph as run_script.py
-// takes it: Hydra overrides alone. The harness flags cannot say it: MB
-// v0.3.0/v0.4.0's argument parser (scripts/performance/argument_parser.py
-// is_cuda_graph_scope_valid) refuses an empty --cuda_graph_scope, and
-// without one their _set_cuda_graph_overrides (scripts/performance/utils/
-// overrides.py) iterates None under --cuda_graph_impl transformer_engine
-// (TypeError: 'NoneType' object is not iterable). Without --cuda_graph_impl
-// that function leaves the recipe's impl alone, which the Hydra overrides
-// (applied first, run_script.py) have set. MB v0.5.0's version asserts that
-// the recipe's cuda_graph_scope is a list of TE scopes whenever the impl is
-// transformer_engine, so G3 writes the deprecated field as [] rather than
-// null; MCore moves it to cuda_graph_modules (TransformerConfig
-// __post_init__), and MB v0.6.0 reads both fields (cuda_graph_module_names).
-func (o Overrides) wholeLayerTE() []Entry {
-	out := slices.Clone(o.Entries)
+// scopeList is the per-layer scope list the overrides set: G2's
+// cuda_graph_scope; G3's cuda_graph_modules, or the deprecated
+// cuda_graph_scope where MB v0.5.0 needs the scopes there.
+func (o Overrides) scopeList() []string {
+	keys := []string{KeyScope}
 	if o.Gen >= presets.G3 {
-		for i, e := range out {
-			if e.Key == KeyScope && e.Value == nil {
-				out[i].Value = []string{}
+		keys = []string{KeyModules, KeyScope}
+	}
+	for _, k := range keys {
+		if v, ok := o.Get(k); ok {
+			if l, isList := v.([]string); isList && len(l) > 0 {
+				return l
 			}
 		}
 	}
-	return out
+	return nil
 }
 
 func shellQuoteIf(s string, quote bool) string {
@@ -576,27 +591,26 @@ func (o Overrides) renderJSON() ([]byte, error) {
 // arguments (MLM megatron/training/arguments.py: --cuda-graph-impl from
 // TransformerConfig.cuda_graph_impl, --cuda-graph-modules nargs='+' in G3
 // and the older --cuda-graph-scope nargs='+' in G2,
-// --cuda-graph-warmup-steps, --no-check-for-nan-in-loss-and-grad). The TE
-// RNG tracker is not rendered: validate_args turns --te-rng-tracker on
-// itself where Transformer Engine needs it, and without Transformer Engine
-// MCore's graph-safe tracker is the one that works. Tokens are exec
-// arguments; with quote, each is shell-quoted.
+// --cuda-graph-warmup-steps, --no-check-for-nan-in-loss-and-grad), then
+// every other entry as the flag Megatron-LM derives from the
+// TransformerConfig field (mlmFlag). The TE RNG tracker is not rendered:
+// validate_args turns --te-rng-tracker on itself where Transformer Engine
+// needs it, and without Transformer Engine MCore's graph-safe tracker is
+// the one that works. An entry Megatron-LM has no flag for is an error
+// naming it: the job would run without it. Tokens are exec arguments;
+// with quote, each is shell-quoted.
 func (o Overrides) MegatronLMFlagTokens(quote bool) ([]string, error) {
 	implV, _ := o.Get(KeyImpl)
 	impl, ok := implV.(string)
 	if !ok {
 		return nil, fmt.Errorf("overrides have no string %s; cannot render Megatron-LM flags", KeyImpl)
 	}
-	listKey, listFlag := KeyScope, "--cuda-graph-scope"
+	listFlag := "--cuda-graph-scope"
 	if o.Gen >= presets.G3 {
-		listKey, listFlag = KeyModules, "--cuda-graph-modules"
-	}
-	var mods []string
-	if v, ok := o.Get(listKey); ok {
-		mods, _ = v.([]string)
+		listFlag = "--cuda-graph-modules"
 	}
 	toks := []string{"--cuda-graph-impl", impl}
-	if len(mods) > 0 {
+	if mods := o.scopeList(); len(mods) > 0 {
 		toks = append(toks, listFlag)
 		toks = append(toks, mods...)
 	}
@@ -614,12 +628,87 @@ func (o Overrides) MegatronLMFlagTokens(quote bool) ([]string, error) {
 	if nanLoss == false || nanGrad == false {
 		toks = append(toks, "--no-check-for-nan-in-loss-and-grad")
 	}
+	for _, e := range o.Entries {
+		switch e.Key {
+		case KeyImpl, KeyScope, KeyModules, KeyWarmup, KeyNaNLoss, KeyNaNGrad, KeyModelRNG, KeyRNG:
+			continue
+		}
+		more, err := mlmFlag(e)
+		if err != nil {
+			return nil, err
+		}
+		toks = append(toks, more...)
+	}
 	if quote {
 		for i, t := range toks {
 			toks[i] = shellQuote(t)
 		}
 	}
 	return toks, nil
+}
+
+// mlmRenamed are the recipe keys whose Megatron-LM flag is not the
+// field's name (MLM megatron/training/arguments.py at d98e8a6); "" marks a
+// key that needs no flag of its own.
+var mlmRenamed = map[string]string{
+	"train.global_batch_size":                    "--global-batch-size",
+	"train.micro_batch_size":                     "--micro-batch-size",
+	"model.seq_length":                           "--seq-length",
+	"dataset.sequence_length":                    "", // --seq-length sets both
+	"model.num_moe_experts":                      "--num-experts",
+	"model.virtual_pipeline_model_parallel_size": "--num-virtual-stages-per-pipeline-rank",
+	"model.cpu_offloading_num_layers":            "--cpu-offloading-num-layers",
+}
+
+// mlmDefaultOn are the switches Megatron-LM turns on unless told: their
+// flag turns them off (MLM megatron/training/arguments.py at d98e8a6).
+var mlmDefaultOn = map[string]string{"model.gradient_accumulation_fusion": "--no-gradient-accumulation-fusion"}
+
+// mlmFlag is one entry as Megatron-LM arguments. Megatron-LM builds the
+// arguments of TransformerConfig (and the ModelParallelConfig it extends)
+// from the fields (MLM megatron/training/argument_utils.py
+// ArgumentGroupFactory): --field-name VALUE, a list as nargs '+', a bool
+// that defaults to False as a store_true switch. MB's comm_overlap.* keys
+// are copied onto the model fields of the same name (MB
+// src/megatron/bridge/training/comm_overlap.py). A false switch is
+// Megatron-LM's default and needs no flag; null is the default of the
+// optional fields cgtune writes.
+func mlmFlag(e Entry) ([]string, error) {
+	name, renamed := mlmRenamed[e.Key]
+	section, field, _ := strings.Cut(e.Key, ".")
+	switch {
+	case renamed && name == "":
+		return nil, nil
+	case renamed:
+	case section == "model" || section == "comm_overlap":
+		name = "--" + strings.ReplaceAll(field, "_", "-")
+	default:
+		return nil, fmt.Errorf("%s has no Megatron-LM flag cgtune knows: give the job {dotlist}, {run_script_flags} or {yaml_file} instead of {flags}", e.Key)
+	}
+	switch v := e.Value.(type) {
+	case nil:
+		return nil, nil
+	case bool:
+		if off, ok := mlmDefaultOn[e.Key]; ok {
+			if v {
+				return nil, nil
+			}
+			return []string{off}, nil
+		}
+		if v {
+			return []string{name}, nil
+		}
+		return nil, nil
+	case []string:
+		if len(v) == 0 {
+			return nil, fmt.Errorf("%s is an empty list, which a Megatron-LM flag cannot say: give the job {dotlist}, {run_script_flags} or {yaml_file} instead of {flags}", e.Key)
+		}
+		return append([]string{name}, v...), nil
+	case float64:
+		t, err := floatText(v)
+		return []string{name, t}, err
+	}
+	return []string{name, fmt.Sprint(e.Value)}, nil
 }
 
 // Annotate adds comment lines to rendered overrides, for the formats that

@@ -31,17 +31,24 @@ var overrideCases = []struct {
 	{"full_iteration", presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1}},
 }
 
+// The golden renderings of G2 (MB 0.4), G3 (MB 0.6) and MB 0.5, which
+// spells transformer_engine scopes in cuda_graph_scope.
 func TestOverridesGolden(t *testing.T) {
-	for _, gen := range []presets.Generation{presets.G2, presets.G3} {
+	for _, mb := range []string{"0.4", "0.5", "0.6"} {
+		gen, _ := presets.ParseMBridge(mb)
+		prefix := strings.ToLower(gen.String())
+		if mb == "0.5" {
+			prefix += "_mb05"
+		}
 		for _, tc := range overrideCases {
 			t.Run(tc.name, func(t *testing.T) {
-				o := BuildOverrides(tc.c, gen)
+				o := BuildOverrides(tc.c, mb)
 				for _, f := range Formats {
 					got, err := o.Render(f)
 					if err != nil {
 						t.Fatalf("%s %s %s: %v", gen, tc.name, f, err)
 					}
-					path := filepath.Join("testdata", "overrides", strings.ToLower(gen.String())+"_"+tc.name+"."+f+".golden")
+					path := filepath.Join("testdata", "overrides", prefix+"_"+tc.name+"."+f+".golden")
 					if *update {
 						if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 							t.Fatal(err)
@@ -117,7 +124,7 @@ func TestOverridesSemantics(t *testing.T) {
 		{presets.G3, presets.Candidate{Impl: presets.ImplNone, Scopes: []string{"attn"}, Warmup: 3}, want{KeyImpl: "none", KeyModules: []any{}, KeyScope: nil, KeyWarmup: 3, KeyModelRNG: false, KeyRNG: false}},
 	} {
 		t.Run(fmt.Sprint(tc.gen), func(t *testing.T) {
-			o := BuildOverrides(tc.c, tc.gen)
+			o := BuildOverrides(tc.c, mbOf(tc.gen))
 			got := entryMap(o)
 			if !reflect.DeepEqual(got, map[string]any(tc.want)) {
 				t.Errorf("%s %s:\n got %v\nwant %v", tc.gen, tc.c.Key(), got, tc.want)
@@ -155,7 +162,7 @@ func TestOverridesSemantics(t *testing.T) {
 
 func TestBuildOverridesDoesNotAlias(t *testing.T) {
 	c := presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 3}
-	o := BuildOverrides(c, presets.G3)
+	o := BuildOverrides(c, "0.6")
 	c.Scopes[0] = "mlp"
 	if v, _ := o.Get(KeyModules); v.([]string)[0] != "attn" {
 		t.Fatal("overrides share the candidate's scope slice")
@@ -163,7 +170,7 @@ func TestBuildOverridesDoesNotAlias(t *testing.T) {
 }
 
 func TestJSONKeepsOrder(t *testing.T) {
-	o := BuildOverrides(overrideCases[3].c, presets.G3)
+	o := BuildOverrides(overrideCases[3].c, "0.6")
 	j, _ := o.Render("json")
 	dec := json.NewDecoder(bytes.NewReader(j))
 	var keys []string
@@ -200,7 +207,7 @@ func TestShellQuoting(t *testing.T) {
 	for _, gen := range []presets.Generation{presets.G2, presets.G3} {
 		for _, tc := range overrideCases {
 			t.Run(tc.name, func(t *testing.T) {
-				o := BuildOverrides(tc.c, gen)
+				o := BuildOverrides(tc.c, mbOf(gen))
 				raw, _ := o.FlagTokens(false)
 				for _, f := range []struct {
 					format string
@@ -225,7 +232,7 @@ func TestShellQuoting(t *testing.T) {
 }
 
 func TestDotlistTokens(t *testing.T) {
-	o := BuildOverrides(overrideCases[1].c, presets.G3)
+	o := BuildOverrides(overrideCases[1].c, "0.6")
 	toks := o.DotlistTokens(false)
 	want := []string{
 		"model.cuda_graph_impl=transformer_engine",
@@ -249,7 +256,7 @@ func TestFlagsFullIterationUsesHarnessVocabulary(t *testing.T) {
 	// --cuda_graph_impl local --cuda_graph_scope full_iteration.
 	for _, gen := range []presets.Generation{presets.G2, presets.G3} {
 		t.Run(gen.String(), func(t *testing.T) {
-			toks, err := BuildOverrides(overrideCases[3].c, gen).FlagTokens(false)
+			toks, err := BuildOverrides(overrideCases[3].c, mbOf(gen)).FlagTokens(false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,14 +271,14 @@ func TestFlagsFullIterationUsesHarnessVocabulary(t *testing.T) {
 		})
 	}
 	// Whole-layer capture has no scope flag, so the clear goes in the dotlist.
-	toks, _ := BuildOverrides(overrideCases[2].c, presets.G3).FlagTokens(false)
+	toks, _ := BuildOverrides(overrideCases[2].c, "0.6").FlagTokens(false)
 	if strings.Contains(strings.Join(toks, " "), flagScope) || !strings.Contains(strings.Join(toks, " "), "model.cuda_graph_modules=[]") {
 		t.Errorf("te whole layer flags %q", toks)
 	}
 }
 
 func TestRenderErrors(t *testing.T) {
-	o := BuildOverrides(overrideCases[0].c, presets.G3)
+	o := BuildOverrides(overrideCases[0].c, "0.6")
 	_, err := o.Render("toml")
 	if err == nil || !strings.Contains(err.Error(), `"toml"`) || !strings.Contains(err.Error(), "yaml, dotlist, python, flags, json") {
 		t.Fatalf("Render(toml) = %v", err)
@@ -324,7 +331,7 @@ func TestMegatronLMFlagTokens(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.gen.String()+" "+tc.c.Key(), func(t *testing.T) {
-			toks, err := BuildOverrides(tc.c, tc.gen).MegatronLMFlagTokens(true)
+			toks, err := BuildOverrides(tc.c, mbOf(tc.gen)).MegatronLMFlagTokens(true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -333,9 +340,29 @@ func TestMegatronLMFlagTokens(t *testing.T) {
 			}
 		})
 	}
+	// The settings beside the graph go as the flags Megatron-LM derives
+	// from TransformerConfig's fields; a false switch is Megatron-LM's
+	// default, save the few it turns on itself; a key with no flag is an
+	// error, not a job run without it.
+	o := BuildOverrides(fullIter, "0.4")
+	o.Entries = append(o.Entries, Entry{Key: "model.moe_expert_capacity_factor", Value: 1.0},
+		Entry{Key: "model.moe_pad_expert_input_to_capacity", Value: true}, Entry{Key: "comm_overlap.overlap_moe_expert_parallel_comm", Value: false},
+		Entry{Key: "model.tensor_model_parallel_size", Value: 2}, Entry{Key: "model.recompute_modules", Value: []string{"core_attn", "mlp"}},
+		Entry{Key: "model.gradient_accumulation_fusion", Value: false}, Entry{Key: "train.micro_batch_size", Value: 2})
+	toks, err := o.MegatronLMFlagTokens(false)
+	want := "--cuda-graph-impl local --cuda-graph-scope full_iteration --cuda-graph-warmup-steps 2 --no-check-for-nan-in-loss-and-grad " +
+		"--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity --tensor-model-parallel-size 2 --recompute-modules core_attn mlp " +
+		"--no-gradient-accumulation-fusion --micro-batch-size 2"
+	if got := strings.Join(toks, " "); err != nil || got != want {
+		t.Errorf("got %s, %v\nwant %s", got, err, want)
+	}
+	o.Entries = append(o.Entries, Entry{Key: "ddp.overlap_grad_reduce", Value: false})
+	if _, err := o.MegatronLMFlagTokens(false); err == nil || !strings.Contains(err.Error(), "ddp.overlap_grad_reduce has no Megatron-LM flag") {
+		t.Errorf("a key without a flag: %v", err)
+	}
 	// Values that are not plain words are quoted for the shell.
-	o := Overrides{Gen: presets.G3, Entries: []Entry{{Key: KeyImpl, Value: "local"}, {Key: KeyModules, Value: []string{"a b", "$(x)"}}}}
-	toks, err := o.MegatronLMFlagTokens(true)
+	o = Overrides{Gen: presets.G3, Entries: []Entry{{Key: KeyImpl, Value: "local"}, {Key: KeyModules, Value: []string{"a b", "$(x)"}}}}
+	toks, err = o.MegatronLMFlagTokens(true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +374,7 @@ func TestMegatronLMFlagTokens(t *testing.T) {
 // Annotate puts comment lines where each format takes them, and leaves
 // JSON alone.
 func TestAnnotate(t *testing.T) {
-	o := BuildOverrides(presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 3}, presets.G2)
+	o := BuildOverrides(presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 3}, "0.4")
 	for _, f := range Formats {
 		data, err := o.Render(f)
 		if err != nil {
@@ -553,14 +580,13 @@ func TestFlagsAcceptedByPerfHarness(t *testing.T) {
 	}
 	g2Local := []presets.Candidate{{Impl: presets.ImplLocal, Warmup: 3}, {Impl: presets.ImplLocal, Scopes: []string{presets.ScopeAttn}, Warmup: 3}}
 	for _, h := range []perfHarness{{mb: 4}, {mb: 5}, {mb: 6}} {
-		gen := presets.G3
 		all := cands
 		if h.mb <= 4 {
-			gen, all = presets.G2, append(slices.Clone(cands), g2Local...)
+			all = append(slices.Clone(cands), g2Local...)
 		}
 		for _, c := range all {
 			t.Run(fmt.Sprintf("MB_0.%d/%s", h.mb, c.Key()), func(t *testing.T) {
-				toks, err := BuildOverrides(c, gen).FlagTokens(false)
+				toks, err := BuildOverrides(c, fmt.Sprintf("0.%d", h.mb)).FlagTokens(false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -601,7 +627,7 @@ func TestFlagsAcceptedByPerfHarness(t *testing.T) {
 func TestOverridesWhyAndNotes(t *testing.T) {
 	for _, gen := range []presets.Generation{presets.G2, presets.G3} {
 		t.Run(gen.String(), func(t *testing.T) {
-			o := BuildOverrides(presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1}, gen)
+			o := BuildOverrides(presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: 1}, mbOf(gen))
 			o.Entries = append(o.Entries,
 				Entry{Key: "model.moe_expert_capacity_factor", Value: 1.0, Why: "without it the capture fails:\ndropless presets.MoE"},
 				Entry{Key: "dataset.offline_packing_specs.pad_cu_seqlens", Value: true, Why: "MB-08 needs it"})

@@ -154,6 +154,13 @@ var schema = []Field{
 		Doc: "the even pipeline split counts the embedding as a layer (MLM transformer_block.py get_num_layers_to_build)"},
 	{Key: "model.account_for_loss_in_pipeline_split", Type: TBool,
 		Doc: "the even pipeline split counts the loss as a layer (MLM transformer_block.py get_num_layers_to_build)"},
+	// The batch and sequence (MB src/megatron/bridge/training/config.py
+	// TrainingConfig; MCore GPTDatasetConfig.sequence_length, which MB's
+	// validate() asserts equals model.seq_length).
+	{Key: "train.global_batch_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxGBS)},
+	{Key: "train.micro_batch_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxMBS)},
+	{Key: "model.seq_length", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxSeq)},
+	{Key: "dataset.sequence_length", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxSeq)},
 	{Key: "model.gtp_weight_remat_size", Type: TInt, Min: minInt(1), Max: maxInt(presets.MaxDegree), Gen: presets.G3},
 
 	// Precision (MB mixed_precision.py recipes write these model fields).
@@ -388,7 +395,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 		// or flex; a layout that names none is taken as alltoall.
 		disp = "allgather"
 		if a.MoE != nil {
-			disp = "alltoall"
+			disp = defaultMoEDispatcher
 		}
 	}
 	e("model.moe_token_dispatcher_type", disp)
@@ -440,6 +447,10 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	optInt("model.expert_tensor_parallel_size", l.ETP)
 	b("model.sequence_parallel", l.SequenceParallel)
 	optInt("model.mtp_num_layers", l.MTPLayers)
+	i("train.global_batch_size", max(1, l.GBS))
+	i("train.micro_batch_size", max(1, l.MBS))
+	i("model.seq_length", max(1, l.Seq))
+	i("dataset.sequence_length", max(1, l.Seq))
 
 	if err := c.setPrecision(l.Precision); err != nil {
 		return nil, err
@@ -497,6 +508,10 @@ func mbridgeOf(gen presets.Generation) []string {
 	}
 	return out
 }
+
+// defaultMoEDispatcher is the token dispatcher of an MoE layout that names
+// none.
+const defaultMoEDispatcher = "alltoall"
 
 // setRecompute writes the layout's recompute settings: selective with its
 // modules, or full with recompute_num_layers of the uniform method.
@@ -559,11 +574,9 @@ func (c *Recipe) Generation() presets.Generation { return c.gen }
 
 // Clone returns an independent copy.
 func (c *Recipe) Clone() *Recipe {
-	n := &Recipe{gen: c.gen, mb: c.mb, vals: make(map[string]Value, len(c.vals)), model: c.model, layout: c.layout.Clone()}
-	for k, v := range c.vals {
-		n.vals[k] = v.clone()
-	}
-	return n
+	// A value is replaced, never changed in place (setValue stores a
+	// clone), so the copies may share their values' lists.
+	return &Recipe{gen: c.gen, mb: c.mb, vals: maps.Clone(c.vals), model: c.model, layout: c.layout.Clone()}
 }
 
 // Get returns the value of key; env.NAME keys that were never set read as

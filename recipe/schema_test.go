@@ -165,7 +165,8 @@ func TestApplyYAMLErrors(t *testing.T) {
 		{"0.4", "model:\n  cuda_graph_impl: [local]\n", `o.yaml:2: field model.cuda_graph_impl: bad value "[local]" (allowed: none, local, transformer_engine, full_iteration)`},
 		{"0.4", "model:\n  cuda_graph_impl: {a: 1}\n", `o.yaml:2: field model.cuda_graph_impl: bad value "a mapping" (allowed: none, local, transformer_engine, full_iteration)`},
 		{"0.4", "model: 3\n", `o.yaml:1: field model: expected a mapping of fields, got "3"`},
-		{"0.4", "train:\n  train_iters: 5\n", "o.yaml:1: unknown field train"},
+		{"0.4", "train:\n  train_iters: 5\n", "o.yaml:2: unknown field train.train_iters"},
+		{"0.4", "optimizer_x:\n  lr: 5\n", "o.yaml:1: unknown field optimizer_x"},
 		{"0.4", "model:\n  cpu_offloading: true\n  cpu_offloading: false\n", "o.yaml:3: field model.cpu_offloading: set twice in this file"},
 		// yaml.v3 reports the line where the enclosing block starts.
 		{"0.4", "model:\n  a: 1\n b: 2\n", "o.yaml:2: did not find expected key"},

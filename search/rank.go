@@ -163,17 +163,42 @@ func tieBreak(a, b Ranked) (int, string) {
 	return cmp.Compare(ca.Key(), cb.Key()), "name"
 }
 
-// orderTied orders a group of candidates tied on step time: by graph
-// memory, where candidates within memTolMiB of the least of them form one
-// class (measured from that least one, as step-time groups are, so the
-// order is well defined), and inside a class by tieBreak. why[i] says
-// what put group[i] after group[i-1].
+// orderTied orders a group of candidates tied on step time. The
+// reference (what the recipe runs today) comes first, whatever the rest
+// says: nothing in the group beats it beyond noise, a graphed setting the
+// noise puts a hair slower than eager included. The others follow by
+// graph memory, where candidates within memTolMiB of the least of them
+// form one class (measured from that least one, as step-time groups are,
+// so the order is well defined), and inside a class by tieBreak; a graphed
+// candidate slower than eager goes after every one that is not. why[i]
+// says what put group[i] after group[i-1].
 func orderTied(group []Ranked, refKey string) (why []string) {
+	rest := group
+	ref := slices.IndexFunc(group, func(r Ranked) bool { return refKey != "" && r.Result.Candidate.Key() == refKey })
+	if ref >= 0 {
+		r := group[ref]
+		copy(group[1:ref+1], group[:ref])
+		group[0] = r
+		rest = group[1:]
+	}
+	why = orderUnreferenced(rest)
+	if ref >= 0 {
+		why = append([]string{""}, why...)
+		if len(group) > 1 {
+			why[1] = "the reference (the recipe's own setting) ranks first among those tied with it"
+		}
+	}
+	return why
+}
+
+// orderUnreferenced orders tied candidates none of which is the
+// reference: by graph memory class and tie-breaks, a graphed candidate
+// slower than eager after every one that is not (whatever it saves in
+// memory or scopes, eager does better).
+func orderUnreferenced(group []Ranked) (why []string) {
 	slices.SortStableFunc(group, func(a, b Ranked) int {
 		return cmp.Compare(a.Result.Memory.JobGraphMiB(), b.Result.Memory.JobGraphMiB())
 	})
-	// A graphed candidate slower than eager never ranks above a faster
-	// one: whatever it saves in memory or scopes, eager does better.
 	slices.SortStableFunc(group, func(a, b Ranked) int { return cmp.Compare(b2i(slowerThanEager(a)), b2i(slowerThanEager(b))) })
 	var slow []Ranked
 	for _, r := range group {
@@ -184,23 +209,7 @@ func orderTied(group []Ranked, refKey string) (why []string) {
 	fast := group[:len(group)-len(slow)]
 	slices.SortStableFunc(slow, func(a, b Ranked) int { return cmp.Compare(a.Result.Step.Median, b.Result.Step.Median) })
 	copy(group[len(fast):], slow)
-	// The reference (what the recipe runs today) comes first among those
-	// tied with it: nothing measured beats it beyond noise.
-	rest := fast
-	if i := slices.IndexFunc(fast, func(r Ranked) bool { return refKey != "" && r.Result.Candidate.Key() == refKey }); i >= 0 {
-		ref := fast[i]
-		copy(fast[1:i+1], fast[:i])
-		fast[0] = ref
-		rest = fast[1:]
-	}
-	why = orderByMemoryClass(rest)
-	if len(rest) < len(fast) {
-		why = append([]string{""}, why...)
-		if len(fast) > 1 {
-			why[1] = "the reference (the recipe's own setting) ranks first among those tied with it"
-		}
-	}
-	why = append(why, make([]string, len(slow))...)
+	why = append(orderByMemoryClass(fast), make([]string, len(slow))...)
 	for i := len(fast); i < len(group); i++ {
 		if i > 0 {
 			why[i] = fmt.Sprintf("slower than eager (%.3f×): after every candidate that is not", group[i].Result.Speedup)

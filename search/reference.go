@@ -33,6 +33,27 @@ type Reference struct {
 	Why    string  `json:"why,omitempty"`
 }
 
+// KeepRecipe is what every output says when the recipe's own setting
+// wins: nothing measured beats it beyond noise (a tie goes to it), so the
+// answer is to change nothing.
+const KeepRecipe = "keep the recipe's setting: nothing beats it beyond noise"
+
+// keepPreset is KeepRecipe for a reference a team preset names.
+const keepPreset = "keep the preset's reference setting: nothing beats it beyond noise"
+
+// Keep is KeepRecipe, or its wording for a preset's reference.
+func (r *Reference) Keep() string {
+	if r != nil && r.From == ReferenceFromPreset {
+		return keepPreset
+	}
+	return KeepRecipe
+}
+
+// Won reports whether the reference is the winner.
+func (r *Reference) Won(winner *Ranked) bool {
+	return r != nil && r.Ranked != nil && winner != nil && winner.Result.Candidate.Key() == r.Ranked.Result.Candidate.Key()
+}
+
 // Describe is one line: what the reference is and how the winner compares.
 func (r *Reference) Describe(winner *Ranked) string {
 	if r == nil {
@@ -47,8 +68,8 @@ func (r *Reference) Describe(winner *Ranked) string {
 		return fmt.Sprintf("%s: %s", head, r.Why)
 	case winner == nil:
 		return fmt.Sprintf("%s (rank %d, %.2f ms/step, %.3f× eager)", head, r.Ranked.Rank, r.Ranked.Result.Step.Median, r.Ranked.Result.Speedup)
-	case winner.Result.Candidate.Key() == r.Ranked.Result.Candidate.Key():
-		return fmt.Sprintf("%s: the winner is that setting, measured by %s", head, sourceText(winner.Result))
+	case r.Won(winner):
+		return fmt.Sprintf("%s: %s, measured by %s", head, r.Keep(), sourceText(winner.Result))
 	}
 	return fmt.Sprintf("%s (%.2f ms/step): the winner is %s, measured by %s", head, r.Ranked.Result.Step.Median,
 		gainText(winner.VsReference), sourceText(winner.Result))

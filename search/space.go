@@ -229,11 +229,12 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 	var plan []Planned
 	rows := map[string]int{} // effective configuration → row in plan
 	ref, _ := cfg.reference()
+	val := recipe.NewValidator(recipe.Target{Model: cfg.Model, Layout: cfg.Layout, MBridge: mb, Sets: cfg.Sets})
 	for _, c := range withReference(enumerate(withDefaults(cfg.Space)), ref) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r := recipe.ValidateCandidate(cfg.Model, cfg.Layout, c, mb, cfg.Sets)
+		r := val.Validate(c)
 		if !r.OK() {
 			plan = append(plan, Planned{Candidate: c, Violations: r.Violations})
 			continue
@@ -273,7 +274,7 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 		// runs that spelling the same way and the rules take it.
 		rep := c
 		if e.Candidate.Key() != c.Key() && effectiveKey(stepmodel.PlanCapture(w, e.Candidate, gen), e.Candidate) == key &&
-			recipe.ValidateCandidate(cfg.Model, cfg.Layout, e.Candidate, mb, cfg.Sets).OK() {
+			val.Validate(e.Candidate).OK() {
 			rep = e.Candidate
 		}
 		p := Planned{Candidate: rep}

@@ -387,8 +387,15 @@ func ValidatedPreset(name string, base *presets.TeamPreset, v JobValidation, out
 		}
 	}
 	p.Version, p.Name, p.MBridge = presets.FileVersion, name, v.MBridge
+	// The search's --set values go into the layout: the preset ranks
+	// under the conditions the jobs ran with.
+	var left []string
+	p.Layout, left = recipe.Target{Model: v.Model, Layout: v.Layout, MBridge: v.MBridge, Sets: v.Sets}.PresetLayout()
 	l := v.Launcher
 	p.Description = fmt.Sprintf("validated on %s jobs by cgtune validate (%s)", l.Name(), v.Source)
+	if len(left) > 0 {
+		p.Description += fmt.Sprintf("; the search also had %s, which a preset cannot hold", strings.Join(left, ", "))
+	}
 	r := &presets.Outcome{Winner: win.Candidate, StepMS: win.Real.Step.Median, Speedup: win.RealSpeedup,
 		MemoryMiB: float64(win.Real.Memory.ProcessPeakMiB), Engine: "job", CgtuneVersion: cgtuneVersion, MeasuredAt: time.Now().UTC(),
 		Job: &presets.JobRecord{Launcher: l.Name(), Nodes: l.Nodes(), GPUs: l.GPUs()}}

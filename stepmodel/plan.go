@@ -529,9 +529,10 @@ func planFullIteration(p *CapturePlan, w *Workload, act activations) {
 		p.Layers[i].Regions = []Region{RegionFullIteration}
 	}
 	p.Captured, p.RealCaptured = w.RunMicroBatches, w.MicroBatches
-	var ops []Op
+	mb := w.MicroBatchOps()
+	ops := make([]Op, 0, len(mb)*w.RunMicroBatches)
 	for range w.RunMicroBatches {
-		ops = append(ops, w.MicroBatchOps()...)
+		ops = append(ops, mb...)
 	}
 	fi := &FullIterationPlan{MicroBatches: w.RunMicroBatches, RealMicroBatches: w.MicroBatches,
 		StaticBytesPerMB: w.StaticInputBytes(), PoolBytes: act.iteration(w)}

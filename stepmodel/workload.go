@@ -268,7 +268,11 @@ func (w *Workload) StepOps() []Op {
 
 // MicroBatchOps returns the ops of one micro-batch's forward and backward.
 func (w *Workload) MicroBatchOps() []Op {
-	var ops []Op
+	n := len(w.Pre) + len(w.Head) + len(w.PreBwd)
+	for _, lt := range w.Layers {
+		n += len(lt.Fwd) + len(lt.Bwd)
+	}
+	ops := make([]Op, 0, n)
 	ops = append(ops, w.Pre...)
 	for _, lt := range w.Layers {
 		ops = append(ops, lt.Fwd...)

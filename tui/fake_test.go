@@ -484,3 +484,17 @@ func longRanking(evs []search.Event) []search.Event {
 	out[len(out)-1] = done
 	return out
 }
+
+// winnerFile is the winner's overrides of search d as the TUI writes them
+// (search.Recommendation, in YAML).
+func winnerFile(t *testing.T, req Request, d *search.DoneEvent) string {
+	t.Helper()
+	if d == nil || d.Winner == nil {
+		t.Fatal("no winner")
+	}
+	data, err := search.Recommendation(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge}, d, *d.Winner).Render("yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

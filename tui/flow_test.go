@@ -45,12 +45,12 @@ func TestFlowToOverridesFile(t *testing.T) {
 	if len(f.started) != 1 || f.started[0].Model.Name != "llama3_70b" || len(f.started[0].GPUs) != 1 {
 		t.Fatalf("searches started: %+v", f.started)
 	}
-	want, err := winnerOverrides(f.started[0], cTEAttnMLP).Render("yaml")
-	if err != nil {
-		t.Fatal(err)
+	want := winnerFile(t, f.started[0], final.done)
+	if final.done.Winner.Result.Candidate.Key() != cTEAttnMLP.Key() {
+		t.Fatalf("winner %s", final.done.Winner.Result.Candidate.Key())
 	}
 	got := mustRead(t, filepath.Join(f.dir, "cgtune-overrides.yaml"))
-	if got != string(want) {
+	if got != want {
 		t.Errorf("overrides file:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -133,9 +133,9 @@ func TestFlowWriteAsksBeforeOverwriting(t *testing.T) {
 		return strings.HasPrefix(m.status, "wrote "+filepath.Join(f.dir, "cgtune-overrides.yaml")+" ")
 	})
 	tm.Send(keyMsg("q"))
-	tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))
-	want, _ := winnerOverrides(f.started[0], cTEAttnMLP).Render("yaml")
-	if got := mustRead(t, path); got != string(want) {
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(inspectable).App
+	want := winnerFile(t, f.started[0], final.done)
+	if got := mustRead(t, path); got != want {
 		t.Errorf("after y:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/report"
 	"cgtune/search"
 )
@@ -176,11 +177,14 @@ func (s *resultsScreen) savePreset(name string) tea.Cmd {
 // version and, when a candidate won, the measured (or estimated) result.
 func (s *resultsScreen) teamPreset(name string) (presets.TeamPreset, error) {
 	req := s.ranRequest() // what actually ran, not what the toggles say now
+	// The --set values go into the layout: the preset ranks under the
+	// conditions the search ran with.
+	layout, left := recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Sets: s.opts.Sets}.PresetLayout()
 	p := presets.TeamPreset{
 		Version: presets.FileVersion,
 		Name:    name,
 		GPU:     req.Layout.GPU,
-		Layout:  req.Layout,
+		Layout:  layout,
 		// The space as the model runs it: spellings Megatron reads alike
 		// are saved once.
 		Space:   search.CanonicalSpace(req.Model, req.Space),
@@ -197,6 +201,9 @@ func (s *resultsScreen) teamPreset(name string) (presets.TeamPreset, error) {
 		engineName = "estimated"
 	}
 	p.Description = fmt.Sprintf("cgtune %s search (%s, budget %s) of %s on %s", req.Strategy, engineName, budgetText(req.Budget, req.Strategy), req.Model.Name, req.Layout.GPU)
+	if len(left) > 0 {
+		p.Description += fmt.Sprintf("; the search also had %s, which a preset cannot hold", strings.Join(left, ", "))
+	}
 	if s.done != nil && s.done.Winner != nil {
 		p.Result = s.presetResult(req, engineName)
 	}
@@ -280,7 +287,7 @@ func (s *resultsScreen) reportInput() report.Input {
 	if s.done != nil {
 		in.Done = *s.done
 		if w := s.done.Winner; w != nil {
-			if data, err := s.candidateOverrides(req, w.Result.Candidate).Render(s.format()); err == nil {
+			if data, err := s.recommendation(*w).Render(s.format()); err == nil {
 				in.Overrides = data
 			}
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"cgtune/engine"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/search"
@@ -34,27 +33,29 @@ func (s *resultsScreen) overridesText() ([]byte, error) {
 	if rk.Result.Failed() {
 		return nil, fmt.Errorf("%s failed (%s); it has no overrides worth emitting", rk.Result.Candidate.Label(), rk.Result.ErrKind)
 	}
-	// The overrides of the model and MB version the search ran with.
-	req := s.ranRequest()
-	data, err := s.candidateOverrides(req, rk.Result.Candidate).Render(s.format())
-	if err != nil || rk.Result.Source != engine.SourceEstimated {
-		return data, err
-	}
-	// What is written from an estimate says so.
-	data, _ = recipe.Annotate(data, s.format(), search.EstimateNote(rk.Result))
-	return data, nil
+	return s.recommendation(rk).Render(s.format())
 }
 
-// candidateOverrides are candidate c's overrides for the search of req,
-// with the settings of --set it needs.
+// recommendation is ranked result rk's overrides as every output writes
+// them (search.Annotated): for the search the screen shows (the model,
+// layout and MB version it ran with, the --set values), saying whether the
+// recipe's setting stands and whether the figures are estimated.
+func (s *resultsScreen) recommendation(rk search.Ranked) recipe.Overrides {
+	return search.Annotated(s.candidateOverrides(s.ranRequest(), rk.Result.Candidate), s.done, rk)
+}
+
+// candidateOverrides are candidate c's overrides for the search of req
+// (recipe.WinnerOverrides), kept per candidate: they do not change with
+// the ranking.
 func (s *resultsScreen) candidateOverrides(req Request, c presets.Candidate) recipe.Overrides {
 	if o, ok := s.overrides[c.Key()]; ok {
 		return o
 	}
-	o := recipe.WinnerOverrides(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Sets: s.opts.Sets}, c)
 	if s.overrides == nil {
 		s.overrides = map[string]recipe.Overrides{}
+		s.recommender = recipe.NewRecommender(recipe.Target{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Sets: s.opts.Sets})
 	}
+	o := s.recommender.Overrides(c)
 	s.overrides[c.Key()] = o
 	return o
 }
@@ -272,12 +273,13 @@ func splitShellToken(tok string, w int) []string {
 	return append(out, open+string(inner)+strings.TrimSuffix(end, "\\"))
 }
 
-// jsonString is a JSON object member whose value is a string: indent,
-// "key": "value" and a comma or not.
-var jsonString = regexp.MustCompile(`^(\s*)("(?:[^"\\]|\\.)*"):\s*"((?:[^"\\]|\\.)*)"(,?)$`)
+// jsonString is a JSON object member whose value is a string, or a
+// string element of a list: indent, "key": (none for an element),
+// "value" and a comma or not.
+var jsonString = regexp.MustCompile(`^(\s*)(?:("(?:[^"\\]|\\.)*"):\s*)?"((?:[^"\\]|\\.)*)"(,?)$`)
 
-// jsonStringLines shows a member whose string is too long for a line as
-// a list of the string's pieces, each ending at a space the next piece
+// jsonStringLines shows a member (or a list's element) whose string is
+// too long for a line as a list of the string's pieces, each ending at a space the next piece
 // does not repeat, so that joined they are the string; false when the
 // line is not such a member.
 func jsonStringLines(l string, w int) ([]string, bool) {
@@ -303,7 +305,11 @@ func jsonStringLines(l string, w int) ([]string, bool) {
 		cur += word
 	}
 	pieces = append(pieces, cur)
-	out := []string{indent + name + ": ["}
+	open := indent + "["
+	if name != "" {
+		open = indent + name + ": ["
+	}
+	out := []string{open}
 	for i, p := range pieces {
 		sep := ","
 		if i == len(pieces)-1 {

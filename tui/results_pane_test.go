@@ -82,6 +82,16 @@ func joinPieces(pane, file any) any {
 			out[k] = joinPieces(v, f[k])
 		}
 		return out
+	case []any:
+		p, ok := pane.([]any)
+		if !ok || len(p) != len(f) {
+			return pane
+		}
+		out := make([]any, len(p))
+		for i := range p {
+			out[i] = joinPieces(p[i], f[i])
+		}
+		return out
 	case string:
 		if list, ok := pane.([]any); ok {
 			var b strings.Builder

@@ -352,12 +352,13 @@ func captureText(r engine.Result) string {
 }
 
 func memoryText(r engine.Result) string {
-	s := fmt.Sprintf("graphs %d MiB", r.Memory.GraphMiB)
-	if r.Memory.GraphFullJobMiB > 0 && r.Memory.GraphFullJobMiB != r.Memory.GraphMiB {
-		s += fmt.Sprintf(", %d MiB at job scale", r.Memory.GraphFullJobMiB)
+	m := r.Memory
+	s := fmt.Sprintf("graphs %d MiB per rank in the job", m.JobGraphMiB())
+	if m.GraphMiB != m.JobGraphMiB() {
+		s += fmt.Sprintf(" (the run measured %d MiB)", m.GraphMiB)
 	}
-	if r.Memory.DevicePeakMiB > 0 {
-		s += fmt.Sprintf(" · device peak %d MiB", r.Memory.DevicePeakMiB)
+	if m.DevicePeakMiB > 0 {
+		s += fmt.Sprintf(" · device peak %d MiB", m.DevicePeakMiB)
 	}
 	return s
 }

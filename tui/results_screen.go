@@ -42,8 +42,10 @@ type resultsScreen struct {
 	// val is the validation on real jobs.
 	val validationPane
 	// overrides are the candidates' overrides by candidate key, derived
-	// once per search (recipe.WinnerOverrides plans captures).
-	overrides map[string]recipe.Overrides
+	// once per search (recipe.WinnerOverrides plans captures), by one
+	// recommender for the search.
+	overrides   map[string]recipe.Overrides
+	recommender *recipe.Recommender
 	// details puts the details (why, the candidate's times and memory,
 	// the search's notes) in the pane in place of the overrides (d).
 	details bool
@@ -83,9 +85,9 @@ func (s *resultsScreen) enter() tea.Cmd {
 		s.setStatus("search stopped early%s: the ranking holds the candidates that finished", s.runsSoFar())
 	case s.run != nil && s.run.stopping:
 		// The stop came after the last run: nothing was cut short.
-		s.setStatus("the search had finished all %d runs before the stop took effect: %s wins", s.run.done, candName(d.Winner.Result.Candidate))
+		s.setStatus("the search had finished all %d runs before the stop took effect: %s", s.run.done, winsText(d))
 	default:
-		s.setStatus("search finished: %s wins", candName(d.Winner.Result.Candidate))
+		s.setStatus("search finished: %s", winsText(d))
 	}
 	return nil
 }
@@ -207,11 +209,19 @@ func (s *resultsScreen) retie() {
 	s.done.Ranking = search.Rerank(s.done.Ranking, s.rankOptions())
 	s.done.Winner = search.Winner(s.done.Ranking)
 	s.cursor, s.offset = 0, 0
-	win := "no winner"
-	if w := s.done.Winner; w != nil {
-		win = candName(w.Result.Candidate) + " wins"
+	s.setStatus("ranked again with a tie band of %s: %s", tieText(s.tie), winsText(s.done))
+}
+
+// winsText says who won d: "X wins", and when X is the recipe's own
+// setting, that it is to be kept (search.KeepRecipe).
+func winsText(d *search.DoneEvent) string {
+	switch w := d.Winner; {
+	case w == nil:
+		return "no winner"
+	case d.Reference.Won(w):
+		return candName(w.Result.Candidate) + " wins: " + d.Reference.Keep()
 	}
-	s.setStatus("ranked again with a tie band of %s: %s", tieText(s.tie), win)
+	return candName(d.Winner.Result.Candidate) + " wins"
 }
 
 // shownCandidate is the candidate whose overrides are shown: the one under

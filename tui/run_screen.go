@@ -483,7 +483,7 @@ func (s *runScreen) rowCells(row runRow, candW int) ([]string, lipgloss.Style) {
 	case stDone:
 		mark = "✓"
 		res := row.result
-		step, sp, graph = fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), strconv.FormatInt(res.Memory.GraphMiB, 10)
+		step, sp, graph = fmtMs(res.Step.Median), fmtSpeedup(res.Speedup), strconv.FormatInt(res.Memory.JobGraphMiB(), 10)
 		if row.round > 1 {
 			note = fmt.Sprintf("round %d", row.round)
 		}

@@ -604,8 +604,8 @@ func TestResultsFormatsAndWrite(t *testing.T) {
 		t.Fatal("enter did not write")
 	}
 	send(m, cmd())
-	want, _ := winnerOverrides(m.request(), cTEAttnMLP).Render("yaml")
-	if got := mustRead(t, f.dir+"/out.yaml"); got != string(want) {
+	want := winnerFile(t, m.request(), m.done)
+	if got := mustRead(t, f.dir+"/out.yaml"); got != want {
 		t.Errorf("file:\n%s\nwant:\n%s", got, want)
 	}
 	// The status names the file by the absolute path the backend wrote.

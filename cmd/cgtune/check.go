@@ -102,6 +102,35 @@ func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (pr
 	return m, l, mbridge, nil
 }
 
+// check runs the rules on cfg as the harness flags apply it when they are
+// given; without them, the overrides must hold however they are applied:
+// by a recipe script and by the perf harness, which makes its own pass
+// over every recipe it runs (recipe.CheckAsApplied).
+func (h *harnessFlags) check(cmd *cobra.Command, cfg *recipe.Recipe, mb string, opts ...recipe.Option) ([]string, []recipe.Violation, error) {
+	if !h.given(cmd) {
+		r := recipe.CheckAsApplied(cfg, mb, opts...)
+		return r.Notes, r.Violations, harnessInputError(r.Violations)
+	}
+	c, err := h.candidate(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !cmd.Flags().Changed("warmup") {
+		// No flag: the recipe's value (file or --set) stays.
+		v, _ := cfg.Get("model.cuda_graph_warmup_steps")
+		c.Warmup = v.Int
+	}
+	notes, violations := recipe.ApplyHarnessFlags(cfg, c, mb)
+	if err := harnessInputError(violations); err != nil {
+		return nil, nil, err
+	}
+	if len(violations) == 0 {
+		r := recipe.CheckWithCapture(cfg, mb, opts...)
+		notes, violations = append(notes, r.Notes...), r.Violations
+	}
+	return notes, violations, harnessInputError(violations)
+}
+
 func newCheckCmd() *cobra.Command {
 	var model, presetArg, gpu, mbridge, launcher string
 	var sets []string
@@ -112,11 +141,12 @@ func newCheckCmd() *cobra.Command {
 		Long: `check builds the recipe of a model (its default layout on --gpu-type) as the given
 Megatron-Bridge release starts from, applies OVERRIDES.yaml (nested model:, rng:,
 ddp:, rerun_state_machine:, ... as MB's --config-file takes it), then each
---set key=value (Hydra syntax), then --impl/--scope/--warmup the way MB's perf
-harness (scripts/performance) applies them, and runs every validation rule of
-MB, Megatron-Core and Transformer Engine of that release. With --launcher mlm
-the job is Megatron-LM's pretrain_gpt.py instead: its launcher checks
-(validate_args, the ARG-* rules) run and MB's own do not.
+--set key=value (Hydra syntax), then the pass MB's perf harness
+(scripts/performance) makes over every recipe it runs, with --impl/--scope/
+--warmup when given, and runs every validation rule of MB, Megatron-Core and
+Transformer Engine of that release. With --launcher mlm the job is
+Megatron-LM's pretrain_gpt.py instead: its launcher checks (validate_args,
+the ARG-* rules) run and MB's own, and its perf harness's, do not.
 
 It prints "valid", or one line per broken rule, "RULE-ID: message", with the
 message MB would print (and, where that is a bare Python error, what to do in
@@ -151,30 +181,9 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 					return fail(exitBadInput, "%v", err)
 				}
 			}
-			var notes []string
-			var violations []recipe.Violation
-			if h.given(cmd) {
-				c, err := h.candidate(cmd)
-				if err != nil {
-					return err
-				}
-				if !cmd.Flags().Changed("warmup") {
-					// No flag: the recipe's value (file or --set) stays.
-					v, _ := cfg.Get("model.cuda_graph_warmup_steps")
-					c.Warmup = v.Int
-				}
-				notes, violations = recipe.ApplyHarnessFlags(cfg, c, mb)
-				if err := harnessInputError(violations); err != nil {
-					return err
-				}
-			}
-			if len(violations) == 0 {
-				r := recipe.CheckWithCapture(cfg, mb, recipe.WithLauncher(launch))
-				if err := harnessInputError(r.Violations); err != nil {
-					return err
-				}
-				notes = append(notes, r.Notes...)
-				violations = r.Violations
+			notes, violations, err := h.check(cmd, cfg, mb, recipe.WithLauncher(launch))
+			if err != nil {
+				return err
 			}
 			for _, n := range notes {
 				fmt.Fprintln(cmd.ErrOrStderr(), "note: "+n)

@@ -32,9 +32,10 @@ with the --set values) is checked; without it, only the impl/scope
 combination. A configuration whose capture cgtune's capture plan says fails
 (as the search marks it WILL-FAIL: dropless MoE inside a graph, local mlp
 without attn) is refused the same way, in one line; --force emits it anyway,
-with a warning in the output. The --set values the configuration needs (say
-drop-and-pad MoE for a full-iteration graph) are emitted with it, each with
-the reason.
+with a warning in the output. The --set values that change the model's
+recipe are emitted with it, each with the reason (what breaks without it,
+say drop-and-pad MoE for a full-iteration graph): the output, put onto the
+stock recipe, is the recipe that was checked.
 Without --scope a graph impl captures the whole layer. --impl none captures
 nothing: a --scope given with it is dropped, with a note on stderr (MB clears
 the scope of impl none itself).`,
@@ -46,8 +47,7 @@ the scope of impl none itself).`,
 			if !slices.Contains(recipe.Formats, format) {
 				return fail(exitBadInput, "unknown format %q (allowed: %s)", format, strings.Join(recipe.Formats, ", "))
 			}
-			gen, err := presets.ParseMBridge(mbridge)
-			if err != nil {
+			if _, err := presets.ParseMBridge(mbridge); err != nil {
 				return fail(exitBadInput, "--mbridge: %v", err)
 			}
 			c, err := h.candidate(cmd)
@@ -62,7 +62,7 @@ the scope of impl none itself).`,
 				return fail(exitBadInput, "--set needs --model: the values apply to that model's recipe")
 			}
 			var r recipe.Report
-			o := recipe.BuildOverrides(c, gen)
+			o := recipe.BuildOverrides(c, mbridge)
 			if model != "" {
 				m, err := presets.LookupModel(model)
 				if err != nil {

@@ -99,7 +99,7 @@ func TestEmitBadInput(t *testing.T) {
 func TestEmitFormats(t *testing.T) {
 	for _, f := range recipe.Formats {
 		code, out, errb := cgtune(t, "emit", "--impl", "transformer_engine", "--scope", "attn,moe_router,moe_preprocess", "--format", f, "--mbridge", "0.6")
-		want, err := recipe.BuildOverrides(presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn", "moe_router", "moe_preprocess"}, Warmup: 3}, presets.G3).Render(f)
+		want, err := recipe.BuildOverrides(presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn", "moe_router", "moe_preprocess"}, Warmup: 3}, "0.6").Render(f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 // dataMaps are the objects whose keys are data, not field names: recipe
 // keys as the person or the recipe writes them (model.moe_..., dotted).
-var dataMaps = []string{"settings", "sets"}
+var dataMaps = []string{"settings", "sets", "overrides", "overrides_why"}
 
 // jsonKeys collects, for every key of the JSON value v that is no
 // snake_case field name, the path where it was found; seen counts every

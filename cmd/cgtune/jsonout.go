@@ -113,11 +113,20 @@ type headlessResult struct {
 	// "local", ...}, "rng": {"te_rng_tracker": true}}.
 	Overrides       string                    `json:"overrides,omitempty"`
 	OverridesObject map[string]map[string]any `json:"overrides_object,omitempty"`
-	Format          string                    `json:"format"`
-	Emitted         string                    `json:"emitted,omitempty"` // the absolute path --emit wrote
+	// OverridesWhy says, by dotted key, why an override is there;
+	// OverridesNotes are the lines that go with the overrides (the
+	// reference, an estimate, what no recipe field can say).
+	OverridesWhy   map[string]string `json:"overrides_why,omitempty"`
+	OverridesNotes []string          `json:"overrides_notes,omitempty"`
+	Format         string            `json:"format"`
+	Emitted        string            `json:"emitted,omitempty"` // the absolute path --emit wrote
 	// ReferenceText says what the recipe ships and how the winner
 	// compares with it (the reference object has the figures).
 	ReferenceText string `json:"reference_text,omitempty"`
+	// KeepReference is set when the winner is the reference: keep the
+	// recipe's setting, nothing beats it beyond noise (the overrides
+	// restate it).
+	KeepReference bool `json:"keep_reference,omitempty"`
 }
 
 // overridesObject is o's entries by section: the dotted key's first part
@@ -140,6 +149,20 @@ func overridesObject(o *recipe.Overrides) map[string]map[string]any {
 	return out
 }
 
+// overridesWhy is o's reasons by dotted key.
+func overridesWhy(o *recipe.Overrides) map[string]string {
+	if o == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, e := range o.Entries {
+		if e.Why != "" {
+			out[e.Key] = e.Why
+		}
+	}
+	return out
+}
+
 // newHeadlessResult describes the finished search d of cfg.
 func (f *rootFlags) newHeadlessResult(d search.DoneEvent, cfg search.Config, rendered []byte, o *recipe.Overrides, emitted bool) headlessResult {
 	gen, _ := presets.ParseMBridge(cfg.MBridge)
@@ -147,8 +170,12 @@ func (f *rootFlags) newHeadlessResult(d search.DoneEvent, cfg search.Config, ren
 		DoneEvent: d, Model: cfg.Model.Name, Layout: cfg.Layout, GPUType: cfg.Layout.GPU,
 		MBridge: cfg.MBridge, Generation: gen.String(), Engine: f.engine,
 		TrainIters: cfg.TrainIters, Tie: tieFlag(cfg.Tie), Sets: cfg.Sets,
-		Overrides: string(rendered), OverridesObject: overridesObject(o), Format: f.format,
+		Overrides: string(rendered), OverridesObject: overridesObject(o), OverridesWhy: overridesWhy(o), Format: f.format,
 		ReferenceText: d.Reference.Describe(d.Winner),
+		KeepReference: d.Reference.Won(d.Winner),
+	}
+	if o != nil {
+		r.OverridesNotes = o.Notes
 	}
 	if emitted {
 		r.Emitted = absPath(f.emit)

@@ -11,7 +11,6 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
-	"cgtune/recipe"
 	"cgtune/report"
 	"cgtune/search"
 )
@@ -77,7 +76,7 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 			tie = fmt.Sprint(r.Tie)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%.3f×\t%s\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\n", r.Rank, candLabel(res.Candidate),
-			res.Step.Median, spreadText(res), res.Speedup, vsText(r.VsReference), res.CaptureMs, res.Memory.GraphFullJobMiB,
+			res.Step.Median, spreadText(res), res.Speedup, vsText(r.VsReference), res.CaptureMs, res.Memory.JobGraphMiB(),
 			r.JobMs/1000, fits, tie, res.Source, joinParts(referenceMark(d, res.Candidate), r.Note, aliasText(plan, res.Candidate)))
 	}
 	tw.Flush()
@@ -100,7 +99,7 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 		case d.Err != "":
 			partial = " (so far: the search stopped on an error)"
 		}
-		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %.3f× eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, r.Speedup, r.Memory.GraphFullJobMiB, r.Source)
+		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %.3f× eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, r.Speedup, r.Memory.JobGraphMiB(), r.Source)
 	}
 	fmt.Fprintln(w, "why: "+search.Reason(d.Ranking, opts))
 	if line := d.Reference.Describe(d.Winner); line != "" {
@@ -241,15 +240,4 @@ func (f *rootFlags) writeReport(p *progress, cfg search.Config, plan []search.Pl
 	}
 	p.wrote(e)
 	return nil
-}
-
-// markEstimate says in an overrides file that it comes from an estimate,
-// in a comment (JSON has none: it stays as it is, and the progress lines
-// and the report say it).
-func markEstimate(data []byte, format string, winner engine.Result) []byte {
-	if winner.Source != engine.SourceEstimated {
-		return data
-	}
-	out, _ := recipe.Annotate(data, format, search.EstimateNote(winner))
-	return out
 }

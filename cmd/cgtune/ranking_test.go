@@ -11,6 +11,7 @@ import (
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // aliasPreset searches a space in which [full_iteration] and
@@ -245,5 +246,47 @@ func TestTableNamesTheFrameworkOptimizer(t *testing.T) {
 	printRanking(&b, search.DoneEvent{Ranking: []search.Ranked{r}}, nil, search.Config{})
 	if !strings.Contains(b.String(), "optimizer (framework runs): torch fused AdamW + foreach norms (standing in for FusedAdam)") {
 		t.Errorf("the table does not name the optimizer:\n%s", b.String())
+	}
+}
+
+// GRAPH MiB means one thing headless as in the TUI: the job's per-rank
+// graph memory (the memory model's graphs term), in the table, the winner
+// line, the progress line and the JSON (job_graph_mib), for a result whose
+// run measured 22908 MiB on its slice and 9133 MiB scaled to the stage
+// (the issue's three figures).
+func TestHeadlessGraphMemoryIsTheJobsPerRank(t *testing.T) {
+	b := &stepmodel.MemoryBreakdown{Graphs: 3072, GPUMiB: 143771, Fits: true}
+	r := search.Ranked{Rank: 1, Fits: true}
+	r.Result.Candidate = presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 3}
+	r.Result.Step, r.Result.Eager, r.Result.Speedup = stepmodel.Stats{Median: 100, N: 8}, stepmodel.Stats{Median: 110, N: 8}, 1.1
+	r.Result.Memory = engine.Memory{GraphMiB: 22908, GraphFullJobMiB: 9133, Breakdown: b}
+	var out strings.Builder
+	printRanking(&out, search.DoneEvent{Ranking: []search.Ranked{r}, Winner: &r}, nil, search.Config{})
+	lines := strings.Split(out.String(), "\n")
+	row, winner := lines[1], ""
+	for _, l := range lines {
+		if strings.HasPrefix(l, "winner: ") {
+			winner = l
+		}
+	}
+	if !strings.Contains(row, "  3072  ") || !strings.Contains(winner, "graphs 3072 MiB") || strings.Contains(out.String(), "9133") || strings.Contains(out.String(), "22908") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	var prog strings.Builder
+	(&progress{w: &prog}).event(search.ResultEvent{Result: r.Result, Done: 1, Total: 1})
+	if !strings.Contains(prog.String(), "graphs 3072 MiB") {
+		t.Errorf("progress line %q", prog.String())
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Result struct {
+			Memory map[string]any `json:"memory"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(data, &back); err != nil || back.Result.Memory["job_graph_mib"] != 3072.0 {
+		t.Errorf("json memory %v (%v)", back.Result.Memory, err)
 	}
 }

@@ -660,14 +660,10 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		d.Winner = e
 	}
 	if d.Winner != nil && !d.Interrupted && d.Err == "" {
-		w := recipe.WinnerOverrides(cfg.Target(), d.Winner.Result.Candidate)
+		w := search.Recommendation(cfg.Target(), &d, *d.Winner)
 		o = &w
 		if overrides, err = o.Render(f.format); err != nil {
 			return fail(exitBadInput, "%v", err)
-		}
-		overrides = markEstimate(overrides, f.format, d.Winner.Result)
-		if line := d.Reference.Describe(d.Winner); line != "" {
-			overrides, _ = recipe.Annotate(overrides, f.format, line)
 		}
 	}
 	// The file first: whatever happens to stdout (a reader that quits
@@ -821,7 +817,7 @@ func (p *progress) event(e search.Event) {
 		fmt.Fprintf(p.w, "search: %s, %d runs planned on %s; run folder %s\n", p.cfg.Strategy, x.Total, strings.Join(names, ", "), p.cfg.RunDir)
 	case search.ResultEvent:
 		r := x.Result
-		what := fmt.Sprintf("%.2f ms/step (%.3fx eager), capture %.0f ms, graphs %d MiB", r.Step.Median, r.Speedup, r.CaptureMs, r.Memory.GraphFullJobMiB)
+		what := fmt.Sprintf("%.2f ms/step (%.3fx eager), capture %.0f ms, graphs %d MiB", r.Step.Median, r.Speedup, r.CaptureMs, r.Memory.JobGraphMiB())
 		if r.Failed() {
 			what = fmt.Sprintf("failed (%s): %s", r.ErrKind, r.Err)
 		}

@@ -33,7 +33,7 @@ func fakeJob(t *testing.T) string {
 	return p
 }
 
-func g3(c presets.Candidate) recipe.Overrides { return recipe.BuildOverrides(c, presets.G3) }
+func g3(c presets.Candidate) recipe.Overrides { return recipe.BuildOverrides(c, "0.6") }
 
 func newEngine(t *testing.T, l Launcher, tmpl string, dir string, mod func(*Config)) *Engine {
 	t.Helper()

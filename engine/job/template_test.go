@@ -146,7 +146,7 @@ func TestParseCommandErrors(t *testing.T) {
 }
 
 func TestOverridesPlaceholderFollowsFormat(t *testing.T) {
-	o := recipe.BuildOverrides(presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{"full_iteration"}, Warmup: 2}, presets.G3)
+	o := recipe.BuildOverrides(presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{"full_iteration"}, Warmup: 2}, "0.6")
 	for format, want := range map[string]string{
 		"dotlist":          "model.cuda_graph_impl=full_iteration",
 		"flags":            "--cuda-graph-impl full_iteration --cuda-graph-warmup-steps 2 --no-check-for-nan-in-loss-and-grad",
