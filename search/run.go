@@ -40,6 +40,9 @@ type Config struct {
 	Reference *presets.Candidate
 	// Strategy is "halving" (default) or "exhaustive".
 	Strategy string
+	// Costs is what the engines compute with (setup.Open fills it); a
+	// resume must match the journal's (Fingerprint.Costs).
+	Costs CostModel
 	// Budget is the wall-clock time the halving strategy may keep the
 	// engines busy (each engine's GPU time counts Budget/len(Engines));
 	// 0 means DefaultBudget, a negative value no limit. Exhaustive ignores it.
@@ -225,6 +228,13 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	if err != nil {
 		return DoneEvent{}, err
 	}
+	if cfg.Resume {
+		// Before any preparation: a resume computed another way is refused
+		// at once, not after a profile was measured for it.
+		if err := checkResumable(cfg); err != nil {
+			return DoneEvent{}, err
+		}
+	}
 	prepared := prepare(ctx, cfg, w, emit)
 	plan, err := PlanContext(ctx, cfg)
 	if err != nil {
@@ -303,10 +313,14 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	r.mu.Lock()
 	d.Runs, d.Resumed, d.GPUTimeMs = r.runs, r.resumedRuns, r.spentMs
 	d.Notes = append(r.notes, s.notes()...)
+	if r.journal != nil && r.jerr == nil && !d.Interrupted {
+		r.jerr = markFinished(cfg.RunDir, d.Runs+d.Resumed)
+	}
 	jerr := r.jerr
 	r.mu.Unlock()
 	if jerr != nil {
 		d.Err = jerr.Error()
+		d.Kept = keptInJournal(cfg.RunDir)
 	}
 	r.emit(d)
 	return d, jerr
