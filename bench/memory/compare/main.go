@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
@@ -72,7 +73,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: compare PEAKS.jsonl")
 		os.Exit(2)
 	}
-	f, err := os.Open(os.Args[1])
+	f, err := fileio.OpenFileLimited(os.Args[1], fileio.Unbounded)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
