@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -20,11 +23,30 @@ func init() { subcommands = append(subcommands, newPresetCmd) }
 // config folder. A machine with no config folder can still list and show
 // presets; only saving needs one.
 func presetStore(presetFile string) *presets.Store {
-	cfg, err := os.UserConfigDir()
-	if err != nil {
-		cfg = ""
+	cfg, err := userConfigDir()
+	s := presets.NewStore(presetFile, os.Getenv("CGTUNE_PRESETS"), cfg)
+	s.UserDirErr = err
+	// A save killed with SIGKILL (nothing can catch it) leaves its
+	// temporary file behind; the next command that uses the store clears
+	// the old ones (docs/files.md).
+	if s.UserDir() != "" {
+		fileio.RemoveStaleTemps(s.UserDir(), fileio.StaleTempAge)
 	}
-	return presets.NewStore(presetFile, os.Getenv("CGTUNE_PRESETS"), cfg)
+	return s
+}
+
+// userConfigDir is os.UserConfigDir with an error that says what to set:
+// the standard library's refusal of a relative $XDG_CONFIG_HOME does not
+// say that $HOME would do once it is unset.
+func userConfigDir() (string, error) {
+	d, err := os.UserConfigDir()
+	if err == nil {
+		return d, nil
+	}
+	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" && !filepath.IsAbs(x) {
+		return "", fmt.Errorf("$XDG_CONFIG_HOME is %q, a relative path, which cgtune does not guess a folder from; set it to an absolute path, or unset it to use $HOME/.config", x)
+	}
+	return "", errors.New("neither $XDG_CONFIG_HOME nor $HOME is set")
 }
 
 // warningStore is presetStore telling cmd's stderr about the entries of
