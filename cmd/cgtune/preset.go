@@ -304,7 +304,7 @@ func warnShadowed(cmd *cobra.Command, s *presets.Store, name string) {
 }
 
 func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
-	var output string
+	var outPath string
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "export NAME [-o FILE [--force]]",
@@ -312,20 +312,28 @@ func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := store(cmd)
-			if output == "" || output == "-" {
+			if outPath == "" || outPath == "-" {
 				if err := s.ExportTo(args[0], cmd.OutOrStdout()); err != nil {
 					return fail(exitBadInput, "%v", err)
 				}
 				return nil
 			}
-			if err := s.Export(args[0], output, force); err != nil {
+			info, err := s.Find(args[0])
+			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], absPath(output))
+			gate := newOutputCheck(force, input{"the preset " + args[0], info.Path})
+			if err := gate.check(output{"-o", outPath}); err != nil {
+				return err
+			}
+			if err := s.Export(args[0], outPath, force); err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], absPath(outPath))
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output FILE (default: standard output)")
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "output FILE (default: standard output)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
 	return cmd
 }
