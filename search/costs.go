@@ -96,9 +96,13 @@ func CheckResumable(cfg Config) error {
 }
 
 // checkResumable refuses, before anything is prepared or planned, a resume
-// of the search in cfg.RunDir by another search or cost model; a journal
-// that cannot be read is left to openJournal to report.
+// (cfg.Resume; a new search passes) of the search in cfg.RunDir by
+// another search or cost model; a journal that cannot be read is left to
+// openJournal to report.
 func checkResumable(cfg Config) error {
+	if !cfg.Resume {
+		return nil
+	}
 	pj, err := readJournal(cfg.RunDir, filepath.Join(cfg.RunDir, JournalFile), nil)
 	if err != nil {
 		return nil

@@ -228,12 +228,10 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	if err != nil {
 		return DoneEvent{}, err
 	}
-	if cfg.Resume {
-		// Before any preparation: a resume computed another way is refused
-		// at once, not after a profile was measured for it.
-		if err := checkResumable(cfg); err != nil {
-			return DoneEvent{}, err
-		}
+	// Before any preparation: a resume computed another way is refused at
+	// once, not after a profile was measured for it.
+	if err := checkResumable(cfg); err != nil {
+		return DoneEvent{}, err
 	}
 	prepared := prepare(ctx, cfg, w, emit)
 	plan, err := PlanContext(ctx, cfg)
@@ -313,17 +311,24 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	r.mu.Lock()
 	d.Runs, d.Resumed, d.GPUTimeMs = r.runs, r.resumedRuns, r.spentMs
 	d.Notes = append(r.notes, s.notes()...)
-	if r.journal != nil && r.jerr == nil && !d.Interrupted {
-		r.jerr = markFinished(cfg.RunDir, d.Runs+d.Resumed)
-	}
-	jerr := r.jerr
+	jerr := r.endJournal(&d)
 	r.mu.Unlock()
-	if jerr != nil {
-		d.Err = jerr.Error()
-		d.Kept = keptInJournal(cfg.RunDir)
-	}
 	r.emit(d)
 	return d, jerr
+}
+
+// endJournal marks the run folder of a search that finished (r.mu held),
+// or, after the journal could not be written, puts the error and what the
+// journal kept into d; it returns that error.
+func (r *runner) endJournal(d *DoneEvent) error {
+	if r.journal != nil && r.jerr == nil && !d.Interrupted {
+		r.jerr = markFinished(r.cfg.RunDir, d.Runs+d.Resumed)
+	}
+	if r.jerr != nil {
+		d.Err = r.jerr.Error()
+		d.Kept = keptInJournal(r.cfg.RunDir)
+	}
+	return r.jerr
 }
 
 // prepare runs cfg.Prepare (if any), its lines sent to emit as

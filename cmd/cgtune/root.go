@@ -331,20 +331,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		return nil, fail(exitBadInput, "--skip-bad-lines is for --resume RUN")
 	}
 	if f.resume != "" {
-		dir, err := setup.ResolveRun(f.resume)
-		if err != nil {
-			return nil, err
-		}
-		if f.runDir != "" && !sameDir(f.runDir, dir) {
-			return nil, fail(exitBadInput, "--run-dir %s: --resume %s continues the search in %s; leave --run-dir out", f.runDir, f.resume, dir)
-		}
-		// Locked before run.json is read: another process resuming the
-		// same run would run every remaining candidate a second time.
-		if s.lock, err = lockRun(dir); err != nil {
-			return nil, err
-		}
-		cfg.RunDir, cfg.Resume, cfg.Lock, cfg.SkipBadLines = dir, true, s.lock, f.skipBad
-		if err := f.applySaved(dir); err != nil {
+		if err := f.resumeRun(s); err != nil {
 			return nil, err
 		}
 	}
@@ -404,6 +391,25 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		}
 	}
 	return s, nil
+}
+
+// resumeRun finds and locks the run folder --resume names and takes its
+// run.json's settings (applySaved) into f.
+func (f *rootFlags) resumeRun(s *searchSetup) error {
+	dir, err := setup.ResolveRun(f.resume)
+	if err != nil {
+		return err
+	}
+	if f.runDir != "" && !sameDir(f.runDir, dir) {
+		return fail(exitBadInput, "--run-dir %s: --resume %s continues the search in %s; leave --run-dir out", f.runDir, f.resume, dir)
+	}
+	// Locked before run.json is read: another process resuming the same
+	// run would run every remaining candidate a second time.
+	if s.lock, err = lockRun(dir); err != nil {
+		return err
+	}
+	s.cfg.RunDir, s.cfg.Resume, s.cfg.Lock, s.cfg.SkipBadLines = dir, true, s.lock, f.skipBad
+	return f.applySaved(dir)
 }
 
 // checkEngineFlags refuses engine settings that are no size or time (the

@@ -435,23 +435,7 @@ func (f *validateFlags) checkDir(dir string) error {
 
 func (f *validateFlags) run(ctx context.Context, args []string) error {
 	stdout, stderr := f.cmd.OutOrStdout(), f.cmd.ErrOrStderr()
-	if f.top < 1 || f.iters < 1 || f.parallel < 1 || f.jobTimeout < 0 {
-		return fail(exitBadInput, "--top, --iters and --parallel must be positive, --job-timeout 0 or more")
-	}
-	if f.skipBad && !f.resume {
-		return fail(exitBadInput, "--skip-bad-lines is for --resume")
-	}
-	if err := f.checkSavePreset(); err != nil {
-		return err
-	}
-	can, how, err := f.buildable(ctx)
-	if err != nil {
-		return err
-	}
-	s, err := f.source(args, can)
-	if ctx.Err() != nil {
-		return fail(exitInterrupted, "interrupted before any job was submitted")
-	}
+	s, how, err := f.checkedSource(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -546,6 +530,30 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 		return fail(exitInvalid, "no job succeeded (logs in %s)", req.Dir)
 	}
 	return nil
+}
+
+// checkedSource checks the flags that need no file and finds what to
+// validate (asking the jobs' Python about Transformer Engine, which an
+// interruption stops); how is buildable's.
+func (f *validateFlags) checkedSource(ctx context.Context, args []string) (_ *validateSource, how func() string, err error) {
+	switch {
+	case f.top < 1 || f.iters < 1 || f.parallel < 1 || f.jobTimeout < 0:
+		return nil, nil, fail(exitBadInput, "--top, --iters and --parallel must be positive, --job-timeout 0 or more")
+	case f.skipBad && !f.resume:
+		return nil, nil, fail(exitBadInput, "--skip-bad-lines is for --resume")
+	}
+	if err := f.checkSavePreset(); err != nil {
+		return nil, nil, err
+	}
+	can, how, err := f.buildable(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := f.source(args, can)
+	if ctx.Err() != nil {
+		return nil, nil, fail(exitInterrupted, "interrupted before any job was submitted")
+	}
+	return s, how, err
 }
 
 // checkSavePreset refuses, before any job is submitted, a --save-preset
