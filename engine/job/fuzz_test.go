@@ -162,8 +162,11 @@ func FuzzJobLedger(f *testing.F) {
 			t.Fatal(err)
 		}
 		again, err := openLedger(dir, false)
-		if err != nil || len(again.Entries()) != before+1 {
-			t.Fatalf("after an append: %v, %d entries, want %d", err, len(again.Entries()), before+1)
+		if err != nil {
+			t.Fatalf("after an append: %v", err)
+		}
+		if len(again.Entries()) != before+1 {
+			t.Fatalf("after an append: %d entries, want %d", len(again.Entries()), before+1)
 		}
 		if _, ok := again.Open(fullIter.Key()); !ok {
 			t.Fatal("the appended job is not open")
