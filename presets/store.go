@@ -45,6 +45,9 @@ type Store struct {
 	// dangling link, one over MaxYAMLBytes): a shared folder with one odd
 	// entry must neither hang cgtune nor hide the other presets.
 	Warn func(msg string)
+	// UserDirErr says why there is no user folder (nil: the usual
+	// message), for a caller that asked os.UserConfigDir and was refused.
+	UserDirErr error
 }
 
 // DefaultUserDir is where presets are saved: os.UserConfigDir()/cgtune/presets.
@@ -106,7 +109,7 @@ func presetBase(name string) string {
 // (the user folder does not exist until the first save). Entries that are
 // not regular files of a sane size are skipped (see Store.Warn).
 func (s *Store) scanDir(dir, source string) ([]PresetInfo, error) {
-	entries, err := os.ReadDir(dir)
+	entries, err := fileio.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -226,9 +229,17 @@ func (s *Store) Load(name string) (TeamPreset, error) {
 // LoadFile reads one preset file, wherever it is.
 func (s *Store) LoadFile(path string) (TeamPreset, error) { return loadPresetFile(path) }
 
+// NoUserDir is why presets cannot be saved (there is no user folder).
+func (s *Store) NoUserDir() error {
+	if s.UserDirErr != nil {
+		return fmt.Errorf("no user config folder to save presets in: %w", s.UserDirErr)
+	}
+	return errors.New("no user config folder to save presets in (set $XDG_CONFIG_HOME or $HOME)")
+}
+
 func (s *Store) userPath(name string) (string, error) {
 	if s.userDir == "" {
-		return "", errors.New("no user config folder to save presets in (set $XDG_CONFIG_HOME or $HOME)")
+		return "", s.NoUserDir()
 	}
 	return filepath.Join(s.userDir, name+".yaml"), nil
 }

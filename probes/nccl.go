@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/internal/fileio"
 	"cgtune/stepmodel"
 )
 
@@ -294,7 +295,7 @@ func FindNCCL(dir, gpu string) (NCCLReport, bool) {
 }
 
 func readNCCL(path string) (NCCLReport, error) {
-	b, err := os.ReadFile(path)
+	b, err := fileio.ReadFileLimited(path, maxCacheBytes)
 	if err != nil {
 		return NCCLReport{}, err
 	}
@@ -309,28 +310,11 @@ func readNCCL(path string) (NCCLReport, error) {
 	return r, nil
 }
 
-// writeAtomic writes b to path (inside dir, created if need be) through a
-// temporary file and a rename, so a reader never sees half a file.
+// writeAtomic writes b to path (inside dir, created if need be) so a
+// reader never sees half a file (fileio.WriteFileAtomic).
 func writeAtomic(dir, path string, b []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".probe-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	return fileio.WriteFileAtomic(path, b, 0o644)
 }

@@ -18,6 +18,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/cuda"
+	"cgtune/internal/fileio"
 	"cgtune/stepmodel"
 )
 
@@ -250,9 +251,13 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(d, "cgtune", "probes"), nil
 }
 
+// maxCacheBytes bounds a cached probe report: a few KiB of rates; a FIFO
+// or a huge file put in the cache is skipped, not read.
+const maxCacheBytes = 16 << 20
+
 // LoadCached returns the cached report for dev, if any.
 func LoadCached(dir string, dev engine.DeviceInfo) (Report, bool) {
-	b, err := os.ReadFile(cacheFile(dir, dev))
+	b, err := fileio.ReadFileLimited(cacheFile(dir, dev), maxCacheBytes)
 	if err != nil {
 		return Report{}, false
 	}
@@ -269,7 +274,7 @@ func LoadCached(dir string, dev engine.DeviceInfo) (Report, bool) {
 func FindCached(dir, gpu string) (Report, bool) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := fileio.ReadFileLimited(f, maxCacheBytes)
 		if err != nil {
 			continue
 		}

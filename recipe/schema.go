@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"cgtune/presets"
 )
@@ -879,6 +880,33 @@ func parseHydraValue(s string, listField bool) raw {
 	return parseHydraScalar(s)
 }
 
+// maxEcho is the longest --set argument an error repeats whole.
+const maxEcho = 256
+
+// clipEcho is s cut to maxEcho bytes (at a rune boundary), marked.
+func clipEcho(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:runeCut(s, maxEcho)], len(s))
+}
+
+// quoteEcho quotes a bad value for an error, cut short when it is long.
+func quoteEcho(s string) string {
+	if len(s) <= maxEcho {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:runeCut(s, maxEcho)], len(s))
+}
+
+// runeCut is the largest n <= max that cuts s between runes.
+func runeCut(s string, max int) int {
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return max
+}
+
 // ApplySet applies one `--set key=value` override. Errors name the flag:
 // `--set model.xyz=...: ...`.
 //
@@ -891,6 +919,11 @@ func (c *Recipe) applySet(arg string, user bool) error {
 	flag := printable(arg)
 	key, val, ok := strings.Cut(arg, "=")
 	key = strings.TrimSpace(key)
+	if len(arg) > maxEcho && ok {
+		// A value too long to read is named by its size, and the bad
+		// part of it quoted once, cut short: a message stays one line.
+		flag = fmt.Sprintf("%s=<a value of %d bytes>", printable(clipEcho(key)), len(val))
+	}
 	if !ok || key == "" {
 		return fmt.Errorf("--set %s: expected KEY=VALUE", flag)
 	}
@@ -901,7 +934,7 @@ func (c *Recipe) applySet(arg string, user bool) error {
 	r := parseHydraValue(val, f.Type == TList || f.Type == TIntOrList)
 	v, bad := coerce(f, r, c.gen)
 	if bad != nil {
-		return fmt.Errorf("--set %s: field %s: bad value %q (allowed: %s)", flag, key, bad.text, f.allowed(c.gen))
+		return fmt.Errorf("--set %s: field %s: bad value %s (allowed: %s)", flag, key, quoteEcho(bad.text), f.allowed(c.gen))
 	}
 	if user {
 		if err := c.overriddenByCommOverlap(key, strings.TrimSpace(val)); err != nil {

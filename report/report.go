@@ -160,7 +160,57 @@ func Markdown(in Input, plotName string) []byte {
 		}
 		w("\n")
 	}
-	return printable(b.Bytes())
+	return escapeHTML(printable(b.Bytes()))
+}
+
+// ratio is a speed-up over eager with its unit; "—" for a result without
+// one (its notes say why), never 0.000.
+func ratio(s float64, unit string) string {
+	if s <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f%s", s, unit)
+}
+
+// escapeHTML writes each "<" outside fenced code blocks as "&lt;":
+// Markdown passes HTML through, so a model's display name or a note
+// holding "<script>" would otherwise be markup in the viewer, not text. A
+// fenced block (the overrides) shows its text as it is and is left alone;
+// its fences are found as CommonMark finds them (fenceOf), so a fence a
+// value writes cannot leave a tag outside code unescaped. Code spans are
+// escaped too: whether a backtick pairs with one on another line depends
+// on the whole paragraph, and a "<" there shows as "&lt;", which is safe.
+func escapeHTML(md []byte) []byte {
+	var out bytes.Buffer
+	var open string // the fence of the block we are in ("" outside)
+	for _, line := range strings.SplitAfter(string(md), "\n") {
+		fence, info := fenceOf(line)
+		switch {
+		case open == "" && fence != "" && !(fence[0] == '`' && strings.Contains(info, "`")):
+			open = fence
+		case open != "" && fence != "" && fence[0] == open[0] && len(fence) >= len(open) && strings.TrimSpace(info) == "":
+			open = ""
+		case open == "":
+			line = strings.ReplaceAll(line, "<", "&lt;")
+		}
+		out.WriteString(line)
+	}
+	return out.Bytes()
+}
+
+// fenceOf is the code fence line starts with (CommonMark: up to three
+// spaces, then three or more backticks or tildes) and what follows it;
+// fence is "" for any other line.
+func fenceOf(line string) (fence, info string) {
+	rest := strings.TrimLeft(line, " ")
+	if len(line)-len(rest) > 3 || len(rest) < 3 || (rest[0] != '`' && rest[0] != '~') {
+		return "", ""
+	}
+	n := len(rest) - len(strings.TrimLeft(rest, rest[:1]))
+	if n < 3 {
+		return "", ""
+	}
+	return rest[:n], rest[n:]
 }
 
 // escapeSeq is an ANSI escape sequence: CSI (colours, cursor moves), OSC
@@ -315,8 +365,8 @@ func writeWinner(b *bytes.Buffer, in Input) {
 		return
 	}
 	r := d.Winner.Result
-	w("**%s**: %.2f ms per step against %.2f ms eager (%.3f×), capture %.0f ms, %d MiB of graph memory in the job, %.1f s for a %d-iteration job (%s).\n\n",
-		candName(r.Candidate), r.Step.Median, r.Eager.Median, r.Speedup, r.CaptureMs, r.Memory.JobGraphMiB(), d.Winner.JobMs/1000, trainIters(in), r.Source)
+	w("**%s**: %.2f ms per step against %.2f ms eager (%s), capture %.0f ms, %d MiB of graph memory in the job, %.1f s for a %d-iteration job (%s).\n\n",
+		candName(r.Candidate), r.Step.Median, r.Eager.Median, ratio(r.Speedup, "×"), r.CaptureMs, r.Memory.JobGraphMiB(), d.Winner.JobMs/1000, trainIters(in), r.Source)
 	w("Why: %s.\n\n", search.Reason(d.Ranking, in.rankOptions()))
 	if line := d.Reference.Describe(d.Winner); line != "" {
 		w("Reference: %s.\n\n", line)
@@ -406,7 +456,7 @@ func writeRanking(b *bytes.Buffer, in Input, plotName string) {
 		if r.VsReference > 0 {
 			vs = fmt.Sprintf("%.3f", r.VsReference)
 		}
-		w("| %d | %s | %.2f | %s | %.3f | %s | %.0f | %d | %.1f | %s | %s | %s | %s |\n", r.Rank, cell(name), res.Step.Median, spread(res), res.Speedup,
+		w("| %d | %s | %.2f | %s | %s | %s | %.0f | %d | %.1f | %s | %s | %s | %s |\n", r.Rank, cell(name), res.Step.Median, spread(res), ratio(res.Speedup, ""),
 			vs, res.CaptureMs, res.Memory.JobGraphMiB(), r.JobMs/1000, fits, tie, res.Source, cell(note))
 	}
 	if ranked == 0 {

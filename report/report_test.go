@@ -360,3 +360,41 @@ func TestReportDropsControlCharacters(t *testing.T) {
 		t.Error("an OSC sequence's text is left in the report")
 	}
 }
+
+// Before: a preset's display name holding "<script>" (or a --set value,
+// a job's error) reached the Markdown as HTML, which a viewer runs. Every
+// "<" outside a fenced code block is written "&lt;"; the overrides in
+// their code block stay as they are, and a fence a value smuggles in does
+// not carry a tag past the escaping.
+func TestReportEscapesHTML(t *testing.T) {
+	in := input(t)
+	in.Model.Display = `<script>alert(1)</script>`
+	in.Sets = map[string]string{"model.moe_token_dispatcher_type": "<img src=x onerror=alert(2)>"}
+	in.Done.Ranking[len(in.Done.Ranking)-1].Result.Err = "boom\n```\n<b>bold</b>\n```yaml"
+	in.Overrides, in.Format = []byte("model:\n  cuda_graph_impl: local # a<b\n"), "yaml"
+	md := string(Markdown(in, ""))
+	// Outside fenced blocks no "<" is left; inside, the text is as written.
+	inFence := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inFence = !inFence
+			continue
+		}
+		if !inFence && strings.Contains(line, "<") {
+			t.Errorf("a \"<\" outside code: %q", line)
+		}
+	}
+	for _, want := range []string{"&lt;script>alert(1)&lt;/script>", "&lt;img src=x onerror=alert(2)>", "cuda_graph_impl: local # a<b"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+}
+
+func TestFenceOf(t *testing.T) {
+	for line, want := range map[string]string{"```yaml\n": "```", "   ~~~~\n": "~~~~", "    ```\n": "", "``\n": "", "text ```": ""} {
+		if got, _ := fenceOf(line); got != want {
+			t.Errorf("fenceOf(%q) = %q, want %q", line, got, want)
+		}
+	}
+}

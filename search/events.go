@@ -143,6 +143,9 @@ type DoneEvent struct {
 	Reference *Reference `json:"reference,omitempty"`
 	// KnownToFitMiB is RankOptions.KnownToFitMiB of the ranking.
 	KnownToFitMiB int64 `json:"known_to_fit_mib,omitempty"`
+	// Kept is what the journal holds, read back after an error writing it
+	// (nil otherwise): Runs counts runs, not what reached the disk.
+	Kept *JournalCount `json:"kept,omitempty"`
 }
 
 func (PlanEvent) isEvent()    {}

@@ -10,9 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"cgtune/engine"
@@ -31,6 +29,12 @@ const UnreadableFile = "journal-unreadable.txt"
 
 // journalVersion is the journal format's version.
 const journalVersion = 1
+
+// FinishedFile is the file a search writes in its run folder when it
+// finishes (neither interrupted nor stopped by an error), and a resume
+// removes before it appends anything: a folder without it holds a search
+// that did not finish.
+const FinishedFile = "finished.json"
 
 // maxJournalBytes caps what a journal may hold when it is read back: a few
 // KiB per finished run, so thousands of runs fit many times over, and a
@@ -52,11 +56,28 @@ type Fingerprint struct {
 	Measured engine.RunOptions         `json:"measured"`
 	// Reference is a preset's own reference (nil: the recipe's).
 	Reference *presets.Candidate `json:"reference,omitempty"`
+	// Costs is what the figures were computed with (zero in a journal of
+	// a cgtune that did not record it: such a resume is not checked).
+	Costs CostModel `json:"costs,omitzero"`
 }
 
 func (c Config) fingerprint() Fingerprint {
 	return Fingerprint{Model: c.Model, Layout: c.Layout, MBridge: c.mbridge(), Space: withDefaults(c.Space),
-		Strategy: c.strategy(), Sets: c.Sets, Workload: c.Workload, Measured: c.Measured, Reference: c.Reference}
+		Strategy: c.strategy(), Sets: c.Sets, Workload: c.Workload, Measured: c.Measured, Reference: c.Reference, Costs: c.Costs}
+}
+
+// resumableBy refuses a resume by a search of fingerprint g of the
+// journal in dir of fingerprint f: another search, or the same one
+// computed another way (the results would not be comparable).
+func (f Fingerprint) resumableBy(g Fingerprint, dir string) error {
+	if d := f.diff(g); len(d) > 0 {
+		return fmt.Errorf("cannot resume %s: it holds a different search (%s differ: it was %s); start a new run instead",
+			dir, strings.Join(d, ", "), describeFingerprint(f))
+	}
+	if f.Costs != (CostModel{}) && f.Costs != g.Costs {
+		return &CostsChangedError{Dir: dir, Saved: f.Costs, Now: g.Costs}
+	}
+	return nil
 }
 
 // diff names the parts of two fingerprints that differ.
@@ -80,10 +101,13 @@ func (f Fingerprint) diff(g Fingerprint) []string {
 // journalLine is one line of the journal: the header first, then one line
 // per finished candidate run.
 type journalLine struct {
-	Type        string         `json:"type"` // "header" or "result"
-	Version     int            `json:"version,omitempty"`
-	Created     string         `json:"created,omitempty"`
-	Fingerprint *Fingerprint   `json:"fingerprint,omitempty"`
+	Type        string       `json:"type"` // "header" or "result"
+	Version     int          `json:"version,omitempty"`
+	Created     string       `json:"created,omitempty"`
+	Fingerprint *Fingerprint `json:"fingerprint,omitempty"`
+	// MarksFinish (in the header): the search writes FinishedFile when it
+	// finishes, so a folder without one holds an interrupted search.
+	MarksFinish bool           `json:"marks_finish,omitempty"`
 	Round       int            `json:"round,omitempty"`
 	Key         string         `json:"key,omitempty"`
 	GPU         int            `json:"gpu"`
@@ -120,20 +144,17 @@ func openJournal(dir string, fp Fingerprint, resume, skipBad bool, check resultC
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	f, err := fileio.CreateExclusive(path, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
 	j := &journal{f: f, path: path}
-	if err := j.append(journalLine{Type: "header", Version: journalVersion, Created: time.Now().UTC().Format(time.RFC3339), Fingerprint: &fp}); err != nil {
+	if err := j.append(journalLine{Type: "header", Version: journalVersion, Created: time.Now().UTC().Format(time.RFC3339), Fingerprint: &fp, MarksFinish: true}); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
 	// The new file's directory entry must survive a crash too.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	fileio.SyncDir(dir)
 	return j, nil, nil
 }
 
@@ -167,58 +188,27 @@ func readJournal(dir, path string, check resultCheck) (parsedJournal, error) {
 	return parseJournal(path, data, check)
 }
 
-// parsedJournal is a journal read back.
+// parsedJournal is a journal read back: its lines as every journal's are
+// (fileio.JournalLines), the header's fingerprint and the results.
 type parsedJournal struct {
+	lines   fileio.JournalLines
 	path    string
 	fp      Fingerprint
 	results []journalLine
-	// good holds the readable lines, each with its newline, in order: what
-	// the journal is rewritten to when the unreadable ones are dropped.
-	good [][]byte
-	bad  []badLine
-	// intact is the length of the file without a torn last line.
-	intact int64
-	size   int64
+	// marksFinish: the header says the search writes FinishedFile.
+	marksFinish bool
+	// good, bad, intact and size are lines' Good, Bad, Intact and Size.
+	good         [][]byte
+	bad          []fileio.BadLine
+	intact, size int64
 }
 
-// badLine is a line in the middle of a journal that cannot be read.
-type badLine struct {
-	n    int // line number, from 1
-	text []byte
-	err  error
-}
-
-// BadLinesError says that lines in the middle of a journal cannot be read
-// (a disk fault, an edit by hand); the readable results around them are
-// intact and a resume may skip the bad lines (Config.SkipBadLines).
-type BadLinesError struct {
-	Path     string
-	Lines    []int // line numbers, from 1
-	First    error // why the first of them cannot be read
-	Readable int   // results that can be read
-}
-
-func (e *BadLinesError) Error() string {
-	nums := make([]string, len(e.Lines))
-	for i, n := range e.Lines {
-		nums[i] = strconv.Itoa(n)
-	}
-	what := "line " + nums[0] + " is"
-	if len(nums) > 1 {
-		what = "lines " + strings.Join(nums, ", ") + " are"
-	}
-	return fmt.Sprintf("%s: %s unreadable (line %d: %v); its %d readable results are intact", e.Path, what, e.Lines[0], e.First, e.Readable)
-}
+// BadLinesError says that lines in the middle of a journal cannot be read;
+// see fileio.BadLinesError.
+type BadLinesError = fileio.BadLinesError
 
 func (pj parsedJournal) badLinesError(skipBad bool) error {
-	if len(pj.bad) == 0 || skipBad {
-		return nil
-	}
-	e := &BadLinesError{Path: pj.path, First: pj.bad[0].err, Readable: len(pj.results)}
-	for _, b := range pj.bad {
-		e.Lines = append(e.Lines, b.n)
-	}
-	return e
+	return pj.lines.BadLinesError(skipBad, len(pj.results))
 }
 
 // halvingRounds is the most rounds the halving strategy plans
@@ -268,51 +258,46 @@ func planCheck(plan []Planned, strategy string) resultCheck {
 	}
 }
 
-// parseJournal reads a journal. A last line cut short (the process died
-// while writing it) is ignored; unreadable lines elsewhere, and result
-// lines check (may be nil) refuses, are collected in bad, never silently
-// dropped. Only a missing or foreign header (the journal of what?) is an
-// error here.
+// parseJournal reads a journal (fileio.ParseJournal): a last line cut
+// short (the process died while writing it) is ignored; unreadable lines
+// elsewhere, and result lines check (may be nil) refuses, are collected in
+// bad, never silently dropped. Only a missing or foreign header (the
+// journal of what?) is an error here.
 func parseJournal(path string, data []byte, check resultCheck) (parsedJournal, error) {
-	pj := parsedJournal{path: path, size: int64(len(data)), intact: int64(len(data))}
-	var off int64
-	for n := 1; off < int64(len(data)); n++ {
-		rest := data[off:]
-		raw, end, last := rest, int64(len(data)), true
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			raw, end, last = rest[:i], off+int64(i)+1, false
-		}
+	pj := parsedJournal{path: path}
+	header := false
+	lines, err := fileio.ParseJournal(path, data, 0, func(n int, raw []byte) error {
 		var l journalLine
 		jerr := json.Unmarshal(raw, &l)
 		switch {
 		case n == 1 && (jerr != nil || l.Type != "header" || l.Fingerprint == nil):
-			return pj, fmt.Errorf("%s: the first line is not a cgtune journal header", path)
+			return fileio.StopReading(fmt.Errorf("%s: the first line is not a cgtune journal header", path))
 		case n == 1 && l.Version != journalVersion:
-			return pj, fmt.Errorf("%s: journal version %d, this cgtune reads version %d", path, l.Version, journalVersion)
-		case jerr != nil && last:
-			pj.intact = off // the torn last line
-		case jerr == nil && l.Type == "result" && l.Result == nil:
-			pj.bad = append(pj.bad, badLine{n: n, text: raw, err: errors.New("a result line without a result")})
+			return fileio.StopReading(fmt.Errorf("%s: journal version %d, this cgtune reads version %d", path, l.Version, journalVersion))
 		case jerr != nil:
-			pj.bad = append(pj.bad, badLine{n: n, text: raw, err: jerr})
-		default:
-			if n > 1 && l.Type == "result" && check != nil {
-				if err := check(l); err != nil {
-					pj.bad = append(pj.bad, badLine{n: n, text: raw, err: err})
-					break
-				}
+			return jerr
+		case n == 1:
+			header, pj.fp, pj.marksFinish = true, *l.Fingerprint, l.MarksFinish
+		case l.Type == "result" && l.Result == nil:
+			return errors.New("a result line without a result")
+		case l.Type == "result" && check != nil:
+			if err := check(l); err != nil {
+				return err
 			}
-			if n == 1 {
-				pj.fp = *l.Fingerprint
-			} else if l.Type == "result" {
-				pj.results = append(pj.results, l)
-			}
-			pj.good = append(pj.good, append(append([]byte(nil), raw...), '\n'))
+			fallthrough
+		case l.Type == "result":
+			pj.results = append(pj.results, l)
 		}
-		off = end
-	}
-	if len(data) == 0 {
+		return nil
+	})
+	pj.lines, pj.good, pj.bad, pj.intact, pj.size = lines, lines.Good, lines.Bad, lines.Intact, lines.Size
+	switch {
+	case err != nil:
+		return pj, err
+	case len(data) == 0:
 		return pj, fmt.Errorf("%s is empty", path)
+	case !header:
+		return pj, fmt.Errorf("%s: the first line is not a cgtune journal header", path)
 	}
 	return pj, nil
 }
@@ -323,53 +308,21 @@ func reopenJournal(dir, path string, fp Fingerprint, skipBad bool, check resultC
 		return nil, nil, err
 	}
 	// Another search's results are all foreign: say that, not which lines.
-	if d := pj.fp.diff(fp); len(d) > 0 {
-		return nil, nil, fmt.Errorf("cannot resume %s: it holds a different search (%s differ: it was %s); start a new run instead",
-			dir, strings.Join(d, ", "), describeFingerprint(pj.fp))
+	if err := pj.fp.resumableBy(fp, dir); err != nil {
+		return nil, nil, err
 	}
 	if err := pj.badLinesError(skipBad); err != nil {
 		return nil, nil, err
 	}
-	if len(pj.bad) > 0 {
-		if err := setAsideBadLines(dir, path, pj); err != nil {
-			return nil, nil, err
-		}
+	// Whatever it said, the search is unfinished again until it ends.
+	if err := os.Remove(filepath.Join(dir, FinishedFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := fileio.OpenJournalAppend(pj.lines)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(pj.bad) == 0 && pj.intact < pj.size {
-		// Drop the torn line, or the next result would be glued to it.
-		if err := f.Truncate(pj.intact); err != nil {
-			f.Close()
-			return nil, nil, err
-		}
-	}
 	return &journal{f: f, path: path}, pj.results, nil
-}
-
-// setAsideBadLines moves the unreadable lines of a journal to
-// UnreadableFile (appended, synced) and then replaces the journal, in one
-// rename, by its readable lines: later reads see a clean journal, and not
-// a byte of the old one is lost. A crash in between leaves the bad lines
-// in both files, never in neither.
-func setAsideBadLines(dir, path string, pj parsedJournal) error {
-	var buf bytes.Buffer
-	for _, b := range pj.bad {
-		fmt.Fprintf(&buf, "%s line %d (%v): %s\n", JournalFile, b.n, b.err, b.text)
-	}
-	aside := filepath.Join(dir, UnreadableFile)
-	f, err := os.OpenFile(aside, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(buf.Bytes())
-	serr := f.Sync()
-	if err := errors.Join(werr, serr, f.Close()); err != nil {
-		return fmt.Errorf("%s: %w", aside, err)
-	}
-	return fileio.WriteFileAtomic(path, bytes.Join(pj.good, nil), 0o644)
 }
 
 func describeFingerprint(f Fingerprint) string {
@@ -397,4 +350,54 @@ func (j *journal) close() error {
 		return nil
 	}
 	return j.f.Close()
+}
+
+// JournalCount is what a journal holds when it is read back: the results
+// a resume takes, the unreadable lines it would name, and whether its last
+// line is cut short (a resume drops it). Err says why it cannot be read
+// at all.
+type JournalCount struct {
+	Results    int    `json:"results"`
+	Unreadable int    `json:"unreadable,omitempty"`
+	Torn       bool   `json:"torn,omitempty"`
+	Err        string `json:"error,omitempty"`
+}
+
+// keptInJournal reads back the journal in dir.
+func keptInJournal(dir string) *JournalCount {
+	if dir == "" {
+		return nil
+	}
+	pj, err := readJournal(dir, filepath.Join(dir, JournalFile), nil)
+	if err != nil {
+		return &JournalCount{Err: err.Error()}
+	}
+	return &JournalCount{Results: len(pj.results), Unreadable: len(pj.bad), Torn: pj.lines.Torn()}
+}
+
+// finishedMark is FinishedFile's content.
+type finishedMark struct {
+	Finished string `json:"finished"` // when, RFC 3339
+	Results  int    `json:"results"`
+}
+
+// markFinished writes FinishedFile in dir.
+func markFinished(dir string, results int) error {
+	b, _ := json.Marshal(finishedMark{Finished: time.Now().UTC().Format(time.RFC3339), Results: results})
+	if err := fileio.WriteOwnFileAtomic(filepath.Join(dir, FinishedFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("run folder %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Finished reports whether the search in dir finished (FinishedFile is
+// there); known is false for the journal of a cgtune that did not write
+// that file.
+func Finished(dir string) (finished, known bool, err error) {
+	pj, err := readJournal(dir, filepath.Join(dir, JournalFile), nil)
+	if err != nil {
+		return false, false, err
+	}
+	_, serr := os.Lstat(filepath.Join(dir, FinishedFile))
+	return serr == nil, pj.marksFinish, nil
 }

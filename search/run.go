@@ -40,6 +40,9 @@ type Config struct {
 	Reference *presets.Candidate
 	// Strategy is "halving" (default) or "exhaustive".
 	Strategy string
+	// Costs is what the engines compute with (setup.Open fills it); a
+	// resume must match the journal's (Fingerprint.Costs).
+	Costs CostModel
 	// Budget is the wall-clock time the halving strategy may keep the
 	// engines busy (each engine's GPU time counts Budget/len(Engines));
 	// 0 means DefaultBudget, a negative value no limit. Exhaustive ignores it.
@@ -225,6 +228,11 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	if err != nil {
 		return DoneEvent{}, err
 	}
+	// Before any preparation: a resume computed another way is refused at
+	// once, not after a profile was measured for it.
+	if err := checkResumable(cfg); err != nil {
+		return DoneEvent{}, err
+	}
 	prepared := prepare(ctx, cfg, w, emit)
 	plan, err := PlanContext(ctx, cfg)
 	if err != nil {
@@ -287,9 +295,6 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		r.emit(ResultEvent{GPU: f.gpu, Round: f.round, Result: f.res, Resumed: true, Done: r.done, Total: len(order) + r.pending, ETA: r.eta()})
 	}
 	s.run(ctx)
-	if ctx.Err() == nil {
-		r.endJournal()
-	}
 
 	d := DoneEvent{RunDir: cfg.RunDir, Interrupted: ctx.Err() != nil, Strategy: cfg.strategy()}
 	es := s.entries()
@@ -306,13 +311,24 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	r.mu.Lock()
 	d.Runs, d.Resumed, d.GPUTimeMs = r.runs, r.resumedRuns, r.spentMs
 	d.Notes = append(r.notes, s.notes()...)
-	jerr := r.jerr
+	jerr := r.endJournal(&d)
 	r.mu.Unlock()
-	if jerr != nil {
-		d.Err = jerr.Error()
-	}
 	r.emit(d)
 	return d, jerr
+}
+
+// endJournal marks the run folder of a search that finished (r.mu held),
+// or, after the journal could not be written, puts the error and what the
+// journal kept into d; it returns that error.
+func (r *runner) endJournal(d *DoneEvent) error {
+	if r.journal != nil && r.jerr == nil && !d.Interrupted {
+		r.jerr = markFinished(r.cfg.RunDir, d.Runs+d.Resumed)
+	}
+	if r.jerr != nil {
+		d.Err = r.jerr.Error()
+		d.Kept = keptInJournal(r.cfg.RunDir)
+	}
+	return r.jerr
 }
 
 // prepare runs cfg.Prepare (if any), its lines sent to emit as

@@ -14,13 +14,6 @@ import (
 	"cgtune/stepmodel"
 )
 
-// endLine is the journal line a search writes when it ran to its end (not
-// interrupted, no journal error): a run folder whose journal ends with it
-// holds a complete search. Readers before it took any line of another type
-// as neither header nor result, so older cgtune versions read such
-// journals as before.
-const endLine = "end"
-
 // Run states, as RunInfo.State says them.
 const (
 	RunComplete    = "complete"
@@ -28,18 +21,6 @@ const (
 	RunRunning     = "running"     // another process holds its lock
 	RunNotStarted  = "not started" // no journal yet (the search never began)
 )
-
-// endJournal records that the search ran to its end.
-func (r *runner) endJournal() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.journal == nil || r.jerr != nil {
-		return
-	}
-	if err := r.journal.append(journalLine{Type: endLine, Created: time.Now().UTC().Format(time.RFC3339)}); err != nil {
-		r.jerr = err
-	}
-}
 
 // RunFile is the file a command keeps in a run folder beside the journal
 // (how the search was run, for --resume) and how to tell that a file of
@@ -112,13 +93,12 @@ func readRunInfo(dir string, runFile RunFile) (RunInfo, []journalLine, error) {
 		fp := pj.fp
 		info.Fingerprint = &fp
 		info.State = RunInterrupted
-		var first, last journalLine
+		var first journalLine
 		json.Unmarshal(pj.good[0], &first)
-		json.Unmarshal(pj.good[len(pj.good)-1], &last)
 		if t, err := time.Parse(time.RFC3339, first.Created); err == nil {
 			info.Created = t
 		}
-		if last.Type == endLine {
+		if _, err := os.Lstat(filepath.Join(dir, FinishedFile)); err == nil {
 			info.State = RunComplete
 		}
 		info.Results = len(latestResults(pj.results))

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"cgtune/internal/fileio"
 )
 
 // LockFile is the file in a run folder that the search holding the folder
@@ -47,13 +49,9 @@ func LockRunDir(dir string) (*RunLock, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	f, err := fileio.OpenOwn(path, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("run folder %s: cannot open its lock file: %w", dir, err)
-	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("run folder %s: %s is not a regular file", dir, path)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		defer f.Close()
@@ -94,7 +92,7 @@ func (l *RunLock) Release() error {
 
 // runFolderFiles are the names a run folder holds, besides the ones its
 // caller adds (the command line's run.json).
-var runFolderFiles = []string{JournalFile, LockFile, UnreadableFile}
+var runFolderFiles = []string{JournalFile, LockFile, UnreadableFile, FinishedFile}
 
 // CheckRunDir refuses a folder that holds something other than a cgtune
 // run: a --run-dir pointed at a home folder or at another tool's output
@@ -112,7 +110,7 @@ func CheckRunDir(dir string, extra ...string) error {
 // atomic write of one of the names in atomic cut short by a crash. A
 // missing folder is fine.
 func checkOwnFolder(dir, what string, ours func(fs.DirEntry) bool, atomic []string) error {
-	entries, err := os.ReadDir(dir)
+	entries, err := fileio.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

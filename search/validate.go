@@ -15,6 +15,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/job"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/stepmodel"
@@ -230,6 +231,10 @@ type JobValidation struct {
 	Space    presets.Space // what the search searched (for a saved preset)
 	Targets  []job.Target  // the eager baseline and the candidates
 	Skipped  []Skipped     // top candidates the jobs' framework cannot build
+	// Notes are what the person should know about the targets (a search
+	// that did not finish, fewer candidates than asked for); the outcome
+	// carries them too.
+	Notes []string
 
 	Dir      string // validation folder: jobs, their logs, journal, validation.json
 	Launcher job.Launcher
@@ -239,6 +244,9 @@ type JobValidation struct {
 	Timeout  time.Duration // per job's running time; 0: none
 	Poll     time.Duration // how often states and logs are read (default 1 s)
 	Resume   bool
+	// SkipBadLines lets a resume set aside the unreadable lines of the
+	// folder's journal and job ledger instead of refusing them.
+	SkipBadLines bool
 	// Estimator predicts at a host-cost scale for the calibration that the
 	// jobs' step times fit; nil: no calibration.
 	Estimator EstimatorAt
@@ -254,7 +262,28 @@ func JobValidationForRun(dir string, top int, can Buildable) (JobValidation, err
 		return JobValidation{}, err
 	}
 	return JobValidation{Source: "run " + dir, Model: fp.Model, Layout: fp.Layout, MBridge: fp.MBridge, Sets: fp.Sets,
-		Workload: fp.Workload, Space: fp.Space, Targets: targets, Skipped: skipped, Dir: filepath.Join(dir, validateFolder)}, nil
+		Workload: fp.Workload, Space: fp.Space, Targets: targets, Skipped: skipped, Dir: filepath.Join(dir, validateFolder),
+		Notes: runNotes(dir, top, len(targets)-1, len(skipped))}, nil
+}
+
+// runNotes say what a validation of the search in dir should know before
+// it trusts the candidates it got: that the search did not finish (its
+// ranking is of the candidates it measured before it stopped), and that
+// fewer than top candidates were there to validate (graphed is how many
+// it got, skipped how many the jobs' framework cannot build).
+func runNotes(dir string, top, graphed, skipped int) []string {
+	var notes []string
+	if finished, known, err := Finished(dir); err == nil && known && !finished {
+		notes = append(notes, fmt.Sprintf("the search in %s did not finish (interrupted, or stopped by an error): its ranking is of the candidates it measured before it stopped; finish it first with cgtune --headless --resume %s", dir, dir))
+	}
+	if graphed < top {
+		why := "that succeeded and fit"
+		if skipped > 0 {
+			why += fmt.Sprintf(" (%d more the jobs' framework cannot build)", skipped)
+		}
+		notes = append(notes, fmt.Sprintf("--top %d: the search has %d graphed candidate(s) %s, each impl and scope once; validating %d", top, graphed, why, graphed))
+	}
+	return notes
 }
 
 // JobOutcome is a finished (or interrupted) validation and the calibration
@@ -272,7 +301,7 @@ type JobOutcome struct {
 func (v JobValidation) Engine() (*job.Engine, error) {
 	t := recipe.Target{Model: v.Model, Layout: v.Layout, MBridge: v.MBridge, Sets: v.Sets}
 	return job.New(job.Config{Launcher: v.Launcher, Command: v.Command, Dir: v.Dir, Iters: v.Iters, Timeout: v.Timeout, Poll: v.Poll,
-		Overrides: func(c presets.Candidate) recipe.Overrides { return recipe.WinnerOverrides(t, c) }})
+		SkipBadLines: v.SkipBadLines, Overrides: func(c presets.Candidate) recipe.Overrides { return recipe.WinnerOverrides(t, c) }})
 }
 
 // ValidateOnJobs runs v's targets as jobs and streams their state and log
@@ -293,7 +322,7 @@ func ValidateOnJobs(ctx context.Context, v JobValidation, emit func(job.Validate
 	if err != nil {
 		return JobOutcome{}, err
 	}
-	val, err := job.Validate(ctx, job.ValidateConfig{Engine: e, Targets: v.Targets, Parallel: v.Parallel, Resume: v.Resume, Source: v.Source}, emit)
+	val, err := job.Validate(ctx, job.ValidateConfig{Engine: e, Targets: v.Targets, Parallel: v.Parallel, Resume: v.Resume, Source: v.Source, SkipBadLines: v.SkipBadLines, Notes: v.Notes}, emit)
 	out := JobOutcome{Validation: val, Dir: v.Dir, Skipped: v.Skipped}
 	if err != nil || val.Interrupted || v.Estimator == nil {
 		return out, err
@@ -338,7 +367,8 @@ func claimValidationDir(dir string, resume bool) (*RunLock, error) {
 }
 
 // validationFiles are the files cgtune keeps in a validation folder.
-var validationFiles = []string{LockFile, job.ValidationJournal, job.ValidationFile, job.LedgerFile}
+var validationFiles = []string{LockFile, job.ValidationJournal, job.ValidationFile, job.LedgerFile,
+	fileio.UnreadableName(job.ValidationJournal), fileio.UnreadableName(job.LedgerFile)}
 
 // CheckValidationDir refuses a validation folder (validate --dir) that
 // holds anything but a cgtune validation: its journal, outcome, job

@@ -91,10 +91,13 @@ func LoadCalibration(model, layoutKey string) (Calibration, bool, error) {
 	return LoadCalibrationFrom(dir, model, layoutKey)
 }
 
+// maxCalibrationBytes bounds a calibration file: a scale and its points.
+const maxCalibrationBytes = 16 << 20
+
 // LoadCalibrationFrom reads a calibration from dir.
 func LoadCalibrationFrom(dir, model, layoutKey string) (Calibration, bool, error) {
 	path := filepath.Join(dir, calibrationFile(model, layoutKey))
-	b, err := os.ReadFile(path)
+	b, err := fileio.ReadFileLimited(path, maxCalibrationBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Calibration{}, false, nil
 	}
@@ -135,7 +138,7 @@ type SavedCalibration struct {
 // ListCalibrations lists the calibrations in dir by ID; a folder that does
 // not exist holds none.
 func ListCalibrations(dir string) ([]SavedCalibration, error) {
-	ents, err := os.ReadDir(dir)
+	ents, err := fileio.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

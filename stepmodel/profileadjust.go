@@ -1,6 +1,8 @@
 package stepmodel
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"math"
@@ -52,6 +54,10 @@ type ProfileAdjust struct {
 	FullIteration     *FullIterationOverride   `yaml:"full_iteration"`
 	// Source names where the adjustment came from, for the results' notes.
 	Source string `yaml:"-"`
+	// Digest is the SHA-256 of the file it was read from (hex; "" when
+	// none): a search records it, so that a resume with an edited file is
+	// refused.
+	Digest string `yaml:"-"`
 }
 
 // HostGPUOverride replaces a HostGPU's values that are set.
@@ -104,6 +110,8 @@ func LoadProfileAdjust(path string) (*ProfileAdjust, error) {
 		return nil, err
 	}
 	a.Source = path
+	sum := sha256.Sum256(data)
+	a.Digest = hex.EncodeToString(sum[:])
 	if err := a.check(f.Errorf); err != nil {
 		return nil, err
 	}
@@ -190,12 +198,78 @@ func (a *ProfileAdjust) check(errf func(field, format string, args ...any) error
 		errs = append(errs, hg("layers."+k+".eager_fwd", l.EagerFwd), hg("layers."+k+".eager_bwd", l.EagerBwd))
 		for _, r := range slices.Sorted(maps.Keys(l.Graphed)) {
 			g, f := l.Graphed[r], "layers."+k+".graphed."+r
+			if why := regionError(r); why != "" {
+				errs = append(errs, errf(f, "field %s: %s", f, why))
+				continue
+			}
 			errs = append(errs, val(f+".replay_host_ms", g.ReplayHostMs, maxOverrideMs, "ms"), val(f+".first_replay_host_ms", g.FirstReplayHostMs, maxOverrideMs, "ms"),
 				val(f+".gpu_ms", g.GPUMs, maxOverrideMs, "ms"),
 				val(f+".graph_mib", g.GraphMiB, maxOverrideMiB, "MiB"))
 		}
 	}
 	return firstErr(errs...)
+}
+
+// regionError says why r names no graphed region a profile keys its
+// measurements by (Region): "" when it does. A name nothing looks up would
+// be an adjustment silently without effect.
+func regionError(r string) string {
+	allowed := fmt.Sprintf("allowed: %s, %s, or cuda-graph modules joined by commas in this order: %s",
+		RegionLayer, RegionMoEPostprocess, strings.Join(presets.LayerScopes, ", "))
+	if r == string(RegionLayer) || r == string(RegionMoEPostprocess) {
+		return ""
+	}
+	parts := strings.Split(r, ",")
+	for _, p := range parts {
+		if !slices.Contains(presets.LayerScopes, p) {
+			return fmt.Sprintf("unknown region %q (%s)", p, allowed)
+		}
+	}
+	if canon := strings.Join(presets.CanonicalScopes(parts), ","); canon != r {
+		return fmt.Sprintf("region %q is looked up as %q (%s)", r, canon, allowed)
+	}
+	return ""
+}
+
+// Unapplied names the fields of a that do not change profile p's costs:
+// with no profile (nil), every field but host_scale (the per-op host costs
+// have nothing else to adjust); with one, the layer kinds it lacks.
+func (a *ProfileAdjust) Unapplied(p *FrameworkProfile) []string {
+	if a == nil {
+		return nil
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(a.Layers)) {
+		if _, ok := p.layer(k); !ok {
+			out = append(out, "layers."+k)
+		}
+	}
+	if p != nil {
+		return out
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"gpu_scale", a.GPUScale != nil && *a.GPUScale != 1}, {"other_fwd", a.OtherFwd != nil}, {"other_bwd", a.OtherBwd != nil},
+		{"optimizer", a.Optimizer != nil}, {"optimizer_per_layer", a.OptimizerPerLayer != nil},
+		{"step_start", a.StepStart != nil}, {"step_start_per_layer", a.StepStartPerLayer != nil},
+		{"pre_fwd_host_ms", a.PreFwdHostMs != nil}, {"full_iteration", a.FullIteration != nil},
+	} {
+		if f.set {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// layer is p's profile of layer kind k (none when p is nil).
+func (p *FrameworkProfile) layer(k string) (LayerProfile, bool) {
+	if p == nil {
+		return LayerProfile{}, false
+	}
+	l, ok := p.Layers[k]
+	return l, ok
 }
 
 // firstErr is the first error that is not nil.

@@ -120,9 +120,13 @@ func SaveProfile(dir string, p *FrameworkProfile) (string, error) {
 	return path, fileio.WriteFileAtomic(path, append(data, '\n'), 0o644)
 }
 
+// maxProfileBytes bounds a cached framework profile: some KiB of costs; a
+// FIFO or a huge file in the cache is not one.
+const maxProfileBytes = 16 << 20
+
 // LoadProfile reads and checks a profile file.
 func LoadProfile(path string) (*FrameworkProfile, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFileLimited(path, maxProfileBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +199,7 @@ var ErrProfileVersion = errors.New("framework profile of another format")
 // again).
 func FindProfile(dir, model, layout, gpu string) (*FrameworkProfile, string, error) {
 	base := filepath.Join(dir, slug(model), slug(layout), slug(gpuKey(gpu)))
-	entries, err := os.ReadDir(base)
+	entries, err := fileio.ReadDir(base)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", nil
 	}

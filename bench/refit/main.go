@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"cgtune/engine/megatron"
+	"cgtune/internal/fileio"
 	"cgtune/stepmodel"
 )
 
@@ -31,11 +32,11 @@ func run(textPath, oldPath, cache string) error {
 	if textPath == "" || oldPath == "" || cache == "" {
 		return fmt.Errorf("give --probe-output, --profile and --cache")
 	}
-	text, err := os.ReadFile(textPath)
+	text, err := fileio.ReadFileLimited(textPath, 256<<20)
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(oldPath)
+	data, err := fileio.ReadFileLimited(oldPath, 256<<20)
 	if err != nil {
 		return err
 	}

@@ -191,7 +191,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 // loadResults reads the megatron engine's results in any of the shapes it
 // writes them.
 func loadResults(path string) ([]engine.Result, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFileLimited(path, 256<<20)
 	if err != nil {
 		return nil, err
 	}

@@ -97,7 +97,7 @@ the scope of impl none itself).`,
 				_, err = cmd.OutOrStdout().Write(data)
 				return stdoutErr(err)
 			}
-			if err := (outputCheck{folders: []string{cacheFolder()}, force: force}).check(output{"-o", outPath}); err != nil {
+			if err := newOutputCheck(force).check(output{"-o", outPath}); err != nil {
 				return err
 			}
 			if err := writeOutput(outPath, data, force); err != nil {

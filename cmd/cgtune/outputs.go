@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"cgtune/engine/job"
@@ -26,13 +27,23 @@ type input struct {
 	what, path string
 }
 
-// outputCheck is what an output must not be: one of the command's inputs,
-// a file in a run folder (its own, or any under cgtune's cache folder), or
-// another of its outputs; and, without force, an existing file.
+// outputCheck is the one gate every file a command writes for the person
+// passes (--emit, --report and its plot, emit -o, preset export -o, the
+// TUI's files): an output must not be one of the command's inputs, the
+// running cgtune executable, a file in a folder of cgtune's own (a run or
+// validation folder, or one below it, wherever it is; the cache folder and
+// anything under it), or another of the command's outputs; and, without
+// force, an existing file.
 type outputCheck struct {
 	inputs  []input
 	folders []string // folders of cgtune's own (run folders, the cache) nothing is written into
 	force   bool
+}
+
+// newOutputCheck is the gate for a command reading inputs, with force
+// as its --force says: cgtune's cache folder is always closed to it.
+func newOutputCheck(force bool, inputs ...input) outputCheck {
+	return outputCheck{inputs: inputs, folders: []string{cacheFolder()}, force: force}
 }
 
 // check refuses, before anything is written, the outputs that could not be
@@ -63,6 +74,9 @@ func (c outputCheck) checkOne(o output) error {
 	if err != nil {
 		return fail(exitBadInput, "%s %v", o.flag, err)
 	}
+	if exe, err := os.Executable(); err == nil && fileio.SameFile(o.path, exe) {
+		return fail(exitBadInput, "%s %s is the cgtune program itself (%s); cgtune never writes over it", o.flag, o.path, exe)
+	}
 	for _, in := range c.inputs {
 		if in.path != "" && fileio.SameFile(o.path, in.path) {
 			return fail(exitBadInput, "%s %s is %s (%s), an input of this run; cgtune never writes over its inputs", o.flag, o.path, in.what, in.path)
@@ -77,9 +91,18 @@ func (c outputCheck) checkOne(o output) error {
 	return nil
 }
 
+// ownMarkers are the files that make a folder a run or validation folder
+// of cgtune's: a journal, a validation's outcome, a job ledger.
+var ownMarkers = []string{search.JournalFile, job.ValidationJournal, job.ValidationFile, job.LedgerFile}
+
 // ownFolder is the folder of cgtune's that target would be written into
-// ("" for none): one of c.folders or a folder below one, or a run or
-// validation folder anywhere (it holds a journal).
+// ("" for none): one of c.folders or a folder below one; a run or
+// validation folder anywhere (target's own folder holding one of
+// ownMarkers); or a folder below one (a job's folder in a validation
+// folder): an ancestor holding a journal and the lock file every search
+// and validation keeps, so that a folder of the person's that merely has
+// a file named like a marker does not close everything below it.
+// target's folder is resolved (fileio.Target).
 func (c outputCheck) ownFolder(target string) string {
 	dir := filepath.Dir(target)
 	for _, f := range c.folders {
@@ -87,12 +110,21 @@ func (c outputCheck) ownFolder(target string) string {
 			return f
 		}
 	}
-	for _, marker := range []string{search.JournalFile, job.ValidationJournal} {
-		if _, err := os.Lstat(filepath.Join(dir, marker)); err == nil {
-			return dir
+	has := func(d, name string) bool {
+		_, err := os.Lstat(filepath.Join(d, name))
+		return err == nil
+	}
+	if slices.ContainsFunc(ownMarkers, func(m string) bool { return has(dir, m) }) {
+		return dir
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		if has(d, search.LockFile) && (has(d, search.JournalFile) || has(d, job.ValidationJournal)) {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return ""
 		}
 	}
-	return ""
 }
 
 // within reports whether dir (resolved) is folder or inside it.
@@ -137,7 +169,8 @@ func cacheFolder() string {
 
 // runInputs are the files a search started from f reads: the preset (a
 // file, or the file a NAME is found in), the profile file, the Python
-// interpreter and cgtune itself (its workers run it).
+// interpreter and the run folder's run.json (newOutputCheck adds cgtune
+// itself).
 func (f *rootFlags) runInputs() []input {
 	var ins []input
 	if f.preset != "" {
@@ -153,14 +186,13 @@ func (f *rootFlags) runInputs() []input {
 	if f.python != "" {
 		ins = append(ins, input{"--python", f.python})
 	}
-	if exe, err := os.Executable(); err == nil {
-		ins = append(ins, input{"cgtune", exe})
-	}
 	return ins
 }
 
 // outputCheck is the check for the files a search from f writes, with the
 // run folder dir ("" when it is yet to be made under the cache folder).
 func (f *rootFlags) outputCheck(dir string) outputCheck {
-	return outputCheck{inputs: f.runInputs(), folders: []string{dir, cacheFolder()}, force: f.force}
+	c := newOutputCheck(f.force, f.runInputs()...)
+	c.folders = append(c.folders, dir)
+	return c
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -20,11 +23,30 @@ func init() { subcommands = append(subcommands, newPresetCmd) }
 // config folder. A machine with no config folder can still list and show
 // presets; only saving needs one.
 func presetStore(presetFile string) *presets.Store {
-	cfg, err := os.UserConfigDir()
-	if err != nil {
-		cfg = ""
+	cfg, err := userConfigDir()
+	s := presets.NewStore(presetFile, os.Getenv("CGTUNE_PRESETS"), cfg)
+	s.UserDirErr = err
+	// A save killed with SIGKILL (nothing can catch it) leaves its
+	// temporary file behind; the next command that uses the store clears
+	// the old ones (docs/files.md).
+	if s.UserDir() != "" {
+		fileio.RemoveStaleTemps(s.UserDir(), fileio.StaleTempAge)
 	}
-	return presets.NewStore(presetFile, os.Getenv("CGTUNE_PRESETS"), cfg)
+	return s
+}
+
+// userConfigDir is os.UserConfigDir with an error that says what to set:
+// the standard library's refusal of a relative $XDG_CONFIG_HOME does not
+// say that $HOME would do once it is unset.
+func userConfigDir() (string, error) {
+	d, err := os.UserConfigDir()
+	if err == nil {
+		return d, nil
+	}
+	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" && !filepath.IsAbs(x) {
+		return "", fmt.Errorf("$XDG_CONFIG_HOME is %q, a relative path, which cgtune does not guess a folder from; set it to an absolute path, or unset it to use $HOME/.config", x)
+	}
+	return "", errors.New("neither $XDG_CONFIG_HOME nor $HOME is set")
 }
 
 // warningStore is presetStore telling cmd's stderr about the entries of
@@ -292,7 +314,7 @@ func warnShadowed(cmd *cobra.Command, s *presets.Store, name string) {
 }
 
 func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
-	var output string
+	var outPath string
 	var force, withProfile bool
 	cmd := &cobra.Command{
 		Use:   "export NAME [-o FILE [--force]] [--with-profile]",
@@ -301,22 +323,30 @@ func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := store(cmd)
 			if withProfile {
-				return exportWithProfile(cmd, s, args[0], output, force)
+				return exportWithProfile(cmd, s, args[0], outPath, force)
 			}
-			if output == "" || output == "-" {
+			if outPath == "" || outPath == "-" {
 				if err := s.ExportTo(args[0], cmd.OutOrStdout()); err != nil {
 					return fail(exitBadInput, "%v", err)
 				}
 				return nil
 			}
-			if err := s.Export(args[0], output, force); err != nil {
+			info, err := s.Find(args[0])
+			if err != nil {
 				return fail(exitBadInput, "%v", err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], absPath(output))
+			gate := newOutputCheck(force, input{"the preset " + args[0], info.Path})
+			if err := gate.check(output{"-o", outPath}); err != nil {
+				return err
+			}
+			if err := s.Export(args[0], outPath, force); err != nil {
+				return fail(exitBadInput, "%v", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], absPath(outPath))
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output FILE (default: standard output)")
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "output FILE (default: standard output)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
 	cmd.Flags().BoolVar(&withProfile, "with-profile", false, "carry the framework profile cached here for the preset's model, layout and GPU (measured on a GPU node), so that estimates elsewhere use it; preset import installs it")
 	return cmd

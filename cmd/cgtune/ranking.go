@@ -75,8 +75,8 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 		if r.Tie > 0 {
 			tie = fmt.Sprint(r.Tie)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%.3f×\t%s\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\n", r.Rank, candLabel(res.Candidate),
-			res.Step.Median, spreadText(res), res.Speedup, vsText(r.VsReference), res.CaptureMs, res.Memory.JobGraphMiB(),
+		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%s\t%s\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\n", r.Rank, candLabel(res.Candidate),
+			res.Step.Median, spreadText(res), speedupText(res.Speedup, "×"), vsText(r.VsReference), res.CaptureMs, res.Memory.JobGraphMiB(),
 			r.JobMs/1000, fits, tie, res.Source, joinParts(referenceMark(d, res.Candidate), r.Note, aliasText(plan, res.Candidate)))
 	}
 	tw.Flush()
@@ -99,7 +99,7 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 		case d.Err != "":
 			partial = " (so far: the search stopped on an error)"
 		}
-		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %.3f× eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, r.Speedup, r.Memory.JobGraphMiB(), r.Source)
+		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %s eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, speedupText(r.Speedup, "×"), r.Memory.JobGraphMiB(), r.Source)
 	}
 	fmt.Fprintln(w, "why: "+search.Reason(d.Ranking, opts))
 	if line := d.Reference.Describe(d.Winner); line != "" {
@@ -188,6 +188,16 @@ func runsText(d search.DoneEvent) string {
 	return fmt.Sprintf("%s now, %s read back from the journal (%d in all)", plural(d.Runs, "run"), plural(d.Resumed, "run"), d.Runs+d.Resumed)
 }
 
+// speedupText is a speed-up over eager as the tables show it, with unit
+// ("×"); a result without one (a job that ran no eager iteration says so
+// in its notes) shows a dash, never 0.000×.
+func speedupText(s float64, unit string) string {
+	if s <= 0 {
+		return dash
+	}
+	return fmt.Sprintf("%.3f%s", s, unit)
+}
+
 func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
@@ -211,6 +221,10 @@ func checkReportPath(path string) error {
 	}
 	if ext := filepath.Ext(path); ext != ".md" && ext != ".markdown" {
 		return fail(exitBadInput, "--report %s: want a Markdown file (FILE.md); the plot is written beside it as FILE.svg", path)
+	}
+	if base := filepath.Base(path); strings.TrimSuffix(base, filepath.Ext(base)) == "" {
+		// ".md" would be a hidden report and a hidden ".svg" plot.
+		return fail(exitBadInput, "--report %s: the file name has nothing before %s; name it FILE%s (the plot is written beside it as FILE.svg)", path, filepath.Ext(base), filepath.Ext(base))
 	}
 	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
 		return fail(exitBadInput, "--report %s: folder %s does not exist", path, filepath.Dir(path))

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"os/signal"
@@ -37,11 +35,6 @@ import (
 // engine, ...) for the TUI to start from, and f.setup builds a search
 // from them.
 var startTUI func(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, stderr io.Writer) error
-
-// runFile holds, in a run folder, how the search was run (engine, GPUs,
-// budget, output), so that --resume RUN continues it the same way; the
-// journal's fingerprint holds what was searched.
-const runFile = "run.json"
 
 // maxTrainIters bounds --train-iters: a billion iterations is far past any
 // training job, and job-level times stay exact in a float64 below it.
@@ -100,31 +93,12 @@ type rootFlags struct {
 	// choiceNotes say which GPU type or MB version the search took in
 	// place of one the model has no recipe for (recipe.ChooseTarget).
 	choiceNotes []string
+	// trustCommand lets a resume run the job command its run.json holds;
+	// savedCommand names that file when the command came from it.
+	trustCommand bool
+	savedCommand string
 
 	cmd *cobra.Command
-}
-
-// savedRun is runFile's content.
-type savedRun struct {
-	Engine      string `json:"engine"`
-	EstimateGPU string `json:"estimate_gpu,omitempty"`
-	GPUs        string `json:"gpus"`
-	Budget      string `json:"budget"`
-	TrainIters  int    `json:"train_iters"`
-	Emit        string `json:"emit,omitempty"`
-	Format      string `json:"format"`
-	Tie         string `json:"tie,omitempty"`
-	// Force: --emit may replace an existing file (as the first start
-	// allowed, the resumed one does).
-	Force bool `json:"force,omitempty"`
-	// RunPredictedFailures: the search ran the candidates predicted to
-	// fail capture (a resume plans the same candidates).
-	RunPredictedFailures bool `json:"run_predicted_failures,omitempty"`
-	// The job engine's launch (a resumed search re-attaches to its jobs).
-	Launcher      string `json:"launcher,omitempty"`
-	Command       string `json:"command,omitempty"`
-	CommandFormat string `json:"command_format,omitempty"`
-	JobIters      int    `json:"job_iters,omitempty"`
 }
 
 // configureRoot gives the root command its own flags and the search as
@@ -169,6 +143,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.commandFormat, "command-format", "", "job engine: what {overrides} renders: dotlist (default), flags, run_script_flags")
 	fl.IntVar(&f.jobIters, "job-iters", 30, "job engine: iterations each job runs")
 	fl.DurationVar(&f.jobTimeout, "job-timeout", 0, "job engine: bound on each job's running time (0: none beyond the scheduler's)")
+	fl.BoolVar(&f.trustCommand, "trust-preset-command", false, "job engine, with --resume: run the command template saved in the run folder's "+runFile+" (a resume without --command shows it and runs no job without this)")
 	fl.IntVar(&f.ranks, "ranks", 0, "megatron engine: ranks (GPUs) per candidate; default: as many of --gpu as the layout's TP×EP can use")
 	fl.IntVar(&f.maxLayers, "max-layers", megatron.DefaultMaxLayers, "megatron engine: build at most this many of a stage's layers (the rest is scaled, and results say so)")
 	fl.IntVar(&f.maxMicroBatches, "max-microbatches", megatron.DefaultMaxMicroBatches, "megatron engine: run at most this many micro-batches per step (the rest is scaled)")
@@ -258,57 +233,6 @@ func parseGPUs(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-// applySaved takes a resumed run's settings for the flags this command
-// line does not give.
-func (f *rootFlags) applySaved(dir string) error {
-	data, err := fileio.ReadFileLimited(filepath.Join(dir, runFile), 1<<20)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // a search started by another program (the TUI): flags and defaults
-	}
-	if err != nil {
-		return fail(exitBadInput, "%v", err)
-	}
-	var s savedRun
-	if err := json.Unmarshal(data, &s); err != nil {
-		return fail(exitBadInput, "%s: %v", filepath.Join(dir, runFile), err)
-	}
-	changed := f.cmd.Flags().Changed
-	if !changed("engine") {
-		f.engine = s.Engine
-	}
-	if !changed("estimate-gpu") {
-		f.estimateGPU = s.EstimateGPU
-	}
-	s.applyJob(f, changed)
-	if !changed("gpu") && s.GPUs != "" {
-		f.gpus = s.GPUs
-	}
-	if !changed("budget") && s.Budget != "" {
-		if b, err := time.ParseDuration(s.Budget); err == nil {
-			f.budget = b
-		}
-	}
-	if !changed("train-iters") && s.TrainIters > 0 {
-		f.trainIters = s.TrainIters
-	}
-	if !changed("emit") {
-		f.emit = s.Emit
-	}
-	if !changed("format") && s.Format != "" {
-		f.format = s.Format
-	}
-	if !changed("tie") && s.Tie != "" {
-		f.tie = s.Tie
-	}
-	if !changed("run-predicted-failures") {
-		f.runPredictedFailures = s.RunPredictedFailures
-	}
-	if !changed("force") {
-		f.force = s.Force
-	}
-	return nil
 }
 
 // searchSetup is everything a search needs from the flags: the search's
@@ -419,22 +343,12 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		return nil, fail(exitBadInput, "--skip-bad-lines is for --resume RUN")
 	}
 	if f.resume != "" {
-		dir, err := setup.ResolveRun(f.resume)
-		if err != nil {
+		if err := f.resumeRun(s); err != nil {
 			return nil, err
 		}
-		if f.runDir != "" && !sameDir(f.runDir, dir) {
-			return nil, fail(exitBadInput, "--run-dir %s: --resume %s continues the search in %s; leave --run-dir out", f.runDir, f.resume, dir)
-		}
-		// Locked before run.json is read: another process resuming the
-		// same run would run every remaining candidate a second time.
-		if s.lock, err = lockRun(dir); err != nil {
-			return nil, err
-		}
-		cfg.RunDir, cfg.Resume, cfg.Lock, cfg.SkipBadLines = dir, true, s.lock, f.skipBad
-		if err := f.applySaved(dir); err != nil {
-			return nil, err
-		}
+	}
+	if err := f.checkJobFlags(); err != nil {
+		return nil, err
 	}
 	if err := f.what(cfg); err != nil {
 		return nil, err
@@ -473,6 +387,13 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.openEngines(s, gpus); err != nil {
 		return nil, err
 	}
+	if cfg.Resume {
+		// Before run.json is rewritten or a notice printed: a resume of
+		// another search, or computed another way, changes nothing.
+		if err := search.CheckResumable(*cfg); err != nil {
+			return nil, journalError(err, cfg.RunDir)
+		}
+	}
 	if n := setup.CalibrationNotice(cfg.Model, cfg.Layout); n != "" && f.engine != setup.EngineJob {
 		s.notices = append(s.notices, n)
 	}
@@ -483,6 +404,25 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 		}
 	}
 	return s, nil
+}
+
+// resumeRun finds and locks the run folder --resume names and takes its
+// run.json's settings (applySaved) into f.
+func (f *rootFlags) resumeRun(s *searchSetup) error {
+	dir, err := setup.ResolveRun(f.resume)
+	if err != nil {
+		return err
+	}
+	if f.runDir != "" && !sameDir(f.runDir, dir) {
+		return fail(exitBadInput, "--run-dir %s: --resume %s continues the search in %s; leave --run-dir out", f.runDir, f.resume, dir)
+	}
+	// Locked before run.json is read: another process resuming the same
+	// run would run every remaining candidate a second time.
+	if s.lock, err = lockRun(dir); err != nil {
+		return err
+	}
+	s.cfg.RunDir, s.cfg.Resume, s.cfg.Lock, s.cfg.SkipBadLines = dir, true, s.lock, f.skipBad
+	return f.applySaved(dir)
 }
 
 // checkEngineFlags refuses engine settings that are no size or time (the
@@ -499,6 +439,29 @@ func (f *rootFlags) checkEngineFlags() error {
 		return fail(exitBadInput, "--job-iters %d: out of range (allowed: 1 to %d)", f.jobIters, maxTrainIters)
 	case f.jobTimeout < 0:
 		return fail(exitBadInput, "--job-timeout %s: allowed: 0 (no bound beyond the scheduler's) or a positive duration such as 30m", f.jobTimeout)
+	}
+	return nil
+}
+
+// jobFlags are the flags only the job engine reads.
+var jobFlags = []string{"launcher", "command", "command-format", "job-iters", "job-timeout", "trust-preset-command"}
+
+// checkJobFlags refuses a job engine's flag given to a search on another
+// engine: it would be ignored, and a person who gave --command meant the
+// candidates to run as that command. Refused rather than warned, because
+// the search that follows would answer a question they did not ask.
+func (f *rootFlags) checkJobFlags() error {
+	if f.engine == setup.EngineJob {
+		return nil
+	}
+	for _, name := range jobFlags {
+		if f.cmd.Flags().Changed(name) {
+			engine := f.engine
+			if engine == "" {
+				engine = "chosen by default (never job)"
+			}
+			return fail(exitBadInput, "--%s is for --engine job (each candidate run as the training job); the engine here is %s and runs no command: leave --%s out, or give --engine job", name, engine, name)
+		}
 	}
 	return nil
 }
@@ -588,18 +551,6 @@ func checkRunDir(dir string) error {
 	return nil
 }
 
-// isSavedRun reports whether path is a run.json cgtune wrote.
-func isSavedRun(path string) bool {
-	data, err := fileio.ReadFileLimited(path, 1<<20)
-	if err != nil {
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var s savedRun
-	return dec.Decode(&s) == nil && s.Engine != "" && s.Format != ""
-}
-
 // engineOptions maps the engine flags to the set-up's options, for the
 // engines on gpus.
 func (f *rootFlags) engineOptions(gpus []int) setup.Options {
@@ -635,15 +586,18 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	for _, n := range s.notices {
 		p.notice(n)
 	}
-	saved, _ := json.MarshalIndent(savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus,
-		Budget: f.budget.String(), TrainIters: f.trainIters, Emit: f.emit, Format: f.format, Tie: f.tie, Force: f.force,
-		RunPredictedFailures: f.runPredictedFailures}.withJob(f), "", "  ")
-	if err := fileio.WriteFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
+	saved, _ := json.MarshalIndent(f.newSavedRun(), "", "  ")
+	if err := fileio.WriteOwnFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
 		return fail(exitBadInput, "%v", err)
 	}
 
+	ctx, release, untrusted := f.gateSavedCommand(ctx, &cfg)
+	defer release()
 	p.start = time.Now()
 	d, err := search.Run(ctx, cfg, p.event)
+	if errors.Is(context.Cause(ctx), errUntrustedCommand) {
+		return untrusted()
+	}
 	if err != nil && d.Err == "" {
 		if ctx.Err() != nil {
 			return fail(exitInterrupted, "interrupted before the search started")
@@ -688,8 +642,8 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	if d.Err != "" {
 		// An I/O error, not a verdict on the candidates: bad input's exit.
-		return fail(exitBadInput, "the search stopped: %s; nothing was written%s; %d finished candidates are kept in %s; continue with: cgtune --headless --resume %s",
-			d.Err, f.unwritten(), d.Runs+d.Resumed, cfg.RunDir, cfg.RunDir)
+		return fail(exitBadInput, "the search stopped: %s; nothing was written%s; %s; continue with: cgtune --headless --resume %s",
+			d.Err, f.unwritten(), keptText(d.Kept, cfg.RunDir), cfg.RunDir)
 	}
 	if err := f.writeReport(p, cfg, p.plan, d, overrides); err != nil {
 		return err
@@ -817,7 +771,10 @@ func (p *progress) event(e search.Event) {
 		fmt.Fprintf(p.w, "search: %s, %d runs planned on %s; run folder %s\n", p.cfg.Strategy, x.Total, strings.Join(names, ", "), p.cfg.RunDir)
 	case search.ResultEvent:
 		r := x.Result
-		what := fmt.Sprintf("%.2f ms/step (%.3fx eager), capture %.0f ms, graphs %d MiB", r.Step.Median, r.Speedup, r.CaptureMs, r.Memory.JobGraphMiB())
+		what := fmt.Sprintf("%.2f ms/step (%s eager), capture %.0f ms, graphs %d MiB", r.Step.Median, speedupText(r.Speedup, "x"), r.CaptureMs, r.Memory.JobGraphMiB())
+		if r.Speedup <= 0 {
+			what = fmt.Sprintf("%.2f ms/step (no speed-up over eager: see the result's notes), capture %.0f ms, graphs %d MiB", r.Step.Median, r.CaptureMs, r.Memory.JobGraphMiB())
+		}
 		if r.Failed() {
 			what = fmt.Sprintf("failed (%s): %s", r.ErrKind, r.Err)
 		}

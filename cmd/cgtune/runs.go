@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cgtune/internal/fileio"
 	"cgtune/internal/setup"
 	"cgtune/search"
 )
@@ -57,7 +57,7 @@ func runsUnderRoot(warn func(string)) ([]search.RunInfo, error) {
 	if err != nil {
 		return nil, fail(exitBadInput, "no user cache folder, so no runs folder: %v", err)
 	}
-	entries, err := os.ReadDir(root)
+	entries, err := fileio.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

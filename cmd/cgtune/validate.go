@@ -52,6 +52,8 @@ type validateFlags struct {
 	json, dryRun, noCalibrate, force  bool
 	poll                              time.Duration
 	jobPython, jobTE                  string
+	teTimeout                         time.Duration
+	skipBad                           bool
 
 	cmd *cobra.Command
 }
@@ -161,6 +163,8 @@ func newValidateCmd() *cobra.Command {
 	fl.StringVar(&f.jobGPU, "job-gpu", "", "GPU type the jobs run on, whose framework profile and rates the calibration predicts with (default: the layout's GPU type)")
 	fl.StringVar(&f.jobTE, "job-te", "auto", "whether the jobs' framework has Transformer Engine, which transformer_engine candidates need: auto (ask --job-python), yes, no")
 	fl.StringVar(&f.jobPython, "job-python", "", "the Python the jobs run, asked whether it imports transformer_engine (default: $"+megatron.PythonEnv+", then python3 on PATH)")
+	fl.DurationVar(&f.teTimeout, "job-te-timeout", defaultTEProbeTimeout, "how long --job-te auto waits for the jobs' Python to answer")
+	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "with --resume: set the unreadable lines of the validation folder's "+job.ValidationJournal+" and "+job.LedgerFile+" aside (to *-unreadable.txt beside them) and keep the rest")
 	fl.DurationVar(&f.poll, "poll", time.Second, "how often job states and logs are read")
 	fl.MarkHidden("poll")
 	return cmd
@@ -189,20 +193,29 @@ func (f *validateFlags) buildable(ctx context.Context) (search.Buildable, func()
 	default:
 		return nil, nil, fail(exitBadInput, "--job-te %q: allowed: auto, yes, no", f.jobTE)
 	}
-	p := &teProbe{ctx: ctx, python: f.jobPython}
+	if f.teTimeout <= 0 {
+		return nil, nil, fail(exitBadInput, "--job-te-timeout %s: allowed: a positive duration such as 1m", f.teTimeout)
+	}
+	p := &teProbe{ctx: ctx, python: f.jobPython, timeout: f.teTimeout}
 	return p.buildable, func() string { return p.how }, nil
 }
+
+// defaultTEProbeTimeout bounds how long --job-te auto waits for the jobs'
+// Python: importing transformer_engine loads CUDA libraries, seconds on a
+// cold file system, never minutes.
+const defaultTEProbeTimeout = time.Minute
 
 // teProbe asks the jobs' Python (python, else $CGTUNE_PYTHON, else
 // python3) once whether it imports transformer_engine. A Python that
 // cannot be found or asked counts as without it, so that no
 // transformer_engine job crashes on it (--job-te yes runs them).
 type teProbe struct {
-	ctx    context.Context
-	python string
-	once   sync.Once
-	why    string // "" when it imports transformer_engine
-	how    string // the import that worked, for the user (a failed one shows in why)
+	ctx     context.Context
+	python  string
+	timeout time.Duration
+	once    sync.Once
+	why     string // "" when it imports transformer_engine
+	how     string // the import that worked, for the user (a failed one shows in why)
 }
 
 func (p *teProbe) buildable(c presets.Candidate) (bool, string) {
@@ -222,7 +235,7 @@ func (p *teProbe) ask() {
 		p.why = fmt.Sprintf("%v (--job-python; --job-te yes runs them anyway)", err)
 		return
 	}
-	version, err := importTE(p.ctx, path)
+	version, err := importTE(p.ctx, path, cmp.Or(p.timeout, defaultTEProbeTimeout))
 	if err != nil {
 		p.why = fmt.Sprintf("the jobs' Python %s cannot import it: %v (--job-te yes runs them anyway)", path, err)
 		return
@@ -231,15 +244,30 @@ func (p *teProbe) ask() {
 }
 
 // importTE imports transformer_engine with python and returns its version,
-// or the last line the import printed when it fails.
-func importTE(ctx context.Context, python string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+// or the last line the import printed when it fails. The Python runs in a
+// process group of its own, which is killed as a whole when the import
+// takes longer than timeout or ctx ends (Ctrl-C), and once it is done: a
+// Python that started children must neither keep cgtune waiting on their
+// output nor outlive it.
+func importTE(ctx context.Context, python string, timeout time.Duration) (string, error) {
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "-c", "import transformer_engine; print(getattr(transformer_engine, '__version__', 'unknown'))")
+	cmd := exec.CommandContext(tctx, python, "-c", "import transformer_engine; print(getattr(transformer_engine, '__version__', 'unknown'))")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second // the group is dead: its pipes close
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return "", fmt.Errorf("interrupted: %w", ctx.Err())
+	case tctx.Err() != nil:
+		return "", fmt.Errorf("no answer within %s (--job-te-timeout; --job-te yes or no says it without asking)", timeout)
+	case err != nil:
 		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 		if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
 			return "", errors.New(last)
@@ -410,14 +438,7 @@ func (f *validateFlags) checkDir(dir string) error {
 
 func (f *validateFlags) run(ctx context.Context, args []string) error {
 	stdout, stderr := f.cmd.OutOrStdout(), f.cmd.ErrOrStderr()
-	if f.top < 1 || f.iters < 1 || f.parallel < 1 || f.jobTimeout < 0 {
-		return fail(exitBadInput, "--top, --iters and --parallel must be positive, --job-timeout 0 or more")
-	}
-	can, how, err := f.buildable(ctx)
-	if err != nil {
-		return err
-	}
-	s, err := f.source(args, can)
+	s, how, err := f.checkedSource(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -453,7 +474,7 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	if err := f.checkDir(req.Dir); err != nil {
 		return err
 	}
-	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume
+	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume, req.SkipBadLines = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume, f.skipBad
 	// What the jobs' framework was found to lack, once the input is known
 	// to be good (a refusal stays one line).
 	if h := how(); h != "" {
@@ -461,6 +482,9 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	}
 	for _, sk := range s.req.Skipped {
 		fmt.Fprintf(stderr, "skipped %s: %s\n", candLabel(sk.Candidate), sk.Why)
+	}
+	for _, n := range s.req.Notes {
+		fmt.Fprintln(stderr, "note: "+n)
 	}
 	if !f.noCalibrate {
 		req.Estimator = calibrationEstimator(cmp.Or(f.jobGPU, req.Layout.GPU))
@@ -477,6 +501,10 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	p := &validateProgress{w: stderr, json: f.json}
 	out, err := search.ValidateOnJobs(ctx, *req, p.event)
 	if err != nil && len(out.Rows) == 0 {
+		var bad *fileio.BadLinesError
+		if errors.As(err, &bad) {
+			return fail(exitBadInput, "%v; continue without the unreadable lines: add --resume --skip-bad-lines", err)
+		}
 		return fail(exitBadInput, "%v", err)
 	}
 	v := out.Validation
@@ -506,6 +534,52 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 		return fail(exitInterrupted, "interrupted: the jobs were cancelled; %d finished are kept in %s; continue with --resume", len(v.Rows), req.Dir)
 	case v.Winner() == nil:
 		return fail(exitInvalid, "no job succeeded (logs in %s)", req.Dir)
+	}
+	return nil
+}
+
+// checkedSource checks the flags that need no file and finds what to
+// validate (asking the jobs' Python about Transformer Engine, which an
+// interruption stops); how is buildable's.
+func (f *validateFlags) checkedSource(ctx context.Context, args []string) (_ *validateSource, how func() string, err error) {
+	switch {
+	case f.top < 1 || f.iters < 1 || f.parallel < 1 || f.jobTimeout < 0:
+		return nil, nil, fail(exitBadInput, "--top, --iters and --parallel must be positive, --job-timeout 0 or more")
+	case f.skipBad && !f.resume:
+		return nil, nil, fail(exitBadInput, "--skip-bad-lines is for --resume")
+	}
+	if err := f.checkSavePreset(); err != nil {
+		return nil, nil, err
+	}
+	can, how, err := f.buildable(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := f.source(args, can)
+	if ctx.Err() != nil {
+		return nil, nil, fail(exitInterrupted, "interrupted before any job was submitted")
+	}
+	return s, how, err
+}
+
+// checkSavePreset refuses, before any job is submitted, a --save-preset
+// the outcome could not be saved as: a name a preset cannot have, one
+// taken (without --force), no user folder to save it in. Finding that out
+// after the jobs ran would lose their comparison.
+func (f *validateFlags) checkSavePreset() error {
+	name := f.savePreset
+	if name == "" {
+		return nil
+	}
+	if !presets.ValidName(name) {
+		return fail(exitBadInput, "--save-preset %q: not a preset name (allowed: [a-z0-9][a-z0-9._-]*)", name)
+	}
+	store := presetStore("")
+	if store.UserDir() == "" {
+		return fail(exitBadInput, "--save-preset %s: %v", name, store.NoUserDir())
+	}
+	if info, err := store.Find(name); err == nil && info.Source == presets.SourceUser && !f.force {
+		return fail(exitBadInput, "--save-preset %s: preset %q already exists at %s; give --force to replace it", name, name, info.Path)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"cgtune/internal/fileio"
 )
 
 //go:embed kernels/kernels.ptx
@@ -16,12 +18,15 @@ var embeddedPTX []byte
 // on kernels.cu without rebuilding cgtune.
 const PTXEnv = "CGTUNE_PTX"
 
+// maxPTXBytes bounds a PTX file put in place of the embedded kernels.
+const maxPTXBytes = 64 << 20
+
 // KernelPTX returns the kernels' PTX: the file named by $CGTUNE_PTX, or the
 // embedded one.
 func KernelPTX() ([]byte, error) {
 	ptx := embeddedPTX
 	if p := os.Getenv(PTXEnv); p != "" {
-		b, err := os.ReadFile(p)
+		b, err := fileio.ReadFileLimited(p, maxPTXBytes)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", PTXEnv, err)
 		}

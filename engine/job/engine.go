@@ -47,6 +47,9 @@ type Config struct {
 	Poll time.Duration
 	// TailLines is how many log lines an Update's Tail keeps (default 12).
 	TailLines int
+	// SkipBadLines sets aside the unreadable lines of the ledger in Dir
+	// (see OpenLedger) instead of refusing it.
+	SkipBadLines bool
 }
 
 // Engine runs candidates as training jobs. It implements engine.Engine, so
@@ -80,7 +83,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.TailLines <= 0 {
 		cfg.TailLines = 12
 	}
-	l, err := OpenLedger(cfg.Dir)
+	l, err := openLedger(cfg.Dir, cfg.SkipBadLines)
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +393,7 @@ const maxUpdateLines = 4096
 // at readBudget with more of the log to read. Each byte is parsed once.
 func (f *follower) read() (lines []string, samples []engine.StepSample, more bool) {
 	if f.file == nil {
-		fh, err := os.Open(f.info.Output)
+		fh, err := fileio.OpenFileLimited(f.info.Output, fileio.Unbounded) // a FIFO put there must not hang the follower
 		if err != nil {
 			return nil, nil, false // not created yet (the job is queued)
 		}

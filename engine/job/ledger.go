@@ -1,11 +1,9 @@
 package job
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,41 +28,70 @@ type LedgerEntry struct {
 	State     string    `json:"state,omitempty"`
 }
 
+// maxLedgerLine is the longest ledger line read: an entry is a job
+// reference, a few hundred bytes.
+const maxLedgerLine = 1 << 20
+
 // Ledger is the jobs.jsonl of one run folder. Lines are appended and
-// fsynced one at a time; a torn last line (cgtune died writing it) is
-// ignored.
+// fsynced one at a time, and read back as every journal is
+// (fileio.ParseJournal): a torn last line is dropped, an unreadable one
+// named unless it is to be set aside.
 type Ledger struct {
 	path string
 	mu   sync.Mutex
 	open map[string]LedgerEntry // key → its last job not followed to the end
 	all  []LedgerEntry
+	// repair is the file read back when it must be made whole (its torn
+	// tail cut, its last newline added, its bad lines set aside) before
+	// the first line is appended; nil when it is whole.
+	repair *fileio.JournalLines
 }
 
-// OpenLedger reads (or starts) the ledger in dir.
-func OpenLedger(dir string) (*Ledger, error) {
+// OpenLedger reads (or starts) the ledger in dir; unreadable lines are a
+// *fileio.BadLinesError.
+func OpenLedger(dir string) (*Ledger, error) { return openLedger(dir, false) }
+
+// openLedger is OpenLedger that, with skipBad, sets unreadable lines aside
+// (to jobs-unreadable.txt) when the first line is appended.
+func openLedger(dir string, skipBad bool) (*Ledger, error) {
 	l := &Ledger{path: filepath.Join(dir, LedgerFile), open: map[string]LedgerEntry{}}
-	data, err := os.ReadFile(l.path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	data, err := fileio.ReadFileLimited(l.path, maxJournalBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	lr := fileio.NewLineReader(bytes.NewReader(data), l.path, 1<<20)
-	for {
-		b, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			return l, nil
+	lines, err := fileio.ParseJournal(l.path, data, maxLedgerLine, func(_ int, raw []byte) error {
+		var e LedgerEntry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return err
 		}
+		if e.Key == "" || e.Job.ID == "" {
+			return errors.New("an entry without a candidate key or job id")
+		}
+		l.note(e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := lines.BadLinesError(skipBad, len(l.all)); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(lines.Bad) > 0:
+		// Asked to go on without them: set aside now, so that the next
+		// resume finds a clean ledger even when this one runs no job.
+		f, err := fileio.OpenJournalAppend(lines)
 		if err != nil {
 			return nil, err
 		}
-		var e LedgerEntry
-		if err := json.Unmarshal(b, &e); err != nil {
-			if lr.Line() == bytes.Count(data, []byte("\n"))+1 {
-				return l, nil // the torn last line
-			}
-			return nil, fmt.Errorf("%s line %d: %v", l.path, lr.Line(), err)
-		}
-		l.note(e)
+		f.Close()
+	case lines.Torn() || lines.NoFinalNewline:
+		l.repair = &lines
 	}
+	return l, nil
 }
 
 func (l *Ledger) note(e LedgerEntry) {
@@ -111,10 +138,16 @@ func (l *Ledger) Add(e LedgerEntry) error {
 	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	var f *os.File
+	if l.repair != nil {
+		f, err = fileio.OpenJournalAppend(*l.repair)
+	} else {
+		f, err = fileio.OpenAppend(l.path, 0o644)
+	}
 	if err != nil {
 		return err
 	}
+	l.repair = nil
 	if _, err := f.Write(append(b, '\n')); err != nil {
 		f.Close()
 		return fmt.Errorf("%s: %w", l.path, err)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"cgtune/internal/fileio"
 )
 
 // Local runs each job on this node: `bash -c COMMAND` in a process group
@@ -49,7 +51,9 @@ func (l *Local) Submit(_ context.Context, r Request) (Job, error) {
 		return nil, err
 	}
 	out := filepath.Join(r.Dir, r.Name+".log")
-	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// A re-run starts its log anew; a link planted at the log's path is
+	// refused, never followed to truncate what it names.
+	f, err := fileio.CreateFresh(out, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +192,7 @@ func groupAlive(pgid int) bool {
 	if syscall.Kill(-pgid, 0) != nil {
 		return false
 	}
-	ents, err := os.ReadDir("/proc")
+	ents, err := fileio.ReadDir("/proc")
 	if err != nil {
 		return true
 	}
@@ -196,7 +200,7 @@ func groupAlive(pgid int) bool {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		b, err := fileio.ReadFileLimited("/proc/"+e.Name()+"/stat", 1<<16)
 		if err != nil {
 			continue
 		}

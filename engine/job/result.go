@@ -97,8 +97,12 @@ func buildResult(c presets.Candidate, rep Report, st Status, stoppedByUs bool, i
 	if !c.Graphed() {
 		res.Eager = res.Step
 	}
-	if res.Step.N > 0 && res.Eager.N > 0 {
+	switch {
+	case res.Step.N > 0 && res.Eager.N > 0:
 		res.Speedup = res.Eager.Median / res.Step.Median
+	case res.Step.N > 0:
+		// No ratio rather than 0: a speed-up of nothing over nothing.
+		res.Notes = append(res.Notes, fmt.Sprintf("no speed-up over eager: the job ran no eager iteration before its graphs were captured (iteration %d); compare its step time with the eager job's (%s)", CaptureIteration(c), JobName(presets.Candidate{Impl: presets.ImplNone})))
 	}
 	switch {
 	case CaptureIteration(c) == 1:

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"cgtune/internal/fileio"
 )
 
 // DefaultBatchTemplate is the batch script cgtune submits when no
@@ -193,7 +195,7 @@ func (s *Slurm) Submit(ctx context.Context, r Request) (Job, error) {
 		return nil, err
 	}
 	script := filepath.Join(abs, r.Name+".sbatch")
-	if err := os.WriteFile(script, []byte(s.Script(r)), 0o644); err != nil {
+	if err := fileio.WriteFresh(script, []byte(s.Script(r)), 0o644); err != nil {
 		return nil, err
 	}
 	out := filepath.Join(abs, r.Name+"-%j.log")

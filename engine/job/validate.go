@@ -1,13 +1,11 @@
 package job
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -46,6 +44,13 @@ type ValidateConfig struct {
 	Resume bool
 	// Source says where the targets came from (a run folder, a preset).
 	Source string
+	// SkipBadLines lets a resume set aside the unreadable lines of the
+	// folder's journal (to validate-unreadable.txt) and keep the rest;
+	// without it they are a *fileio.BadLinesError.
+	SkipBadLines bool
+	// Notes go into the outcome as they are (what the targets' source
+	// says about them).
+	Notes []string
 }
 
 // ValidateEvent is what a validation reports while it runs.
@@ -143,7 +148,7 @@ func Validate(ctx context.Context, cfg ValidateConfig, emit func(ValidateEvent))
 			emit(ev)
 		}
 	}
-	prior, jf, err := openValidationJournal(e.cfg.Dir, cfg.Targets, cfg.Resume)
+	prior, jf, err := openValidationJournalFor(ctx, e.cfg.Dir, cfg.Targets, cfg.Resume, cfg.SkipBadLines)
 	if err != nil {
 		return Validation{}, err
 	}
@@ -195,7 +200,7 @@ func Validate(ctx context.Context, cfg ValidateConfig, emit func(ValidateEvent))
 	}
 	wg.Wait()
 	v := Validation{Source: cfg.Source, Launcher: e.cfg.Launcher.Name(), Iters: e.cfg.Iters,
-		Interrupted: ctx.Err() != nil, Finished: time.Now().UTC()}
+		Interrupted: ctx.Err() != nil, Finished: time.Now().UTC(), Notes: cfg.Notes}
 	var got []Target
 	var res []engine.Result
 	for i, t := range cfg.Targets {
@@ -213,7 +218,7 @@ func Validate(ctx context.Context, cfg ValidateConfig, emit func(ValidateEvent))
 		if err != nil {
 			return v, err
 		}
-		if err := fileio.WriteFileAtomic(filepath.Join(e.cfg.Dir, ValidationFile), append(b, '\n'), 0o644); err != nil {
+		if err := fileio.WriteOwnFileAtomic(filepath.Join(e.cfg.Dir, ValidationFile), append(b, '\n'), 0o644); err != nil {
 			return v, err
 		}
 	}
@@ -279,6 +284,15 @@ func Compare(targets []Target, results []engine.Result) []Row {
 	return rows
 }
 
+// maxJournalBytes bounds what a validation journal or job ledger may hold
+// when it is read back: a few KiB per job, so any real validation fits
+// many times over, and /dev/zero or a huge file put there is an error.
+const maxJournalBytes = 256 << 20
+
+// maxValidationLine is the longest validation journal line read: a
+// result with its samples and notes.
+const maxValidationLine = 16 << 20
+
 // validationJournal appends finished results to validate.jsonl.
 type validationJournal struct{ f *os.File }
 
@@ -295,90 +309,119 @@ func (j *validationJournal) add(l validationLine) error {
 
 func (j *validationJournal) Close() error { return j.f.Close() }
 
-// openValidationJournal starts dir's journal, or with resume reads it
-// (the targets must be the same) and returns the finished results by key.
+// targetKeys are the sorted keys of ts.
+func targetKeys(ts []Target) []string {
+	var k []string
+	for _, t := range ts {
+		k = append(k, t.Candidate.Key())
+	}
+	slices.Sort(k)
+	return k
+}
+
+// openValidationJournal starts dir's journal, or with resume reads it (the
+// targets must be the same) and returns the finished results by key. It
+// reads as the search reads its journal (fileio.ParseJournal): a torn last
+// line is dropped; an unreadable line, or a result that is not of one of
+// the targets, is a *fileio.BadLinesError unless skipBad sets it aside.
 func openValidationJournal(dir string, targets []Target, resume bool) (map[string]engine.Result, *validationJournal, error) {
+	return openValidationJournalFor(context.Background(), dir, targets, resume, false)
+}
+
+// openValidationJournalFor is openValidationJournal that gives up when ctx
+// is done and, with skipBad, sets unreadable lines aside.
+func openValidationJournalFor(ctx context.Context, dir string, targets []Target, resume, skipBad bool) (map[string]engine.Result, *validationJournal, error) {
 	path := filepath.Join(dir, ValidationJournal)
-	keys := func(ts []Target) []string {
-		var k []string
-		for _, t := range ts {
-			k = append(k, t.Candidate.Key())
-		}
-		slices.Sort(k)
-		return k
-	}
-	data, err := os.ReadFile(path)
-	switch {
-	case err == nil && !resume:
-		return nil, nil, fmt.Errorf("%s already holds a validation; continue it with --resume or choose another folder", dir)
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return nil, nil, err
-	case err != nil && resume:
-		return nil, nil, fmt.Errorf("%s holds no validation to resume (no %s)", dir, ValidationJournal)
-	}
-	prior := map[string]engine.Result{}
-	if resume {
-		lr := fileio.NewLineReader(bytes.NewReader(data), path, 16<<20)
-		first := true
-		for {
-			b, err := lr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, nil, err
-			}
-			var l validationLine
-			if err := json.Unmarshal(b, &l); err != nil {
-				break // a torn last line: what follows it is lost anyway
-			}
-			if first {
-				if l.Type != "header" {
-					return nil, nil, fmt.Errorf("%s: the first line is not a validation header", path)
-				}
-				if !slices.Equal(keys(l.Targets), keys(targets)) {
-					return nil, nil, fmt.Errorf("cannot resume %s: it validates %v, not %v", dir, keys(l.Targets), keys(targets))
-				}
-				first = false
-				continue
-			}
-			if l.Type == "result" && l.Result != nil {
-				prior[l.Key] = *l.Result
-			}
-		}
-		// Drop a torn last line so that the next result starts a line.
-		if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
-			if err := os.Truncate(path, int64(i+1)); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, nil, err
-	}
-	j := &validationJournal{f: f}
 	if !resume {
+		if _, err := os.Lstat(path); err == nil {
+			return nil, nil, fmt.Errorf("%s already holds a validation; continue it with --resume or choose another folder", dir)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, err
+		}
+		f, err := fileio.CreateExclusive(path, 0o644)
+		if err != nil {
+			return nil, nil, err
+		}
+		j := &validationJournal{f: f}
 		if err := j.add(validationLine{Type: "header", Targets: targets}); err != nil {
 			f.Close()
 			return nil, nil, err
 		}
+		return map[string]engine.Result{}, j, nil
 	}
-	return prior, j, nil
+	data, err := fileio.ReadFileContext(ctx, path, maxJournalBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("%s holds no validation to resume (no %s)", dir, ValidationJournal)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	prior, lines, err := parseValidationJournal(dir, path, data, targets)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := lines.BadLinesError(skipBad, len(prior)); err != nil {
+		return nil, nil, err
+	}
+	f, err := fileio.OpenJournalAppend(lines)
+	if err != nil {
+		return nil, nil, err
+	}
+	return prior, &validationJournal{f: f}, nil
+}
+
+// parseValidationJournal reads a validation journal at path in dir for a
+// validation of targets: its header must name the same targets, and each
+// result must be one of them, filed under its own key.
+func parseValidationJournal(dir, path string, data []byte, targets []Target) (map[string]engine.Result, fileio.JournalLines, error) {
+	want := targetKeys(targets)
+	prior := map[string]engine.Result{}
+	header := false
+	lines, err := fileio.ParseJournal(path, data, maxValidationLine, func(n int, raw []byte) error {
+		var l validationLine
+		jerr := json.Unmarshal(raw, &l)
+		switch {
+		case n == 1 && (jerr != nil || l.Type != "header"):
+			return fileio.StopReading(fmt.Errorf("%s: the first line is not a validation header", path))
+		case n == 1 && !slices.Equal(targetKeys(l.Targets), want):
+			return fileio.StopReading(fmt.Errorf("cannot resume %s: it validates %v, not %v", dir, targetKeys(l.Targets), want))
+		case n == 1:
+			header = true
+		case jerr != nil:
+			return jerr
+		case l.Type != "result":
+			return fmt.Errorf("a line of type %q (allowed: result)", l.Type)
+		case l.Result == nil:
+			return errors.New("a result line without a result")
+		case l.Result.Candidate.Key() != l.Key:
+			return fmt.Errorf("a result for %s filed under key %q", l.Result.Candidate.Key(), l.Key)
+		case !slices.Contains(want, l.Key):
+			return fmt.Errorf("candidate %s is not one this validation runs", l.Key)
+		default:
+			prior[l.Key] = *l.Result
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, lines, err
+	case !header:
+		return nil, lines, fmt.Errorf("%s: the first line is not a validation header", path)
+	}
+	return prior, lines, nil
 }
 
 // ReadValidation reads the validation.json in dir.
 func ReadValidation(dir string) (Validation, error) {
 	var v Validation
-	b, err := os.ReadFile(filepath.Join(dir, ValidationFile))
+	path := filepath.Join(dir, ValidationFile)
+	b, err := fileio.ReadFileLimited(path, maxJournalBytes)
 	if err != nil {
 		return v, err
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return v, fmt.Errorf("%s: %v", filepath.Join(dir, ValidationFile), err)
+		return v, fmt.Errorf("%s: %v", path, err)
 	}
 	return v, nil
 }

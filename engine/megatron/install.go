@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"sort"
 	"syscall"
+
+	"cgtune/internal/fileio"
 )
 
 //go:embed pyworker/*.py
@@ -83,7 +85,7 @@ func Install(root string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	for _, n := range names {
-		if err := os.WriteFile(filepath.Join(tmp, n), content[n], 0o600); err != nil {
+		if err := fileio.WriteFresh(filepath.Join(tmp, n), content[n], 0o600); err != nil {
 			return "", fmt.Errorf("megatron worker: %w", err)
 		}
 	}
@@ -153,7 +155,7 @@ func Verify(dir string) error {
 	if err != nil {
 		return err
 	}
-	onDisk, err := os.ReadDir(dir)
+	onDisk, err := fileio.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("megatron worker: %w", err)
 	}
@@ -170,7 +172,7 @@ func Verify(dir string) error {
 		if err := checkPrivate(p); err != nil {
 			return err
 		}
-		got, err := os.ReadFile(p)
+		got, err := fileio.ReadFileLimited(p, int64(len(want))+1)
 		if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
 			return fmt.Errorf("megatron worker: %s differs from the embedded copy", p)
 		}

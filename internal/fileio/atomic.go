@@ -250,10 +250,7 @@ func writeAtomic(path string, data []byte, perm os.FileMode, replace bool) (err 
 	}
 	// Persist the rename itself; not every file system lets a folder be
 	// synced, and the data is already safe, so a failure here is ignored.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
+	SyncDir(dir)
 	return nil
 }
 

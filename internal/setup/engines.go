@@ -83,6 +83,10 @@ func Open(cfg *search.Config, o Options) (*Engines, error) {
 			return nil, err
 		}
 		if opened {
+			if cfg.Costs, err = o.Profile.costModel(e.Engine, cfg); err != nil {
+				e.Close()
+				return nil, err
+			}
 			return e, nil
 		}
 	}
@@ -96,7 +100,14 @@ func Open(cfg *search.Config, o Options) (*Engines, error) {
 	if why := stepmodel.SpecStandIn(estGPU); why != "" && e.Engine == EngineEstimate {
 		e.Notices = append(e.Notices, why)
 	}
-	var err error
+	costs, err := o.Profile.costModel(e.Engine, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if e.Engine == EngineEstimate || o.EstimateGPU != "" {
+		costs.EstimateGPU = estGPU
+	}
+	cfg.Costs = costs
 	switch e.Engine {
 	case EngineEstimate:
 		if err = e.openEstimate(cfg, o, estGPU); err == nil {
@@ -114,6 +125,9 @@ func Open(cfg *search.Config, o Options) (*Engines, error) {
 	if err != nil {
 		e.Close()
 		return nil, err
+	}
+	if e.Engine == EngineEstimate || e.Engine == EngineCUDA {
+		e.Notices = append(e.Notices, o.Profile.Unapplied(cfg.Model, cfg.Layout, estGPU)...)
 	}
 	return e, nil
 }

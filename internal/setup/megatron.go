@@ -14,6 +14,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/cuda"
 	"cgtune/engine/megatron"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/search"
 	"cgtune/stepmodel"
@@ -146,7 +147,7 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 	}
 	var log *os.File
 	if err := os.MkdirAll(logDir, 0o700); err == nil {
-		if log, err = os.OpenFile(filepath.Join(logDir, MegatronWorkerLog), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+		if log, err = fileio.OpenAppend(filepath.Join(logDir, MegatronWorkerLog), 0o600); err == nil {
 			closers = append(closers, log.Close)
 		}
 	}

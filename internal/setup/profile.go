@@ -2,9 +2,11 @@ package setup
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"cgtune/presets"
+	"cgtune/search"
 	"cgtune/stepmodel"
 )
 
@@ -54,6 +56,57 @@ func (p Profile) Source(gpu string) (*stepmodel.ProfileSet, error) {
 	}
 	dir, _ := stepmodel.DefaultProfileDir() // no cache folder: no profiles
 	return &stepmodel.ProfileSet{Dir: dir, GPU: gpu, Adjust: a, Calibration: SavedCalibration}, nil
+}
+
+// costModel is what a search on engine computes with (search.CostModel):
+// the engine, the adjustments (the file by its absolute path and what it
+// holds) and the calibration saved for cfg's model and layout; the
+// caller adds the estimate GPU.
+func (p Profile) costModel(engineName string, cfg *search.Config) (search.CostModel, error) {
+	c := search.CostModel{Engine: engineName, ProfileScale: p.Scale}
+	if p.File != "" {
+		a, err := p.Adjust()
+		if err != nil {
+			return c, err
+		}
+		c.ProfileFile, c.ProfileDigest = absolute(p.File), a.Digest
+	}
+	if scale, src, ok := SavedCalibration(stepmodel.ModelKey(cfg.Model), stepmodel.LayoutKey(cfg.Layout)); ok {
+		c.Calibration = fmt.Sprintf("host costs ×%g (%s)", scale, src)
+	}
+	return c, nil
+}
+
+// absolute is path made absolute (as it is when that fails).
+func absolute(path string) string {
+	if a, err := filepath.Abs(path); err == nil {
+		return a
+	}
+	return path
+}
+
+// Unapplied are notices for the adjustments that cannot apply to model m
+// on layout l emulated for gpu: without a framework profile cached for
+// them only host_scale applies (to the per-op host costs), and a layer
+// kind the profile does not have is not invented.
+func (p Profile) Unapplied(m presets.Model, l presets.Layout, gpu string) []string {
+	a, err := p.Adjust()
+	if err != nil || a == nil {
+		return nil
+	}
+	var prof *stepmodel.FrameworkProfile
+	if dir, err := stepmodel.DefaultProfileDir(); err == nil {
+		prof, _, _ = stepmodel.FindProfile(dir, stepmodel.ModelKey(m), stepmodel.LayoutKey(l), gpu)
+	}
+	fields := a.Unapplied(prof)
+	if len(fields) == 0 {
+		return nil
+	}
+	why := fmt.Sprintf("no framework profile of %s on this layout is cached for %s (cgtune probe --framework measures one), so only host_scale applies", m.Name, gpu)
+	if prof != nil {
+		why = "the cached framework profile has no such layer kind, and an adjustment refines a measurement, it does not invent one"
+	}
+	return []string{fmt.Sprintf("%s: %s are not used: %s", a.Source, strings.Join(fields, ", "), why)}
 }
 
 // Describe names the host costs an engine falls back to, with the

@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
@@ -97,7 +98,7 @@ func main() {
 // compare reads the runs of path and returns the table's rows and the
 // largest errors in each view.
 func compare(path string) (rows []string, worstDevice, worstAlloc float64, err error) {
-	f, err := os.Open(path)
+	f, err := fileio.OpenFileLimited(path, fileio.Unbounded)
 	if err != nil {
 		return nil, 0, 0, err
 	}
