@@ -302,8 +302,8 @@ func (r Result) Failed() bool { return r.Err != "" }
 // Summary is one line describing the result; estimated results say so.
 func (r Result) Summary() string {
 	if r.Failed() {
-		return fmt.Sprintf("%s: failed (%s): %s", r.Candidate.Label(), r.ErrKind, r.Err)
+		return fmt.Sprintf("%s: failed (%s): %s", r.Candidate.Name(), r.ErrKind, r.Err)
 	}
 	return fmt.Sprintf("%s: %.2f ms/step (eager %.2f, %.3fx), capture %.0f ms, %d graphs, %s",
-		r.Candidate.Label(), r.Step.Median, r.Eager.Median, r.Speedup, r.CaptureMs, r.Graphs, r.Source)
+		r.Candidate.Name(), r.Step.Median, r.Eager.Median, r.Speedup, r.CaptureMs, r.Graphs, r.Source)
 }

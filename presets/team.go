@@ -255,6 +255,7 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 		}
 	}
 	if c := p.Reference; c != nil {
+		*c = ResolveNames(*c)
 		sp := Space{Impls: []string{c.Impl}, Warmups: []int{c.Warmup}}
 		if len(c.Scopes) > 0 {
 			sp.Scopes = [][]string{c.Scopes}
@@ -336,10 +337,21 @@ func (d *strictDoc) validateSpace(s *Space, p string) error {
 	if len(s.Impls) == 0 {
 		return d.errf(p, "missing field \"impls\" in space (allowed: %s)", strings.Join(Impls, ", "))
 	}
+	// The names outputs print are read as the harness's values (te,
+	// whole-layer); the rest of cgtune sees only those.
+	for i := range s.Impls {
+		s.Impls[i] = ParseImpl(s.Impls[i])
+	}
+	for i := range s.Scopes {
+		s.Scopes[i] = ParseScopes(s.Scopes[i])
+	}
 	for i, im := range s.Impls {
 		ip := fmt.Sprintf("%s[%d]", joinPath(p, "impls"), i)
+		if im == FullIterationName {
+			return d.errf(ip, "field \"impls\": the full-iteration graph is impl local with the scope set [full_iteration] in a space (allowed impls: %s, te)", strings.Join(Impls, ", "))
+		}
 		if !slices.Contains(Impls, im) {
-			return d.errf(ip, "field \"impls\": unknown impl %q (allowed: %s)", im, strings.Join(Impls, ", "))
+			return d.errf(ip, "field \"impls\": unknown impl %q (allowed: %s, te)", im, strings.Join(Impls, ", "))
 		}
 		if slices.Index(s.Impls, im) != i {
 			return d.errf(ip, "field \"impls\": %q listed twice", im)
@@ -383,6 +395,7 @@ func (c Candidate) Validate() error {
 }
 
 func (d *strictDoc) validateCandidate(c *Candidate, p string) error {
+	*c = ResolveNames(*c)
 	if c.Impl == "" {
 		return d.errf(p, "missing field \"impl\" (allowed: %s)", strings.Join(Impls, ", "))
 	}

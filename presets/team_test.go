@@ -84,7 +84,7 @@ func TestParsePresetErrors(t *testing.T) {
 	}{
 		{"unknown field", strings.Replace(basePreset, "gpu: b200\n", "gpu: b200\ngpus: 8\n", 1), 5, []string{`unknown field "gpus"`, "allowed: version, name, description, model, model_inline, gpu, layout, space, reference, mbridge, result"}},
 		{"unknown nested field", strings.Replace(basePreset, "  warmups: [3]\n", "  warmups: [3]\n  budget: 2m\n", 1), 10, []string{`unknown field "budget" in space`, "allowed: impls, scopes, warmups"}},
-		{"bad impl", strings.Replace(basePreset, "[none, transformer_engine]", "[none, te]", 1), 6, []string{`unknown impl "te"`, "allowed: none, local, transformer_engine"}},
+		{"bad impl", strings.Replace(basePreset, "[none, transformer_engine]", "[none, tee]", 1), 6, []string{`unknown impl "tee"`, "allowed: none, local, transformer_engine"}},
 		{"bad scope", strings.Replace(basePreset, "[attn, moe_router]", "[attn, router]", 1), 8, []string{`unknown scope "router"`, "allowed: full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba"}},
 		{"unknown model", strings.Replace(basePreset, "qwen3_30b_a3b", "qwen3_31b", 1), 3, []string{`unknown model "qwen3_31b"`, "allowed: llama3_8b"}},
 		{"unknown version", strings.Replace(basePreset, "version: 1", "version: 7", 1), 1, []string{`unsupported version "7"`, "allowed: 1"}},

@@ -381,23 +381,6 @@ func (c Candidate) Key() string {
 	return fmt.Sprintf("%s/%s/w%d", c.Impl, s, c.Warmup)
 }
 
-// Label is a short human label: "none", "te attn,moe_router", "local full_iteration".
-func (c Candidate) Label() string {
-	switch c.Impl {
-	case ImplNone, "":
-		return "none"
-	case ImplTE:
-		if len(c.Scopes) == 0 {
-			return "te whole-layer"
-		}
-		return "te " + c.ScopeString()
-	}
-	if len(c.Scopes) == 0 {
-		return c.Impl + " whole-layer"
-	}
-	return c.Impl + " " + c.ScopeString()
-}
-
 // Space is the set of configurations a search may try.
 type Space struct {
 	Impls   []string   `yaml:"impls" json:"impls"`

@@ -48,7 +48,7 @@ func Plot(in Input) ([]byte, error) {
 	n := len(rows)
 	for i, r := range rows {
 		// NominalY puts the first name at the bottom: rank 1 goes last.
-		names[n-1-i] = fmt.Sprintf("%s  #%d", candName(r.Result.Candidate), r.Rank)
+		names[n-1-i] = fmt.Sprintf("%s  #%d", r.Result.Candidate.Name(), r.Rank)
 	}
 	step, err := stepPlot(in, rows, names, winner)
 	if err != nil {

@@ -112,14 +112,6 @@ func Write(mdPath string, in Input, replace bool) (string, error) {
 	return plotPath, nil
 }
 
-// candName is a candidate's label with its warm-up when it graphs.
-func candName(c presets.Candidate) string {
-	if !c.Graphed() {
-		return c.Label()
-	}
-	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
-}
-
 // cell escapes text for a Markdown table cell.
 func cell(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
@@ -134,7 +126,7 @@ func Markdown(in Input, plotName string) []byte {
 	d := in.Done
 	title := fmt.Sprintf("cgtune report: %s on %s", in.Model.Name, in.Layout.GPU)
 	if d.Winner != nil {
-		title += " — " + candName(d.Winner.Result.Candidate)
+		title += " — " + d.Winner.Result.Candidate.Name()
 	}
 	w("# %s\n\n", title)
 	w("Written by cgtune %s on %s.", in.Version, in.Now.UTC().Format("2006-01-02 15:04 MST"))
@@ -366,7 +358,7 @@ func writeWinner(b *bytes.Buffer, in Input) {
 	}
 	r := d.Winner.Result
 	w("**%s**: %.2f ms per step against %.2f ms eager (%s), capture %.0f ms, %d MiB of graph memory in the job, %.1f s for a %d-iteration job (%s).\n\n",
-		candName(r.Candidate), r.Step.Median, r.Eager.Median, ratio(r.Speedup, "×"), r.CaptureMs, r.Memory.JobGraphMiB(), d.Winner.JobMs/1000, trainIters(in), r.Source)
+		r.Candidate.Name(), r.Step.Median, r.Eager.Median, ratio(r.Speedup, "×"), r.CaptureMs, r.Memory.JobGraphMiB(), d.Winner.JobMs/1000, trainIters(in), r.Source)
 	w("Why: %s.\n\n", search.Reason(d.Ranking, in.rankOptions()))
 	if line := d.Reference.Describe(d.Winner); line != "" {
 		w("Reference: %s.\n\n", line)
@@ -399,7 +391,7 @@ func aliases(plan []search.Planned, c presets.Candidate) []string {
 		if p.Candidate.Key() == c.Key() {
 			var out []string
 			for _, a := range p.Also {
-				out = append(out, candName(a))
+				out = append(out, a.Name())
 			}
 			return out
 		}
@@ -438,7 +430,7 @@ func writeRanking(b *bytes.Buffer, in Input, plotName string) {
 		if r.Tie > 0 {
 			tie = fmt.Sprint(r.Tie)
 		}
-		name := candName(res.Candidate)
+		name := res.Candidate.Name()
 		if d.Winner != nil && res.Candidate.Key() == d.Winner.Result.Candidate.Key() {
 			name = "**" + name + "** ★"
 		}
@@ -468,7 +460,7 @@ func writeRanking(b *bytes.Buffer, in Input, plotName string) {
 		if r.Tie > 0 && !slices.Contains(ties, fmt.Sprint(r.Tie)) {
 			ties = append(ties, fmt.Sprint(r.Tie))
 			lead, n := search.TieLeader(d.Ranking, r.Tie)
-			w("- Tie %d: %d candidates within ±%.2f ms of the fastest of them, %s (%.2f ms).\n", r.Tie, n, r.TieBandMs, candName(lead.Result.Candidate), lead.Result.Step.Median)
+			w("- Tie %d: %d candidates within ±%.2f ms of the fastest of them, %s (%.2f ms).\n", r.Tie, n, r.TieBandMs, lead.Result.Candidate.Name(), lead.Result.Step.Median)
 		}
 	}
 	if len(ties) > 0 {
@@ -526,7 +518,7 @@ func writeBreakdown(b *bytes.Buffer, in Input) {
 		if !m.Fits {
 			fits = "**no**"
 		}
-		w("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", cell(candName(r.Result.Candidate)), m.Weights, m.Gradients, m.Optimizer, m.Activations, m.Graphs, m.Context, m.Total, m.GPUMiB, fits)
+		w("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", cell(r.Result.Candidate.Name()), m.Weights, m.Gradients, m.Optimizer, m.Activations, m.Graphs, m.Context, m.Total, m.GPUMiB, fits)
 	}
 	w("\n")
 }
@@ -544,7 +536,7 @@ func writeFailed(b *bytes.Buffer, in Input) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## Candidates that failed when run\n\n| Candidate | Error | Message |\n|---|---|---|\n")
 	for _, r := range failed {
-		w("| %s | %s | %s |\n", cell(candName(r.Result.Candidate)), r.Result.ErrKind, cell(r.Result.Err))
+		w("| %s | %s | %s |\n", cell(r.Result.Candidate.Name()), r.Result.ErrKind, cell(r.Result.Err))
 	}
 	w("\n")
 }
@@ -573,13 +565,13 @@ func writeRejected(b *bytes.Buffer, in Input) {
 		}
 		v := p.Violations[0]
 		g := find(v.ID, v.Message)
-		name := candName(p.Candidate)
+		name := p.Candidate.Name()
 		if len(p.Violations) > 1 {
 			name += fmt.Sprintf(" (+%d more rules)", len(p.Violations)-1)
 		}
 		g.names = append(g.names, name)
 		for _, a := range p.Also {
-			g.names = append(g.names, candName(a))
+			g.names = append(g.names, a.Name())
 		}
 	}
 	if len(groups) == 0 {

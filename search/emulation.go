@@ -45,7 +45,7 @@ func (c *EmulationCheck) Describe() string {
 	}
 	var parts []string
 	for _, r := range c.Rows {
-		parts = append(parts, fmt.Sprintf("%s %.3f× framework, %.3f× %s", candName(r.Candidate), r.Framework, r.Emulated, c.Engine))
+		parts = append(parts, fmt.Sprintf("%s %.3f× framework, %.3f× %s", r.Candidate.Name(), r.Framework, r.Emulated, c.Engine))
 	}
 	return fmt.Sprintf("the %s engine's error, measured in this search on candidates the framework ran: ±%.1f%% (%s)",
 		c.Engine, 100*c.Error, strings.Join(parts, "; "))
@@ -88,7 +88,7 @@ func (r *runner) emulationCheck(ctx context.Context, es []entry) *EmulationCheck
 		}
 		emu := fb.Run(ctx, r.w, res.Candidate, r.opts(0), func(engine.StepSample) {})
 		if emu.Failed() || emu.Speedup <= 0 {
-			check.Failed = append(check.Failed, fmt.Sprintf("%s: %s", candName(res.Candidate), cmp.Or(emu.Err, "no speed-up")))
+			check.Failed = append(check.Failed, fmt.Sprintf("%s: %s", res.Candidate.Name(), cmp.Or(emu.Err, "no speed-up")))
 			continue
 		}
 		check.Rows = append(check.Rows, EmulationRow{Candidate: res.Candidate, Framework: res.Speedup, Emulated: emu.Speedup})

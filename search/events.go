@@ -36,7 +36,9 @@ func (p Planned) Valid() bool { return len(p.Violations) == 0 }
 
 // Ranked is a finished candidate in the ranking.
 type Ranked struct {
-	Rank   int           `json:"rank"`
+	Rank int `json:"rank"`
+	// Name is the candidate as every output names it (presets.Candidate.Name).
+	Name   string        `json:"name"`
 	Result engine.Result `json:"result"`
 	// JobMs is the job-level time for TrainIters steps: warm-up steps
 	// eager, the capture, the remaining steps graphed.

@@ -237,18 +237,18 @@ func planCheck(plan []Planned, strategy string) resultCheck {
 	return func(l journalLine) error {
 		c := l.Result.Candidate
 		if err := c.Validate(); err != nil {
-			return fmt.Errorf("candidate %s: %v", c.Key(), err)
+			return fmt.Errorf("candidate %s: %v", c.Name(), err)
 		}
 		if c.Key() != l.Key {
-			return fmt.Errorf("a result for %s filed under key %q", c.Key(), l.Key)
+			return fmt.Errorf("a result for %s filed under key %q", c.Name(), l.Key)
 		}
 		p := rows[l.Key]
 		if p == nil {
-			return fmt.Errorf("candidate %s is not in this search's space", l.Key)
+			return fmt.Errorf("candidate %s is not in this search's space", c.Name())
 		}
 		for _, v := range p.Violations {
 			if v.ID != recipe.WillFailID {
-				return fmt.Errorf("candidate %s is not run by this search: %s %s", l.Key, v.ID, v.Message)
+				return fmt.Errorf("candidate %s is not run by this search: %s %s", c.Name(), v.ID, v.Message)
 			}
 		}
 		if l.Round < 1 || l.Round > rounds {

@@ -136,19 +136,19 @@ func TestResumeRefusesResultsOutsideThePlan(t *testing.T) {
 		{"unknown scope, halving", StrategyHalving, func(l map[string]any) {
 			l["result"].(map[string]any)["candidate"].(map[string]any)["scopes"] = []string{"mlq"}
 			fast(l)
-		}, `candidate transformer_engine/mlq/w3: field "scopes": unknown scope "mlq"`},
+		}, `candidate te mlq w3: field "scopes": unknown scope "mlq"`},
 		{"another impl under the key, halving", StrategyHalving, func(l map[string]any) {
 			l["result"].(map[string]any)["candidate"].(map[string]any)["impl"] = "local"
 			fast(l)
-		}, `a result for local/mlp/w3 filed under key "transformer_engine/mlp/w3"`},
+		}, `a result for local mlp w3 filed under key "transformer_engine/mlp/w3"`},
 		{"rejected by the rules, exhaustive", StrategyExhaustive, func(l map[string]any) {
 			setCandidate(presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"moe"}, Warmup: 3})(l)
 			fast(l)
-		}, "candidate transformer_engine/moe/w3 is not run by this search: TC-20 moe cuda graph is only supported for MoE."},
+		}, "candidate te moe w3 is not run by this search: TC-20 moe cuda graph is only supported for MoE."},
 		{"not in the space, exhaustive", StrategyExhaustive, func(l map[string]any) {
 			setCandidate(presets.Candidate{Impl: presets.ImplTE, Scopes: []string{"attn"}, Warmup: 7})(l)
 			fast(l)
-		}, "candidate transformer_engine/attn/w7 is not in this search's space"},
+		}, "candidate te attn w7 is not in this search's space"},
 		{"round 4, halving", StrategyHalving, func(l map[string]any) { l["round"] = 4 }, "round 4: the halving strategy has rounds 1 to 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

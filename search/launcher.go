@@ -32,7 +32,7 @@ func (v *JobValidation) SkipRefusedBy(l recipe.Launcher) error {
 	}
 	if graphed == 0 && len(v.Skipped) > 0 {
 		s := v.Skipped[len(v.Skipped)-1]
-		return fmt.Errorf("%s: no graphed candidate is left to validate (%s: %s)", v.Source, s.Candidate.Label(), s.Why)
+		return fmt.Errorf("%s: no graphed candidate is left to validate (%s: %s)", v.Source, s.Candidate.Name(), s.Why)
 	}
 	v.Targets = kept
 	return nil

@@ -152,7 +152,7 @@ func tieBreak(a, b Ranked) (int, string) {
 		return c, "fewer scopes"
 	}
 	if c := cmp.Compare(implOrder(ca.Impl), implOrder(cb.Impl)); c != 0 {
-		return c, "simpler impl (none < transformer_engine < local)"
+		return c, "simpler impl (none < te < local)"
 	}
 	if c := cmp.Compare(a.JobMs, b.JobMs); c != 0 {
 		return c, "shorter job time (warm-up)"
@@ -261,7 +261,7 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 	best := bestFrameworkSpeedup(es)
 	held := map[string]bool{}
 	for _, e := range onTruestBaseline(es) {
-		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note, Origin: e.note, Emulated: e.res.Delegated != ""}
+		r := Ranked{Result: e.res, Name: e.res.Candidate.Name(), Round: e.round, Derived: e.derived, Note: e.note, Origin: e.note, Emulated: e.res.Delegated != ""}
 		if e.res.Failed() {
 			failed = append(failed, r)
 			continue
@@ -327,9 +327,9 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 					note = fmt.Sprintf("fastest of %d candidates tied within noise (±%.2f ms)", n, tol)
 				case k == 0:
 					note = fmt.Sprintf("first of %d candidates tied within noise (±%.2f ms of the fastest, %s) on %s",
-						n, tol, candName(fastest.Result.Candidate), firstReason(group[0], fastest, opts.ReferenceKey))
+						n, tol, fastest.Result.Candidate.Name(), firstReason(group[0], fastest, opts.ReferenceKey))
 				default:
-					note = fmt.Sprintf("tied with %s within noise; after it on %s", candName(group[k-1].Result.Candidate), why[k])
+					note = fmt.Sprintf("tied with %s within noise; after it on %s", group[k-1].Result.Candidate.Name(), why[k])
 				}
 				group[k].Note = joinNote(group[k].Note, note)
 			}
@@ -396,14 +396,6 @@ func firstReason(head, fastest Ranked, refKey string) string {
 	}
 	_, why := tieBreak(head, fastest)
 	return why
-}
-
-// candName is a candidate's label with its warm-up, for notes and tables.
-func candName(c presets.Candidate) string {
-	if !c.Graphed() {
-		return c.Label()
-	}
-	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
 }
 
 func joinNote(a, b string) string {
@@ -588,12 +580,12 @@ func Reason(rs []Ranked, opts RankOptions) string {
 	}
 	if w == nil {
 		if len(unfit) > 0 {
-			return fmt.Sprintf("no winner: no candidate fits the job's GPU (the fastest, %s, %s)", candName(unfit[0].Result.Candidate), fitNote(unfit[0].Note))
+			return fmt.Sprintf("no winner: no candidate fits the job's GPU (the fastest, %s, %s)", unfit[0].Result.Candidate.Name(), fitNote(unfit[0].Note))
 		}
 		return "no winner: no candidate finished"
 	}
 	var parts []string
-	name, step := candName(w.Result.Candidate), w.Result.Step.Median
+	name, step := w.Result.Candidate.Name(), w.Result.Step.Median
 	band := bandText(opts)
 	switch {
 	case w.Tie > 0:
@@ -609,28 +601,28 @@ func Reason(rs []Ranked, opts RankOptions) string {
 				name, step, len(group), w.TieBandMs, band))
 		} else {
 			parts = append(parts, fmt.Sprintf("%s wins a tie: %d candidates are within ±%.2f ms (%s) of the fastest, %s (%.2f ms/step); it comes first on %s",
-				name, len(group), w.TieBandMs, band, candName(fastest.Result.Candidate), fastest.Result.Step.Median, firstReason(*w, fastest, opts.ReferenceKey)))
+				name, len(group), w.TieBandMs, band, fastest.Result.Candidate.Name(), fastest.Result.Step.Median, firstReason(*w, fastest, opts.ReferenceKey)))
 		}
 	case len(ok) > 1:
 		next := ok[1]
 		lead := (next.Result.Step.Median - step) / next.Result.Step.Median * 100
 		parts = append(parts, fmt.Sprintf("%s wins: %.2f ms/step, %.1f%% faster than the runner-up %s (%.2f ms/step), outside the tie band (±%.2f ms: %s)",
-			name, step, lead, candName(next.Result.Candidate), next.Result.Step.Median, tieTol(opts.tieFrac(), w.Result, next.Result), band))
+			name, step, lead, next.Result.Candidate.Name(), next.Result.Step.Median, tieTol(opts.tieFrac(), w.Result, next.Result), band))
 	default:
 		parts = append(parts, fmt.Sprintf("%s wins: the only candidate that finished and fits (%.2f ms/step)", name, step))
 	}
 	if f := fastestFitting(ok); f != nil && f.Result.Candidate.Key() != w.Result.Candidate.Key() && (f.Tie == 0 || f.Tie != w.Tie) {
 		parts = append(parts, fmt.Sprintf("the fastest that fits, %s (rank %d, %.2f ms/step), ranks below it: %s",
-			candName(f.Result.Candidate), f.Rank, f.Result.Step.Median, whyBelow(*f, *w)))
+			f.Result.Candidate.Name(), f.Rank, f.Result.Step.Median, whyBelow(*f, *w)))
 	}
 	var faster []string
 	for _, r := range unfit {
 		if r.Result.Step.Median < step {
-			faster = append(faster, candName(r.Result.Candidate))
+			faster = append(faster, r.Result.Candidate.Name())
 		}
 	}
 	if len(faster) > 0 {
-		first := unfit[slices.IndexFunc(unfit, func(r Ranked) bool { return candName(r.Result.Candidate) == faster[0] })]
+		first := unfit[slices.IndexFunc(unfit, func(r Ranked) bool { return r.Result.Candidate.Name() == faster[0] })]
 		parts = append(parts, fmt.Sprintf("%d faster candidate(s) would not fit the job's GPU and cannot win (%s %s)",
 			len(faster), faster[0], fitNote(first.Note)))
 	}
@@ -680,7 +672,7 @@ func TieLeader(rs []Ranked, tie int) (Ranked, int) {
 }
 
 // TieRule says how a tied group is ordered, for a line under a table.
-const TieRule = "in a tie, less graph memory ranks first, then fewer scopes, the simpler impl (none < transformer_engine < local), the shorter job"
+const TieRule = "in a tie, less graph memory ranks first, then fewer scopes, the simpler impl (none < te < local), the shorter job"
 
 // bandText describes the tie band of opts.
 func bandText(opts RankOptions) string {

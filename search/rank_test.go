@@ -53,7 +53,7 @@ func TestRankTieBreaks(t *testing.T) {
 	if got := order(rs); got[0] != "local/full_iteration/w3" {
 		t.Fatalf("order %v: less graph memory must win a tie", got)
 	}
-	if !strings.Contains(rs[0].Note, "less graph memory") || !strings.Contains(rs[1].Note, "tied with local full_iteration w3 within noise") {
+	if !strings.Contains(rs[0].Note, "less graph memory") || !strings.Contains(rs[1].Note, "tied with full_iteration w3 within noise") {
 		t.Errorf("notes %q / %q", rs[0].Note, rs[1].Note)
 	}
 
@@ -293,7 +293,7 @@ func TestRankBreakdownFit(t *testing.T) {
 		t.Errorf("unfit note %q", rs[1].Note)
 	}
 	why := Reason(rs, RankOptions{})
-	for _, want := range []string{"te attn w3 wins", "the only candidate that finished and fits", "1 faster candidate(s) would not fit the job's GPU and cannot win (local full_iteration w3 needs 84600 MiB"} {
+	for _, want := range []string{"te attn w3 wins", "the only candidate that finished and fits", "1 faster candidate(s) would not fit the job's GPU and cannot win (full_iteration w3 needs 84600 MiB"} {
 		if !strings.Contains(why, want) {
 			t.Errorf("reason %q lacks %q", why, want)
 		}
@@ -307,7 +307,7 @@ func TestReason(t *testing.T) {
 		t.Errorf("lead: %q", got)
 	}
 	tie := Rank([]engine.Result{res(presets.ImplTE, []string{"attn"}, 3, 995, 4000), res(presets.ImplLocal, []string{"full_iteration"}, 3, 1000, 300)}, RankOptions{})
-	if got := Reason(tie, RankOptions{}); !strings.Contains(got, "local full_iteration w3 wins a tie: 2 candidates are within ±9.95 ms") ||
+	if got := Reason(tie, RankOptions{}); !strings.Contains(got, "full_iteration w3 wins a tie: 2 candidates are within ±9.95 ms") ||
 		!strings.Contains(got, "of the fastest, te attn w3 (995.00 ms/step); it comes first on less graph memory (300 vs 4000 MiB)") {
 		t.Errorf("tie: %q", got)
 	}

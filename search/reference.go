@@ -59,9 +59,9 @@ func (r *Reference) Describe(winner *Ranked) string {
 	if r == nil {
 		return ""
 	}
-	head := fmt.Sprintf("%s ships %s", r.From, candName(r.Candidate))
+	head := fmt.Sprintf("%s ships %s", r.From, r.Candidate.Name())
 	if r.From == ReferenceFromPreset {
-		head = fmt.Sprintf("the preset's reference is %s", candName(r.Candidate))
+		head = fmt.Sprintf("the preset's reference is %s", r.Candidate.Name())
 	}
 	switch {
 	case r.Ranked == nil:

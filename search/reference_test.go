@@ -44,7 +44,7 @@ func TestEveryResultComparesWithTheRecipesSetting(t *testing.T) {
 				t.Errorf("winner's gain over the recipe %.4f, want %.4f", d.Winner.VsReference, want)
 			}
 			line := d.Reference.Describe(d.Winner)
-			if !strings.Contains(line, "the recipe ships local full_iteration w3") || !strings.Contains(line, "5.6% faster") {
+			if !strings.Contains(line, "the recipe ships full_iteration w3") || !strings.Contains(line, "5.6% faster") {
 				t.Errorf("reference line %q", line)
 			}
 		})
@@ -112,7 +112,7 @@ func abs(v float64) float64 {
 // fastest would leave it out: a winner is compared with the reference
 // measured as long as itself.
 func TestHalvingKeepsTheReferenceToTheEnd(t *testing.T) {
-	m, l := builtin(t, "llama3_8b", "b200") // ships local full_iteration w3
+	m, l := builtin(t, "llama3_8b", "b200") // ships full_iteration w3
 	fe := &fakeEngine{step: func(c presets.Candidate) float64 {
 		switch {
 		case armKey(c) == "local/full_iteration":

@@ -573,6 +573,7 @@ func (r *runner) execute(ctx context.Context, slot int, jb trial, pred float64) 
 	opts := r.opts(jb.steps)
 	r.emit(StartEvent{Candidate: jb.cand, GPU: gpu, Round: jb.round, Steps: opts.MeasuredSteps})
 	res := r.cfg.Engines[slot].Run(ctx, r.w, jb.cand, opts, func(s engine.StepSample) {
+		s.Candidate = jb.cand.Name() // engines tag samples their own way
 		r.emit(SampleEvent{GPU: gpu, Sample: s})
 	})
 	formula := runCostMs(res, r.w.ScaleFactor(), opts)
@@ -602,9 +603,9 @@ func (r *runner) execute(ctx context.Context, slot int, jb trial, pred float64) 
 	r.emit(ev)
 	switch res.ErrKind {
 	case engine.FailureCrash:
-		r.emit(WorkerEvent{GPU: gpu, Message: fmt.Sprintf("worker on GPU %d died during %s (%s); the next candidate starts a new one", gpu, candName(jb.cand), res.Err)})
+		r.emit(WorkerEvent{GPU: gpu, Message: fmt.Sprintf("worker on GPU %d died during %s (%s); the next candidate starts a new one", gpu, jb.cand.Name(), res.Err)})
 	case engine.FailureTimeout:
-		r.emit(WorkerEvent{GPU: gpu, Message: fmt.Sprintf("worker on GPU %d hung on %s (%s); the next candidate starts a new one", gpu, candName(jb.cand), res.Err)})
+		r.emit(WorkerEvent{GPU: gpu, Message: fmt.Sprintf("worker on GPU %d hung on %s (%s); the next candidate starts a new one", gpu, jb.cand.Name(), res.Err)})
 	}
 	return f, true
 }

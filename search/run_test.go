@@ -172,7 +172,7 @@ func TestHalvingMatchesExhaustive(t *testing.T) {
 				t.Errorf("%s: halving %d runs / %.0f ms, exhaustive %d runs", name, h.Runs, h.GPUTimeMs, e.Runs)
 			}
 			t.Logf("%s: winner %s (best graphed %s); halving %d runs, simulated GPU time %s; exhaustive %d runs, %s",
-				name, candName(h.Winner.Result.Candidate), bestGraphed(h.Ranking), h.Runs, fmtMs(h.GPUTimeMs), e.Runs, fmtMs(e.GPUTimeMs))
+				name, h.Winner.Result.Candidate.Name(), bestGraphed(h.Ranking), h.Runs, fmtMs(h.GPUTimeMs), e.Runs, fmtMs(e.GPUTimeMs))
 		})
 	}
 }
@@ -680,7 +680,7 @@ func TestStrategiesJudgeMemoryAlike(t *testing.T) {
 				t.Fatal(err)
 			}
 			if d.Winner != nil {
-				t.Errorf("%s: winner %s fits the job's GPU", s, candName(d.Winner.Result.Candidate))
+				t.Errorf("%s: winner %s fits the job's GPU", s, d.Winner.Result.Candidate.Name())
 			}
 			fit[s] = map[string]bool{}
 			for _, r := range d.Ranking {

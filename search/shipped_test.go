@@ -56,7 +56,7 @@ func TestShippedSettingsFitTheirGPUs(t *testing.T) {
 				switch {
 				case b == nil:
 				case !over && !b.Fits:
-					t.Errorf("the memory model alone puts %s over its GPU: %s", candName(l.ShippedGraph()), b.Describe())
+					t.Errorf("the memory model alone puts %s over its GPU: %s", l.ShippedGraph().Name(), b.Describe())
 				case over && b.Fits:
 					t.Errorf("listed as over its GPU (%s), but the model fits it: %s", why, b.Describe())
 				case over:
@@ -89,10 +89,10 @@ func shippedSettingFits(t *testing.T, m presets.Model, l presets.Layout) *stepmo
 		t.Fatalf("the recipe's setting was not ranked: %+v", ref)
 	}
 	if !ref.Ranked.Fits {
-		t.Errorf("%s does not fit: %s", candName(ref.Candidate), ref.Ranked.Note)
+		t.Errorf("%s does not fit: %s", ref.Candidate.Name(), ref.Ranked.Note)
 	}
 	if ref.Ranked.Result.Memory.Breakdown == nil {
-		t.Errorf("%s has no memory breakdown", candName(ref.Candidate))
+		t.Errorf("%s has no memory breakdown", ref.Candidate.Name())
 	}
 	return ref.Ranked.Result.Memory.Breakdown
 }

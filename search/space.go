@@ -247,7 +247,7 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 		cp := stepmodel.PlanCapture(w, c, gen)
 		if c.Graphed() && cp.Failure == nil && !cp.Graphed() {
 			plan = append(plan, Planned{Candidate: c, Violations: []recipe.Violation{{ID: SpaceID, Message: fmt.Sprintf(
-				"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Label(), cp.Config, cfg.Model.Name)}}})
+				"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Name(), cp.Config, cfg.Model.Name)}}})
 			continue
 		}
 		key := effectiveKey(cp, c)
@@ -258,7 +258,7 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 			}
 			why := e.Why
 			if len(why) == 0 {
-				why = []string{fmt.Sprintf("%s graphs the same ops as %s on %s", c.Label(), row.Candidate.Label(), cfg.Model.Name)}
+				why = []string{fmt.Sprintf("%s graphs the same ops as %s on %s", c.Name(), row.Candidate.Name(), cfg.Model.Name)}
 			}
 			row.Why = appendNew(row.Why, why...)
 			if len(c.Scopes) < len(row.Candidate.Scopes) {

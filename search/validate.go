@@ -94,7 +94,7 @@ func ValidationTargets(dir string, top int, can Buildable) (Fingerprint, []job.T
 	}
 	if len(targets) == 0 {
 		if len(skipped) > 0 {
-			return fp, nil, skipped, fmt.Errorf("%s: no successful graphed candidate of the search can be built by the jobs' framework (%s: %s)", dir, skipped[0].Candidate.Label(), skipped[0].Why)
+			return fp, nil, skipped, fmt.Errorf("%s: no successful graphed candidate of the search can be built by the jobs' framework (%s: %s)", dir, skipped[0].Candidate.Name(), skipped[0].Why)
 		}
 		return fp, nil, nil, fmt.Errorf("%s: the search has no successful graphed candidate to validate", dir)
 	}
@@ -137,7 +137,7 @@ func PresetTargets(p presets.TeamPreset, can Buildable) ([]job.Target, error) {
 	}
 	if can != nil && r.Winner.Graphed() {
 		if ok, why := can(r.Winner); !ok {
-			return nil, fmt.Errorf("preset %s's winner %s cannot be validated here: %s", p.Name, r.Winner.Label(), why)
+			return nil, fmt.Errorf("preset %s's winner %s cannot be validated here: %s", p.Name, r.Winner.Name(), why)
 		}
 	}
 	eager := presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}

@@ -118,7 +118,7 @@ func TestPresetTargets(t *testing.T) {
 		t.Errorf("%+v %v", ts, err)
 	}
 	p.Result.Winner = presets.Candidate{Impl: "transformer_engine", Scopes: []string{"attn"}, Warmup: 3}
-	if _, err := PresetTargets(p, NeedsTE("no TE")); err == nil || !strings.Contains(err.Error(), "te attn cannot be validated here") {
+	if _, err := PresetTargets(p, NeedsTE("no TE")); err == nil || !strings.Contains(err.Error(), "te attn w3 cannot be validated here") {
 		t.Errorf("a TE winner without TE: %v", err)
 	}
 	p.Result = nil

@@ -121,7 +121,7 @@ func chartColumns(shown []engine.StepSample, bw int, hi float64) (vals []float64
 
 func (c stepChart) title(st Styles, sc chartScale) string {
 	last := c.run.samples[len(c.run.samples)-1]
-	info := fmt.Sprintf("%s on GPU %d · %s · last %s ms", candName(c.run.cand), c.gpu, c.what, fmtMs(last.StepMs))
+	info := fmt.Sprintf("%s on GPU %d · %s · last %s ms", c.run.cand.Name(), c.gpu, c.what, fmtMs(last.StepMs))
 	if sc.capture > 0 && sc.scaled > 0 {
 		info += fmt.Sprintf(" · capture %s ms, off the scale", fmtMs(sc.capture))
 	}

@@ -316,7 +316,7 @@ func wantRankRows(t *testing.T, m *App, out string, n int) {
 	t.Helper()
 	plain := ansi.Strip(out)
 	for i, rk := range m.resScr.ranking()[:n] {
-		name := candName(rk.Result.Candidate)
+		name := rk.Result.Candidate.Name()
 		found := false
 		for _, l := range strings.Split(plain, "\n") {
 			f := strings.Fields(l)
@@ -361,7 +361,7 @@ func wantPaneEnd(t *testing.T, m *App, want string) {
 
 // errNoBuildable is a validation error as long as the ones the backend
 // gives (search.ValidationTargets with the TE probe's why).
-var errNoBuildable = errors.New("/home/user/.cache/cgtune/runs/2026-12-01T11-00-03-llama3_70b-h100: no successful graphed candidate of the search can be built by the jobs' framework (te attn,mlp: a transformer_engine graph needs Transformer Engine: the jobs' Python /usr/bin/python3 cannot import it: No module named 'transformer_engine' (--job-python; --job-te yes runs them anyway))")
+var errNoBuildable = errors.New("/home/user/.cache/cgtune/runs/2026-12-01T11-00-03-llama3_70b-h100: no successful graphed candidate of the search can be built by the jobs' framework (te attn,mlp w3: a transformer_engine graph needs Transformer Engine: the jobs' Python /usr/bin/python3 cannot import it: No module named 'transformer_engine' (--job-python; --job-te yes runs them anyway))")
 
 // toQwenCandidates selects the MoE model on its b200 layout (whose
 // whole-layer and full-iteration graphs will fail, as space_moe), plans

@@ -339,7 +339,7 @@ func (s *resultsScreen) promptLines(w int) []string {
 	case promptPath:
 		what := "Write " + s.format() + " overrides"
 		if rk, ok := s.shownCandidate(); ok {
-			what += " of " + candName(rk.Result.Candidate)
+			what += " of " + rk.Result.Candidate.Name()
 		}
 		return s.inputLines(what+" to:", w)
 	case promptReport:
@@ -388,7 +388,7 @@ func (s *resultsScreen) inputLines(question string, w int) []string {
 // and where it was measured (or what it was estimated for) when that fits.
 func (s *resultsScreen) winnerLine(w int) string {
 	res := s.done.Winner.Result
-	line := fmt.Sprintf("★ %s: %s ms/step against %s eager (%s)", candName(res.Candidate), fmtMs(res.Step.Median), fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))
+	line := fmt.Sprintf("★ %s: %s ms/step against %s eager (%s)", res.Candidate.Name(), fmtMs(res.Step.Median), fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))
 	where := ""
 	if res.Source == engine.SourceEstimated {
 		where = " · ESTIMATE for " + strings.TrimSuffix(res.Device.Name, " (estimated)")
@@ -404,5 +404,5 @@ func (s *resultsScreen) winnerLine(w int) string {
 	case ansi.StringWidth(line) <= w:
 		return line
 	}
-	return fmt.Sprintf("★ %s: %s× eager", candName(res.Candidate), strings.TrimSuffix(fmtSpeedup(res.Speedup), "×"))
+	return fmt.Sprintf("★ %s: %s× eager", res.Candidate.Name(), strings.TrimSuffix(fmtSpeedup(res.Speedup), "×"))
 }

@@ -31,7 +31,7 @@ func (s *resultsScreen) overridesText() ([]byte, error) {
 		return nil, errors.New("no result to emit")
 	}
 	if rk.Result.Failed() {
-		return nil, fmt.Errorf("%s failed (%s); it has no overrides worth emitting", rk.Result.Candidate.Label(), rk.Result.ErrKind)
+		return nil, fmt.Errorf("%s failed (%s); it has no overrides worth emitting", rk.Result.Candidate.Name(), rk.Result.ErrKind)
 	}
 	return s.recommendation(rk).Render(s.format())
 }
@@ -68,7 +68,7 @@ func (s *resultsScreen) overridesHead(w int) []string {
 	st := s.st
 	title := "Overrides"
 	if rk, ok := s.shownCandidate(); ok {
-		title += " · " + candName(rk.Result.Candidate)
+		title += " · " + rk.Result.Candidate.Name()
 		if s.done.Winner != nil && rk.Result.Candidate.Key() == s.done.Winner.Result.Candidate.Key() {
 			title += " (winner)"
 		}

@@ -84,7 +84,7 @@ func (s *resultsScreen) paneView(w, h int) string {
 		lines = s.overridesBody(w)
 	}
 	rk, _ := s.shownCandidate()
-	shows += rk.Result.Candidate.Key() + " " + s.format()
+	shows += rk.Result.Candidate.Name() + " " + s.format()
 	// The title leaves room for the scroll position at its end when the
 	// lines will not all show.
 	room := w
@@ -112,7 +112,7 @@ func (s *resultsScreen) candidateTitle(rk search.Ranked) string {
 	if rk.Rank <= 0 {
 		rank = "failed"
 	}
-	return st.Title.Render(candName(rk.Result.Candidate)) + "  " + st.Muted.Render(fmt.Sprintf("%s · %s", rank, rk.Result.Source))
+	return st.Title.Render(rk.Result.Candidate.Name()) + "  " + st.Muted.Render(fmt.Sprintf("%s · %s", rank, rk.Result.Source))
 }
 
 // detailLines are the details pane's lines, w wide: the candidate under

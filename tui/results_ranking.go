@@ -8,7 +8,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"cgtune/engine"
-	"cgtune/presets"
 	"cgtune/search"
 )
 
@@ -30,7 +29,7 @@ func (s *resultsScreen) reasonLines(w int) []string {
 func (s *resultsScreen) rankingWidth() int {
 	longest := 0
 	for _, rk := range s.ranking() {
-		longest = max(longest, ansi.StringWidth(candName(rk.Result.Candidate)))
+		longest = max(longest, ansi.StringWidth(rk.Result.Candidate.Name()))
 	}
 	return longest + 2 + 2 + 7 + 6 + 7 + 9 + 6 + 4 + 3 + 2*8
 }
@@ -86,7 +85,7 @@ type rankingCols struct {
 func (s *resultsScreen) rankingColumns(w int, r []search.Ranked) rankingCols {
 	longest := len("CANDIDATE")
 	for _, rk := range r {
-		name := candName(rk.Result.Candidate)
+		name := rk.Result.Candidate.Name()
 		if rk.Derived {
 			name = "≈ " + name
 		}
@@ -157,7 +156,7 @@ func (c rankingCols) row(all ...string) string {
 // column: one line, or broken after a comma or a space over as many as
 // it takes, so that it is never cut.
 func (c rankingCols) nameLines(rk search.Ranked) []string {
-	name := candName(rk.Result.Candidate)
+	name := rk.Result.Candidate.Name()
 	if rk.Derived {
 		name = "≈ " + name
 	}
@@ -361,12 +360,4 @@ func memoryText(r engine.Result) string {
 		s += fmt.Sprintf(" · device peak %d MiB", m.DevicePeakMiB)
 	}
 	return s
-}
-
-// candName is the label with the warm-up, which only matters when graphed.
-func candName(c presets.Candidate) string {
-	if !c.Graphed() {
-		return c.Label()
-	}
-	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
 }

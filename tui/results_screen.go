@@ -219,9 +219,9 @@ func winsText(d *search.DoneEvent) string {
 	case w == nil:
 		return "no winner"
 	case d.Reference.Won(w):
-		return candName(w.Result.Candidate) + " wins: " + d.Reference.Keep()
+		return w.Result.Candidate.Name() + " wins: " + d.Reference.Keep()
 	}
-	return candName(d.Winner.Result.Candidate) + " wins"
+	return d.Winner.Result.Candidate.Name() + " wins"
 }
 
 // shownCandidate is the candidate whose overrides are shown: the one under

@@ -139,7 +139,7 @@ func (s *runScreen) onEvent(msg eventMsg) (tea.Cmd, handoff) {
 	case search.ResultEvent:
 		r.onResult(ev, now)
 		if res := ev.Result; res.Failed() {
-			s.setStatus("%s failed on GPU %d (%s)", res.Candidate.Label(), ev.GPU, res.ErrKind)
+			s.setStatus("%s failed on GPU %d (%s)", res.Candidate.Name(), ev.GPU, res.ErrKind)
 		}
 	case search.MemoryEvent:
 		r.mem[ev.GPU] = ev
@@ -332,7 +332,7 @@ func (s *runScreen) lastResultLines(w int) []string {
 	}
 	res := r.last
 	kv := func(k, v string) string { return truncate(st.Label.Render(padRight(k, 9))+st.Value.Render(v), w) }
-	lines := []string{st.Title.Render("Last result") + "  " + st.Muted.Render(fmt.Sprintf("%s · %s", candName(res.Candidate), res.Source))}
+	lines := []string{st.Title.Render("Last result") + "  " + st.Muted.Render(fmt.Sprintf("%s · %s", res.Candidate.Name(), res.Source))}
 	if res.Failed() {
 		lines = append(lines, st.Err.Render(truncate(string(res.ErrKind)+": "+res.Err, w)))
 		return lines
@@ -571,7 +571,7 @@ func (s *runScreen) estimatedMemoryLines(w int, labelled bool) []string {
 		return []string{label + st.Faint.Render("estimated: waiting for the first estimate")}
 	}
 	need, total, what := jobMemory(*r.lastOK, jobGPUMiB(r.req))
-	text := fmt.Sprintf(" %s/%s GiB %s · %s · estimated", fmtGiB(need), fmtGiB(total), what, candName(r.lastOK.Candidate))
+	text := fmt.Sprintf(" %s/%s GiB %s · %s · estimated", fmtGiB(need), fmtGiB(total), what, r.lastOK.Candidate.Name())
 	frac := 0.0
 	if total > 0 {
 		frac = float64(need) / float64(total)

@@ -133,7 +133,7 @@ func measuredSteps(s []engine.StepSample) int {
 func (r *runState) runningOn(g int) string {
 	for _, row := range r.rows {
 		if row.state == stRunning && row.gpu == g {
-			return " · ▶ " + row.cand.Label()
+			return " · ▶ " + row.cand.Name()
 		}
 	}
 	return ""

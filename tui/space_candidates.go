@@ -75,10 +75,10 @@ func (s *spaceScreen) cursorDetail(w, n int) []string {
 		detail = append(detail, strings.Split(wrap(alsoText(p)+" ("+strings.Join(p.Why, "; ")+")", w-2), "\n")...)
 	}
 	if p.Valid() && p.Estimate != nil && p.Estimate.Failed() {
-		detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: the estimate fails (%s): %s", p.Candidate.Label(), p.Estimate.ErrKind, p.Estimate.Err), w-2), "\n")...)
+		detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: the estimate fails (%s): %s", p.Candidate.Name(), p.Estimate.ErrKind, p.Estimate.Err), w-2), "\n")...)
 	} else if p.Valid() && p.Estimate != nil {
 		detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: estimate %s ms/step, %s eager; capture %s ms; %d graphs",
-			p.Candidate.Label(), fmtMs(p.Estimate.Step.Median), fmtMs(p.Estimate.Eager.Median), fmtMs(p.Estimate.CaptureMs), p.Estimate.Graphs), w-2), "\n")...)
+			p.Candidate.Name(), fmtMs(p.Estimate.Step.Median), fmtMs(p.Estimate.Eager.Median), fmtMs(p.Estimate.CaptureMs), p.Estimate.Graphs), w-2), "\n")...)
 	}
 	return detail[:min(len(detail), n)]
 }
@@ -254,7 +254,7 @@ func alsoText(p search.Planned) string {
 	}
 	names := make([]string, len(p.Also))
 	for i, a := range p.Also {
-		names[i] = candName(a)
+		names[i] = a.Name()
 	}
 	return "also: " + strings.Join(names, ", ")
 }

@@ -148,10 +148,10 @@ func (c *spaceChoice) toggleRows() []toggleRow {
 	var rows []toggleRow
 	impl := toggleRow{label: "Impls"}
 	for i, im := range presets.Impls {
-		impl.items = append(impl.items, toggleItem{name: im, on: &c.impls[i]})
+		impl.items = append(impl.items, toggleItem{name: presets.ImplName(im), on: &c.impls[i]})
 	}
 	scope := toggleRow{label: "Scopes"}
-	scope.items = append(scope.items, toggleItem{name: "whole layer", on: &c.whole, scope: true})
+	scope.items = append(scope.items, toggleItem{name: presets.WholeLayerName, on: &c.whole, scope: true})
 	for i, sc := range presets.Scopes {
 		scope.items = append(scope.items, toggleItem{name: sc, on: &c.scopes[i], scope: true})
 	}

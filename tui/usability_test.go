@@ -55,11 +55,11 @@ func firstOfKind(t *testing.T, m *App, willFail bool) int {
 func lineOf(t *testing.T, m *App, c presets.Candidate) string {
 	t.Helper()
 	for _, l := range strings.Split(view(m), "\n") {
-		if strings.Contains(ansi.Strip(l), " "+candName(c)+" ") {
+		if strings.Contains(ansi.Strip(l), " "+c.Name()+" ") {
 			return l
 		}
 	}
-	t.Fatalf("no row of %s in:\n%s", candName(c), view(m))
+	t.Fatalf("no row of %s in:\n%s", c.Name(), view(m))
 	return ""
 }
 

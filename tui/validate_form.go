@@ -319,7 +319,7 @@ func skipGroups(skipped []search.Skipped) []string {
 		if _, ok := names[sk.Why]; !ok {
 			whys = append(whys, sk.Why)
 		}
-		names[sk.Why] = append(names[sk.Why], candName(sk.Candidate))
+		names[sk.Why] = append(names[sk.Why], sk.Candidate.Name())
 	}
 	out := make([]string, len(whys))
 	for i, why := range whys {
@@ -332,7 +332,7 @@ func skipGroups(skipped []search.Skipped) []string {
 func planText(p ValidationPlan) string {
 	var names []string
 	for _, t := range p.Targets {
-		n := candName(t.Candidate)
+		n := t.Candidate.Name()
 		if !t.Candidate.Graphed() {
 			n = "eager"
 		}

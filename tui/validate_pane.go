@@ -198,7 +198,7 @@ func (p *validationPane) onStarted(msg validateStartedMsg) tea.Cmd {
 	if !p.cancelling {
 		skipped := ""
 		for _, sk := range msg.v.Skipped {
-			skipped += fmt.Sprintf("; skipped %s: %s", candName(sk.Candidate), sk.Why)
+			skipped += fmt.Sprintf("; skipped %s: %s", sk.Candidate.Name(), sk.Why)
 		}
 		p.setStatus("%d jobs through the %s launcher; esc cancels them%s", len(p.targets), p.req.Launcher, skipped)
 	}
@@ -525,12 +525,12 @@ func (p *validationPane) promptLine(w int) string {
 	}
 	if p.outcome != nil {
 		if win := p.outcome.Winner(); win != nil {
-			line := fmt.Sprintf("★ on the real job: %s: %s ms/iteration", candName(win.Candidate), fmtMs(win.Real.Step.Median))
+			line := fmt.Sprintf("★ on the real job: %s: %s ms/iteration", win.Candidate.Name(), fmtMs(win.Real.Step.Median))
 			if win.RealSpeedup > 0 {
 				line += fmt.Sprintf(", %s eager", fmtSpeedup(win.RealSpeedup))
 			}
 			if ansi.StringWidth(line) > w {
-				line = fmt.Sprintf("★ real job: %s %s ms/iter", candName(win.Candidate), fmtMs(win.Real.Step.Median))
+				line = fmt.Sprintf("★ real job: %s %s ms/iter", win.Candidate.Name(), fmtMs(win.Real.Step.Median))
 				if win.RealSpeedup > 0 {
 					line += fmt.Sprintf(", %s eager", fmtSpeedup(win.RealSpeedup))
 				}

@@ -296,7 +296,7 @@ func fmtSpeedup(x float64) string {
 func nameWidth(cands []presets.Candidate, most int) int {
 	w := len("CANDIDATE")
 	for _, c := range cands {
-		w = max(w, ansi.StringWidth(candName(c)))
+		w = max(w, ansi.StringWidth(c.Name()))
 	}
 	return max(min(w, most), 16)
 }
@@ -304,7 +304,7 @@ func nameWidth(cands []presets.Candidate, most int) int {
 // nameCell is a candidate's name cut to w cells without losing its
 // warm-up: the label gives way, " w3" stays.
 func nameCell(c presets.Candidate, w int) string {
-	name := candName(c)
+	name := c.Name()
 	if ansi.StringWidth(name) <= w || !c.Graphed() {
 		return truncate(name, w)
 	}

@@ -158,7 +158,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 		if m.Source != engine.SourceFramework {
 			// The megatron engine handed it to its fallback (TE without
 			// TE): an emulation, nothing to compare the emulations with.
-			handedOn = append(handedOn, m.Candidate.Label()+fmt.Sprintf(" w%d", m.Candidate.Warmup))
+			handedOn = append(handedOn, m.Candidate.Name())
 			continue
 		}
 		r := Row{Candidate: m.Candidate, Megatron: m}
@@ -300,7 +300,7 @@ func ranking(rows []Row, pick func(Row) *engine.Result) []search.Ranked {
 // the comparison by noise.
 func winnerOf(ranked []search.Ranked) string {
 	if w := search.Winner(ranked); w != nil {
-		return w.Result.Candidate.Key()
+		return w.Result.Candidate.Name()
 	}
 	return "-"
 }
@@ -320,7 +320,7 @@ func tiedWithWinner(ranked []search.Ranked) (map[string]bool, float64) {
 	}
 	for _, r := range ranked {
 		if r.Tie == w.Tie {
-			tied[r.Result.Candidate.Key()] = true
+			tied[r.Result.Candidate.Name()] = true
 		}
 	}
 	return tied, w.TieBandMs
@@ -395,7 +395,7 @@ func table(out io.Writer, rows []Row) bool {
 			ms += "\t-\t-"
 		}
 		est := r.Estimate
-		fmt.Fprintf(tw, "%s\t%s\t|\t%s\t|\t%s\t\n", r.Candidate.Label()+fmt.Sprintf(" w%d", r.Candidate.Warmup), ms, cell(r.CUDA, m), cell(&est, m))
+		fmt.Fprintf(tw, "%s\t%s\t|\t%s\t|\t%s\t\n", r.Candidate.Name(), ms, cell(r.CUDA, m), cell(&est, m))
 	}
 	tw.Flush()
 	megatron := ranking(rows, func(r Row) *engine.Result { return &r.Megatron })
@@ -418,7 +418,7 @@ func table(out io.Writer, rows []Row) bool {
 	var failed []string
 	for _, r := range rows {
 		if r.Megatron.Failed() {
-			failed = append(failed, r.Candidate.Label()+fmt.Sprintf(" w%d", r.Candidate.Warmup))
+			failed = append(failed, r.Candidate.Name())
 		}
 	}
 	if len(failed) > 0 {

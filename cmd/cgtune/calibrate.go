@@ -363,7 +363,7 @@ func printCalibration(w io.Writer, c stepmodel.Calibration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "LOG/JOB\tCANDIDATE\tREAL MS\tPREDICTED MS (scale 1)\tCALIBRATED MS (scale %.3g)\n", c.HostScale)
 	for _, p := range c.Points {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\n", p.Job, candLabel(p.Candidate), p.RealMs, p.PredictedMs, p.FittedMs)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\n", p.Job, p.Candidate.Name(), p.RealMs, p.PredictedMs, p.FittedMs)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "host-cost scale %.3g for %s, layout %s\n", c.HostScale, c.Model, c.Layout)

@@ -20,21 +20,29 @@ const defaultCheckMBridge = presets.DefaultMBridge
 type harnessFlags struct {
 	impl, scope string
 	warmup      int
+	name        string // --candidate: a candidate as cgtune names it
 }
 
 func (h *harnessFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&h.impl, "impl", "", "cuda_graph_impl as the perf harness takes it: "+strings.Join(presets.Impls, ", "))
-	cmd.Flags().StringVar(&h.scope, "scope", "", "comma-separated scopes: "+strings.Join(presets.Scopes, ", "))
+	cmd.Flags().StringVar(&h.impl, "impl", "", "cuda_graph_impl: "+strings.Join(presets.InputImpls(), ", ")+" (te is transformer_engine; full_iteration is local with scope full_iteration)")
+	cmd.Flags().StringVar(&h.scope, "scope", "", "comma-separated scopes: "+strings.Join(presets.Scopes, ", ")+"; or "+presets.WholeLayerName)
 	cmd.Flags().IntVar(&h.warmup, "warmup", presets.DefaultWarmup, "cuda_graph_warmup_steps")
+	cmd.Flags().StringVar(&h.name, "candidate", "", `a candidate as cgtune prints it, quoted: "te attn,moe_router w2", "full_iteration w3", "none" (instead of --impl, --scope and --warmup)`)
 }
 
-// candidate is the flags as a candidate; Scopes stays nil when --scope was
-// not given, which the harness reads as "keep the recipe's scope".
+// candidate is the flags as a candidate, the names cgtune prints (te,
+// whole-layer, full_iteration) read as the harness's values; Scopes stays
+// nil when --scope was not given, which the harness reads as "keep the
+// recipe's scope".
 func (h *harnessFlags) candidate(cmd *cobra.Command) (presets.Candidate, error) {
+	if cmd.Flags().Changed("candidate") {
+		return h.named(cmd)
+	}
 	c := presets.Candidate{Impl: h.impl, Warmup: h.warmup}
 	if cmd.Flags().Changed("scope") {
 		c.Scopes = strings.Split(h.scope, ",")
 	}
+	c = presets.ResolveNames(c)
 	if h.warmup < 0 {
 		return c, fail(exitBadInput, "--warmup %d: must be >= 0", h.warmup)
 	}
@@ -44,8 +52,23 @@ func (h *harnessFlags) candidate(cmd *cobra.Command) (presets.Candidate, error) 
 	return c, nil
 }
 
+// named is --candidate read as every output names a candidate
+// (presets.ParseName); it stands alone.
+func (h *harnessFlags) named(cmd *cobra.Command) (presets.Candidate, error) {
+	for _, f := range []string{"impl", "scope", "warmup"} {
+		if cmd.Flags().Changed(f) {
+			return presets.Candidate{}, fail(exitBadInput, "give --candidate or --%s, not both: the name holds the impl, scopes and warm-up", f)
+		}
+	}
+	c, err := presets.ParseName(h.name)
+	if err != nil {
+		return c, fail(exitBadInput, "--candidate: %v", err)
+	}
+	return c, nil
+}
+
 func (h *harnessFlags) given(cmd *cobra.Command) bool {
-	return cmd.Flags().Changed("impl") || cmd.Flags().Changed("scope") || cmd.Flags().Changed("warmup")
+	return cmd.Flags().Changed("impl") || cmd.Flags().Changed("scope") || cmd.Flags().Changed("warmup") || cmd.Flags().Changed("candidate")
 }
 
 // harnessInputError turns the perf harness's argparse rejections (an
@@ -115,7 +138,7 @@ func (h *harnessFlags) check(cmd *cobra.Command, cfg *recipe.Recipe, mb string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if !cmd.Flags().Changed("warmup") {
+	if !cmd.Flags().Changed("warmup") && !cmd.Flags().Changed("candidate") {
 		// No flag: the recipe's value (file or --set) stays.
 		v, _ := cfg.Get("model.cuda_graph_warmup_steps")
 		c.Warmup = v.Int
@@ -136,7 +159,7 @@ func newCheckCmd() *cobra.Command {
 	var sets []string
 	var h harnessFlags
 	cmd := &cobra.Command{
-		Use:   "check (--model M | --preset NAME|FILE) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N] [--set k=v ...] [--mbridge V] [--gpu-type G] [--launcher mb|mlm]",
+		Use:   "check (--model M | --preset NAME|FILE) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N | --candidate NAME] [--set k=v ...] [--mbridge V] [--gpu-type G] [--launcher mb|mlm]",
 		Short: "Check a recipe's CUDA-graph settings against Megatron-Bridge's rules",
 		Long: `check builds the recipe of a model (its default layout on --gpu-type) as the given
 Megatron-Bridge release starts from, applies OVERRIDES.yaml (nested model:, rng:,

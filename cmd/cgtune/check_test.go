@@ -69,8 +69,8 @@ func TestCheckBadInput(t *testing.T) {
 		{[]string{"check", "--model", "nope"}, `unknown model "nope"`},
 		{[]string{"check"}, "give --model M or --preset NAME|FILE"},
 		{[]string{"check", "--model", "llama3_8b", "--preset", "x.yaml"}, "give --model or --preset, not both"},
-		{[]string{"check", "--model", "llama3_8b", "--impl", "full_iteration"},
-			"cgtune: PERF-01: argument --cuda_graph_impl: invalid is_cuda_graph_impl_valid value: 'full_iteration' (the harness takes none, local, transformer_engine; a full-iteration graph is --cuda_graph_impl local --cuda_graph_scope full_iteration)"},
+		{[]string{"check", "--model", "llama3_8b", "--impl", "full"},
+			"cgtune: PERF-01: argument --cuda_graph_impl: invalid is_cuda_graph_impl_valid value: 'full' (the harness takes none, local, transformer_engine; a full-iteration graph is --cuda_graph_impl local --cuda_graph_scope full_iteration)"},
 		{[]string{"check", "--model", "llama3_8b", "--impl", "transformer_engine", "--scope", "attn,mlpp"},
 			"cgtune: PERF-02: argument --cuda_graph_scope: invalid is_cuda_graph_scope_valid value: 'attn,mlpp' (the harness takes a comma-separated list of"},
 		{[]string{"check", "--model", "llama3_8b", "--set", "model.xyz=1"}, "cgtune: --set model.xyz=1: unknown field model.xyz"},
@@ -82,6 +82,9 @@ func TestCheckBadInput(t *testing.T) {
 		{[]string{"check", "--model", "gpt_oss_20b", "--gpu-type", "h100"}, `model gpt_oss_20b has no layout for gpu "h100"`},
 		{[]string{"check", "--model", "llama3_8b", "--warmup", "-1"}, "--warmup -1: must be >= 0"},
 		{[]string{"check", "--model", "llama3_8b", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
+		{[]string{"check", "--model", "llama3_8b", "--candidate", "te attn w3", "--impl", "te"}, "give --candidate or --impl, not both"},
+		{[]string{"check", "--model", "llama3_8b", "--candidate", "te atn w3"}, `--candidate: candidate "te atn w3": want a name as cgtune prints it`},
+		{[]string{"emit", "--candidate", "te attn w3", "--warmup", "2"}, "give --candidate or --warmup, not both"},
 	}
 	for _, tc := range cases {
 		t.Run(argsName(tc.args), func(t *testing.T) {

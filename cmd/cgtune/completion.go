@@ -110,7 +110,7 @@ func flagValues() (map[string]completer, map[string]map[string]completer) {
 		"estimate-gpu":   fixed(stepmodel.SpecNames()...),
 		"format":         fixed(recipe.Formats...),
 		"command-format": overrideFormats,
-		"impl":           fixed(presets.Impls...),
+		"impl":           fixed(presets.InputImpls()...),
 		"impls":          listOf(presets.Impls, ","),
 		"scope":          listOf(presets.Scopes, ","),
 		"scopes":         listOf(presets.Scopes, ",;"),

@@ -20,7 +20,7 @@ func newEmitCmd() *cobra.Command {
 	var force bool
 	var h harnessFlags
 	cmd := &cobra.Command{
-		Use:   "emit --impl I [--scope a,b] [--warmup N] [--format F] [--mbridge V] [--model M [--gpu-type G] [--set k=v ...]] [-o FILE] [--force]",
+		Use:   "emit (--impl I [--scope a,b] [--warmup N] | --candidate NAME) [--format F] [--mbridge V] [--model M [--gpu-type G] [--set k=v ...]] [-o FILE] [--force]",
 		Short: "Print the recipe overrides for one CUDA-graph configuration",
 		Long: `emit prints the Megatron-Bridge recipe overrides for a CUDA-graph configuration,
 with the companion settings it needs (TE RNG tracker; NaN checks off for a
@@ -41,8 +41,8 @@ nothing: a --scope given with it is dropped, with a note on stderr (MB clears
 the scope of impl none itself).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("impl") {
-				return fail(exitBadInput, "emit needs --impl (%s)", strings.Join(presets.Impls, ", "))
+			if !cmd.Flags().Changed("impl") && !cmd.Flags().Changed("candidate") {
+				return fail(exitBadInput, "emit needs --impl (%s) or --candidate NAME", strings.Join(presets.InputImpls(), ", "))
 			}
 			if !slices.Contains(recipe.Formats, format) {
 				return fail(exitBadInput, "unknown format %q (allowed: %s)", format, strings.Join(recipe.Formats, ", "))

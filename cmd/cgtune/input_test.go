@@ -141,7 +141,7 @@ func TestValidateChecksJournalCandidates(t *testing.T) {
 		l["result"].(map[string]any)["candidate"] = map[string]any{"impl": "banana", "scopes": []string{"attn"}, "warmup": 3}
 	})
 	code, out, errb := cgtune(t, "validate", run, "--launcher", "local", "--dry-run", "--command", fakeJobCommand(t))
-	want := filepath.Join(run, search.JournalFile) + `: line 2 is unreadable (line 2: candidate banana/attn/w3: field "impl": unknown impl "banana"`
+	want := filepath.Join(run, search.JournalFile) + `: line 2 is unreadable (line 2: candidate banana attn w3: field "impl": unknown impl "banana"`
 	if code != exitBadInput || !strings.Contains(errb, want) || strings.Contains(out, "banana") {
 		t.Errorf("exit %d, stderr %q, stdout %q", code, errb, out)
 	}

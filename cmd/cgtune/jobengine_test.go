@@ -33,14 +33,14 @@ func TestHeadlessOnTheJobEngine(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errb)
 	}
-	if !strings.Contains(out, "winner: local full_iteration w3: 22.30 ms/step") || !strings.Contains(out, "[job]") {
+	if !strings.Contains(out, "winner: full_iteration w3: 22.30 ms/step") || !strings.Contains(out, "[job]") {
 		t.Fatalf("ranking:\n%s", out)
 	}
 	if _, err := os.Stat(filepath.Join(runDir, "jobs", "cgtune-none")); err != nil {
 		t.Fatalf("the jobs are not in the run folder: %v", err)
 	}
 	code, out, errb = cgtune(t, "--headless", "--resume", runDir)
-	if code != 0 || !strings.Contains(errb, "done: 0 runs now, 2 runs read back from the journal (2 in all)") || !strings.Contains(out, "winner: local full_iteration w3") {
+	if code != 0 || !strings.Contains(errb, "done: 0 runs now, 2 runs read back from the journal (2 in all)") || !strings.Contains(out, "winner: full_iteration w3") {
 		t.Fatalf("resume: exit %d\n%s%s", code, out, errb)
 	}
 }

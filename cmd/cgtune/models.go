@@ -49,10 +49,7 @@ func recipeOf(source string) (file, function string) {
 
 // graphText is a shipped CUDA-graph setting for a table cell.
 func graphText(c presets.Candidate) string {
-	if !c.Graphed() {
-		return "none"
-	}
-	return fmt.Sprintf("%s (warm-up %d)", c.Label(), c.Warmup)
+	return c.Name()
 }
 
 func layoutRow(m presets.Model, gpu string) modelLayoutJSON {

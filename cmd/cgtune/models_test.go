@@ -85,7 +85,7 @@ func TestModelsShowRecipeAndShippedGraph(t *testing.T) {
 	}
 	// Two rows read off MB HEAD's perf recipes.
 	_, out, _ := runCmd(t, "models", "--gpu-type", "b200")
-	for _, want := range []string{`\nllama3_8b .* local full_iteration \(warm-up 3\) +llama3_8b_pretrain_8gpu_b200_bf16_config\n`,
+	for _, want := range []string{`\nllama3_8b .* full_iteration w3 +llama3_8b_pretrain_8gpu_b200_bf16_config\n`,
 		`\nqwen3_235b_a22b .* none +qwen3_235b_a22b_pretrain_64gpu_b200_bf16_config\n`} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("b200 table does not match %q:\n%s", want, out)

@@ -181,7 +181,7 @@ func presetParseScopeSets(s string) [][]string {
 				set = append(set, sc)
 			}
 		}
-		sets = append(sets, set)
+		sets = append(sets, presets.ParseScopes(set))
 	}
 	return sets
 }
@@ -231,6 +231,9 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 				gpu = gpus[0]
 			}
 			sets := presetParseScopeSets(scopes)
+			for i, im := range impls {
+				impls[i] = presets.ParseImpl(im)
+			}
 			if err := presetCheckScopes(sets); err != nil {
 				return err
 			}
@@ -271,8 +274,8 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 	f := cmd.Flags()
 	f.StringVar(&model, "model", "", "built-in model ("+strings.Join(presets.BuiltinModelNames(), ", ")+")")
 	f.StringVar(&gpu, "gpu-type", "", gpuTypeUsage("GPU type whose default layout to use (default: the model's first)"))
-	f.StringSliceVar(&impls, "impls", presets.DefaultSpace().Impls, "implementations to try ("+strings.Join(presets.Impls, ", ")+")")
-	f.StringVar(&scopes, "scopes", "", `scope sets to try, ';' between sets, ',' within one, e.g. "attn,moe_router;attn"; an empty set is the whole layer (default: every subset)`)
+	f.StringSliceVar(&impls, "impls", presets.DefaultSpace().Impls, "implementations to try ("+strings.Join(presets.Impls, ", ")+"; te is transformer_engine)")
+	f.StringVar(&scopes, "scopes", "", `scope sets to try, ';' between sets, ',' within one, e.g. "attn,moe_router;attn"; an empty set (or whole-layer) is the whole layer (default: every subset)`)
 	f.StringVar(&warmups, "warmups", joinInts(presets.DefaultWarmups()), "warm-up step counts to try, e.g. 1,2,3")
 	f.StringVar(&mbridge, "mbridge", presets.DefaultMBridge, "Megatron-Bridge version ("+strings.Join(presets.MBridgeVersions, ", ")+")")
 	f.StringVar(&description, "description", "", "one line saying what the preset is for")

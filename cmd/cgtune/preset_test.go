@@ -172,12 +172,12 @@ func TestPresetBadInput(t *testing.T) {
 	user := presetEnv(t, "")
 	os.MkdirAll(user, 0o755)
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	os.WriteFile(bad, []byte("version: 1\nname: x\nmodel: qwen3_30b_a3b\ngpu: b200\nspace:\n  impls: [te]\n  warmups: [3]\nmbridge: \"0.6\"\n"), 0o644)
+	os.WriteFile(bad, []byte("version: 1\nname: x\nmodel: qwen3_30b_a3b\ngpu: b200\nspace:\n  impls: [tee]\n  warmups: [3]\nmbridge: \"0.6\"\n"), 0o644)
 	for _, tc := range []struct {
 		args []string
 		want []string
 	}{
-		{[]string{"preset", "import", bad}, []string{bad + ":6:", `unknown impl "te"`, "allowed: none, local, transformer_engine"}},
+		{[]string{"preset", "import", bad}, []string{bad + ":6:", `unknown impl "tee"`, "allowed: none, local, transformer_engine"}},
 		{[]string{"preset", "save", "x"}, []string{"--model is required", "llama3_8b"}},
 		{[]string{"preset", "save", "x", "--model", "gpt4"}, []string{`unknown model "gpt4"`}},
 		{[]string{"preset", "save", "x", "--model", "gpt_oss_20b", "--gpu-type", "h100"}, []string{`no layout for gpu "h100"`, "b300, gb200, gb300"}},

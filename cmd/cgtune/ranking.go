@@ -37,7 +37,7 @@ func aliasText(plan []search.Planned, c presets.Candidate) string {
 		}
 		names := make([]string, len(p.Also))
 		for i, a := range p.Also {
-			names[i] = candLabel(a)
+			names[i] = a.Name()
 		}
 		return "also: " + strings.Join(names, ", ")
 	}
@@ -63,7 +63,7 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 	for _, r := range d.Ranking {
 		res := r.Result
 		if res.Failed() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash, candLabel(res.Candidate), dash, dash, dash, dash, dash, dash, dash, dash, dash,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash, res.Candidate.Name(), dash, dash, dash, dash, dash, dash, dash, dash, dash,
 				res.Source, joinParts(referenceMark(d, res.Candidate), fmt.Sprintf("failed (%s): %s", res.ErrKind, res.Err), aliasText(plan, res.Candidate)))
 			continue
 		}
@@ -75,7 +75,7 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 		if r.Tie > 0 {
 			tie = fmt.Sprint(r.Tie)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%s\t%s\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\n", r.Rank, candLabel(res.Candidate),
+		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%s\t%s\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\n", r.Rank, res.Candidate.Name(),
 			res.Step.Median, spreadText(res), speedupText(res.Speedup, "×"), vsText(r.VsReference), res.CaptureMs, res.Memory.JobGraphMiB(),
 			r.JobMs/1000, fits, tie, res.Source, joinParts(referenceMark(d, res.Candidate), r.Note, aliasText(plan, res.Candidate)))
 	}
@@ -99,7 +99,7 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 		case d.Err != "":
 			partial = " (so far: the search stopped on an error)"
 		}
-		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %s eager, graphs %d MiB [%s]\n", partial, candLabel(r.Candidate), r.Step.Median, speedupText(r.Speedup, "×"), r.Memory.JobGraphMiB(), r.Source)
+		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %s eager, graphs %d MiB [%s]\n", partial, r.Candidate.Name(), r.Step.Median, speedupText(r.Speedup, "×"), r.Memory.JobGraphMiB(), r.Source)
 	}
 	fmt.Fprintln(w, "why: "+search.Reason(d.Ranking, opts))
 	if line := d.Reference.Describe(d.Winner); line != "" {
@@ -107,7 +107,7 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 	}
 	if e := search.BestEmulated(d.Ranking); e != nil && d.Winner != nil && e.Result.Candidate.Key() != d.Winner.Result.Candidate.Key() {
 		fmt.Fprintf(w, "emulated: %s ranks above the winner (%.3f× eager, predicted by the %s engine: %s); the overrides are the framework-measured winner's (--winner-emulated emits it instead)\n",
-			candLabel(e.Result.Candidate), e.Result.Speedup, e.Result.Source, e.Result.Delegated)
+			e.Result.Candidate.Name(), e.Result.Speedup, e.Result.Source, e.Result.Delegated)
 	}
 }
 
@@ -158,7 +158,7 @@ func tieGroups(rs []search.Ranked) []string {
 		}
 		lead, _ := search.TieLeader(rs, t)
 		out = append(out, fmt.Sprintf("tie %d: ranks %d–%d are within ±%.2f ms of the fastest of them, %s (%.2f ms/step)",
-			t, rs[i].Rank, rs[j-1].Rank, rs[i].TieBandMs, candLabel(lead.Result.Candidate), lead.Result.Step.Median))
+			t, rs[i].Rank, rs[j-1].Rank, rs[i].TieBandMs, lead.Result.Candidate.Name(), lead.Result.Step.Median))
 		i = j
 	}
 	if len(out) > 0 {

@@ -15,7 +15,7 @@ import (
 // (llama3_8b h100).
 func TestHeadlessShowsTheRecipesSetting(t *testing.T) {
 	for _, tc := range []struct{ model, gpu, ships string }{
-		{"llama3_8b", "b200", "local full_iteration w3"},
+		{"llama3_8b", "b200", "full_iteration w3"},
 		{"qwen3_30b_a3b", "gb200", "te attn,moe_router,moe_preprocess w3"},
 		{"llama3_8b", "h100", "none"},
 	} {

@@ -782,7 +782,7 @@ func (p *progress) event(e search.Event) {
 		if x.Resumed {
 			from = " (from the journal)"
 		}
-		fmt.Fprintf(p.w, "[%d/%d] round %d GPU %d %s: %s [%s]%s, ETA %s\n", x.Done, x.Total, x.Round, x.GPU, candLabel(r.Candidate), what, r.Source, from, x.ETA)
+		fmt.Fprintf(p.w, "[%d/%d] round %d GPU %d %s: %s [%s]%s, ETA %s\n", x.Done, x.Total, x.Round, x.GPU, r.Candidate.Name(), what, r.Source, from, x.ETA)
 	case search.WorkerEvent:
 		fmt.Fprintf(p.w, "GPU %d: %s\n", x.GPU, x.Message)
 	case search.PrepareEvent:
@@ -814,11 +814,4 @@ func rejectedText(counts map[string]int) string {
 		return ""
 	}
 	return ": " + strings.Join(parts, ", ")
-}
-
-func candLabel(c presets.Candidate) string {
-	if !c.Graphed() {
-		return c.Label()
-	}
-	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
 }

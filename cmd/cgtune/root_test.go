@@ -390,7 +390,7 @@ func TestRunPredictedFailuresFlag(t *testing.T) {
 	args := []string{"--headless", "--model", "qwen3_30b_a3b", "--engine", "estimate", "--strategy", "exhaustive", "--run-dir", dir}
 	_, plain, _ := cgtune(t, args...)
 	code, out, errb := cgtune(t, append(args[:len(args)-2], "--run-dir", dir+"2", "--run-predicted-failures")...)
-	if code != exitOK || strings.Contains(plain, "local full_iteration") || !strings.Contains(out, "failed (capture)") {
+	if code != exitOK || strings.Contains(plain, "full_iteration w") || !strings.Contains(out, "failed (capture)") {
 		t.Fatalf("exit %d\n%s\n%s\nwithout the flag:\n%s", code, out, errb, plain)
 	}
 	data, err := os.ReadFile(filepath.Join(dir+"2", "run.json"))

@@ -200,7 +200,7 @@ func printRun(w io.Writer, r search.RunInfo, name string) {
 	// The journal holds the runs; the search's own output adds the
 	// warm-ups derived from them and its tie rule with the recipe.
 	if w0 := r.Winner; w0 != nil {
-		fmt.Fprintf(w, "best run: %s, %.2f ms/step, %.3f× eager (%s)\n", candLabel(w0.Result.Candidate), w0.Result.Step.Median, w0.Result.Speedup, w0.Result.Source)
+		fmt.Fprintf(w, "best run: %s, %.2f ms/step, %.3f× eager (%s)\n", w0.Result.Candidate.Name(), w0.Result.Step.Median, w0.Result.Speedup, w0.Result.Source)
 	} else {
 		fmt.Fprintln(w, "best run: none (no result fits the job's GPU memory, or none finished)")
 	}
@@ -220,7 +220,7 @@ func printRun(w io.Writer, r search.RunInfo, name string) {
 		if !rk.Fits {
 			fits = "NO"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rankText(rk), candLabel(res.Candidate), step, speed, fits, res.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rankText(rk), res.Candidate.Name(), step, speed, fits, res.Source)
 	}
 	tw.Flush()
 	switch r.State {

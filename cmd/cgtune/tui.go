@@ -537,7 +537,7 @@ func (b *tuiBackend) Validate(ctx context.Context, req tui.ValidateRequest) (tui
 	for _, t := range v.Targets {
 		if first := job.FirstMeasured(t.Candidate); iters < first {
 			return tui.Validation{}, fmt.Errorf("%s %d: %s is measured from iteration %d; give %d or more",
-				what, iters, t.Candidate.Key(), first, first+4)
+				what, iters, t.Candidate.Name(), first, first+4)
 		}
 	}
 	if v.Launcher, err = setup.JobLauncher(req.Launcher); err != nil {

@@ -177,7 +177,7 @@ func TestTUIBackendPlansValidationAsValidate(t *testing.T) {
 	}
 	var planned []string
 	for _, sk := range plan.Skipped {
-		planned = append(planned, "skipped "+candLabel(sk.Candidate)+": "+sk.Why)
+		planned = append(planned, "skipped "+sk.Candidate.Name()+": "+sk.Why)
 	}
 	if strings.Join(planned, "\n") != strings.Join(printed, "\n") {
 		t.Errorf("the TUI's plan skips\n%s\nvalidate printed\n%s", strings.Join(planned, "\n"), strings.Join(printed, "\n"))

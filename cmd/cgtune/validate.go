@@ -95,7 +95,7 @@ written bare (never inside quotes: each expands to shell-quoted words):
   {yaml_file}         a YAML file of the overrides (for --config-file)
   {iters}             the iterations to run (--iters); without it, cgtune stops
                       each job itself once it has logged --iters iterations
-  {candidate}         the candidate's key, e.g. local/full_iteration/w3
+  {candidate}         the candidate's name, e.g. 'te attn w3' (shell-quoted)
   {job_dir}           the job's own folder in the validation folder
 The job must log every iteration (Megatron-LM --log-interval 1,
 Megatron-Bridge logger.log_interval=1): cgtune reads the "iteration N/ M |
@@ -462,7 +462,7 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	for _, t := range req.Targets {
 		if first := job.FirstMeasured(t.Candidate); f.iters < first {
 			return fail(exitBadInput, "--iters %d: %s is measured from iteration %d; give --iters %d or more",
-				f.iters, t.Candidate.Key(), first, first+4)
+				f.iters, t.Candidate.Name(), first, first+4)
 		}
 	}
 	if req.Launcher, err = f.launcherFor(js); err != nil {
@@ -481,7 +481,7 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 		fmt.Fprintln(stderr, "note: "+h)
 	}
 	for _, sk := range s.req.Skipped {
-		fmt.Fprintf(stderr, "skipped %s: %s\n", candLabel(sk.Candidate), sk.Why)
+		fmt.Fprintf(stderr, "skipped %s: %s\n", sk.Candidate.Name(), sk.Why)
 	}
 	for _, n := range s.req.Notes {
 		fmt.Fprintln(stderr, "note: "+n)
@@ -594,9 +594,9 @@ func (f *validateFlags) printDryRun(w io.Writer, req search.JobValidation) error
 		if err != nil {
 			return fail(exitBadInput, "%v", err)
 		}
-		fmt.Fprintf(w, "# %s\n", t.Candidate.Key())
+		fmt.Fprintf(w, "# %s\n", t.Candidate.Name())
 		if s, ok := req.Launcher.(*job.Slurm); ok {
-			fmt.Fprintln(w, s.Script(job.Request{Name: job.JobName(t.Candidate), Command: cmd, Candidate: t.Candidate.Key()}))
+			fmt.Fprintln(w, s.Script(job.Request{Name: job.JobName(t.Candidate), Command: cmd, Candidate: t.Candidate.Name()}))
 		} else {
 			fmt.Fprintln(w, cmd)
 		}
@@ -654,7 +654,7 @@ func (p *validateProgress) event(ev job.ValidateEvent) {
 		if u.JobID != "" {
 			id = " job " + u.JobID
 		}
-		fmt.Fprintf(p.w, "%s%s: %s\n", candLabel(u.Candidate), id, what)
+		fmt.Fprintf(p.w, "%s%s: %s\n", u.Candidate.Name(), id, what)
 	case job.JobDone:
 		r := x.Result
 		from := ""
@@ -665,7 +665,7 @@ func (p *validateProgress) event(ev job.ValidateEvent) {
 		if r.Failed() {
 			what = fmt.Sprintf("failed (%s): %s", r.ErrKind, r.Err)
 		}
-		fmt.Fprintf(p.w, "[%d/%d] %s: %s%s\n", x.Done, x.Total, candLabel(r.Candidate), what, from)
+		fmt.Fprintf(p.w, "[%d/%d] %s: %s%s\n", x.Done, x.Total, r.Candidate.Name(), what, from)
 	}
 }
 
@@ -694,14 +694,14 @@ func printValidation(w io.Writer, out validateOutput) {
 			rspeed = fmt.Sprintf("%.3fx", r.RealSpeedup)
 		}
 		if res.Failed() {
-			fmt.Fprintf(tw, "-\t%s\t-\t-\t%s\t-\t-\t%s\t-\t%s\tfailed (%s): %s\n", candLabel(r.Candidate), pred, pspeed, jobID, res.ErrKind, res.Err)
+			fmt.Fprintf(tw, "-\t%s\t-\t-\t%s\t-\t-\t%s\t-\t%s\tfailed (%s): %s\n", r.Candidate.Name(), pred, pspeed, jobID, res.ErrKind, res.Err)
 			continue
 		}
 		peak := "-"
 		if res.Memory.ProcessPeakMiB > 0 {
 			peak = fmt.Sprint(res.Memory.ProcessPeakMiB)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f-%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Rank, candLabel(r.Candidate), res.Step.Median,
+		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f-%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Rank, r.Candidate.Name(), res.Step.Median,
 			res.Step.P10, res.Step.P90, pred, perr, rspeed, pspeed, peak, jobID)
 	}
 	tw.Flush()
@@ -709,7 +709,7 @@ func printValidation(w io.Writer, out validateOutput) {
 		fmt.Fprintf(w, "\npredictions: %s; error = (predicted - real) / real\n", src)
 	}
 	if win := v.Winner(); win != nil {
-		fmt.Fprintf(w, "winner on the real job: %s: %.2f ms/iteration", candLabel(win.Candidate), win.Real.Step.Median)
+		fmt.Fprintf(w, "winner on the real job: %s: %.2f ms/iteration", win.Candidate.Name(), win.Real.Step.Median)
 		if win.RealSpeedup > 0 {
 			fmt.Fprintf(w, ", %.3fx eager", win.RealSpeedup)
 		}

@@ -107,11 +107,11 @@ func TestValidateLocalEndToEnd(t *testing.T) {
 	}
 	// The fake job's iteration times: full iteration 22, local whole layer
 	// 30, TE whole layer 32, eager 40 ms.
-	want := []string{"local full_iteration w3", "local whole-layer w3", "te whole-layer w3", "none"}
+	want := []string{"full_iteration w3", "local whole-layer w3", "te whole-layer w3", "none"}
 	if got := tableRows(out); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("rows %q, want %q\n%s", got, want, out)
 	}
-	for _, w := range []string{"PREDICTED MS", "ERROR", "REAL SPEED-UP", "22.30", "1.807x", "winner on the real job: local full_iteration w3",
+	for _, w := range []string{"PREDICTED MS", "ERROR", "REAL SPEED-UP", "22.30", "1.807x", "winner on the real job: full_iteration w3",
 		"predictions: estimated", "calibration: host-cost scale", "saved the validated result as preset"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("stdout lacks %q:\n%s", w, out)
@@ -187,7 +187,7 @@ job:
 	if _, err := os.Stat(marker); err != nil {
 		t.Error("the trusted command did not run")
 	}
-	if got := tableRows(out); len(got) != 2 || got[0] != "local full_iteration w3" {
+	if got := tableRows(out); len(got) != 2 || got[0] != "full_iteration w3" {
 		t.Errorf("rows %q\n%s", got, out)
 	}
 	// A command given on the command line needs no trust.
@@ -241,7 +241,7 @@ func TestValidateDryRunShowsQuotedCommandsAndScripts(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s%s", code, out, errb)
 	}
-	for _, want := range []string{"# local/full_iteration/w3\n#!/bin/bash", "#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n#SBATCH --time=30\n#SBATCH --partition=batch",
+	for _, want := range []string{"# full_iteration w3\n#!/bin/bash", "#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n#SBATCH --time=30\n#SBATCH --partition=batch",
 		"srun python run_recipe.py train.train_iters=30 model.cuda_graph_impl=local 'model.cuda_graph_scope=[full_iteration]'"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
@@ -271,7 +271,7 @@ func TestCalibrateFromLogs(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s%s", code, out, errb)
 	}
-	for _, want := range []string{"REAL MS", "CALIBRATED MS", "none", "local full_iteration w3", "40.30", "22.30", "host-cost scale", "saved to "} {
+	for _, want := range []string{"REAL MS", "CALIBRATED MS", "none", "full_iteration w3", "40.30", "22.30", "host-cost scale", "saved to "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
@@ -424,7 +424,7 @@ func TestValidateSkipsWhatTheFrameworkCannotBuild(t *testing.T) {
 	run := searchRun(t)
 	base := []string{"validate", run, "--launcher", "local", "--command", fakeJobCommand(t), "--dry-run"}
 	code, out, errb := cgtune(t, append(base, "--job-python", fakePython(t, false))...)
-	if code != exitOK || strings.Contains(out, "transformer_engine/") || !strings.Contains(out, "# local/full_iteration/w3") ||
+	if code != exitOK || strings.Contains(out, "# te ") || !strings.Contains(out, "# full_iteration w3") ||
 		!strings.Contains(errb, "skipped te whole-layer w3: a transformer_engine graph needs Transformer Engine: the jobs' Python ") ||
 		!strings.Contains(errb, "ModuleNotFoundError: No module named 'transformer_engine'") {
 		t.Errorf("without TE: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
@@ -432,7 +432,7 @@ func TestValidateSkipsWhatTheFrameworkCannotBuild(t *testing.T) {
 	for _, args := range [][]string{{"--job-python", fakePython(t, true)}, {"--job-te", "yes", "--job-python", fakePython(t, false)}} {
 		t.Run(argsName(args), func(t *testing.T) {
 			code, out, errb = cgtune(t, append(base, args...)...)
-			if code != exitOK || !strings.Contains(out, "# transformer_engine/layer/w3") || strings.Contains(errb, "skipped") {
+			if code != exitOK || !strings.Contains(out, "# te whole-layer w3") || strings.Contains(errb, "skipped") {
 				t.Errorf("%v: exit %d\n%s%s", args, code, out, errb)
 			}
 		})
@@ -441,7 +441,7 @@ func TestValidateSkipsWhatTheFrameworkCannotBuild(t *testing.T) {
 	// iteration (tied, less graph memory): --top 1 skips it, saying why,
 	// and runs the local one in its place.
 	code, out, errb = cgtune(t, append(base, "--job-te", "no", "--top", "1")...)
-	if code != exitOK || strings.Contains(out, "transformer_engine/") || !strings.Contains(out, "# local/full_iteration/w3") ||
+	if code != exitOK || strings.Contains(out, "# te ") || !strings.Contains(out, "# full_iteration w3") ||
 		!strings.Contains(errb, "skipped te whole-layer w3: a transformer_engine graph needs Transformer Engine: --job-te no") {
 		t.Errorf("--job-te no --top 1: exit %d\n%s%s", code, out, errb)
 	}
@@ -501,11 +501,11 @@ mbridge: "0.4"
 	base := []string{"validate", run, "--launcher", "local", "--dry-run", "--job-te", "yes"}
 	code, out, errb = cgtune(t, append(base, "--command", "torchrun pretrain_gpt.py --train-iters {iters} {flags}")...)
 	want := "skipped te attn w3: Megatron-LM's pretrain_gpt.py refuses it: ARG-08: CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0.\n"
-	if code != exitOK || !strings.Contains(errb, want) || strings.Contains(out, "# transformer_engine/attn/") || !strings.Contains(out, "# transformer_engine/moe_router/w3") {
+	if code != exitOK || !strings.Contains(errb, want) || strings.Contains(out, "# te attn") || !strings.Contains(out, "# te moe_router w3") {
 		t.Errorf("pretrain_gpt.py: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
 	}
 	code, out, errb = cgtune(t, append(base, "--command", "python run_recipe.py train.train_iters={iters} {dotlist}")...)
-	if code != exitOK || strings.Contains(errb, "skipped") || !strings.Contains(out, "# transformer_engine/attn/w3") {
+	if code != exitOK || strings.Contains(errb, "skipped") || !strings.Contains(out, "# te attn w3") {
 		t.Errorf("run_recipe.py: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
 	}
 }

@@ -251,7 +251,7 @@ func (f *follower) start(ctx context.Context) error {
 		e.ledger.Add(LedgerEntry{Key: key, Job: open.Job, Done: true, State: StateUnknown})
 	}
 	f.update(Status{State: StateSubmitting}, nil, nil)
-	j, err := e.cfg.Launcher.Submit(ctx, Request{Name: JobName(f.c), Command: cmd, Dir: dir, Candidate: key})
+	j, err := e.cfg.Launcher.Submit(ctx, Request{Name: JobName(f.c), Command: cmd, Dir: dir, Candidate: f.c.Name()})
 	if err != nil {
 		return err
 	}
@@ -266,7 +266,7 @@ func (f *follower) start(ctx context.Context) error {
 
 func (e *Engine) commandFor(c presets.Candidate, dir string, iters int) (string, error) {
 	o := e.cfg.Overrides(c)
-	vals := map[string]string{PhIters: strconv.Itoa(iters), PhCand: Quote(c.Key()), PhJobDir: Quote(dir)}
+	vals := map[string]string{PhIters: strconv.Itoa(iters), PhCand: Quote(c.Name()), PhJobDir: Quote(dir)}
 	return renderCommand(e.cfg.Command, o, dir, vals)
 }
 

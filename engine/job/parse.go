@@ -287,11 +287,26 @@ var (
 	scopeWord  = regexp.MustCompile(`\b(full_iteration|attn|mlp|moe_router|moe_preprocess|moe|mamba)\b`)
 )
 
+// headerCandidate reads the candidate of a log's header line: its name
+// (the default batch script follows it with " job ID on NODES"), or a key
+// as older cgtune wrote it.
+func headerCandidate(rest string) (presets.Candidate, bool) {
+	rest = strings.TrimSpace(rest)
+	if i := strings.Index(rest, " job "); i >= 0 {
+		rest = rest[:i]
+	}
+	if c, err := presets.ParseName(strings.Trim(rest, "'")); err == nil {
+		return c, true
+	}
+	first, _, _ := strings.Cut(rest, " ")
+	c, err := presets.ParseName(first)
+	return c, err == nil
+}
+
 func (d *candidateDetector) line(s string) {
 	s = linePrefix.ReplaceAllString(s, "")
 	if i := strings.Index(s, HeaderPrefix); i >= 0 && d.header == nil {
-		key, _, _ := strings.Cut(strings.TrimSpace(s[i+len(HeaderPrefix):]), " ")
-		if c, err := ParseCandidateKey(key); err == nil {
+		if c, ok := headerCandidate(s[i+len(HeaderPrefix):]); ok {
 			d.header = &c
 		}
 		return
@@ -357,45 +372,9 @@ func (d *candidateDetector) candidate() *presets.Candidate {
 	return &c
 }
 
-// ParseCandidateKey reads a candidate key as Candidate.Key writes it
-// (impl/scopes/wN, "layer" for the whole layer, "-" for none); "none"
-// alone is the eager baseline.
+// ParseCandidateKey reads a candidate as cgtune names it (presets.ParseName:
+// "te whole-layer w3", "full_iteration w3", "none") or keys it in its
+// journals ("transformer_engine/layer/w3").
 func ParseCandidateKey(key string) (presets.Candidate, error) {
-	if key == presets.ImplNone {
-		return presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}, nil
-	}
-	parts := strings.Split(key, "/")
-	if len(parts) != 3 || !strings.HasPrefix(parts[2], "w") {
-		return presets.Candidate{}, errBadKey(key)
-	}
-	w, err := strconv.Atoi(parts[2][1:])
-	if err != nil || w < 0 {
-		return presets.Candidate{}, errBadKey(key)
-	}
-	c := presets.Candidate{Impl: parts[0], Scopes: []string{}, Warmup: w}
-	if !slices.Contains(presets.Impls, c.Impl) {
-		return presets.Candidate{}, errBadKey(key)
-	}
-	switch parts[1] {
-	case "-", "layer":
-	default:
-		c.Scopes = strings.Split(parts[1], ",")
-		for _, s := range c.Scopes {
-			if !slices.Contains(presets.Scopes, s) {
-				return presets.Candidate{}, errBadKey(key)
-			}
-		}
-	}
-	if c.Impl == presets.ImplNone {
-		c.Scopes = []string{}
-	}
-	return c, nil
+	return presets.ParseName(key)
 }
-
-type keyError string
-
-func (e keyError) Error() string {
-	return "candidate " + strconv.Quote(string(e)) + ": want impl/scopes/wN as cgtune writes it (none, local/layer/w3, local/full_iteration/w3, transformer_engine/attn,mlp/w2)"
-}
-
-func errBadKey(k string) error { return keyError(k) }

@@ -27,7 +27,7 @@ const (
 	// --config-file).
 	PhYAMLFile = "yaml_file"
 	PhIters    = "iters"     // training iterations the job should run
-	PhCand     = "candidate" // the candidate's key, e.g. local/full_iteration/w3
+	PhCand     = "candidate" // the candidate's name, e.g. full_iteration w3
 	PhJobDir   = "job_dir"   // the job's own folder (for its checkpoints or extra logs)
 )
 

@@ -395,7 +395,7 @@ func parseValidationJournal(dir, path string, data []byte, targets []Target) (ma
 		case l.Result == nil:
 			return errors.New("a result line without a result")
 		case l.Result.Candidate.Key() != l.Key:
-			return fmt.Errorf("a result for %s filed under key %q", l.Result.Candidate.Key(), l.Key)
+			return fmt.Errorf("a result for %s filed under key %q", l.Result.Candidate.Name(), l.Key)
 		case !slices.Contains(want, l.Key):
 			return fmt.Errorf("candidate %s is not one this validation runs", l.Key)
 		default:
