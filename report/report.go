@@ -366,7 +366,7 @@ func writeWinner(b *bytes.Buffer, in Input) {
 	if d.Emulation != nil {
 		w("Emulation: %s.\n\n", d.Emulation.Describe())
 	}
-	if also := aliases(in.Plan, r.Candidate); len(also) > 0 {
+	if also := aliases(in.Plan, in.Model.Arch, r.Candidate); len(also) > 0 {
 		w("Megatron runs these spellings as the same configuration: %s.\n\n", strings.Join(also, ", "))
 	}
 	if in.Overrides != nil {
@@ -385,12 +385,13 @@ func ensureNewline(s string) string {
 	return s + "\n"
 }
 
-// aliases are the other spellings the plan merged into candidate c.
-func aliases(plan []search.Planned, c presets.Candidate) []string {
+// aliases are the other spellings the plan merged into candidate c that
+// name only layers the model has (search.ShownAlso).
+func aliases(plan []search.Planned, a presets.Arch, c presets.Candidate) []string {
 	for _, p := range plan {
 		if p.Candidate.Key() == c.Key() {
 			var out []string
-			for _, a := range p.Also {
+			for _, a := range search.ShownAlso(p, a) {
 				out = append(out, a.Name())
 			}
 			return out
@@ -435,7 +436,7 @@ func writeRanking(b *bytes.Buffer, in Input, plotName string) {
 			name = "**" + name + "** ★"
 		}
 		note := r.Note
-		if also := aliases(in.Plan, res.Candidate); len(also) > 0 {
+		if also := aliases(in.Plan, in.Model.Arch, res.Candidate); len(also) > 0 {
 			note = strings.TrimPrefix(note+"; also: "+strings.Join(also, ", "), "; ")
 		}
 		if r.Derived {

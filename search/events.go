@@ -53,6 +53,9 @@ type Ranked struct {
 	// the same impl×scope (same steady state), or none from the eager
 	// baselines every run measures.
 	Derived bool `json:"derived,omitempty"`
+	// DerivedFrom is the warm-up whose run a derived warm-up's figures
+	// come from (0: not derived from another warm-up).
+	DerivedFrom int `json:"derived_from_warmup,omitempty"`
 	// Tie numbers the group of candidates tied within noise this one
 	// belongs to (1, 2, ... in rank order; 0: not tied); TieBandMs is the
 	// group's band, ± around its fastest step.

@@ -109,6 +109,7 @@ type entry struct {
 	res     engine.Result
 	round   int
 	derived bool
+	from    int // the warm-up whose run a derived warm-up's figures come from
 	note    string
 }
 
@@ -261,7 +262,7 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 	best := bestFrameworkSpeedup(es)
 	held := map[string]bool{}
 	for _, e := range onTruestBaseline(es) {
-		r := Ranked{Result: e.res, Name: e.res.Candidate.Name(), Round: e.round, Derived: e.derived, Note: e.note, Origin: e.note, Emulated: e.res.Delegated != ""}
+		r := Ranked{Result: e.res, Name: e.res.Candidate.Name(), Round: e.round, Derived: e.derived, DerivedFrom: e.from, Note: e.note, Origin: e.note, Emulated: e.res.Delegated != ""}
 		if e.res.Failed() {
 			failed = append(failed, r)
 			continue
@@ -379,7 +380,7 @@ func fits(r *Ranked, opts RankOptions) bool {
 func Rerank(rs []Ranked, opts RankOptions) []Ranked {
 	es := make([]entry, len(rs))
 	for i, r := range rs {
-		es[i] = entry{res: r.Result, round: r.Round, derived: r.Derived, note: r.Origin}
+		es[i] = entry{res: r.Result, round: r.Round, derived: r.Derived, from: r.DerivedFrom, note: r.Origin}
 	}
 	return rankEntries(es, opts)
 }

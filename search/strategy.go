@@ -561,7 +561,7 @@ func (h *halving) derive(f finished, w int) entry {
 	res.WarmupMs *= float64(max(1, w)) / float64(max(1, from))
 	note := fmt.Sprintf("warm-up %d not run: derived from the warm-up %d measurement (same steady state%s)", w, from, scaled)
 	res.Notes = append(slices.Clone(res.Notes), note)
-	return entry{res: res, round: f.round, derived: true, note: fmt.Sprintf("derived from w%d", from)}
+	return entry{res: res, round: f.round, derived: true, from: from, note: fmt.Sprintf("derived from w%d", from)}
 }
 
 func (h *halving) entries() []entry {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"cgtune/engine"
@@ -28,22 +27,6 @@ func spreadText(r engine.Result) string {
 	return fmt.Sprintf("%.2f–%.2f", r.Step.P10, r.Step.P90)
 }
 
-// aliasText is "also: ..." for a ranked candidate whose plan row has other
-// spellings, "" when it has none.
-func aliasText(plan []search.Planned, c presets.Candidate) string {
-	for _, p := range plan {
-		if p.Candidate.Key() != c.Key() || len(p.Also) == 0 {
-			continue
-		}
-		names := make([]string, len(p.Also))
-		for i, a := range p.Also {
-			names[i] = a.Name()
-		}
-		return "also: " + strings.Join(names, ", ")
-	}
-	return ""
-}
-
 func joinParts(parts ...string) string {
 	var out []string
 	for _, p := range parts {
@@ -54,40 +37,20 @@ func joinParts(parts ...string) string {
 	return strings.Join(out, "; ")
 }
 
-// printRanking is the result table, the tied groups, the winner and why it
-// won. Columns are as wide as their widest cell: candidate names (with
-// their warm-up) are never cut.
-func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg search.Config) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tCANDIDATE\tSTEP MS\tP10–P90\tSPEED-UP\tVS RECIPE\tCAPTURE MS\tGRAPH MIB\tJOB S\tFITS\tTIE\tSOURCE\tNOTE")
-	for _, r := range d.Ranking {
-		res := r.Result
-		if res.Failed() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash, res.Candidate.Name(), dash, dash, dash, dash, dash, dash, dash, dash, dash,
-				res.Source, joinParts(referenceMark(d, res.Candidate), fmt.Sprintf("failed (%s): %s", res.ErrKind, res.Err), aliasText(plan, res.Candidate)))
-			continue
-		}
-		fits := "yes"
-		if !r.Fits {
-			fits = "NO"
-		}
-		tie := dash
-		if r.Tie > 0 {
-			tie = fmt.Sprint(r.Tie)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%s\t%s\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\n", r.Rank, res.Candidate.Name(),
-			res.Step.Median, spreadText(res), speedupText(res.Speedup, "×"), vsText(r.VsReference), res.CaptureMs, res.Memory.JobGraphMiB(),
-			r.JobMs/1000, fits, tie, res.Source, joinParts(referenceMark(d, res.Candidate), r.Note, aliasText(plan, res.Candidate)))
-	}
-	tw.Flush()
+// printRanking is the ranking table (rankingTable: one row per measured
+// configuration, its notes by rank under it), the tied groups, the winner
+// and why it won.
+func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg search.Config, wide bool) {
+	t := newRankingTable(d, plan, cfg, wide)
+	t.print(w)
 	if groups := tieGroups(d.Ranking); len(groups) > 0 {
 		fmt.Fprintln(w, "\n"+strings.Join(groups, "\n"))
 	}
 	if d.Emulation != nil {
-		fmt.Fprintln(w, "\nemulation: "+d.Emulation.Describe())
+		fmt.Fprintln(w, wrapLine("", "\nemulation: "+d.Emulation.Describe(), tableWidth))
 	}
 	if opt := frameworkOptimizer(d.Ranking); opt != "" {
-		fmt.Fprintln(w, "\noptimizer (framework runs): "+opt)
+		fmt.Fprintln(w, wrapLine("", "\noptimizer (framework runs): "+opt, tableWidth))
 	}
 	opts := search.RankOptions{Tie: cfg.Tie, JobGPUMemoryMiB: cfg.JobGPUMemoryMiB, ReferenceKey: d.ReferenceKey(), KnownToFitMiB: d.KnownToFitMiB, Emulation: d.Emulation}
 	if d.Winner != nil {
@@ -99,15 +62,15 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 		case d.Err != "":
 			partial = " (so far: the search stopped on an error)"
 		}
-		fmt.Fprintf(w, "\nwinner%s: %s: %.2f ms/step, %s eager, graphs %d MiB [%s]\n", partial, r.Candidate.Name(), r.Step.Median, speedupText(r.Speedup, "×"), r.Memory.JobGraphMiB(), r.Source)
+		fmt.Fprintln(w, wrapLine("", fmt.Sprintf("\nwinner%s: %s: %.2f ms/step, %s eager, graphs %d MiB [%s]", partial, r.Candidate.Name(), r.Step.Median, speedupText(r.Speedup, "×"), r.Memory.JobGraphMiB(), r.Source), tableWidth))
 	}
-	fmt.Fprintln(w, "why: "+search.Reason(d.Ranking, opts))
+	fmt.Fprintln(w, wrapLine("why: ", search.Reason(d.Ranking, opts), tableWidth))
 	if line := d.Reference.Describe(d.Winner); line != "" {
-		fmt.Fprintln(w, "reference: "+line)
+		fmt.Fprintln(w, wrapLine("reference: ", line, tableWidth))
 	}
 	if e := search.BestEmulated(d.Ranking); e != nil && d.Winner != nil && e.Result.Candidate.Key() != d.Winner.Result.Candidate.Key() {
-		fmt.Fprintf(w, "emulated: %s ranks above the winner (%.3f× eager, predicted by the %s engine: %s); the overrides are the framework-measured winner's (--winner-emulated emits it instead)\n",
-			e.Result.Candidate.Name(), e.Result.Speedup, e.Result.Source, e.Result.Delegated)
+		fmt.Fprintln(w, wrapLine("emulated: ", fmt.Sprintf("%s ranks above the winner (%.3f× eager, predicted by the %s engine: %s); the overrides are the framework-measured winner's (--winner-emulated emits it instead)",
+			e.Result.Candidate.Name(), e.Result.Speedup, e.Result.Source, e.Result.Delegated), tableWidth))
 	}
 }
 
@@ -142,23 +105,23 @@ func referenceMark(d search.DoneEvent, c presets.Candidate) string {
 	return "the recipe's own setting"
 }
 
-// tieGroups describes each group of tied candidates in one line (which
+// tieGroups describes each group of tied candidates in one line (their
 // ranks, the band, the fastest of them), then the rule that orders them.
 func tieGroups(rs []search.Ranked) []string {
 	var out []string
 	for i := 0; i < len(rs); {
-		t := rs[i].Tie
-		if t == 0 {
+		tie := rs[i].Tie
+		if tie == 0 {
 			i++
 			continue
 		}
 		j := i
-		for j < len(rs) && rs[j].Tie == t {
+		for j < len(rs) && rs[j].Tie == tie {
 			j++
 		}
-		lead, _ := search.TieLeader(rs, t)
-		out = append(out, fmt.Sprintf("tie %d: ranks %d–%d are within ±%.2f ms of the fastest of them, %s (%.2f ms/step)",
-			t, rs[i].Rank, rs[j-1].Rank, rs[i].TieBandMs, lead.Result.Candidate.Name(), lead.Result.Step.Median))
+		lead, _ := search.TieLeader(rs, tie)
+		out = append(out, wrapLine("", fmt.Sprintf("tie %d: ranks %d–%d are within ±%.2f ms of the fastest of them, %s (%.2f ms/step)",
+			tie, rs[i].Rank, rs[j-1].Rank, rs[i].TieBandMs, lead.Result.Candidate.Name(), lead.Result.Step.Median), tableWidth))
 		i = j
 	}
 	if len(out) > 0 {

@@ -65,6 +65,7 @@ type rootFlags struct {
 	tie         string
 	report      string
 	force       bool // --emit and --report may replace existing files
+	wide        bool // the ranking with every column, notes inline
 	// estimateDelay slows every estimate-engine run (hidden: tests and
 	// demos of an interrupted search need a search that takes time).
 	estimateDelay time.Duration
@@ -155,6 +156,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringArrayVar(&f.sets, "set", nil, "recipe override KEY=VALUE the rules see (Hydra syntax); repeatable")
 	fl.StringVar(&f.emit, "emit", "", "write the winner's overrides to PATH (atomically; an existing file only with --force; - for stdout, the ranking then goes to stderr)")
 	fl.StringVar(&f.format, "format", "yaml", "overrides format: "+strings.Join(recipe.Formats, ", "))
+	fl.BoolVar(&f.wide, "wide", false, "print the ranking with every column (P10–P90, source) and each row's note in it, however wide the lines")
 	fl.BoolVar(&f.json, "json", false, "progress as JSON lines of the search events (stderr), the result as JSON (stdout)")
 	fl.StringVar(&f.resume, "resume", "", "continue the interrupted search in run folder RUN (a path, or a name under the runs folder)")
 	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "with --resume: go on past unreadable lines in the middle of the journal (they are moved to "+search.UnreadableFile+" in the run folder)")
@@ -697,7 +699,7 @@ func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, ov
 		enc.SetIndent("", "  ")
 		return stdoutErr(enc.Encode(f.newHeadlessResult(d, cfg, overrides, o, emitted)))
 	}
-	printRanking(table, d, plan, cfg)
+	printRanking(table, d, plan, cfg, f.wide)
 	if overrides == nil || (f.emit != "" && f.emit != "-") {
 		return nil
 	}

@@ -50,7 +50,7 @@ func TestHeadlessEndToEnd(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
 	}
-	for _, want := range []string{"RANK", "CANDIDATE", "STEP MS", "SPEED-UP", "GRAPH MIB", "JOB S", "FITS", "SOURCE", "estimated", "\nwinner: "} {
+	for _, want := range []string{"RANK", "CANDIDATE", "STEP MS", "SPEED-UP", "GRAPH MiB", "JOB S", "FITS", "SAME RUN", "estimated", "\nwinner: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}

@@ -231,10 +231,10 @@ func printRun(w io.Writer, r search.RunInfo, name string) {
 	}
 }
 
-// rankText is a ranked row's rank, "-" for one that failed.
+// rankText is a ranked result's rank, a dash for one that failed.
 func rankText(r search.Ranked) string {
-	if r.Rank <= 0 {
-		return "-"
+	if r.Rank <= 0 || r.Result.Failed() {
+		return dash
 	}
 	return strconv.Itoa(r.Rank)
 }
