@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"cgtune/presets"
 	"cgtune/stepmodel"
@@ -250,11 +251,15 @@ type Result struct {
 	// HostCosts says where the emulation's host costs came from:
 	// "framework profile" (measured on the real framework) or "PyTorch
 	// per-op (fallback)"; the notes name the profile or the probe.
-	HostCosts string      `json:"host_costs,omitempty"`
-	Notes     []string    `json:"notes,omitempty"`
-	Err       string      `json:"error,omitempty"`
-	ErrKind   FailureKind `json:"error_kind,omitempty"`
-	WallMs    float64     `json:"wall_ms"` // wall time the run took
+	HostCosts string `json:"host_costs,omitempty"`
+	// ProfileFrom says where and how the framework profile was measured
+	// when HostCosts is one ("NVIDIA H200, driver 580, 2026-12-01, host
+	// n1 (megatron-core 0.16.0, ...)").
+	ProfileFrom string      `json:"profile_from,omitempty"`
+	Notes       []string    `json:"notes,omitempty"`
+	Err         string      `json:"error,omitempty"`
+	ErrKind     FailureKind `json:"error_kind,omitempty"`
+	WallMs      float64     `json:"wall_ms"` // wall time the run took
 	// Job names the training job a result of source job was read from.
 	Job *JobInfo `json:"job,omitempty"`
 	// Delegated says why the truer engine could not run the candidate
@@ -306,4 +311,13 @@ func (r Result) Summary() string {
 	}
 	return fmt.Sprintf("%s: %.2f ms/step (eager %.2f, %.3fx), capture %.0f ms, %d graphs, %s",
 		r.Candidate.Name(), r.Step.Median, r.Eager.Median, r.Speedup, r.CaptureMs, r.Graphs, r.Source)
+}
+
+// ProfileFrom is where and how the framework profile of costs was
+// measured, for Result.ProfileFrom; "" when the costs have none.
+func ProfileFrom(costs stepmodel.Costs) string {
+	if costs.Profile == nil {
+		return ""
+	}
+	return costs.Profile.Origin(time.Time{}) + " (" + costs.Profile.Source + ")"
 }

@@ -133,6 +133,9 @@ func Markdown(in Input, plotName string) []byte {
 	if in.estimated() {
 		w(" **ESTIMATED: every figure below comes from cgtune's estimate engine (a timing model of the step); nothing ran on a GPU.**")
 	}
+	if basis := search.Basis(d.Ranking); basis != "" {
+		w("\n\n**%s.**", basis)
+	}
 	if d.Interrupted {
 		w(" **The search was interrupted: only the candidates that finished are ranked.**")
 	}
@@ -463,6 +466,9 @@ func writeRanking(b *bytes.Buffer, in Input, plotName string) {
 			lead, n := search.TieLeader(d.Ranking, r.Tie)
 			w("- Tie %d: %d candidates within ±%.2f ms of the fastest of them, %s (%.2f ms).\n", r.Tie, n, r.TieBandMs, lead.Result.Candidate.Name(), lead.Result.Step.Median)
 		}
+	}
+	if line := search.OneTie(d.Ranking); line != "" {
+		w("- **%s.**\n", upperFirst(line))
 	}
 	if len(ties) > 0 {
 		w("- %s.\n\n", upperFirst(search.TieRule))

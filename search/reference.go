@@ -69,9 +69,9 @@ func (r *Reference) Describe(winner *Ranked) string {
 	case winner == nil:
 		return fmt.Sprintf("%s (rank %d, %.2f ms/step, %.3f× eager)", head, r.Ranked.Rank, r.Ranked.Result.Step.Median, r.Ranked.Result.Speedup)
 	case r.Won(winner):
-		return fmt.Sprintf("%s: %s, measured by %s", head, r.Keep(), sourceText(winner.Result))
+		return fmt.Sprintf("%s: %s, %s", head, r.Keep(), sourceText(winner.Result))
 	}
-	return fmt.Sprintf("%s (%.2f ms/step): the winner is %s, measured by %s", head, r.Ranked.Result.Step.Median,
+	return fmt.Sprintf("%s (%.2f ms/step): the winner is %s, %s", head, r.Ranked.Result.Step.Median,
 		gainText(winner.VsReference), sourceText(winner.Result))
 }
 
@@ -95,17 +95,18 @@ func gainText(vs float64) string {
 	return fmt.Sprintf("%.1f%% slower", 100*(1/vs-1))
 }
 
-// sourceText names what measured a result.
+// sourceText says what a result's figures come from: what measured it,
+// or that it is an estimate, which is never called a measurement.
 func sourceText(r engine.Result) string {
 	switch r.Source {
 	case engine.SourceFramework:
-		return "the framework on this GPU"
+		return "measured by the framework on this GPU"
 	case engine.SourceJob:
-		return "the training job"
+		return "measured by the training job"
 	case engine.SourceMeasured:
-		return "cgtune's emulation on this GPU"
+		return "measured by cgtune's emulation on this GPU"
 	}
-	return "cgtune's estimate (not measured)"
+	return "as cgtune's estimate puts it (not a measurement)"
 }
 
 // reference is the search's reference candidate and where it came from.

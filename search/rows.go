@@ -3,8 +3,11 @@ package search
 import (
 	"fmt"
 	"slices"
+	"strings"
 
+	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Row is one measured configuration of a ranking, as a table shows it:
@@ -77,4 +80,96 @@ func ShownAlso(p Planned, a presets.Arch) []presets.Candidate {
 		}
 	}
 	return out
+}
+
+// Basis says in one line what a ranking's figures rest on when they are
+// not measured on the framework or the job: an estimate (or an emulation
+// on this GPU) with host costs from a framework profile, naming where it
+// was measured, or from PyTorch's per-op costs, which makes every graph
+// gain a lower bound; and what a run on the GPU would add. "" when every
+// result was measured by the framework or a job.
+func Basis(rs []Ranked) string {
+	for _, r := range rs {
+		if s := r.Result.Source; s == engine.SourceEstimated || s == engine.SourceMeasured {
+			return resultBasis(r.Result, "")
+		}
+	}
+	return ""
+}
+
+// resultBasis is Basis for one estimated or emulated result ("" for
+// any other), with figures (its step time, say) after the GPU.
+func resultBasis(r engine.Result, figures string) string {
+	if figures != "" {
+		figures = " (" + figures + ")"
+	}
+	var what string
+	switch r.Source {
+	case engine.SourceEstimated:
+		what = "ESTIMATED for " + deviceName(r) + figures + ", not measured"
+	case engine.SourceMeasured:
+		what = "EMULATED on " + deviceName(r) + figures + " by cgtune's cuda engine, not run on Megatron-Core"
+	default:
+		return ""
+	}
+	if r.HostCosts == stepmodel.HostCostsProfile {
+		from := r.ProfileFrom
+		if from == "" {
+			from = "a GPU node"
+		}
+		return fmt.Sprintf("%s: host costs from the framework profile measured on %s; a GPU run (--engine megatron) measures the step itself, with its noise", what, from)
+	}
+	return what + ": no framework profile, so host costs are PyTorch's per-op costs and every graph gain is a LOWER BOUND; " +
+		"a GPU run measures Megatron-Core's own (cgtune probe --framework, or --engine megatron)"
+}
+
+// deviceName is the GPU a result was measured on or estimated for.
+func deviceName(r engine.Result) string {
+	if n := strings.TrimSuffix(r.Device.Name, " (estimated)"); n != "" {
+		return n
+	}
+	return "the layout's GPU"
+}
+
+// OneTie is a line for a ranking whose successful candidates all lie
+// within one tie band of each other (even where the ranking splits them
+// into tie groups that chain), so that nothing among them is faster than
+// another beyond noise, which an estimate cannot resolve; "" otherwise.
+func OneTie(rs []Ranked) string {
+	n := 0
+	var lo, hi, band float64
+	for _, r := range rs {
+		if r.Result.Failed() {
+			continue
+		}
+		if r.Tie == 0 {
+			return ""
+		}
+		step := r.Result.Step.Median
+		if n == 0 || step < lo {
+			lo = step
+		}
+		hi, band = max(hi, step), max(band, r.TieBandMs)
+		n++
+	}
+	if n < 2 || hi-lo > band {
+		return ""
+	}
+	slow, fast := speedupRange(rs)
+	if Basis(rs) != "" {
+		return fmt.Sprintf("all %d candidates lie within one tie band (%.3f–%.3f× eager): the estimate cannot tell them apart; only a measurement on the GPU can", n, slow, fast)
+	}
+	return fmt.Sprintf("all %d candidates lie within one tie band (%.3f–%.3f× eager): none is faster than another beyond noise", n, slow, fast)
+}
+
+func speedupRange(rs []Ranked) (lo, hi float64) {
+	for _, r := range rs {
+		if s := r.Result.Speedup; !r.Result.Failed() && s > 0 {
+			if lo == 0 || s < lo {
+				lo = s
+			}
+			hi = max(hi, s)
+		}
+	}
+	return lo, hi
 }

@@ -2,7 +2,6 @@ package search
 
 import (
 	"fmt"
-	"strings"
 
 	"cgtune/engine"
 	"cgtune/recipe"
@@ -45,12 +44,10 @@ func Annotated(o recipe.Overrides, d *DoneEvent, r Ranked) recipe.Overrides {
 	return o
 }
 
-// EstimateNote is the line every file written from an estimated winner
-// carries, so nobody mistakes it for a measurement.
+// EstimateNote is the line every file written from an estimated result
+// carries, so nobody mistakes it for a measurement: where its host costs
+// come from (a framework profile, or a lower bound without one) and what
+// a GPU run would add (resultBasis).
 func EstimateNote(r engine.Result) string {
-	gpu := strings.TrimSuffix(r.Device.Name, " (estimated)")
-	if gpu == "" {
-		gpu = "the layout's GPU"
-	}
-	return fmt.Sprintf("ESTIMATED by cgtune's estimate engine for %s (%.2f ms/step, %.3fx eager): not measured on a GPU", gpu, r.Step.Median, r.Speedup)
+	return resultBasis(r, fmt.Sprintf("%.2f ms/step, %.3fx eager", r.Step.Median, r.Speedup))
 }

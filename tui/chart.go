@@ -12,8 +12,14 @@ import (
 // The run screen's step chart: the step times of one candidate as bars,
 // the range on the left and a strip of phase letters under them.
 
-// chartLegend names the phase letters of the chart's strip.
-const chartLegend = "e eager · w warm-up · c capture · m measured"
+// legend names the phase letters of the chart's strip; an estimate's
+// steady steps (m) are computed, not measured.
+func (c stepChart) legend() string {
+	if c.estimate {
+		return "e eager · w warm-up · c capture · m estimated"
+	}
+	return "e eager · w warm-up · c capture · m measured"
+}
 
 // chartAxisW is the width of the chart's value axis.
 const chartAxisW = 8
@@ -23,6 +29,8 @@ type stepChart struct {
 	run  *liveRun // nil, or without samples: waiting for the first step
 	gpu  int
 	what string // what the samples are: "step time", "previous candidate", ...
+	// estimate: the samples are the estimate engine's, computed.
+	estimate bool
 }
 
 func (c stepChart) samples() []engine.StepSample {
@@ -45,12 +53,12 @@ func (c stepChart) legendApart(w int) bool {
 	n := len(c.samples())
 	plotW := max(w-chartAxisW, 4)
 	bw := min(max(plotW/max(min(n, plotW), 1), 1), 3)
-	return chartAxisW+min(n, plotW)*bw+2+len([]rune(chartLegend)) > w
+	return chartAxisW+min(n, plotW)*bw+2+len([]rune(c.legend())) > w
 }
 
 // lines draws the chart w wide: a title, h rows of bars with the range on
 // the left, and a strip of phase letters (e eager, w warm-up, c capture,
-// m measured) so the chart reads without colour too. The capture step is
+// m the steady steps) so the chart reads without colour too. The capture step is
 // off the scale: it is many steps long, and on the same scale the
 // step-to-step variation would not show.
 func (c stepChart) lines(st Styles, w, h int) []string {
@@ -160,7 +168,7 @@ func (c stepChart) strip(st Styles, phases []engine.Phase, w int) []string {
 	}
 	stripLine := st.Faint.Render(padLeft("", chartAxisW-2)+"  ") + strip.String()
 	if c.legendApart(w) {
-		return []string{truncate(stripLine, w), st.Faint.Render(truncate(padLeft("", chartAxisW)+chartLegend, w))}
+		return []string{truncate(stripLine, w), st.Faint.Render(truncate(padLeft("", chartAxisW)+c.legend(), w))}
 	}
-	return []string{stripLine + st.Faint.Render("  "+chartLegend)}
+	return []string{stripLine + st.Faint.Render("  "+c.legend())}
 }

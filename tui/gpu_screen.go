@@ -324,7 +324,7 @@ func (s *gpuScreen) noDriverView(w, h int) string {
 	lines = append(lines, "cgtune cannot measure here.", "")
 	// The backend picks the GPU it estimates for (--estimate-gpu, the
 	// layout's GPU type when the spec table has it); the results name it.
-	body := "The estimate engine computes every candidate from a GPU spec table (or probes cached on this machine) with the same timing model the measuring engine uses. Its numbers are for planning: every result it gives is labelled ESTIMATE, with the GPU it was estimated for."
+	body := "The estimate engine computes every candidate from a GPU spec table (or probes cached on this machine) with the same timing model the measuring engine uses. Its numbers are for planning: every result it gives is labelled ESTIMATE, with the GPU it was estimated for. Its host costs come from a framework profile measured on a GPU node where one is cached (or imported with a preset); without one, what graphs gain is a LOWER BOUND."
 	boxW := min(w-2, 76)
 	var choice string
 	if s.estimate {

@@ -16,12 +16,21 @@ import (
 
 // reasonLines say why the winner won (ties, memory, fit) and how it
 // compares with the recipe's own setting, whole, wrapped to w.
+// An estimate says what it rests on (search.Basis) and when it cannot
+// tell the candidates apart (search.OneTie).
 func (s *resultsScreen) reasonLines(w int) []string {
 	why := search.Reason(s.done.Ranking, s.rankOptions())
 	if ref := s.done.Reference.Describe(s.done.Winner); ref != "" {
 		why += ". Reference: " + ref
 	}
-	return styleLines(s.st.Muted, wrap("Why: "+why, w))
+	lines := styleLines(s.st.Muted, wrap("Why: "+why, w))
+	if one := search.OneTie(s.done.Ranking); one != "" {
+		lines = append(lines, styleLines(s.st.Warn, wrap(one, w))...)
+	}
+	if basis := search.Basis(s.done.Ranking); basis != "" {
+		lines = append(lines, styleLines(s.st.Warn, wrap(basis, w))...)
+	}
+	return lines
 }
 
 // rankingWidth is the width the ranking table needs for its longest name

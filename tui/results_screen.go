@@ -307,7 +307,11 @@ func (s *resultsScreen) headLines(w, h int) []string {
 	d := s.done
 	estimated := s.estimate || (s.run != nil && s.run.req.Estimate)
 	badge := ""
-	if estimated {
+	basis := search.Basis(d.Ranking)
+	switch {
+	case estimated && strings.Contains(basis, "LOWER BOUND"):
+		badge = "  " + st.Estimate.Render(" ESTIMATE · LOWER BOUND ")
+	case estimated:
 		badge = "  " + st.Estimate.Render(" ESTIMATE ")
 	}
 	// What the search was, most needed first; what does not fit gives way.

@@ -511,7 +511,7 @@ func (s *runScreen) runningNote(row runRow) string {
 // running there, else the last one there that had samples.
 func (s *runScreen) chart() stepChart {
 	r := s.run
-	c := stepChart{run: r.live[s.chartGPU], gpu: s.chartGPU, what: "estimated step time"}
+	c := stepChart{run: r.live[s.chartGPU], gpu: s.chartGPU, what: "estimated step time", estimate: r.req.Estimate}
 	if !r.req.Estimate {
 		c.what = "step time"
 	}

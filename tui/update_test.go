@@ -19,6 +19,7 @@ import (
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 func isQuit(cmd tea.Cmd) bool {
@@ -871,7 +872,9 @@ func TestResultsReport(t *testing.T) {
 	}
 }
 
-// An overrides file written from an estimate says so.
+// An overrides file written from an estimate says so, and what its
+// figures rest on: without a framework profile, graph gains are a lower
+// bound that a GPU run would measure; nothing calls it measured.
 func TestEstimateFileIsMarked(t *testing.T) {
 	f := newFake(t)
 	f.events = estimated(f.events)
@@ -879,7 +882,8 @@ func TestEstimateFileIsMarked(t *testing.T) {
 	press(m, "w")
 	send(m, press(m, "enter")())
 	got := mustRead(t, filepath.Join(f.dir, "cgtune-overrides.yaml"))
-	if !strings.Contains(got, "\n# ESTIMATED by cgtune's estimate engine for H100 SXM") || !strings.Contains(m.status, "marked ESTIMATED") {
+	if !strings.Contains(got, "\n# ESTIMATED for H100 SXM") || !strings.Contains(got, "LOWER BOUND; a GPU run measures") ||
+		strings.Contains(got, "measured by cgtune's estimate") || !strings.Contains(m.status, "marked ESTIMATED") {
 		t.Errorf("file:\n%s\nstatus %q", got, m.status)
 	}
 }
@@ -992,5 +996,57 @@ func TestRunScreenShowsThePreparation(t *testing.T) {
 	send(m, eventMsg{ev: search.PrepareEvent{Message: "framework profile: eager, 8 layer(s): host 156.19 ms"}})
 	if v := view(m); !strings.Contains(v, "framework profile: eager, 8 layer(s)") {
 		t.Errorf("the run screen does not show the preparation:\n%s", v)
+	}
+}
+
+// finishEstimate runs the scripted search on the estimate engine (no
+// driver: e chooses it) to its results at 80×24.
+func finishEstimate(t *testing.T, f *fakeBackend) *App {
+	t.Helper()
+	f.events = estimated(f.events)
+	m, _ := newTestModel(t, f, 80, 24)
+	send(m, gpusMsg{err: fmt.Errorf("%w: libnvidia-ml.so.1 not found", ErrNoDriver)})
+	press(m, "enter", "e", "enter")
+	planNow(t, m, f)
+	press(m, "enter")
+	playEvents(m, f, -1)
+	if m.screen != screenResults {
+		t.Fatalf("screen %d", m.screen)
+	}
+	return m
+}
+
+// flat is a view's text without styles, its words one space apart (what
+// wrapped lines say, wherever they break).
+func flat(v string) string { return strings.Join(strings.Fields(ansi.Strip(v)), " ") }
+
+// The results of an estimate say at 80×24 that their graph gains are a
+// lower bound, and the details say what a GPU run would add; with a
+// framework profile, they name it and where it was measured instead.
+func TestEstimateResultsSayWhatTheyRestOn(t *testing.T) {
+	m := finishEstimate(t, newFake(t))
+	if v := view(m); !strings.Contains(v, "ESTIMATE · LOWER BOUND") {
+		t.Errorf("the results do not say they are a lower bound:\n%s", v)
+	}
+	press(m, "d")
+	if v := view(m); !strings.Contains(flat(v), "a GPU run measures Megatron-Core's own") {
+		t.Errorf("the details do not say what a GPU run adds:\n%s", v)
+	}
+
+	f := newFake(t)
+	f.events = slices.Clone(f.events)
+	for i, e := range f.events {
+		if d, ok := e.(search.DoneEvent); ok {
+			d.Ranking = slices.Clone(d.Ranking)
+			for j := range d.Ranking {
+				d.Ranking[j].Result.HostCosts, d.Ranking[j].Result.ProfileFrom = stepmodel.HostCostsProfile, "NVIDIA H100 80GB HBM3, host gpu-node-7"
+			}
+			f.events[i] = d
+		}
+	}
+	m = finishEstimate(t, f)
+	press(m, "d")
+	if v := flat(view(m)); strings.Contains(v, "LOWER BOUND") || !strings.Contains(v, "framework profile measured on NVIDIA H100 80GB HBM3, host gpu-node-7") {
+		t.Errorf("with a profile:\n%s", view(m))
 	}
 }

@@ -127,6 +127,14 @@ type headlessResult struct {
 	// recipe's setting, nothing beats it beyond noise (the overrides
 	// restate it).
 	KeepReference bool `json:"keep_reference,omitempty"`
+	// Basis says what the figures rest on when they are estimated or
+	// emulated: the framework profile the host costs come from (where it
+	// was measured), or that graph gains are a lower bound without one,
+	// and what a GPU run would add (search.Basis).
+	Basis string `json:"basis,omitempty"`
+	// OneTie says that every candidate lies within one tie band of the
+	// others (search.OneTie).
+	OneTie string `json:"one_tie,omitempty"`
 }
 
 // overridesObject is o's entries by section: the dotted key's first part
@@ -173,6 +181,8 @@ func (f *rootFlags) newHeadlessResult(d search.DoneEvent, cfg search.Config, ren
 		Overrides: string(rendered), OverridesObject: overridesObject(o), OverridesWhy: overridesWhy(o), Format: f.format,
 		ReferenceText: d.Reference.Describe(d.Winner),
 		KeepReference: d.Reference.Won(d.Winner),
+		Basis:         search.Basis(d.Ranking),
+		OneTie:        search.OneTie(d.Ranking),
 	}
 	if o != nil {
 		r.OverridesNotes = o.Notes

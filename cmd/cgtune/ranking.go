@@ -46,6 +46,9 @@ func printRanking(w io.Writer, d search.DoneEvent, plan []search.Planned, cfg se
 	if groups := tieGroups(d.Ranking); len(groups) > 0 {
 		fmt.Fprintln(w, "\n"+strings.Join(groups, "\n"))
 	}
+	if line := search.OneTie(d.Ranking); line != "" {
+		fmt.Fprintln(w, wrapLine("", line, tableWidth))
+	}
 	if d.Emulation != nil {
 		fmt.Fprintln(w, wrapLine("", "\nemulation: "+d.Emulation.Describe(), tableWidth))
 	}

@@ -355,7 +355,6 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.what(cfg); err != nil {
 		return nil, err
 	}
-	s.notices = append(s.notices, f.choiceNotes...)
 	if f.strategy != search.StrategyHalving && f.strategy != search.StrategyExhaustive {
 		return nil, fail(exitBadInput, "--strategy %q: allowed: %s", f.strategy, strings.Join(search.Strategies(), ", "))
 	}
@@ -389,6 +388,8 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.openEngines(s, gpus); err != nil {
 		return nil, err
 	}
+	// After the engine's lines, whose first says what every figure is.
+	s.notices = append(s.notices, f.choiceNotes...)
 	if cfg.Resume {
 		// Before run.json is rewritten or a notice printed: a resume of
 		// another search, or computed another way, changes nothing.

@@ -214,10 +214,15 @@ func (t *rankingTable) aliasText(c presets.Candidate) string {
 	return ""
 }
 
-// print writes the table, the notes by rank and what the columns mean.
+// print writes the caption (what an estimate's figures rest on), the
+// table, the notes by rank and what the columns mean.
 func (t *rankingTable) print(w io.Writer) {
+	basis := search.Basis(t.d.Ranking)
+	if basis != "" {
+		fmt.Fprintln(w, wrapLine("", basis, tableWidth))
+	}
 	writeTable(w, t.columns(), t.rows)
-	if src := t.sources(); len(src) == 1 {
+	if src := t.sources(); len(src) == 1 && basis == "" {
 		fmt.Fprintf(w, "source: %s (%s)\n", src[0], sourceMeaning(src[0]))
 	}
 	if !t.wide {

@@ -197,7 +197,7 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 	}
 	plan := stepmodel.PlanCapture(w, c, w.Spec.Options.Generation)
 	sched := stepmodel.NewSchedule(w, plan, costs)
-	res := engine.Result{Candidate: c, Source: engine.SourceMeasured, Device: e.info, HostCosts: costs.Kind()}
+	res := engine.Result{Candidate: c, Source: engine.SourceMeasured, Device: e.info, HostCosts: costs.Kind(), ProfileFrom: engine.ProfileFrom(costs)}
 	res.Notes = append(append([]string{"host costs: " + costs.Source()}, costs.CalibrationNotes()...), w.Notes...)
 	res.Notes = append(append(append(res.Notes, plan.Describe()), plan.Notes...), sched.Notes...)
 	res.Memory.Breakdown = stepmodel.PredictMemory(w, plan, costs.Profile, stepmodel.JobGPUMiB(w.Layout, e.info.MemoryMiB), stepmodel.MemoryOptions{})

@@ -145,7 +145,7 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 		emit = func(engine.StepSample) {}
 	}
 	costs := e.costs(w)
-	res := engine.Result{Candidate: c, Source: engine.SourceEstimated, Device: e.dev, HostCosts: costs.Kind()}
+	res := engine.Result{Candidate: c, Source: engine.SourceEstimated, Device: e.dev, HostCosts: costs.Kind(), ProfileFrom: engine.ProfileFrom(costs)}
 	res.Notes = append(append([]string{fmt.Sprintf("estimated: rates %s; host costs: %s", e.rates.Source, costs.Source())}, costs.CalibrationNotes()...), w.Notes...)
 	if err := ctx.Err(); err != nil {
 		res.Err, res.ErrKind = err.Error(), engine.FailureCancel

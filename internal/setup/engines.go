@@ -111,7 +111,10 @@ func Open(cfg *search.Config, o Options) (*Engines, error) {
 	switch e.Engine {
 	case EngineEstimate:
 		if err = e.openEstimate(cfg, o, estGPU); err == nil {
-			e.Notices = append(e.Notices, ProfileNotice(cfg.Model, cfg.Layout, estGPU))
+			// The first line says what every figure is: an estimate, on
+			// a framework profile or a lower bound without one.
+			e.Notices = append([]string{fmt.Sprintf("results are ESTIMATED for %s by the estimate engine, not measured on a GPU; %s",
+				estGPU, ProfileNotice(cfg.Model, cfg.Layout, estGPU))}, e.Notices...)
 		}
 	case EngineCUDA:
 		err = e.openCUDA(cfg, o, estGPU)
@@ -145,7 +148,6 @@ func EstimateGPU(layoutGPU string) (gpu, notice string) {
 // openEstimate opens one in-process estimate engine per GPU, and one more
 // as the estimator.
 func (e *Engines) openEstimate(cfg *search.Config, o Options, estGPU string) error {
-	e.notice("results are ESTIMATED for %s by the estimate engine, not measured on a GPU", estGPU)
 	for range o.GPUs {
 		eng, err := EstimateEngine(estGPU, o.Profile)
 		if err != nil {

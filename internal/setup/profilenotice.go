@@ -27,7 +27,7 @@ func ProfileNotice(m presets.Model, l presets.Layout, gpu string) string {
 		if st, err := os.Stat(path); err == nil {
 			modified = st.ModTime()
 		}
-		return fmt.Sprintf("framework profile: host costs measured with Megatron-Core on %s (%s; cgtune profile show %s)",
+		return fmt.Sprintf("framework profile: host costs measured with Megatron-Core on %s (%s; cgtune profile show %s); a GPU run (--engine megatron) measures the step itself",
 			p.Origin(modified), p.Source, stepmodel.ProfileIDOf(dir, path))
 	case errors.Is(err, stepmodel.ErrProfileVersion):
 		return noProfileNotice(m, gpu, "the one cached is of an older format")
@@ -37,5 +37,5 @@ func ProfileNotice(m presets.Model, l presets.Layout, gpu string) string {
 
 func noProfileNotice(m presets.Model, gpu, why string) string {
 	return fmt.Sprintf("no framework profile of %s on this layout for %s (%s): host costs are PyTorch's per-op costs, far below Megatron-Core's, so what graphs gain is a LOWER BOUND; "+
-		"measure one on a GPU node (cgtune probe --framework) or import a preset exported there with --with-profile", m.Name, gpu, why)
+		"a GPU run measures them: cgtune probe --framework on a GPU node, or import a preset exported there with --with-profile", m.Name, gpu, why)
 }
