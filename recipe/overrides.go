@@ -36,6 +36,11 @@ type Overrides struct {
 	// that is not a recipe field, a warning): comment lines in the
 	// formats that have comments, the "_notes" list in JSON.
 	Notes []string
+	// DropsTokens is the note, also in Notes, that says applying the
+	// overrides makes the recipe's dropless experts drop-and-pad: tokens
+	// over an expert's capacity are dropped, a change to training ("" when
+	// they do not).
+	DropsTokens string
 }
 
 // JSON keys of the parts of the overrides that are not recipe fields; a

@@ -170,6 +170,7 @@ func (r *Recommender) Overrides(c presets.Candidate) Overrides {
 	o.Notes = append(o.Notes, r.notes...)
 	if note := r.dropNote(); note != "" {
 		o.Notes = append(o.Notes, note)
+		o.DropsTokens = note
 	}
 	return o
 }

@@ -45,6 +45,10 @@ type Input struct {
 	// a winner).
 	Overrides []byte
 	Format    string
+	// DropsTokens says that the winner's overrides make the recipe's
+	// dropless experts drop-and-pad (recipe.Overrides's, with the speed-up
+	// it was ranked at: search.DropsTokensLine); "" when they do not.
+	DropsTokens string
 }
 
 func (in Input) estimated() bool {
@@ -362,6 +366,10 @@ func writeWinner(b *bytes.Buffer, in Input) {
 	r := d.Winner.Result
 	w("**%s**: %.2f ms per step against %.2f ms eager (%s), capture %.0f ms, %d MiB of graph memory in the job, %.1f s for a %d-iteration job (%s).\n\n",
 		r.Candidate.Name(), r.Step.Median, r.Eager.Median, ratio(r.Speedup, "×"), r.CaptureMs, r.Memory.JobGraphMiB(), d.Winner.JobMs/1000, trainIters(in), r.Source)
+	if in.DropsTokens != "" {
+		// Next to the speed-up: what the recipe gives up for it.
+		w("**A change to training:** %s.\n\n", in.DropsTokens)
+	}
 	w("Why: %s.\n\n", search.Reason(d.Ranking, in.rankOptions()))
 	if line := d.Reference.Describe(d.Winner); line != "" {
 		w("Reference: %s.\n\n", line)

@@ -2,6 +2,7 @@ package search
 
 import (
 	"fmt"
+	"slices"
 
 	"cgtune/engine"
 	"cgtune/recipe"
@@ -37,6 +38,13 @@ func Annotated(o recipe.Overrides, d *DoneEvent, r Ranked) recipe.Overrides {
 			head = append(head, line)
 		}
 	}
+	if o.DropsTokens != "" {
+		// First after the comparison: what the recipe gives up for the
+		// speed-up, next to it.
+		o.Notes = slices.DeleteFunc(o.Notes, func(n string) bool { return n == o.DropsTokens })
+		o.DropsTokens = DropsTokensLine(o.DropsTokens, r)
+		head = append(head, o.DropsTokens)
+	}
 	if r.Result.Source == engine.SourceEstimated {
 		head = append(head, EstimateNote(r.Result))
 	}
@@ -50,4 +58,14 @@ func Annotated(o recipe.Overrides, d *DoneEvent, r Ranked) recipe.Overrides {
 // a GPU run would add (resultBasis).
 func EstimateNote(r engine.Result) string {
 	return resultBasis(r, fmt.Sprintf("%.2f ms/step, %.3fx eager", r.Step.Median, r.Speedup))
+}
+
+// DropsTokensLine is the drop-and-pad condition (recipe.Overrides's
+// DropsTokens) with the speed-up over the recipe's setting that ranked
+// result r was ranked with under it.
+func DropsTokensLine(drop string, r Ranked) string {
+	if r.VsReference <= 0 || r.Result.Failed() {
+		return drop
+	}
+	return fmt.Sprintf("%s; %s was ranked with it at %.3f× the recipe's setting", drop, r.Result.Candidate.Name(), r.VsReference)
 }

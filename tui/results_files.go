@@ -287,8 +287,9 @@ func (s *resultsScreen) reportInput() report.Input {
 	if s.done != nil {
 		in.Done = *s.done
 		if w := s.done.Winner; w != nil {
-			if data, err := s.recommendation(*w).Render(s.format()); err == nil {
-				in.Overrides = data
+			o := s.recommendation(*w)
+			if data, err := o.Render(s.format()); err == nil {
+				in.Overrides, in.DropsTokens = data, o.DropsTokens
 			}
 		}
 	}

@@ -276,6 +276,12 @@ func (s *resultsScreen) resultDetail(rk search.Ranked, w int) []string {
 	lines = append(lines,
 		kv("step", stepText(res)),
 		kv("eager", fmt.Sprintf("%s ms → %s", fmtMs(res.Eager.Median), fmtSpeedup(res.Speedup))),
+	)
+	if drop := s.recommendation(rk).DropsTokens; drop != "" {
+		// Next to the speed-up: what the recipe gives up for it.
+		lines = append(lines, styleLines(st.Warn, hanging("⚠ ", drop, w))...)
+	}
+	lines = append(lines,
 		kv("capture", captureText(res)),
 		kv("memory", memoryText(res)),
 	)

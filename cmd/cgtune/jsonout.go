@@ -135,6 +135,10 @@ type headlessResult struct {
 	// OneTie says that every candidate lies within one tie band of the
 	// others (search.OneTie).
 	OneTie string `json:"one_tie,omitempty"`
+	// DropsTokens says that the overrides make the recipe's dropless
+	// experts drop-and-pad: tokens over an expert's capacity are dropped,
+	// a change to training, with the speed-up it was ranked at.
+	DropsTokens string `json:"drops_tokens,omitempty"`
 }
 
 // overridesObject is o's entries by section: the dotted key's first part
@@ -185,7 +189,7 @@ func (f *rootFlags) newHeadlessResult(d search.DoneEvent, cfg search.Config, ren
 		OneTie:        search.OneTie(d.Ranking),
 	}
 	if o != nil {
-		r.OverridesNotes = o.Notes
+		r.OverridesNotes, r.DropsTokens = o.Notes, o.DropsTokens
 	}
 	if emitted {
 		r.Emitted = absPath(f.emit)

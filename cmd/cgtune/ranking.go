@@ -10,6 +10,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/report"
 	"cgtune/search"
 )
@@ -200,7 +201,7 @@ func checkReportPath(path string) error {
 
 // writeReport writes --report (and its plot) for a finished or interrupted
 // search.
-func (f *rootFlags) writeReport(p *progress, cfg search.Config, plan []search.Planned, d search.DoneEvent, overrides []byte) error {
+func (f *rootFlags) writeReport(p *progress, cfg search.Config, plan []search.Planned, d search.DoneEvent, overrides []byte, o *recipe.Overrides) error {
 	if f.report == "" {
 		return nil
 	}
@@ -209,6 +210,9 @@ func (f *rootFlags) writeReport(p *progress, cfg search.Config, plan []search.Pl
 		Engine: f.engine, Strategy: cfg.Strategy, TrainIters: cfg.TrainIters, Tie: cfg.Tie,
 		JobGPUMemoryMiB: cfg.JobGPUMemoryMiB, Sets: cfg.Sets, Plan: plan, Done: d,
 		Overrides: overrides, Format: f.format,
+	}
+	if o != nil {
+		in.DropsTokens = o.DropsTokens
 	}
 	plot, err := report.Write(f.report, in, f.force)
 	if err != nil {

@@ -648,7 +648,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		return fail(exitBadInput, "the search stopped: %s; nothing was written%s; %s; continue with: cgtune --headless --resume %s",
 			d.Err, f.unwritten(), keptText(d.Kept, cfg.RunDir), cfg.RunDir)
 	}
-	if err := f.writeReport(p, cfg, p.plan, d, overrides); err != nil {
+	if err := f.writeReport(p, cfg, p.plan, d, overrides, o); err != nil {
 		return err
 	}
 	switch {

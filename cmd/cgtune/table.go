@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/search"
 )
 
@@ -231,6 +232,30 @@ func (t *rankingTable) print(w io.Writer) {
 	if t.anyShared() {
 		fmt.Fprintln(w, wrapLine("", "SAME RUN: the other warm-ups whose figures come from the row's run, with their ranks (the warm-up does not change the steady state; their capture and job times are scaled)", tableWidth))
 	}
+	if line := t.dropLine(); line != "" {
+		fmt.Fprintln(w, wrapLine("every row: ", line, tableWidth))
+	}
+}
+
+// dropLine says, when the search's recipe makes the stock recipe's
+// dropless experts drop-and-pad (a --set, a preset's layout), that tokens
+// over an expert's capacity are dropped, a change to training, with the
+// speed-up over the recipe's setting the winner was ranked with under it.
+func (t *rankingTable) dropLine() string {
+	r := t.d.Winner
+	for i := 0; r == nil && i < len(t.rows); i++ {
+		if !t.rows[i].Result.Failed() {
+			r = &t.rows[i].Ranked
+		}
+	}
+	if r == nil {
+		return ""
+	}
+	drop := recipe.NewRecommender(t.cfg.Target()).Overrides(r.Result.Candidate).DropsTokens
+	if drop == "" {
+		return ""
+	}
+	return search.DropsTokensLine(drop, *r)
 }
 
 func (t *rankingTable) anyShared() bool {
