@@ -423,7 +423,7 @@ func writeRanking(b *bytes.Buffer, in Input, plotName string) {
 	d := in.Done
 	w("## Ranking\n\n")
 	if plotName != "" {
-		w("![Step time with its p10–p90 band, and graph memory, per candidate](%s)\n\n", plotName)
+		w("![Speed-up with its p10–p90 band and the winner's tie band, and graph memory, per candidate](%s)\n\n", plotName)
 	}
 	w("| # | Candidate | Step ms | p10–p90 | × eager | × recipe | Capture ms | Graph MiB | Job s | Fits | Tie | Source | Note |\n")
 	w("|---:|---|---:|---|---:|---:|---:|---:|---:|---|---:|---|---|\n")

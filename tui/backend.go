@@ -206,6 +206,9 @@ type reportMsg struct {
 	written    string // the absolute path of the report written
 	in         report.Input
 	err        error
+	// again: a report written before, rewritten to the ranking on screen
+	// after it was ranked again (t).
+	again bool
 }
 
 type savedMsg struct {
@@ -299,6 +302,15 @@ func reportCmd(b Backend, path string, in report.Input, overwrite bool) tea.Cmd 
 	return func() tea.Msg {
 		written, plot, err := b.WriteReport(path, in, overwrite)
 		return reportMsg{path: path, written: written, plot: plot, in: in, err: err}
+	}
+}
+
+// rewriteReportCmd writes the report at path, which this screen wrote,
+// again for the ranking now on screen.
+func rewriteReportCmd(b Backend, path string, in report.Input) tea.Cmd {
+	return func() tea.Msg {
+		written, plot, err := b.WriteReport(path, in, true)
+		return reportMsg{path: path, written: written, plot: plot, in: in, err: err, again: true}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -297,12 +298,17 @@ func (s *resultsScreen) reportInput() report.Input {
 }
 
 func (s *resultsScreen) onReport(msg reportMsg) {
+	if msg.err == nil && msg.written != "" && !slices.Contains(s.reports, msg.written) {
+		s.reports = append(s.reports, msg.written)
+	}
 	switch {
 	case errors.Is(msg.err, ErrFileExists):
 		s.pendingReport, s.prompt = msg, promptOverwriteReport
 		s.setStatus("%s exists", msg.path)
 	case msg.err != nil:
 		s.setError(fmt.Errorf("report %s: %w", msg.path, msg.err))
+	case msg.again:
+		s.setStatus("ranked again with a tie band of %s: %s; rewrote the report %s to match", tieText(s.tie), winsText(s.done), msg.written)
 	case msg.plot == "":
 		s.setStatus("wrote the report %s (no candidate finished: no plot)", msg.written)
 	default:

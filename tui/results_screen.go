@@ -51,6 +51,9 @@ type resultsScreen struct {
 	details bool
 	// pane scrolls what the pane shows (results_pane.go).
 	pane resultsPane
+	// reports are the reports written of this search: a re-rank (t)
+	// writes them again, so that none says what the screen no longer does.
+	reports []string
 }
 
 // newResultsScreen starts with the --format shown.
@@ -160,7 +163,7 @@ func (s *resultsScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 	case key.Matches(msg, k.Save):
 		s.prompt, s.input = promptName, s.defaultPresetName()
 	case key.Matches(msg, k.Tie):
-		s.retie()
+		return s.retie(), nil
 	case key.Matches(msg, k.Validate):
 		return s.val.open(s.done), nil
 	case key.Matches(msg, k.New):
@@ -200,16 +203,22 @@ func (s *resultsScreen) rankOptions() search.RankOptions {
 	return o
 }
 
-// retie ranks the results again under the next tie band.
-func (s *resultsScreen) retie() {
+// retie ranks the results again under the next tie band, and writes the
+// reports written before it again to match.
+func (s *resultsScreen) retie() tea.Cmd {
 	s.tie = nextIn(Ties, s.tie, 1)
 	if s.done == nil {
-		return
+		return nil
 	}
 	s.done.Ranking = search.Rerank(s.done.Ranking, s.rankOptions())
 	s.done.Winner = search.Winner(s.done.Ranking)
 	s.cursor, s.offset = 0, 0
 	s.setStatus("ranked again with a tie band of %s: %s", tieText(s.tie), winsText(s.done))
+	var cmds []tea.Cmd
+	for _, path := range s.reports {
+		cmds = append(cmds, rewriteReportCmd(s.backend, path, s.reportInput()))
+	}
+	return tea.Batch(cmds...)
 }
 
 // winsText says who won d: "X wins", and when X is the recipe's own

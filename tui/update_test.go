@@ -1050,3 +1050,44 @@ func TestEstimateResultsSayWhatTheyRestOn(t *testing.T) {
 		t.Errorf("with a profile:\n%s", view(m))
 	}
 }
+
+// A report written before a re-rank (t) is written again to match it:
+// the winner on disk is the winner on screen.
+func TestRetieRewritesTheReport(t *testing.T) {
+	f := newFake(t)
+	m := finishRun(t, f)
+	press(m, "r")
+	send(m, press(m, "enter")())
+	md := filepath.Join(f.dir, "cgtune-report.md")
+	if !strings.Contains(mustRead(t, md), "# cgtune report: llama3_70b on h100 — te attn,mlp w3") {
+		t.Fatalf("report:\n%s", mustRead(t, md))
+	}
+	// At 10% the two graphed candidates tie and te attn w3 wins
+	// (TestResultsRetie).
+	for range 3 {
+		deliver(m, press(m, "t"))
+	}
+	if got := mustRead(t, md); !strings.Contains(got, "# cgtune report: llama3_70b on h100 — te attn w3\n") || !strings.Contains(got, "tie band 10%") {
+		t.Errorf("after the re-rank the report says:\n%.600s", got)
+	}
+	if !strings.Contains(m.status, "rewrote the report "+md) {
+		t.Errorf("status %q", m.status)
+	}
+}
+
+// deliver runs cmd and sends what it answers to m, each command of a batch in
+// turn.
+func deliver(m *App, cmd tea.Cmd) {
+	if cmd == nil {
+		return
+	}
+	switch msg := cmd().(type) {
+	case tea.BatchMsg:
+		for _, c := range msg {
+			deliver(m, c)
+		}
+	case nil:
+	default:
+		send(m, msg)
+	}
+}
