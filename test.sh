@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test that needs no GPU: go vet, then go test ./... (GPU tests
-# sit behind the gpu build tag and run on a GPU machine: see README).
+# sit behind the gpu build tag and run on a GPU machine: see bench/README.md).
 set -e
 cd "$(dirname "$0")"
 . scripts/env.sh

@@ -2,8 +2,10 @@
 # The cuda engine on a GPU machine: regenerates the kernels' PTX with nvcc
 # (engine/cuda/kernels/kernels.ptx), prints `cgtune gpus` and `cgtune probe`,
 # runs the launch-cost benchmark against the C reference (bench/launch) and
-# the GPU tests (engine/cuda, build tag gpu), whose acceptance table of
-# qwen3_30b_a3b and llama3_8b is also written as OUT_DIR/acceptance.json.
+# the GPU tests (engine/cuda, build tag gpu), whose table of qwen3_30b_a3b
+# and llama3_8b (measured steps beside the estimate engine's: the two share
+# one model, so it is self-consistency, not accuracy) is also written as
+# OUT_DIR/acceptance.json.
 #
 #   bench/gpu/run.sh OUT_DIR [TEST-REGEXP]
 #

@@ -15,8 +15,8 @@ import (
 // the search's events ({"event":"plan",...}), the notices cgtune prints
 // before it ({"event":"notice","message":...}), the files it wrote
 // ({"event":"wrote",...}) and the error it ends with ({"event":"error",...});
-// stdout carries one object, headlessResult. README.md (Headless) documents
-// the shape.
+// stdout carries one object, headlessResult. docs/reference.md ("--json:
+// the events and the result") documents the shape.
 
 // jsonLine is one line of the --json stream: {"event":name, ...v's fields}.
 func jsonLine(name string, v any) []byte {

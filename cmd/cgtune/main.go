@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes: the contract with scripts (README.md, Commands).
+// Exit codes: the contract with scripts (docs/reference.md, "Commands and exit codes").
 const (
 	exitOK          = 0
 	exitInvalid     = 1 // invalid configuration, or no candidate succeeded

@@ -91,9 +91,9 @@ func openLocalEngine(ctx context.Context, name string, gpu int, estimateGPU stri
 }
 
 // registerProfileFlags gives cmd the flags that scale or override the
-// emulation's host and GPU costs (README: "Adjusting the costs").
+// emulation's host and GPU costs (docs/reference.md: "Adjusting the costs").
 func registerProfileFlags(cmd *cobra.Command, p *setup.Profile) {
 	fl := cmd.Flags()
 	fl.StringVar(&p.Scale, "profile-scale", "", "scale the emulation's costs: host=F and/or gpu=F (e.g. host=1.3), F from 0.01 to 100")
-	fl.StringVar(&p.File, "profile-file", "", "YAML FILE that scales or overrides the framework profile (host_scale, gpu_scale, per-region values; README)")
+	fl.StringVar(&p.File, "profile-file", "", "YAML FILE that scales or overrides the framework profile (host_scale, gpu_scale, per-region values; docs/reference.md)")
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // Profile scales or overrides the emulation's host and GPU costs
-// (README: "Adjusting the costs"): --profile-scale and --profile-file.
+// (docs/reference.md: "Adjusting the costs"): --profile-scale and
+// --profile-file.
 type Profile struct {
 	Scale string // host=F[,gpu=F]
 	File  string // a YAML file of adjustments

@@ -13,8 +13,8 @@ import (
 // ProfileNotice says where the estimate engine's host costs for model m on
 // layout l, estimated for gpu, come from: the framework profile cached for
 // them, with where and when it was measured, or, without one, PyTorch's
-// per-op costs, which make what graphs gain a lower bound (README: "How
-// far to trust each engine").
+// per-op costs, which make what graphs gain a lower bound
+// (docs/accuracy.md).
 func ProfileNotice(m presets.Model, l presets.Layout, gpu string) string {
 	dir, err := stepmodel.DefaultProfileDir()
 	if err != nil {
