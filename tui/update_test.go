@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -1089,5 +1090,35 @@ func deliver(m *App, cmd tea.Cmd) {
 	case nil:
 	default:
 		send(m, msg)
+	}
+}
+
+// A search of a recipe made drop-and-pad in the layout editor says in
+// the details, next to the speed-up, that tokens over an expert's
+// capacity are dropped; so does every overrides file written of it.
+func TestDropAndPadInTheDetails(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 120, 40)
+	m.opts.Model = "qwen3_30b_a3b"
+	m.modelScr.selectInitial()
+	moveTo(t, m, "Capacity")
+	press(m, "1", ".", "0", "enter")
+	moveTo(t, m, "Pad")
+	press(m, "+")
+	press(m, "esc", "enter", "enter")
+	planNow(t, m, f)
+	press(m, "enter")
+	playEvents(m, f, -1)
+	if m.screen != screenResults {
+		t.Fatalf("screen %d", m.screen)
+	}
+	press(m, "d")
+	if !regexp.MustCompile(`→ [0-9.]+× ⚠ drop-and-pad MoE \(capacity factor 1\): tokens over an expert's capacity are dropped`).MatchString(flat(view(m))) {
+		t.Errorf("the details do not say, after the speed-up, that tokens are dropped:\n%s", view(m))
+	}
+	press(m, "w")
+	send(m, press(m, "enter")())
+	if got := mustRead(t, filepath.Join(f.dir, "cgtune-overrides.yaml")); !strings.Contains(got, "tokens over an expert's capacity are dropped") {
+		t.Errorf("the file does not say tokens are dropped:\n%s", got)
 	}
 }
