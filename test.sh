@@ -10,4 +10,7 @@ go vet ./...
 # The embedded Python (the Megatron-Core worker, the NCCL probe): pure parts, no torch needed.
 python3 -m unittest discover -s engine/megatron/pyworker -p 'test_*.py' -q
 python3 -m unittest discover -s probes -p 'test_*.py' -q
+# The Megatron-Bridge sandbox and recipe dumper (tools/): pure parts, no MB needed.
+python3 -m unittest discover -s tools/mbsandbox -p 'test_*.py' -q
+python3 -m unittest discover -s tools/mbrecipes -p 'test_*.py' -q
 go test ./... "$@"
