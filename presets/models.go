@@ -17,10 +17,10 @@ var modelFiles embed.FS
 // BuiltinModels returns and `cgtune models` prints.
 var builtinOrder = []string{
 	"llama3_8b", "llama3_70b", "llama31_405b",
-	"qwen3_30b_a3b", "qwen3_235b_a22b",
-	"deepseek_v3",
+	"qwen3_30b_a3b", "qwen3_235b_a22b", "qwen3_next_80b_a3b",
+	"deepseek_v3", "deepseek_v4_flash", "deepseek_v4_pro", "kimi_k2",
 	"gpt_oss_20b", "gpt_oss_120b",
-	"nemotronh_56b", "nemotron_3_nano",
+	"nemotronh_56b", "nemotron_3_nano", "nemotron_3_5_lightning", "nemotron_3_super", "nemotron_3_ultra",
 }
 
 // BuiltinModelNames lists the built-in model presets in display order.
@@ -137,7 +137,7 @@ func LookupModel(name string) (Model, error) {
 		return Model{}, fmt.Errorf("unknown model %q (allowed: %s)", name, strings.Join(builtinOrder, ", "))
 	}
 	// Each built-in lives in models/NAME.yaml; parsing only that file keeps
-	// a preset load (which looks its model up) from parsing all ten.
+	// a preset load (which looks its model up) from parsing them all.
 	p := path.Join("models", name+".yaml")
 	data, err := modelFiles.ReadFile(p)
 	if err != nil {

@@ -89,7 +89,7 @@ func TestFilterTypesInsteadOfQuitting(t *testing.T) {
 		t.Fatalf("filter = %q, want qwen", m.modelScr.filter)
 	}
 	items := m.modelScr.listItems()
-	if len(items) != 2 || items[0].name() != "qwen3_30b_a3b" {
+	if len(items) != 3 || items[0].name() != "qwen3_30b_a3b" { // the three Qwen3 built-ins
 		t.Fatalf("filtered items: %v", names(items))
 	}
 	if m.sel.model.Name != "qwen3_30b_a3b" {

@@ -8,7 +8,7 @@ executes every function of src/megatron/bridge/perf_recipes/<family>/<gpu>/
 recipe with whether Megatron-Core accepts its parallel layout on its GPU
 count and which one the layout selection picks per GPU type, and writes the
 picked ones' ConfigContainer as MB's own ConfigContainer.to_yaml writes it,
-trimmed to the keys cgtune reads (keys.txt), one file per recipe.
+trimmed to the keys cgtune reads (mbconfig/keys.txt), one file per recipe.
 
     python3 tools/mbrecipes/dump.py ... --to-yaml MODULE:FUNCTION --out FILE
 
@@ -35,6 +35,7 @@ import mbsandbox  # noqa: E402
 import recipes  # noqa: E402
 
 DEFAULT_OUT = "presets/testdata/mbrecipes"
+KEYS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "mbconfig", "keys.txt")
 HEADER = "# Megatron-Bridge recipe dump for cgtune, written by tools/mbrecipes/dump.py; do not edit."
 PERF_ROOT = "src/megatron/bridge/perf_recipes"
 
@@ -65,6 +66,24 @@ def model_section(d):
     return {**m, **(m.get("transformer") or {})}
 
 
+def model_extras(model):
+    """Attributes a recipe set on its model that are not fields of the
+    model's dataclass, so to_dict leaves them out: MB's DeepSeek-V4 bridge
+    sets csa_*, o_groups, ... that the Megatron-Core MB pins has no field
+    for. Plain values only; the dump keeps those cgtune reads."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(model):
+        return {}
+    fields = {f.name for f in dataclasses.fields(model)}
+    return {
+        k: v
+        for k, v in vars(model).items()
+        if not k.startswith("_") and k not in fields and isinstance(v, (bool, int, float, str, list, type(None)))
+        and (not isinstance(v, list) or all(isinstance(x, (bool, int, float, str)) for x in v))
+    }
+
+
 def layout_sizes(d):
     m = model_section(d)
     return dict(
@@ -79,9 +98,10 @@ def layout_sizes(d):
     )
 
 
-def run_perf_recipes(trees):
+def run_perf_recipes(trees, hf):
     """Every pretraining perf recipe of the LLM families, run: dicts with
-    name, file, config (ConfigContainer.to_dict()), accepted, reason."""
+    name, file, config (ConfigContainer.to_dict()), accepted, reason, and
+    hf, the HuggingFace configs the recipe loaded."""
     out = []
     for module, rel in perf_modules(trees):
         with quiet():
@@ -91,10 +111,16 @@ def run_perf_recipes(trees):
             name = recipes.parse_name(fn_name)
             if name is None or name.task != "pretrain" or getattr(fn, "__module__", None) != module:
                 continue
+            hf.loaded.clear()
             with quiet():
-                d = fn().to_dict()
+                cfg = fn()
+                d = cfg.to_dict()
+            loaded = sorted(set(hf.loaded))
+            extra = model_extras(cfg.model)
+            if extra:
+                d["model"].update(extra)
             ok, reason = recipes.accepts(name.num_gpus, **layout_sizes(d))
-            out.append({"name": name, "file": rel, "module": module, "config": d, "accepted": ok, "reason": reason})
+            out.append({"name": name, "file": rel, "module": module, "config": d, "accepted": ok, "reason": reason, "hf": loaded})
     return out
 
 
@@ -138,7 +164,7 @@ def write_atomic(path, text):
         raise
 
 
-def index_entry(r, chosen, vocab):
+def index_entry(r, chosen, vocab, hf):
     n = r["name"]
     e = {
         "function": n.function,
@@ -157,6 +183,8 @@ def index_entry(r, chosen, vocab):
     if chosen:
         e["selected"] = True
         e["dump"] = n.function + ".yaml"
+        if r["hf"]:
+            e["hf_configs"] = [{"model": m, "source": hf.source(m)} for m in r["hf"]]
         if vocab:
             e["tokenizer_vocab"] = vocab
     return e
@@ -165,13 +193,13 @@ def index_entry(r, chosen, vocab):
 def write_dumps(trees, out, keys):
     yaml = yaml_module()
     hf = sys.modules["transformers"].hf_configs
-    runs = run_perf_recipes(trees)
+    runs = run_perf_recipes(trees, hf)
     chosen = {id(r) for r in recipes.select(runs).values()}
     written, entries = set(), []
     for r in runs:
         sel = id(r) in chosen
         vocab = tokenizer_vocab(r["config"], hf) if sel else None
-        entries.append(index_entry(r, sel, vocab))
+        entries.append(index_entry(r, sel, vocab, hf))
         if not sel:
             continue
         head = [
@@ -181,7 +209,8 @@ def write_dumps(trees, out, keys):
             f"# file: {r['file']}",
             f"# function: {r['name'].function}",
             "# The ConfigContainer the function returns, as MB's ConfigContainer.to_yaml writes it,",
-            "# trimmed to the keys cgtune reads (tools/mbrecipes/keys.txt).",
+            "# trimmed to the keys cgtune reads (mbconfig/keys.txt); model attributes the recipe sets",
+            "# that are not fields of the model's dataclass (to_yaml leaves them out) are under model:.",
         ]
         fname = r["name"].function + ".yaml"
         write_atomic(os.path.join(out, fname), "\n".join(head) + "\n" + dump_text(yaml, recipes.trim(r["config"], keys)))
@@ -217,7 +246,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mbsandbox.add_repo_args(parser)
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT}), or the file of --to-yaml")
-    parser.add_argument("--keys", default=os.path.join(HERE, "keys.txt"), help="the keys to keep (default keys.txt here)")
+    parser.add_argument("--keys", default=KEYS, help="the keys to keep (default: the ones cgtune's converter reads)")
     parser.add_argument("--to-yaml", metavar="MODULE:FUNCTION", help="write this one recipe's whole ConfigContainer to --out")
     args = parser.parse_args(argv)
     try:
