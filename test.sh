@@ -13,4 +13,6 @@ python3 -m unittest discover -s probes -p 'test_*.py' -q
 # The Megatron-Bridge sandbox and recipe dumper (tools/): pure parts, no MB needed.
 python3 -m unittest discover -s tools/mbsandbox -p 'test_*.py' -q
 python3 -m unittest discover -s tools/mbrecipes -p 'test_*.py' -q
+# The recipe runner cgtune --recipe embeds: pure parts.
+python3 -m unittest discover -s internal/mbimport/pyrecipe -p 'test_*.py' -q
 go test ./... "$@"
