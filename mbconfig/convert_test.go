@@ -163,6 +163,8 @@ func TestPrecisionFromTheMixedPrecisionRecipe(t *testing.T) {
 		{"mixed_precision: bf16_with_fp8_current_scaling_mixed\n", "fp8cs"},
 		{"mixed_precision: nemotron_3_super_bf16_with_nvfp4_mixed\n", "nvfp4"},
 		{"mixed_precision:\n  bf16: true\n  fp8: hybrid\n  fp8_recipe: blockwise\n  fp4: null\n", "fp8sc"},
+		{"mixed_precision:\n  bf16: true\n  fp8: hybrid\n  fp8_recipe: tensorwise\n  fp4: null\n", "fp8cs"},
+		{"mixed_precision:\n  bf16: true\n  fp8: hybrid\n  fp8_recipe: delayed\n  fp4: null\n", "fp8ds"},
 		{"mixed_precision:\n  bf16: true\n  fp8: e4m3\n  fp8_recipe: mxfp8\n  fp4: null\n", "fp8mx"},
 		{"mixed_precision:\n  bf16: true\n  fp8: null\n  fp4: e2m1\n  fp4_recipe: nvfp4\n", "nvfp4"},
 	} {
@@ -180,8 +182,11 @@ func TestLayoutFields(t *testing.T) {
 			"  pipeline_model_parallel_layout:\n  - [embedding, decoder]\n  - [decoder]\n  - [decoder]\n  - [decoder, loss]\n"+
 			"  account_for_loss_in_pipeline_split: true\n  recompute_granularity: selective\n  recompute_modules: [core_attn, mlp]\n"+
 			"  sequence_parallel: true\n", 1)
+	// MB's mixed-precision recipe sets DDP's grad_reduce_in_fp32 at
+	// start-up: its value is the one that runs.
+	src = strings.Replace(src, "  fp4: null\n", "  fp4: null\n  grad_reduce_in_fp32: true\n", 1)
 	src = strings.Replace(src, "ddp:\n  use_distributed_optimizer: true\n",
-		"ddp:\n  use_distributed_optimizer: true\n  use_megatron_fsdp: true\n  data_parallel_sharding_strategy: optim_grads_params\n"+
+		"ddp:\n  use_distributed_optimizer: true\n  grad_reduce_in_fp32: false\n  use_megatron_fsdp: true\n  data_parallel_sharding_strategy: optim_grads_params\n"+
 			"optimizer:\n  use_precision_aware_optimizer: true\n  exp_avg_dtype:\n    _call_: false\n    _target_: torch.bfloat16\n", 1)
 	l, _, err := convert(t, src)
 	if err != nil {
@@ -190,7 +195,7 @@ func TestLayoutFields(t *testing.T) {
 	if l.PipelineLayout != "Et|t|t|tL" || !l.AccountForLoss || l.AccountForEmbedding || l.VP != 2 || !l.SequenceParallel {
 		t.Errorf("pipeline %+v", l)
 	}
-	if !slices.Equal(l.RecomputeModules, []string{"core_attn", "mlp"}) || !l.FSDP || l.OptimizerStates != "bf16" || !l.PrecisionAwareOptimizer {
+	if !slices.Equal(l.RecomputeModules, []string{"core_attn", "mlp"}) || !l.FSDP || l.OptimizerStates != "bf16" || !l.PrecisionAwareOptimizer || !l.GradReduceInFP32 {
 		t.Errorf("memory settings %+v", l)
 	}
 }

@@ -42,6 +42,7 @@ func TestLayoutPipelineLayoutChecks(t *testing.T) {
 		{"Ett|ttL", 0, 0, ""},
 		{"Et|t|t|tL", 2, 0, ""},
 		{"Et|t|t|tL", 0, 0, "virtual pipeline of 2 but vp is 1"},
+		{"Et|t|t|tL", 3, 0, "virtual pipeline of 2 but vp is 3"},
 		{"Ett|tL", 0, 0, "3 decoder layers (t) but the model has 4"},
 		{"Ett|t|tL", 0, 0, "3 stages is not a multiple of pp (2)"},
 		{"tt|EttL", 0, 0, "the embedding (E) must come first"},
