@@ -200,7 +200,7 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 					description: description, impls: impls, scopes: scopes, warmups: warmups, force: force})
 			}
 			if model == "" {
-				return fail(exitBadInput, "preset save: --model or --mbridge-config/--recipe is required (models: %s)", strings.Join(presets.BuiltinModelNames(), ", "))
+				return fail(exitBadInput, "preset save: --model is required, or --mbridge-config FILE or --recipe R to import one (allowed models: %s)", strings.Join(presets.BuiltinModelNames(), ", "))
 			}
 			m, err := presets.LookupModel(model)
 			if err != nil {

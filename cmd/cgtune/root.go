@@ -343,6 +343,8 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		}
 	}
 	switch {
+	case f.model != "" && f.preset != "":
+		return fail(exitBadInput, "give --model or --preset, not both")
 	case given > 1:
 		return fail(exitBadInput, "give one of --model, --preset and --mbridge-config/--recipe")
 	case f.imp.given():
@@ -404,7 +406,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 			cfg.Sets = fp.Sets
 		}
 	default:
-		return fail(exitBadInput, "give --model M, --preset NAME|FILE or --mbridge-config FILE (cgtune models lists the models, cgtune preset list the presets)")
+		return fail(exitBadInput, "give --model M or --preset NAME|FILE, or import a recipe with --mbridge-config FILE or --recipe R (cgtune models lists the models, cgtune preset list the presets)")
 	}
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
 		return fail(exitBadInput, "--mbridge: %v", err)

@@ -15,6 +15,11 @@ import stubs
 import versionshim
 
 
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def stub_module(name, versions=None):
     finder = stubs.StubFinder([name.split(".")[0]], versions or {}, fallback=False)
     spec = finder.find_spec(name)
@@ -89,7 +94,8 @@ class VersionShimTest(unittest.TestCase):
 
 class HFConfigTest(unittest.TestCase):
     def test_every_model_cites_its_sources(self):
-        data = json.load(open(hfconfig.DATA))
+        with open(hfconfig.DATA, encoding="utf-8") as f:
+            data = json.load(f)
         for mid, e in data["models"].items():
             self.assertTrue(e["source"].startswith("https://huggingface.co/" + mid + "/"), mid)
             self.assertTrue(e["checked_against"], mid)
@@ -121,12 +127,12 @@ class PrepareTest(unittest.TestCase):
                 self.git(r, "config", "user.email", "t@t")
                 self.git(r, "config", "user.name", "t")
             os.makedirs(os.path.join(mcore, "megatron", "core"))
-            open(os.path.join(mcore, "megatron", "core", "__init__.py"), "w").write("X = 1\n")
+            write(os.path.join(mcore, "megatron", "core", "__init__.py"), "X = 1\n")
             self.git(mcore, "add", ".")
             self.git(mcore, "commit", "-q", "-m", "c")
             pin = self.git(mcore, "rev-parse", "HEAD")
             os.makedirs(os.path.join(mb, "src", "megatron", "bridge"))
-            open(os.path.join(mb, "src", "megatron", "bridge", "__init__.py"), "w").write("Y = 2\n")
+            write(os.path.join(mb, "src", "megatron", "bridge", "__init__.py"), "Y = 2\n")
             self.git(mb, "add", ".")
             self.git(mb, "update-index", "--add", "--cacheinfo", f"160000,{pin},3rdparty/Megatron-LM")
             self.git(mb, "commit", "-q", "-m", "c")
