@@ -42,6 +42,71 @@ type Arch struct {
 	// layer: M Mamba, * attention, - dense MLP, E MoE. Empty for a plain
 	// transformer, where every layer is attention followed by MLP or MoE.
 	HybridPattern string `yaml:"hybrid_pattern,omitempty" json:"hybrid_pattern,omitempty"`
+	// MTPHybridOverridePattern is MCore's mtp_hybrid_override_pattern: the
+	// layers of each multi-token-prediction block of a hybrid model, in
+	// HybridPattern's symbols ("*E" for Nemotron 3 Super: attention, then
+	// MoE). Empty for a transformer's MTP block or no MTP.
+	MTPHybridOverridePattern string `yaml:"mtp_hybrid_override_pattern,omitempty" json:"mtp_hybrid_override_pattern,omitempty"`
+	// ExperimentalAttentionVariant is MCore's experimental_attention_variant
+	// (MLM megatron/core/transformer/transformer_config.py): gated_delta_net
+	// (Qwen3-Next: LinearAttention layers between softmax ones), dsa, or MB's
+	// dsv4_hybrid (DeepSeek-V4: CompressedAttention in every layer). Empty
+	// for softmax attention in every attention layer.
+	ExperimentalAttentionVariant string `yaml:"experimental_attention_variant,omitempty" json:"experimental_attention_variant,omitempty"`
+	// AttentionOutputGate is MCore's attention_output_gate: the attention
+	// output is multiplied by a sigmoid gate projected from the layer input
+	// (Qwen3-Next's gated attention; the query projection doubles).
+	AttentionOutputGate bool                 `yaml:"attention_output_gate,omitempty" json:"attention_output_gate,omitempty"`
+	LinearAttention     *LinearAttention     `yaml:"linear_attention,omitempty" json:"linear_attention,omitempty"`
+	CompressedAttention *CompressedAttention `yaml:"compressed_attention,omitempty" json:"compressed_attention,omitempty"`
+	HyperConnections    *HyperConnections    `yaml:"hyper_connections,omitempty" json:"hyper_connections,omitempty"`
+}
+
+// LinearAttention describes the gated delta-net layers of a model with
+// experimental_attention_variant gated_delta_net (Qwen3-Next): linear
+// attention with a causal convolution in place of softmax attention in
+// most layers. Field names and meanings are MCore's (MLM
+// megatron/core/transformer/transformer_config.py, "linear attention";
+// MB src/megatron/bridge/models/qwen/qwen3_next_bridge.py sets them from
+// the HF config).
+type LinearAttention struct {
+	// LinearAttentionFreq is linear_attention_freq as an integer N: of
+	// every N layers, N-1 are linear attention and the N-th softmax
+	// attention. 0 when LinearAttentionPattern gives the layers instead.
+	LinearAttentionFreq int `yaml:"linear_attention_freq,omitempty" json:"linear_attention_freq,omitempty"`
+	// LinearAttentionPattern is linear_attention_freq as a list, one entry
+	// per layer: 1 linear attention, 0 softmax attention.
+	LinearAttentionPattern []int `yaml:"linear_attention_pattern,omitempty" json:"linear_attention_pattern,omitempty"`
+	LinearConvKernelDim    int   `yaml:"linear_conv_kernel_dim" json:"linear_conv_kernel_dim"`
+	LinearKeyHeadDim       int   `yaml:"linear_key_head_dim" json:"linear_key_head_dim"`     // query and key head dim
+	LinearValueHeadDim     int   `yaml:"linear_value_head_dim" json:"linear_value_head_dim"` // value and gate head dim
+	LinearNumKeyHeads      int   `yaml:"linear_num_key_heads" json:"linear_num_key_heads"`
+	LinearNumValueHeads    int   `yaml:"linear_num_value_heads" json:"linear_num_value_heads"`
+}
+
+// CompressedAttention is DeepSeek-V4's per-layer hybrid attention (MB
+// src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py; the fields
+// need an MCore newer than the one MB HEAD pins): every layer attends over
+// a sliding window, and layers with a compression ratio also over the
+// sequence compressed by that ratio, selected by a DSA indexer at ratio 4.
+type CompressedAttention struct {
+	// CSACompressRatios is csa_compress_ratios, one entry per decoder layer
+	// then per MTP layer: 0 sliding window only, 4 compressed sparse
+	// attention (indexer top-k), 128 heavily compressed attention.
+	CSACompressRatios []int `yaml:"csa_compress_ratios" json:"csa_compress_ratios"`
+	CSAWindowSize     int   `yaml:"csa_window_size" json:"csa_window_size"` // sliding window, tokens
+	DSAIndexerNHeads  int   `yaml:"dsa_indexer_n_heads" json:"dsa_indexer_n_heads"`
+	DSAIndexerHeadDim int   `yaml:"dsa_indexer_head_dim" json:"dsa_indexer_head_dim"`
+	DSAIndexerTopK    int   `yaml:"dsa_indexer_topk" json:"dsa_indexer_topk"` // compressed entries each query keeps
+}
+
+// HyperConnections are DeepSeek-V4's manifold hyper-connections
+// (enable_hyper_connections, MB src/megatron/bridge/models/deepseek/
+// deepseek_v4_bridge.py): the residual stream is NumResidualStreams wide
+// and each layer mixes the streams through a Sinkhorn-normalised matrix.
+type HyperConnections struct {
+	NumResidualStreams    int `yaml:"num_residual_streams" json:"num_residual_streams"`
+	MHCSinkhornIterations int `yaml:"mhc_sinkhorn_iterations" json:"mhc_sinkhorn_iterations"`
 }
 
 // MoE describes the mixture-of-experts part of a model.
@@ -53,7 +118,18 @@ type MoE struct {
 	// FirstDenseLayers is the number of leading dense layers
 	// (moe_layer_freq = [0]*n + [1]*rest); 0 means every layer is MoE.
 	FirstDenseLayers int    `yaml:"first_dense_layers,omitempty" json:"first_dense_layers,omitempty"`
-	Router           string `yaml:"router,omitempty" json:"router,omitempty"` // softmax (default) or sigmoid
+	Router           string `yaml:"router,omitempty" json:"router,omitempty"` // softmax (default), sigmoid or sqrtsoftplus
+	// MoELatentSize is MCore's moe_latent_size (Nemotron 3 Super and Ultra's
+	// latent MoE): tokens are projected to this width before the routed
+	// experts and back after them; 0 for none.
+	MoELatentSize int `yaml:"moe_latent_size,omitempty" json:"moe_latent_size,omitempty"`
+	// MoESharedExpertGate is MCore's moe_shared_expert_gate: the shared
+	// expert's output is scaled by a sigmoid gate (Qwen3-Next).
+	MoESharedExpertGate bool `yaml:"moe_shared_expert_gate,omitempty" json:"moe_shared_expert_gate,omitempty"`
+	// MoENHashLayers is moe_n_hash_layers (MB's DeepSeek-V4 bridge): the
+	// first that many MoE layers route by a fixed token-id hash instead of
+	// the learned router.
+	MoENHashLayers int `yaml:"moe_n_hash_layers,omitempty" json:"moe_n_hash_layers,omitempty"`
 }
 
 // MLA is DeepSeek's multi-latent attention.
@@ -63,6 +139,12 @@ type MLA struct {
 	QKHeadDim  int `yaml:"qk_head_dim" json:"qk_head_dim"`
 	QKRopeDim  int `yaml:"qk_rope_dim" json:"qk_rope_dim"`
 	VHeadDim   int `yaml:"v_head_dim" json:"v_head_dim"`
+	// OGroups and OLoraRank are DeepSeek-V4's grouped low-rank output
+	// projection (o_groups, o_lora_rank in MB's DeepSeek-V4 bridge): the
+	// heads' outputs are projected in OGroups groups to OLoraRank each,
+	// then to hidden. 0 for MCore's plain output projection.
+	OGroups   int `yaml:"o_groups,omitempty" json:"o_groups,omitempty"`
+	OLoraRank int `yaml:"o_lora_rank,omitempty" json:"o_lora_rank,omitempty"`
 }
 
 // Mamba describes the Mamba-2 mixer of a hybrid model.

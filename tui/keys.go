@@ -21,6 +21,7 @@ type KeyMap struct {
 	// Model screen.
 	Filter      key.Binding
 	ClearFilter key.Binding
+	Import      key.Binding
 	GPUType     key.Binding
 	MBridge     key.Binding
 	Inc         key.Binding
@@ -78,6 +79,7 @@ func DefaultKeyMap() KeyMap {
 
 		Filter:      b([]string{"/"}, "/", "filter"),
 		ClearFilter: b([]string{"esc"}, "esc", "clear filter"),
+		Import:      b([]string{"i"}, "i", "import MB config"),
 		GPUType:     b([]string{"g"}, "g", "gpu type"),
 		MBridge:     b([]string{"v"}, "v", "MB version"),
 		Inc:         b([]string{"+", "=", "right", "l"}, "+/→", "more"),

@@ -209,7 +209,7 @@ func (m *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.KeyPressMsg:
 		return m, m.handleKey(msg)
-	case presetsMsg, presetLoadedMsg:
+	case presetsMsg, presetLoadedMsg, presetImportedMsg:
 		return m, m.update(m.modelScr, msg)
 	case gpusMsg:
 		return m, m.update(m.gpuScr, msg)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -132,11 +133,12 @@ func (h *harnessFlags) check(cmd *cobra.Command, cfg *recipe.Recipe, mb string, 
 }
 
 func newCheckCmd() *cobra.Command {
-	var model, presetArg, gpu, mbridge, launcher string
+	var model, presetArg, gpu, mbridge, launcher, python string
 	var sets []string
 	var h harnessFlags
+	var imp mbImportFlags
 	cmd := &cobra.Command{
-		Use:   "check (--model M | --preset NAME|FILE) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N] [--set k=v ...] [--mbridge V] [--gpu-type G] [--launcher mb|mlm]",
+		Use:   "check (--model M | --preset NAME|FILE | --mbridge-config FILE | --recipe R) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N] [--set k=v ...] [--mbridge V] [--gpu-type G] [--launcher mb|mlm]",
 		Short: "Check a recipe's CUDA-graph settings against Megatron-Bridge's rules",
 		Long: `check builds the recipe of a model (its default layout on --gpu-type) as the given
 Megatron-Bridge release starts from, applies OVERRIDES.yaml (nested model:, rng:,
@@ -159,7 +161,7 @@ for full-iteration graphs, ...) are printed to stderr as notes.
 Exit status: 0 valid, 1 invalid, 2 bad input.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, l, mb, err := resolveModel(cmd, model, presetArg, gpu, mbridge)
+			m, l, mb, err := checkTarget(cmd, imp, python, model, presetArg, gpu, mbridge)
 			if err != nil {
 				return err
 			}
@@ -206,7 +208,31 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 	f.StringVar(&mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
 	f.StringArrayVar(&sets, "set", nil, "override KEY=VALUE (Hydra syntax: true, 1.0, null, [a,b]); repeatable")
 	f.StringVar(&launcher, "launcher", string(recipe.LauncherMB), "what starts the job: mb (Megatron-Bridge) or mlm (Megatron-LM's pretrain_gpt.py)")
+	f.StringVar(&python, "python", "", "with --recipe: the Python interpreter where Megatron-Bridge is installed")
+	imp.register(f)
 	h.register(cmd)
 	refuseGPUTypeAsIndex(cmd)
 	return cmd
+}
+
+// checkTarget is the model, layout and MB version check reads: an
+// imported recipe (--mbridge-config, --recipe) or resolveModel's.
+func checkTarget(cmd *cobra.Command, imp mbImportFlags, python, model, presetArg, gpu, mbridge string) (presets.Model, presets.Layout, string, error) {
+	if !imp.given() {
+		if err := imp.check(); err != nil {
+			return presets.Model{}, presets.Layout{}, "", err
+		}
+		return resolveModel(cmd, model, presetArg, gpu, mbridge)
+	}
+	if model != "" || presetArg != "" {
+		return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "give one of --model, --preset and --mbridge-config/--recipe")
+	}
+	if !cmd.Flags().Changed("gpu-type") {
+		gpu = ""
+	}
+	p, err := imp.load(context.Background(), python, gpu, mbridge)
+	if err != nil {
+		return presets.Model{}, presets.Layout{}, "", err
+	}
+	return *p.ModelInline, p.Layout, p.MBridge, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cgtune/internal/fileio"
+	"cgtune/engine/megatron"
 	"cgtune/presets"
 	"cgtune/search"
 )
@@ -202,18 +204,40 @@ func presetParseWarmups(s string) ([]int, error) {
 	return out, nil
 }
 
+// withProfileFlag is ["--with-profile"] when that flag was given.
+func withProfileFlag(cmd *cobra.Command) []string {
+	if cmd.Flags().Changed("with-profile") {
+		return []string{"--with-profile"}
+	}
+	return nil
+}
+
 func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
-	var model, gpu, scopes, warmups, mbridge, description string
+	var model, gpu, scopes, warmups, mbridge, description, python string
 	var impls []string
 	var force, withProfile bool
 	var lf presetLayoutFlags
+	var imp mbImportFlags
 	cmd := &cobra.Command{
-		Use:   "save NAME --model M [--gpu-type G] [--tp N --ep N ...] [--set KEY=VALUE ...]",
+		Use:   "save NAME (--model M | --mbridge-config FILE | --recipe R) [--gpu-type G] [--tp N --ep N ...] [--set KEY=VALUE ...]",
 		Short: "Save a preset in the user folder",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if imp.given() {
+				if model != "" {
+					return fail(exitBadInput, "preset save: give --model or --mbridge-config/--recipe, not both")
+				}
+				// The imported recipe is the layout: edit the recipe, or
+				// save it and change the preset, rather than mix the two.
+				if given := append(lf.given(cmd), withProfileFlag(cmd)...); len(given) > 0 {
+					return fail(exitBadInput, "preset save: %s apply to --model only; an imported recipe's layout is the recipe's own", strings.Join(given, ", "))
+				}
+				imp.numGPUs = lf.numGPUs()
+				return saveImported(cmd, store(cmd), imp, importedPreset{name: args[0], gpu: gpu, python: python, mbridge: mbridge,
+					description: description, impls: impls, scopes: scopes, warmups: warmups, force: force})
+			}
 			if model == "" {
-				return fail(exitBadInput, "preset save: --model is required (allowed: %s)", strings.Join(presets.BuiltinModelNames(), ", "))
+				return fail(exitBadInput, "preset save: --model is required, or --mbridge-config FILE or --recipe R to import one (allowed models: %s)", strings.Join(presets.BuiltinModelNames(), ", "))
 			}
 			m, err := presets.LookupModel(model)
 			if err != nil {
@@ -279,8 +303,51 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 	f.BoolVar(&force, "force", false, "replace an existing preset of that name")
 	f.BoolVar(&withProfile, "with-profile", false, "carry the framework profile cached here for the preset's model, layout and GPU (cgtune preset export --with-profile)")
 	lf.register(cmd)
+	f.StringVar(&python, "python", "", "with --recipe: the Python interpreter where Megatron-Bridge is installed (default: $"+megatron.PythonEnv+", then python3 on PATH)")
+	imp.registerSource(f)
 	refuseGPUTypeAsIndex(cmd)
 	return cmd
+}
+
+// importedPreset is what preset save adds to an imported model and layout.
+type importedPreset struct {
+	name, gpu, python, mbridge, description string
+	impls                                   []string
+	scopes, warmups                         string
+	force                                   bool
+}
+
+// saveImported saves the model and layout of the user's Megatron-Bridge
+// recipe as a team preset (the model inline), with the search space the
+// flags give.
+func saveImported(cmd *cobra.Command, s *presets.Store, imp mbImportFlags, ip importedPreset) error {
+	if !presets.ValidName(ip.name) {
+		return fail(exitBadInput, "invalid preset name %q (allowed: [a-z0-9][a-z0-9._-]*)", ip.name)
+	}
+	sets := presetParseScopeSets(ip.scopes)
+	if err := presetCheckScopes(sets); err != nil {
+		return err
+	}
+	ws, err := presetParseWarmups(ip.warmups)
+	if err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
+	p, err := imp.load(context.Background(), ip.python, ip.gpu, ip.mbridge)
+	if err != nil {
+		return err
+	}
+	p.Name = ip.name
+	if ip.description != "" {
+		p.Description = ip.description
+	}
+	p.Space = search.CanonicalSpace(*p.ModelInline, presets.Space{Impls: ip.impls, Scopes: sets, Warmups: ws})
+	path, err := s.Save(p, ip.force)
+	if err != nil {
+		return fail(exitBadInput, "%v", err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "saved %s (model %s, %s layout from %s) to %s\n", p.Name, p.ModelInline.Name, p.GPU, p.Description, path)
+	warnShadowed(cmd, s, p.Name)
+	return nil
 }
 
 func joinInts(v []int) string {

@@ -97,6 +97,8 @@ type rootFlags struct {
 	// savedCommand names that file when the command came from it.
 	trustCommand bool
 	savedCommand string
+	// imp imports the model and layout from the user's Megatron-Bridge.
+	imp mbImportFlags
 
 	cmd *cobra.Command
 }
@@ -137,7 +139,8 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.preset, "preset", "", "team preset (model, layout, space and MB version): a NAME saved with cgtune preset save, or a FILE")
 	fl.StringVar(&f.gpus, "gpu", "0", "GPUs to measure on, comma-separated (one worker each)")
 	fl.StringVar(&f.engine, "engine", "", "megatron (the installed Megatron-Core on this GPU), cuda (emulation measured on this GPU) or estimate (computed, no GPU); default: megatron when a GPU and an importable megatron.core are there, else cuda, else estimate")
-	fl.StringVar(&f.python, "python", "", "Python interpreter for the megatron engine (default: $"+megatron.PythonEnv+", then python3 on PATH)")
+	fl.StringVar(&f.python, "python", "", "Python interpreter for the megatron engine and --recipe (default: $"+megatron.PythonEnv+", then python3 on PATH)")
+	f.imp.register(fl)
 	fl.StringVar(&f.launcher, "launcher", "local", "job engine: local (this node, its own process group) or slurm (sbatch)")
 	fl.StringVar(&f.command, "command", "", "job engine: the training command template, with {flags}, {dotlist}, {overrides} or {run_script_flags} and {iters} (cgtune validate --help)")
 	fl.StringVar(&f.commandFormat, "command-format", "", "job engine: what {overrides} renders: dotlist (default), flags, run_script_flags")
@@ -261,9 +264,30 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		return err
 	}
 	cfg.Sets, cfg.MBridge = sets, f.mbridge
+	if err := f.imp.check(); err != nil {
+		return err
+	}
+	given := 0
+	for _, g := range []bool{f.model != "", f.preset != "", f.imp.given()} {
+		if g {
+			given++
+		}
+	}
 	switch {
 	case f.model != "" && f.preset != "":
 		return fail(exitBadInput, "give --model or --preset, not both")
+	case given > 1:
+		return fail(exitBadInput, "give one of --model, --preset and --mbridge-config/--recipe")
+	case f.imp.given():
+		gpu := ""
+		if changed("gpu-type") {
+			gpu = f.gpuType
+		}
+		p, err := f.imp.load(context.Background(), f.python, gpu, f.mbridge)
+		if err != nil {
+			return err
+		}
+		cfg.Model, cfg.Layout, cfg.Space = *p.ModelInline, p.Layout, p.Space
 	case f.model != "":
 		m, err := presets.LookupModel(f.model)
 		if err != nil {
@@ -318,7 +342,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 			cfg.Sets = fp.Sets
 		}
 	default:
-		return fail(exitBadInput, "give --model M or --preset NAME|FILE (cgtune models lists the models, cgtune preset list the presets)")
+		return fail(exitBadInput, "give --model M or --preset NAME|FILE, or import a recipe with --mbridge-config FILE or --recipe R (cgtune models lists the models, cgtune preset list the presets)")
 	}
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
 		return fail(exitBadInput, "--mbridge: %v", err)

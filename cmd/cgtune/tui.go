@@ -19,6 +19,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/cuda"
 	"cgtune/engine/job"
+	"cgtune/internal/mbimport"
 	"cgtune/internal/setup"
 	"cgtune/presets"
 	"cgtune/probes"
@@ -100,6 +101,23 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		if opts.GPUs, err = parseGPUs(f.gpus); err != nil {
 			return err
 		}
+	}
+	if err := f.imp.check(); err != nil {
+		return err
+	}
+	if f.imp.given() {
+		if f.model != "" || f.preset != "" {
+			return fail(exitBadInput, "give one of --model, --preset and --mbridge-config/--recipe")
+		}
+		gpu := ""
+		if changed("gpu-type") {
+			gpu = f.gpuType
+		}
+		p, err := f.imp.load(ctx, f.python, gpu, f.mbridge)
+		if err != nil {
+			return err
+		}
+		opts.Preset = &p
 	}
 	if f.preset != "" {
 		p, _, err := loadPreset(f.preset)
@@ -251,6 +269,12 @@ func (b *tuiBackend) measuringEngine() (string, string) {
 func (b *tuiBackend) TeamPresets() ([]presets.PresetInfo, error) { return b.store.List() }
 
 func (b *tuiBackend) LoadPreset(name string) (presets.TeamPreset, error) { return b.store.Load(name) }
+
+// ImportMBConfig reads a Megatron-Bridge ConfigContainer YAML with the
+// --num-gpus and --vocab-size the TUI was started with.
+func (b *tuiBackend) ImportMBConfig(path, mbridge string) (presets.TeamPreset, error) {
+	return mbimport.FromFile(path, mbimport.Options{NumGPUs: b.flags.imp.numGPUs, Vocab: b.flags.imp.vocab, MBridge: mbridge})
+}
 
 // estimateGPU is what the estimate engine estimates for: --estimate-gpu,
 // else for a measured search the GPU it measures on (cached probes of it,
