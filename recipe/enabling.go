@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"cgtune/presets"
+	"cgtune/stepmodel"
 )
 
 // Change is a change of recipe settings that lifts a rule: applied to a
@@ -146,12 +147,19 @@ func sortChanges(cs []Change) []Change {
 }
 
 // ChangesFor are the changes that may lift violation v: those its rule
-// names. A capture the plan says fails (WillFailID) is no rule: every
-// change of the table is tried on it (drop-and-pad removes the dropless
-// dispatch's host sync a graph cannot hold).
+// names. A capture the plan says fails (WillFailID) is no rule: it fails
+// on a host sync inside a graph, and only a change of the experts'
+// shapes moves one (drop-and-pad removes the dropless dispatch's), so
+// those changes are tried on it.
 func ChangesFor(v Violation) []Change {
 	if v.ID == WillFailID {
-		return Changes()
+		var out []Change
+		for _, c := range Changes() {
+			if c.Effect == EffectMoEShape {
+				out = append(out, c)
+			}
+		}
+		return out
 	}
 	if r, ok := LookupRule(v.ID); ok && r.Kind == Reject {
 		return slices.Clone(r.Enabling)
@@ -321,4 +329,16 @@ func (r *Recommender) forChanges(names []string) *Recommender {
 		r.byChanges.m[k] = sub
 	}
 	return sub
+}
+
+// MoEWorkload is MoEWorkload under t: opts with what t's recipe decides
+// of the step (the layer spec, the MoE mode, EP communication overlap),
+// its --set values and its enabling changes applied, so that a what-if
+// row's engines run the step its changes make.
+func (t Target) MoEWorkload(opts stepmodel.WorkloadOptions) (stepmodel.WorkloadOptions, error) {
+	r, err := t.Conditions()
+	if err != nil {
+		return opts, err
+	}
+	return newState(r, 0).moeWorkload(t.Model, opts), nil
 }
