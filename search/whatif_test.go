@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"cgtune/engine"
@@ -263,5 +264,53 @@ func TestAcceptedWhatIfRowsCompeteForTheWinner(t *testing.T) {
 	plain := estimateSearch(t, Config{Model: m, Layout: l, MBridge: "0.4", Space: whatIfSpace, WhatIf: true})
 	if len(d.Ranking) != len(plain.Ranking)+inMain {
 		t.Errorf("main ranking: %d rows, want the %d of the recipe's candidates and %d accepted", len(d.Ranking), len(plain.Ranking), inMain)
+	}
+}
+
+// recordingEngine is an estimate engine that records the workload
+// options each candidate was run on.
+type recordingEngine struct {
+	engine.Engine
+	mu   sync.Mutex
+	opts map[string]stepmodel.WorkloadOptions
+}
+
+func (e *recordingEngine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, o engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+	e.mu.Lock()
+	e.opts[c.Key()] = w.Spec.Options
+	e.mu.Unlock()
+	return e.Engine.Run(ctx, w, c, o, emit)
+}
+
+// The engines are given the step a what-if row's changes make (the
+// megatron engine's worker builds its slice from the workload's options:
+// drop-and-pad experts for real), the recipe's own step for the others.
+func TestEnginesRunTheStepTheChangesMake(t *testing.T) {
+	m, l := qwenH100(t)
+	rates, _ := stepmodel.SpecFor(l.GPU)
+	rec := &recordingEngine{Engine: estimate.New(rates, stepmodel.DefaultHostCosts(), engine.DeviceInfo{Name: "est"}), opts: map[string]stepmodel.WorkloadOptions{}}
+	cfg := Config{Model: m, Layout: l, MBridge: "0.4", Space: whatIfSpace, WhatIf: true, Strategy: StrategyExhaustive, Engines: []engine.Engine{rec}}
+	if _, err := Run(context.Background(), cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for k, o := range rec.opts {
+		dropless := o.Dropless == nil || *o.Dropless
+		switch {
+		case strings.Contains(k, "+"): // a what-if row's key names its changes
+			seen++
+			pad := strings.Contains(k, "drop-and-pad")
+			if dropless == pad || pad && o.MoECapacityFactor != 1 {
+				t.Errorf("%s ran with dropless %v, capacity factor %g", k, dropless, o.MoECapacityFactor)
+			}
+			if o.EPOverlap == strings.Contains(k, "ep-overlap-off") {
+				t.Errorf("%s ran with EP overlap %v", k, o.EPOverlap)
+			}
+		case !dropless || !o.EPOverlap:
+			t.Errorf("%s, a candidate the recipe allows, ran with dropless %v and EP overlap %v: not the recipe's step", k, dropless, o.EPOverlap)
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no what-if row ran")
 	}
 }
