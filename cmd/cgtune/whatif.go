@@ -17,8 +17,10 @@ import (
 const whatIfOn = "on"
 
 // whatIfUsage is --what-if's help.
-const whatIfUsage = "also run each candidate the recipe rejects with the enabling changes that let it run (at most two: drop-and-pad, EP overlap off, ...), " +
-	"priced over the recipe's own eager step, in a table of their own; --what-if=accept=NAME[,NAME] also lets rows of only those changes win (names: cgtune rules)"
+func whatIfUsage() string {
+	return "also run each candidate the recipe rejects with the enabling changes that let it run (at most two), priced over the recipe's own eager step, " +
+		"in a table of their own; --what-if=accept=NAME[,NAME] also lets rows of only those changes win (NAME: " + strings.Join(recipe.ChangeNames(), ", ") + ")"
+}
 
 // parseWhatIf reads --what-if: "" (off), whatIfOn (--what-if alone), or
 // accept=NAME[,NAME...], the enabling changes the user accepts.
