@@ -240,6 +240,22 @@ type PricedChange struct {
 	Priced string `json:"priced"`
 }
 
+// whatIfNote is the line the overrides of a what-if row carry: the recipe
+// rejects the candidate today, and the changes these overrides carry let
+// it run ("" for a candidate the recipe allows).
+func whatIfNote(r Ranked) string {
+	c := r.Result.Candidate
+	if len(c.WhatIf) == 0 {
+		return ""
+	}
+	line := fmt.Sprintf("what-if: the recipe rejects %s today; these overrides carry the enabling changes that let it run (%s), each with its cost",
+		candName(presets.Candidate{Impl: c.Impl, Scopes: c.Scopes, Warmup: c.Warmup}), strings.Join(c.WhatIf, ", "))
+	if wi := r.WhatIf; wi != nil && wi.ChangeSpeedup > 0 {
+		line += fmt.Sprintf("; its eager step with them is %.3f× the recipe's, its graph %.3f× that", wi.ChangeSpeedup, wi.GraphSpeedup)
+	}
+	return line
+}
+
 // Accepts reports whether every enabling change of c is among accepted.
 func Accepts(accepted []string, c presets.Candidate) bool {
 	return len(c.WhatIf) > 0 && isSubset(c.WhatIf, accepted)

@@ -786,7 +786,11 @@ func (p *progress) event(e search.Event) {
 		fmt.Fprintf(p.w, "search: %s, %d runs planned on %s; run folder %s\n", p.cfg.Strategy, x.Total, strings.Join(names, ", "), p.cfg.RunDir)
 	case search.ResultEvent:
 		r := x.Result
-		what := fmt.Sprintf("%.2f ms/step (%s eager), capture %.0f ms, graphs %d MiB", r.Step.Median, speedupText(r.Speedup, "x"), r.CaptureMs, r.Memory.JobGraphMiB())
+		eager := "eager"
+		if len(r.Candidate.WhatIf) > 0 {
+			eager = "its eager step with the changes" // the ranking puts it on the recipe's
+		}
+		what := fmt.Sprintf("%.2f ms/step (%s %s), capture %.0f ms, graphs %d MiB", r.Step.Median, speedupText(r.Speedup, "x"), eager, r.CaptureMs, r.Memory.JobGraphMiB())
 		if r.Speedup <= 0 {
 			what = fmt.Sprintf("%.2f ms/step (no speed-up over eager: see the result's notes), capture %.0f ms, graphs %d MiB", r.Step.Median, r.CaptureMs, r.Memory.JobGraphMiB())
 		}

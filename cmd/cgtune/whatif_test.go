@@ -143,6 +143,9 @@ func TestAcceptedWhatIfWinnerEmitsItsChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(string(data), "# what-if: the recipe rejects "+w[1]+" w") {
+		t.Errorf("the overrides do not say the recipe rejects %s today:\n%s", w[1], data)
+	}
 	for _, ch := range strings.Split(w[2], ", ") {
 		if !strings.Contains(string(data), "the what-if change "+ch+"; its cost: ") {
 			t.Errorf("the overrides do not carry %s with its cost:\n%s", ch, data)
