@@ -314,3 +314,34 @@ func TestEnginesRunTheStepTheChangesMake(t *testing.T) {
 		t.Fatal("no what-if row ran")
 	}
 }
+
+// Each row says how the engine that ran it took each change: the
+// megatron engine runs drop-and-pad on its slice, and EP overlap off
+// where its ranks run the EP all-to-all, else the collectives model adds
+// it (modelled); the emulating engines model both; a change of what the
+// job checks or needs is not priced.
+func TestEachChangeSaysHowTheEngineTookIt(t *testing.T) {
+	pad, _ := recipe.LookupChange("drop-and-pad")
+	off, _ := recipe.LookupChange("ep-overlap-off")
+	nan, _ := recipe.LookupChange("nan-checks-off")
+	fw := func(modelled ...string) engine.Result {
+		return engine.Result{Source: engine.SourceFramework, Framework: &engine.FrameworkInfo{WorldSize: 1, Modelled: modelled}}
+	}
+	for _, tc := range []struct {
+		ch   recipe.Change
+		res  engine.Result
+		want string
+	}{
+		{pad, fw("EP 8"), "run:"},
+		{off, fw("EP 8"), "modelled:"},
+		{off, fw(), "run:"},
+		{pad, engine.Result{Source: engine.SourceEstimated}, "modelled:"},
+		{off, engine.Result{Source: engine.SourceMeasured}, "modelled:"},
+		{nan, fw(), "not priced:"},
+		{nan, engine.Result{Source: engine.SourceJob}, "run:"},
+	} {
+		if got := pricedBy(tc.ch, tc.res); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s on a %s result (modelled %v): %q, want %s ...", tc.ch.Name, tc.res.Source, tc.res.Framework, got, tc.want)
+		}
+	}
+}
