@@ -439,6 +439,11 @@ type Candidate struct {
 	Impl   string   `yaml:"impl" json:"impl"`
 	Scopes []string `yaml:"scopes" json:"scopes"`
 	Warmup int      `yaml:"warmup" json:"warmup"`
+	// WhatIf names the enabling changes (cgtune rules ID lists them) a
+	// what-if row applies to the recipe before the candidate: a candidate
+	// the recipe rejects today, priced with the changes that let it run.
+	// Empty for a candidate the recipe allows; never read from a preset.
+	WhatIf []string `yaml:"-" json:"what_if,omitempty"`
 }
 
 // FullIteration reports whether the candidate is one full-iteration graph.
@@ -460,11 +465,21 @@ func (c Candidate) Key() string {
 	} else if s == "" {
 		s = "layer"
 	}
+	if len(c.WhatIf) > 0 {
+		s += "+" + strings.Join(c.WhatIf, "+")
+	}
 	return fmt.Sprintf("%s/%s/w%d", c.Impl, s, c.Warmup)
 }
 
-// Label is a short human label: "none", "te attn,moe_router", "local full_iteration".
+// Label is a short human label: "none", "te attn,moe_router", "local
+// full_iteration"; a what-if row's says its changes: "te attn,moe
+// [drop-and-pad, ep-overlap-off]".
 func (c Candidate) Label() string {
+	if len(c.WhatIf) > 0 {
+		plain := c
+		plain.WhatIf = nil
+		return plain.Label() + " [" + strings.Join(c.WhatIf, ", ") + "]"
+	}
 	switch c.Impl {
 	case ImplNone, "":
 		return "none"

@@ -501,22 +501,26 @@ type Validator struct {
 	cond  *Recipe
 	err   error
 	plans *planner
+	// whatIf are the conditions of candidates with enabling changes of
+	// their own (Candidate.WhatIf), by change set.
+	whatIf whatIfConds
 }
 
 // NewValidator prepares the judging of candidates under t, launched as
 // opts say (Megatron-Bridge by default).
 func NewValidator(t Target, opts ...Option) *Validator {
-	v := &Validator{t: t, opts: opts, plans: newPlanner(t.Model)}
+	v := &Validator{t: t, opts: opts, plans: newPlanner(t.Model), whatIf: whatIfConds{m: map[string]condEntry{}}}
 	v.cond, v.err = t.Conditions()
 	return v
 }
 
 // Ranked is the recipe candidate c was ranked as (Target.Ranked).
 func (v *Validator) Ranked(c presets.Candidate) (*Recipe, []string, []Violation, error) {
-	if v.err != nil {
-		return nil, nil, nil, v.err
+	cond, err := v.condFor(c)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	r := v.cond.Clone()
+	r := cond.Clone()
 	if c.Scopes == nil {
 		c.Scopes = []string{}
 	}

@@ -110,6 +110,9 @@ type entry struct {
 	round   int
 	derived bool
 	note    string
+	// whatIf is a what-if row's pricing; its result is on the recipe's
+	// eager step already (onRecipeEager).
+	whatIf *WhatIf
 }
 
 // Rank orders finished results: successes by steady-state step time, ties
@@ -261,7 +264,7 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 	best := bestFrameworkSpeedup(es)
 	held := map[string]bool{}
 	for _, e := range onTruestBaseline(es) {
-		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note, Origin: e.note, Emulated: e.res.Delegated != ""}
+		r := Ranked{Result: e.res, Round: e.round, Derived: e.derived, Note: e.note, Origin: e.note, Emulated: e.res.Delegated != "", WhatIf: e.whatIf}
 		if e.res.Failed() {
 			failed = append(failed, r)
 			continue
@@ -379,7 +382,7 @@ func fits(r *Ranked, opts RankOptions) bool {
 func Rerank(rs []Ranked, opts RankOptions) []Ranked {
 	es := make([]entry, len(rs))
 	for i, r := range rs {
-		es[i] = entry{res: r.Result, round: r.Round, derived: r.Derived, note: r.Origin}
+		es[i] = entry{res: r.Result, round: r.Round, derived: r.Derived, note: r.Origin, whatIf: r.WhatIf}
 	}
 	return rankEntries(es, opts)
 }
@@ -735,7 +738,7 @@ func ParseTie(s string) (float64, error) {
 func onFullestEagerPool(es []entry) []entry {
 	fullest := map[string]engine.Result{}
 	for _, e := range es {
-		if id := e.res.EagerPool; id != "" && e.res.Eager.N > fullest[id].Eager.N {
+		if id := e.res.EagerPool; id != "" && e.whatIf == nil && e.res.Eager.N > fullest[id].Eager.N {
 			fullest[id] = e.res
 		}
 	}
@@ -746,7 +749,7 @@ func onFullestEagerPool(es []entry) []entry {
 	for i, e := range out {
 		from, ok := fullest[e.res.EagerPool]
 		base := from.Eager
-		if !ok || e.res.Eager == base { // ok: a pool's id, never empty
+		if !ok || e.whatIf != nil || e.res.Eager == base { // ok: a pool's id, never empty; a what-if row is on the recipe's eager step
 			continue
 		}
 		r := e.res

@@ -47,6 +47,8 @@ type RunInfo struct {
 	// (ReadRun only; nil from ListRun's summaries).
 	Ranking []Ranked `json:"ranking,omitempty"`
 	Winner  *Ranked  `json:"winner,omitempty"`
+	// WhatIf are the journal's what-if rows, ranked on their own.
+	WhatIf []Ranked `json:"what_if,omitempty"`
 }
 
 // ReadRun describes run folder dir with its results ranked. A folder that
@@ -61,8 +63,14 @@ func ReadRun(dir string, runFile RunFile) (RunInfo, error) {
 		if spec, ok := stepmodel.SpecFor(info.Fingerprint.Layout.GPU); ok {
 			opts.JobGPUMemoryMiB = spec.MemoryMiB
 		}
-		info.Ranking = Rank(latestResults(lines), opts)
+		var es []entry
+		for _, r := range latestResults(lines) {
+			es = append(es, entry{res: r})
+		}
+		base, whatIf := splitWhatIf(es, info.Fingerprint.Target(), nil)
+		info.Ranking = rankEntries(base, opts)
 		info.Winner = Winner(info.Ranking)
+		info.WhatIf = rankWhatIf(whatIf, opts, nil)
 	}
 	return info, nil
 }

@@ -27,6 +27,9 @@ type builder struct {
 	T, Ts      float64 // tokens per micro-batch on this rank; Ts after sequence parallel
 	gemmScale  float64
 	dropless   bool
+	// capacity is moe_expert_capacity_factor of drop-and-pad experts (0:
+	// dropless or none): every expert's input is padded to it.
+	capacity float64
 }
 
 func (b *builder) mem(name, scope string, kind OpKind, bytes float64) Op {
@@ -235,6 +238,16 @@ func (b *builder) moe() (fwd, bwd []Op) {
 	h := float64(b.a.Hidden)
 	E, k := float64(m.Experts), float64(m.TopK)
 	routed := b.T * k // token copies this rank sends (and, balanced, receives)
+	// Drop-and-pad experts pad every expert's input to its capacity,
+	// capacity factor × the balanced share: capacity·E = factor·T·k rows
+	// after the permute (MLM megatron/core/transformer/moe/
+	// token_dispatcher.py, the drop_and_pad branches, with moe_utils.py
+	// get_capacity); the dispatch, the expert GEMMs and the combine move
+	// and compute that many rows.
+	padded := routed
+	if b.capacity > 0 {
+		padded = routed * b.capacity
+	}
 	r, p, x := presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE
 	small := func(name, scope string, bytes float64) Op { return b.mem(name, scope, KindElementwise, bytes) }
 	probs := b.T * E * 4 // fp32 router scores
@@ -268,15 +281,15 @@ func (b *builder) moe() (fwd, bwd []Op) {
 	}
 	permute := []Op{
 		small("permute_index", x, b.T*E*5),
-		small("permute_gather", x, 2*routed*h*bf16),
+		small("permute_gather", x, 2*padded*h*bf16),
 		small("permute_probs", x, 2*routed*4),
 	}
-	dispatch := b.epAllToAll("ep_alltoall_dispatch", x, routed*h*bf16)
-	sortc := small("sort_chunks_by_expert", x, 2*routed*h*bf16)
+	dispatch := b.epAllToAll("ep_alltoall_dispatch", x, padded*h*bf16)
+	sortc := small("sort_chunks_by_expert", x, 2*padded*h*bf16)
 	offsets := small("grouped_gemm_offsets", x, E*8)
-	ef, eb := b.ffn("experts_", x, routed, float64(m.FFNHidden)/float64(b.etp))
-	unsort := small("unsort_chunks", x, 2*routed*h*bf16)
-	combine := b.epAllToAll("ep_alltoall_combine", x, routed*h*bf16)
+	ef, eb := b.ffn("experts_", x, padded, float64(m.FFNHidden)/float64(b.etp))
+	unsort := small("unsort_chunks", x, 2*padded*h*bf16)
+	combine := b.epAllToAll("ep_alltoall_combine", x, padded*h*bf16)
 	// After the combine: MoELayer.postprocess (unpermute) and the layer's
 	// bias-dropout-add, what the hybrid MoETransformerLayer captures as its
 	// postprocess graph.

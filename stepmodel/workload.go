@@ -203,6 +203,9 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 	if opt.Dropless != nil {
 		b.dropless = a.MoE != nil && *opt.Dropless
 	}
+	if !b.dropless && a.MoE != nil {
+		b.capacity = opt.MoECapacityFactor
+	}
 
 	w := &Workload{Spec: WorkloadSpec{Model: m, Layout: l, Options: opt}, Model: m.Name, Layout: l, Stage: pp - 1, Hidden: a.Hidden, TokensPerMB: int(b.T), MicroBatches: l.MicroBatches(), DroplessMoE: b.dropless}
 	run := opt.RunMicroBatches

@@ -158,6 +158,10 @@ type Request struct {
 	// Estimate selects the estimate engine (no GPU, labelled ESTIMATE): it
 	// estimates for Layout.GPU.
 	Estimate bool
+	// WhatIf adds the what-if rows (search.Config.WhatIf): they run and
+	// rank in a table of their own (the report's "What it would take");
+	// the winner stays a candidate the recipe allows.
+	WhatIf bool
 }
 
 // Messages the Cmds deliver back to Update.

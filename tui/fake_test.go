@@ -117,7 +117,7 @@ func (f *fakeBackend) Plan(req Request) ([]search.Planned, error) {
 	f.mu.Lock()
 	f.planned = append(f.planned, req)
 	f.mu.Unlock()
-	plan, err := search.Plan(search.Config{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Space: planSpace})
+	plan, err := search.Plan(search.Config{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Space: planSpace, WhatIf: req.WhatIf})
 	if err != nil {
 		return nil, err
 	}

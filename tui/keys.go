@@ -39,6 +39,9 @@ type KeyMap struct {
 	BudgetUp   key.Binding
 	BudgetDown key.Binding
 	Start      key.Binding
+	// WhatIf adds the what-if rows: rejected candidates with the
+	// enabling changes that let them run (search.Config.WhatIf).
+	WhatIf key.Binding
 
 	// Run screen.
 	Stop    key.Binding
@@ -95,6 +98,7 @@ func DefaultKeyMap() KeyMap {
 		BudgetUp:   b([]string{"+", "="}, "+", "budget"),
 		BudgetDown: b([]string{"-"}, "-", "budget"),
 		Start:      b([]string{"enter"}, "enter", "start search"),
+		WhatIf:     b([]string{"w"}, "w", "what-if rows"),
 
 		Stop:    b([]string{"ctrl+c", "q"}, "q", "stop search"),
 		Confirm: b([]string{"y", "enter", "ctrl+c"}, "y", "yes"),

@@ -99,6 +99,8 @@ type rootFlags struct {
 	savedCommand string
 	// imp imports the model and layout from the user's Megatron-Bridge.
 	imp mbImportFlags
+	// whatIf is --what-if: "", whatIfOn or accept=NAME,... (parseWhatIf).
+	whatIf string
 
 	cmd *cobra.Command
 }
@@ -167,6 +169,8 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.BoolVar(&f.winnerEmulated, "winner-emulated", false, "emit the overrides of an emulated candidate (one the framework could not run here, e.g. transformer_engine without Transformer Engine) when it ranks above the best framework-measured one; by default the overrides are for what the framework measured")
 	fl.BoolVar(&f.runPredictedFailures, "run-predicted-failures", false, "also run the candidates whose capture cgtune predicts will fail (a graph holding a host sync, e.g. the dropless MoE dispatch), so the installed framework confirms or refutes the prediction; each result says which")
 	fl.StringVar(&f.tie, "tie", search.FormatTie(search.DefaultTie), "tie band: candidates within this share of the step time (or whose measured p10–p90 ranges overlap) tie, and the one with less graph memory, then the simpler one, ranks first")
+	fl.StringVar(&f.whatIf, "what-if", "", whatIfUsage())
+	fl.Lookup("what-if").NoOptDefVal = whatIfOn
 	fl.StringVar(&f.report, "report", "", "write a Markdown report of the search to FILE.md (and its plot, FILE.svg, beside it)")
 	fl.BoolVar(&f.force, "force", false, "let --emit and --report (and its plot) replace existing files")
 	fl.BoolVar(&f.saveWithProfile, "save-with-profile", false, "the TUI's s (save preset) puts the framework profile cached for the preset's model, layout and GPU in the preset, as cgtune preset export --with-profile does")
@@ -341,6 +345,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		if !changed("set") {
 			cfg.Sets = fp.Sets
 		}
+		cfg.WhatIf = fp.WhatIf
 	default:
 		return fail(exitBadInput, "give --model M or --preset NAME|FILE, or import a recipe with --mbridge-config FILE or --recipe R (cgtune models lists the models, cgtune preset list the presets)")
 	}
@@ -397,6 +402,11 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	}
 	cfg.Tie = tie
 	cfg.RunPredictedFailures = f.runPredictedFailures
+	if on, accept, err := parseWhatIf(f.whatIf); err != nil {
+		return nil, err
+	} else if on {
+		cfg.WhatIf, cfg.Accept = true, accept
+	}
 	cfg.Budget = f.budget
 	if f.budget <= 0 {
 		cfg.Budget = -1 // the flag's "no limit"; search.Config reads 0 as the default
@@ -722,6 +732,7 @@ func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, ov
 		return stdoutErr(enc.Encode(f.newHeadlessResult(d, cfg, overrides, o, emitted)))
 	}
 	printRanking(table, d, plan, cfg)
+	printWhatIf(table, d)
 	if overrides == nil || (f.emit != "" && f.emit != "-") {
 		return nil
 	}
@@ -776,7 +787,11 @@ func (p *progress) event(e search.Event) {
 	case search.PlanEvent:
 		valid, aliases := 0, 0
 		rejected := map[string]int{}
+		whatIf := whatIfRows(x.Space)
 		for _, c := range x.Space {
+			if len(c.Candidate.WhatIf) > 0 {
+				continue // counted by whatIfRows
+			}
 			aliases += len(c.Also)
 			if c.Valid() {
 				valid++
@@ -785,9 +800,9 @@ func (p *progress) event(e search.Event) {
 			}
 		}
 		l := p.cfg.Layout
-		fmt.Fprintf(p.w, "plan: %s on %d× %s (TP%d PP%d CP%d EP%d, %d micro-batches), MB %s: %d configurations (%d other spellings run as one of them), %d valid, %d rejected%s\n",
+		fmt.Fprintf(p.w, "plan: %s on %d× %s (TP%d PP%d CP%d EP%d, %d micro-batches), MB %s: %d configurations (%d other spellings run as one of them), %d valid, %d rejected%s%s\n",
 			p.cfg.Model.Name, l.NumGPUs, l.GPU, l.TPSize(), l.PPSize(), l.CPSize(), l.EPSize(), l.MicroBatches(), p.cfg.MBridge,
-			len(x.Space), aliases, valid, len(x.Space)-valid, rejectedText(rejected))
+			len(x.Space)-whatIf.rows, aliases, valid, len(x.Space)-whatIf.rows-valid, rejectedText(rejected), whatIf.text())
 		var names []string
 		for _, e := range p.cfg.Engines {
 			names = append(names, e.Device().Name)
@@ -795,7 +810,11 @@ func (p *progress) event(e search.Event) {
 		fmt.Fprintf(p.w, "search: %s, %d runs planned on %s; run folder %s\n", p.cfg.Strategy, x.Total, strings.Join(names, ", "), p.cfg.RunDir)
 	case search.ResultEvent:
 		r := x.Result
-		what := fmt.Sprintf("%.2f ms/step (%s eager), capture %.0f ms, graphs %d MiB", r.Step.Median, speedupText(r.Speedup, "x"), r.CaptureMs, r.Memory.JobGraphMiB())
+		eager := "eager"
+		if len(r.Candidate.WhatIf) > 0 {
+			eager = "its eager step with the changes" // the ranking puts it on the recipe's
+		}
+		what := fmt.Sprintf("%.2f ms/step (%s %s), capture %.0f ms, graphs %d MiB", r.Step.Median, speedupText(r.Speedup, "x"), eager, r.CaptureMs, r.Memory.JobGraphMiB())
 		if r.Speedup <= 0 {
 			what = fmt.Sprintf("%.2f ms/step (no speed-up over eager: see the result's notes), capture %.0f ms, graphs %d MiB", r.Step.Median, r.CaptureMs, r.Memory.JobGraphMiB())
 		}

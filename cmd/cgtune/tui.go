@@ -87,6 +87,15 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 	if opts.Tie, err = search.ParseTie(f.tie); err != nil {
 		return fail(exitBadInput, "--tie: %v", err)
 	}
+	// The TUI's winner stays a candidate the recipe allows: accepting
+	// changes is headless only.
+	if on, accept, err := parseWhatIf(f.whatIf); err != nil {
+		return err
+	} else if len(accept) > 0 {
+		return fail(exitBadInput, "--what-if=accept is for --headless; the interactive program shows the what-if rows (w on the space screen) and keeps the winner a candidate the recipe allows")
+	} else {
+		opts.WhatIf = on
+	}
 	if f.budget <= 0 {
 		opts.Budget = tui.NoBudget
 	}
@@ -306,6 +315,7 @@ func (b *tuiBackend) config(req tui.Request) search.Config {
 		Budget:     req.Budget,
 		TrainIters: b.flags.trainIters,
 		Tie:        req.Tie,
+		WhatIf:     req.WhatIf,
 	}
 	if req.TrainIters > 0 {
 		cfg.TrainIters = req.TrainIters

@@ -395,3 +395,38 @@ func TestMeasuredOutsideAllocatorReachesTheBreakdown(t *testing.T) {
 		}
 	}
 }
+
+// The worker runs Megatron-Core's plain schedule: a recipe with EP
+// communication overlap gets the all-to-all time the combined 1F1B
+// schedule hides taken off its step and eager figures, labelled; one
+// without it keeps its figures.
+func TestEPOverlapIsModelledOnFrameworkResults(t *testing.T) {
+	m, err := presets.LookupModel("qwen3_30b_a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := presets.Layout{GPU: "h100", NumGPUs: 2, TP: 1, PP: 1, CP: 1, EP: 2, GBS: 4, MBS: 1, Seq: 1024, Precision: "bf16"}
+	rates, _ := stepmodel.SpecFor("h100")
+	for _, overlap := range []bool{false, true} {
+		w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{EPOverlap: overlap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hidden := stepmodel.EPOverlapHiddenMs(w, rates)
+		if overlap != (hidden > 0) {
+			t.Fatalf("EP overlap %v: %.3f ms hidden", overlap, hidden)
+		}
+		r := engine.Result{Step: stepmodel.Stats{N: 5, Median: 500, P10: 490, P90: 510}, Eager: stepmodel.Stats{N: 5, Median: 800, P10: 790, P90: 810}}
+		hideEPOverlap(&r, w, rates)
+		if r.Step.Median != 500-hidden || r.Eager.Median != 800-hidden {
+			t.Errorf("EP overlap %v: step %.3f eager %.3f, want 500 and 800 less the %.3f ms hidden", overlap, r.Step.Median, r.Eager.Median, hidden)
+		}
+		labelled := strings.Contains(strings.Join(r.Notes, " "), "EP communication overlap: modelled")
+		if labelled != overlap {
+			t.Errorf("EP overlap %v: notes %q", overlap, r.Notes)
+		}
+		if overlap && r.Speedup != r.Eager.Median/r.Step.Median {
+			t.Errorf("speed-up %.4f not recomputed", r.Speedup)
+		}
+	}
+}
