@@ -214,6 +214,12 @@ type Layout struct {
 	// MTPLayers is mtp_num_layers: multi-token-prediction layers on the
 	// last pipeline stage.
 	MTPLayers int `yaml:"mtp_layers,omitempty" json:"mtp_layers,omitempty"`
+	// MTPUseRepeatedLayer is mtp_use_repeated_layer: one MTP block's layers
+	// are built and applied MTPLayers times (MLM megatron/core/transformer/
+	// multi_token_prediction.py MultiTokenPredictionBlock; Nemotron 3 Super
+	// and Nemotron 3.5 Lightning's recipes set it), so its parameters are
+	// held once.
+	MTPUseRepeatedLayer bool `yaml:"mtp_use_repeated_layer,omitempty" json:"mtp_use_repeated_layer,omitempty"`
 	// PipelineLayout is model.pipeline_model_parallel_layout in MCore's
 	// string syntax (PipelineStages): which layers each (virtual) pipeline
 	// stage holds, in place of an even split; "" for the even split.
