@@ -221,7 +221,7 @@ func stageMemory(w *Workload, p *CapturePlan, s int, opt MemoryOptions) *MemoryB
 	}
 	graphs := 0.0
 	if p != nil && p.Graphed() {
-		graphs = graphedPeak(w, p, kinds, act, f, inflight) - f.eagerPeak()
+		graphs = graphedPeak(w, p, graphedKinds(w, p, s, kinds), act, f, inflight) - f.eagerPeak()
 	}
 	slack := allocatorSlack * (f.act + f.mainGrads)
 	ctx := opt.ContextMiB
@@ -255,7 +255,9 @@ func persistentMemory(w *Workload, kinds []presets.LayerKind, s int, opt MemoryO
 		dense += vocab // embedding
 	}
 	if s == pp-1 {
-		dense += vocab // output layer (untied in MB's LLM recipes)
+		d, e := b.repeatedMTPParams(l)
+		dense += vocab + b.mtpParams(l.MTPLayers, pp) - d // the output layer (untied in MB's LLM recipes), the MTP blocks' projections and embedding
+		expert -= e
 	}
 	params := dense + expert
 	dDense := float64(max(1, l.NumGPUs/(l.TPSize()*pp)))              // DP×CP
@@ -383,9 +385,7 @@ func stageKinds(w *Workload, s int) []presets.LayerKind {
 	last := min(len(kinds), first+per)
 	out := slices.Clone(kinds[first:last])
 	if s == pp-1 {
-		for range w.Layout.MTPLayers {
-			out = append(out, kinds[len(kinds)-1])
-		}
+		out = append(out, w.Spec.Model.Arch.MTPLayerKinds(w.Layout.MTPLayers)...)
 	}
 	return out
 }
@@ -527,14 +527,15 @@ func (x activations) kept(region float64, layers int) float64 {
 // the probabilities and scores (localAttnBwd bytes per head, key and
 // token); Transformer Engine's fused attention needs no such tensor.
 func (x activations) backwardTemporaries(kinds []presets.LayerKind) float64 {
-	if !x.local || !slices.ContainsFunc(kinds, func(k presets.LayerKind) bool { return slices.Contains(layerScopes[k], presets.ScopeAttn) }) {
+	if !x.local || !slices.ContainsFunc(kinds, func(k presets.LayerKind) bool { return k.Mixer() == presets.MixerAttention }) {
 		return 0
 	}
 	return x.tokens * localAttnBwd * float64(x.a.Heads) / x.tp * x.keys
 }
 
-// perToken is the bytes one token saves in the block the op scope names
-// (per layer, on this rank). Derivations, h hidden, bf16 = 2 bytes:
+// blockPerToken is the bytes one token saves in the block the op scope names
+// for a layer of kind k, on this rank (the new mixers: memory_kinds.go).
+// Derivations, h hidden, bf16 = 2 bytes:
 //
 //	attn  GQA: norm input 2h·sp, QKV GEMM input q·h·sp, Q K V after rotary
 //	      2(H+2G)d/TP, attention output 2Hd/TP (and a quantized copy
@@ -560,7 +561,7 @@ func (x activations) backwardTemporaries(kinds []presets.LayerKind) float64 {
 // expert activation outputs, shared_experts the shared expert's
 // intermediates, mla_up_proj the Q K V up-projections; core_attn saves
 // nothing with flash attention, which keeps no s² tensor.
-func (x activations) perToken(scope string) float64 {
+func (x activations) blockPerToken(k presets.LayerKind, scope string) float64 {
 	a := x.a
 	h := float64(a.Hidden)
 	norm := 2 * h * x.sp
@@ -577,6 +578,12 @@ func (x activations) perToken(scope string) float64 {
 	}
 	switch scope {
 	case presets.ScopeAttn:
+		switch k.Mixer() {
+		case presets.MixerGDN:
+			return x.gatedDeltaNet(norm, gemmIn)
+		case presets.MixerDSv4:
+			return x.compressedAttention(k.CompressRatio(), norm, gemmIn)
+		}
 		heads := float64(a.Heads) / x.tp
 		if a.MLA != nil {
 			m := a.MLA
@@ -609,6 +616,9 @@ func (x activations) perToken(scope string) float64 {
 		if x.q != 2 {
 			out += x.q * heads * d
 		}
+		if a.AttentionOutputGate {
+			out += 2 * 2 * heads * d // the gate and the output it scales (_apply_output_gate)
+		}
 		if x.off("attn_proj") {
 			out = 0
 		}
@@ -630,7 +640,7 @@ func (x activations) perToken(scope string) float64 {
 		}
 		v := norm + gemmIn + 8*float64(a.MoE.Experts)
 		if a.MoE.SharedExpertFFN > 0 && !x.re("shared_experts") {
-			v += ffn(float64(a.MoE.SharedExpertFFN), x.tp)
+			v += ffn(float64(a.MoE.SharedExpertFFN), x.tp) + x.sharedExpertGate()
 		}
 		return v
 	case presets.ScopeMoEPreprocess:
@@ -643,9 +653,13 @@ func (x activations) perToken(scope string) float64 {
 			return 0
 		}
 		m := a.MoE
-		per := x.q*h + ffn(float64(m.FFNHidden), x.etp) + 4
+		width := x.moeWidth()
+		per := x.q*width + ffn(float64(m.FFNHidden), x.etp) + 4
+		if x.off("fused_group_mlp") {
+			return float64(m.TopK) * 4 // the fused grouped MLP offloads all it saves (experts.py)
+		}
 		if x.off("expert_fc1") {
-			per -= x.q * h
+			per -= x.q * width
 		}
 		if x.re("moe_act") || x.off("moe_act") {
 			per -= x.q * float64(m.FFNHidden) / x.etp
@@ -654,8 +668,9 @@ func (x activations) perToken(scope string) float64 {
 	case ScopeMoEPostprocess:
 		// The experts apply the routing probabilities in their activation
 		// (megatron/core/transformer/moe/experts.py), so the unpermute keeps
-		// no expert output for the probabilities' gradient.
-		return 0
+		// no expert output for the probabilities' gradient; a latent MoE's
+		// fc2_latent_proj keeps its input.
+		return x.latentPostprocess()
 	case presets.ScopeMamba:
 		mm := a.Mamba
 		if mm == nil {
@@ -669,21 +684,30 @@ func (x activations) perToken(scope string) float64 {
 	return 0
 }
 
-// layerScopes are the op scopes each layer kind has.
-var layerScopes = map[presets.LayerKind][]string{
-	presets.LayerDense:     {presets.ScopeAttn, presets.ScopeMLP},
-	presets.LayerMoE:       {presets.ScopeAttn, presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE, ScopeMoEPostprocess},
-	presets.LayerAttention: {presets.ScopeAttn},
-	presets.LayerMLP:       {presets.ScopeMLP},
-	presets.LayerMoEOnly:   {presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE, ScopeMoEPostprocess},
-	presets.LayerMamba:     {presets.ScopeMamba},
+// layerScopes are the op scopes a layer kind has: its mixer's (attn for
+// every self_attention module, mamba) and its feed-forward block's.
+func layerScopes(k presets.LayerKind) []string {
+	var out []string
+	switch {
+	case k.HasSelfAttention():
+		out = append(out, presets.ScopeAttn)
+	case k.Mixer() == presets.MixerMamba:
+		out = append(out, presets.ScopeMamba)
+	}
+	switch k.FFN() {
+	case presets.FFNMLP:
+		out = append(out, presets.ScopeMLP)
+	case presets.FFNMoE:
+		out = append(out, presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE, ScopeMoEPostprocess)
+	}
+	return out
 }
 
 // layer is the bytes one layer of kind k saves per micro-batch.
 func (x activations) layer(k presets.LayerKind) float64 {
 	var v float64
-	for _, s := range layerScopes[k] {
-		v += x.perToken(s)
+	for _, s := range layerScopes(k) {
+		v += x.perToken(k, s)
 	}
 	return v * x.tokens
 }
@@ -694,9 +718,9 @@ func (x activations) region(k presets.LayerKind, ops []Op) float64 {
 	var seen []string
 	var v float64
 	for _, o := range ops {
-		if !slices.Contains(seen, o.Scope) && slices.Contains(layerScopes[k], o.Scope) {
+		if !slices.Contains(seen, o.Scope) && slices.Contains(layerScopes(k), o.Scope) {
 			seen = append(seen, o.Scope)
-			v += x.perToken(o.Scope)
+			v += x.perToken(k, o.Scope)
 		}
 	}
 	return v * x.tokens
@@ -715,7 +739,7 @@ func (x activations) head() float64 {
 	if x.local {
 		loss = localLossBytes
 	}
-	return x.tokens * (4*h*x.sp + loss*float64(x.a.Vocab)/x.tp)
+	return x.tokens * (4*h*x.sp + loss*float64(x.a.Vocab)/x.tp) * float64(1+x.l.MTPLayers)
 }
 
 // iteration is what a full-iteration graph's pool holds: one stage's
@@ -732,14 +756,8 @@ func (x activations) iteration(w *Workload) float64 {
 // parameters (which shard over the expert data-parallel group).
 func (b *builder) layerParamsSplit(k presets.LayerKind) (dense, expert float64) {
 	all := b.layerParams(k)
-	if m := b.a.MoE; m != nil && (k == presets.LayerMoE || k == presets.LayerMoEOnly) {
-		h := float64(b.a.Hidden)
-		f := float64(m.FFNHidden)
-		per := 3 * h * f
-		if b.a.Activation == "squared_relu" {
-			per = 2 * h * f
-		}
-		expert = float64(m.Experts) / float64(b.ep) * per / float64(b.etp)
+	if b.a.MoE != nil && k.FFN() == presets.FFNMoE {
+		expert = b.expertParams()
 	}
 	return all - expert, expert
 }
