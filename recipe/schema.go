@@ -100,8 +100,9 @@ var schema = []Field{
 	{Key: "model.recompute_method", Type: TEnum, Nullable: true, Allowed: []string{"uniform", "block"}},
 	{Key: "model.recompute_num_layers", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxLayers)},
 	{Key: "model.recompute_modules", Type: TList, Nullable: true,
-		Allowed: []string{"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out"},
-		OnlyG3:  []string{"gdn_norm_out"}},
+		Allowed: []string{"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out", "mhc"},
+		OnlyG3:  []string{"gdn_norm_out", "mhc"},
+		Doc:     "mhc recomputes DeepSeek-V4's hyper-connections, in the Megatron-Core its recipes need (newer than the one MB HEAD pins; MB src/megatron/bridge/perf_recipes/deepseek/gb300/deepseek_v4.py)"},
 	{Key: "model.attention_dropout", Type: TFloat, Probability: true},
 	{Key: "model.hidden_dropout", Type: TFloat, Probability: true},
 
