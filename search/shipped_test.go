@@ -8,33 +8,85 @@ import (
 
 	"cgtune/engine"
 	"cgtune/presets"
+	"cgtune/recipe"
 	"cgtune/stepmodel"
 )
 
-// The recipes Megatron-Bridge ships fit their GPUs: for every built-in
-// model × GPU layout, the search (estimate engine, as on a machine
-// without a GPU) judges the recipe's own setting to fit, none included,
-// so every layout has a candidate that fits.
+// The recipes Megatron-Bridge ships plan, check and fit their GPUs: for
+// every built-in model × GPU layout (whatever built-ins exist), the
+// candidate space is generated, the recipe's own setting passes the rule
+// table as cgtune check runs it, and the search (estimate engine, as on a
+// machine without a GPU) judges that setting to fit, none included, so
+// every layout has a candidate that fits. And the memory model alone,
+// without the anchor on the recipe's own setting
+// (RankOptions.KnownToFitMiB), judges it to fit for every one but the
+// ones below, which the memory model does not yet allocate as
+// Megatron-Bridge's harness does (issue 28 item 3: the precision-aware
+// optimizer, the gradient buffer, memory outside the allocator, pipeline
+// layouts). Each stays listed only while the model says so.
+var shippedOverTheirGPU = map[string]string{
+	"llama3_70b/gb300":     "Megatron-FSDP with 30 of 80 layers offloaded, micro-batch 2: 104%",
+	"llama31_405b/b200":    "interleaved PP 16 at DP 2: 124%",
+	"llama31_405b/gb200":   "interleaved PP 16 at DP 2: 120%",
+	"qwen3_235b_a22b/h100": "interleaved PP 8 split evenly, not as account_for_embedding and account_for_loss split it (issue 28 item 3e): 131%",
+	"nemotronh_56b/b200":   "te attn,mamba's graph memory (issue 28 item 3g): 111%",
+	"nemotronh_56b/gb200":  "te attn,mamba's graph memory (issue 28 item 3g): 107%",
+}
+
 func TestShippedSettingsFitTheirGPUs(t *testing.T) {
 	ms, err := presets.BuiltinModels()
 	if err != nil {
 		t.Fatal(err)
 	}
+	seen := map[string]bool{}
 	for _, m := range ms {
 		// Each GPU type with a layout of its own (h200 borrows h100's).
 		for _, g := range slices.Sorted(maps.Keys(m.Layouts)) {
-			t.Run(m.Name+"/"+g, func(t *testing.T) {
+			key := m.Name + "/" + g
+			seen[key] = true
+			t.Run(key, func(t *testing.T) {
 				l, err := m.Layout(g)
 				if err != nil {
 					t.Fatal(err)
 				}
-				shippedSettingFits(t, m, l)
+				b := shippedSettingFits(t, m, l)
+				why, over := shippedOverTheirGPU[key]
+				switch {
+				case b == nil:
+				case !over && !b.Fits:
+					t.Errorf("the memory model alone puts %s over its GPU: %s", candName(l.ShippedGraph()), b.Describe())
+				case over && b.Fits:
+					t.Errorf("listed as over its GPU (%s), but the model fits it: %s", why, b.Describe())
+				case over:
+					t.Logf("over its GPU (%s): %s", why, b.Describe())
+				}
 			})
+		}
+	}
+	for key := range shippedOverTheirGPU {
+		if !seen[key] {
+			t.Errorf("%s is listed but is no built-in layout", key)
 		}
 	}
 }
 
-func shippedSettingFits(t *testing.T, m presets.Model, l presets.Layout) {
+// shippedSettingFits checks that the layout's candidate space is
+// generated and that cgtune check accepts the recipe's own setting, runs
+// the search of that setting (estimate engine, as on a machine without a
+// GPU), checks that the ranking judges it to fit (the anchor included),
+// and returns the memory model's own breakdown of it.
+func shippedSettingFits(t *testing.T, m presets.Model, l presets.Layout) *stepmodel.MemoryBreakdown {
+	planned, err := Plan(Config{Model: m, Layout: l, MBridge: "0.7"})
+	if err != nil || len(planned) == 0 {
+		t.Fatalf("no candidate space: %d candidates, %v", len(planned), err)
+	}
+	cfg, err := recipe.New(m, l, "0.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := recipe.CheckWithCapture(cfg, "0.7"); len(r.Violations) > 0 {
+		t.Errorf("cgtune check rejects the recipe's own setting %s: %v", candName(l.ShippedGraph()), r.Violations)
+	}
 	d, err := Run(context.Background(), Config{Model: m, Layout: l, MBridge: "0.7", Strategy: StrategyExhaustive,
 		Engines:         []engine.Engine{engine.SliceWhenTooBig(estimator(t, l.GPU))},
 		JobGPUMemoryMiB: stepmodel.JobGPUMiB(l, 0),
@@ -52,4 +104,5 @@ func shippedSettingFits(t *testing.T, m presets.Model, l presets.Layout) {
 	if ref.Ranked.Result.Memory.Breakdown == nil {
 		t.Errorf("%s has no memory breakdown", candName(ref.Candidate))
 	}
+	return ref.Ranked.Result.Memory.Breakdown
 }
