@@ -37,3 +37,48 @@ func TestCanonicalOnGatedDeltaNetLayers(t *testing.T) {
 		t.Errorf("local attn on TransformerLayers: %+v, want the whole layer", local.Candidate)
 	}
 }
+
+// Every built-in model × GPU layout (whatever built-ins exist) plans a
+// space of every impl with each per-layer module, the whole layer and the
+// full iteration, and the estimate engine estimates each candidate the
+// rules accept: a step time, or the capture failure the plan predicts.
+// At least one graphed candidate is valid.
+func TestEveryBuiltinLayoutPlansWithEstimates(t *testing.T) {
+	ms, err := presets.BuiltinModels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := presets.Space{Impls: []string{presets.ImplNone, presets.ImplLocal, presets.ImplTE},
+		Scopes: [][]string{{}, {presets.ScopeFullIteration}, {presets.ScopeAttn}, {presets.ScopeMLP}, {presets.ScopeMoE},
+			{presets.ScopeMoERouter, presets.ScopeMoEPreprocess}, {presets.ScopeMamba},
+			{presets.ScopeAttn, presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMamba}},
+		Warmups: []int{presets.DefaultWarmup}}
+	for _, m := range ms {
+		for _, g := range m.GPUs() {
+			l, err := m.Layout(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := Plan(Config{Model: m, Layout: l, MBridge: "0.7", Space: space, Estimator: estimator(t, l.GPU)})
+			if err != nil {
+				t.Errorf("%s/%s: %v", m.Name, g, err)
+				continue
+			}
+			graphed := 0
+			for _, p := range plan {
+				if !p.Valid() {
+					continue
+				}
+				if e := p.Estimate; e == nil || (!e.Failed() && e.Step.Median <= 0) {
+					t.Errorf("%s/%s %s: no estimate (%+v)", m.Name, g, p.Candidate.Label(), e)
+				}
+				if p.Candidate.Graphed() {
+					graphed++
+				}
+			}
+			if graphed == 0 {
+				t.Errorf("%s/%s: no graphed candidate is valid", m.Name, g)
+			}
+		}
+	}
+}

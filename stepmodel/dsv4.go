@@ -145,10 +145,12 @@ func reverseOps(ops []Op) []Op {
 // block, the n residual streams' RMS scale and mapping_proj (n·h to
 // n²+2n), the mappings H_pre, H_post and the Sinkhorn-normalised H_res,
 // and the aggregation of the streams into the block's input; after it, the
-// residual mix H_res·x plus H_post times the block's output. The ops take
-// the block's first scope (attn, mlp or moe_router): the connection is
-// part of the block the layer runs in _forward_attention or
-// _forward_mlp. On Blackwell Megatron-Bridge's DeepSeek-V4 bridge turns on
+// residual mix H_res·x plus H_post times the block's output. The ops
+// before the block take its first op's scope (attn, mlp or moe_router),
+// the one after it its last op's (attn, mlp or moe_postprocess): the
+// connection is part of the block the layer runs in _forward_attention or
+// _forward_mlp, and a graph of part of the block holds the part beside
+// it. On Blackwell Megatron-Bridge's DeepSeek-V4 bridge turns on
 // the fused kernels (use_fused_mhc, deepseek_v4_supports_blackwell_fused_
 // kernels); elsewhere each Sinkhorn iteration is a row and a column
 // normalisation.
@@ -157,7 +159,7 @@ func (b *builder) withHyperConnection(fwd, bwd []Op) ([]Op, []Op) {
 	if hc == nil || len(fwd) == 0 {
 		return fwd, bwd
 	}
-	s := fwd[0].Scope
+	s, last := fwd[0].Scope, fwd[len(fwd)-1].Scope
 	n := float64(hc.NumResidualStreams)
 	h := float64(b.a.Hidden)
 	t := b.Ts
@@ -176,7 +178,7 @@ func (b *builder) withHyperConnection(fwd, bwd []Op) ([]Op, []Op) {
 		}
 	}
 	pre = append(pre, b.mem("hc_aggregate", s, KindElementwise, streams+t*h*bf16))
-	post := b.mem("hc_res_post", s, KindElementwise, 2*streams+t*h*bf16)
+	post := b.mem("hc_res_post", last, KindElementwise, 2*streams+t*h*bf16)
 
 	f := append(append(pre, fwd...), post)
 	bw := append([]Op{backward(post)}, bwd...)

@@ -125,17 +125,55 @@ func TestPlanMTPBlocks(t *testing.T) {
 }
 
 // Hyper-connections are part of the block they wrap: the attn graph holds
-// the attention's and leaves the MoE's eager, the moe_router graph the
-// other way round.
+// the attention's; a moe_router graph holds the MoE's mapping and
+// aggregation before the router, and its residual mix after the experts
+// only with the rest of the MoE (moe).
 func TestPlanHyperConnectionFollowsItsBlock(t *testing.T) {
 	w := build(t, dsv4, oneGPU, false)
-	for _, scope := range []string{presets.ScopeAttn, presets.ScopeMoERouter} {
-		p := PlanCapture(w, cand(presets.ImplTE, scope), presets.G3)
+	named := func(ops []Op, name string) []Op { return opsNamed(ops, name) }
+	for _, c := range []struct {
+		scope string
+		post  int // graphed residual mixes
+	}{{presets.ScopeAttn, 1}, {presets.ScopeMoERouter, 0}, {presets.ScopeMoE, 1}} {
+		p := PlanCapture(w, cand(presets.ImplTE, c.scope), presets.G3)
+		if p.Failure != nil {
+			t.Fatalf("%s: %v", c.scope, p.Failure)
+		}
 		graphed := opsOf(p, 0)
-		for _, name := range []string{"hc_mapping_proj", "hc_aggregate", "hc_res_post"} {
-			in := slices.IndexFunc(graphed, func(o Op) bool { return o.Name == name })
-			if in < 0 || count(graphed, func(o Op) bool { return o.Name == name }) != 1 || graphed[in].Scope != scope {
-				t.Errorf("%s graph: %d %s graphed, want its block's one", scope, count(graphed, func(o Op) bool { return o.Name == name }), name)
+		for _, name := range []string{"hc_mapping_proj", "hc_aggregate"} {
+			if got := named(graphed, name); len(got) != 1 {
+				t.Errorf("%s graph: %d %s graphed, want its block's one", c.scope, len(got), name)
+			}
+		}
+		if got := named(graphed, "hc_res_post"); len(got) != c.post {
+			t.Errorf("%s graph: %d residual mixes graphed, want %d", c.scope, len(got), c.post)
+		}
+	}
+}
+
+// Each graphed region of a layer is one run of its forward ops and one of
+// its backward ops, as a per-layer graph is one callable: on every new
+// layer kind, for every module a per-layer graph may list.
+func TestPlanRegionsAreContiguous(t *testing.T) {
+	l := oneGPU
+	l.MTPLayers = 1
+	for _, m := range []presets.Model{qwen3Next, nemotron3Super, dsv4} {
+		w := build(t, m, l, false)
+		for _, c := range []presets.Candidate{cand(presets.ImplTE), cand(presets.ImplTE, presets.ScopeAttn),
+			cand(presets.ImplTE, presets.ScopeMoERouter, presets.ScopeMoEPreprocess), cand(presets.ImplTE, presets.ScopeMoE),
+			cand(presets.ImplTE, presets.ScopeAttn, presets.ScopeMamba, presets.ScopeMoERouter),
+			cand(presets.ImplLocal, presets.ScopeMoERouter, presets.ScopeMoEPreprocess)} {
+			p := PlanCapture(w, c, presets.G3)
+			for i, lp := range p.Layers {
+				for _, segs := range [][]Segment{lp.Fwd, lp.Bwd} {
+					var seen []Region
+					for _, sg := range segs {
+						if sg.Graphed() && slices.Contains(seen, sg.Region) {
+							t.Errorf("%s %s: layer %d (%s) has region %s in two runs", m.Name, c.Label(), i, lp.Kind, sg.Region)
+						}
+						seen = append(seen, sg.Region)
+					}
+				}
 			}
 		}
 	}
