@@ -57,12 +57,14 @@ func (b *builder) compressedAttention(ratio int) (fwd, bwd []Op) {
 	}
 	// Single-head keys and values of v_head_dim: QKᵀ and AV per head.
 	core := Op{Name: "sparse_attention", Kind: KindAttention, Scope: s, FLOPs: 2 * 2 * b.T * heads * keys * D, Bytes: (2*heads*D + 2*D) * b.T * bf16}
-	post := []Op{
-		b.mem("inverse_rope", s, KindElementwise, 2*b.T*heads*D*bf16),
-		b.gemm("o_group_proj", s, b.T, heads*D/groups, groups*or),
-		b.gemm("out_proj", s, b.T, groups*or, h),
+	post := []Op{b.mem("inverse_rope", s, KindElementwise, 2*b.T*heads*D*bf16)}
+	if grouped(m) {
+		proj := b.gemm("o_group_proj", s, b.T, heads*D/groups, groups*or)
+		proj.FLOPs /= groups // the einsum multiplies each group by its own slice
+		post = append(post, proj, b.gemm("out_proj", s, b.T, groups*or, h))
+	} else {
+		post = append(post, b.gemm("out_proj", s, b.T, heads*D, h))
 	}
-	post[1].FLOPs /= groups // the einsum multiplies each group by its own slice
 	resid := b.mem("residual_add", s, KindElementwise, 3*b.Ts*h*bf16)
 
 	fwd = append(fwd, norm)
@@ -205,7 +207,11 @@ func (b *builder) compressedAttentionParams(r int) float64 {
 	h, tp := float64(a.Hidden), float64(b.tp)
 	heads, D := float64(a.Heads), float64(m.VHeadDim)
 	ql, or := float64(m.QLoraRank), float64(m.OLoraRank)
-	p := h*ql + (ql*heads*D+heads*D*or+float64(m.OGroups)*or*h)/tp + h*D
+	out := heads * D * h // a plain output projection
+	if grouped(m) {
+		out = heads*D*or + float64(m.OGroups)*or*h
+	}
+	p := h*ql + (ql*heads*D+out)/tp + h*D
 	comp := func(d float64) float64 {
 		coff := 1.0
 		if r == 4 {
@@ -234,3 +240,7 @@ func (b *builder) hyperConnectionParams() float64 {
 	n, h := float64(hc.NumResidualStreams), float64(b.a.Hidden)
 	return n*h*(n*n+2*n) + n*h + n*n + 2*n + 3
 }
+
+// grouped reports whether the attention projects its output through
+// o_groups low-rank groups (DeepSeek-V4) rather than straight to hidden.
+func grouped(m *presets.MLA) bool { return m.OGroups > 0 && m.OLoraRank > 0 }

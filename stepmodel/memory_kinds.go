@@ -122,7 +122,11 @@ func (x activations) compressedAttention(r int, norm, gemmIn float64) float64 {
 	}
 	v += 2 * heads * D
 	if !x.off("attn_proj") {
-		v += x.q * math.Max(1, float64(m.OGroups)/x.tp) * float64(m.OLoraRank)
+		in := heads * D // linear_proj's input: the heads' outputs, or their groups' low-rank projections
+		if grouped(m) {
+			in = math.Max(1, float64(m.OGroups)/x.tp) * float64(m.OLoraRank)
+		}
+		v += x.q * in
 	}
 	return v
 }

@@ -343,3 +343,29 @@ func TestMTPBlocksOnTheLastStage(t *testing.T) {
 		t.Errorf("repeating the MTP layer saves %.4g parameters, want one block's %.4g", d, block)
 	}
 }
+
+// Without o_groups and o_lora_rank the heads' outputs go straight to the
+// hidden size (heads × v_head_dim → hidden); without MLA there is no
+// DeepSeek-V4 attention to build, and the build says so.
+func TestCompressedAttentionEdges(t *testing.T) {
+	plain := dsv4
+	mla := *dsv4.Arch.MLA
+	mla.OGroups, mla.OLoraRank = 0, 0
+	plain.Arch.MLA = &mla
+	w, err := BuildWorkload(plain, single, WorkloadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	T := float64(single.MBS * single.Seq)
+	if got, want := oneOp(t, w.Layers[0].Fwd, "out_proj").FLOPs, 2*T*64*512*4096.0; math.Abs(got-want) > 1 {
+		t.Errorf("out_proj %.4g FLOPs, want %.4g", got, want)
+	}
+	if len(opsNamed(w.Layers[0].Fwd, "o_group_proj")) != 0 {
+		t.Error("a grouped projection without o_groups")
+	}
+	none := dsv4
+	none.Arch.MLA = nil
+	if _, err := BuildWorkload(none, single, WorkloadOptions{}); err == nil || !strings.Contains(err.Error(), "needs mla") {
+		t.Errorf("no MLA: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"cgtune/presets"
 )
@@ -178,6 +179,9 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 		return nil, err
 	}
 	kinds := a.LayerKinds()
+	if a.MLA == nil && slices.ContainsFunc(kinds, func(k presets.LayerKind) bool { return k.Mixer() == presets.MixerDSv4 }) {
+		return nil, fmt.Errorf("model %s: compressed_attention needs mla (DeepSeek-V4's attention reads its q_lora_rank, qk_rope_dim, v_head_dim, o_groups and o_lora_rank)", m.Name)
+	}
 	pp := l.PPSize()
 	if len(kinds)%pp != 0 && len(kinds) < pp {
 		return nil, fmt.Errorf("model %s: %d layers cannot be split over PP=%d", m.Name, len(kinds), pp)
