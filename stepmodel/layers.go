@@ -15,11 +15,14 @@ import (
 //	dense layer  fwd 11, bwd 15
 //	MoE layer    fwd 36 (+1 host sync when dropless), bwd 31; a shared expert adds 3 and 5
 //	Mamba layer  fwd 11, bwd 13
+//	gated delta-net mixer  fwd 14, bwd 20
 //
 // With TP > 1 every block adds two sequence-parallel collectives each way;
-// with CP > 1 attention adds one KV exchange each way.
+// with CP > 1 attention adds one KV exchange each way (the gated delta-net
+// two all-to-alls). The newer kinds' blocks are in gdn.go, dsv4.go and
+// mtp.go.
 //
-// TestKernelCountsPerLayer pins these numbers.
+// TestKernelCountsPerLayer and TestGatedDeltaNetLayerOps pin these numbers.
 type builder struct {
 	a          presets.Arch
 	l          presets.Layout
