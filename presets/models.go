@@ -401,6 +401,9 @@ func (d *strictDoc) validateAttentionVariant(a *Arch, p string) error {
 		if v != "dsv4_hybrid" {
 			return d.errf(cp, "field \"compressed_attention\" needs experimental_attention_variant dsv4_hybrid (got %q)", v)
 		}
+		if a.MLA == nil {
+			return d.errf(cp, "field \"compressed_attention\" needs mla (DeepSeek-V4's attention reads q_lora_rank, qk_rope_dim, v_head_dim, o_groups and o_lora_rank)")
+		}
 		if n := len(ca.CSACompressRatios); n < a.Layers || n > MaxLayers {
 			return d.errf(joinPath(cp, "csa_compress_ratios"), "field \"csa_compress_ratios\" has %d entries; want one per layer (%d) and per MTP layer", n, a.Layers)
 		}

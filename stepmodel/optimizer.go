@@ -119,6 +119,13 @@ func persistentMemory(w *Workload, chunks []Chunk, opt MemoryOptions) (stageFigu
 		if c.Loss {
 			dense += vocab // output layer (untied in MB's LLM recipes)
 		}
+		if c.MTP > 0 {
+			// The MTP blocks' projections and norms, their own embedding
+			// away from the first chunk's, and each repeated layer once.
+			d, e := b.repeatedMTPParams(c.MTP)
+			dense += b.mtpParams(c.MTP, !c.Embedding) - d
+			expert -= e
+		}
 	}
 	params := dense + expert
 	dDense := float64(max(1, l.NumGPUs/(l.TPSize()*pp)))              // DP×CP
@@ -214,14 +221,8 @@ func gemmInputBytes(precision string) float64 {
 // parameters (which shard over the expert data-parallel group).
 func (b *builder) layerParamsSplit(k presets.LayerKind) (dense, expert float64) {
 	all := b.layerParams(k)
-	if m := b.a.MoE; m != nil && (k == presets.LayerMoE || k == presets.LayerMoEOnly) {
-		h := float64(b.a.Hidden)
-		f := float64(m.FFNHidden)
-		per := 3 * h * f
-		if b.a.Activation == "squared_relu" {
-			per = 2 * h * f
-		}
-		expert = float64(m.Experts) / float64(b.ep) * per / float64(b.etp)
+	if b.a.MoE != nil && k.FFN() == presets.FFNMoE {
+		expert = b.expertParams()
 	}
 	return all - expert, expert
 }
