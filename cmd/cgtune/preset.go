@@ -1,8 +1,8 @@
 package main
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cgtune/internal/fileio"
 	"cgtune/engine/megatron"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/search"
 )
