@@ -250,3 +250,26 @@ func TestBadFilesAreOneLineErrors(t *testing.T) {
 		t.Errorf("no vocabulary: %v", err)
 	}
 }
+
+// mtp_use_repeated_layer is the layout's with MTP layers, where MCore
+// reads it, and a wrong value is a one-line error naming the field.
+func TestMTPRepeatedLayer(t *testing.T) {
+	for _, tc := range []struct {
+		mtp  string
+		want bool
+	}{
+		{"  mtp_num_layers: 2\n  mtp_use_repeated_layer: true\n", true},
+		{"  mtp_num_layers: 2\n  mtp_use_repeated_layer: false\n", false},
+		{"  mtp_num_layers: 2\n", false},
+		{"  mtp_num_layers: null\n  mtp_use_repeated_layer: true\n", false},
+	} {
+		l, _, err := convert(t, strings.Replace(base, "  seq_length: 2048\n", "  seq_length: 2048\n"+tc.mtp, 1))
+		if err != nil || l.MTPUseRepeatedLayer != tc.want {
+			t.Errorf("%q: mtp_use_repeated_layer %v, %v; want %v", tc.mtp, l.MTPUseRepeatedLayer, err, tc.want)
+		}
+	}
+	_, _, err := convert(t, strings.Replace(base, "  seq_length: 2048\n", "  seq_length: 2048\n  mtp_num_layers: 2\n  mtp_use_repeated_layer: maybe\n", 1))
+	if err == nil || !oneLine.MatchString(err.Error()) || !strings.Contains(err.Error(), "field model.mtp_use_repeated_layer: want true or false") {
+		t.Errorf("bad value: %v", err)
+	}
+}

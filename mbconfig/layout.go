@@ -39,6 +39,13 @@ func (c *Config) layout(numGPUs, mtpLayers int) (presets.Layout, error) {
 		}
 	}
 	l.MTPLayers = mtpLayers
+	if mtpLayers > 0 {
+		// MCore reads mtp_use_repeated_layer only with MTP layers
+		// (megatron/core/transformer/multi_token_prediction.py).
+		if l.MTPUseRepeatedLayer, err = c.Bool("model.mtp_use_repeated_layer"); err != nil {
+			return l, err
+		}
+	}
 	if l.NumGPUs, err = c.numGPUs(numGPUs, l); err != nil {
 		return l, err
 	}
