@@ -273,3 +273,26 @@ func TestMTPRepeatedLayer(t *testing.T) {
 		t.Errorf("bad value: %v", err)
 	}
 }
+
+// The optimizer: Adam is the default; Megatron-Core's layer-wise
+// distributed Muon is "dist_muon", or "muon" with
+// use_layer_wise_distributed_optimizer; another is a one-line error.
+func TestOptimizer(t *testing.T) {
+	for _, tc := range []struct{ opt, want string }{
+		{"", ""},
+		{"optimizer:\n  optimizer: adam\n", ""},
+		{"optimizer:\n  optimizer: dist_muon\n", presets.OptimizerDistMuon},
+		{"optimizer:\n  optimizer: muon\n  use_layer_wise_distributed_optimizer: true\n", presets.OptimizerDistMuon},
+	} {
+		l, _, err := convert(t, base+tc.opt)
+		if err != nil || l.Optimizer != tc.want {
+			t.Errorf("%q: optimizer %q, %v; want %q", tc.opt, l.Optimizer, err, tc.want)
+		}
+	}
+	for _, opt := range []string{"muon", "sgd"} {
+		_, _, err := convert(t, base+"optimizer:\n  optimizer: "+opt+"\n")
+		if err == nil || !oneLine.MatchString(err.Error()) || !strings.Contains(err.Error(), "field optimizer.optimizer: optimizer \""+opt+"\" is not modelled (allowed: adam, dist_muon") {
+			t.Errorf("%s: %v", opt, err)
+		}
+	}
+}

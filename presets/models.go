@@ -573,6 +573,18 @@ func (d *strictDoc) validateRecipeSettings(l *Layout, p string) error {
 			return err
 		}
 	}
+	if l.Optimizer != "" {
+		if err := oneOf(d, p, "optimizer", l.Optimizer, Optimizers()); err != nil {
+			return err
+		}
+		// Without the distributed optimizer Megatron-Core builds the
+		// layer-wise optimizer's Adam part unwrapped
+		// (skip_megatron_wrapping), which it refuses with the
+		// precision-aware optimizer (optimizer/__init__.py).
+		if l.LayerWiseMuon() && l.PrecisionAwareOptimizer && l.NoDistributedOptimizer {
+			return d.errf(joinPath(p, "precision_aware_optimizer"), "field \"precision_aware_optimizer\" cannot be true with optimizer %s and no_distributed_optimizer (Megatron-Core refuses the precision-aware optimizer there)", OptimizerDistMuon)
+		}
+	}
 	for i, m := range l.OffloadModules {
 		if !slices.Contains(OffloadModules(), m) {
 			return d.errf(fmt.Sprintf("%s[%d]", joinPath(p, "offload_modules"), i),

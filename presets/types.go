@@ -202,6 +202,10 @@ type Layout struct {
 	// OffloadModules are model.offload_modules of fine-grained activation
 	// offloading (fine_grained_activation_offloading on).
 	OffloadModules []string `yaml:"offload_modules,omitempty" json:"offload_modules,omitempty"`
+	// Optimizer is optimizer.optimizer where it is not Adam: "dist_muon",
+	// Megatron-Core's layer-wise distributed Muon (Kimi K2's recipes), or
+	// "" for Adam.
+	Optimizer string `yaml:"optimizer,omitempty" json:"optimizer,omitempty"`
 	// OptimizerStates is the dtype of Adam's exp_avg and exp_avg_sq: "" for
 	// fp32, "bf16" for the precision-aware optimizer's bf16 states.
 	OptimizerStates string `yaml:"optimizer_states,omitempty" json:"optimizer_states,omitempty"`
@@ -280,12 +284,24 @@ func (l Layout) FullRecompute() bool { return l.RecomputeGranularity == "full" }
 
 // PrecisionAware reports whether the job's Adam is the precision-aware
 // optimizer: the recipe turns it on, or the perf harness does for a bf16
-// run (run_script.py: compute_dtype "bf16" and optimizer "adam"; every
-// built-in recipe trains with Adam).
+// run with Adam (run_script.py: compute_dtype "bf16" and optimizer
+// "adam").
 func (l Layout) PrecisionAware() bool {
 	bf16Run := l.Precision == "" || l.Precision == "bf16"
-	return l.PrecisionAwareOptimizer || (!l.OutsideHarness && bf16Run)
+	return l.PrecisionAwareOptimizer || (!l.OutsideHarness && bf16Run && !l.LayerWiseMuon())
 }
+
+// LayerWiseMuon reports whether the job trains with Megatron-Core's
+// layer-wise distributed Muon.
+func (l Layout) LayerWiseMuon() bool { return l.Optimizer == OptimizerDistMuon }
+
+// OptimizerDistMuon is Layout.Optimizer for Megatron-Core's layer-wise
+// distributed Muon (optimizer "dist_muon", or "muon" with
+// use_layer_wise_distributed_optimizer).
+const OptimizerDistMuon = "dist_muon"
+
+// Optimizers are the values Layout.Optimizer takes.
+func Optimizers() []string { return []string{"adam", OptimizerDistMuon} }
 
 // ShippedGraph is the recipe's own CUDA-graph setting: CUDAGraph, or none
 // with the default warm-up when the recipe ships none.
