@@ -46,6 +46,7 @@ type MemoryBreakdown struct {
 	// the gradient buffer's dtype.
 	PrecisionAware bool   `json:"precision_aware_optimizer"`
 	Decoupled      bool   `json:"decoupled_grads"`
+	LayerWiseMuon  bool   `json:"layer_wise_muon,omitempty"` // Megatron-Core's layer-wise distributed Muon in place of Adam
 	GradBuffer     string `json:"grad_buffer"`
 }
 
@@ -246,7 +247,7 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 	m := &MemoryBreakdown{
 		Weights: mib(f.weights), Gradients: mib(f.grads), Optimizer: mib(f.optim), MainGrads: mib(f.mainGrads), StateCopies: mib(f.copies),
 		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(allocatorSlack * (f.act + f.step())),
-		Stage: s, StageLayers: len(kinds), PrecisionAware: adam.precisionAware, Decoupled: adam.decoupled, GradBuffer: adam.gradBuffer,
+		Stage: s, StageLayers: len(kinds), PrecisionAware: adam.precisionAware, Decoupled: adam.decoupled, LayerWiseMuon: adam.muon, GradBuffer: adam.gradBuffer,
 	}
 	m.Total = m.Weights + m.Gradients + m.Optimizer + max(m.Activations, m.step()) + m.Graphs + m.Slack
 	return m
@@ -305,6 +306,8 @@ func (m *MemoryBreakdown) Describe() string {
 func (m *MemoryBreakdown) optimizerText() string {
 	s := m.GradBuffer + " gradient buffer, "
 	switch {
+	case m.LayerWiseMuon:
+		return s + "layer-wise distributed Muon with fp32 main parameters and gradients"
 	case m.Decoupled:
 		return s + "precision-aware optimizer reading the buffer (decoupled_grad)"
 	case m.PrecisionAware:

@@ -128,6 +128,11 @@ type WorkloadOptions struct {
 	// more micro-batch in flight and Transformer Engine's graphs are
 	// captured per micro-batch even without pipelining.
 	EPOverlap bool `json:"ep_overlap,omitempty"`
+	// BF16MomentCopies: the job's Transformer Engine is older than 2.14,
+	// whose FusedAdam copies bf16 Adam moments to fp32 at the step
+	// (adamOf); the zero value is the fused kernel of the Transformer
+	// Engine Megatron-Bridge 0.4 and later pin.
+	BF16MomentCopies bool `json:"bf16_moment_copies,omitempty"`
 }
 
 // WorkloadSpec is what a workload is built from: enough to build it again
