@@ -32,13 +32,22 @@ var shippedOverTheirGPU = map[string]string{
 	"llama31_405b/b200":  "interleaved PP 16 at DP 2: 123%",
 	"llama31_405b/gb200": "interleaved PP 16 at DP 2: 119%",
 	// Megatron-FSDP's communication units and CPU offloading's buffers
-	// were never measured; the model puts these 2-6% over.
-	"llama3_70b/gb200":     "Megatron-FSDP with 20 of 80 layers offloaded: 102%",
-	"llama3_70b/gb300":     "Megatron-FSDP with 30 of 80 layers offloaded, micro-batch 2: 106%",
-	"deepseek_v3/gb300":    "Megatron-FSDP at TP 1, micro-batch 2: 102%",
-	"qwen3_235b_a22b/h100": "interleaved PP 8 split evenly, not as account_for_embedding and account_for_loss split it (issue 28 item 3e): 131%",
-	"nemotronh_56b/b200":   "te attn,mamba's graph memory (issue 28 item 3g): 111%",
-	"nemotronh_56b/gb200":  "te attn,mamba's graph memory (issue 28 item 3g): 107%",
+	// were never measured; the model puts these 1-6% over.
+	"llama3_70b/gb200":  "Megatron-FSDP with 20 of 80 layers offloaded: 102%",
+	"llama3_70b/gb300":  "Megatron-FSDP with 30 of 80 layers offloaded, micro-batch 2: 106%",
+	"deepseek_v3/gb300": "Megatron-FSDP at TP 1, micro-batch 2: 101%",
+	// Micro-batch 2 at PP 4, VP 4: interleaved 1F1B keeps 19 chunk-forwards
+	// in flight on pipeline rank 0 (178 GB of activations, twice GB200's at
+	// micro-batch 1) beside the layer-wise distributed Muon's state, which
+	// holds the embedding whole on one data-parallel rank (44 GB).
+	"kimi_k2/gb300": "micro-batch 2 at interleaved PP 4, VP 4, with the embedding's Adam state whole on one rank (layer-wise Muon): 101%",
+	"kimi_k2/vr200": "micro-batch 2 at interleaved PP 4, VP 4, with the embedding's Adam state whole on one rank (layer-wise Muon): 101%",
+	// 19 chunk-forwards in flight on rank 0 at PP 4, VP 4 (137 GB of
+	// activations) stay in the full-iteration graph's pool, which the
+	// optimizer step's fp32 gradient copies (25 GB) cannot reuse; the
+	// recipe's paged expert stash and rank capacity factor, never
+	// measured, are not modelled.
+	"deepseek_v4_pro/gb300": "full-iteration graph over 19 chunk-forwards in flight at interleaved PP 4, VP 4: 104%",
 }
 
 func TestShippedSettingsFitTheirGPUs(t *testing.T) {
