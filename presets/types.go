@@ -220,9 +220,9 @@ type Layout struct {
 	MTPLayers int `yaml:"mtp_layers,omitempty" json:"mtp_layers,omitempty"`
 	// MTPUseRepeatedLayer is mtp_use_repeated_layer: one MTP block's layers
 	// are built and applied MTPLayers times (MLM megatron/core/transformer/
-	// multi_token_prediction.py MultiTokenPredictionBlock; Nemotron 3 Super
-	// and Nemotron 3.5 Lightning's recipes set it), so its parameters are
-	// held once.
+	// multi_token_prediction.py MultiTokenPredictionBlock; Nemotron 3
+	// Super, Ultra and 3.5 Lightning's recipes set it), so its parameters
+	// are held once.
 	MTPUseRepeatedLayer bool `yaml:"mtp_use_repeated_layer,omitempty" json:"mtp_use_repeated_layer,omitempty"`
 	// PipelineLayout is MCore's pipeline_model_parallel_layout as the
 	// recipe writes it ("Et|(tt|)*30mL": E embedding, t decoder layer, m
