@@ -250,3 +250,49 @@ func TestBadFilesAreOneLineErrors(t *testing.T) {
 		t.Errorf("no vocabulary: %v", err)
 	}
 }
+
+// mtp_use_repeated_layer is the layout's with MTP layers, where MCore
+// reads it, and a wrong value is a one-line error naming the field.
+func TestMTPRepeatedLayer(t *testing.T) {
+	for _, tc := range []struct {
+		mtp  string
+		want bool
+	}{
+		{"  mtp_num_layers: 2\n  mtp_use_repeated_layer: true\n", true},
+		{"  mtp_num_layers: 2\n  mtp_use_repeated_layer: false\n", false},
+		{"  mtp_num_layers: 2\n", false},
+		{"  mtp_num_layers: null\n  mtp_use_repeated_layer: true\n", false},
+	} {
+		l, _, err := convert(t, strings.Replace(base, "  seq_length: 2048\n", "  seq_length: 2048\n"+tc.mtp, 1))
+		if err != nil || l.MTPUseRepeatedLayer != tc.want {
+			t.Errorf("%q: mtp_use_repeated_layer %v, %v; want %v", tc.mtp, l.MTPUseRepeatedLayer, err, tc.want)
+		}
+	}
+	_, _, err := convert(t, strings.Replace(base, "  seq_length: 2048\n", "  seq_length: 2048\n  mtp_num_layers: 2\n  mtp_use_repeated_layer: maybe\n", 1))
+	if err == nil || !oneLine.MatchString(err.Error()) || !strings.Contains(err.Error(), "field model.mtp_use_repeated_layer: want true or false") {
+		t.Errorf("bad value: %v", err)
+	}
+}
+
+// The optimizer: Adam is the default; Megatron-Core's layer-wise
+// distributed Muon is "dist_muon", or "muon" with
+// use_layer_wise_distributed_optimizer; another is a one-line error.
+func TestOptimizer(t *testing.T) {
+	for _, tc := range []struct{ opt, want string }{
+		{"", ""},
+		{"optimizer:\n  optimizer: adam\n", ""},
+		{"optimizer:\n  optimizer: dist_muon\n", presets.OptimizerDistMuon},
+		{"optimizer:\n  optimizer: muon\n  use_layer_wise_distributed_optimizer: true\n", presets.OptimizerDistMuon},
+	} {
+		l, _, err := convert(t, base+tc.opt)
+		if err != nil || l.Optimizer != tc.want {
+			t.Errorf("%q: optimizer %q, %v; want %q", tc.opt, l.Optimizer, err, tc.want)
+		}
+	}
+	for _, opt := range []string{"muon", "sgd"} {
+		_, _, err := convert(t, base+"optimizer:\n  optimizer: "+opt+"\n")
+		if err == nil || !oneLine.MatchString(err.Error()) || !strings.Contains(err.Error(), "field optimizer.optimizer: optimizer \""+opt+"\" is not modelled (allowed: adam, dist_muon") {
+			t.Errorf("%s: %v", opt, err)
+		}
+	}
+}

@@ -39,6 +39,13 @@ func (c *Config) layout(numGPUs, mtpLayers int) (presets.Layout, error) {
 		}
 	}
 	l.MTPLayers = mtpLayers
+	if mtpLayers > 0 {
+		// MCore reads mtp_use_repeated_layer only with MTP layers
+		// (megatron/core/transformer/multi_token_prediction.py).
+		if l.MTPUseRepeatedLayer, err = c.Bool("model.mtp_use_repeated_layer"); err != nil {
+			return l, err
+		}
+	}
 	if l.NumGPUs, err = c.numGPUs(numGPUs, l); err != nil {
 		return l, err
 	}
@@ -184,6 +191,9 @@ func (c *Config) memory(l *presets.Layout) error {
 	if l.PrecisionAwareOptimizer, err = c.Bool("optimizer.use_precision_aware_optimizer"); err != nil {
 		return err
 	}
+	if l.Optimizer, err = c.optimizer(); err != nil {
+		return err
+	}
 	dist, err := c.Bool("ddp.use_distributed_optimizer")
 	if err != nil {
 		return err
@@ -198,6 +208,29 @@ func (c *Config) memory(l *presets.Layout) error {
 	}
 	l.GradReduceInFP32, err = c.Bool(key)
 	return err
+}
+
+// optimizer is the layout's Optimizer: "" for Adam, dist_muon for
+// Megatron-Core's layer-wise distributed Muon, which "dist_muon" names
+// and "muon" with use_layer_wise_distributed_optimizer (MLM
+// megatron/core/optimizer/__init__.py, _get_megatron_emerging_optimizer).
+func (c *Config) optimizer() (string, error) {
+	const key = "optimizer.optimizer"
+	name, err := c.String(key)
+	if err != nil {
+		return "", err
+	}
+	layerWise, err := c.Bool("optimizer.use_layer_wise_distributed_optimizer")
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case name == "" || name == "adam":
+		return "", nil
+	case name == presets.OptimizerDistMuon || name == "muon" && layerWise:
+		return presets.OptimizerDistMuon, nil
+	}
+	return "", c.fieldError(c.node(key), key, "optimizer %q is not modelled (allowed: adam, dist_muon, muon with use_layer_wise_distributed_optimizer)", name)
 }
 
 func (c *Config) offloading(l *presets.Layout) error {

@@ -96,4 +96,9 @@ func TestArchCompressedAttention(t *testing.T) {
 	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "has 2 entries") {
 		t.Errorf("short ratios: %v", err)
 	}
+	m.Arch.CompressedAttention.CSACompressRatios = []int{0, 4, 128}
+	m.Arch.MLA, m.Arch.KVGroups = nil, 1
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "needs mla") {
+		t.Errorf("no MLA: %v", err)
+	}
 }

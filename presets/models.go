@@ -401,6 +401,9 @@ func (d *strictDoc) validateAttentionVariant(a *Arch, p string) error {
 		if v != "dsv4_hybrid" {
 			return d.errf(cp, "field \"compressed_attention\" needs experimental_attention_variant dsv4_hybrid (got %q)", v)
 		}
+		if a.MLA == nil {
+			return d.errf(cp, "field \"compressed_attention\" needs mla (DeepSeek-V4's attention reads q_lora_rank, qk_rope_dim, v_head_dim, o_groups and o_lora_rank)")
+		}
 		if n := len(ca.CSACompressRatios); n < a.Layers || n > MaxLayers {
 			return d.errf(joinPath(cp, "csa_compress_ratios"), "field \"csa_compress_ratios\" has %d entries; want one per layer (%d) and per MTP layer", n, a.Layers)
 		}
@@ -568,6 +571,18 @@ func (d *strictDoc) validateRecipeSettings(l *Layout, p string) error {
 	if l.OptimizerStates != "" {
 		if err := oneOf(d, p, "optimizer_states", l.OptimizerStates, []string{"fp32", "bf16"}); err != nil {
 			return err
+		}
+	}
+	if l.Optimizer != "" {
+		if err := oneOf(d, p, "optimizer", l.Optimizer, Optimizers()); err != nil {
+			return err
+		}
+		// Without the distributed optimizer Megatron-Core builds the
+		// layer-wise optimizer's Adam part unwrapped
+		// (skip_megatron_wrapping), which it refuses with the
+		// precision-aware optimizer (optimizer/__init__.py).
+		if l.LayerWiseMuon() && l.PrecisionAwareOptimizer && l.NoDistributedOptimizer {
+			return d.errf(joinPath(p, "precision_aware_optimizer"), "field \"precision_aware_optimizer\" cannot be true with optimizer %s and no_distributed_optimizer (Megatron-Core refuses the precision-aware optimizer there)", OptimizerDistMuon)
 		}
 	}
 	for i, m := range l.OffloadModules {

@@ -365,6 +365,8 @@ func TestParseModelYAMLErrors(t *testing.T) {
 		{"bad recompute", "seq: 2048\n", "seq: 2048\n        recompute_modules: [mlp, attn]\n", 23, []string{`unknown module "attn"`, "allowed: core_attn"}},
 		{"recompute method", "seq: 2048\n", "seq: 2048\n        recompute_method: blocks\n", 23, []string{`"recompute_method": unknown value "blocks"`, "allowed: uniform, block"}},
 		{"method needs full", "seq: 2048\n", "seq: 2048\n        recompute_method: block\n", 23, []string{`"recompute_method" needs recompute_granularity: full`}},
+		{"optimizer", "seq: 2048\n", "seq: 2048\n        optimizer: sgd\n", 23, []string{`"optimizer": unknown value "sgd"`, "allowed: adam, dist_muon"}},
+		{"muon precision-aware", "seq: 2048\n", "seq: 2048\n        optimizer: dist_muon\n        no_distributed_optimizer: true\n        precision_aware_optimizer: true\n", 25, []string{`"precision_aware_optimizer" cannot be true with optimizer dist_muon`}},
 		{"pipeline layout", "seq: 2048\n", "seq: 2048\n        pipeline_layout: \"Ett|ttL\"\n", 23, []string{`"pipeline_layout" "Ett|ttL": 2 stages, but pp × vp = 1 × 1 = 1`}},
 		{"pipeline layers", "seq: 2048\n", "seq: 2048\n        pipeline_layout: \"EtttL\"\n", 23, []string{"3 decoder layers (t), the model has 4"}},
 	} {

@@ -202,6 +202,10 @@ type Layout struct {
 	// OffloadModules are model.offload_modules of fine-grained activation
 	// offloading (fine_grained_activation_offloading on).
 	OffloadModules []string `yaml:"offload_modules,omitempty" json:"offload_modules,omitempty"`
+	// Optimizer is optimizer.optimizer where it is not Adam: "dist_muon",
+	// Megatron-Core's layer-wise distributed Muon (Kimi K2's recipes), or
+	// "" for Adam.
+	Optimizer string `yaml:"optimizer,omitempty" json:"optimizer,omitempty"`
 	// OptimizerStates is the dtype of Adam's exp_avg and exp_avg_sq: "" for
 	// fp32, "bf16" for the precision-aware optimizer's bf16 states.
 	OptimizerStates string `yaml:"optimizer_states,omitempty" json:"optimizer_states,omitempty"`
@@ -214,6 +218,12 @@ type Layout struct {
 	// MTPLayers is mtp_num_layers: multi-token-prediction layers on the
 	// last pipeline stage (or where PipelineLayout puts them).
 	MTPLayers int `yaml:"mtp_layers,omitempty" json:"mtp_layers,omitempty"`
+	// MTPUseRepeatedLayer is mtp_use_repeated_layer: one MTP block's layers
+	// are built and applied MTPLayers times (MLM megatron/core/transformer/
+	// multi_token_prediction.py MultiTokenPredictionBlock; Nemotron 3
+	// Super, Ultra and 3.5 Lightning's recipes set it), so its parameters
+	// are held once.
+	MTPUseRepeatedLayer bool `yaml:"mtp_use_repeated_layer,omitempty" json:"mtp_use_repeated_layer,omitempty"`
 	// PipelineLayout is MCore's pipeline_model_parallel_layout as the
 	// recipe writes it ("Et|(tt|)*30mL": E embedding, t decoder layer, m
 	// MTP layer, L loss, | between virtual stages; PipelineParallelLayerLayout
@@ -274,12 +284,24 @@ func (l Layout) FullRecompute() bool { return l.RecomputeGranularity == "full" }
 
 // PrecisionAware reports whether the job's Adam is the precision-aware
 // optimizer: the recipe turns it on, or the perf harness does for a bf16
-// run (run_script.py: compute_dtype "bf16" and optimizer "adam"; every
-// built-in recipe trains with Adam).
+// run with Adam (run_script.py: compute_dtype "bf16" and optimizer
+// "adam").
 func (l Layout) PrecisionAware() bool {
 	bf16Run := l.Precision == "" || l.Precision == "bf16"
-	return l.PrecisionAwareOptimizer || (!l.OutsideHarness && bf16Run)
+	return l.PrecisionAwareOptimizer || (!l.OutsideHarness && bf16Run && !l.LayerWiseMuon())
 }
+
+// LayerWiseMuon reports whether the job trains with Megatron-Core's
+// layer-wise distributed Muon.
+func (l Layout) LayerWiseMuon() bool { return l.Optimizer == OptimizerDistMuon }
+
+// OptimizerDistMuon is Layout.Optimizer for Megatron-Core's layer-wise
+// distributed Muon (optimizer "dist_muon", or "muon" with
+// use_layer_wise_distributed_optimizer).
+const OptimizerDistMuon = "dist_muon"
+
+// Optimizers are the values Layout.Optimizer takes.
+func Optimizers() []string { return []string{"adam", OptimizerDistMuon} }
 
 // ShippedGraph is the recipe's own CUDA-graph setting: CUDAGraph, or none
 // with the default warm-up when the recipe ships none.
@@ -315,70 +337,6 @@ func (l Layout) DP() int {
 // GBS / (MBS × DP), as get_num_microbatches() computes it.
 func (l Layout) MicroBatches() int {
 	return atLeast1(l.GBS / mulSat(atLeast1(l.MBS), l.DP()))
-}
-
-// LayerKind is what one decoder layer contains.
-type LayerKind string
-
-const (
-	LayerDense     LayerKind = "dense"     // attention + dense MLP
-	LayerMoE       LayerKind = "moe"       // attention + MoE
-	LayerMamba     LayerKind = "mamba"     // hybrid M
-	LayerAttention LayerKind = "attention" // hybrid *
-	LayerMLP       LayerKind = "mlp"       // hybrid -
-	LayerMoEOnly   LayerKind = "moe_only"  // hybrid E
-)
-
-// LayerKinds lists the kind of every decoder layer of the model in order.
-func (a Arch) LayerKinds() []LayerKind {
-	if a.HybridPattern != "" {
-		kinds := make([]LayerKind, 0, len(a.HybridPattern))
-		for _, r := range a.HybridPattern {
-			switch r {
-			case 'M':
-				kinds = append(kinds, LayerMamba)
-			case '*':
-				kinds = append(kinds, LayerAttention)
-			case '-':
-				kinds = append(kinds, LayerMLP)
-			case 'E':
-				kinds = append(kinds, LayerMoEOnly)
-			}
-		}
-		return kinds
-	}
-	kinds := make([]LayerKind, a.Layers)
-	for i := range kinds {
-		if a.MoE != nil && i >= a.MoE.FirstDenseLayers {
-			kinds[i] = LayerMoE
-		} else {
-			kinds[i] = LayerDense
-		}
-	}
-	return kinds
-}
-
-// HasDenseMLP reports whether any layer has a dense MLP (the `mlp` scope needs one).
-func (a Arch) HasDenseMLP() bool {
-	for _, k := range a.LayerKinds() {
-		if k == LayerDense || k == LayerMLP {
-			return true
-		}
-	}
-	return false
-}
-
-// HasMamba reports whether any layer is a Mamba layer.
-func (a Arch) HasMamba() bool { return slices.Contains(a.LayerKinds(), LayerMamba) }
-
-// HasAttention reports whether any layer has self-attention.
-func (a Arch) HasAttention() bool {
-	for _, k := range a.LayerKinds() {
-		if k == LayerDense || k == LayerMoE || k == LayerAttention {
-			return true
-		}
-	}
-	return false
 }
 
 // Generation is the Megatron-Bridge API generation cgtune targets (docs/sources.md).

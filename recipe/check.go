@@ -186,7 +186,8 @@ func (s *state) graphSetting() presets.Candidate {
 }
 
 // moeWorkload sets the workload options the state decides: the layer
-// spec (model.transformer_impl) and the MoE mode: static shapes, with no
+// spec (model.transformer_impl), whether FusedAdam copies bf16 moments
+// (te_version), and the MoE mode: static shapes, with no
 // token count sent to the host, for drop-and-pad experts
 // (moe_expert_capacity_factor with moe_pad_expert_input_to_capacity, as
 // MCore decides it) and for the flex dispatcher's static per-rank budget;
@@ -195,6 +196,10 @@ func (s *state) moeWorkload(m presets.Model, opts stepmodel.WorkloadOptions) ste
 	if impl := s.str("model.transformer_impl"); impl == "local" {
 		opts.LayerSpec = impl
 	}
+	// FusedAdam fuses the bf16 moments' unscaling into its kernel from
+	// Transformer Engine 2.14 (transformer_engine/pytorch/optimizers/
+	// fused_adam.py fuse_unscale).
+	opts.BF16MomentCopies = s.teBelow("2.14.0")
 	if m.Arch.MoE == nil {
 		return opts
 	}

@@ -115,7 +115,7 @@ var schema = []Field{
 	{Key: "model.recompute_modules", Type: TList, Nullable: true,
 		Allowed: []string{"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out", "mhc"},
 		OnlyG3:  []string{"gdn_norm_out", "mhc"},
-		Doc:     "mhc: DeepSeek-V4's hyper-connections (MB HEAD recipes/deepseek/gb300/deepseek_v4.py; an MCore newer than MB HEAD pins)"},
+		Doc:     "mhc recomputes DeepSeek-V4's hyper-connections, in the Megatron-Core its recipes need (newer than the one MB HEAD pins; MB src/megatron/bridge/perf_recipes/deepseek/gb300/deepseek_v4.py)"},
 	{Key: "model.attention_dropout", Type: TFloat, Probability: true},
 	{Key: "model.hidden_dropout", Type: TFloat, Probability: true},
 

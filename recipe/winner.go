@@ -268,6 +268,7 @@ func layoutNotes(stock, ran presets.Layout) []string {
 		out = append(out, fmt.Sprintf("the search ran with precision %s where the recipe has %s: use Megatron-Bridge's %s recipe (the perf harness's -c %s); overriding the model's precision fields does not change it (the recipe's mixed_precision writes them at start-up)",
 			ran.Precision, stock.Precision, ran.Precision, ran.Precision))
 	}
+	diff("optimizer", orDefault(stock.Optimizer, "adam"), orDefault(ran.Optimizer, "adam"))
 	diff("optimizer states", orDefault(stock.OptimizerStates, "fp32"), orDefault(ran.OptimizerStates, "fp32"))
 	diff("the distributed optimizer off", stock.NoDistributedOptimizer, ran.NoDistributedOptimizer)
 	diff("fp32 gradient reduction", stock.GradReduceInFP32, ran.GradReduceInFP32)

@@ -22,7 +22,7 @@ func h100Rates(t *testing.T) Rates {
 
 // opsNamed sums f over the ops of every layer, forward and backward, whose
 // name starts with prefix.
-func opsNamed(w *Workload, prefix string, f func(Op) float64) float64 {
+func sumOfOpsPrefixed(w *Workload, prefix string, f func(Op) float64) float64 {
 	var s float64
 	for _, lt := range w.Layers {
 		for _, o := range append(append([]Op{}, lt.Fwd...), lt.Bwd...) {
@@ -53,7 +53,7 @@ func TestPaddedExpertsScaleWithTheCapacityFactor(t *testing.T) {
 			prefix string
 			f      func(Op) float64
 		}{{"experts_", flops}, {"ep_alltoall_", bytes}} {
-			got, base := opsNamed(pad, c.prefix, c.f), opsNamed(dropless, c.prefix, c.f)
+			got, base := sumOfOpsPrefixed(pad, c.prefix, c.f), sumOfOpsPrefixed(dropless, c.prefix, c.f)
 			if math.Abs(got/base-factor) > 1e-9 {
 				t.Errorf("capacity factor %g: %s ops carry %.4g, dropless %.4g: want ×%g", factor, c.prefix, got, base, factor)
 			}
@@ -61,7 +61,7 @@ func TestPaddedExpertsScaleWithTheCapacityFactor(t *testing.T) {
 	}
 	// A dropless workload ignores a capacity factor: MCore pads only
 	// drop-and-pad experts.
-	if got, base := opsNamed(build(true, 2), "experts_", flops), opsNamed(dropless, "experts_", flops); got != base {
+	if got, base := sumOfOpsPrefixed(build(true, 2), "experts_", flops), sumOfOpsPrefixed(dropless, "experts_", flops); got != base {
 		t.Errorf("dropless with a capacity factor: %.4g expert FLOPs, want the dropless %.4g", got, base)
 	}
 }
@@ -85,7 +85,7 @@ func TestEPOverlapHidesTheAllToAllUnderTheOtherMicroBatch(t *testing.T) {
 	}
 	hidden := EPOverlapHiddenMs(on, r)
 	gpu := r.OpGPUUs
-	a2a := opsNamed(on, "ep_alltoall_", gpu) * float64(on.MicroBatches) / 1e3
+	a2a := sumOfOpsPrefixed(on, "ep_alltoall_", gpu) * float64(on.MicroBatches) / 1e3
 	var comp float64
 	for _, lt := range on.Layers {
 		for _, o := range append(append([]Op{}, lt.Fwd...), lt.Bwd...) {
