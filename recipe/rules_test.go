@@ -132,6 +132,8 @@ var ruleCases = []ruleCase{
 		note: "rerun_state_machine.check_for_nan_in_loss=False, ddp.check_for_nan_in_grad=False (full-iteration graph)"},
 	{id: "PERF-06", mb: "0.4", sets: sets("rerun_state_machine.check_for_nan_in_loss=false"), harness: cand("local", "full_iteration"), fail: true,
 		note: "ddp.check_for_nan_in_grad=False (full-iteration graph)"},
+	{id: "PERF-06", mb: "0.6", sets: sets("ddp.check_for_nan_in_grad=true"), harness: cand("local", "full_iteration"), fail: true,
+		note: "rerun_state_machine.check_for_nan_in_loss=False (full-iteration graph)"},
 	{id: "PERF-06", mb: "0.6", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn), harness: cand("none"), fail: true,
 		note: "cuda_graph_impl=none: cleared the CUDA graph scope ['attn']"},
 	{id: "PERF-06", mb: "0.6", sets: sets("model.use_te_rng_tracker=true"), harness: cand("none"), fail: true,
@@ -437,6 +439,13 @@ var ruleCases = []ruleCase{
 	{id: "MB-03", mb: "0.6", sets: sets("model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", noScope, rngOn), fail: true,
 		msg: "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set rerun_state_machine.check_for_nan_in_loss=False."},
 	{id: "MB-03", sets: sets(local, "model.cuda_graph_scope=[full_iteration]", rngOn, "rerun_state_machine.check_for_nan_in_loss=false")},
+	// Under the perf harness the recipe has the checks off before the
+	// overrides: one an override turns back on stays on in MB 0.4, and
+	// MB 0.5+'s harness turns the loss check off for a full-iteration graph.
+	{id: "MB-03", mb: "0.4", sets: sets("rerun_state_machine.check_for_nan_in_loss=true"), harness: cand("local", "full_iteration"), fail: true,
+		msg: "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set rerun_state_machine.check_for_nan_in_loss=False."},
+	{id: "MB-03", mb: "0.6", sets: sets("rerun_state_machine.check_for_nan_in_loss=true"), harness: cand("local", "full_iteration")},
+	{id: "MB-03", mb: "0.4", harness: cand("local", "full_iteration")},
 	{id: "MB-06", mb: "0.7", sets: sets(te, "model.cuda_graph_modules=[attn]", noScope, rngOn, "ddp.use_megatron_fsdp=true", "ddp.megatron_fsdp_version=2"), fail: true,
 		msg: "MFSDP V2 does not support CUDA graphs."},
 	{id: "MB-06", mb: "0.7", sets: sets("optimizer.optimizer_cuda_graph=true", "ddp.use_megatron_fsdp=true", "ddp.megatron_fsdp_version=2"), fail: true,

@@ -307,6 +307,10 @@ type Recipe struct {
 	// plan of its CUDA-graph setting is built on them (CheckWithCapture).
 	model  presets.Model
 	layout presets.Layout
+	// overridden marks the keys an override (a file, --set) wrote, as
+	// opposed to the recipe itself: the perf recipe's own changes come
+	// before overrides and do not undo them (ApplyHarnessFlags).
+	overridden map[string]bool
 }
 
 // teVersionByMB is the Transformer Engine version each MB release's uv.lock
@@ -578,7 +582,7 @@ func (c *Recipe) Generation() presets.Generation { return c.gen }
 func (c *Recipe) Clone() *Recipe {
 	// A value is replaced, never changed in place (setValue stores a
 	// clone), so the copies may share their values' lists.
-	return &Recipe{gen: c.gen, mb: c.mb, vals: maps.Clone(c.vals), model: c.model, layout: c.layout.Clone()}
+	return &Recipe{gen: c.gen, mb: c.mb, vals: maps.Clone(c.vals), model: c.model, layout: c.layout.Clone(), overridden: maps.Clone(c.overridden)}
 }
 
 // Get returns the value of key; env.NAME keys that were never set read as
@@ -942,8 +946,25 @@ func (c *Recipe) applySet(arg string, user bool) error {
 			return fmt.Errorf("--set %s: %v", flag, err)
 		}
 	}
-	if err := c.setValue(key, v); err != nil {
+	set := c.setValue
+	if user {
+		set = c.override
+	}
+	if err := set(key, v); err != nil {
 		return fmt.Errorf("--set %s: %v", flag, err)
 	}
+	return nil
+}
+
+// override is setValue for an override's value: the key is marked as set
+// by the user.
+func (c *Recipe) override(key string, v Value) error {
+	if err := c.setValue(key, v); err != nil {
+		return err
+	}
+	if c.overridden == nil {
+		c.overridden = map[string]bool{}
+	}
+	c.overridden[key] = true
 	return nil
 }
