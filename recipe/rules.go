@@ -554,14 +554,15 @@ var rules = []Rule{
 	// moe_router_padding_for_quantization on, checked just before the
 	// CUDA-graph block.
 	{ID: "TC-45", Summary: "router padding has fp8/fp4 and an a2a dispatcher",
-		Condition: "moe_router_padding_for_fp8 (which turns moe_router_padding_for_quantization on) without fp8 or fp4, or with the allgather dispatcher.",
+		Condition: "moe_router_padding_for_quantization (or its alias moe_router_padding_for_fp8, which turns it on) without fp8 or fp4, or with the allgather dispatcher.",
 		Messages:  []string{"fp8/fp4 must be specified when moe_router_padding_for_quantization is True.", "allgather and alltoall_seq dispatcher does not support moe_router_padding_for_quantization."},
 		Fix:       "Use it with fp8/fp4 and the alltoall or flex dispatcher, or turn it off.",
-		Fields:    []string{"model.moe_router_padding_for_fp8", "model.fp8", "model.fp4", "model.moe_token_dispatcher_type"},
+		Fields:    []string{"model.moe_router_padding_for_fp8", "model.moe_router_padding_for_quantization", "model.fp8", "model.fp4", "model.moe_token_dispatcher_type"},
 		Gens:      both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when: func(s *state) bool {
-			return s.b("model.moe_router_padding_for_fp8") && (s.null("model.fp8") && s.null("model.fp4") || s.str("model.moe_token_dispatcher_type") == "allgather")
+			padded := s.b("model.moe_router_padding_for_fp8") || s.b("model.moe_router_padding_for_quantization")
+			return padded && (s.null("model.fp8") && s.null("model.fp4") || s.str("model.moe_token_dispatcher_type") == "allgather")
 		},
 		msg: func(s *state) string {
 			if s.null("model.fp8") && s.null("model.fp4") {

@@ -95,7 +95,9 @@ var schema = []Field{
 	{Key: "model.moe_expert_capacity_factor", Type: TFloat, Nullable: true},
 	{Key: "model.moe_pad_expert_input_to_capacity", Type: TBool},
 	{Key: "model.moe_token_dispatcher_type", Type: TEnum, Allowed: []string{"allgather", "alltoall", "flex"}},
-	{Key: "model.moe_router_padding_for_fp8", Type: TBool},
+	{Key: "model.moe_router_padding_for_fp8", Type: TBool, Doc: "deprecated alias: turns moe_router_padding_for_quantization on"},
+	{Key: "model.moe_router_padding_for_quantization", Type: TBool,
+		Doc: "pads the router's token counts for fp8/fp4 GEMMs (MLM transformer_config.py); MB's fp8 and fp4 MoE perf recipes set it (MB src/megatron/bridge/perf_recipes/qwen/b200/qwen3_moe.py)"},
 	{Key: "model.moe_input_jitter_eps", Type: TFloat, Nullable: true},
 	{Key: "model.moe_shared_expert_intermediate_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxFFN)},
 	{Key: "model.moe_shared_expert_overlap", Type: TBool},
@@ -406,6 +408,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	}
 	e("model.moe_token_dispatcher_type", disp)
 	b("model.moe_router_padding_for_fp8", false)
+	b("model.moe_router_padding_for_quantization", false)
 	null("model.moe_input_jitter_eps")
 	if a.MoE != nil {
 		optInt("model.moe_shared_expert_intermediate_size", a.MoE.SharedExpertFFN)
