@@ -542,10 +542,10 @@ var rules = []Rule{
 		msg:    rankCapacityError},
 	// MCore's CPU-offloading and recompute checks, after its MoE ones.
 	{ID: "TC-44", Summary: "CPU offloading and recompute settings",
-		Condition: "Megatron-Core's checks before its graph ones: CPU offloading with PP > 1 or with recompute; full recompute without a method or a layer count; selective recompute with a layer count.",
-		Messages:  []string{"Currently there is no support for Pipeline parallelism with CPU offloading", "CPU offloading does not work when activation recomputation is enabled", `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`, "When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: {layers_per_stage}", "When using recompute_granularity: selective recompute_num_layers must be None."},
+		Condition: "Megatron-Core's checks before its graph ones: CPU offloading of as many layers as the model has or more, with PP > 1 or with recompute; full recompute without a method or a layer count; selective recompute with a layer count.",
+		Messages:  []string{"CPU offloading can be done only for layers less than {num_layers}", "Currently there is no support for Pipeline parallelism with CPU offloading", "CPU offloading does not work when activation recomputation is enabled", `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`, "When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: {layers_per_stage}", "When using recompute_granularity: selective recompute_num_layers must be None."},
 		Fix:       "Change the setting the message names.",
-		Fields:    []string{"model.cpu_offloading", "model.pipeline_model_parallel_size", "model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers"},
+		Fields:    []string{"model.cpu_offloading", "model.cpu_offloading_num_layers", "model.pipeline_model_parallel_size", "model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers"},
 		Gens:      both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when:   func(s *state) bool { return recomputeSettingsError(s) != "" },
@@ -1306,7 +1306,10 @@ func recomputeSettingsError(s *state) string {
 	cpu := s.b("model.cpu_offloading")
 	g := s.v("model.recompute_granularity")
 	pp := max(s.i("model.pipeline_model_parallel_size"), 1)
+	layers := len(s.c.model.Arch.LayerKinds())
 	switch {
+	case cpu && s.i("model.cpu_offloading_num_layers") >= layers:
+		return fmt.Sprintf("CPU offloading can be done only for layers less than %d", layers)
 	case cpu && pp > 1:
 		return "Currently there is no support for Pipeline parallelism with CPU offloading"
 	case cpu && !g.Null:
@@ -1317,7 +1320,7 @@ func recomputeSettingsError(s *state) string {
 		return `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`
 	case g.Str == "full" && s.null("model.recompute_num_layers"):
 		return fmt.Sprintf("When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: %d",
-			len(s.c.model.Arch.LayerKinds())/pp)
+			layers/pp)
 	case g.Str == "selective" && !s.null("model.recompute_num_layers"):
 		return "When using recompute_granularity: selective recompute_num_layers must be None."
 	}
