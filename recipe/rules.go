@@ -550,6 +550,21 @@ var rules = []Rule{
 		stages: []stage{stageMCore},
 		when:   func(s *state) bool { return recomputeSettingsError(s) != "" },
 		msg:    recomputeSettingsError},
+	// MCore's fine-grained offloading checks, after its recompute ones.
+	{ID: "TC-46", Summary: "fine-grained offloading's own settings",
+		Condition: "Fine-grained activation offloading with CPU offloading, with attn_proj but not core_attn, or (MB 0.6+) offloading expert_fc1, moe_act or fused_group_mlp while selective recompute recomputes moe, fused_group_mlp without the op fuser or with expert_fc1 or moe_act.",
+		Messages: []string{"fine_grained_activation_offloading cannot be enabled with cpu_offloading.",
+			"attn_proj cannot be set to offload_modules alone without core_attn because the input of attn_proj is the output of core_attn, which is needed in core_attn.backward().",
+			"Cannot offload {modules} while recomputing the entire MoE layer. 'moe' in recompute_modules wraps the full MoE forward in a checkpoint, so offloading activations inside it is redundant and will cause errors. Either remove 'moe' from --recompute-modules or remove {modules} from --offload-modules.",
+			"fused_group_mlp requires use_transformer_engine_op_fuser.",
+			"fused_group_mlp offloads the whole fused grouped MLP and cannot be combined with expert_fc1 or moe_act. Remove: {modules}"},
+		Fix: "Change the setting the message names.",
+		Fields: []string{"model.fine_grained_activation_offloading", "model.cpu_offloading", "model.offload_modules", "model.recompute_granularity", "model.recompute_modules",
+			"model.use_transformer_engine_op_fuser"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return offloadSettingsError(s) != "" },
+		msg:    offloadSettingsError},
 	// moe_router_padding_for_fp8 is the alias that turns
 	// moe_router_padding_for_quantization on, checked just before the
 	// CUDA-graph block.
@@ -1323,6 +1338,43 @@ func recomputeSettingsError(s *state) string {
 			layers/pp)
 	case g.Str == "selective" && !s.null("model.recompute_num_layers"):
 		return "When using recompute_granularity: selective recompute_num_layers must be None."
+	}
+	return ""
+}
+
+// offloadSettingsError is MCore's check of the fine-grained offloading
+// settings (transformer_config.py __post_init__): the first message it
+// raises, or "". A set of modules prints as Python prints a set; MCore
+// iterates it in hash order, so several are written sorted.
+func offloadSettingsError(s *state) string {
+	if !s.b("model.fine_grained_activation_offloading") {
+		return ""
+	}
+	mods := names(s.v("model.offload_modules"))
+	in := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if slices.Contains(mods, n) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	switch {
+	case s.b("model.cpu_offloading"):
+		return "fine_grained_activation_offloading cannot be enabled with cpu_offloading."
+	case slices.Contains(mods, "attn_proj") && !slices.Contains(mods, "core_attn"):
+		return "attn_proj cannot be set to offload_modules alone without core_attn because the input of attn_proj is the output of core_attn, which is needed in core_attn.backward()."
+	case s.mb < 6:
+		return ""
+	case s.selective() && s.recomputes("moe") && len(in("moe_act", "expert_fc1", "fused_group_mlp")) > 0:
+		set := pySet(in("expert_fc1", "fused_group_mlp", "moe_act"))
+		return "Cannot offload " + set + " while recomputing the entire MoE layer. 'moe' in recompute_modules wraps the full MoE forward in a checkpoint, " +
+			"so offloading activations inside it is redundant and will cause errors. Either remove 'moe' from --recompute-modules or remove " + set + " from --offload-modules."
+	case slices.Contains(mods, "fused_group_mlp") && !s.b("model.use_transformer_engine_op_fuser"):
+		return "fused_group_mlp requires use_transformer_engine_op_fuser."
+	case slices.Contains(mods, "fused_group_mlp") && len(in("expert_fc1", "moe_act")) > 0:
+		return "fused_group_mlp offloads the whole fused grouped MLP and cannot be combined with expert_fc1 or moe_act. Remove: " + pySet(in("expert_fc1", "moe_act"))
 	}
 	return ""
 }
