@@ -565,6 +565,18 @@ var rules = []Rule{
 		stages: []stage{stageMCore},
 		when:   func(s *state) bool { return offloadSettingsError(s) != "" },
 		msg:    offloadSettingsError},
+	{ID: "TC-47", Summary: "paged stash has a per-rank budget and no expert offloading",
+		Condition: "MB 0.5+: moe_paged_stash with CPU offloading, without moe_expert_rank_capacity_factor, or with expert_fc1, moe_act or (MB 0.6+) fused_group_mlp among the offload modules.",
+		Messages: []string{"moe_paged_stash cannot be enabled with cpu_offloading.",
+			"moe_paged_stash requires moe_expert_rank_capacity_factor to be set; there is no need to use paged stashing without it.",
+			"When moe_paged_stash is enabled, offload_modules must not include expert_fc1, moe_act, or fused_group_mlp (paged stash covers those activations). Remove: {modules}",
+			"When moe_paged_stash is enabled, offload_modules must not include expert_fc1 or moe_act (paged stash covers those activations). Remove: {modules}"},
+		Fix:    "Turn paged stash off, or set the rank capacity factor and offload no expert activations.",
+		Fields: []string{"model.moe_paged_stash", "model.cpu_offloading", "model.moe_expert_rank_capacity_factor", "model.offload_modules"},
+		Gens:   onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return pagedStashError(s) != "" },
+		msg:    pagedStashError},
 	// moe_router_padding_for_fp8 is the alias that turns
 	// moe_router_padding_for_quantization on, checked just before the
 	// CUDA-graph block.
@@ -1375,6 +1387,33 @@ func offloadSettingsError(s *state) string {
 		return "fused_group_mlp requires use_transformer_engine_op_fuser."
 	case slices.Contains(mods, "fused_group_mlp") && len(in("expert_fc1", "moe_act")) > 0:
 		return "fused_group_mlp offloads the whole fused grouped MLP and cannot be combined with expert_fc1 or moe_act. Remove: " + pySet(in("expert_fc1", "moe_act"))
+	}
+	return ""
+}
+
+// pagedStashError is MCore's check of moe_paged_stash
+// (transformer_config.py __post_init__): the first message it raises, or "".
+func pagedStashError(s *state) string {
+	if !s.b("model.moe_paged_stash") {
+		return ""
+	}
+	covered, list := []string{"expert_fc1", "fused_group_mlp", "moe_act"}, "expert_fc1, moe_act, or fused_group_mlp"
+	if s.mb < 6 {
+		covered, list = []string{"expert_fc1", "moe_act"}, "expert_fc1 or moe_act"
+	}
+	var conflict []string
+	for _, m := range covered {
+		if slices.Contains(names(s.v("model.offload_modules")), m) {
+			conflict = append(conflict, m)
+		}
+	}
+	switch {
+	case s.b("model.cpu_offloading"):
+		return "moe_paged_stash cannot be enabled with cpu_offloading."
+	case s.null("model.moe_expert_rank_capacity_factor"):
+		return "moe_paged_stash requires moe_expert_rank_capacity_factor to be set; there is no need to use paged stashing without it."
+	case len(conflict) > 0:
+		return "When moe_paged_stash is enabled, offload_modules must not include " + list + " (paged stash covers those activations). Remove: " + pySet(conflict)
 	}
 	return ""
 }

@@ -107,6 +107,8 @@ var schema = []Field{
 		Doc: "the flex dispatcher's backend (MLM megatron/core/transformer/transformer_config.py; MB src/megatron/bridge/training/flex_dispatcher_backend.py); null makes MB fall back to alltoall"},
 	{Key: "model.moe_expert_rank_capacity_factor", Type: TFloat, Nullable: true, Gen: presets.G3,
 		Doc: "HybridEP/NCCL-EP static per-rank token budget: with the flex dispatcher the dispatch has static shapes and no host sync (MLM megatron/core/transformer/moe/token_dispatcher.py _HybridEPManager.setup_metadata)"},
+	{Key: "model.moe_paged_stash", Type: TBool, Gen: presets.G3,
+		Doc: "stashes the experts' activations in paged buffers sized by the per-rank budget (MLM transformer_config.py); MB's DeepSeek-V4 perf recipes set it"},
 	{Key: "model.use_transformer_engine_op_fuser", Type: TBool,
 		Doc: "TE's operation-fuser layer spec, which HybridEP's per-rank budget needs (TC-42); MB's _benchmark_common turns it off and some perf recipes back on (MB src/megatron/bridge/perf_recipes/_common.py, gpt_oss/common.py); G2 has it too, as a field of MB's own GPT provider (MB v0.4.0 src/megatron/bridge/models/gpt_provider.py)"},
 
@@ -420,6 +422,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	e("model.moe_flex_dispatcher_backend", "deepep") // MCore's default
 	if gen == presets.G3 {
 		null("model.moe_expert_rank_capacity_factor")
+		b("model.moe_paged_stash", false)
 	}
 	b("model.use_transformer_engine_op_fuser", false) // the provider's default
 
