@@ -298,6 +298,15 @@ var rules = []Rule{
 	// MB v0.7's runtime_config_update turns EP overlap and delayed wgrad off
 	// everywhere for Energon native packing, before the comm-overlap setup
 	// (ConfigContainer._disable_native_energon_packing_moe_overlap).
+	// --- MB runtime_config_update: the recipe's mixed precision, first ---
+	{ID: "MB-23", Summary: "TE 2.7 for fp4",
+		Condition: "An fp4 recipe (model.fp4 set by its mixed-precision recipe) with Transformer Engine below 2.7.0.dev0.",
+		Messages:  []string{"fp4 requires Transformer Engine >= 2.7.0.dev0 for NVFP4BlockScaling support."},
+		Fix:       "Use Transformer Engine 2.7 or later, or another precision.",
+		Fields:    []string{"model.fp4", "te_version"}, Gens: both, Kind: Reject, Launcher: LauncherMB,
+		Source: "MB src/megatron/bridge/training/mixed_precision.py MixedPrecisionConfig.finalize",
+		stages: []stage{stageCommOverlap},
+		when:   func(s *state) bool { return !s.null("model.fp4") && s.teBelow("2.7.0") }},
 	{ID: "MB-22", Summary: "Energon packing turns EP overlap off",
 		Condition: "MB 0.7: with Energon native packing (dataset.packing_buffer_size set), EP communication overlap and delayed wgrad are turned off on the model and in comm_overlap before the comm-overlap setup; the warning is the note.",
 		Fields: []string{"dataset.packing_buffer_size", "model.overlap_moe_expert_parallel_comm", "model.delay_wgrad_compute",
