@@ -228,10 +228,14 @@ def toggles(info):
 def settings_for_toggle(name, settings, info):
     """The graph settings a toggle is checked with: the recipe's own, none,
     a full-iteration graph and the per-layer scopes a model of this kind
-    captures."""
+    captures; local per-layer graphs too where the release takes them
+    (info["local_per_layer"]: MB 0.6+ refuses impl local but for a
+    full-iteration graph, whatever else is set)."""
     per_layer = [(TE, ["attn"]), (TE, ["moe_router", "moe_preprocess"] if info["moe"] else ["mlp"])]
     if info["moe"]:
         per_layer.append((TE, ["moe"]))
+    if info.get("local_per_layer"):
+        per_layer += [(LOCAL, None), (LOCAL, ["attn"])]
     wanted = [(None, None), (NONE, None), (LOCAL, ["full_iteration"])] + per_layer
     return [g for g in wanted if g in settings]
 

@@ -401,12 +401,14 @@ def layout_cases(release, keys, model, gpu, family, file, function):
         base = base_of(release, cfg, keys)
         warmup = int(base.get("model.cuda_graph_warmup_steps", "3"))
         ok, msg, by = run_case(release, build, gpu, num_gpus, None, None, warmup, {})
+        local_per_layer = run_case(release, build, gpu, num_gpus, cases.LOCAL, ["attn"], warmup, {})[0]
     except DeviceUnknown as e:
         return None, str(e)
     if not ok:
         return None, f"the stock recipe fails: {by}: {msg}"
     out = []
     info = layout_info(release, cfg, base)
+    info["local_per_layer"] = local_per_layer
     for toggle, impl, scopes, warmup, sets in cases.make_cases(info):
         try:
             accept, message, by = run_case(release, build, gpu, num_gpus, impl, scopes, warmup, sets)

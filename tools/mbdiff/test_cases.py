@@ -103,6 +103,13 @@ class GridTest(unittest.TestCase):
         self.assertNotIn("rank_capacity_fuser", names)
         self.assertIn("droppad", names)
 
+    def test_local_per_layer_graphs_only_where_the_release_takes_them(self):
+        def local_layer(i):
+            return {(impl, tuple(scopes or ())) for _, impl, scopes, _, sets in cases.make_cases(i) if sets and impl == "local"}
+
+        self.assertEqual(local_layer(info()), {("local", ("full_iteration",))})
+        self.assertEqual(local_layer(dict(info(), local_per_layer=True)), {("local", ("full_iteration",)), ("local", ()), ("local", ("attn",))})
+
     def test_ep_overlap_is_set_where_mb_reads_it(self):
         with_co = dict(cases.toggles(info(comm_overlap=True)))["ep_overlap"]
         without = dict(cases.toggles(info(comm_overlap=False)))["ep_overlap"]
