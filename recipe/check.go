@@ -304,12 +304,27 @@ func ApplyHarnessFlags(cfg *Recipe, c presets.Candidate, mbridge string) (notes 
 		harness04(s)
 	}
 	if len(s.violations) == 0 && s.fullIteration() {
-		// _set_cuda_graph_overrides (v0.5+) turns the loss check off; the
-		// harness's common perf overrides turn both off for every run
-		// (v0.4 _set_common_perf_overrides, HEAD _benchmark_common).
-		s.harnessSet(false, "full-iteration graph", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
+		s.harnessSet(false, "full-iteration graph", s.perfNaNChecksOff()...)
 	}
 	return s.notes, s.violations
+}
+
+// perfNaNChecksOff are the NaN checks a full-iteration graph has off under
+// the perf harness. Its recipe turns both off before the overrides are
+// applied (v0.3/v0.4 _set_common_perf_overrides, from v0.5 the same or
+// _benchmark_common, in MB scripts/performance), so a check an override
+// turned back on stays on; from v0.5, _set_cuda_graph_overrides turns the
+// loss check off for a full-iteration graph whatever was set.
+func (s *state) perfNaNChecksOff() []string {
+	const loss, grad = "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"
+	var keys []string
+	if s.mb >= 5 || !s.c.overridden[loss] {
+		keys = append(keys, loss)
+	}
+	if !s.c.overridden[grad] {
+		keys = append(keys, grad)
+	}
+	return keys
 }
 
 // ApplyHarness is the pass the perf harness makes over every recipe it

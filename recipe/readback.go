@@ -304,5 +304,5 @@ func (c *Recipe) setRaw(key string, r raw) error {
 	if bad != nil {
 		return fmt.Errorf("field %s: bad value %q (allowed: %s)", key, bad.text, f.allowed(c.gen))
 	}
-	return c.setValue(key, v)
+	return c.override(key, v)
 }

@@ -302,6 +302,15 @@ var rules = []Rule{
 	// MB v0.7's runtime_config_update turns EP overlap and delayed wgrad off
 	// everywhere for Energon native packing, before the comm-overlap setup
 	// (ConfigContainer._disable_native_energon_packing_moe_overlap).
+	// --- MB runtime_config_update: the recipe's mixed precision, first ---
+	{ID: "MB-23", Summary: "TE 2.7 for fp4",
+		Condition: "An fp4 recipe (model.fp4 set by its mixed-precision recipe) with Transformer Engine below 2.7.0.dev0.",
+		Messages:  []string{"fp4 requires Transformer Engine >= 2.7.0.dev0 for NVFP4BlockScaling support."},
+		Fix:       "Use Transformer Engine 2.7 or later, or another precision.",
+		Fields:    []string{"model.fp4", "te_version"}, Gens: both, Kind: Reject, Launcher: LauncherMB,
+		Source: "MB src/megatron/bridge/training/mixed_precision.py MixedPrecisionConfig.finalize",
+		stages: []stage{stageCommOverlap},
+		when:   func(s *state) bool { return !s.null("model.fp4") && s.teBelow("2.7.0") }},
 	{ID: "MB-22", Summary: "Energon packing turns EP overlap off",
 		Condition: "MB 0.7: with Energon native packing (dataset.packing_buffer_size set), EP communication overlap and delayed wgrad are turned off on the model and in comm_overlap before the comm-overlap setup; the warning is the note.",
 		Fields: []string{"dataset.packing_buffer_size", "model.overlap_moe_expert_parallel_comm", "model.delay_wgrad_compute",
@@ -552,26 +561,54 @@ var rules = []Rule{
 		msg:    rankCapacityError},
 	// MCore's CPU-offloading and recompute checks, after its MoE ones.
 	{ID: "TC-44", Summary: "CPU offloading and recompute settings",
-		Condition: "Megatron-Core's checks before its graph ones: CPU offloading with PP > 1 or with recompute; full recompute without a method or a layer count; selective recompute with a layer count.",
-		Messages:  []string{"Currently there is no support for Pipeline parallelism with CPU offloading", "CPU offloading does not work when activation recomputation is enabled", `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`, "When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: {layers_per_stage}", "When using recompute_granularity: selective recompute_num_layers must be None."},
+		Condition: "Megatron-Core's checks before its graph ones: CPU offloading of as many layers as the model has or more, with PP > 1 or with recompute; full recompute without a method or a layer count; selective recompute with a layer count.",
+		Messages:  []string{"CPU offloading can be done only for layers less than {num_layers}", "Currently there is no support for Pipeline parallelism with CPU offloading", "CPU offloading does not work when activation recomputation is enabled", `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`, "When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: {layers_per_stage}", "When using recompute_granularity: selective recompute_num_layers must be None."},
 		Fix:       "Change the setting the message names.",
-		Fields:    []string{"model.cpu_offloading", "model.pipeline_model_parallel_size", "model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers"},
+		Fields:    []string{"model.cpu_offloading", "model.cpu_offloading_num_layers", "model.pipeline_model_parallel_size", "model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers"},
 		Gens:      both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when:   func(s *state) bool { return recomputeSettingsError(s) != "" },
 		msg:    recomputeSettingsError},
+	// MCore's fine-grained offloading checks, after its recompute ones.
+	{ID: "TC-46", Summary: "fine-grained offloading's own settings",
+		Condition: "Fine-grained activation offloading with CPU offloading, with attn_proj but not core_attn, or (MB 0.6+) offloading expert_fc1, moe_act or fused_group_mlp while selective recompute recomputes moe, fused_group_mlp without the op fuser or with expert_fc1 or moe_act.",
+		Messages: []string{"fine_grained_activation_offloading cannot be enabled with cpu_offloading.",
+			"attn_proj cannot be set to offload_modules alone without core_attn because the input of attn_proj is the output of core_attn, which is needed in core_attn.backward().",
+			"Cannot offload {modules} while recomputing the entire MoE layer. 'moe' in recompute_modules wraps the full MoE forward in a checkpoint, so offloading activations inside it is redundant and will cause errors. Either remove 'moe' from --recompute-modules or remove {modules} from --offload-modules.",
+			"fused_group_mlp requires use_transformer_engine_op_fuser.",
+			"fused_group_mlp offloads the whole fused grouped MLP and cannot be combined with expert_fc1 or moe_act. Remove: {modules}"},
+		Fix: "Change the setting the message names.",
+		Fields: []string{"model.fine_grained_activation_offloading", "model.cpu_offloading", "model.offload_modules", "model.recompute_granularity", "model.recompute_modules",
+			"model.use_transformer_engine_op_fuser"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return offloadSettingsError(s) != "" },
+		msg:    offloadSettingsError},
+	{ID: "TC-47", Summary: "paged stash has a per-rank budget and no expert offloading",
+		Condition: "MB 0.5+: moe_paged_stash with CPU offloading, without moe_expert_rank_capacity_factor, or with expert_fc1, moe_act or (MB 0.6+) fused_group_mlp among the offload modules.",
+		Messages: []string{"moe_paged_stash cannot be enabled with cpu_offloading.",
+			"moe_paged_stash requires moe_expert_rank_capacity_factor to be set; there is no need to use paged stashing without it.",
+			"When moe_paged_stash is enabled, offload_modules must not include expert_fc1, moe_act, or fused_group_mlp (paged stash covers those activations). Remove: {modules}",
+			"When moe_paged_stash is enabled, offload_modules must not include expert_fc1 or moe_act (paged stash covers those activations). Remove: {modules}"},
+		Fix:    "Turn paged stash off, or set the rank capacity factor and offload no expert activations.",
+		Fields: []string{"model.moe_paged_stash", "model.cpu_offloading", "model.moe_expert_rank_capacity_factor", "model.offload_modules"},
+		Gens:   onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return pagedStashError(s) != "" },
+		msg:    pagedStashError},
 	// moe_router_padding_for_fp8 is the alias that turns
 	// moe_router_padding_for_quantization on, checked just before the
 	// CUDA-graph block.
 	{ID: "TC-45", Summary: "router padding has fp8/fp4 and an a2a dispatcher",
-		Condition: "moe_router_padding_for_fp8 (which turns moe_router_padding_for_quantization on) without fp8 or fp4, or with the allgather dispatcher.",
+		Condition: "moe_router_padding_for_quantization (or its alias moe_router_padding_for_fp8, which turns it on) without fp8 or fp4, or with the allgather dispatcher.",
 		Messages:  []string{"fp8/fp4 must be specified when moe_router_padding_for_quantization is True.", "allgather and alltoall_seq dispatcher does not support moe_router_padding_for_quantization."},
 		Fix:       "Use it with fp8/fp4 and the alltoall or flex dispatcher, or turn it off.",
-		Fields:    []string{"model.moe_router_padding_for_fp8", "model.fp8", "model.fp4", "model.moe_token_dispatcher_type"},
+		Fields:    []string{"model.moe_router_padding_for_fp8", "model.moe_router_padding_for_quantization", "model.fp8", "model.fp4", "model.moe_token_dispatcher_type"},
 		Gens:      both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when: func(s *state) bool {
-			return s.b("model.moe_router_padding_for_fp8") && (s.null("model.fp8") && s.null("model.fp4") || s.str("model.moe_token_dispatcher_type") == "allgather")
+			padded := s.b("model.moe_router_padding_for_fp8") || s.b("model.moe_router_padding_for_quantization")
+			return padded && (s.null("model.fp8") && s.null("model.fp4") || s.str("model.moe_token_dispatcher_type") == "allgather")
 		},
 		msg: func(s *state) string {
 			if s.null("model.fp8") && s.null("model.fp4") {
@@ -1328,7 +1365,10 @@ func recomputeSettingsError(s *state) string {
 	cpu := s.b("model.cpu_offloading")
 	g := s.v("model.recompute_granularity")
 	pp := max(s.i("model.pipeline_model_parallel_size"), 1)
+	layers := len(s.c.model.Arch.LayerKinds())
 	switch {
+	case cpu && s.i("model.cpu_offloading_num_layers") >= layers:
+		return fmt.Sprintf("CPU offloading can be done only for layers less than %d", layers)
 	case cpu && pp > 1:
 		return "Currently there is no support for Pipeline parallelism with CPU offloading"
 	case cpu && !g.Null:
@@ -1339,9 +1379,73 @@ func recomputeSettingsError(s *state) string {
 		return `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`
 	case g.Str == "full" && s.null("model.recompute_num_layers"):
 		return fmt.Sprintf("When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: %d",
-			len(s.c.model.Arch.LayerKinds())/pp)
+			layers/pp)
 	case g.Str == "selective" && !s.null("model.recompute_num_layers"):
 		return "When using recompute_granularity: selective recompute_num_layers must be None."
+	}
+	return ""
+}
+
+// offloadSettingsError is MCore's check of the fine-grained offloading
+// settings (transformer_config.py __post_init__): the first message it
+// raises, or "". A set of modules prints as Python prints a set; MCore
+// iterates it in hash order, so several are written sorted.
+func offloadSettingsError(s *state) string {
+	if !s.b("model.fine_grained_activation_offloading") {
+		return ""
+	}
+	mods := names(s.v("model.offload_modules"))
+	in := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if slices.Contains(mods, n) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	switch {
+	case s.b("model.cpu_offloading"):
+		return "fine_grained_activation_offloading cannot be enabled with cpu_offloading."
+	case slices.Contains(mods, "attn_proj") && !slices.Contains(mods, "core_attn"):
+		return "attn_proj cannot be set to offload_modules alone without core_attn because the input of attn_proj is the output of core_attn, which is needed in core_attn.backward()."
+	case s.mb < 6:
+		return ""
+	case s.selective() && s.recomputes("moe") && len(in("moe_act", "expert_fc1", "fused_group_mlp")) > 0:
+		set := pySet(in("expert_fc1", "fused_group_mlp", "moe_act"))
+		return "Cannot offload " + set + " while recomputing the entire MoE layer. 'moe' in recompute_modules wraps the full MoE forward in a checkpoint, " +
+			"so offloading activations inside it is redundant and will cause errors. Either remove 'moe' from --recompute-modules or remove " + set + " from --offload-modules."
+	case slices.Contains(mods, "fused_group_mlp") && !s.b("model.use_transformer_engine_op_fuser"):
+		return "fused_group_mlp requires use_transformer_engine_op_fuser."
+	case slices.Contains(mods, "fused_group_mlp") && len(in("expert_fc1", "moe_act")) > 0:
+		return "fused_group_mlp offloads the whole fused grouped MLP and cannot be combined with expert_fc1 or moe_act. Remove: " + pySet(in("expert_fc1", "moe_act"))
+	}
+	return ""
+}
+
+// pagedStashError is MCore's check of moe_paged_stash
+// (transformer_config.py __post_init__): the first message it raises, or "".
+func pagedStashError(s *state) string {
+	if !s.b("model.moe_paged_stash") {
+		return ""
+	}
+	covered, list := []string{"expert_fc1", "fused_group_mlp", "moe_act"}, "expert_fc1, moe_act, or fused_group_mlp"
+	if s.mb < 6 {
+		covered, list = []string{"expert_fc1", "moe_act"}, "expert_fc1 or moe_act"
+	}
+	var conflict []string
+	for _, m := range covered {
+		if slices.Contains(names(s.v("model.offload_modules")), m) {
+			conflict = append(conflict, m)
+		}
+	}
+	switch {
+	case s.b("model.cpu_offloading"):
+		return "moe_paged_stash cannot be enabled with cpu_offloading."
+	case s.null("model.moe_expert_rank_capacity_factor"):
+		return "moe_paged_stash requires moe_expert_rank_capacity_factor to be set; there is no need to use paged stashing without it."
+	case len(conflict) > 0:
+		return "When moe_paged_stash is enabled, offload_modules must not include " + list + " (paged stash covers those activations). Remove: " + pySet(conflict)
 	}
 	return ""
 }

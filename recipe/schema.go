@@ -95,7 +95,9 @@ var schema = []Field{
 	{Key: "model.moe_expert_capacity_factor", Type: TFloat, Nullable: true},
 	{Key: "model.moe_pad_expert_input_to_capacity", Type: TBool},
 	{Key: "model.moe_token_dispatcher_type", Type: TEnum, Allowed: []string{"allgather", "alltoall", "flex"}},
-	{Key: "model.moe_router_padding_for_fp8", Type: TBool},
+	{Key: "model.moe_router_padding_for_fp8", Type: TBool, Doc: "deprecated alias: turns moe_router_padding_for_quantization on"},
+	{Key: "model.moe_router_padding_for_quantization", Type: TBool,
+		Doc: "pads the router's token counts for fp8/fp4 GEMMs (MLM transformer_config.py); MB's fp8 and fp4 MoE perf recipes set it (MB src/megatron/bridge/perf_recipes/qwen/b200/qwen3_moe.py)"},
 	{Key: "model.moe_input_jitter_eps", Type: TFloat, Nullable: true},
 	{Key: "model.moe_shared_expert_intermediate_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxFFN)},
 	{Key: "model.moe_shared_expert_overlap", Type: TBool},
@@ -105,8 +107,10 @@ var schema = []Field{
 		Doc: "the flex dispatcher's backend (MLM megatron/core/transformer/transformer_config.py; MB src/megatron/bridge/training/flex_dispatcher_backend.py); null makes MB fall back to alltoall"},
 	{Key: "model.moe_expert_rank_capacity_factor", Type: TFloat, Nullable: true, Gen: presets.G3,
 		Doc: "HybridEP/NCCL-EP static per-rank token budget: with the flex dispatcher the dispatch has static shapes and no host sync (MLM megatron/core/transformer/moe/token_dispatcher.py _HybridEPManager.setup_metadata)"},
-	{Key: "model.use_transformer_engine_op_fuser", Type: TBool, Gen: presets.G3,
-		Doc: "TE's operation-fuser MoE path, which HybridEP's per-rank budget needs (TC-42); MB's _benchmark_common turns it off and some perf recipes back on (MB src/megatron/bridge/perf_recipes/_common.py, gpt_oss/common.py)"},
+	{Key: "model.moe_paged_stash", Type: TBool, Gen: presets.G3,
+		Doc: "stashes the experts' activations in paged buffers sized by the per-rank budget (MLM transformer_config.py); MB's DeepSeek-V4 perf recipes set it"},
+	{Key: "model.use_transformer_engine_op_fuser", Type: TBool,
+		Doc: "TE's operation-fuser layer spec, which HybridEP's per-rank budget needs (TC-42); MB's _benchmark_common turns it off and some perf recipes back on (MB src/megatron/bridge/perf_recipes/_common.py, gpt_oss/common.py); G2 has it too, as a field of MB's own GPT provider (MB v0.4.0 src/megatron/bridge/models/gpt_provider.py)"},
 
 	// Recompute and dropout.
 	{Key: "model.recompute_granularity", Type: TEnum, Nullable: true, Allowed: []string{"full", "selective"}},
@@ -307,6 +311,10 @@ type Recipe struct {
 	// plan of its CUDA-graph setting is built on them (CheckWithCapture).
 	model  presets.Model
 	layout presets.Layout
+	// overridden marks the keys an override (a file, --set) wrote, as
+	// opposed to the recipe itself: the perf recipe's own changes come
+	// before overrides and do not undo them (ApplyHarnessFlags).
+	overridden map[string]bool
 }
 
 // teVersionByMB is the Transformer Engine version each MB release's uv.lock
@@ -402,6 +410,7 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	}
 	e("model.moe_token_dispatcher_type", disp)
 	b("model.moe_router_padding_for_fp8", false)
+	b("model.moe_router_padding_for_quantization", false)
 	null("model.moe_input_jitter_eps")
 	if a.MoE != nil {
 		optInt("model.moe_shared_expert_intermediate_size", a.MoE.SharedExpertFFN)
@@ -413,8 +422,9 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	e("model.moe_flex_dispatcher_backend", "deepep") // MCore's default
 	if gen == presets.G3 {
 		null("model.moe_expert_rank_capacity_factor")
-		b("model.use_transformer_engine_op_fuser", false) // MCore's default
+		b("model.moe_paged_stash", false)
 	}
+	b("model.use_transformer_engine_op_fuser", false) // the provider's default
 
 	c.setRecompute(l)
 	// MB's providers for every built-in family set both dropouts to 0.0
@@ -578,7 +588,7 @@ func (c *Recipe) Generation() presets.Generation { return c.gen }
 func (c *Recipe) Clone() *Recipe {
 	// A value is replaced, never changed in place (setValue stores a
 	// clone), so the copies may share their values' lists.
-	return &Recipe{gen: c.gen, mb: c.mb, vals: maps.Clone(c.vals), model: c.model, layout: c.layout.Clone()}
+	return &Recipe{gen: c.gen, mb: c.mb, vals: maps.Clone(c.vals), model: c.model, layout: c.layout.Clone(), overridden: maps.Clone(c.overridden)}
 }
 
 // Get returns the value of key; env.NAME keys that were never set read as
@@ -942,8 +952,25 @@ func (c *Recipe) applySet(arg string, user bool) error {
 			return fmt.Errorf("--set %s: %v", flag, err)
 		}
 	}
-	if err := c.setValue(key, v); err != nil {
+	set := c.setValue
+	if user {
+		set = c.override
+	}
+	if err := set(key, v); err != nil {
 		return fmt.Errorf("--set %s: %v", flag, err)
 	}
+	return nil
+}
+
+// override is setValue for an override's value: the key is marked as set
+// by the user.
+func (c *Recipe) override(key string, v Value) error {
+	if err := c.setValue(key, v); err != nil {
+		return err
+	}
+	if c.overridden == nil {
+		c.overridden = map[string]bool{}
+	}
+	c.overridden[key] = true
 	return nil
 }

@@ -126,7 +126,7 @@ func (c *Recipe) setYAMLLeaf(name string, f Field, n *yaml.Node) error {
 	if err := c.overriddenByCommOverlap(f.Key, nodeText(n)); err != nil {
 		return fmt.Errorf("%s:%d: field %s: %v", name, n.Line, f.Key, err)
 	}
-	if err := c.setValue(f.Key, v); err != nil {
+	if err := c.override(f.Key, v); err != nil {
 		return fmt.Errorf("%s:%d: %v", name, n.Line, err)
 	}
 	return nil

@@ -34,6 +34,7 @@ HEAVY = (
     "safetensors", "accelerate", "peft", "datasets", "diffusers", "wandb", "tensorboard", "mlflow", "comet_ml",
     "numpy", "einops", "PIL", "cv2", "decord", "webdataset", "sentencepiece", "tiktoken", "timm", "open_clip",
     "qwen_vl_utils", "nemo_run", "filelock", "psutil", "pynvml", "tensorstore", "zarr", "multistorageclient",
+    "boto3", "botocore", "s3transfer", "awscrt",
 )
 
 # Namespaces whose own modules must import for real (a missing one is a bug
