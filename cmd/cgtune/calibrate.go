@@ -24,10 +24,6 @@ import (
 	"cgtune/stepmodel"
 )
 
-func init() {
-	subcommands = append(subcommands, newCalibrateCmd)
-}
-
 const calibrateLong = `Reads training logs of the real job (Megatron-LM pretrain_gpt.py or
 Megatron-Bridge, one configuration per log, --log-interval 1), takes each
 log's median iteration time after its warm-up and capture, and fits the host-

@@ -11,8 +11,6 @@ import (
 	"cgtune/recipe"
 )
 
-func init() { subcommands = append(subcommands, newCheckCmd) }
-
 // defaultCheckMBridge is the release check and emit target without
 // --mbridge: cgtune's one default (presets.DefaultMBridge).
 const defaultCheckMBridge = presets.DefaultMBridge

@@ -12,8 +12,6 @@ import (
 	"cgtune/recipe"
 )
 
-func init() { subcommands = append(subcommands, newEmitCmd) }
-
 func newEmitCmd() *cobra.Command {
 	var model, gpu, mbridge, format, outPath string
 	var sets []string

@@ -17,8 +17,6 @@ import (
 	"cgtune/search"
 )
 
-func init() { subcommands = append(subcommands, newGPUsCmd, newProbeCmd) }
-
 // gpuError maps driver errors to exit code 3 with the driver's message.
 func gpuError(err error) error {
 	if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoNVML) {

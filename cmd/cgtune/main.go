@@ -42,10 +42,9 @@ func fail(code int, format string, args ...any) error {
 // violations go to stdout, and only the exit code is left to set).
 func quiet(code int) error { return &exitError{code: code} }
 
-// subcommands is filled by the init functions of the files beside this one,
-// one file per subcommand.
-var subcommands []func() *cobra.Command
-
+// newRootCmd builds the command tree: the search itself on the root
+// (root.go, the interactive program in tui.go) and one subcommand per file
+// beside this one, each listed here so the tree is read in one place.
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "cgtune",
@@ -57,13 +56,25 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return fail(exitBadInput, "%v", err)
 	})
-	for _, mk := range subcommands {
-		root.AddCommand(mk())
-	}
+	root.AddCommand(
+		newCalibrateCmd(),
+		newCheckCmd(),
+		newEmitCmd(),
+		newGPUsCmd(),
+		newProbeCmd(),
+		newModelsCmd(),
+		newPresetCmd(),
+		newProfileCmd(),
+		newRulesCmd(),
+		newRunsCmd(),
+		newValidateCmd(),
+		newVersionCmd(),
+		newWorkerCmd(),
+	)
 	// --version prints what cgtune version does (version.go).
 	root.Version = versionText()
 	root.SetVersionTemplate("{{.Version}}")
-	configureRoot(root) // the search itself: root.go
+	configureRoot(root, runTUI) // the search itself: root.go; the TUI: tui.go
 	registerCompletions(root)
 	return root
 }

@@ -14,8 +14,6 @@ import (
 	"cgtune/presets"
 )
 
-func init() { subcommands = append(subcommands, newModelsCmd) }
-
 // modelLayoutJSON is one row of `cgtune models --gpu-type G --json`.
 type modelLayoutJSON struct {
 	Model        string          `json:"model"`

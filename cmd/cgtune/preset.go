@@ -1,8 +1,8 @@
 package main
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,13 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cgtune/internal/fileio"
 	"cgtune/engine/megatron"
+	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/search"
 )
-
-func init() { subcommands = append(subcommands, newPresetCmd) }
 
 // presetStore builds the store from --preset, $CGTUNE_PRESETS and the user
 // config folder. A machine with no config folder can still list and show

@@ -10,8 +10,6 @@ import (
 	"cgtune/stepmodel"
 )
 
-func init() { subcommands = append(subcommands, newProfileCmd) }
-
 func newProfileCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profile",

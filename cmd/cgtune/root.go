@@ -16,9 +16,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"cgtune/engine/megatron"
 	"cgtune/internal/fileio"
@@ -30,11 +30,10 @@ import (
 	"cgtune/stepmodel"
 )
 
-// startTUI runs the interactive program. cmd/cgtune/tui.go sets it when the
-// TUI is built in; f holds the root command's flags (model, preset, GPUs,
-// engine, ...) for the TUI to start from, and f.setup builds a search
-// from them.
-var startTUI func(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, stderr io.Writer) error
+// startTUI runs the interactive program (runTUI); f holds the root
+// command's flags (model, preset, GPUs, engine, ...) for the TUI to start
+// from, and f.setup builds a search from them.
+type startTUI func(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, stderr io.Writer) error
 
 // maxTrainIters bounds --train-iters: a billion iterations is far past any
 // training job, and job-level times stay exact in a float64 below it.
@@ -104,8 +103,8 @@ type rootFlags struct {
 }
 
 // configureRoot gives the root command its own flags and the search as
-// its action: headless with --headless, else the TUI on a terminal.
-func configureRoot(root *cobra.Command) {
+// its action: headless with --headless, else tui on a terminal.
+func configureRoot(root *cobra.Command, tui startTUI) {
 	f := &rootFlags{cmd: root}
 	root.Use = "cgtune [--headless --model M ...]"
 	root.Long = `cgtune finds the fastest CUDA-graph configuration (cuda_graph_impl, scope,
@@ -128,7 +127,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 		// has; a second one kills cgtune as usual.
 		context.AfterFunc(ctx, stop)
 		if !f.headless {
-			return f.interactive(ctx, cmd)
+			return f.interactive(ctx, cmd, tui)
 		}
 		return f.runHeadless(ctx, cmd)
 	}
@@ -176,7 +175,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 
 // interactive starts the TUI on a terminal; without one it says how to run
 // headless instead of failing on the terminal.
-func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command) error {
+func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command, tui startTUI) error {
 	for _, end := range []struct {
 		name string
 		f    any
@@ -185,23 +184,15 @@ func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command) error {
 			return fail(exitBadInput, "no terminal on %s: use --headless (cgtune --headless --model M [--emit PATH]; cgtune --help)", end.name)
 		}
 	}
-	if startTUI == nil {
-		return fail(exitBadInput, "the interactive program is not built into this cgtune: use cgtune --headless --model M")
-	}
-	return startTUI(ctx, f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+	return tui(ctx, f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
 
-// isTerminal reports whether v is a terminal: a file the terminal ioctl
-// answers on. Being a character device is not enough: /dev/null is one, and
-// the TUI's input reader then fails on it with an epoll error.
+// isTerminal reports whether v is a terminal: a file the terminal answers
+// on (term.IsTerminal asks for its settings). Being a character device is
+// not enough: /dev/null is one, and the TUI's input reader then fails on it.
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
-	if !ok {
-		return false
-	}
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // parseSets turns --set KEY=VALUE flags into the map the search takes.

@@ -19,8 +19,6 @@ import (
 	"cgtune/search"
 )
 
-func init() { subcommands = append(subcommands, newRunsCmd) }
-
 // savedRunFile is run.json as the run folder commands tell it from
 // another program's file of that name.
 var savedRunFile = search.RunFile{Name: runFile, Ours: isSavedRun}

@@ -29,10 +29,6 @@ import (
 	"cgtune/tui"
 )
 
-// The interactive program: root.go runs it through startTUI when cgtune
-// runs on a terminal without --headless.
-func init() { startTUI = runTUI }
-
 // noColor is NO_COLOR (https://no-color.org) or a terminal that cannot
 // draw colour.
 func noColor() bool {

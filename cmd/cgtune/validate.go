@@ -29,8 +29,6 @@ import (
 	"cgtune/search"
 )
 
-func init() { subcommands = append(subcommands, newValidateCmd) }
-
 // defaultValidateTimeout bounds each validation job's running time unless
 // told otherwise (validate --job-timeout; the TUI's form without
 // --job-timeout).
