@@ -58,12 +58,14 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 		gpus = []int{0}
 	}
 	open := func(ranks []int) (*megatron.Engine, error) {
-		return megatron.New(megatron.Options{Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
+		return megatron.New(ctx, megatron.Options{Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
 			GPUs: ranks, MaxLayers: p.maxLayers, MaxMicroBatches: p.maxMicroBatches,
 			Deadline: func(*stepmodel.Workload, presets.Candidate) time.Duration { return setup.MegatronDeadline }})
 	}
 	e, err := open(gpus[:1])
-	if err != nil {
+	if err != nil && ctx.Err() != nil {
+		return fail(exitInterrupted, "probe --framework: interrupted while the megatron worker started")
+	} else if err != nil {
 		return fail(exitNoGPU, "probe --framework: %v", err)
 	}
 	defer e.Close()

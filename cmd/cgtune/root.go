@@ -346,7 +346,7 @@ func (f *rootFlags) what(cfg *search.Config) error {
 
 // setup builds the search from the flags: what to search, the run
 // folder, and the engines (cuda workers, or in-process estimate engines).
-func (f *rootFlags) setup() (_ *searchSetup, err error) {
+func (f *rootFlags) setup(ctx context.Context) (_ *searchSetup, err error) {
 	s := &searchSetup{close: func() {}}
 	defer func() {
 		if err != nil {
@@ -399,7 +399,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.checkOutputs(cmp.Or(cfg.RunDir, f.runDir)); err != nil {
 		return nil, err
 	}
-	if err := f.openEngines(s, gpus); err != nil {
+	if err := f.openEngines(ctx, s, gpus); err != nil {
 		return nil, err
 	}
 	if cfg.Resume {
@@ -578,10 +578,13 @@ func (f *rootFlags) engineOptions(gpus []int) setup.Options {
 }
 
 // openEngines opens the search's engines (setup.Open) and records the
-// engine opened in f.engine (run.json names it).
-func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
-	e, err := setup.Open(&s.cfg, f.engineOptions(gpus))
-	if err != nil {
+// engine opened in f.engine (run.json names it). An interrupt while the
+// workers start ends cgtune as one during the search does (exit 130).
+func (f *rootFlags) openEngines(ctx context.Context, s *searchSetup, gpus []int) error {
+	e, err := setup.Open(ctx, &s.cfg, f.engineOptions(gpus))
+	if err != nil && ctx.Err() != nil {
+		return fail(exitInterrupted, "interrupted while the engines started: nothing was run")
+	} else if err != nil {
 		return err
 	}
 	f.engine, s.close = e.Engine, e.Close
@@ -591,7 +594,7 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 
 func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	s, err := f.setup()
+	s, err := f.setup(ctx)
 	if err != nil {
 		return err
 	}

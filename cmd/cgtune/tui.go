@@ -340,7 +340,7 @@ func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.
 		o.Engine, o.GPUs = setup.EngineEstimate, []int{0}
 	}
 	cfg := b.config(req)
-	engines, err := setup.Open(&cfg, o)
+	engines, err := setup.Open(ctx, &cfg, o)
 	if err != nil {
 		return nil, err
 	}

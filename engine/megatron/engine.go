@@ -77,13 +77,14 @@ func orDefault(v, d int) int {
 	return v
 }
 
-// New installs the worker (verifying any copy already there) and starts it.
-func New(o Options) (*Engine, error) {
+// New installs the worker (verifying any copy already there) and starts it;
+// a cancelled ctx stops the start (the framework's imports) and the worker.
+func New(ctx context.Context, o Options) (*Engine, error) {
 	cmd, err := WorkerCommand(o)
 	if err != nil {
 		return nil, err
 	}
-	e, err := newWithCommand(o, cmd)
+	e, err := newWithCommand(ctx, o, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ func New(o Options) (*Engine, error) {
 
 // newWithCommand starts the engine on a given worker command (tests use
 // a stand-in worker).
-func newWithCommand(o Options, cmd worker.Command) (*Engine, error) {
+func newWithCommand(ctx context.Context, o Options, cmd worker.Command) (*Engine, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 3 * time.Minute
 	}
@@ -101,7 +102,7 @@ func newWithCommand(o Options, cmd worker.Command) (*Engine, error) {
 	if o.CacheDir != "" {
 		e.sup.BeforeStart = e.reinstall
 	}
-	if err := e.sup.Start(); err != nil {
+	if err := e.sup.Start(ctx); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -78,8 +78,8 @@ func DefaultEngine(ctx context.Context, python string) (name, why string) {
 // twice), else cuda where there is a GPU, else estimate. It reports
 // whether it opened the megatron engines; otherwise e.Engine names the
 // engine to open.
-func (e *Engines) openDefault(cfg *search.Config, o Options) (bool, error) {
-	n, err := cuda.DeviceCount()
+func (e *Engines) openDefault(ctx context.Context, cfg *search.Config, o Options) (bool, error) {
+	n, err := o.deviceCount()
 	if err != nil || n == 0 {
 		if err == nil {
 			err = fmt.Errorf("no GPU")
@@ -88,10 +88,11 @@ func (e *Engines) openDefault(cfg *search.Config, o Options) (bool, error) {
 		e.notice("engine estimate: %v: using the estimate engine (computed, not measured)", err)
 		return false, nil
 	}
-	if err := e.openMegatron(context.Background(), cfg, o); err != nil {
-		// Bad input (e.g. --ranks) is an error; a framework that cannot
-		// start here means the emulation measures instead.
-		if !errors.Is(err, ErrNoGPU) {
+	if err := e.openMegatron(ctx, cfg, o); err != nil {
+		// Bad input (e.g. --ranks) is an error, and so is a start the
+		// person stopped; a framework that cannot start here means the
+		// emulation measures instead.
+		if !errors.Is(err, ErrNoGPU) || ctx.Err() != nil {
 			return false, err
 		}
 		cfg.Engines, e.close = nil, func() {}
@@ -114,10 +115,10 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 	mo, gpus := o.Megatron, o.GPUs
 	py, err := megatron.FindPython(mo.Python)
 	if err != nil {
-		return noGPUf("--engine megatron: %v", err)
+		return noGPUf("--engine megatron: %w", err)
 	}
-	if n, err := cuda.DeviceCount(); err != nil {
-		return noGPUf("--engine megatron: %v", err)
+	if n, err := o.deviceCount(); err != nil {
+		return noGPUf("--engine megatron: %w", err)
 	} else if bad := slices.IndexFunc(gpus, func(g int) bool { return g >= n }); bad >= 0 {
 		return noGPUf("--gpu %d: this node has %d GPU(s)", gpus[bad], n)
 	}
@@ -157,7 +158,7 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 		first := gpus[i]
 		fallback := &lazyEngine{what: "fallback engine", open: func() (engine.Engine, error) { return fallbackEngine(first, o.Profile) }}
 		closers = append(closers, fallback.Close)
-		m, err := megatron.New(megatron.Options{
+		m, err := megatron.New(ctx, megatron.Options{
 			Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
 			GPUs: gpus[i : i+ranks], MaxLayers: mo.MaxLayers, MaxMicroBatches: mo.MaxMicroBatches,
 			Rates: rates, Fallback: fallback, Log: logWriter(log),
@@ -167,7 +168,7 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 			for _, c := range closers {
 				c()
 			}
-			return noGPUf("--engine megatron: GPU %v: %v", gpus[i:i+ranks], err)
+			return noGPUf("--engine megatron: GPU %v: %w", gpus[i:i+ranks], err)
 		}
 		closers = append([]func() error{m.Close}, closers...)
 		cfg.Engines = append(cfg.Engines, m)
@@ -264,7 +265,9 @@ func UsableRanks(l presets.Layout, n int) int {
 // fallbackEngine measures what the framework cannot run: the cuda engine
 // on the GPU where there is a driver, else the estimate engine.
 func fallbackEngine(gpu int, prof Profile) (engine.Engine, error) {
-	engines, closeAll, err := WorkerSupervisors([]int{gpu}, prof, search.DeadlineFor(nil))
+	// Opened on a candidate's first use, whose context does not reach
+	// here: a cuda worker starts in seconds, not the framework's minutes.
+	engines, closeAll, err := WorkerSupervisors(context.Background(), []int{gpu}, prof, search.DeadlineFor(nil))
 	if err == nil {
 		return closingEngine{engines[0], closeAll}, nil
 	}
