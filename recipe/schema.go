@@ -641,7 +641,7 @@ func (c *Recipe) setValue(key string, v Value) error {
 		return fmt.Errorf("%s", c.unknownField(key))
 	}
 	if err := checkValue(f, v, c.gen); err != nil {
-		return fmt.Errorf("field %s: %v", key, err)
+		return fmt.Errorf("field %s: %w", key, err)
 	}
 	if f.Type == TString && v.Null {
 		delete(c.vals, key) // unset variable
@@ -939,11 +939,11 @@ func (c *Recipe) applySet(arg string, user bool) error {
 	}
 	if user {
 		if err := c.overriddenByCommOverlap(key, strings.TrimSpace(val)); err != nil {
-			return fmt.Errorf("--set %s: %v", flag, err)
+			return fmt.Errorf("--set %s: %w", flag, err)
 		}
 	}
 	if err := c.setValue(key, v); err != nil {
-		return fmt.Errorf("--set %s: %v", flag, err)
+		return fmt.Errorf("--set %s: %w", flag, err)
 	}
 	return nil
 }

@@ -206,7 +206,7 @@ func loadResults(path string) ([]engine.Result, error) {
 		} `json:"ranking"`
 	}
 	if err := json.Unmarshal(data, &obj); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	list = obj.Results
 	for _, r := range obj.Ranking {

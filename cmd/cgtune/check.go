@@ -71,10 +71,10 @@ func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (pr
 	case model != "":
 		var err error
 		if m, err = presets.LookupModel(model); err != nil {
-			return m, l, "", fail(exitBadInput, "%v", err)
+			return m, l, "", fail(exitBadInput, "%w", err)
 		}
 		if l, err = m.Layout(gpu); err != nil {
-			return m, l, "", fail(exitBadInput, "%v", err)
+			return m, l, "", fail(exitBadInput, "%w", err)
 		}
 	default:
 		p, where, err := loadPreset(presetArg)
@@ -82,13 +82,13 @@ func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (pr
 			return m, l, "", err
 		}
 		if m, err = p.ResolveModel(); err != nil {
-			return m, l, "", fail(exitBadInput, "%s: %v", where, err)
+			return m, l, "", fail(exitBadInput, "%s: %w", where, err)
 		}
 		l = p.Layout
 		// The preset names its GPU and MB release; explicit flags win.
 		if cmd.Flags().Changed("gpu-type") {
 			if l, err = m.Layout(gpu); err != nil {
-				return m, l, "", fail(exitBadInput, "%v", err)
+				return m, l, "", fail(exitBadInput, "%w", err)
 			}
 		}
 		if !cmd.Flags().Changed("mbridge") && p.MBridge != "" {
@@ -96,7 +96,7 @@ func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (pr
 		}
 	}
 	if _, err := presets.ParseMBridge(mbridge); err != nil {
-		return m, l, "", fail(exitBadInput, "--mbridge: %v", err)
+		return m, l, "", fail(exitBadInput, "--mbridge: %w", err)
 	}
 	return m, l, mbridge, nil
 }
@@ -165,20 +165,20 @@ Exit status: 0 valid, 1 invalid, 2 bad input.`,
 			}
 			launch, err := recipe.ParseLauncher(launcher)
 			if err != nil {
-				return fail(exitBadInput, "--launcher: %v", err)
+				return fail(exitBadInput, "--launcher: %w", err)
 			}
 			cfg, err := recipe.New(m, l, mb)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			if len(args) == 1 {
 				if err := cfg.LoadOverridesFile(args[0]); err != nil {
-					return fail(exitBadInput, "%v", err)
+					return fail(exitBadInput, "%w", err)
 				}
 			}
 			for _, s := range sets {
 				if err := cfg.ApplySet(s); err != nil {
-					return fail(exitBadInput, "%v", err)
+					return fail(exitBadInput, "%w", err)
 				}
 			}
 			notes, violations, err := h.check(cmd, cfg, mb, recipe.WithLauncher(launch))

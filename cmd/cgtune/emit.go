@@ -46,7 +46,7 @@ the scope of impl none itself).`,
 				return fail(exitBadInput, "unknown format %q (allowed: %s)", format, strings.Join(recipe.Formats, ", "))
 			}
 			if _, err := presets.ParseMBridge(mbridge); err != nil {
-				return fail(exitBadInput, "--mbridge: %v", err)
+				return fail(exitBadInput, "--mbridge: %w", err)
 			}
 			c, err := h.candidate(cmd)
 			if err != nil {
@@ -64,11 +64,11 @@ the scope of impl none itself).`,
 			if model != "" {
 				m, err := presets.LookupModel(model)
 				if err != nil {
-					return fail(exitBadInput, "%v", err)
+					return fail(exitBadInput, "%w", err)
 				}
 				l, err := m.Layout(gpu)
 				if err != nil {
-					return fail(exitBadInput, "%v", err)
+					return fail(exitBadInput, "%w", err)
 				}
 				r = recipe.ValidateWithCapture(m, l, c, mbridge, setMap)
 				// With the model known, the settings of --set the
@@ -89,7 +89,7 @@ the scope of impl none itself).`,
 			}
 			data, err := o.Render(format)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			if outPath == "" || outPath == "-" {
 				_, err = cmd.OutOrStdout().Write(data)
@@ -99,7 +99,7 @@ the scope of impl none itself).`,
 				return err
 			}
 			if err := writeOutput(outPath, data, force); err != nil {
-				return fail(exitBadInput, "-o %v", err)
+				return fail(exitBadInput, "-o %w", err)
 			}
 			fmt.Fprintf(stderr, "wrote %s\n", outPath)
 			return nil

@@ -20,9 +20,9 @@ import (
 // gpuError maps driver errors to exit code 3 with the driver's message.
 func gpuError(err error) error {
 	if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoNVML) {
-		return fail(exitNoGPU, "%v", err)
+		return fail(exitNoGPU, "%w", err)
 	}
-	return fail(exitNoGPU, "GPU: %v", err)
+	return fail(exitNoGPU, "GPU: %w", err)
 }
 
 func newGPUsCmd() *cobra.Command {

@@ -26,16 +26,27 @@ const (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-// exitError carries an exit code and a one-line message up to main.
+// exitError carries an exit code and a one-line message up to main; err
+// is the message as an error, which keeps the chain of any error %w wrapped
+// into it (errors.Is still sees a cancelled context or a missing file).
 type exitError struct {
 	code int
-	msg  string
+	err  error
 }
 
-func (e *exitError) Error() string { return e.msg }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
 
+func (e *exitError) Unwrap() error { return e.err }
+
+// fail is an error that ends cgtune with code; format and args are
+// fmt.Errorf's.
 func fail(code int, format string, args ...any) error {
-	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
 }
 
 // quiet is an exitError whose message was already printed (check's
@@ -54,7 +65,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	})
 	root.AddCommand(
 		newCalibrateCmd(),
@@ -114,7 +125,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if out.err != nil && (code == exitOK || code == exitInvalid) {
 		// The results (or check's violations) never arrived: a full
 		// disk, a closed descriptor. That is no success.
-		return exitCode(root, fail(exitBadInput, "writing the results to stdout: %v", out.err), stderr)
+		return exitCode(root, fail(exitBadInput, "writing the results to stdout: %w", out.err), stderr)
 	}
 	return code
 }
@@ -129,7 +140,7 @@ func exitCode(root *cobra.Command, err error, stderr io.Writer) int {
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
-		code, msg = ee.code, ee.msg
+		code, msg = ee.code, ee.Error()
 	case errors.Is(err, setup.ErrNoGPU):
 		code = exitNoGPU
 	}

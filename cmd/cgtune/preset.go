@@ -96,7 +96,7 @@ func newPresetListCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			s := store(cmd)
 			list, err := s.List()
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -145,11 +145,11 @@ func newPresetShowCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			s := store(cmd)
 			info, err := s.Find(args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			p, err := s.Load(args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s (%s)\n", info.Path, info.Source)
 			if asJSON {
@@ -157,7 +157,7 @@ func newPresetShowCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			}
 			data, err := presets.MarshalPreset(p)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			_, err = cmd.OutOrStdout().Write(data)
 			return err
@@ -239,7 +239,7 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			}
 			m, err := presets.LookupModel(model)
 			if err != nil {
-				return fail(exitBadInput, "--model: %v", err)
+				return fail(exitBadInput, "--model: %w", err)
 			}
 			if !presets.ValidName(args[0]) {
 				return fail(exitBadInput, "invalid preset name %q (allowed: [a-z0-9][a-z0-9._-]*)", args[0])
@@ -258,7 +258,7 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			}
 			ws, err := presetParseWarmups(warmups)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			p := presets.TeamPreset{
 				Version: presets.FileVersion, Name: args[0], Description: description,
@@ -268,7 +268,7 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 				Space: search.CanonicalSpace(m, presets.Space{Impls: impls, Scopes: sets, Warmups: ws}),
 			}
 			if err := p.FillLayout(); err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			mbNote, err := lf.finish(cmd, m, &p, withProfile)
 			if err != nil {
@@ -277,7 +277,7 @@ func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			s := store(cmd)
 			path, err := s.Save(p, force)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "saved %s to %s\n", p.Name, path)
 			if defaulted {
@@ -328,7 +328,7 @@ func saveImported(cmd *cobra.Command, s *presets.Store, imp mbImportFlags, ip im
 	}
 	ws, err := presetParseWarmups(ip.warmups)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	p, err := imp.load(context.Background(), ip.python, ip.gpu, ip.mbridge)
 	if err != nil {
@@ -341,7 +341,7 @@ func saveImported(cmd *cobra.Command, s *presets.Store, imp mbImportFlags, ip im
 	p.Space = search.CanonicalSpace(*p.ModelInline, presets.Space{Impls: ip.impls, Scopes: sets, Warmups: ws})
 	path, err := s.Save(p, ip.force)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "saved %s (model %s, %s layout from %s) to %s\n", p.Name, p.ModelInline.Name, p.GPU, p.Description, path)
 	warnShadowed(cmd, s, p.Name)
@@ -392,20 +392,20 @@ func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 			}
 			if outPath == "" || outPath == "-" {
 				if err := s.ExportTo(args[0], cmd.OutOrStdout()); err != nil {
-					return fail(exitBadInput, "%v", err)
+					return fail(exitBadInput, "%w", err)
 				}
 				return nil
 			}
 			info, err := s.Find(args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			gate := newOutputCheck(force, input{"the preset " + args[0], info.Path})
 			if err := gate.check(output{"-o", outPath}); err != nil {
 				return err
 			}
 			if err := s.Export(args[0], outPath, force); err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], absPath(outPath))
 			return nil
@@ -431,7 +431,7 @@ func newPresetImportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 			}
 			p, path, err := s.Import(args[0], force)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "imported %s to %s\n", p.Name, path)
 			if err := prof.install(cmd.OutOrStdout()); err != nil {
@@ -454,7 +454,7 @@ func newPresetRmCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := store(cmd).Remove(args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", path)
 			return nil

@@ -282,13 +282,13 @@ func (f *rootFlags) what(cfg *search.Config) error {
 	case f.model != "":
 		m, err := presets.LookupModel(f.model)
 		if err != nil {
-			return fail(exitBadInput, "%v", err)
+			return fail(exitBadInput, "%w", err)
 		}
 		// As the TUI does: a GPU type or MB version not asked for gives
 		// way to one the model's recipe has.
 		ch, err := recipe.ChooseTarget(m, f.gpuType, changed("gpu-type"), f.mbridge, changed("mbridge"))
 		if err != nil {
-			return fail(exitBadInput, "%v", err)
+			return fail(exitBadInput, "%w", err)
 		}
 		cfg.Model, cfg.Layout, cfg.MBridge = m, ch.Layout, ch.MBridge
 		f.choiceNotes = ch.Notes
@@ -299,13 +299,13 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		}
 		m, err := p.ResolveModel()
 		if err != nil {
-			return fail(exitBadInput, "%s: %v", where, err)
+			return fail(exitBadInput, "%s: %w", where, err)
 		}
 		cfg.Model, cfg.Layout, cfg.Space, cfg.Reference = m, p.Layout, p.Space, p.Reference
 		// The preset names its GPU and MB release; explicit flags win.
 		if changed("gpu-type") {
 			if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 		} else if n := carriedProfileNote(p, where); n != "" {
 			f.choiceNotes = append(f.choiceNotes, n)
@@ -336,10 +336,10 @@ func (f *rootFlags) what(cfg *search.Config) error {
 		return fail(exitBadInput, "give --model M or --preset NAME|FILE, or import a recipe with --mbridge-config FILE or --recipe R (cgtune models lists the models, cgtune preset list the presets)")
 	}
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
-		return fail(exitBadInput, "--mbridge: %v", err)
+		return fail(exitBadInput, "--mbridge: %w", err)
 	}
 	if err := setup.Workload(cfg); err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	return nil
 }
@@ -384,7 +384,7 @@ func (f *rootFlags) setup(ctx context.Context) (_ *searchSetup, err error) {
 	cfg.Strategy, cfg.TrainIters = f.strategy, f.trainIters
 	tie, err := search.ParseTie(f.tie)
 	if err != nil {
-		return nil, fail(exitBadInput, "--tie: %v", err)
+		return nil, fail(exitBadInput, "--tie: %w", err)
 	}
 	cfg.Tie = tie
 	cfg.RunPredictedFailures = f.runPredictedFailures
@@ -508,9 +508,9 @@ func sameDir(a, b string) bool {
 func journalError(err error, dir string) error {
 	var bad *search.BadLinesError
 	if errors.As(err, &bad) {
-		return fail(exitBadInput, "%v; continue without the unreadable lines: cgtune --headless --resume %s --skip-bad-lines", err, dir)
+		return fail(exitBadInput, "%w; continue without the unreadable lines: cgtune --headless --resume %s --skip-bad-lines", err, dir)
 	}
-	return fail(exitBadInput, "%v", err)
+	return fail(exitBadInput, "%w", err)
 }
 
 // lockRun takes the lock on a run folder; one held by another process is
@@ -518,7 +518,7 @@ func journalError(err error, dir string) error {
 func lockRun(dir string) (*search.RunLock, error) {
 	l, err := search.LockRunDir(dir)
 	if err != nil {
-		return nil, fail(exitBadInput, "%v", err)
+		return nil, fail(exitBadInput, "%w", err)
 	}
 	return l, nil
 }
@@ -557,7 +557,7 @@ func checkRunDir(dir string) error {
 		return fail(exitBadInput, "--run-dir %s holds a search already: continue it with --resume %s", dir, dir)
 	}
 	if err := search.CheckRunDir(dir, runFile, setup.MegatronWorkerLog); err != nil {
-		return fail(exitBadInput, "--run-dir %v", err)
+		return fail(exitBadInput, "--run-dir %w", err)
 	}
 	path := filepath.Join(dir, runFile)
 	if _, err := os.Lstat(path); err == nil && !isSavedRun(path) {
@@ -606,7 +606,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	saved, _ := json.MarshalIndent(f.newSavedRun(), "", "  ")
 	if err := fileio.WriteOwnFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 
 	ctx, release, untrusted := f.gateSavedCommand(ctx, &cfg)
@@ -635,7 +635,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		w := search.Recommendation(cfg.Target(), &d, *d.Winner)
 		o = &w
 		if overrides, err = o.Render(f.format); err != nil {
-			return fail(exitBadInput, "%v", err)
+			return fail(exitBadInput, "%w", err)
 		}
 	}
 	// The file first: whatever happens to stdout (a reader that quits
@@ -653,7 +653,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		return err
 	}
 	if emitErr != nil {
-		return fail(exitBadInput, "--emit %v", emitErr)
+		return fail(exitBadInput, "--emit %w", emitErr)
 	}
 	if toFile {
 		p.wrote(wroteEvent{What: "overrides", Path: absPath(f.emit), Format: f.format, MBridge: cfg.MBridge})

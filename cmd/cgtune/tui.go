@@ -81,7 +81,7 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		TrainIters: f.trainIters,
 	}
 	if opts.Tie, err = search.ParseTie(f.tie); err != nil {
-		return fail(exitBadInput, "--tie: %v", err)
+		return fail(exitBadInput, "--tie: %w", err)
 	}
 	if f.budget <= 0 {
 		opts.Budget = tui.NoBudget
@@ -136,7 +136,7 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 	case errors.Is(err, tea.ErrInterrupted), errors.Is(err, tea.ErrProgramKilled), errors.Is(err, context.Canceled):
 		return quiet(exitInterrupted)
 	case err != nil:
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	if fm, ok := final.(*tui.App); ok {
 		if _, interrupted := fm.Outcome(); interrupted {

@@ -290,7 +290,7 @@ func (f *validateFlags) source(args []string, can search.Buildable) (*validateSo
 			return nil, err
 		}
 		if s.req, err = search.JobValidationForRun(dir, f.top, can); err != nil {
-			return nil, fail(exitBadInput, "%v", err)
+			return nil, fail(exitBadInput, "%w", err)
 		}
 		s.runDir = dir
 	case f.preset != "":
@@ -300,11 +300,11 @@ func (f *validateFlags) source(args []string, can search.Buildable) (*validateSo
 		}
 		m, err := p.ResolveModel()
 		if err != nil {
-			return nil, fail(exitBadInput, "%s: %v", f.preset, err)
+			return nil, fail(exitBadInput, "%s: %w", f.preset, err)
 		}
 		targets, err := search.PresetTargets(p, can)
 		if err != nil {
-			return nil, fail(exitBadInput, "%v", err)
+			return nil, fail(exitBadInput, "%w", err)
 		}
 		s.preset = &p
 		s.req = search.JobValidation{Source: "preset " + p.Name, Model: m, Layout: p.Layout, MBridge: p.MBridge, Space: p.Space, Targets: targets}
@@ -315,7 +315,7 @@ func (f *validateFlags) source(args []string, can search.Buildable) (*validateSo
 		s.req.MBridge = f.mbridge
 	}
 	if _, err := presets.ParseMBridge(s.req.MBridge); err != nil {
-		return nil, fail(exitBadInput, "--mbridge: %v", err)
+		return nil, fail(exitBadInput, "--mbridge: %w", err)
 	}
 	return s, nil
 }
@@ -388,16 +388,16 @@ func (f *validateFlags) launcherFor(js presets.JobSetup) (job.Launcher, error) {
 	if f.batchTemplate != "" {
 		b, err := fileio.ReadFileLimited(f.batchTemplate, presets.MaxYAMLBytes) // a FIFO or /dev/zero must not hang
 		if err != nil {
-			return nil, fail(exitBadInput, "--batch-template: %v", err)
+			return nil, fail(exitBadInput, "--batch-template: %w", err)
 		}
 		tmpl = string(b)
 	}
 	s, err := job.NewSlurm(job.SlurmOptions{Nodes: js.Nodes, GPUsPerNode: js.GPUsPerNode, Time: js.Time, Partition: js.Partition, Account: js.Account}, tmpl)
 	if err != nil {
 		if f.batchTemplate != "" && errors.Is(err, job.ErrBatchTemplate) {
-			return nil, fail(exitBadInput, "%s: %v", f.batchTemplate, err)
+			return nil, fail(exitBadInput, "%s: %w", f.batchTemplate, err)
 		}
-		return nil, fail(exitBadInput, "%v", err)
+		return nil, fail(exitBadInput, "%w", err)
 	}
 	return s, nil
 }
@@ -427,9 +427,9 @@ func (f *validateFlags) checkDir(dir string) error {
 	}
 	if err := search.CheckValidationDir(dir); err != nil {
 		if f.dir != "" {
-			return fail(exitBadInput, "--dir %v", err)
+			return fail(exitBadInput, "--dir %w", err)
 		}
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	return nil
 }
@@ -452,10 +452,10 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	}
 	req := &s.req
 	if req.Command, err = job.ParseCommand(js.Command, js.Format); err != nil {
-		return fail(exitBadInput, "--command: %v", err)
+		return fail(exitBadInput, "--command: %w", err)
 	}
 	if err := req.SkipRefusedBy(recipe.LauncherOf(js.Command)); err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	for _, t := range req.Targets {
 		if first := job.FirstMeasured(t.Candidate); f.iters < first {
@@ -501,9 +501,9 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	if err != nil && len(out.Rows) == 0 {
 		var bad *fileio.BadLinesError
 		if errors.As(err, &bad) {
-			return fail(exitBadInput, "%v; continue without the unreadable lines: add --resume --skip-bad-lines", err)
+			return fail(exitBadInput, "%w; continue without the unreadable lines: add --resume --skip-bad-lines", err)
 		}
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	v := out.Validation
 	res := validateOutput{JobOutcome: out}
@@ -513,7 +513,7 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 			res.Preset, err = presetStore("").Save(pr, f.force)
 		}
 		if err != nil {
-			return fail(exitBadInput, "--save-preset: %v", err)
+			return fail(exitBadInput, "--save-preset: %w", err)
 		}
 	}
 	if f.json {
@@ -527,7 +527,7 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	}
 	switch {
 	case err != nil:
-		return fail(exitInvalid, "validation journal: %v", err)
+		return fail(exitInvalid, "validation journal: %w", err)
 	case v.Interrupted:
 		return fail(exitInterrupted, "interrupted: the jobs were cancelled; %d finished are kept in %s; continue with --resume", len(v.Rows), req.Dir)
 	case v.Winner() == nil:
@@ -574,7 +574,7 @@ func (f *validateFlags) checkSavePreset() error {
 	}
 	store := presetStore("")
 	if store.UserDir() == "" {
-		return fail(exitBadInput, "--save-preset %s: %v", name, store.NoUserDir())
+		return fail(exitBadInput, "--save-preset %s: %w", name, store.NoUserDir())
 	}
 	if info, err := store.Find(name); err == nil && info.Source == presets.SourceUser && !f.force {
 		return fail(exitBadInput, "--save-preset %s: preset %q already exists at %s; give --force to replace it", name, name, info.Path)
@@ -585,12 +585,12 @@ func (f *validateFlags) checkSavePreset() error {
 func (f *validateFlags) printDryRun(w io.Writer, req search.JobValidation) error {
 	e, err := req.Engine()
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	for _, t := range req.Targets {
 		cmd, err := e.Command(t.Candidate, e.JobDir(t.Candidate))
 		if err != nil {
-			return fail(exitBadInput, "%v", err)
+			return fail(exitBadInput, "%w", err)
 		}
 		fmt.Fprintf(w, "# %s\n", t.Candidate.Key())
 		if s, ok := req.Launcher.(*job.Slurm); ok {

@@ -421,7 +421,7 @@ func ReadValidation(dir string) (Validation, error) {
 		return v, err
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return v, fmt.Errorf("%s: %v", path, err)
+		return v, fmt.Errorf("%s: %w", path, err)
 	}
 	return v, nil
 }

@@ -131,7 +131,7 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		return fmt.Errorf("no user cache folder for the megatron worker: %v", err)
+		return fmt.Errorf("no user cache folder for the megatron worker: %w", err)
 	}
 	rates, ok := stepmodel.SpecFor(cfg.Layout.GPU)
 	if !ok {
