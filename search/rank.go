@@ -128,12 +128,10 @@ func Rank(results []engine.Result, opts RankOptions) []Ranked {
 // still tie: the band's share of a's step, or as far as makes their
 // p10–p90 ranges overlap (b's p10 at or below a's p90). Overlap, not the
 // wider of the two spreads: one slow step among eleven stretches a p90
-// far from its median, and measured on the H200 that tied an eager step
-// whose every p10–p90 value was slower than every graphed one's
-// (dense-small mbs 4 on Megatron-Core: 216.4 ms, 213.5–243.8, against
-// 209.9 ms, 208.9–211.3; docs/emulation-accuracy-2026-12-01.md). For a
-// with itself it is
-// a's whole p10–p90 width, the band shown under a table.
+// far from its median, and the wider spread tied an eager step with a
+// graphed one that was faster at every point of its p10–p90 range
+// (docs/emulation-accuracy-2026-12-01.md). For a with itself it is a's
+// whole p10–p90 width, the band shown under a table.
 func tieTol(frac float64, a, b engine.Result) float64 {
 	return max(frac*a.Step.Median, (a.Step.P90-a.Step.Median)+(b.Step.Median-b.Step.P10))
 }

@@ -190,10 +190,10 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 // one rank of the real job, with the graph memory the framework measured
 // (scaled to the job) where it measured one. The slice's own peak says
 // little about the job's rank: it runs at data-parallel size 1 without the
-// distributed optimizer's sharding, and fewer layers and micro-batches (on
-// the H200, qwen3_30b_a3b's h100 slice peaked at 98.6 GB where the job's
-// rank needs about 75). The ranking judges what fits from the breakdown,
-// as it does for the emulating engines' results.
+// distributed optimizer's sharding, and fewer layers and micro-batches, so
+// it can peak far above what the rank needs (docs/memory-and-verdict-2026-12-02.md,
+// Engines). The ranking judges what fits from the breakdown, as it does for
+// the emulating engines' results.
 func (e *Engine) addJobMemory(r *engine.Result, w *stepmodel.Workload, c presets.Candidate) {
 	plan := stepmodel.PlanCapture(w, c, w.Spec.Options.Generation)
 	b := stepmodel.PredictMemory(w, plan, nil, stepmodel.JobGPUMiB(w.Layout, e.Device().MemoryMiB), stepmodel.MemoryOptions{})

@@ -1,6 +1,7 @@
 package codehealth
 
 import (
+	"cmp"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -102,4 +103,12 @@ func report(t *testing.T, rule string, found []finding, excluded map[string]stri
 			t.Errorf("%s is excluded from %q (%s) but breaks no rule: take it off the list", rel, rule, why)
 		}
 	}
+}
+
+// sortFindings orders findings by file and line, so that a report reads
+// the same on every run.
+func sortFindings(found []finding) {
+	slices.SortFunc(found, func(a, b finding) int {
+		return cmp.Or(strings.Compare(a.rel, b.rel), cmp.Compare(a.line, b.line))
+	})
 }
