@@ -241,9 +241,9 @@ func TestCancelKillsTheWorker(t *testing.T) {
 	}
 }
 
-// Before: a reply line of up to 64 MiB was read whole; one longer than
-// MaxLineBytes now kills the (broken) worker and fails the candidate at
-// once, naming the line, and the next candidate gets a new worker.
+// A reply line longer than MaxLineBytes kills the (broken) worker and
+// fails the candidate at once, naming the line, and the next candidate
+// gets a new worker.
 func TestLongReplyLineFailsTheCandidate(t *testing.T) {
 	sup, err := NewSupervisor(context.Background(), selfWorker(t), 10*time.Second, nil)
 	if err != nil {

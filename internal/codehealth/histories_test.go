@@ -1,0 +1,62 @@
+package codehealth
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// history is a test comment that tells what the code did before the fix
+// instead of what the test asserts: a line that opens with "Before:", or
+// an aside "(before: ...)".
+var history = regexp.MustCompile(`(?m)^\s*(Before|Previously|Formerly):|(?i)\((before|previously|formerly):`)
+
+// historiesExcluded are test files whose comments still open with a
+// history, each with why.
+var historiesExcluded = map[string]string{
+	"presets/bounds_test.go":         "excluded until presets/bounds_test.go is free",
+	"presets/number_test.go":         "excluded until presets/number_test.go is free",
+	"presets/store_hostile_test.go":  "excluded until presets/store_hostile_test.go is free",
+	"presets/store_test.go":          "excluded until presets/store_test.go is free",
+	"report/report_test.go":          "excluded until report/report_test.go is free",
+	"stepmodel/bounds_test.go":       "excluded until stepmodel/bounds_test.go is free",
+	"stepmodel/profilestore_test.go": "excluded until stepmodel/profilestore_test.go is free",
+}
+
+// TestTestCommentsSayWhatTheyAssert fails on each test comment that
+// opens with a history ("Before: ..."): a test's comment says what the
+// test asserts and why; the history of the bug is the commit's.
+func TestTestCommentsSayWhatTheyAssert(t *testing.T) {
+	fset, files := goFiles(t, true)
+	var found []finding
+	for f, af := range files {
+		if strings.HasPrefix(f.rel, "internal/codehealth/") {
+			continue // this package's comments name the pattern they look for
+		}
+		for _, cg := range af.Comments {
+			text := commentText(cg)
+			for _, m := range history.FindAllStringIndex(text, -1) {
+				line := fset.Position(cg.Pos()).Line + strings.Count(text[:m[0]], "\n")
+				found = append(found, finding{f.rel, line, strings.TrimSpace(text[m[0]:min(len(text), m[0]+60)]) + "..."})
+			}
+		}
+	}
+	sortFindings(found)
+	report(t, "a test comment that tells a history (say what the test asserts and why)", found, historiesExcluded)
+}
+
+// The scan finds a history that opens a line or sits in an aside, and
+// passes the word before used in its ordinary sense.
+func TestHistoryFindsBeforeNotes(t *testing.T) {
+	for text, want := range map[string]bool{
+		"Before: the FIFO was replaced.":                  true,
+		"x\n  Previously: it hung":                        true,
+		"exits within a second (before: ~60 s, or never)": true,
+		"the lock is taken before the journal is read":    false,
+		"read the file before: it must exist":             false,
+	} {
+		if got := history.MatchString(text); got != want {
+			t.Errorf("history.MatchString(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
