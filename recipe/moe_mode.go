@@ -12,16 +12,13 @@ import (
 // (moe_expert_capacity_factor with moe_pad_expert_input_to_capacity, as
 // MCore decides it) and for the flex dispatcher's static per-rank budget
 // (moe_expert_rank_capacity_factor on hybridep or ncclep); else dropless.
-// Engines build the same model the rules judged.
+// Engines build the same model the rules judged: the --set values apply
+// in key order, as for the rules (Target.Conditions), so that the same
+// values give the same recipe, or the same refusal.
 func MoEWorkload(opts stepmodel.WorkloadOptions, m presets.Model, l presets.Layout, mbridge string, sets map[string]string) (stepmodel.WorkloadOptions, error) {
-	r, err := New(m, l, mbridge)
+	r, err := Target{Model: m, Layout: l, MBridge: mbridge, Sets: sets}.Conditions()
 	if err != nil {
-		return opts, err
-	}
-	for k, v := range sets {
-		if err := r.ApplySet(k + "=" + v); err != nil {
-			return opts, err // it names the --set already
-		}
+		return opts, err // it names the --set already
 	}
 	return newState(r, 0).moeWorkload(m, opts), nil
 }
