@@ -68,7 +68,9 @@ func (m *mbImportFlags) load(ctx context.Context, python, gpuType, mbridge strin
 		return presets.TeamPreset{}, fail(exitBadInput, "--recipe: %w", err)
 	}
 	p, err := mbimport.FromRecipe(ctx, py, m.recipe, o)
-	if err != nil {
+	if err != nil && ctx.Err() != nil {
+		return p, fail(exitInterrupted, "--recipe: interrupted while the recipe ran: %w", context.Cause(ctx))
+	} else if err != nil {
 		return p, fail(exitBadInput, "--recipe: %w", err)
 	}
 	return p, nil

@@ -247,9 +247,9 @@ func (s *searchSetup) release() {
 }
 
 // what resolves the model, layout, MB release, space and sets from
-// --model/--preset (or, on --resume without them, from the journal).
-func (f *rootFlags) what(cfg *search.Config) error {
-	changed := f.cmd.Flags().Changed
+// --model/--preset/an imported recipe (or, on --resume without them, from
+// the journal).
+func (f *rootFlags) what(ctx context.Context, cfg *search.Config) error {
 	sets, err := parseSets(f.sets)
 	if err != nil {
 		return err
@@ -270,76 +270,111 @@ func (f *rootFlags) what(cfg *search.Config) error {
 	case given > 1:
 		return fail(exitBadInput, "give one of --model, --preset and --mbridge-config/--recipe")
 	case f.imp.given():
-		gpu := ""
-		if changed("gpu-type") {
-			gpu = f.gpuType
-		}
-		p, err := f.imp.load(context.Background(), f.python, gpu, f.mbridge)
-		if err != nil {
-			return err
-		}
-		cfg.Model, cfg.Layout, cfg.Space = *p.ModelInline, p.Layout, p.Space
+		err = f.whatImported(ctx, cfg)
 	case f.model != "":
-		m, err := presets.LookupModel(f.model)
-		if err != nil {
-			return fail(exitBadInput, "%w", err)
-		}
-		// As the TUI does: a GPU type or MB version not asked for gives
-		// way to one the model's recipe has.
-		ch, err := recipe.ChooseTarget(m, f.gpuType, changed("gpu-type"), f.mbridge, changed("mbridge"))
-		if err != nil {
-			return fail(exitBadInput, "%w", err)
-		}
-		cfg.Model, cfg.Layout, cfg.MBridge = m, ch.Layout, ch.MBridge
-		f.choiceNotes = ch.Notes
+		err = f.whatModel(cfg)
 	case f.preset != "":
-		p, where, err := loadPreset(f.preset)
-		if err != nil {
-			return err
-		}
-		m, err := p.ResolveModel()
-		if err != nil {
-			return fail(exitBadInput, "%s: %w", where, err)
-		}
-		cfg.Model, cfg.Layout, cfg.Space, cfg.Reference = m, p.Layout, p.Space, p.Reference
-		// The preset names its GPU and MB release; explicit flags win.
-		if changed("gpu-type") {
-			if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
-				return fail(exitBadInput, "%w", err)
-			}
-		} else if n := carriedProfileNote(p, where); n != "" {
-			f.choiceNotes = append(f.choiceNotes, n)
-		}
-		if !changed("mbridge") && p.MBridge != "" {
-			cfg.MBridge = p.MBridge
-		}
+		err = f.whatPreset(cfg)
 	case f.resume != "":
-		// The journal says what was searched.
-		fp, _, err := search.ReadJournal(cfg.RunDir, f.skipBad)
-		if err != nil {
-			return journalError(err, cfg.RunDir)
-		}
-		if changed("gpu-type") && f.gpuType != fp.Layout.GPU {
-			return fail(exitBadInput, "--gpu-type %s: the search in %s is for %s (its journal says); leave --gpu-type out to resume it, or start a new search", f.gpuType, cfg.RunDir, fp.Layout.GPU)
-		}
-		cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured, cfg.Reference = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured, fp.Reference
-		if !changed("mbridge") {
-			cfg.MBridge = fp.MBridge
-		}
-		if !changed("strategy") {
-			f.strategy = fp.Strategy
-		}
-		if !changed("set") {
-			cfg.Sets = fp.Sets
-		}
+		err = f.whatJournal(cfg)
 	default:
 		return fail(exitBadInput, "give --model M or --preset NAME|FILE, or import a recipe with --mbridge-config FILE or --recipe R (cgtune models lists the models, cgtune preset list the presets)")
+	}
+	if err != nil {
+		return err
 	}
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
 		return fail(exitBadInput, "--mbridge: %w", err)
 	}
 	if err := setup.Workload(cfg); err != nil {
 		return fail(exitBadInput, "%w", err)
+	}
+	return nil
+}
+
+// whatImported takes the model, layout and space of the user's recipe
+// (--mbridge-config, --recipe).
+func (f *rootFlags) whatImported(ctx context.Context, cfg *search.Config) error {
+	p, err := f.imp.load(ctx, f.python, f.importGPUType(), f.mbridge)
+	if err != nil {
+		return err
+	}
+	cfg.Model, cfg.Layout, cfg.Space = *p.ModelInline, p.Layout, p.Space
+	return nil
+}
+
+// importGPUType is the GPU type an imported recipe is read for: the one
+// --gpu-type names, else none (the recipe's own).
+func (f *rootFlags) importGPUType() string {
+	if f.cmd.Flags().Changed("gpu-type") {
+		return f.gpuType
+	}
+	return ""
+}
+
+// whatModel takes a built-in model: as the TUI does, a GPU type or MB
+// version not asked for gives way to one the model's recipe has.
+func (f *rootFlags) whatModel(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	m, err := presets.LookupModel(f.model)
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	ch, err := recipe.ChooseTarget(m, f.gpuType, changed("gpu-type"), f.mbridge, changed("mbridge"))
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	cfg.Model, cfg.Layout, cfg.MBridge = m, ch.Layout, ch.MBridge
+	f.choiceNotes = ch.Notes
+	return nil
+}
+
+// whatPreset takes a team preset: it names its GPU and MB release, and
+// explicit flags win.
+func (f *rootFlags) whatPreset(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	p, where, err := loadPreset(f.preset)
+	if err != nil {
+		return err
+	}
+	m, err := p.ResolveModel()
+	if err != nil {
+		return fail(exitBadInput, "%s: %w", where, err)
+	}
+	cfg.Model, cfg.Layout, cfg.Space, cfg.Reference = m, p.Layout, p.Space, p.Reference
+	if changed("gpu-type") {
+		if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
+			return fail(exitBadInput, "%w", err)
+		}
+	} else if n := carriedProfileNote(p, where); n != "" {
+		f.choiceNotes = append(f.choiceNotes, n)
+	}
+	if !changed("mbridge") && p.MBridge != "" {
+		cfg.MBridge = p.MBridge
+	}
+	return nil
+}
+
+// whatJournal takes what was searched from the journal of the run
+// --resume continues; flags given again win where they may differ.
+func (f *rootFlags) whatJournal(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	fp, _, err := search.ReadJournal(cfg.RunDir, f.skipBad)
+	if err != nil {
+		return journalError(err, cfg.RunDir)
+	}
+	if changed("gpu-type") && f.gpuType != fp.Layout.GPU {
+		return fail(exitBadInput, "--gpu-type %s: the search in %s is for %s (its journal says); leave --gpu-type out to resume it, or start a new search", f.gpuType, cfg.RunDir, fp.Layout.GPU)
+	}
+	cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured, cfg.Reference = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured, fp.Reference
+	if !changed("mbridge") {
+		cfg.MBridge = fp.MBridge
+	}
+	if !changed("strategy") {
+		f.strategy = fp.Strategy
+	}
+	if !changed("set") {
+		cfg.Sets = fp.Sets
 	}
 	return nil
 }
@@ -365,7 +400,7 @@ func (f *rootFlags) setup(ctx context.Context) (_ *searchSetup, err error) {
 	if err := f.checkJobFlags(); err != nil {
 		return nil, err
 	}
-	if err := f.what(cfg); err != nil {
+	if err := f.what(ctx, cfg); err != nil {
 		return nil, err
 	}
 	s.notices = append(s.notices, f.choiceNotes...)
@@ -623,20 +658,33 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		// The search did not start (another search's folder, a bad --set).
 		return journalError(err, cfg.RunDir)
 	}
+	return f.finishHeadless(stdout, stderr, p, cfg, d)
+}
 
-	var overrides []byte
-	var o *recipe.Overrides
-	// A search stopped by an error (the journal could not be written)
-	// writes nothing, as an interrupted one: its winner is of a part.
+// recommendation is the overrides the search recommends, rendered: none
+// for a search stopped by an error (the journal could not be written) or
+// an interrupt, whose winner is of a part.
+func (f *rootFlags) recommendation(cfg search.Config, d *search.DoneEvent) ([]byte, *recipe.Overrides, error) {
 	if e := search.BestEmulated(d.Ranking); f.winnerEmulated && e != nil {
 		d.Winner = e
 	}
-	if d.Winner != nil && !d.Interrupted && d.Err == "" {
-		w := search.Recommendation(cfg.Target(), &d, *d.Winner)
-		o = &w
-		if overrides, err = o.Render(f.format); err != nil {
-			return fail(exitBadInput, "%w", err)
-		}
+	if d.Winner == nil || d.Interrupted || d.Err != "" {
+		return nil, nil, nil
+	}
+	o := search.Recommendation(cfg.Target(), d, *d.Winner)
+	overrides, err := o.Render(f.format)
+	if err != nil {
+		return nil, nil, fail(exitBadInput, "%w", err)
+	}
+	return overrides, &o, nil
+}
+
+// finishHeadless writes what a search that ran leaves (--emit, the
+// ranking, --report) and ends with its exit code.
+func (f *rootFlags) finishHeadless(stdout, stderr io.Writer, p *progress, cfg search.Config, d search.DoneEvent) error {
+	overrides, o, err := f.recommendation(cfg, &d)
+	if err != nil {
+		return err
 	}
 	// The file first: whatever happens to stdout (a reader that quits
 	// early), the overrides are on disk before the ranking is printed.

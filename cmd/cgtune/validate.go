@@ -440,48 +440,20 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	js, fromPreset, err := f.jobSetup(s)
+	js, err := f.request(s)
 	if err != nil {
 		return err
 	}
-	if fromPreset {
-		fmt.Fprintf(stderr, "the command template comes from %s:\n  %s\n", s.req.Source, strings.ReplaceAll(js.Command, "\n", "\n  "))
-		if !f.trust && !f.dryRun {
-			return fail(exitBadInput, "a preset's command template is shared input and runs only with --trust-preset-command: read it above first")
-		}
-	}
 	req := &s.req
-	if req.Command, err = job.ParseCommand(js.Command, js.Format); err != nil {
-		return fail(exitBadInput, "--command: %w", err)
-	}
-	if err := req.SkipRefusedBy(recipe.LauncherOf(js.Command)); err != nil {
-		return fail(exitBadInput, "%w", err)
-	}
-	for _, t := range req.Targets {
-		if first := job.FirstMeasured(t.Candidate); f.iters < first {
-			return fail(exitBadInput, "--iters %d: %s is measured from iteration %d; give --iters %d or more",
-				f.iters, t.Candidate.Key(), first, first+4)
-		}
-	}
-	if req.Launcher, err = f.launcherFor(js); err != nil {
-		return err
-	}
-	if req.Dir, err = f.validationDir(s); err != nil {
-		return err
-	}
-	if err := f.checkDir(req.Dir); err != nil {
-		return err
-	}
-	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume, req.SkipBadLines = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume, f.skipBad
 	// What the jobs' framework was found to lack, once the input is known
 	// to be good (a refusal stays one line).
 	if h := how(); h != "" {
 		fmt.Fprintln(stderr, "note: "+h)
 	}
-	for _, sk := range s.req.Skipped {
+	for _, sk := range req.Skipped {
 		fmt.Fprintf(stderr, "skipped %s: %s\n", candLabel(sk.Candidate), sk.Why)
 	}
-	for _, n := range s.req.Notes {
+	for _, n := range req.Notes {
 		fmt.Fprintln(stderr, "note: "+n)
 	}
 	if !f.noCalibrate {
@@ -490,6 +462,55 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	if f.dryRun {
 		return f.printDryRun(stdout, *req)
 	}
+	return f.runJobs(ctx, s, js)
+}
+
+// request completes s.req from the flags and the job set-up (the
+// command, launcher, iterations and folder of the jobs), refusing bad
+// input before any job is rendered; a preset's command template is shown
+// and runs only when trusted.
+func (f *validateFlags) request(s *validateSource) (presets.JobSetup, error) {
+	js, fromPreset, err := f.jobSetup(s)
+	if err != nil {
+		return js, err
+	}
+	if fromPreset {
+		fmt.Fprintf(f.cmd.ErrOrStderr(), "the command template comes from %s:\n  %s\n", s.req.Source, strings.ReplaceAll(js.Command, "\n", "\n  "))
+		if !f.trust && !f.dryRun {
+			return js, fail(exitBadInput, "a preset's command template is shared input and runs only with --trust-preset-command: read it above first")
+		}
+	}
+	req := &s.req
+	if req.Command, err = job.ParseCommand(js.Command, js.Format); err != nil {
+		return js, fail(exitBadInput, "--command: %w", err)
+	}
+	if err := req.SkipRefusedBy(recipe.LauncherOf(js.Command)); err != nil {
+		return js, fail(exitBadInput, "%w", err)
+	}
+	for _, t := range req.Targets {
+		if first := job.FirstMeasured(t.Candidate); f.iters < first {
+			return js, fail(exitBadInput, "--iters %d: %s is measured from iteration %d; give --iters %d or more",
+				f.iters, t.Candidate.Key(), first, first+4)
+		}
+	}
+	if req.Launcher, err = f.launcherFor(js); err != nil {
+		return js, err
+	}
+	if req.Dir, err = f.validationDir(s); err != nil {
+		return js, err
+	}
+	if err := f.checkDir(req.Dir); err != nil {
+		return js, err
+	}
+	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume, req.SkipBadLines = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume, f.skipBad
+	return js, nil
+}
+
+// runJobs runs the validation's jobs, prints the comparison (and saves
+// the winner as a preset with --save-preset) and ends with its exit code.
+func (f *validateFlags) runJobs(ctx context.Context, s *validateSource, js presets.JobSetup) error {
+	stdout, stderr := f.cmd.OutOrStdout(), f.cmd.ErrOrStderr()
+	req := &s.req
 	if !req.Command.Has(job.PhIters) {
 		fmt.Fprintf(stderr, "note: the command has no {iters}: cgtune stops each job once it has logged %d iterations\n", f.iters)
 	}
