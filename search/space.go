@@ -226,82 +226,108 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	var plan []Planned
-	rows := map[string]int{} // effective configuration → row in plan
+	p := &planner{cfg: cfg, gen: gen, w: w, rows: map[string]int{},
+		val: recipe.NewValidator(recipe.Target{Model: cfg.Model, Layout: cfg.Layout, MBridge: mb, Sets: cfg.Sets})}
 	ref, _ := cfg.reference()
-	val := recipe.NewValidator(recipe.Target{Model: cfg.Model, Layout: cfg.Layout, MBridge: mb, Sets: cfg.Sets})
 	for _, c := range withReference(enumerate(withDefaults(cfg.Space)), ref) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r := val.Validate(c)
-		if !r.OK() {
-			plan = append(plan, Planned{Candidate: c, Violations: r.Violations})
-			continue
-		}
-		e := Canonical(cfg.Model, gen, c)
-		if e.Nothing != "" {
-			plan = append(plan, Planned{Candidate: c, Violations: []recipe.Violation{{ID: SpaceID, Message: e.Nothing + " (nothing is captured)"}}})
-			continue
-		}
-		cp := stepmodel.PlanCapture(w, c, gen)
-		if c.Graphed() && cp.Failure == nil && !cp.Graphed() {
-			plan = append(plan, Planned{Candidate: c, Violations: []recipe.Violation{{ID: SpaceID, Message: fmt.Sprintf(
-				"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Label(), cp.Config, cfg.Model.Name)}}})
-			continue
-		}
-		key := effectiveKey(cp, c)
-		if i, ok := rows[key]; ok {
-			row := &plan[i]
-			if c.Key() == row.Candidate.Key() {
-				continue
-			}
-			why := e.Why
-			if len(why) == 0 {
-				why = []string{fmt.Sprintf("%s graphs the same ops as %s on %s", c.Label(), row.Candidate.Label(), cfg.Model.Name)}
-			}
-			row.Why = appendNew(row.Why, why...)
-			if len(c.Scopes) < len(row.Candidate.Scopes) {
-				// The row is written in its simplest spelling.
-				row.Also = append(row.Also, row.Candidate)
-				row.Candidate = c
-				continue
-			}
-			row.Also = append(row.Also, c)
-			continue
-		}
-		// The row is written in the canonical spelling when Megatron
-		// runs that spelling the same way and the rules take it.
-		rep := c
-		if e.Candidate.Key() != c.Key() && effectiveKey(stepmodel.PlanCapture(w, e.Candidate, gen), e.Candidate) == key &&
-			val.Validate(e.Candidate).OK() {
-			rep = e.Candidate
-		}
-		p := Planned{Candidate: rep}
-		if rep.Key() != c.Key() {
-			p.Also, p.Why = []presets.Candidate{c}, e.Why
-		}
-		switch {
-		case cp.Failure != nil && cfg.RunPredictedFailures:
-			p.PredictedFailure = recipe.WillFailMessage(cp)
-		case cp.Failure != nil:
-			p.Violations = []recipe.Violation{{ID: recipe.WillFailID, Message: recipe.WillFailMessage(cp)}}
-		}
-		rows[key] = len(plan)
-		plan = append(plan, p)
+		p.add(c)
 	}
 	if cfg.Estimator != nil {
-		for i := range plan {
-			if plan[i].Valid() {
-				r := cfg.Estimator.Run(ctx, w, plan[i].Candidate, engine.RunOptions{EagerSteps: cfg.Measured.EagerSteps, MeasuredSteps: finalSteps}, nil)
-				plan[i].Estimate = &r
+		for i := range p.plan {
+			if p.plan[i].Valid() {
+				r := cfg.Estimator.Run(ctx, w, p.plan[i].Candidate, engine.RunOptions{EagerSteps: cfg.Measured.EagerSteps, MeasuredSteps: finalSteps}, nil)
+				p.plan[i].Estimate = &r
 			}
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return plan, nil
+	return p.plan, nil
+}
+
+// planner builds a plan one candidate at a time: rows maps an effective
+// configuration to its row in plan.
+type planner struct {
+	cfg  Config
+	gen  presets.Generation
+	w    *stepmodel.Workload
+	val  *recipe.Validator
+	plan []Planned
+	rows map[string]int
+}
+
+// add checks c and adds it to the plan: rejected with its violations, as
+// another spelling of a row already there, or as a new row.
+func (p *planner) add(c presets.Candidate) {
+	r := p.val.Validate(c)
+	if !r.OK() {
+		p.plan = append(p.plan, Planned{Candidate: c, Violations: r.Violations})
+		return
+	}
+	e := Canonical(p.cfg.Model, p.gen, c)
+	if e.Nothing != "" {
+		p.plan = append(p.plan, Planned{Candidate: c, Violations: []recipe.Violation{{ID: SpaceID, Message: e.Nothing + " (nothing is captured)"}}})
+		return
+	}
+	cp := stepmodel.PlanCapture(p.w, c, p.gen)
+	if c.Graphed() && cp.Failure == nil && !cp.Graphed() {
+		p.plan = append(p.plan, Planned{Candidate: c, Violations: []recipe.Violation{{ID: SpaceID, Message: fmt.Sprintf(
+			"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Label(), cp.Config, p.cfg.Model.Name)}}})
+		return
+	}
+	key := effectiveKey(cp, c)
+	if i, ok := p.rows[key]; ok {
+		p.merge(&p.plan[i], c, e)
+		return
+	}
+	p.rows[key] = len(p.plan)
+	p.plan = append(p.plan, p.newRow(c, e, cp, key))
+}
+
+// merge adds c, another spelling of row's configuration, to the row,
+// which is written in its simplest spelling.
+func (p *planner) merge(row *Planned, c presets.Candidate, e Effective) {
+	if c.Key() == row.Candidate.Key() {
+		return
+	}
+	why := e.Why
+	if len(why) == 0 {
+		why = []string{fmt.Sprintf("%s graphs the same ops as %s on %s", c.Label(), row.Candidate.Label(), p.cfg.Model.Name)}
+	}
+	row.Why = appendNew(row.Why, why...)
+	if len(c.Scopes) < len(row.Candidate.Scopes) {
+		row.Also = append(row.Also, row.Candidate)
+		row.Candidate = c
+		return
+	}
+	row.Also = append(row.Also, c)
+}
+
+// newRow is the row of c's configuration, written in the canonical
+// spelling when Megatron runs that spelling the same way and the rules
+// take it; a capture known to fail is rejected as recipe.WillFailID (or
+// kept, marked, with cfg.RunPredictedFailures).
+func (p *planner) newRow(c presets.Candidate, e Effective, cp *stepmodel.CapturePlan, key string) Planned {
+	rep := c
+	if e.Candidate.Key() != c.Key() && effectiveKey(stepmodel.PlanCapture(p.w, e.Candidate, p.gen), e.Candidate) == key &&
+		p.val.Validate(e.Candidate).OK() {
+		rep = e.Candidate
+	}
+	row := Planned{Candidate: rep}
+	if rep.Key() != c.Key() {
+		row.Also, row.Why = []presets.Candidate{c}, e.Why
+	}
+	switch {
+	case cp.Failure != nil && p.cfg.RunPredictedFailures:
+		row.PredictedFailure = recipe.WillFailMessage(cp)
+	case cp.Failure != nil:
+		row.Violations = []recipe.Violation{{ID: recipe.WillFailID, Message: recipe.WillFailMessage(cp)}}
+	}
+	return row
 }
 
 // planOptions are the workload options of the search: the config's, with

@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -113,21 +114,9 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 	// megatron.core) and says what is missing; no separate check costs
 	// another 10–15 s import here.
 	mo, gpus := o.Megatron, o.GPUs
-	py, err := megatron.FindPython(mo.Python)
+	py, ranks, err := megatronRanks(cfg, o)
 	if err != nil {
-		return noGPUf("--engine megatron: %w", err)
-	}
-	if n, err := o.deviceCount(); err != nil {
-		return noGPUf("--engine megatron: %w", err)
-	} else if bad := slices.IndexFunc(gpus, func(g int) bool { return g >= n }); bad >= 0 {
-		return noGPUf("--gpu %d: this node has %d GPU(s)", gpus[bad], n)
-	}
-	ranks := mo.Ranks
-	if ranks <= 0 {
-		ranks = UsableRanks(cfg.Layout, len(gpus))
-	}
-	if ranks > len(gpus) || len(gpus)%ranks != 0 {
-		return fmt.Errorf("--ranks %d: give a multiple of it as --gpu (have %d GPUs)", ranks, len(gpus))
+		return err
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -139,18 +128,9 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 	}
 	rates = WithMeasuredNCCL(rates, cfg.Layout.GPU)
 	var closers []func() error
-	logDir := cfg.RunDir
-	if logDir == "" {
-		logDir = mo.LogDir
-	}
-	if logDir == "" {
-		logDir = filepath.Join(cache, "cgtune")
-	}
-	var log *os.File
-	if err := os.MkdirAll(logDir, 0o700); err == nil {
-		if log, err = fileio.OpenAppend(filepath.Join(logDir, MegatronWorkerLog), 0o600); err == nil {
-			closers = append(closers, log.Close)
-		}
+	log := openWorkerLog(cmp.Or(cfg.RunDir, mo.LogDir, filepath.Join(cache, "cgtune")))
+	if log != nil {
+		closers = append(closers, log.Close)
 	}
 	for i := 0; i < len(gpus); i += ranks {
 		// Each group's fallback runs on the group's first GPU: engines run
@@ -189,6 +169,44 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 	}
 	e.notice("engine megatron: %s; %d rank(s) per candidate on GPU %v", FrameworkString(cfg.Engines[0]), ranks, gpus)
 	return nil
+}
+
+// megatronRanks finds the Python the megatron workers run on and the
+// ranks of one candidate (--ranks, or as many of --gpu as the layout can
+// use), checking --gpu against the node's GPUs.
+func megatronRanks(cfg *search.Config, o Options) (python string, ranks int, err error) {
+	mo, gpus := o.Megatron, o.GPUs
+	py, err := megatron.FindPython(mo.Python)
+	if err != nil {
+		return "", 0, noGPUf("--engine megatron: %w", err)
+	}
+	if n, err := o.deviceCount(); err != nil {
+		return "", 0, noGPUf("--engine megatron: %w", err)
+	} else if bad := slices.IndexFunc(gpus, func(g int) bool { return g >= n }); bad >= 0 {
+		return "", 0, noGPUf("--gpu %d: this node has %d GPU(s)", gpus[bad], n)
+	}
+	ranks = mo.Ranks
+	if ranks <= 0 {
+		ranks = UsableRanks(cfg.Layout, len(gpus))
+	}
+	if ranks > len(gpus) || len(gpus)%ranks != 0 {
+		return "", 0, fmt.Errorf("--ranks %d: give a multiple of it as --gpu (have %d GPUs)", ranks, len(gpus))
+	}
+	return py, ranks, nil
+}
+
+// openWorkerLog opens the megatron workers' log in dir for appending, or
+// returns nil where it cannot: the log is for reading afterwards, and
+// its absence stops no search.
+func openWorkerLog(dir string) *os.File {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil
+	}
+	log, err := fileio.OpenAppend(filepath.Join(dir, MegatronWorkerLog), 0o600)
+	if err != nil {
+		return nil
+	}
+	return log
 }
 
 // Profiler measures framework profiles (the megatron engine).
