@@ -2,6 +2,7 @@ package codehealth
 
 import (
 	"go/ast"
+	"go/token"
 	"os"
 	"regexp"
 	"slices"
@@ -83,9 +84,7 @@ var figuresExcluded = map[string]string{
 // comment goes stale without anyone noticing; the comment says why, and
 // the docs/ document that holds the measurement says how much.
 func TestNoMeasuredFiguresInComments(t *testing.T) {
-	fset, files := goFiles(t, false)
-	var found []finding
-	for f, af := range files {
+	found := scanGo(t, false, func(fset *token.FileSet, f sourceFile, af *ast.File) (found []finding) {
 		for _, cg := range af.Comments {
 			text := commentText(cg)
 			start := fset.Position(cg.Pos()).Line
@@ -94,7 +93,8 @@ func TestNoMeasuredFiguresInComments(t *testing.T) {
 				found = append(found, finding{f.rel, start + line - 1, what})
 			}
 		}
-	}
+		return found
+	})
 	for _, f := range sourceFiles(t, ".py") {
 		if strings.HasPrefix(f.rel, "internal/codehealth/") || strings.Contains(f.rel, "/test_") {
 			continue

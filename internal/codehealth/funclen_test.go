@@ -84,12 +84,9 @@ var longFuncsExcluded = map[string]string{
 // maxFuncLines (a table, a function that only returns data, aside): a
 // long function does several things, and is split along them.
 func TestNoLongFunctions(t *testing.T) {
-	fset, files := goFiles(t, false)
-	var found []finding
-	for f, af := range files {
-		found = append(found, longFuncs(fset, af, f.rel)...)
-	}
-	sortFindings(found)
+	found := scanGo(t, false, func(fset *token.FileSet, f sourceFile, af *ast.File) []finding {
+		return longFuncs(fset, af, f.rel)
+	})
 	report(t, fmt.Sprintf("a function over %d lines", maxFuncLines), found, longFuncsExcluded)
 }
 

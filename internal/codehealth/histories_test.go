@@ -1,6 +1,8 @@
 package codehealth
 
 import (
+	"go/ast"
+	"go/token"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,11 +29,9 @@ var historiesExcluded = map[string]string{
 // opens with a history ("Before: ..."): a test's comment says what the
 // test asserts and why; the history of the bug is the commit's.
 func TestTestCommentsSayWhatTheyAssert(t *testing.T) {
-	fset, files := goFiles(t, true)
-	var found []finding
-	for f, af := range files {
+	found := scanGo(t, true, func(fset *token.FileSet, f sourceFile, af *ast.File) (found []finding) {
 		if strings.HasPrefix(f.rel, "internal/codehealth/") {
-			continue // this package's comments name the pattern they look for
+			return nil // this package's comments name the pattern they look for
 		}
 		for _, cg := range af.Comments {
 			text := commentText(cg)
@@ -40,8 +40,8 @@ func TestTestCommentsSayWhatTheyAssert(t *testing.T) {
 				found = append(found, finding{f.rel, line, strings.TrimSpace(text[m[0]:min(len(text), m[0]+60)]) + "..."})
 			}
 		}
-	}
-	sortFindings(found)
+		return found
+	})
 	report(t, "a test comment that tells a history (say what the test asserts and why)", found, historiesExcluded)
 }
 

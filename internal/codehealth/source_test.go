@@ -77,6 +77,20 @@ func goFiles(t *testing.T, tests bool) (*token.FileSet, map[sourceFile]*ast.File
 	return fset, parsed
 }
 
+// scanGo runs find on each of the module's Go files (the tests' own when
+// tests is set, else the others) and returns what it finds, in file and
+// line order.
+func scanGo(t *testing.T, tests bool, find func(fset *token.FileSet, f sourceFile, af *ast.File) []finding) []finding {
+	t.Helper()
+	fset, files := goFiles(t, tests)
+	var found []finding
+	for f, af := range files {
+		found = append(found, find(fset, f, af)...)
+	}
+	sortFindings(found)
+	return found
+}
+
 // finding is one place a rule is broken: FILE:LINE and what.
 type finding struct {
 	rel  string

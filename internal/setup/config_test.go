@@ -18,14 +18,7 @@ import (
 // keeps the rest of the layers whole.
 func TestSetRecomputeReachesTheBreakdown(t *testing.T) {
 	fileiotest.IsolateCache(t)
-	m, err := presets.LookupModel("llama3_8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout("h100")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := builtinLayout(t, "llama3_8b", "h100")
 	breakdown := func(sets map[string]string) *stepmodel.MemoryBreakdown {
 		t.Helper()
 		cfg := search.Config{Model: m, Layout: l, MBridge: "0.7", Sets: sets, Strategy: search.StrategyExhaustive,
