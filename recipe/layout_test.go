@@ -6,21 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
 
 func layoutOf(t *testing.T, model, gpu string) (presets.Model, presets.Layout) {
 	t.Helper()
-	m, err := presets.LookupModel(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, l
+	return testmodel.Builtin(t, model, gpu)
 }
 
 // A --set of a field that moves memory reaches the layout the memory

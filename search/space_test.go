@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/estimate"
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/stepmodel"
@@ -16,15 +17,7 @@ import (
 
 func builtin(t testing.TB, name, gpu string) (presets.Model, presets.Layout) {
 	t.Helper()
-	m, err := presets.LookupModel(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, l
+	return testmodel.Builtin(t, name, gpu)
 }
 
 func planOf(t *testing.T, cfg Config) map[string]Planned {

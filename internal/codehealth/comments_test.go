@@ -53,6 +53,28 @@ func measuredFigures(text string) []int {
 	return lines
 }
 
+// commentFindings are the findings of lines (which lines of a comment's
+// text break a rule) in each comment of af.
+func commentFindings(fset *token.FileSet, f sourceFile, af *ast.File, lines func(text string) []int) []finding {
+	var found []finding
+	for _, cg := range af.Comments {
+		text := commentText(cg)
+		found = append(found, lineFindings(f.rel, fset.Position(cg.Pos()).Line, text, lines(text))...)
+	}
+	return found
+}
+
+// lineFindings are findings at lines (1-based) of text, a comment that
+// starts on line start of file rel, each naming its line's text.
+func lineFindings(rel string, start int, text string, lines []int) []finding {
+	all := strings.Split(text, "\n")
+	var found []finding
+	for _, n := range lines {
+		found = append(found, finding{rel, start + n - 1, strings.TrimSpace(all[n-1])})
+	}
+	return found
+}
+
 // commentText is a comment group's text as written, the comment markers
 // taken off each line, with the line the group starts on.
 func commentText(cg *ast.CommentGroup) string {
@@ -84,16 +106,8 @@ var figuresExcluded = map[string]string{
 // comment goes stale without anyone noticing; the comment says why, and
 // the docs/ document that holds the measurement says how much.
 func TestNoMeasuredFiguresInComments(t *testing.T) {
-	found := scanGo(t, false, func(fset *token.FileSet, f sourceFile, af *ast.File) (found []finding) {
-		for _, cg := range af.Comments {
-			text := commentText(cg)
-			start := fset.Position(cg.Pos()).Line
-			for _, line := range measuredFigures(text) {
-				what := strings.TrimSpace(strings.Split(text, "\n")[line-1])
-				found = append(found, finding{f.rel, start + line - 1, what})
-			}
-		}
-		return found
+	found := scanGo(t, false, func(fset *token.FileSet, f sourceFile, af *ast.File) []finding {
+		return commentFindings(fset, f, af, measuredFigures)
 	})
 	for _, f := range sourceFiles(t, ".py") {
 		if strings.HasPrefix(f.rel, "internal/codehealth/") || strings.Contains(f.rel, "/test_") {
@@ -104,10 +118,7 @@ func TestNoMeasuredFiguresInComments(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, g := range pyComments(string(b)) {
-			for _, line := range measuredFigures(g.text) {
-				what := strings.TrimSpace(strings.Split(g.text, "\n")[line-1])
-				found = append(found, finding{f.rel, g.line + line - 1, what})
-			}
+			found = append(found, lineFindings(f.rel, g.line, g.text, measuredFigures(g.text))...)
 		}
 	}
 	sortFindings(found)

@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/token"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -29,34 +30,35 @@ var historiesExcluded = map[string]string{
 // opens with a history ("Before: ..."): a test's comment says what the
 // test asserts and why; the history of the bug is the commit's.
 func TestTestCommentsSayWhatTheyAssert(t *testing.T) {
-	found := scanGo(t, true, func(fset *token.FileSet, f sourceFile, af *ast.File) (found []finding) {
+	found := scanGo(t, true, func(fset *token.FileSet, f sourceFile, af *ast.File) []finding {
 		if strings.HasPrefix(f.rel, "internal/codehealth/") {
 			return nil // this package's comments name the pattern they look for
 		}
-		for _, cg := range af.Comments {
-			text := commentText(cg)
-			for _, m := range history.FindAllStringIndex(text, -1) {
-				line := fset.Position(cg.Pos()).Line + strings.Count(text[:m[0]], "\n")
-				found = append(found, finding{f.rel, line, strings.TrimSpace(text[m[0]:min(len(text), m[0]+60)]) + "..."})
-			}
-		}
-		return found
+		return commentFindings(fset, f, af, historyLines)
 	})
 	report(t, "a test comment that tells a history (say what the test asserts and why)", found, historiesExcluded)
+}
+
+// historyLines are the lines (1-based) of text that tell a history.
+func historyLines(text string) []int {
+	var lines []int
+	for _, m := range history.FindAllStringIndex(text, -1) {
+		if n := strings.Count(text[:m[0]], "\n") + 1; !slices.Contains(lines, n) {
+			lines = append(lines, n)
+		}
+	}
+	return lines
 }
 
 // The scan finds a history that opens a line or sits in an aside, and
 // passes the word before used in its ordinary sense.
 func TestHistoryFindsBeforeNotes(t *testing.T) {
-	for text, want := range map[string]bool{
-		"Before: the FIFO was replaced.":                  true,
-		"x\n  Previously: it hung":                        true,
-		"exits within a second (before: ~60 s, or never)": true,
-		"the lock is taken before the journal is read":    false,
-		"read the file before: it must exist":             false,
-	} {
-		if got := history.MatchString(text); got != want {
-			t.Errorf("history.MatchString(%q) = %v, want %v", text, got, want)
-		}
+	text := "Before: the FIFO was replaced.\n" +
+		"the lock is taken before the journal is read\n" +
+		"  Previously: it hung\n" +
+		"read the file before: it must exist\n" +
+		"exits within a second (before: ~60 s, or never)\n"
+	if got, want := historyLines(text), []int{1, 3, 5}; !slices.Equal(got, want) {
+		t.Errorf("historyLines = %v, want %v", got, want)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"cgtune/internal/fileio/fileiotest"
-	"cgtune/presets"
+	"cgtune/internal/testmodel"
 	"cgtune/search"
 )
 
@@ -31,23 +31,9 @@ func slowWorker(t *testing.T) (python, pidFile string) {
 	return python, pidFile
 }
 
-// builtinLayout is built-in model name and its layout on gpu.
-func builtinLayout(t *testing.T, name, gpu string) (presets.Model, presets.Layout) {
-	t.Helper()
-	m, err := presets.LookupModel(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, l
-}
-
 // openConfig is a search of a built-in model's h100 layout, ready for Open.
 func openConfig(t *testing.T) search.Config {
-	m, l := builtinLayout(t, "llama3_8b", "h100")
+	m, l := testmodel.Builtin(t, "llama3_8b", "h100")
 	cfg := search.Config{Model: m, Layout: l, MBridge: "0.6"}
 	if err := Workload(&cfg); err != nil {
 		t.Fatal(err)
