@@ -3,7 +3,6 @@
 package main
 
 import (
-	"cgtune/internal/setup"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"cgtune/internal/setup"
 )
 
 // Exit codes: the contract with scripts (README.md, Commands).
