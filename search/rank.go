@@ -258,7 +258,7 @@ func orderByMemoryClass(group []Ranked) (why []string) {
 // first), then step time, tied groups ordered by the tie-breaks; then the
 // failures.
 func rankEntries(es []entry, opts RankOptions) []Ranked {
-	ok, failed, held := judged(es, opts)
+	ok, failed, held := judgeResults(es, opts)
 	// Classes rank in order: fitting first, then framework-measured (and
 	// emulated results that beat them beyond the emulation's error) before
 	// emulated predictions, then later rounds (longer measurements of the
@@ -297,11 +297,11 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 	return out
 }
 
-// judged splits the entries' results (each on its truest baseline) into
+// judgeResults splits the entries' results (each on its truest baseline) into
 // successes and failures, and judges each success: its job time, whether
 // it fits, and for an emulated one whether it is held back behind the
 // framework-measured ones (held, by candidate key).
-func judged(es []entry, opts RankOptions) (ok, failed []Ranked, held map[string]bool) {
+func judgeResults(es []entry, opts RankOptions) (ok, failed []Ranked, held map[string]bool) {
 	es = onFullestEagerPool(es)
 	best := bestFrameworkSpeedup(es)
 	held = map[string]bool{}
