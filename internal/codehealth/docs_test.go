@@ -19,12 +19,23 @@ var docsPath = regexp.MustCompile(`(^|[^\w./-])(docs/[\w./-]*\w)`)
 // ("Megatron-Bridge's docs/training/cuda-graphs.md", "MB docs/...").
 var upstreamCite = regexp.MustCompile(`(Megatron-Bridge|Megatron-LM|Megatron-Core|MCore|MB|Transformer Engine|TE)('s)? $`)
 
+// lineStart is what a line holds before its first word: indentation and
+// a comment marker.
+var lineStart = regexp.MustCompile(`^\s*(//|#)?\s*$`)
+
 // citedDocs are the docs/ paths the text cites, each with its line; the
-// paths upstreamCite marks as another project's are left out.
+// paths upstreamCite marks as another project's are left out, the
+// project's name standing before the path or at the end of the line
+// before when the path starts its line.
 func citedDocs(text string) (paths []string, lines []int) {
-	for n, line := range strings.Split(text, "\n") {
+	all := strings.Split(text, "\n")
+	for n, line := range all {
 		for _, m := range docsPath.FindAllStringSubmatchIndex(line, -1) {
-			if upstreamCite.MatchString(line[:m[4]]) {
+			before := line[:m[4]]
+			if lineStart.MatchString(before) && n > 0 {
+				before = strings.TrimRight(all[n-1], " ") + " "
+			}
+			if upstreamCite.MatchString(before) {
 				continue
 			}
 			paths = append(paths, line[m[4]:m[5]])
@@ -73,7 +84,8 @@ func TestCitedDocsFindsPaths(t *testing.T) {
 	text := "// the band (docs/emulation-accuracy-2026-12-01.md).\n" +
 		`x := "see docs/files.md, docs/data/a.tgz"` + "\n" +
 		"// MB docs/training/cuda-graphs.md and Megatron-Bridge's docs/x.md: upstream\n" +
-		"// mydocs/x.md and ./docs are no citations\n"
+		"// mydocs/x.md and ./docs are no citations; upstream across a line: MB\n" +
+		"// docs/training/cuda-graphs.md\n"
 	paths, lines := citedDocs(text)
 	want := []string{"docs/emulation-accuracy-2026-12-01.md", "docs/files.md", "docs/data/a.tgz"}
 	if !slices.Equal(paths, want) || !slices.Equal(lines, []int{1, 2, 2}) {
