@@ -3,8 +3,9 @@
 // go/types) and the other source files:
 //
 //   - every docs/... path cited in code exists in the repository;
-//   - no code comment carries a figure measured on a run (the figure
-//     belongs in the docs/ document the comment cites);
+//   - no code comment (Go, or a Python # comment) carries a figure
+//     measured on a run (the figure belongs in the docs/ document the
+//     comment cites);
 //   - no test comment tells a history ("Before: ...") instead of what the
 //     test asserts;
 //   - no function outside tests is longer than 80 lines;
