@@ -209,7 +209,7 @@ func (ch Change) apply(c *Recipe) error {
 			continue // the recipe's TE is new enough: a change must not downgrade it
 		}
 		if err := c.applySet(s.key(c)+"="+s.Value, false); err != nil {
-			return fmt.Errorf("enabling change %s: %v", ch.Name, err)
+			return fmt.Errorf("enabling change %s: %w", ch.Name, err)
 		}
 	}
 	return nil

@@ -324,8 +324,9 @@ func TestCheckDoesNotModifyConfig(t *testing.T) {
 	}
 }
 
-// Before: --set model.cuda_graph_warmup_steps=-5 was valid while the
-// harness flag --warmup -1 was refused; sizes had no upper bound.
+// --set refuses values out of a field's range, naming the range: a
+// warm-up below 0 or past 1000 (as the harness flag --warmup does), sizes
+// past their upper bound, non-finite numbers and dropouts of 1 or more.
 func TestApplySetRejectsOutOfRange(t *testing.T) {
 	m, l := moeModel, layoutFor(moeModel)
 	for _, tc := range []struct{ set, want string }{

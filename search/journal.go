@@ -239,7 +239,7 @@ func planCheck(plan []Planned, strategy string) resultCheck {
 	return func(l journalLine) error {
 		c := l.Result.Candidate
 		if err := c.Validate(); err != nil {
-			return fmt.Errorf("candidate %s: %v", c.Key(), err)
+			return fmt.Errorf("candidate %s: %w", c.Key(), err)
 		}
 		if c.Key() != l.Key {
 			return fmt.Errorf("a result for %s filed under key %q", c.Key(), l.Key)

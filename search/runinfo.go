@@ -120,7 +120,7 @@ func readRunInfo(dir string, runFile RunFile) (RunInfo, []journalLine, error) {
 		}
 		info.State = RunNotStarted
 	default:
-		return info, nil, fmt.Errorf("%s is not a cgtune run folder: %v", dir, err)
+		return info, nil, fmt.Errorf("%s is not a cgtune run folder: %w", dir, err)
 	}
 	if pid, held := runHeld(dir); held {
 		info.State, info.PID = RunRunning, pid
@@ -222,7 +222,7 @@ func checkRunContents(dir string, runFile RunFile, extra []string) error {
 		return (e.Type().IsRegular() && slices.Contains(known, e.Name())) || (e.IsDir() && e.Name() == validateFolder)
 	}, known)
 	if err != nil {
-		return fmt.Errorf("%v; cgtune removes only what it made: remove it by hand if you mean to", err)
+		return fmt.Errorf("%w; cgtune removes only what it made: remove it by hand if you mean to", err)
 	}
 	v := filepath.Join(dir, validateFolder)
 	if st, err := os.Lstat(v); err == nil {
@@ -230,7 +230,7 @@ func checkRunContents(dir string, runFile RunFile, extra []string) error {
 			return fmt.Errorf("%s is not a cgtune validation folder; cgtune removes only what it made", v)
 		}
 		if err := CheckValidationDir(v); err != nil {
-			return fmt.Errorf("%v; cgtune removes only what it made: remove it by hand if you mean to", err)
+			return fmt.Errorf("%w; cgtune removes only what it made: remove it by hand if you mean to", err)
 		}
 	}
 	return nil

@@ -275,7 +275,7 @@ func (s *modelScreen) next() handoff {
 		s.setStatus("pick a model first")
 		return nil
 	case s.sel.err != nil:
-		s.setError(fmt.Errorf("%s: %v", fixLayoutFirst, s.sel.err))
+		s.setError(fmt.Errorf("%s: %w", fixLayoutFirst, s.sel.err))
 		return nil
 	}
 	return goTo{screenGPU}

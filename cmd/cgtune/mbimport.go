@@ -59,17 +59,19 @@ func (m *mbImportFlags) load(ctx context.Context, python, gpuType, mbridge strin
 	if m.file != "" {
 		p, err := mbimport.FromFile(m.file, o)
 		if err != nil {
-			return p, fail(exitBadInput, "--mbridge-config: %v", err)
+			return p, fail(exitBadInput, "--mbridge-config: %w", err)
 		}
 		return p, nil
 	}
 	py, err := megatron.FindPython(python)
 	if err != nil {
-		return presets.TeamPreset{}, fail(exitBadInput, "--recipe: %v", err)
+		return presets.TeamPreset{}, fail(exitBadInput, "--recipe: %w", err)
 	}
 	p, err := mbimport.FromRecipe(ctx, py, m.recipe, o)
-	if err != nil {
-		return p, fail(exitBadInput, "--recipe: %v", err)
+	if err != nil && ctx.Err() != nil {
+		return p, fail(exitInterrupted, "--recipe: interrupted while the recipe ran: %w", context.Cause(ctx))
+	} else if err != nil {
+		return p, fail(exitBadInput, "--recipe: %w", err)
 	}
 	return p, nil
 }

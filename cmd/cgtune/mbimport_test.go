@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"cgtune/presets"
 )
@@ -140,5 +143,24 @@ func TestRecipeRunsInTheUsersPython(t *testing.T) {
 	code, _, errs = runCmd(t, "check", "--recipe", "broken", "--python", python)
 	if code != exitBadInput || errs != "cgtune: --recipe: recipe broken: RecipeError: recipe broken: no function of that name\n" {
 		t.Errorf("a recipe that fails: exit %d, %q", code, errs)
+	}
+}
+
+// An interrupt while --recipe runs the user's recipe (a stand-in Python
+// that never finishes) ends the import at once with exit 130, as an
+// interrupt of the search does, not with a bad-input error.
+func TestRecipeImportStopsOnInterrupt(t *testing.T) {
+	python := filepath.Join(t.TempDir(), "python")
+	if err := os.WriteFile(python, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	imp := &mbImportFlags{recipe: "llama32_1b_pretrain_1gpu_h100_bf16_config"}
+	_, err := imp.load(ctx, python, "", "0.6")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitInterrupted || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 20*time.Second {
+		t.Errorf("load: %v after %s; want exit %d wrapping the context's error, within seconds", err, time.Since(start), exitInterrupted)
 	}
 }

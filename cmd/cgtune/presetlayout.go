@@ -183,10 +183,10 @@ func (lf *presetLayoutFlags) finish(cmd *cobra.Command, m presets.Model, p *pres
 // field it does not have, a bad value), before anything is written.
 func checkPresetLayout(p presets.TeamPreset, m presets.Model, edits []string) error {
 	if err := p.Validate(); err != nil {
-		return fail(exitBadInput, "preset save %s (%s): %v", p.Name, strings.Join(edits, " "), err)
+		return fail(exitBadInput, "preset save %s (%s): %w", p.Name, strings.Join(edits, " "), err)
 	}
 	if _, err := recipe.New(m, p.Layout, p.MBridge); err != nil {
-		return fail(exitBadInput, "preset save %s: %v", p.Name, err)
+		return fail(exitBadInput, "preset save %s: %w", p.Name, err)
 	}
 	return nil
 }

@@ -16,9 +16,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"cgtune/engine/megatron"
 	"cgtune/internal/fileio"
@@ -30,11 +30,10 @@ import (
 	"cgtune/stepmodel"
 )
 
-// startTUI runs the interactive program. cmd/cgtune/tui.go sets it when the
-// TUI is built in; f holds the root command's flags (model, preset, GPUs,
-// engine, ...) for the TUI to start from, and f.setup builds a search
-// from them.
-var startTUI func(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, stderr io.Writer) error
+// startTUI runs the interactive program (runTUI); f holds the root
+// command's flags (model, preset, GPUs, engine, ...) for the TUI to start
+// from, and f.setup builds a search from them.
+type startTUI func(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, stderr io.Writer) error
 
 // maxTrainIters bounds --train-iters: a billion iterations is far past any
 // training job, and job-level times stay exact in a float64 below it.
@@ -106,8 +105,8 @@ type rootFlags struct {
 }
 
 // configureRoot gives the root command its own flags and the search as
-// its action: headless with --headless, else the TUI on a terminal.
-func configureRoot(root *cobra.Command) {
+// its action: headless with --headless, else tui on a terminal.
+func configureRoot(root *cobra.Command, tui startTUI) {
 	f := &rootFlags{cmd: root}
 	root.Use = "cgtune [--headless --model M ...]"
 	root.Long = `cgtune finds the fastest CUDA-graph configuration (cuda_graph_impl, scope,
@@ -130,7 +129,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 		// has; a second one kills cgtune as usual.
 		context.AfterFunc(ctx, stop)
 		if !f.headless {
-			return f.interactive(ctx, cmd)
+			return f.interactive(ctx, cmd, tui)
 		}
 		return f.runHeadless(ctx, cmd)
 	}
@@ -180,7 +179,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 
 // interactive starts the TUI on a terminal; without one it says how to run
 // headless instead of failing on the terminal.
-func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command) error {
+func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command, tui startTUI) error {
 	for _, end := range []struct {
 		name string
 		f    any
@@ -189,23 +188,15 @@ func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command) error {
 			return fail(exitBadInput, "no terminal on %s: use --headless (cgtune --headless --model M [--emit PATH]; cgtune --help)", end.name)
 		}
 	}
-	if startTUI == nil {
-		return fail(exitBadInput, "the interactive program is not built into this cgtune: use cgtune --headless --model M")
-	}
-	return startTUI(ctx, f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+	return tui(ctx, f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
 
-// isTerminal reports whether v is a terminal: a file the terminal ioctl
-// answers on. Being a character device is not enough: /dev/null is one, and
-// the TUI's input reader then fails on it with an epoll error.
+// isTerminal reports whether v is a terminal: a file the terminal answers
+// on (term.IsTerminal asks for its settings). Being a character device is
+// not enough: /dev/null is one, and the TUI's input reader then fails on it.
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
-	if !ok {
-		return false
-	}
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // parseSets turns --set KEY=VALUE flags into the map the search takes.
@@ -260,9 +251,9 @@ func (s *searchSetup) release() {
 }
 
 // what resolves the model, layout, MB release, space and sets from
-// --model/--preset (or, on --resume without them, from the journal).
-func (f *rootFlags) what(cfg *search.Config) error {
-	changed := f.cmd.Flags().Changed
+// --model/--preset/an imported recipe (or, on --resume without them, from
+// the journal).
+func (f *rootFlags) what(ctx context.Context, cfg *search.Config) error {
 	sets, err := parseSets(f.sets)
 	if err != nil {
 		return err
@@ -283,84 +274,119 @@ func (f *rootFlags) what(cfg *search.Config) error {
 	case given > 1:
 		return fail(exitBadInput, "give one of --model, --preset and --mbridge-config/--recipe")
 	case f.imp.given():
-		gpu := ""
-		if changed("gpu-type") {
-			gpu = f.gpuType
-		}
-		p, err := f.imp.load(context.Background(), f.python, gpu, f.mbridge)
-		if err != nil {
-			return err
-		}
-		cfg.Model, cfg.Layout, cfg.Space = *p.ModelInline, p.Layout, p.Space
+		err = f.whatImported(ctx, cfg)
 	case f.model != "":
-		m, err := presets.LookupModel(f.model)
-		if err != nil {
-			return fail(exitBadInput, "%v", err)
-		}
-		// As the TUI does: a GPU type or MB version not asked for gives
-		// way to one the model's recipe has.
-		ch, err := recipe.ChooseTarget(m, f.gpuType, changed("gpu-type"), f.mbridge, changed("mbridge"))
-		if err != nil {
-			return fail(exitBadInput, "%v", err)
-		}
-		cfg.Model, cfg.Layout, cfg.MBridge = m, ch.Layout, ch.MBridge
-		f.choiceNotes = ch.Notes
+		err = f.whatModel(cfg)
 	case f.preset != "":
-		p, where, err := loadPreset(f.preset)
-		if err != nil {
-			return err
-		}
-		m, err := p.ResolveModel()
-		if err != nil {
-			return fail(exitBadInput, "%s: %v", where, err)
-		}
-		cfg.Model, cfg.Layout, cfg.Space, cfg.Reference = m, p.Layout, p.Space, p.Reference
-		// The preset names its GPU and MB release; explicit flags win.
-		if changed("gpu-type") {
-			if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
-				return fail(exitBadInput, "%v", err)
-			}
-		} else if n := carriedProfileNote(p, where); n != "" {
-			f.choiceNotes = append(f.choiceNotes, n)
-		}
-		if !changed("mbridge") && p.MBridge != "" {
-			cfg.MBridge = p.MBridge
-		}
+		err = f.whatPreset(cfg)
 	case f.resume != "":
-		// The journal says what was searched.
-		fp, _, err := search.ReadJournal(cfg.RunDir, f.skipBad)
-		if err != nil {
-			return journalError(err, cfg.RunDir)
-		}
-		if changed("gpu-type") && f.gpuType != fp.Layout.GPU {
-			return fail(exitBadInput, "--gpu-type %s: the search in %s is for %s (its journal says); leave --gpu-type out to resume it, or start a new search", f.gpuType, cfg.RunDir, fp.Layout.GPU)
-		}
-		cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured, cfg.Reference = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured, fp.Reference
-		if !changed("mbridge") {
-			cfg.MBridge = fp.MBridge
-		}
-		if !changed("strategy") {
-			f.strategy = fp.Strategy
-		}
-		if !changed("set") {
-			cfg.Sets = fp.Sets
-		}
-		cfg.WhatIf = fp.WhatIf
+		err = f.whatJournal(cfg)
 	default:
 		return fail(exitBadInput, "give --model M or --preset NAME|FILE, or import a recipe with --mbridge-config FILE or --recipe R (cgtune models lists the models, cgtune preset list the presets)")
 	}
+	if err != nil {
+		return err
+	}
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
-		return fail(exitBadInput, "--mbridge: %v", err)
+		return fail(exitBadInput, "--mbridge: %w", err)
 	}
 	if err := setup.Workload(cfg); err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
+	return nil
+}
+
+// whatImported takes the model, layout and space of the user's recipe
+// (--mbridge-config, --recipe).
+func (f *rootFlags) whatImported(ctx context.Context, cfg *search.Config) error {
+	p, err := f.imp.load(ctx, f.python, f.importGPUType(), f.mbridge)
+	if err != nil {
+		return err
+	}
+	cfg.Model, cfg.Layout, cfg.Space = *p.ModelInline, p.Layout, p.Space
+	return nil
+}
+
+// importGPUType is the GPU type an imported recipe is read for: the one
+// --gpu-type names, else none (the recipe's own).
+func (f *rootFlags) importGPUType() string {
+	if f.cmd.Flags().Changed("gpu-type") {
+		return f.gpuType
+	}
+	return ""
+}
+
+// whatModel takes a built-in model: as the TUI does, a GPU type or MB
+// version not asked for gives way to one the model's recipe has.
+func (f *rootFlags) whatModel(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	m, err := presets.LookupModel(f.model)
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	ch, err := recipe.ChooseTarget(m, f.gpuType, changed("gpu-type"), f.mbridge, changed("mbridge"))
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	cfg.Model, cfg.Layout, cfg.MBridge = m, ch.Layout, ch.MBridge
+	f.choiceNotes = ch.Notes
+	return nil
+}
+
+// whatPreset takes a team preset: it names its GPU and MB release, and
+// explicit flags win.
+func (f *rootFlags) whatPreset(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	p, where, err := loadPreset(f.preset)
+	if err != nil {
+		return err
+	}
+	m, err := p.ResolveModel()
+	if err != nil {
+		return fail(exitBadInput, "%s: %w", where, err)
+	}
+	cfg.Model, cfg.Layout, cfg.Space, cfg.Reference = m, p.Layout, p.Space, p.Reference
+	if changed("gpu-type") {
+		if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
+			return fail(exitBadInput, "%w", err)
+		}
+	} else if n := carriedProfileNote(p, where); n != "" {
+		f.choiceNotes = append(f.choiceNotes, n)
+	}
+	if !changed("mbridge") && p.MBridge != "" {
+		cfg.MBridge = p.MBridge
+	}
+	return nil
+}
+
+// whatJournal takes what was searched from the journal of the run
+// --resume continues; flags given again win where they may differ.
+func (f *rootFlags) whatJournal(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	fp, _, err := search.ReadJournal(cfg.RunDir, f.skipBad)
+	if err != nil {
+		return journalError(err, cfg.RunDir)
+	}
+	if changed("gpu-type") && f.gpuType != fp.Layout.GPU {
+		return fail(exitBadInput, "--gpu-type %s: the search in %s is for %s (its journal says); leave --gpu-type out to resume it, or start a new search", f.gpuType, cfg.RunDir, fp.Layout.GPU)
+	}
+	cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured, cfg.Reference = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured, fp.Reference
+	if !changed("mbridge") {
+		cfg.MBridge = fp.MBridge
+	}
+	if !changed("strategy") {
+		f.strategy = fp.Strategy
+	}
+	if !changed("set") {
+		cfg.Sets = fp.Sets
+	}
+	cfg.WhatIf = fp.WhatIf
 	return nil
 }
 
 // setup builds the search from the flags: what to search, the run
 // folder, and the engines (cuda workers, or in-process estimate engines).
-func (f *rootFlags) setup() (_ *searchSetup, err error) {
+func (f *rootFlags) setup(ctx context.Context) (_ *searchSetup, err error) {
 	s := &searchSetup{close: func() {}}
 	defer func() {
 		if err != nil {
@@ -379,7 +405,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.checkJobFlags(); err != nil {
 		return nil, err
 	}
-	if err := f.what(cfg); err != nil {
+	if err := f.what(ctx, cfg); err != nil {
 		return nil, err
 	}
 	s.notices = append(s.notices, f.choiceNotes...)
@@ -398,7 +424,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	cfg.Strategy, cfg.TrainIters = f.strategy, f.trainIters
 	tie, err := search.ParseTie(f.tie)
 	if err != nil {
-		return nil, fail(exitBadInput, "--tie: %v", err)
+		return nil, fail(exitBadInput, "--tie: %w", err)
 	}
 	cfg.Tie = tie
 	cfg.RunPredictedFailures = f.runPredictedFailures
@@ -418,7 +444,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.checkOutputs(cmp.Or(cfg.RunDir, f.runDir)); err != nil {
 		return nil, err
 	}
-	if err := f.openEngines(s, gpus); err != nil {
+	if err := f.openEngines(ctx, s, gpus); err != nil {
 		return nil, err
 	}
 	if cfg.Resume {
@@ -527,9 +553,9 @@ func sameDir(a, b string) bool {
 func journalError(err error, dir string) error {
 	var bad *search.BadLinesError
 	if errors.As(err, &bad) {
-		return fail(exitBadInput, "%v; continue without the unreadable lines: cgtune --headless --resume %s --skip-bad-lines", err, dir)
+		return fail(exitBadInput, "%w; continue without the unreadable lines: cgtune --headless --resume %s --skip-bad-lines", err, dir)
 	}
-	return fail(exitBadInput, "%v", err)
+	return fail(exitBadInput, "%w", err)
 }
 
 // lockRun takes the lock on a run folder; one held by another process is
@@ -537,7 +563,7 @@ func journalError(err error, dir string) error {
 func lockRun(dir string) (*search.RunLock, error) {
 	l, err := search.LockRunDir(dir)
 	if err != nil {
-		return nil, fail(exitBadInput, "%v", err)
+		return nil, fail(exitBadInput, "%w", err)
 	}
 	return l, nil
 }
@@ -576,7 +602,7 @@ func checkRunDir(dir string) error {
 		return fail(exitBadInput, "--run-dir %s holds a search already: continue it with --resume %s", dir, dir)
 	}
 	if err := search.CheckRunDir(dir, runFile, setup.MegatronWorkerLog); err != nil {
-		return fail(exitBadInput, "--run-dir %v", err)
+		return fail(exitBadInput, "--run-dir %w", err)
 	}
 	path := filepath.Join(dir, runFile)
 	if _, err := os.Lstat(path); err == nil && !isSavedRun(path) {
@@ -597,10 +623,13 @@ func (f *rootFlags) engineOptions(gpus []int) setup.Options {
 }
 
 // openEngines opens the search's engines (setup.Open) and records the
-// engine opened in f.engine (run.json names it).
-func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
-	e, err := setup.Open(&s.cfg, f.engineOptions(gpus))
-	if err != nil {
+// engine opened in f.engine (run.json names it). An interrupt while the
+// workers start ends cgtune as one during the search does (exit 130).
+func (f *rootFlags) openEngines(ctx context.Context, s *searchSetup, gpus []int) error {
+	e, err := setup.Open(ctx, &s.cfg, f.engineOptions(gpus))
+	if err != nil && ctx.Err() != nil {
+		return fail(exitInterrupted, "interrupted while the engines started: nothing was run")
+	} else if err != nil {
 		return err
 	}
 	f.engine, s.close = e.Engine, e.Close
@@ -610,7 +639,7 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 
 func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	s, err := f.setup()
+	s, err := f.setup(ctx)
 	if err != nil {
 		return err
 	}
@@ -622,7 +651,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	saved, _ := json.MarshalIndent(f.newSavedRun(), "", "  ")
 	if err := fileio.WriteOwnFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 
 	ctx, release, untrusted := f.gateSavedCommand(ctx, &cfg)
@@ -639,20 +668,33 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		// The search did not start (another search's folder, a bad --set).
 		return journalError(err, cfg.RunDir)
 	}
+	return f.finishHeadless(stdout, stderr, p, cfg, d)
+}
 
-	var overrides []byte
-	var o *recipe.Overrides
-	// A search stopped by an error (the journal could not be written)
-	// writes nothing, as an interrupted one: its winner is of a part.
+// recommendation is the overrides the search recommends, rendered: none
+// for a search stopped by an error (the journal could not be written) or
+// an interrupt, whose winner is of a part.
+func (f *rootFlags) recommendation(cfg search.Config, d *search.DoneEvent) ([]byte, *recipe.Overrides, error) {
 	if e := search.BestEmulated(d.Ranking); f.winnerEmulated && e != nil {
 		d.Winner = e
 	}
-	if d.Winner != nil && !d.Interrupted && d.Err == "" {
-		w := search.Recommendation(cfg.Target(), &d, *d.Winner)
-		o = &w
-		if overrides, err = o.Render(f.format); err != nil {
-			return fail(exitBadInput, "%v", err)
-		}
+	if d.Winner == nil || d.Interrupted || d.Err != "" {
+		return nil, nil, nil
+	}
+	o := search.Recommendation(cfg.Target(), d, *d.Winner)
+	overrides, err := o.Render(f.format)
+	if err != nil {
+		return nil, nil, fail(exitBadInput, "%w", err)
+	}
+	return overrides, &o, nil
+}
+
+// finishHeadless writes what a search that ran leaves (--emit, the
+// ranking, --report) and ends with its exit code.
+func (f *rootFlags) finishHeadless(stdout, stderr io.Writer, p *progress, cfg search.Config, d search.DoneEvent) error {
+	overrides, o, err := f.recommendation(cfg, &d)
+	if err != nil {
+		return err
 	}
 	// The file first: whatever happens to stdout (a reader that quits
 	// early), the overrides are on disk before the ranking is printed.
@@ -669,7 +711,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		return err
 	}
 	if emitErr != nil {
-		return fail(exitBadInput, "--emit %v", emitErr)
+		return fail(exitBadInput, "--emit %w", emitErr)
 	}
 	if toFile {
 		p.wrote(wroteEvent{What: "overrides", Path: absPath(f.emit), Format: f.format, MBridge: cfg.MBridge})

@@ -11,8 +11,6 @@ import (
 	"cgtune/recipe"
 )
 
-func init() { subcommands = append(subcommands, newRulesCmd) }
-
 func newRulesCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "rules [ID]",

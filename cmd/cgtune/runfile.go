@@ -119,7 +119,7 @@ func parseSavedRun(path string, data []byte) (savedRun, error) {
 	}
 	if s.ProfileScale != "" {
 		if _, err := stepmodel.ParseProfileScale(s.ProfileScale, nil); err != nil {
-			return s, fmt.Errorf("%s: field profile_scale: %v", path, err)
+			return s, fmt.Errorf("%s: field profile_scale: %w", path, err)
 		}
 	}
 	return s, nil
@@ -159,7 +159,7 @@ func readSavedRun(dir string) (savedRun, bool, error) {
 func (f *rootFlags) applySaved(dir string) error {
 	s, ok, err := readSavedRun(dir)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	if !ok {
 		return nil // a search started by another program (the TUI): flags and defaults

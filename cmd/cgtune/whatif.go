@@ -38,7 +38,7 @@ func parseWhatIf(v string) (on bool, accept []string, err error) {
 	}
 	cs, err := recipe.ParseChanges(strings.Split(list, ","))
 	if err != nil {
-		return false, nil, fail(exitBadInput, "--what-if=accept: %v", err)
+		return false, nil, fail(exitBadInput, "--what-if=accept: %w", err)
 	}
 	for _, c := range cs {
 		accept = append(accept, c.Name)

@@ -31,7 +31,7 @@ func fakeEngine(t *testing.T, mode string, fallback engine.Engine, deadline time
 	script, _ := filepath.Abs("testdata/fake_worker.py")
 	cmd := worker.Command{Path: python(t), Args: []string{"-B", script}, Env: []string{"FAKE_MODE=" + mode}}
 	rates, _ := stepmodel.SpecFor("h100")
-	e, err := newWithCommand(Options{Rates: rates, Fallback: fallback, StartTimeout: 20 * time.Second,
+	e, err := newWithCommand(context.Background(), Options{Rates: rates, Fallback: fallback, StartTimeout: 20 * time.Second,
 		Deadline: func(*stepmodel.Workload, presets.Candidate) time.Duration { return deadline }}, cmd)
 	if err != nil {
 		t.Fatalf("start: %v", err)
@@ -230,7 +230,7 @@ func TestVersionMismatchAndMissingFrameworkFailTheStart(t *testing.T) {
 	for mode, want := range map[string]string{"version": "version 2", "noimport": "No module named 'megatron'"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := worker.Command{Path: python(t), Args: []string{"-B", script}, Env: []string{"FAKE_MODE=" + mode}}
-			_, err := newWithCommand(Options{StartTimeout: 20 * time.Second}, cmd)
+			_, err := newWithCommand(context.Background(), Options{StartTimeout: 20 * time.Second}, cmd)
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: err = %v, want it to name %q", mode, err, want)
 			}

@@ -105,7 +105,7 @@ func build(c *mbconfig.Config, o Options, source string) (presets.TeamPreset, er
 		ModelInline: &m, GPU: o.GPU, Layout: l, Space: presets.DefaultSpace(), MBridge: o.MBridge,
 	}
 	if err := p.Validate(); err != nil {
-		return presets.TeamPreset{}, fmt.Errorf("%s: %v", c.File(), err)
+		return presets.TeamPreset{}, fmt.Errorf("%s: %w", c.File(), err)
 	}
 	return p, nil
 }
@@ -145,7 +145,7 @@ func FromRecipe(ctx context.Context, python, name string, o Options) (presets.Te
 	}
 	c, err := mbconfig.Load(out)
 	if err != nil {
-		return presets.TeamPreset{}, fmt.Errorf("recipe %s: %v", res.Recipe, err)
+		return presets.TeamPreset{}, fmt.Errorf("recipe %s: %w", res.Recipe, err)
 	}
 	return build(c, o.fromName(res.Recipe), "recipe "+res.Recipe+" run with "+python)
 }
@@ -156,7 +156,7 @@ func recipeError(python, name string, err error, stderr string) error {
 	if line := strings.TrimSpace(string(lastLine([]byte(stderr)))); line != "" && errors.As(err, &exit) {
 		return fmt.Errorf("recipe %s: %s", name, line)
 	}
-	return fmt.Errorf("recipe %s: %s: %v", name, python, err)
+	return fmt.Errorf("recipe %s: %s: %w", name, python, err)
 }
 
 func lastLine(b []byte) []byte {

@@ -48,7 +48,7 @@ func load(path string) (result, error) {
 		return r, err
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
-		return r, fmt.Errorf("%s: %v", path, err)
+		return r, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
 }
