@@ -10,6 +10,13 @@ go vet ./...
 # The embedded Python (the Megatron-Core worker, the NCCL probe): pure parts, no torch needed.
 python3 -m unittest discover -s engine/megatron/pyworker -p 'test_*.py' -q
 python3 -m unittest discover -s probes -p 'test_*.py' -q
+# The Megatron-Bridge sandbox and recipe dumper (tools/): pure parts, no MB needed.
+python3 -m unittest discover -s tools/mbsandbox -p 'test_*.py' -q
+python3 -m unittest discover -s tools/mbrecipes -p 'test_*.py' -q
+# The differential harness of the rule table (tools/mbdiff): pure parts, no MB needed.
+python3 -m unittest discover -s tools/mbdiff -p 'test_*.py' -q
+# The recipe runner cgtune --recipe embeds: pure parts.
+python3 -m unittest discover -s internal/mbimport/pyrecipe -p 'test_*.py' -q
 # cmd/cgtune's tests run whole searches; on a busy 2-core machine they take
 # longer than go test's default bound of 10 minutes per package.
 go test -timeout 30m ./... "$@"

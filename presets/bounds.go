@@ -126,6 +126,7 @@ func moeSizes(m *MoE) []sized {
 	return []sized{
 		{"experts", m.Experts, 1, MaxExperts}, {"top_k", m.TopK, 1, MaxExperts}, {"ffn_hidden", m.FFNHidden, 1, MaxFFN},
 		{"shared_expert_ffn", m.SharedExpertFFN, 0, MaxFFN}, {"first_dense_layers", m.FirstDenseLayers, 0, MaxLayers},
+		{"moe_latent_size", m.MoELatentSize, 0, MaxHidden}, {"moe_n_hash_layers", m.MoENHashLayers, 0, MaxLayers},
 	}
 }
 
@@ -133,6 +134,7 @@ func mlaSizes(m *MLA) []sized {
 	return []sized{
 		{"q_lora_rank", m.QLoraRank, 1, MaxLoraRank}, {"kv_lora_rank", m.KVLoraRank, 1, MaxLoraRank},
 		{"qk_head_dim", m.QKHeadDim, 1, MaxHeadDim}, {"qk_rope_dim", m.QKRopeDim, 1, MaxHeadDim}, {"v_head_dim", m.VHeadDim, 1, MaxHeadDim},
+		{"o_groups", m.OGroups, 0, MaxHeads}, {"o_lora_rank", m.OLoraRank, 0, MaxLoraRank},
 	}
 }
 
@@ -190,6 +192,30 @@ func (d *strictDoc) validateArchSizes(a *Arch, p string) error {
 	}
 	if a.Mamba != nil {
 		if err := checkSizes(d, joinPath(p, "mamba"), mambaSizes(a.Mamba)); err != nil {
+			return err
+		}
+	}
+	if la := a.LinearAttention; la != nil {
+		if err := checkSizes(d, joinPath(p, "linear_attention"), []sized{
+			{"linear_attention_freq", la.LinearAttentionFreq, 0, MaxLayers}, {"linear_conv_kernel_dim", la.LinearConvKernelDim, 1, MaxHeadDim},
+			{"linear_key_head_dim", la.LinearKeyHeadDim, 1, MaxHeadDim}, {"linear_value_head_dim", la.LinearValueHeadDim, 1, MaxHeadDim},
+			{"linear_num_key_heads", la.LinearNumKeyHeads, 1, MaxHeads}, {"linear_num_value_heads", la.LinearNumValueHeads, 1, MaxHeads},
+		}); err != nil {
+			return err
+		}
+	}
+	if ca := a.CompressedAttention; ca != nil {
+		if err := checkSizes(d, joinPath(p, "compressed_attention"), []sized{
+			{"csa_window_size", ca.CSAWindowSize, 1, MaxSeq}, {"dsa_indexer_n_heads", ca.DSAIndexerNHeads, 1, MaxHeads},
+			{"dsa_indexer_head_dim", ca.DSAIndexerHeadDim, 1, MaxHeadDim}, {"dsa_indexer_topk", ca.DSAIndexerTopK, 1, MaxSeq},
+		}); err != nil {
+			return err
+		}
+	}
+	if hc := a.HyperConnections; hc != nil {
+		if err := checkSizes(d, joinPath(p, "hyper_connections"), []sized{
+			{"num_residual_streams", hc.NumResidualStreams, 1, MaxHeads}, {"mhc_sinkhorn_iterations", hc.MHCSinkhornIterations, 0, MaxLayers},
+		}); err != nil {
 			return err
 		}
 	}

@@ -17,10 +17,10 @@ var modelFiles embed.FS
 // BuiltinModels returns and `cgtune models` prints.
 var builtinOrder = []string{
 	"llama3_8b", "llama3_70b", "llama31_405b",
-	"qwen3_30b_a3b", "qwen3_235b_a22b",
-	"deepseek_v3",
+	"qwen3_30b_a3b", "qwen3_235b_a22b", "qwen3_next_80b_a3b",
+	"deepseek_v3", "deepseek_v4_flash", "deepseek_v4_pro", "kimi_k2",
 	"gpt_oss_20b", "gpt_oss_120b",
-	"nemotronh_56b", "nemotron_3_nano",
+	"nemotronh_56b", "nemotron_3_nano", "nemotron_3_5_lightning", "nemotron_3_super", "nemotron_3_ultra",
 }
 
 // BuiltinModelNames lists the built-in model presets in display order.
@@ -55,12 +55,28 @@ func Dispatchers() []string { return []string{"alltoall", "allgather", "flex"} }
 // Activations are the MLP activations the built-in models use.
 func Activations() []string { return []string{"swiglu", "squared_relu", "quick_geglu", "gelu"} }
 
-// Routers are the MoE router score functions.
-func Routers() []string { return []string{"softmax", "sigmoid"} }
+// Routers are the MoE router score functions (MCore
+// moe_router_score_function; sqrtsoftplus is DeepSeek-V4's).
+func Routers() []string { return []string{"softmax", "sigmoid", "sqrtsoftplus"} }
+
+// AttentionVariants are the experimental_attention_variant values of MCore
+// (gated_delta_net is the deprecated spelling of gdn that MB's Qwen3-Next
+// bridge writes) and MB's DeepSeek-V4 bridge (dsv4_hybrid).
+func AttentionVariants() []string {
+	return []string{"gated_delta_net", "gdn", "gdn2", "dsa", "dsv4_hybrid"}
+}
+
+// CompressRatios are the values of CompressedAttention.CSACompressRatios:
+// sliding window only (0, or 1 as some checkpoints write it), compressed
+// sparse (4), heavily compressed (128).
+func CompressRatios() []int { return []int{0, 1, 4, 128} }
 
 // RecomputeModules are MCore's selective recompute_modules values.
 func RecomputeModules() []string {
-	return []string{"core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts"}
+	// gdn_norm_out is Qwen3-Next's gated delta-net output norm; mhc
+	// DeepSeek-V4's hyper-connections (MB HEAD recipes/deepseek/gb300/
+	// deepseek_v4.py recomputes it).
+	return []string{"core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts", "gdn_norm_out", "mhc"}
 }
 
 // HybridPatternChars are the layer symbols of hybrid_override_pattern cgtune understands.
@@ -121,7 +137,7 @@ func LookupModel(name string) (Model, error) {
 		return Model{}, fmt.Errorf("unknown model %q (allowed: %s)", name, strings.Join(builtinOrder, ", "))
 	}
 	// Each built-in lives in models/NAME.yaml; parsing only that file keeps
-	// a preset load (which looks its model up) from parsing all ten.
+	// a preset load (which looks its model up) from parsing them all.
 	p := path.Join("models", name+".yaml")
 	data, err := modelFiles.ReadFile(p)
 	if err != nil {
@@ -244,6 +260,20 @@ func (m Model) Clone() Model {
 		x := *m.Arch.Mamba
 		c.Arch.Mamba = &x
 	}
+	if m.Arch.LinearAttention != nil {
+		x := *m.Arch.LinearAttention
+		x.LinearAttentionPattern = slices.Clone(x.LinearAttentionPattern)
+		c.Arch.LinearAttention = &x
+	}
+	if m.Arch.CompressedAttention != nil {
+		x := *m.Arch.CompressedAttention
+		x.CSACompressRatios = slices.Clone(x.CSACompressRatios)
+		c.Arch.CompressedAttention = &x
+	}
+	if m.Arch.HyperConnections != nil {
+		x := *m.Arch.HyperConnections
+		c.Arch.HyperConnections = &x
+	}
 	return c
 }
 
@@ -330,7 +360,67 @@ func (d *strictDoc) validateArch(a *Arch, p string) error {
 			}
 		}
 	}
-	return d.validatePattern(a, p)
+	if err := d.validatePattern(a, p); err != nil {
+		return err
+	}
+	return d.validateAttentionVariant(a, p)
+}
+
+// validateAttentionVariant checks the fields of the new attention kinds:
+// each block goes with its variant, and the per-layer lists cover every
+// layer.
+func (d *strictDoc) validateAttentionVariant(a *Arch, p string) error {
+	v := a.ExperimentalAttentionVariant
+	if v != "" {
+		if err := oneOf(d, p, "experimental_attention_variant", v, AttentionVariants()); err != nil {
+			return err
+		}
+	}
+	if la := a.LinearAttention; la != nil {
+		lp := joinPath(p, "linear_attention")
+		if v != "gated_delta_net" && v != "gdn" && v != "gdn2" {
+			return d.errf(lp, "field \"linear_attention\" needs experimental_attention_variant gated_delta_net, gdn or gdn2 (got %q)", v)
+		}
+		if la.LinearNumValueHeads%la.LinearNumKeyHeads != 0 {
+			return d.errf(joinPath(lp, "linear_num_value_heads"), "field \"linear_num_value_heads\" (%d) is not a multiple of linear_num_key_heads (%d)", la.LinearNumValueHeads, la.LinearNumKeyHeads)
+		}
+		if (la.LinearAttentionFreq == 0) == (len(la.LinearAttentionPattern) == 0) {
+			return d.errf(lp, "give one of linear_attention_freq (every N-th layer softmax attention) and linear_attention_pattern (1 linear, 0 softmax per layer)")
+		}
+		if n := len(la.LinearAttentionPattern); n > 0 && n != a.Layers {
+			return d.errf(joinPath(lp, "linear_attention_pattern"), "field \"linear_attention_pattern\" has %d entries but layers is %d", n, a.Layers)
+		}
+		for i, x := range la.LinearAttentionPattern {
+			if x != 0 && x != 1 {
+				return d.errf(joinPath(lp, "linear_attention_pattern"), "field \"linear_attention_pattern\": entry %d is %d (allowed: 0 softmax attention, 1 linear attention)", i+1, x)
+			}
+		}
+	}
+	if ca := a.CompressedAttention; ca != nil {
+		cp := joinPath(p, "compressed_attention")
+		if v != "dsv4_hybrid" {
+			return d.errf(cp, "field \"compressed_attention\" needs experimental_attention_variant dsv4_hybrid (got %q)", v)
+		}
+		if a.MLA == nil {
+			return d.errf(cp, "field \"compressed_attention\" needs mla (DeepSeek-V4's attention reads q_lora_rank, qk_rope_dim, v_head_dim, o_groups and o_lora_rank)")
+		}
+		if n := len(ca.CSACompressRatios); n < a.Layers || n > MaxLayers {
+			return d.errf(joinPath(cp, "csa_compress_ratios"), "field \"csa_compress_ratios\" has %d entries; want one per layer (%d) and per MTP layer", n, a.Layers)
+		}
+		for i, r := range ca.CSACompressRatios {
+			if !slices.Contains(CompressRatios(), r) {
+				return d.errf(joinPath(cp, "csa_compress_ratios"), "field \"csa_compress_ratios\": entry %d is %d (allowed: 0, 1, 4, 128)", i+1, r)
+			}
+		}
+	}
+	if a.MTPHybridOverridePattern != "" {
+		for i, r := range a.MTPHybridOverridePattern {
+			if !strings.ContainsRune(HybridPatternChars, r) {
+				return d.errf(joinPath(p, "mtp_hybrid_override_pattern"), "field \"mtp_hybrid_override_pattern\": character %q at position %d (allowed: M mamba, * attention, - mlp, E moe)", r, i+1)
+			}
+		}
+	}
+	return nil
 }
 
 func (d *strictDoc) validatePattern(a *Arch, p string) error {
@@ -481,6 +571,18 @@ func (d *strictDoc) validateRecipeSettings(l *Layout, p string) error {
 	if l.OptimizerStates != "" {
 		if err := oneOf(d, p, "optimizer_states", l.OptimizerStates, []string{"fp32", "bf16"}); err != nil {
 			return err
+		}
+	}
+	if l.Optimizer != "" {
+		if err := oneOf(d, p, "optimizer", l.Optimizer, Optimizers()); err != nil {
+			return err
+		}
+		// Without the distributed optimizer Megatron-Core builds the
+		// layer-wise optimizer's Adam part unwrapped
+		// (skip_megatron_wrapping), which it refuses with the
+		// precision-aware optimizer (optimizer/__init__.py).
+		if l.LayerWiseMuon() && l.PrecisionAwareOptimizer && l.NoDistributedOptimizer {
+			return d.errf(joinPath(p, "precision_aware_optimizer"), "field \"precision_aware_optimizer\" cannot be true with optimizer %s and no_distributed_optimizer (Megatron-Core refuses the precision-aware optimizer there)", OptimizerDistMuon)
 		}
 	}
 	for i, m := range l.OffloadModules {

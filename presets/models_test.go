@@ -19,8 +19,10 @@ func builtins(t *testing.T) []Model {
 }
 
 func TestBuiltinModelsOrder(t *testing.T) {
-	want := []string{"llama3_8b", "llama3_70b", "llama31_405b", "qwen3_30b_a3b", "qwen3_235b_a22b",
-		"deepseek_v3", "gpt_oss_20b", "gpt_oss_120b", "nemotronh_56b", "nemotron_3_nano"}
+	// The 17 LLM pretraining models of MB HEAD's perf recipes.
+	want := []string{"llama3_8b", "llama3_70b", "llama31_405b", "qwen3_30b_a3b", "qwen3_235b_a22b", "qwen3_next_80b_a3b",
+		"deepseek_v3", "deepseek_v4_flash", "deepseek_v4_pro", "kimi_k2", "gpt_oss_20b", "gpt_oss_120b",
+		"nemotronh_56b", "nemotron_3_nano", "nemotron_3_5_lightning", "nemotron_3_super", "nemotron_3_ultra"}
 	var got []string
 	for _, m := range builtins(t) {
 		got = append(got, m.Name)
@@ -47,6 +49,9 @@ func TestHybridPatterns(t *testing.T) {
 	}{
 		{"nemotronh_56b", 118, 54, 10, 54, 0},
 		{"nemotron_3_nano", 52, 23, 6, 0, 23},
+		{"nemotron_3_5_lightning", 52, 23, 6, 0, 23},
+		{"nemotron_3_super", 88, 40, 8, 0, 40},
+		{"nemotron_3_ultra", 108, 48, 12, 0, 48},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			m, err := LookupModel(tc.model)
@@ -123,6 +128,25 @@ func TestBuiltinArch(t *testing.T) {
 	if m := get("nemotron_3_nano").Arch.MoE; m.TopK != 6 || m.SharedExpertFFN != 3712 {
 		t.Errorf("nemotron_3_nano MoE = %+v", m)
 	}
+	// The new layer kinds, as MB's bridges build them from the published
+	// configs (tools/mbsandbox/hf_configs.json).
+	kimi := get("kimi_k2").Arch
+	if kimi.MLA == nil || kimi.MoE == nil || kimi.MoE.Experts != 384 || kimi.MoE.FirstDenseLayers != 1 || kimi.MoE.Router != "sigmoid" {
+		t.Errorf("kimi_k2 arch = %+v, MoE %+v", kimi, kimi.MoE)
+	}
+	next := get("qwen3_next_80b_a3b").Arch
+	if la := next.LinearAttention; la == nil || la.LinearAttentionFreq != 4 || la.LinearNumValueHeads != 32 || !next.AttentionOutputGate || !next.MoE.MoESharedExpertGate {
+		t.Errorf("qwen3_next_80b_a3b arch = %+v, linear attention %+v", next, next.LinearAttention)
+	}
+	for n, topk := range map[string]int{"deepseek_v4_flash": 512, "deepseek_v4_pro": 1024} {
+		a := get(n).Arch
+		if a.CompressedAttention == nil || a.CompressedAttention.DSAIndexerTopK != topk || a.HyperConnections == nil || a.MoE.MoENHashLayers != 3 || a.MoE.Router != "sqrtsoftplus" {
+			t.Errorf("%s arch = %+v", n, a)
+		}
+	}
+	if s := get("nemotron_3_super").Arch; s.MoE.MoELatentSize != 1024 || s.MTPHybridOverridePattern != "*E" {
+		t.Errorf("nemotron_3_super arch = %+v, MoE %+v", s, s.MoE)
+	}
 }
 
 // builtinGPUs are the GPU types MB HEAD's perf recipes have a runnable
@@ -138,6 +162,14 @@ var builtinGPUs = map[string][]string{
 	"gpt_oss_120b":    {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
 	"nemotronh_56b":   {"h100", "h200", "b200", "b300", "gb200", "gb300"},
 	"nemotron_3_nano": {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+	// MB HEAD's recipes of the models it added.
+	"qwen3_next_80b_a3b":     {"h100", "h200", "b200", "b300", "gb200", "gb300"},
+	"deepseek_v4_flash":      {"gb200", "gb300"},
+	"deepseek_v4_pro":        {"gb300"},
+	"kimi_k2":                {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+	"nemotron_3_5_lightning": {"h100", "h200", "gb200", "gb300"},
+	"nemotron_3_super":       {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200"},
+	"nemotron_3_ultra":       {"gb200", "gb300"},
 }
 
 // Every built-in layout parses, validates, ships an explicit CUDA-graph
@@ -164,7 +196,7 @@ func TestBuiltinLayoutsValidateAndNameTheirRecipe(t *testing.T) {
 				if err := m.ValidateLayout(l); err != nil {
 					t.Error(err)
 				}
-				file := "MB HEAD (067f987) src/megatron/bridge/perf_recipes/" + m.Family + "/" + g + "/"
+				file := "MB 067f987 src/megatron/bridge/perf_recipes/" + m.Family + "/" + g + "/"
 				fn := regexp.MustCompile(fmt.Sprintf(`\b[a-z0-9_]+_%dgpu_%s_%s(_[a-z0-9]+)*_config\b`, l.NumGPUs, g, l.Precision))
 				if !strings.HasPrefix(l.Source, file) || !fn.MatchString(l.Source) {
 					t.Errorf("source %q does not start with %q and name a %d-GPU %s %s recipe", l.Source, file, l.NumGPUs, g, l.Precision)
@@ -333,6 +365,8 @@ func TestParseModelYAMLErrors(t *testing.T) {
 		{"bad recompute", "seq: 2048\n", "seq: 2048\n        recompute_modules: [mlp, attn]\n", 23, []string{`unknown module "attn"`, "allowed: core_attn"}},
 		{"recompute method", "seq: 2048\n", "seq: 2048\n        recompute_method: blocks\n", 23, []string{`"recompute_method": unknown value "blocks"`, "allowed: uniform, block"}},
 		{"method needs full", "seq: 2048\n", "seq: 2048\n        recompute_method: block\n", 23, []string{`"recompute_method" needs recompute_granularity: full`}},
+		{"optimizer", "seq: 2048\n", "seq: 2048\n        optimizer: sgd\n", 23, []string{`"optimizer": unknown value "sgd"`, "allowed: adam, dist_muon"}},
+		{"muon precision-aware", "seq: 2048\n", "seq: 2048\n        optimizer: dist_muon\n        no_distributed_optimizer: true\n        precision_aware_optimizer: true\n", 25, []string{`"precision_aware_optimizer" cannot be true with optimizer dist_muon`}},
 		{"pipeline layout", "seq: 2048\n", "seq: 2048\n        pipeline_layout: \"Ett|ttL\"\n", 23, []string{`"pipeline_layout" "Ett|ttL": 2 stages, but pp × vp = 1 × 1 = 1`}},
 		{"pipeline layers", "seq: 2048\n", "seq: 2048\n        pipeline_layout: \"EtttL\"\n", 23, []string{"3 decoder layers (t), the model has 4"}},
 	} {

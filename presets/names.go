@@ -56,6 +56,9 @@ func (c Candidate) isFullIterationGraph() bool {
 // Label names c without its warm-up: "none", "te whole-layer",
 // "te attn,moe_router", "local whole-layer", "full_iteration".
 func (c Candidate) Label() string {
+	if len(c.WhatIf) > 0 {
+		return c.plain().Label() + c.whatIfSuffix()
+	}
 	switch {
 	case !c.Graphed():
 		return ImplNone
@@ -68,10 +71,25 @@ func (c Candidate) Label() string {
 // Name names c as every output prints it: the label and, when something
 // is graphed, the warm-up ("te whole-layer w3"). ParseName reads it back.
 func (c Candidate) Name() string {
+	if len(c.WhatIf) > 0 {
+		return c.plain().Name() + c.whatIfSuffix()
+	}
 	if !c.Graphed() {
 		return c.Label()
 	}
 	return fmt.Sprintf("%s w%d", c.Label(), c.Warmup)
+}
+
+// plain is c without its what-if changes.
+func (c Candidate) plain() Candidate {
+	c.WhatIf = nil
+	return c
+}
+
+// whatIfSuffix says a what-if row's changes after its name:
+// "te attn,moe w3 [drop-and-pad, ep-overlap-off]".
+func (c Candidate) whatIfSuffix() string {
+	return " [" + strings.Join(c.WhatIf, ", ") + "]"
 }
 
 // InputImpls are the impls input takes: the harness's values, te, and
@@ -128,6 +146,18 @@ func ResolveNames(c Candidate) Candidate {
 // Impl and scope names must be ones cgtune knows.
 func ParseName(s string) (Candidate, error) {
 	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, " ["); i > 0 && strings.HasSuffix(s, "]") {
+		c, err := ParseName(s[:i])
+		if err != nil {
+			return c, err
+		}
+		for _, ch := range strings.Split(s[i+2:len(s)-1], ",") {
+			if ch = strings.TrimSpace(ch); ch != "" {
+				c.WhatIf = append(c.WhatIf, ch)
+			}
+		}
+		return c, nil
+	}
 	if strings.Count(s, "/") == 2 {
 		return parseKey(s)
 	}

@@ -42,6 +42,71 @@ type Arch struct {
 	// layer: M Mamba, * attention, - dense MLP, E MoE. Empty for a plain
 	// transformer, where every layer is attention followed by MLP or MoE.
 	HybridPattern string `yaml:"hybrid_pattern,omitempty" json:"hybrid_pattern,omitempty"`
+	// MTPHybridOverridePattern is MCore's mtp_hybrid_override_pattern: the
+	// layers of each multi-token-prediction block of a hybrid model, in
+	// HybridPattern's symbols ("*E" for Nemotron 3 Super: attention, then
+	// MoE). Empty for a transformer's MTP block or no MTP.
+	MTPHybridOverridePattern string `yaml:"mtp_hybrid_override_pattern,omitempty" json:"mtp_hybrid_override_pattern,omitempty"`
+	// ExperimentalAttentionVariant is MCore's experimental_attention_variant
+	// (MLM megatron/core/transformer/transformer_config.py): gated_delta_net
+	// (Qwen3-Next: LinearAttention layers between softmax ones), dsa, or MB's
+	// dsv4_hybrid (DeepSeek-V4: CompressedAttention in every layer). Empty
+	// for softmax attention in every attention layer.
+	ExperimentalAttentionVariant string `yaml:"experimental_attention_variant,omitempty" json:"experimental_attention_variant,omitempty"`
+	// AttentionOutputGate is MCore's attention_output_gate: the attention
+	// output is multiplied by a sigmoid gate projected from the layer input
+	// (Qwen3-Next's gated attention; the query projection doubles).
+	AttentionOutputGate bool                 `yaml:"attention_output_gate,omitempty" json:"attention_output_gate,omitempty"`
+	LinearAttention     *LinearAttention     `yaml:"linear_attention,omitempty" json:"linear_attention,omitempty"`
+	CompressedAttention *CompressedAttention `yaml:"compressed_attention,omitempty" json:"compressed_attention,omitempty"`
+	HyperConnections    *HyperConnections    `yaml:"hyper_connections,omitempty" json:"hyper_connections,omitempty"`
+}
+
+// LinearAttention describes the gated delta-net layers of a model with
+// experimental_attention_variant gated_delta_net (Qwen3-Next): linear
+// attention with a causal convolution in place of softmax attention in
+// most layers. Field names and meanings are MCore's (MLM
+// megatron/core/transformer/transformer_config.py, "linear attention";
+// MB src/megatron/bridge/models/qwen/qwen3_next_bridge.py sets them from
+// the HF config).
+type LinearAttention struct {
+	// LinearAttentionFreq is linear_attention_freq as an integer N: of
+	// every N layers, N-1 are linear attention and the N-th softmax
+	// attention. 0 when LinearAttentionPattern gives the layers instead.
+	LinearAttentionFreq int `yaml:"linear_attention_freq,omitempty" json:"linear_attention_freq,omitempty"`
+	// LinearAttentionPattern is linear_attention_freq as a list, one entry
+	// per layer: 1 linear attention, 0 softmax attention.
+	LinearAttentionPattern []int `yaml:"linear_attention_pattern,omitempty" json:"linear_attention_pattern,omitempty"`
+	LinearConvKernelDim    int   `yaml:"linear_conv_kernel_dim" json:"linear_conv_kernel_dim"`
+	LinearKeyHeadDim       int   `yaml:"linear_key_head_dim" json:"linear_key_head_dim"`     // query and key head dim
+	LinearValueHeadDim     int   `yaml:"linear_value_head_dim" json:"linear_value_head_dim"` // value and gate head dim
+	LinearNumKeyHeads      int   `yaml:"linear_num_key_heads" json:"linear_num_key_heads"`
+	LinearNumValueHeads    int   `yaml:"linear_num_value_heads" json:"linear_num_value_heads"`
+}
+
+// CompressedAttention is DeepSeek-V4's per-layer hybrid attention (MB
+// src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py; the fields
+// need an MCore newer than the one MB HEAD pins): every layer attends over
+// a sliding window, and layers with a compression ratio also over the
+// sequence compressed by that ratio, selected by a DSA indexer at ratio 4.
+type CompressedAttention struct {
+	// CSACompressRatios is csa_compress_ratios, one entry per decoder layer
+	// then per MTP layer: 0 sliding window only, 4 compressed sparse
+	// attention (indexer top-k), 128 heavily compressed attention.
+	CSACompressRatios []int `yaml:"csa_compress_ratios" json:"csa_compress_ratios"`
+	CSAWindowSize     int   `yaml:"csa_window_size" json:"csa_window_size"` // sliding window, tokens
+	DSAIndexerNHeads  int   `yaml:"dsa_indexer_n_heads" json:"dsa_indexer_n_heads"`
+	DSAIndexerHeadDim int   `yaml:"dsa_indexer_head_dim" json:"dsa_indexer_head_dim"`
+	DSAIndexerTopK    int   `yaml:"dsa_indexer_topk" json:"dsa_indexer_topk"` // compressed entries each query keeps
+}
+
+// HyperConnections are DeepSeek-V4's manifold hyper-connections
+// (enable_hyper_connections, MB src/megatron/bridge/models/deepseek/
+// deepseek_v4_bridge.py): the residual stream is NumResidualStreams wide
+// and each layer mixes the streams through a Sinkhorn-normalised matrix.
+type HyperConnections struct {
+	NumResidualStreams    int `yaml:"num_residual_streams" json:"num_residual_streams"`
+	MHCSinkhornIterations int `yaml:"mhc_sinkhorn_iterations" json:"mhc_sinkhorn_iterations"`
 }
 
 // MoE describes the mixture-of-experts part of a model.
@@ -53,7 +118,18 @@ type MoE struct {
 	// FirstDenseLayers is the number of leading dense layers
 	// (moe_layer_freq = [0]*n + [1]*rest); 0 means every layer is MoE.
 	FirstDenseLayers int    `yaml:"first_dense_layers,omitempty" json:"first_dense_layers,omitempty"`
-	Router           string `yaml:"router,omitempty" json:"router,omitempty"` // softmax (default) or sigmoid
+	Router           string `yaml:"router,omitempty" json:"router,omitempty"` // softmax (default), sigmoid or sqrtsoftplus
+	// MoELatentSize is MCore's moe_latent_size (Nemotron 3 Super and Ultra's
+	// latent MoE): tokens are projected to this width before the routed
+	// experts and back after them; 0 for none.
+	MoELatentSize int `yaml:"moe_latent_size,omitempty" json:"moe_latent_size,omitempty"`
+	// MoESharedExpertGate is MCore's moe_shared_expert_gate: the shared
+	// expert's output is scaled by a sigmoid gate (Qwen3-Next).
+	MoESharedExpertGate bool `yaml:"moe_shared_expert_gate,omitempty" json:"moe_shared_expert_gate,omitempty"`
+	// MoENHashLayers is moe_n_hash_layers (MB's DeepSeek-V4 bridge): the
+	// first that many MoE layers route by a fixed token-id hash instead of
+	// the learned router.
+	MoENHashLayers int `yaml:"moe_n_hash_layers,omitempty" json:"moe_n_hash_layers,omitempty"`
 }
 
 // MLA is DeepSeek's multi-latent attention.
@@ -63,6 +139,12 @@ type MLA struct {
 	QKHeadDim  int `yaml:"qk_head_dim" json:"qk_head_dim"`
 	QKRopeDim  int `yaml:"qk_rope_dim" json:"qk_rope_dim"`
 	VHeadDim   int `yaml:"v_head_dim" json:"v_head_dim"`
+	// OGroups and OLoraRank are DeepSeek-V4's grouped low-rank output
+	// projection (o_groups, o_lora_rank in MB's DeepSeek-V4 bridge): the
+	// heads' outputs are projected in OGroups groups to OLoraRank each,
+	// then to hidden. 0 for MCore's plain output projection.
+	OGroups   int `yaml:"o_groups,omitempty" json:"o_groups,omitempty"`
+	OLoraRank int `yaml:"o_lora_rank,omitempty" json:"o_lora_rank,omitempty"`
 }
 
 // Mamba describes the Mamba-2 mixer of a hybrid model.
@@ -120,6 +202,10 @@ type Layout struct {
 	// OffloadModules are model.offload_modules of fine-grained activation
 	// offloading (fine_grained_activation_offloading on).
 	OffloadModules []string `yaml:"offload_modules,omitempty" json:"offload_modules,omitempty"`
+	// Optimizer is optimizer.optimizer where it is not Adam: "dist_muon",
+	// Megatron-Core's layer-wise distributed Muon (Kimi K2's recipes), or
+	// "" for Adam.
+	Optimizer string `yaml:"optimizer,omitempty" json:"optimizer,omitempty"`
 	// OptimizerStates is the dtype of Adam's exp_avg and exp_avg_sq: "" for
 	// fp32, "bf16" for the precision-aware optimizer's bf16 states.
 	OptimizerStates string `yaml:"optimizer_states,omitempty" json:"optimizer_states,omitempty"`
@@ -132,6 +218,12 @@ type Layout struct {
 	// MTPLayers is mtp_num_layers: multi-token-prediction layers on the
 	// last pipeline stage (or where PipelineLayout puts them).
 	MTPLayers int `yaml:"mtp_layers,omitempty" json:"mtp_layers,omitempty"`
+	// MTPUseRepeatedLayer is mtp_use_repeated_layer: one MTP block's layers
+	// are built and applied MTPLayers times (MLM megatron/core/transformer/
+	// multi_token_prediction.py MultiTokenPredictionBlock; Nemotron 3
+	// Super, Ultra and 3.5 Lightning's recipes set it), so its parameters
+	// are held once.
+	MTPUseRepeatedLayer bool `yaml:"mtp_use_repeated_layer,omitempty" json:"mtp_use_repeated_layer,omitempty"`
 	// PipelineLayout is MCore's pipeline_model_parallel_layout as the
 	// recipe writes it ("Et|(tt|)*30mL": E embedding, t decoder layer, m
 	// MTP layer, L loss, | between virtual stages; PipelineParallelLayerLayout
@@ -192,12 +284,24 @@ func (l Layout) FullRecompute() bool { return l.RecomputeGranularity == "full" }
 
 // PrecisionAware reports whether the job's Adam is the precision-aware
 // optimizer: the recipe turns it on, or the perf harness does for a bf16
-// run (run_script.py: compute_dtype "bf16" and optimizer "adam"; every
-// built-in recipe trains with Adam).
+// run with Adam (run_script.py: compute_dtype "bf16" and optimizer
+// "adam").
 func (l Layout) PrecisionAware() bool {
 	bf16Run := l.Precision == "" || l.Precision == "bf16"
-	return l.PrecisionAwareOptimizer || (!l.OutsideHarness && bf16Run)
+	return l.PrecisionAwareOptimizer || (!l.OutsideHarness && bf16Run && !l.LayerWiseMuon())
 }
+
+// LayerWiseMuon reports whether the job trains with Megatron-Core's
+// layer-wise distributed Muon.
+func (l Layout) LayerWiseMuon() bool { return l.Optimizer == OptimizerDistMuon }
+
+// OptimizerDistMuon is Layout.Optimizer for Megatron-Core's layer-wise
+// distributed Muon (optimizer "dist_muon", or "muon" with
+// use_layer_wise_distributed_optimizer).
+const OptimizerDistMuon = "dist_muon"
+
+// Optimizers are the values Layout.Optimizer takes.
+func Optimizers() []string { return []string{"adam", OptimizerDistMuon} }
 
 // ShippedGraph is the recipe's own CUDA-graph setting: CUDAGraph, or none
 // with the default warm-up when the recipe ships none.
@@ -233,70 +337,6 @@ func (l Layout) DP() int {
 // GBS / (MBS × DP), as get_num_microbatches() computes it.
 func (l Layout) MicroBatches() int {
 	return atLeast1(l.GBS / mulSat(atLeast1(l.MBS), l.DP()))
-}
-
-// LayerKind is what one decoder layer contains.
-type LayerKind string
-
-const (
-	LayerDense     LayerKind = "dense"     // attention + dense MLP
-	LayerMoE       LayerKind = "moe"       // attention + MoE
-	LayerMamba     LayerKind = "mamba"     // hybrid M
-	LayerAttention LayerKind = "attention" // hybrid *
-	LayerMLP       LayerKind = "mlp"       // hybrid -
-	LayerMoEOnly   LayerKind = "moe_only"  // hybrid E
-)
-
-// LayerKinds lists the kind of every decoder layer of the model in order.
-func (a Arch) LayerKinds() []LayerKind {
-	if a.HybridPattern != "" {
-		kinds := make([]LayerKind, 0, len(a.HybridPattern))
-		for _, r := range a.HybridPattern {
-			switch r {
-			case 'M':
-				kinds = append(kinds, LayerMamba)
-			case '*':
-				kinds = append(kinds, LayerAttention)
-			case '-':
-				kinds = append(kinds, LayerMLP)
-			case 'E':
-				kinds = append(kinds, LayerMoEOnly)
-			}
-		}
-		return kinds
-	}
-	kinds := make([]LayerKind, a.Layers)
-	for i := range kinds {
-		if a.MoE != nil && i >= a.MoE.FirstDenseLayers {
-			kinds[i] = LayerMoE
-		} else {
-			kinds[i] = LayerDense
-		}
-	}
-	return kinds
-}
-
-// HasDenseMLP reports whether any layer has a dense MLP (the `mlp` scope needs one).
-func (a Arch) HasDenseMLP() bool {
-	for _, k := range a.LayerKinds() {
-		if k == LayerDense || k == LayerMLP {
-			return true
-		}
-	}
-	return false
-}
-
-// HasMamba reports whether any layer is a Mamba layer.
-func (a Arch) HasMamba() bool { return slices.Contains(a.LayerKinds(), LayerMamba) }
-
-// HasAttention reports whether any layer has self-attention.
-func (a Arch) HasAttention() bool {
-	for _, k := range a.LayerKinds() {
-		if k == LayerDense || k == LayerMoE || k == LayerAttention {
-			return true
-		}
-	}
-	return false
 }
 
 // Generation is the Megatron-Bridge API generation cgtune targets (docs/sources.md).
@@ -357,6 +397,11 @@ type Candidate struct {
 	Impl   string   `yaml:"impl" json:"impl"`
 	Scopes []string `yaml:"scopes" json:"scopes"`
 	Warmup int      `yaml:"warmup" json:"warmup"`
+	// WhatIf names the enabling changes (cgtune rules ID lists them) a
+	// what-if row applies to the recipe before the candidate: a candidate
+	// the recipe rejects today, priced with the changes that let it run.
+	// Empty for a candidate the recipe allows; never read from a preset.
+	WhatIf []string `yaml:"-" json:"what_if,omitempty"`
 }
 
 // FullIteration reports whether the candidate is one full-iteration graph.
@@ -377,6 +422,9 @@ func (c Candidate) Key() string {
 		s = "-"
 	} else if s == "" {
 		s = "layer"
+	}
+	if len(c.WhatIf) > 0 {
+		s += "+" + strings.Join(c.WhatIf, "+")
 	}
 	return fmt.Sprintf("%s/%s/w%d", c.Impl, s, c.Warmup)
 }

@@ -185,7 +185,7 @@ func RunNCCL(ctx context.Context, python string, gpus []int, dev engine.DeviceIn
 		if ctx.Err() == context.DeadlineExceeded {
 			return NCCLReport{}, fmt.Errorf("NCCL probe: no result within %s", NCCLTimeout)
 		}
-		return NCCLReport{}, fmt.Errorf("NCCL probe (%s): %v: %s", python, err, lastLineOf(stderr.String()))
+		return NCCLReport{}, fmt.Errorf("NCCL probe (%s): %w: %s", python, err, lastLineOf(stderr.String()))
 	}
 	var r NCCLReport
 	if err := json.Unmarshal([]byte(lastLineOf(string(out))), &r); err != nil {

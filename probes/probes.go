@@ -176,7 +176,7 @@ func TorchHostCosts(ctx context.Context, python string) (stepmodel.HostCosts, er
 		if i := strings.LastIndex(msg, "\n"); i >= 0 {
 			msg = msg[i+1:]
 		}
-		return stepmodel.HostCosts{}, fmt.Errorf("%s: %v %s", python, err, msg)
+		return stepmodel.HostCosts{}, fmt.Errorf("%s: %w %s", python, err, msg)
 	}
 	var r struct {
 		Torch   string  `json:"torch"`

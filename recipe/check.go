@@ -186,7 +186,8 @@ func (s *state) graphSetting() presets.Candidate {
 }
 
 // moeWorkload sets the workload options the state decides: the layer
-// spec (model.transformer_impl) and the MoE mode: static shapes, with no
+// spec (model.transformer_impl), whether FusedAdam copies bf16 moments
+// (te_version), and the MoE mode: static shapes, with no
 // token count sent to the host, for drop-and-pad experts
 // (moe_expert_capacity_factor with moe_pad_expert_input_to_capacity, as
 // MCore decides it) and for the flex dispatcher's static per-rank budget;
@@ -195,6 +196,10 @@ func (s *state) moeWorkload(m presets.Model, opts stepmodel.WorkloadOptions) ste
 	if impl := s.str("model.transformer_impl"); impl == "local" {
 		opts.LayerSpec = impl
 	}
+	// FusedAdam fuses the bf16 moments' unscaling into its kernel from
+	// Transformer Engine 2.14 (transformer_engine/pytorch/optimizers/
+	// fused_adam.py fuse_unscale).
+	opts.BF16MomentCopies = s.teBelow("2.14.0")
 	if m.Arch.MoE == nil {
 		return opts
 	}
@@ -299,12 +304,27 @@ func ApplyHarnessFlags(cfg *Recipe, c presets.Candidate, mbridge string) (notes 
 		harness04(s)
 	}
 	if len(s.violations) == 0 && s.fullIteration() {
-		// _set_cuda_graph_overrides (v0.5+) turns the loss check off; the
-		// harness's common perf overrides turn both off for every run
-		// (v0.4 _set_common_perf_overrides, HEAD _benchmark_common).
-		s.harnessSet(false, "full-iteration graph", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
+		s.harnessSet(false, "full-iteration graph", s.perfNaNChecksOff()...)
 	}
 	return s.notes, s.violations
+}
+
+// perfNaNChecksOff are the NaN checks a full-iteration graph has off under
+// the perf harness. Its recipe turns both off before the overrides are
+// applied (v0.3/v0.4 _set_common_perf_overrides, from v0.5 the same or
+// _benchmark_common, in MB scripts/performance), so a check an override
+// turned back on stays on; from v0.5, _set_cuda_graph_overrides turns the
+// loss check off for a full-iteration graph whatever was set.
+func (s *state) perfNaNChecksOff() []string {
+	const loss, grad = "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"
+	var keys []string
+	if s.mb >= 5 || !s.c.overridden[loss] {
+		keys = append(keys, loss)
+	}
+	if !s.c.overridden[grad] {
+		keys = append(keys, grad)
+	}
+	return keys
 }
 
 // ApplyHarness is the pass the perf harness makes over every recipe it
@@ -501,22 +521,26 @@ type Validator struct {
 	cond  *Recipe
 	err   error
 	plans *planner
+	// whatIf are the conditions of candidates with enabling changes of
+	// their own (Candidate.WhatIf), by change set.
+	whatIf whatIfConds
 }
 
 // NewValidator prepares the judging of candidates under t, launched as
 // opts say (Megatron-Bridge by default).
 func NewValidator(t Target, opts ...Option) *Validator {
-	v := &Validator{t: t, opts: opts, plans: newPlanner(t.Model)}
+	v := &Validator{t: t, opts: opts, plans: newPlanner(t.Model), whatIf: whatIfConds{m: map[string]condEntry{}}}
 	v.cond, v.err = t.Conditions()
 	return v
 }
 
 // Ranked is the recipe candidate c was ranked as (Target.Ranked).
 func (v *Validator) Ranked(c presets.Candidate) (*Recipe, []string, []Violation, error) {
-	if v.err != nil {
-		return nil, nil, nil, v.err
+	cond, err := v.condFor(c)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	r := v.cond.Clone()
+	r := cond.Clone()
 	if c.Scopes == nil {
 		c.Scopes = []string{}
 	}

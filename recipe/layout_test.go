@@ -3,6 +3,7 @@ package recipe
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"cgtune/presets"
@@ -95,7 +96,6 @@ func TestEPOverlapReachesTheWorkload(t *testing.T) {
 		{nil, false},
 		{map[string]string{"comm_overlap.overlap_moe_expert_parallel_comm": "true"}, true},
 		{map[string]string{"model.overlap_moe_expert_parallel_comm": "true"}, true},
-		{map[string]string{"model.overlap_moe_expert_parallel_comm": "true", "comm_overlap.overlap_moe_expert_parallel_comm": "false"}, false},
 	} {
 		o, err := MoEWorkload(stepmodel.WorkloadOptions{}, m, l, "0.7", tc.sets)
 		if err != nil {
@@ -103,6 +103,14 @@ func TestEPOverlapReachesTheWorkload(t *testing.T) {
 		}
 		if o.EPOverlap != tc.want {
 			t.Errorf("%v: EP overlap %v, want %v", tc.sets, o.EPOverlap, tc.want)
+		}
+	}
+	// Both set: comm_overlap's value is the one MB runs, so the model's is
+	// refused, every time (the overrides apply in key order).
+	both := map[string]string{"model.overlap_moe_expert_parallel_comm": "true", "comm_overlap.overlap_moe_expert_parallel_comm": "false"}
+	for range 20 {
+		if _, err := MoEWorkload(stepmodel.WorkloadOptions{}, m, l, "0.7", both); err == nil || !strings.Contains(err.Error(), "comm_overlap.overlap_moe_expert_parallel_comm (false) wins") {
+			t.Fatalf("%v: %v, want comm_overlap's value to win", both, err)
 		}
 	}
 }

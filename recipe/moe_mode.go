@@ -1,13 +1,17 @@
 package recipe
 
 import (
+	"maps"
+	"slices"
+
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
 
 // MoEWorkload sets the workload options the recipe decides, from the
 // layout's recipe settings and the overrides the search checks (--set):
-// the layer spec (model.transformer_impl) and the MoE mode: static shapes,
+// the layer spec (model.transformer_impl), whether FusedAdam copies bf16
+// moments (te_version), and the MoE mode: static shapes,
 // with no token count sent to the host, for drop-and-pad experts
 // (moe_expert_capacity_factor with moe_pad_expert_input_to_capacity, as
 // MCore decides it) and for the flex dispatcher's static per-rank budget
@@ -18,8 +22,11 @@ func MoEWorkload(opts stepmodel.WorkloadOptions, m presets.Model, l presets.Layo
 	if err != nil {
 		return opts, err
 	}
-	for k, v := range sets {
-		if err := r.ApplySet(k + "=" + v); err != nil {
+	// In key order, as the search checks them (checkSets) and the
+	// recommendation applies them (Target.Conditions): an override the
+	// rules judge by another one must meet it in the same order.
+	for _, k := range slices.Sorted(maps.Keys(sets)) {
+		if err := r.ApplySet(k + "=" + sets[k]); err != nil {
 			return opts, err // it names the --set already
 		}
 	}

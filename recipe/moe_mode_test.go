@@ -99,3 +99,36 @@ func TestMoEWorkloadStaticDispatch(t *testing.T) {
 		t.Errorf("layout settings: dropless %v, err %v; want static", opts.Dropless, err)
 	}
 }
+
+// The recipe's Transformer Engine decides whether FusedAdam copies bf16
+// Adam moments to fp32 at its step (fused from 2.14): MB 0.3 pins 2.12,
+// 0.4 and later 2.14 and newer; a te_version given wins.
+func TestTEVersionReachesTheMomentCopies(t *testing.T) {
+	m, err := presets.LookupModel("llama3_8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Layout("h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mb   string
+		sets map[string]string
+		want bool
+	}{
+		{"0.3", nil, true},
+		{"0.4", nil, false},
+		{"0.7", nil, false},
+		{"0.7", map[string]string{"te_version": "2.13.0"}, true},
+		{"0.3", map[string]string{"te_version": "2.14.0"}, false},
+	} {
+		o, err := MoEWorkload(stepmodel.WorkloadOptions{}, m, l, tc.mb, tc.sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.BF16MomentCopies != tc.want {
+			t.Errorf("MB %s %v: bf16 moment copies %v, want %v", tc.mb, tc.sets, o.BF16MomentCopies, tc.want)
+		}
+	}
+}

@@ -23,6 +23,14 @@ func pyList(xs []string) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
+// pySet is str() of a set of str: {'attn', 'mlp'}. Python iterates a set
+// of strings in hash order, which changes from run to run; the elements
+// are written in the order given.
+func pySet(xs []string) string {
+	l := pyList(xs)
+	return "{" + l[1:len(l)-1] + "}"
+}
+
 // pyBool is str() of a bool.
 func pyBool(b bool) string {
 	if b {

@@ -17,3 +17,12 @@ func TestPyReprIsPythonRepr(t *testing.T) {
 		}
 	}
 }
+
+func TestPySetIsPythonSet(t *testing.T) {
+	if got := pySet([]string{"expert_fc1"}); got != "{'expert_fc1'}" {
+		t.Errorf("pySet = %s", got)
+	}
+	if got := pySet([]string{"expert_fc1", "moe_act"}); got != "{'expert_fc1', 'moe_act'}" {
+		t.Errorf("pySet = %s", got)
+	}
+}

@@ -194,10 +194,10 @@ func (c *Recipe) applyPython(data []byte) error {
 		}
 		r, err := pythonRaw(m[2])
 		if err != nil {
-			return fmt.Errorf("python:%d: %s: %v", n+1, m[1], err)
+			return fmt.Errorf("python:%d: %s: %w", n+1, m[1], err)
 		}
 		if err := staged.setRaw(m[1], r); err != nil {
-			return fmt.Errorf("python:%d: %v", n+1, err)
+			return fmt.Errorf("python:%d: %w", n+1, err)
 		}
 	}
 	c.vals = staged.vals
@@ -247,7 +247,7 @@ func (c *Recipe) applyJSON(data []byte) error {
 	dec.UseNumber()
 	var obj map[string]any
 	if err := dec.Decode(&obj); err != nil {
-		return fmt.Errorf("json: %v", err)
+		return fmt.Errorf("json: %w", err)
 	}
 	staged := c.Clone()
 	for k, v := range obj {
@@ -256,10 +256,10 @@ func (c *Recipe) applyJSON(data []byte) error {
 		}
 		r, err := jsonRaw(v)
 		if err != nil {
-			return fmt.Errorf("json: %s: %v", k, err)
+			return fmt.Errorf("json: %s: %w", k, err)
 		}
 		if err := staged.setRaw(k, r); err != nil {
-			return fmt.Errorf("json: %v", err)
+			return fmt.Errorf("json: %w", err)
 		}
 	}
 	c.vals = staged.vals
@@ -304,5 +304,5 @@ func (c *Recipe) setRaw(key string, r raw) error {
 	if bad != nil {
 		return fmt.Errorf("field %s: bad value %q (allowed: %s)", key, bad.text, f.allowed(c.gen))
 	}
-	return c.setValue(key, v)
+	return c.override(key, v)
 }

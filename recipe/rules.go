@@ -37,9 +37,13 @@ type Rule struct {
 	// none for an auto-fix.
 	Messages []string
 	// Fix says what to change; "" for an auto-fix.
-	Fix    string
-	Fields []string // the recipe fields the predicate reads
-	Gens   []presets.Generation
+	Fix string
+	// Enabling are the changes of settings that lift the rule (a Reject
+	// rule): applied to a recipe it rejects, it passes. The what-if rows
+	// of a search and cgtune rules ID name them.
+	Enabling []Change
+	Fields   []string // the recipe fields the predicate reads
+	Gens     []presets.Generation
 	// MinMB and MaxMB bound the Megatron-Bridge minor versions (0.N) whose
 	// pinned code has the rule; 0 means no bound.
 	MinMB, MaxMB int
@@ -298,6 +302,15 @@ var rules = []Rule{
 	// MB v0.7's runtime_config_update turns EP overlap and delayed wgrad off
 	// everywhere for Energon native packing, before the comm-overlap setup
 	// (ConfigContainer._disable_native_energon_packing_moe_overlap).
+	// --- MB runtime_config_update: the recipe's mixed precision, first ---
+	{ID: "MB-23", Summary: "TE 2.7 for fp4",
+		Condition: "An fp4 recipe (model.fp4 set by its mixed-precision recipe) with Transformer Engine below 2.7.0.dev0.",
+		Messages:  []string{"fp4 requires Transformer Engine >= 2.7.0.dev0 for NVFP4BlockScaling support."},
+		Fix:       "Use Transformer Engine 2.7 or later, or another precision.",
+		Fields:    []string{"model.fp4", "te_version"}, Gens: both, Kind: Reject, Launcher: LauncherMB,
+		Source: "MB src/megatron/bridge/training/mixed_precision.py MixedPrecisionConfig.finalize",
+		stages: []stage{stageCommOverlap},
+		when:   func(s *state) bool { return !s.null("model.fp4") && s.teBelow("2.7.0") }},
 	{ID: "MB-22", Summary: "Energon packing turns EP overlap off",
 		Condition: "MB 0.7: with Energon native packing (dataset.packing_buffer_size set), EP communication overlap and delayed wgrad are turned off on the model and in comm_overlap before the comm-overlap setup; the warning is the note.",
 		Fields: []string{"dataset.packing_buffer_size", "model.overlap_moe_expert_parallel_comm", "model.delay_wgrad_compute",
@@ -331,6 +344,7 @@ var rules = []Rule{
 		Condition: "The recipe's comm_overlap turns EP communication overlap on, and the model has EP 1, no MoE (num_moe_experts None or 1), a dispatcher other than alltoall/flex, neither bf16 nor fp16, PP > 1 without VP, full recompute, a recompute method or layer count, moe recomputed (MB 0.6+), an overlapped shared expert, or more MTP layers than allowed (MB 0.3-0.5: only 1; 0.6+: at most 1); the first in MB's order. MB checks this before Megatron-Core's TC-39.",
 		Messages:  []string{"overlap_moe_expert_parallel_comm is only supported when expert_model_parallel_size > 1", "'>' not supported between instances of 'NoneType' and 'int'", "overlap_moe_expert_parallel_comm is only supported when num_moe_experts > 1,                     but got {num_moe_experts}", "overlap_moe_expert_parallel_comm is only supported when moe_token_dispatcher_type == 'alltoall' or 'flex',                      but got {moe_token_dispatcher_type}", "overlap_moe_expert_parallel_comm is only supported when using bf16 or fp16 models", "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1", "disable full recomputation when enabling overlap_moe_expert_parallel_comm", "disable recomputation method when enabling overlap_moe_expert_parallel_comm", "recompute_num_layers must be None when enabling overlap_moe_expert_parallel_comm", "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm", "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm", "MTP layernum only supports 1 when enabling overlap_moe_expert_parallel_comm.", "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm."},
 		Fix:       "Change the setting the message names, or turn the overlap off with comm_overlap.overlap_moe_expert_parallel_comm=false.",
+		Enabling:  []Change{epOverlapOff},
 		Fields: []string{"comm_overlap.overlap_moe_expert_parallel_comm", "model.expert_model_parallel_size", "model.num_moe_experts",
 			"model.moe_token_dispatcher_type", "model.bf16", "model.fp16", "model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size",
 			"model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers", "model.recompute_modules", "model.moe_shared_expert_overlap", "model.mtp_num_layers"},
@@ -342,6 +356,7 @@ var rules = []Rule{
 		Condition: "The recipe's comm_overlap delays wgrad (delay_wgrad_compute) with overlap_grad_reduce or gradient_accumulation_fusion on, and TE is older than 2.7.0.",
 		Messages:  []string{"TE version >= 2.7.0 is required for {overlap_grad_reduce|gradient_accumulation_fusion} when usingdelay_wgrad_compute. Current TE version: {te_version}"},
 		Fix:       "Use TE 2.7.0 or newer, or set comm_overlap.delay_wgrad_compute=false.",
+		Enabling:  []Change{teAtLeast("2.7"), delayedWgradOff},
 		Fields:    []string{"comm_overlap.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.gradient_accumulation_fusion", "te_version"},
 		Gens:      both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
@@ -361,6 +376,7 @@ var rules = []Rule{
 		Condition: "The recipe's comm_overlap delays wgrad without EP communication overlap on the model or in comm_overlap.",
 		Messages:  []string{"overlap_moe_expert_parallel_comm is required for delay_wgrad_compute"},
 		Fix:       "Set comm_overlap.overlap_moe_expert_parallel_comm=true, or comm_overlap.delay_wgrad_compute=false.",
+		Enabling:  []Change{delayedWgradOff},
 		Fields:    []string{"comm_overlap.delay_wgrad_compute", "comm_overlap.overlap_moe_expert_parallel_comm", "model.overlap_moe_expert_parallel_comm"},
 		Gens:      both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
@@ -379,6 +395,7 @@ var rules = []Rule{
 		Condition: "MB 0.5+: the recipe's comm_overlap delays wgrad, its wgrad sits in a graph (attn captured, or moe_router with a shared expert that is not overlapped), and TE is older than 2.12.0. MB 0.4 has the check but compares scope names with CudaGraphScope members, which never match.",
 		Messages:  []string{"CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0."},
 		Fix:       "Use TE 2.12.0 or newer, or capture neither attn nor moe_router.",
+		Enabling:  []Change{teAtLeast("2.12"), delayedWgradOff},
 		Fields:    []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.moe_shared_expert_intermediate_size", "model.moe_shared_expert_overlap", "te_version"},
 		Gens:      onlyG3, MinMB: 5, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
@@ -389,6 +406,7 @@ var rules = []Rule{
 		Condition: "MB 0.5+: the recipe's comm_overlap delays wgrad, its wgrad sits in a graph, and gradient_accumulation_fusion is off.",
 		Messages:  []string{"CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements."},
 		Fix:       "Set model.gradient_accumulation_fusion=true.",
+		Enabling:  []Change{gradAccFusion, delayedWgradOff},
 		Fields:    []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.gradient_accumulation_fusion"},
 		Gens:      onlyG3, MinMB: 5, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
@@ -399,6 +417,7 @@ var rules = []Rule{
 		Condition: "MB 0.5+: the recipe's comm_overlap delays wgrad, attn is captured, and add_bias_linear or add_qkv_bias is on.",
 		Messages:  []string{"CUDA graph with delay_wgrad_compute does not support attention bias for now."},
 		Fix:       "Leave attn out of the graph, or turn delayed wgrad off.",
+		Enabling:  []Change{delayedWgradOff},
 		Fields:    []string{"comm_overlap.delay_wgrad_compute", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.add_bias_linear", "model.add_qkv_bias"},
 		Gens:      onlyG3, MinMB: 5, Kind: Reject, Launcher: LauncherMB, Source: srcMBCO,
 		stages: []stage{stageCommOverlap},
@@ -542,26 +561,54 @@ var rules = []Rule{
 		msg:    rankCapacityError},
 	// MCore's CPU-offloading and recompute checks, after its MoE ones.
 	{ID: "TC-44", Summary: "CPU offloading and recompute settings",
-		Condition: "Megatron-Core's checks before its graph ones: CPU offloading with PP > 1 or with recompute; full recompute without a method or a layer count; selective recompute with a layer count.",
-		Messages:  []string{"Currently there is no support for Pipeline parallelism with CPU offloading", "CPU offloading does not work when activation recomputation is enabled", `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`, "When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: {layers_per_stage}", "When using recompute_granularity: selective recompute_num_layers must be None."},
+		Condition: "Megatron-Core's checks before its graph ones: CPU offloading of as many layers as the model has or more, with PP > 1 or with recompute; full recompute without a method or a layer count; selective recompute with a layer count.",
+		Messages:  []string{"CPU offloading can be done only for layers less than {num_layers}", "Currently there is no support for Pipeline parallelism with CPU offloading", "CPU offloading does not work when activation recomputation is enabled", `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`, "When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: {layers_per_stage}", "When using recompute_granularity: selective recompute_num_layers must be None."},
 		Fix:       "Change the setting the message names.",
-		Fields:    []string{"model.cpu_offloading", "model.pipeline_model_parallel_size", "model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers"},
+		Fields:    []string{"model.cpu_offloading", "model.cpu_offloading_num_layers", "model.pipeline_model_parallel_size", "model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers"},
 		Gens:      both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when:   func(s *state) bool { return recomputeSettingsError(s) != "" },
 		msg:    recomputeSettingsError},
+	// MCore's fine-grained offloading checks, after its recompute ones.
+	{ID: "TC-46", Summary: "fine-grained offloading's own settings",
+		Condition: "Fine-grained activation offloading with CPU offloading, with attn_proj but not core_attn, or (MB 0.6+) offloading expert_fc1, moe_act or fused_group_mlp while selective recompute recomputes moe, fused_group_mlp without the op fuser or with expert_fc1 or moe_act.",
+		Messages: []string{"fine_grained_activation_offloading cannot be enabled with cpu_offloading.",
+			"attn_proj cannot be set to offload_modules alone without core_attn because the input of attn_proj is the output of core_attn, which is needed in core_attn.backward().",
+			"Cannot offload {modules} while recomputing the entire MoE layer. 'moe' in recompute_modules wraps the full MoE forward in a checkpoint, so offloading activations inside it is redundant and will cause errors. Either remove 'moe' from --recompute-modules or remove {modules} from --offload-modules.",
+			"fused_group_mlp requires use_transformer_engine_op_fuser.",
+			"fused_group_mlp offloads the whole fused grouped MLP and cannot be combined with expert_fc1 or moe_act. Remove: {modules}"},
+		Fix: "Change the setting the message names.",
+		Fields: []string{"model.fine_grained_activation_offloading", "model.cpu_offloading", "model.offload_modules", "model.recompute_granularity", "model.recompute_modules",
+			"model.use_transformer_engine_op_fuser"},
+		Gens: both, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return offloadSettingsError(s) != "" },
+		msg:    offloadSettingsError},
+	{ID: "TC-47", Summary: "paged stash has a per-rank budget and no expert offloading",
+		Condition: "MB 0.5+: moe_paged_stash with CPU offloading, without moe_expert_rank_capacity_factor, or with expert_fc1, moe_act or (MB 0.6+) fused_group_mlp among the offload modules.",
+		Messages: []string{"moe_paged_stash cannot be enabled with cpu_offloading.",
+			"moe_paged_stash requires moe_expert_rank_capacity_factor to be set; there is no need to use paged stashing without it.",
+			"When moe_paged_stash is enabled, offload_modules must not include expert_fc1, moe_act, or fused_group_mlp (paged stash covers those activations). Remove: {modules}",
+			"When moe_paged_stash is enabled, offload_modules must not include expert_fc1 or moe_act (paged stash covers those activations). Remove: {modules}"},
+		Fix:    "Turn paged stash off, or set the rank capacity factor and offload no expert activations.",
+		Fields: []string{"model.moe_paged_stash", "model.cpu_offloading", "model.moe_expert_rank_capacity_factor", "model.offload_modules"},
+		Gens:   onlyG3, MinMB: 5, Kind: Reject, Source: srcTC,
+		stages: []stage{stageMCore},
+		when:   func(s *state) bool { return pagedStashError(s) != "" },
+		msg:    pagedStashError},
 	// moe_router_padding_for_fp8 is the alias that turns
 	// moe_router_padding_for_quantization on, checked just before the
 	// CUDA-graph block.
 	{ID: "TC-45", Summary: "router padding has fp8/fp4 and an a2a dispatcher",
-		Condition: "moe_router_padding_for_fp8 (which turns moe_router_padding_for_quantization on) without fp8 or fp4, or with the allgather dispatcher.",
+		Condition: "moe_router_padding_for_quantization (or its alias moe_router_padding_for_fp8, which turns it on) without fp8 or fp4, or with the allgather dispatcher.",
 		Messages:  []string{"fp8/fp4 must be specified when moe_router_padding_for_quantization is True.", "allgather and alltoall_seq dispatcher does not support moe_router_padding_for_quantization."},
 		Fix:       "Use it with fp8/fp4 and the alltoall or flex dispatcher, or turn it off.",
-		Fields:    []string{"model.moe_router_padding_for_fp8", "model.fp8", "model.fp4", "model.moe_token_dispatcher_type"},
+		Fields:    []string{"model.moe_router_padding_for_fp8", "model.moe_router_padding_for_quantization", "model.fp8", "model.fp4", "model.moe_token_dispatcher_type"},
 		Gens:      both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when: func(s *state) bool {
-			return s.b("model.moe_router_padding_for_fp8") && (s.null("model.fp8") && s.null("model.fp4") || s.str("model.moe_token_dispatcher_type") == "allgather")
+			padded := s.b("model.moe_router_padding_for_fp8") || s.b("model.moe_router_padding_for_quantization")
+			return padded && (s.null("model.fp8") && s.null("model.fp4") || s.str("model.moe_token_dispatcher_type") == "allgather")
 		},
 		msg: func(s *state) string {
 			if s.null("model.fp8") && s.null("model.fp4") {
@@ -749,6 +796,7 @@ var rules = []Rule{
 		Condition: "moe captured with dropless experts (no capacity factor, or no padding to it).",
 		Messages:  []string{"moe cuda graph is only supported with drop-padding MoE."},
 		Fix:       "Set model.moe_expert_capacity_factor=1.0 and model.moe_pad_expert_input_to_capacity=true, or capture moe_router instead.",
+		Enabling:  []Change{dropAndPad},
 		Fields:    []string{"model.num_moe_experts", "model.moe_expert_capacity_factor", "model.moe_pad_expert_input_to_capacity", "model.cuda_graph_scope", "model.cuda_graph_modules"},
 		Gens:      both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
@@ -759,6 +807,7 @@ var rules = []Rule{
 		Condition: "moe_preprocess captured with dropless experts on the alltoall dispatcher that has a capacity factor or router padding for fp8.",
 		Messages:  []string{"moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in the preprocess step."},
 		Fix:       "Use drop-and-pad experts, the flex dispatcher, or leave moe_preprocess out.",
+		Enabling:  []Change{dropAndPad},
 		Fields:    []string{"model.num_moe_experts", "model.moe_expert_capacity_factor", "model.moe_pad_expert_input_to_capacity", "model.moe_token_dispatcher_type", "model.moe_router_padding_for_fp8", "model.cuda_graph_scope", "model.cuda_graph_modules"},
 		Gens:      both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
@@ -934,6 +983,7 @@ var rules = []Rule{
 		Condition: "overlap_moe_expert_parallel_comm on the model and PP > 1 without VP, EP 1, a dispatcher other than alltoall/flex, full recompute, a recompute method or layer count, moe recomputed (MB 0.4+), neither bf16 nor fp16, an overlapped shared expert, or more MTP layers than allowed (MB 0.3/0.4 also need PP > 1 with one); the first in Megatron-Core's order. Not repeated after MB-18.",
 		Messages:  []string{"If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1", "overlap_moe_expert_parallel_comm is only supported with expert model parallelism", "overlap_moe_expert_parallel_comm is supported with alltoall/flex token dispatcher", "disable full recomputation when enabling overlap_moe_expert_parallel_comm", "disable recomputation method when enabling overlap_moe_expert_parallel_comm", "recompute_num_layers must be None when enabling overlap_moe_expert_parallel_comm", "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm", "overlap_moe_expert_parallel_comm is only supported with bf16 or fp16 model", "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm", "MTP layernum only supports 1 when enabling overlap_moe_expert_parallel_comm.", "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm.", "Pipeline model parallel size must be larger than 1 when enabling overlap_moe_expert_parallel_comm with MTP layer."},
 		Fix:       "Change the setting the message names, or turn the overlap off with the key that sets it (comm_overlap.overlap_moe_expert_parallel_comm where the recipe has a comm_overlap config).",
+		Enabling:  []Change{epOverlapOff},
 		Fields: []string{"model.overlap_moe_expert_parallel_comm", "model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size",
 			"model.expert_model_parallel_size", "model.moe_token_dispatcher_type", "model.recompute_granularity", "model.recompute_method",
 			"model.recompute_num_layers", "model.recompute_modules", "model.bf16", "model.fp16", "model.moe_shared_expert_overlap", "model.mtp_num_layers"},
@@ -946,6 +996,7 @@ var rules = []Rule{
 		Condition: "EP communication overlap with a transformer_engine graph capturing moe or mlp (G2: also any impl but transformer_engine).",
 		Messages:  []string{"CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm"},
 		Fix:       "Capture neither moe nor mlp, or turn the overlap off with the key that sets it (comm_overlap.overlap_moe_expert_parallel_comm where the recipe has a comm_overlap config).",
+		Enabling:  []Change{epOverlapOff},
 		Fields:    []string{"model.overlap_moe_expert_parallel_comm", "model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules"},
 		Gens:      both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
@@ -968,6 +1019,7 @@ var rules = []Rule{
 		Condition: "delay_wgrad_compute on the model without overlap_moe_expert_parallel_comm. Not repeated after MB-12.",
 		Messages:  []string{"overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute"},
 		Fix:       "Turn the overlap on, or delayed wgrad off, with the keys that set them.",
+		Enabling:  []Change{delayedWgradOff},
 		Fields:    []string{"model.delay_wgrad_compute", "model.overlap_moe_expert_parallel_comm"}, Gens: both, Kind: Reject, Source: srcTC, Shadow: "MB-12",
 		stages: []stage{stageMCore},
 		when: func(s *state) bool {
@@ -980,6 +1032,7 @@ var rules = []Rule{
 		Condition: "delay_wgrad_compute with impl transformer_engine and TE older than 2.10.0.",
 		Messages:  []string{"TE version >= 2.10.0 is required for delay_wgrad_compute with partial cuda graph"},
 		Fix:       "Use TE 2.10.0 or newer, or turn delayed wgrad off.",
+		Enabling:  []Change{teAtLeast("2.10"), delayedWgradOff},
 		Fields:    []string{"model.delay_wgrad_compute", "model.cuda_graph_impl", "te_version"}, Gens: both, Kind: Reject, Source: srcTC,
 		stages: []stage{stageMCore},
 		when: func(s *state) bool {
@@ -1047,6 +1100,7 @@ var rules = []Rule{
 		Condition: "A full-iteration graph with rerun_state_machine.check_for_nan_in_loss on.",
 		Messages:  []string{"check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. Set rerun_state_machine.check_for_nan_in_loss=False."},
 		Fix:       "Set rerun_state_machine.check_for_nan_in_loss=false.",
+		Enabling:  []Change{nanChecksOff},
 		Fields:    []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules", "rerun_state_machine.check_for_nan_in_loss"},
 		Gens:      both, Kind: Reject, Launcher: LauncherMB, Source: srcMBCFG,
 		stages: []stage{stageMB},
@@ -1079,6 +1133,7 @@ var rules = []Rule{
 		Condition: "MB 0.5+: Megatron-FSDP version 1 with EP communication overlap and a per-layer graph (local or transformer_engine).",
 		Messages:  []string{"1F1B overlap with FSDP does not support per-layer CUDA graphs (cuda_graph_impl={cuda_graph_impl!r}). Use cuda_graph_impl='full_iteration' or disable CUDA graphs (cuda_graph_impl='none')."},
 		Fix:       "Use a full-iteration graph or none, or turn the overlap off with the key that sets it.",
+		Enabling:  []Change{epOverlapOff},
 		Fields: []string{"ddp.use_megatron_fsdp", "ddp.megatron_fsdp_version", "model.overlap_moe_expert_parallel_comm",
 			"comm_overlap.overlap_moe_expert_parallel_comm", "model.cuda_graph_impl"},
 		Gens: onlyG3, MinMB: 5, Kind: Reject, Source: "MLM megatron/core/distributed/fsdp/mcore_fsdp_adapter.py FullyShardedDataParallelV1.__init__ (FullyShardedDataParallel before core 0.20)",
@@ -1101,6 +1156,7 @@ var rules = []Rule{
 		Condition: "Megatron-LM's launcher: a full-iteration graph with its one NaN check on (a recipe's loss or grad check).",
 		Messages:  []string{"--no-check-for-nan-in-loss-and-grad should be set with full_iteration CUDA graph", "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-scope=full_iteration for training. Note: If you are trying to use full_iteration CUDA graphs for inference, please use --cuda-graph-scope full_iteration_inference instead", "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-impl=full_iteration for training."},
 		Fix:       "Pass --no-check-for-nan-in-loss-and-grad (rerun_state_machine.check_for_nan_in_loss=false, ddp.check_for_nan_in_grad=false).",
+		Enabling:  []Change{nanChecksOff},
 		Fields:    []string{"model.cuda_graph_impl", "model.cuda_graph_scope", "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"},
 		Gens:      both, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
 		stages: []stage{stageArgs},
@@ -1120,6 +1176,7 @@ var rules = []Rule{
 		Condition: "Megatron-LM's launcher: delay_wgrad_compute with overlap_grad_reduce and TE older than 2.8.0.",
 		Messages:  []string{"overlap_grad_reduce is only supported with TE >= 2.8.0 when enabling delay_wgrad_compute"},
 		Fix:       "Use TE 2.8.0 or newer, or turn delayed wgrad off.",
+		Enabling:  []Change{teAtLeast("2.8"), delayedWgradOff},
 		Fields:    []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "te_version"}, Gens: both, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
 		stages: []stage{stageArgs},
 		when: func(s *state) bool {
@@ -1129,6 +1186,7 @@ var rules = []Rule{
 		Condition: "Megatron-LM's launcher: delayed wgrad with overlap_grad_reduce, its wgrad in a graph, and TE older than 2.12.0.",
 		Messages:  []string{"CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0."},
 		Fix:       "Use TE 2.12.0 or newer, or capture neither attn nor moe_router.",
+		Enabling:  []Change{teAtLeast("2.12"), delayedWgradOff},
 		Fields:    []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.moe_shared_expert_intermediate_size", "model.moe_shared_expert_overlap", "te_version"},
 		Gens:      both, MinMB: 4, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
 		stages: []stage{stageArgs},
@@ -1139,6 +1197,7 @@ var rules = []Rule{
 		Condition: "Megatron-LM's launcher: delayed wgrad with overlap_grad_reduce, its wgrad in a graph, and gradient_accumulation_fusion off.",
 		Messages:  []string{"CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is because the default gradient accumulation does not use static memory addresses, which breaks CUDA graph requirements."},
 		Fix:       "Turn gradient_accumulation_fusion on.",
+		Enabling:  []Change{gradAccFusion, delayedWgradOff},
 		Fields:    []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.gradient_accumulation_fusion"},
 		Gens:      both, MinMB: 4, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
 		stages: []stage{stageArgs},
@@ -1149,6 +1208,7 @@ var rules = []Rule{
 		Condition: "Megatron-LM's launcher: delayed wgrad with overlap_grad_reduce, attn captured, and a linear or qkv bias.",
 		Messages:  []string{"CUDA graph with delay_wgrad_compute doesn't support attn bias for now."},
 		Fix:       "Leave attn out of the graph, or turn delayed wgrad off.",
+		Enabling:  []Change{delayedWgradOff},
 		Fields:    []string{"model.delay_wgrad_compute", "ddp.overlap_grad_reduce", "model.cuda_graph_scope", "model.cuda_graph_modules", "model.add_bias_linear", "model.add_qkv_bias"},
 		Gens:      both, MinMB: 4, Kind: Reject, Source: srcARGS, Launcher: LauncherMLM,
 		stages: []stage{stageArgs},
@@ -1305,7 +1365,10 @@ func recomputeSettingsError(s *state) string {
 	cpu := s.b("model.cpu_offloading")
 	g := s.v("model.recompute_granularity")
 	pp := max(s.i("model.pipeline_model_parallel_size"), 1)
+	layers := len(s.c.model.Arch.LayerKinds())
 	switch {
+	case cpu && s.i("model.cpu_offloading_num_layers") >= layers:
+		return fmt.Sprintf("CPU offloading can be done only for layers less than %d", layers)
 	case cpu && pp > 1:
 		return "Currently there is no support for Pipeline parallelism with CPU offloading"
 	case cpu && !g.Null:
@@ -1316,9 +1379,73 @@ func recomputeSettingsError(s *state) string {
 		return `Using recompute_granularity: full so recompute_method must be "block" or "uniform"`
 	case g.Str == "full" && s.null("model.recompute_num_layers"):
 		return fmt.Sprintf("When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: %d",
-			len(s.c.model.Arch.LayerKinds())/pp)
+			layers/pp)
 	case g.Str == "selective" && !s.null("model.recompute_num_layers"):
 		return "When using recompute_granularity: selective recompute_num_layers must be None."
+	}
+	return ""
+}
+
+// offloadSettingsError is MCore's check of the fine-grained offloading
+// settings (transformer_config.py __post_init__): the first message it
+// raises, or "". A set of modules prints as Python prints a set; MCore
+// iterates it in hash order, so several are written sorted.
+func offloadSettingsError(s *state) string {
+	if !s.b("model.fine_grained_activation_offloading") {
+		return ""
+	}
+	mods := names(s.v("model.offload_modules"))
+	in := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if slices.Contains(mods, n) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	switch {
+	case s.b("model.cpu_offloading"):
+		return "fine_grained_activation_offloading cannot be enabled with cpu_offloading."
+	case slices.Contains(mods, "attn_proj") && !slices.Contains(mods, "core_attn"):
+		return "attn_proj cannot be set to offload_modules alone without core_attn because the input of attn_proj is the output of core_attn, which is needed in core_attn.backward()."
+	case s.mb < 6:
+		return ""
+	case s.selective() && s.recomputes("moe") && len(in("moe_act", "expert_fc1", "fused_group_mlp")) > 0:
+		set := pySet(in("expert_fc1", "fused_group_mlp", "moe_act"))
+		return "Cannot offload " + set + " while recomputing the entire MoE layer. 'moe' in recompute_modules wraps the full MoE forward in a checkpoint, " +
+			"so offloading activations inside it is redundant and will cause errors. Either remove 'moe' from --recompute-modules or remove " + set + " from --offload-modules."
+	case slices.Contains(mods, "fused_group_mlp") && !s.b("model.use_transformer_engine_op_fuser"):
+		return "fused_group_mlp requires use_transformer_engine_op_fuser."
+	case slices.Contains(mods, "fused_group_mlp") && len(in("expert_fc1", "moe_act")) > 0:
+		return "fused_group_mlp offloads the whole fused grouped MLP and cannot be combined with expert_fc1 or moe_act. Remove: " + pySet(in("expert_fc1", "moe_act"))
+	}
+	return ""
+}
+
+// pagedStashError is MCore's check of moe_paged_stash
+// (transformer_config.py __post_init__): the first message it raises, or "".
+func pagedStashError(s *state) string {
+	if !s.b("model.moe_paged_stash") {
+		return ""
+	}
+	covered, list := []string{"expert_fc1", "fused_group_mlp", "moe_act"}, "expert_fc1, moe_act, or fused_group_mlp"
+	if s.mb < 6 {
+		covered, list = []string{"expert_fc1", "moe_act"}, "expert_fc1 or moe_act"
+	}
+	var conflict []string
+	for _, m := range covered {
+		if slices.Contains(names(s.v("model.offload_modules")), m) {
+			conflict = append(conflict, m)
+		}
+	}
+	switch {
+	case s.b("model.cpu_offloading"):
+		return "moe_paged_stash cannot be enabled with cpu_offloading."
+	case s.null("model.moe_expert_rank_capacity_factor"):
+		return "moe_paged_stash requires moe_expert_rank_capacity_factor to be set; there is no need to use paged stashing without it."
+	case len(conflict) > 0:
+		return "When moe_paged_stash is enabled, offload_modules must not include " + list + " (paged stash covers those activations). Remove: " + pySet(conflict)
 	}
 	return ""
 }

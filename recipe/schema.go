@@ -95,7 +95,9 @@ var schema = []Field{
 	{Key: "model.moe_expert_capacity_factor", Type: TFloat, Nullable: true},
 	{Key: "model.moe_pad_expert_input_to_capacity", Type: TBool},
 	{Key: "model.moe_token_dispatcher_type", Type: TEnum, Allowed: []string{"allgather", "alltoall", "flex"}},
-	{Key: "model.moe_router_padding_for_fp8", Type: TBool},
+	{Key: "model.moe_router_padding_for_fp8", Type: TBool, Doc: "deprecated alias: turns moe_router_padding_for_quantization on"},
+	{Key: "model.moe_router_padding_for_quantization", Type: TBool,
+		Doc: "pads the router's token counts for fp8/fp4 GEMMs (MLM transformer_config.py); MB's fp8 and fp4 MoE perf recipes set it (MB src/megatron/bridge/perf_recipes/qwen/b200/qwen3_moe.py)"},
 	{Key: "model.moe_input_jitter_eps", Type: TFloat, Nullable: true},
 	{Key: "model.moe_shared_expert_intermediate_size", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxFFN)},
 	{Key: "model.moe_shared_expert_overlap", Type: TBool},
@@ -105,16 +107,19 @@ var schema = []Field{
 		Doc: "the flex dispatcher's backend (MLM megatron/core/transformer/transformer_config.py; MB src/megatron/bridge/training/flex_dispatcher_backend.py); null makes MB fall back to alltoall"},
 	{Key: "model.moe_expert_rank_capacity_factor", Type: TFloat, Nullable: true, Gen: presets.G3,
 		Doc: "HybridEP/NCCL-EP static per-rank token budget: with the flex dispatcher the dispatch has static shapes and no host sync (MLM megatron/core/transformer/moe/token_dispatcher.py _HybridEPManager.setup_metadata)"},
-	{Key: "model.use_transformer_engine_op_fuser", Type: TBool, Gen: presets.G3,
-		Doc: "TE's operation-fuser MoE path, which HybridEP's per-rank budget needs (TC-42); MB's _benchmark_common turns it off and some perf recipes back on (MB src/megatron/bridge/perf_recipes/_common.py, gpt_oss/common.py)"},
+	{Key: "model.moe_paged_stash", Type: TBool, Gen: presets.G3,
+		Doc: "stashes the experts' activations in paged buffers sized by the per-rank budget (MLM transformer_config.py); MB's DeepSeek-V4 perf recipes set it"},
+	{Key: "model.use_transformer_engine_op_fuser", Type: TBool,
+		Doc: "TE's operation-fuser layer spec, which HybridEP's per-rank budget needs (TC-42); MB's _benchmark_common turns it off and some perf recipes back on (MB src/megatron/bridge/perf_recipes/_common.py, gpt_oss/common.py); G2 has it too, as a field of MB's own GPT provider (MB v0.4.0 src/megatron/bridge/models/gpt_provider.py)"},
 
 	// Recompute and dropout.
 	{Key: "model.recompute_granularity", Type: TEnum, Nullable: true, Allowed: []string{"full", "selective"}},
 	{Key: "model.recompute_method", Type: TEnum, Nullable: true, Allowed: []string{"uniform", "block"}},
 	{Key: "model.recompute_num_layers", Type: TInt, Nullable: true, Min: minInt(1), Max: maxInt(presets.MaxLayers)},
 	{Key: "model.recompute_modules", Type: TList, Nullable: true,
-		Allowed: []string{"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out"},
-		OnlyG3:  []string{"gdn_norm_out"}},
+		Allowed: []string{"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out", "mhc"},
+		OnlyG3:  []string{"gdn_norm_out", "mhc"},
+		Doc:     "mhc recomputes DeepSeek-V4's hyper-connections, in the Megatron-Core its recipes need (newer than the one MB HEAD pins; MB src/megatron/bridge/perf_recipes/deepseek/gb300/deepseek_v4.py)"},
 	{Key: "model.attention_dropout", Type: TFloat, Probability: true},
 	{Key: "model.hidden_dropout", Type: TFloat, Probability: true},
 
@@ -306,6 +311,10 @@ type Recipe struct {
 	// plan of its CUDA-graph setting is built on them (CheckWithCapture).
 	model  presets.Model
 	layout presets.Layout
+	// overridden marks the keys an override (a file, --set) wrote, as
+	// opposed to the recipe itself: the perf recipe's own changes come
+	// before overrides and do not undo them (ApplyHarnessFlags).
+	overridden map[string]bool
 }
 
 // teVersionByMB is the Transformer Engine version each MB release's uv.lock
@@ -326,170 +335,66 @@ func parseMB(v string) (presets.Generation, int, error) {
 // New returns the recipe settings of model m on layout l as
 // Megatron-Bridge version mbridge would start from: the model and layout
 // give the architecture, parallelism and precision; everything else is the
-// MCore/MB default a perf recipe leaves alone.
+// MCore/MB default a perf recipe leaves alone (defaults.go).
 func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	gen, mb, err := parseMB(mbridge)
 	if err != nil {
 		return nil, err
 	}
 	c := &Recipe{gen: gen, mb: mb, vals: make(map[string]Value, len(schema)+4), model: m, layout: l.Clone()}
-	b := func(k string, v bool) { c.vals[k] = Value{Bool: v} }
-	i := func(k string, v int) { c.vals[k] = Value{Int: v} }
-	e := func(k, v string) { c.vals[k] = Value{Str: v} }
-	null := func(k string) { c.vals[k] = Value{Null: true} }
-	optInt := func(k string, v int) {
-		if v > 0 {
-			i(k, v)
-		} else {
-			null(k)
+	for _, table := range []map[string]Value{commonDefaults, generationDefaults[gen]} {
+		for k, v := range table {
+			c.vals[k] = v.clone()
 		}
 	}
-
-	e("model.cuda_graph_impl", presets.ImplNone)
-	// MB's library recipes write cuda_graph_scope="full" explicitly (e.g. MB
-	// v0.4.0 recipes/qwen/qwen2.py, v0.6.0 recipes/qwen/h100/qwen3_moe.py);
-	// in G3 that is the deprecated alias, which matters for TC-04.
-	c.vals["model.cuda_graph_scope"] = Value{Scalar: true, Str: "full"}
-	if gen == presets.G3 {
-		c.vals["model.cuda_graph_modules"] = Value{Scalar: true, Str: "full"} // MCore's default
-		null("model.fine_grained_offloading_max_inflight_offloads")
-		i("model.gtp_weight_remat_size", 1)
-	}
-	i("model.cuda_graph_warmup_steps", 3)
-	for _, k := range []string{"model.enable_cuda_graph", "model.external_cuda_graph", "model.use_te_rng_tracker",
-		"rng.te_rng_tracker", "optimizer.optimizer_cuda_graph", "model.cpu_offloading"} {
-		b(k, false)
-	}
-	b("rerun_state_machine.check_for_nan_in_loss", true)
-	// MB recipes/common.py builds every recipe's DDP config with
-	// check_for_nan_in_grad=True and overlap_grad_reduce=True, ...
-	b("ddp.check_for_nan_in_grad", true)
-	b("ddp.overlap_grad_reduce", true)
-	// ... and overlap_param_gather=True, use_distributed_optimizer=True.
-	b("ddp.overlap_param_gather", true)
-	b("ddp.use_distributed_optimizer", true)
-	b("optimizer.use_distributed_optimizer", true)
-
-	a := m.Arch
-	if a.MoE != nil {
-		i("model.num_moe_experts", a.MoE.Experts)
-	} else {
-		null("model.num_moe_experts")
-	}
-	// DeepSeek-style leading dense layers are written as a 0/1 list (MB's
-	// deepseek bridges); hybrid models keep MCore's default 1 because their
-	// layer types come from the hybrid pattern, not from moe_layer_freq.
-	if a.MoE != nil && a.HybridPattern == "" && a.MoE.FirstDenseLayers > 0 {
-		freq := make([]int, a.Layers)
-		for j := a.MoE.FirstDenseLayers; j < a.Layers; j++ {
-			freq[j] = 1
-		}
-		c.vals["model.moe_layer_freq"] = Value{IsList: true, Ints: freq}
-	} else {
-		i("model.moe_layer_freq", 1)
-	}
-	null("model.moe_expert_capacity_factor")
-	b("model.moe_pad_expert_input_to_capacity", false)
-	disp := l.Dispatcher
-	if disp == "" {
-		// MCore defaults to allgather, but every MB MoE recipe picks alltoall
-		// or flex; a layout that names none is taken as alltoall.
-		disp = "allgather"
-		if a.MoE != nil {
-			disp = defaultMoEDispatcher
-		}
-	}
-	e("model.moe_token_dispatcher_type", disp)
-	b("model.moe_router_padding_for_fp8", false)
-	null("model.moe_input_jitter_eps")
-	if a.MoE != nil {
-		optInt("model.moe_shared_expert_intermediate_size", a.MoE.SharedExpertFFN)
-	} else {
-		null("model.moe_shared_expert_intermediate_size")
-	}
-	b("model.moe_shared_expert_overlap", false)
-	b("model.moe_pad_experts_for_cuda_graph_inference", false)
-	e("model.moe_flex_dispatcher_backend", "deepep") // MCore's default
-	if gen == presets.G3 {
-		null("model.moe_expert_rank_capacity_factor")
-		b("model.use_transformer_engine_op_fuser", false) // MCore's default
-	}
-
+	c.vals["te_version"] = Value{Str: teVersionByMB[mb]}
+	c.setModel(m.Arch)
+	c.setMoE(m.Arch, l)
 	c.setRecompute(l)
-	// MB's providers for every built-in family set both dropouts to 0.0
-	// (MB v0.3.0 models/{llama,qwen,deepseek,gpt_oss}/*_provider.py).
-	c.vals["model.attention_dropout"] = Value{Float: 0}
-	c.vals["model.hidden_dropout"] = Value{Float: 0}
-
-	b("model.fine_grained_activation_offloading", len(l.OffloadModules) > 0)
-	c.vals["model.offload_modules"] = Value{List: slices.Clone(l.OffloadModules)}
-	if l.OffloadModules == nil {
-		c.vals["model.offload_modules"] = Value{List: []string{}}
-	}
-	b("model.delay_offload_until_cuda_graph", false)
-	b("model.cpu_offloading", l.CPUOffloadLayers > 0)
-
-	b("model.overlap_moe_expert_parallel_comm", false)
-	b("model.delay_wgrad_compute", false)
-	null("comm_overlap.overlap_moe_expert_parallel_comm")
-	null("comm_overlap.delay_wgrad_compute")
-	// MB's GPTModelProvider turns gradient-accumulation fusion on whenever
-	// the fused kernel is importable, which it is in MB's container.
-	b("model.gradient_accumulation_fusion", true)
-	b("model.add_bias_linear", a.AddBiasLinear)
-	b("model.add_qkv_bias", a.AddQKVBias)
-
+	c.setOffload(l)
 	c.setMemoryDefaults(l)
-	i("model.tensor_model_parallel_size", l.TPSize())
-	i("model.pipeline_model_parallel_size", l.PPSize())
-	optInt("model.virtual_pipeline_model_parallel_size", l.VP)
-	i("model.context_parallel_size", l.CPSize())
-	i("model.expert_model_parallel_size", l.EPSize())
-	optInt("model.expert_tensor_parallel_size", l.ETP)
-	b("model.sequence_parallel", l.SequenceParallel)
-	optInt("model.mtp_num_layers", l.MTPLayers)
-	i("train.global_batch_size", max(1, l.GBS))
-	i("train.micro_batch_size", max(1, l.MBS))
-	i("model.seq_length", max(1, l.Seq))
-	i("dataset.sequence_length", max(1, l.Seq))
-
+	c.setParallel(l)
 	if err := c.setPrecision(l.Precision); err != nil {
 		return nil, err
 	}
-
-	for _, k := range []string{"dataset.enable_offline_packing", "dataset.enable_in_batch_packing", "dataset.pad_to_max_length", "dataset.dataset_kwargs.pad_to_max_length",
-		"dataset.offline_packing_specs.pad_cu_seqlens", "ddp.use_megatron_fsdp", "ddp.megatron_fsdp_cuda_graph_mode"} {
-		b(k, false)
+	if err := c.checkDefaults(m.Name); err != nil {
+		return nil, err
 	}
-	null("dataset.packing_buffer_size")
-	b("ddp.use_megatron_fsdp", l.FSDP)
-	e("ddp.megatron_fsdp_version", "1")
-	e("te_version", teVersionByMB[mb])
-	e("model.transformer_impl", "transformer_engine")
+	if err := c.applyLayoutSettings(m.Name, l, mbridge); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
-	// Defaults come from preset data; check them like any override so a bad
-	// preset fails here rather than inside a rule.
+// checkDefaults checks every value New wrote like any override: the
+// defaults come from preset data, and a bad preset fails here rather than
+// inside a rule.
+func (c *Recipe) checkDefaults(model string) error {
 	for _, k := range slices.Sorted(maps.Keys(c.vals)) {
 		f, ok := c.field(k)
 		if !ok {
-			return nil, fmt.Errorf("internal: default for unknown field %s", k)
+			return fmt.Errorf("internal: default for unknown field %s", k)
 		}
-		if err := checkValue(f, c.vals[k], gen); err != nil {
-			return nil, fmt.Errorf("model %s: field %s: %v", m.Name, k, err)
+		if err := checkValue(f, c.vals[k], c.gen); err != nil {
+			return fmt.Errorf("model %s: field %s: %w", model, k, err)
 		}
 	}
-	// The recipe's further settings, as the recipe writes them before any
-	// user override.
+	return nil
+}
+
+// applyLayoutSettings applies the recipe's further settings (the layout's
+// Settings), as the recipe writes them before any user override.
+func (c *Recipe) applyLayoutSettings(model string, l presets.Layout, mbridge string) error {
 	for _, k := range slices.Sorted(maps.Keys(l.Settings)) {
-		if f, ok := lookupField(k); ok && f.Gen != allGens && f.Gen != gen {
-			return nil, fmt.Errorf("model %s: the %s layout's recipe sets %s, which Megatron-Bridge %s (%s) does not have (allowed: --mbridge %s)",
-				m.Name, layoutName(l), k, mbridge, gen, strings.Join(mbridgeOf(f.Gen), ", "))
+		if f, ok := lookupField(k); ok && f.Gen != allGens && f.Gen != c.gen {
+			return fmt.Errorf("model %s: the %s layout's recipe sets %s, which Megatron-Bridge %s (%s) does not have (allowed: --mbridge %s)",
+				model, layoutName(l), k, mbridge, c.gen, strings.Join(mbridgeOf(f.Gen), ", "))
 		}
 		if err := c.applySet(k+"="+l.Settings[k], false); err != nil {
-			return nil, fmt.Errorf("model %s: the %s layout's settings: %s", m.Name, layoutName(l), strings.TrimPrefix(err.Error(), "--set "))
+			return fmt.Errorf("model %s: the %s layout's settings: %s", model, layoutName(l), strings.TrimPrefix(err.Error(), "--set "))
 		}
 	}
-	return c, nil
+	return nil
 }
 
 func layoutName(l presets.Layout) string {
@@ -508,36 +413,6 @@ func mbridgeOf(gen presets.Generation) []string {
 		}
 	}
 	return out
-}
-
-// defaultMoEDispatcher is the token dispatcher of an MoE layout that names
-// none.
-const defaultMoEDispatcher = "alltoall"
-
-// setRecompute writes the layout's recompute settings: selective with its
-// modules, or full with recompute_num_layers of the uniform method.
-func (c *Recipe) setRecompute(l presets.Layout) {
-	null := func(k string) { c.vals[k] = Value{Null: true} }
-	null("model.recompute_method")
-	null("model.recompute_num_layers")
-	switch {
-	case l.FullRecompute():
-		c.vals["model.recompute_granularity"] = Value{Str: "full"}
-		c.vals["model.recompute_method"] = Value{Str: "uniform"}
-		if l.RecomputeLayers > 0 {
-			c.vals["model.recompute_num_layers"] = Value{Int: l.RecomputeLayers}
-		}
-		null("model.recompute_modules")
-	case len(l.RecomputeModules) > 0 || l.RecomputeGranularity == "selective":
-		c.vals["model.recompute_granularity"] = Value{Str: "selective"}
-		c.vals["model.recompute_modules"] = Value{List: slices.Clone(l.RecomputeModules)}
-		if len(l.RecomputeModules) == 0 {
-			null("model.recompute_modules") // MCore reads None as ["core_attn"]
-		}
-	default:
-		null("model.recompute_granularity")
-		null("model.recompute_modules")
-	}
 }
 
 // setPrecision writes the model fields MB's mixed-precision recipe of that
@@ -577,7 +452,7 @@ func (c *Recipe) Generation() presets.Generation { return c.gen }
 func (c *Recipe) Clone() *Recipe {
 	// A value is replaced, never changed in place (setValue stores a
 	// clone), so the copies may share their values' lists.
-	return &Recipe{gen: c.gen, mb: c.mb, vals: maps.Clone(c.vals), model: c.model, layout: c.layout.Clone()}
+	return &Recipe{gen: c.gen, mb: c.mb, vals: maps.Clone(c.vals), model: c.model, layout: c.layout.Clone(), overridden: maps.Clone(c.overridden)}
 }
 
 // Get returns the value of key; env.NAME keys that were never set read as
@@ -640,7 +515,7 @@ func (c *Recipe) setValue(key string, v Value) error {
 		return fmt.Errorf("%s", c.unknownField(key))
 	}
 	if err := checkValue(f, v, c.gen); err != nil {
-		return fmt.Errorf("field %s: %v", key, err)
+		return fmt.Errorf("field %s: %w", key, err)
 	}
 	if f.Type == TString && v.Null {
 		delete(c.vals, key) // unset variable
@@ -776,46 +651,57 @@ func coerce(f Field, r raw, gen presets.Generation) (Value, *badValue) {
 	case TString:
 		return Value{Str: r.text}, nil
 	case TIntOrList:
-		if !r.isList {
-			n, err := strconv.Atoi(r.text)
-			if r.tag != "!!int" || err != nil || n < 1 {
-				return Value{}, whole
-			}
-			return Value{Int: n}, nil
-		}
-		ints := make([]int, 0, len(r.elems))
-		for _, e := range r.elems {
-			n, err := strconv.Atoi(e.text)
-			if e.isList || e.tag != "!!int" || err != nil || (n != 0 && n != 1) {
-				return Value{}, &badValue{text: e.show(), line: e.line}
-			}
-			ints = append(ints, n)
-		}
-		return Value{IsList: true, Ints: ints}, nil
+		return coerceIntOrList(r, whole)
 	case TList:
-		elems := f.elems(gen)
-		if !r.isList {
-			if r.tag != "!!str" {
-				return Value{}, whole
-			}
-			v := Value{Scalar: true, Str: r.text, List: splitScope(r.text)}
-			for _, e := range v.List {
-				if !slices.Contains(elems, e) {
-					return Value{}, &badValue{text: e, line: r.line}
-				}
-			}
-			return v, nil
-		}
-		list := make([]string, 0, len(r.elems))
-		for _, e := range r.elems {
-			if e.isList || e.null || !slices.Contains(elems, e.text) {
-				return Value{}, &badValue{text: e.show(), line: e.line}
-			}
-			list = append(list, e.text)
-		}
-		return Value{List: list}, nil
+		return coerceList(r, f.elems(gen), whole)
 	}
 	return Value{}, whole
+}
+
+// coerceIntOrList converts r to a TIntOrList value: a count (1 or more),
+// or a list of 0s and 1s, one per layer (moe_layer_freq).
+func coerceIntOrList(r raw, whole *badValue) (Value, *badValue) {
+	if !r.isList {
+		n, err := strconv.Atoi(r.text)
+		if r.tag != "!!int" || err != nil || n < 1 {
+			return Value{}, whole
+		}
+		return Value{Int: n}, nil
+	}
+	ints := make([]int, 0, len(r.elems))
+	for _, e := range r.elems {
+		n, err := strconv.Atoi(e.text)
+		if e.isList || e.tag != "!!int" || err != nil || (n != 0 && n != 1) {
+			return Value{}, &badValue{text: e.show(), line: e.line}
+		}
+		ints = append(ints, n)
+	}
+	return Value{IsList: true, Ints: ints}, nil
+}
+
+// coerceList converts r to a TList value of the allowed elems: a list, or
+// a comma-separated string kept as written (Scalar).
+func coerceList(r raw, elems []string, whole *badValue) (Value, *badValue) {
+	if !r.isList {
+		if r.tag != "!!str" {
+			return Value{}, whole
+		}
+		v := Value{Scalar: true, Str: r.text, List: splitScope(r.text)}
+		for _, e := range v.List {
+			if !slices.Contains(elems, e) {
+				return Value{}, &badValue{text: e, line: r.line}
+			}
+		}
+		return v, nil
+	}
+	list := make([]string, 0, len(r.elems))
+	for _, e := range r.elems {
+		if e.isList || e.null || !slices.Contains(elems, e.text) {
+			return Value{}, &badValue{text: e.show(), line: e.line}
+		}
+		list = append(list, e.text)
+	}
+	return Value{List: list}, nil
 }
 
 // splitScope splits a comma string the way MCore does ("" is no scope).
@@ -938,11 +824,28 @@ func (c *Recipe) applySet(arg string, user bool) error {
 	}
 	if user {
 		if err := c.overriddenByCommOverlap(key, strings.TrimSpace(val)); err != nil {
-			return fmt.Errorf("--set %s: %v", flag, err)
+			return fmt.Errorf("--set %s: %w", flag, err)
 		}
 	}
-	if err := c.setValue(key, v); err != nil {
-		return fmt.Errorf("--set %s: %v", flag, err)
+	set := c.setValue
+	if user {
+		set = c.override
 	}
+	if err := set(key, v); err != nil {
+		return fmt.Errorf("--set %s: %w", flag, err)
+	}
+	return nil
+}
+
+// override is setValue for an override's value: the key is marked as set
+// by the user.
+func (c *Recipe) override(key string, v Value) error {
+	if err := c.setValue(key, v); err != nil {
+		return err
+	}
+	if c.overridden == nil {
+		c.overridden = map[string]bool{}
+	}
+	c.overridden[key] = true
 	return nil
 }

@@ -176,6 +176,8 @@ func TestApplyYAMLErrors(t *testing.T) {
 		{"0.4", "model:\n  moe_layer_freq: [0, 2]\n", `o.yaml:2: field model.moe_layer_freq: bad value "2" (allowed: an integer, or a list of 0 and 1 per layer)`},
 		{"0.4", "model:\n  offload_modules: [fused_group_mlp]\n",
 			`o.yaml:2: field model.offload_modules: bad value "fused_group_mlp" (allowed: a list of: attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act, null)`},
+		{"0.4", "model:\n  recompute_modules: [mla_up_proj, mhc]\n",
+			`o.yaml:2: field model.recompute_modules: bad value "mhc" (allowed: a list of: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts, null)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mb, func(t *testing.T) {
@@ -322,8 +324,9 @@ func TestCheckDoesNotModifyConfig(t *testing.T) {
 	}
 }
 
-// Before: --set model.cuda_graph_warmup_steps=-5 was valid while the
-// harness flag --warmup -1 was refused; sizes had no upper bound.
+// --set refuses values out of a field's range, naming the range: a
+// warm-up below 0 or past 1000 (as the harness flag --warmup does), sizes
+// past their upper bound, non-finite numbers and dropouts of 1 or more.
 func TestApplySetRejectsOutOfRange(t *testing.T) {
 	m, l := moeModel, layoutFor(moeModel)
 	for _, tc := range []struct{ set, want string }{
@@ -379,5 +382,18 @@ func TestNewRecipeLayoutSettingsOfAnotherGeneration(t *testing.T) {
 	_, err = New(m, l, "0.7")
 	if err == nil || strings.Contains(err.Error(), "--set") || !strings.Contains(err.Error(), "the b300 layout's settings: model.moe_token_dispatcher_type=ring") {
 		t.Errorf("bad setting: %v", err)
+	}
+}
+
+// DeepSeek-V4 Pro's recipe recomputes its hyper-connections (MB HEAD
+// src/megatron/bridge/perf_recipes/deepseek/gb300/deepseek_v4.py:
+// recompute_modules [mla_up_proj, mhc]); G3's schema takes it.
+func TestRecomputeHyperConnections(t *testing.T) {
+	c := newCfg(t, moeModel, "0.7")
+	if err := c.ApplyYAML("o.yaml", []byte("model:\n  recompute_modules: [mla_up_proj, mhc]\n")); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := c.Get("model.recompute_modules"); !slices.Equal(v.List, []string{"mla_up_proj", "mhc"}) {
+		t.Errorf("recompute_modules %v", v.List)
 	}
 }

@@ -19,6 +19,10 @@ type Target struct {
 	Layout  presets.Layout
 	MBridge string
 	Sets    map[string]string
+	// Changes are enabling changes (Change names) applied after the --set
+	// values: a what-if row's. A candidate's own Candidate.WhatIf adds to
+	// them.
+	Changes []string
 }
 
 // StockLayout is the layout of the recipe the overrides go onto: for a
@@ -56,7 +60,7 @@ func (t Target) Conditions() (*Recipe, error) {
 			return nil, err
 		}
 	}
-	return r, nil
+	return r, t.applyChanges(r)
 }
 
 // Ranked is the recipe candidate c was ranked as: Conditions, then c as
@@ -113,6 +117,9 @@ type Recommender struct {
 	seeds    []seed
 	notes    []string
 	parsed   map[string]Value // entries' dotlist tokens, parsed (applyEntries)
+	// byChanges are the recommenders of candidates with enabling changes
+	// of their own (Candidate.WhatIf), by change set.
+	byChanges recommenders
 }
 
 // NewRecommender prepares the overrides of candidates ranked under t.
@@ -131,6 +138,16 @@ func NewRecommender(t Target) *Recommender {
 	return r
 }
 
+// Overrides are candidate c's overrides (WinnerOverrides); a candidate
+// with enabling changes of its own (a what-if row) has them written as
+// settings the search ran with, each with its cost.
+func (r *Recommender) Overrides(c presets.Candidate) Overrides {
+	if sub := r.forChanges(c.WhatIf); sub != r {
+		return sub.Overrides(c)
+	}
+	return r.overrides(c)
+}
+
 // Stock is a copy of the recipe the overrides go onto (Target.Stock).
 func (r *Recommender) Stock() (*Recipe, error) {
 	if r.stock == nil {
@@ -139,8 +156,8 @@ func (r *Recommender) Stock() (*Recipe, error) {
 	return r.stock.Clone(), nil
 }
 
-// Overrides are candidate c's overrides (WinnerOverrides).
-func (r *Recommender) Overrides(c presets.Candidate) Overrides {
+// overrides are candidate c's overrides under the recommender's target.
+func (r *Recommender) overrides(c presets.Candidate) Overrides {
 	o := BuildOverrides(c, r.t.MBridge)
 	if r.stockErr != nil {
 		o.Notes = append(o.Notes, "the settings the search ran with could not be compared with the recipe's: "+r.stockErr.Error())
@@ -216,6 +233,7 @@ var precisionKeys = []string{"model.bf16", "model.fp16", "model.fp8", "model.fp8
 // to layoutNotes, unless a --set gave them.
 func (t Target) seedsOf(stock, ranked *Recipe, stockL presets.Layout) []seed {
 	var out []seed
+	origins := t.changeOrigins()
 	for _, k := range Diff(stock, ranked) {
 		_, set := t.Sets[k]
 		if !set && slices.Contains(precisionKeys, k) && stockL.Precision != t.Layout.Precision {
@@ -227,7 +245,9 @@ func (t Target) seedsOf(stock, ranked *Recipe, stockL presets.Layout) []seed {
 		}
 		f, _ := ranked.field(k)
 		s := seed{key: k, val: v.clone(), value: v.entry(f), text: ranked.show(k), origin: "given with --set"}
-		if !set {
+		if ch, ok := origins[k]; ok {
+			s.origin = fmt.Sprintf("the what-if change %s; its cost: %s", ch.Name, ch.Cost)
+		} else if !set {
 			s.origin = fmt.Sprintf("the search's layout sets it (the recipe's: %s)", shown(stock, k))
 		}
 		out = append(out, s)
@@ -249,6 +269,7 @@ func layoutNotes(stock, ran presets.Layout) []string {
 		out = append(out, fmt.Sprintf("the search ran with precision %s where the recipe has %s: use Megatron-Bridge's %s recipe (the perf harness's -c %s); overriding the model's precision fields does not change it (the recipe's mixed_precision writes them at start-up)",
 			ran.Precision, stock.Precision, ran.Precision, ran.Precision))
 	}
+	diff("optimizer", orDefault(stock.Optimizer, "adam"), orDefault(ran.Optimizer, "adam"))
 	diff("optimizer states", orDefault(stock.OptimizerStates, "fp32"), orDefault(ran.OptimizerStates, "fp32"))
 	diff("the distributed optimizer off", stock.NoDistributedOptimizer, ran.NoDistributedOptimizer)
 	diff("fp32 gradient reduction", stock.GradReduceInFP32, ran.GradReduceInFP32)

@@ -124,10 +124,10 @@ func (c *Recipe) setYAMLLeaf(name string, f Field, n *yaml.Node) error {
 		return fmt.Errorf("%s:%d: field %s: bad value %q (allowed: %s)", name, bad.line, f.Key, bad.text, f.allowed(c.gen))
 	}
 	if err := c.overriddenByCommOverlap(f.Key, nodeText(n)); err != nil {
-		return fmt.Errorf("%s:%d: field %s: %v", name, n.Line, f.Key, err)
+		return fmt.Errorf("%s:%d: field %s: %w", name, n.Line, f.Key, err)
 	}
-	if err := c.setValue(f.Key, v); err != nil {
-		return fmt.Errorf("%s:%d: %v", name, n.Line, err)
+	if err := c.override(f.Key, v); err != nil {
+		return fmt.Errorf("%s:%d: %w", name, n.Line, err)
 	}
 	return nil
 }

@@ -150,6 +150,7 @@ func Markdown(in Input, plotName string) []byte {
 	writeSetup(&b, in)
 	writeWinner(&b, in)
 	writeRanking(&b, in, plotName)
+	writeWhatIf(&b, in)
 	writeFailed(&b, in)
 	writeRejected(&b, in)
 	if len(d.Notes) > 0 {

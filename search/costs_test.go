@@ -10,11 +10,10 @@ import (
 	"cgtune/engine"
 )
 
-// Before: a resume computed with another cost model (another
-// --profile-scale, --estimate-gpu, profile file) ranked its results with
-// the journal's. The journal keeps the cost model and a resume that
-// changes it is refused, naming what changed; a journal that recorded
-// none (an older cgtune's) resumes as before.
+// A resume with another cost model (another --profile-scale,
+// --estimate-gpu, profile file) than the journal's is refused, naming
+// what changed: their results must not be ranked together. A journal
+// that recorded none (an older cgtune's) resumes as before.
 func TestResumeRefusesAnotherCostModel(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
 	dir := filepath.Join(t.TempDir(), "run")

@@ -86,7 +86,11 @@ func (r *runner) emulationCheck(ctx context.Context, es []entry) *EmulationCheck
 		if ctx.Err() != nil {
 			break
 		}
-		emu := fb.Run(ctx, r.w, res.Candidate, r.opts(0), func(engine.StepSample) {})
+		w, err := r.ws.of(res.Candidate)
+		if err != nil {
+			continue
+		}
+		emu := fb.Run(ctx, w, res.Candidate, r.opts(0), func(engine.StepSample) {})
 		if emu.Failed() || emu.Speedup <= 0 {
 			check.Failed = append(check.Failed, fmt.Sprintf("%s: %s", res.Candidate.Name(), cmp.Or(emu.Err, "no speed-up")))
 			continue

@@ -71,6 +71,9 @@ type Ranked struct {
 	// recipe's shipped setting): its step time over this one's; 0 when
 	// the reference did not finish.
 	VsReference float64 `json:"vs_reference,omitempty"`
+	// WhatIf is a what-if row's pricing (nil for a candidate the recipe
+	// allows): its changes and their costs, its own eager step.
+	WhatIf *WhatIf `json:"what_if,omitempty"`
 }
 
 // PlanEvent is the whole space, sent once before anything runs.
@@ -151,6 +154,11 @@ type DoneEvent struct {
 	// Kept is what the journal holds, read back after an error writing it
 	// (nil otherwise): Runs counts runs, not what reached the disk.
 	Kept *JournalCount `json:"kept,omitempty"`
+	// WhatIf are the what-if rows (Config.WhatIf), ranked on their own;
+	// Accepted the enabling changes the user accepts (Config.Accept):
+	// rows of those changes only rank in Ranking too.
+	WhatIf   []Ranked `json:"what_if,omitempty"`
+	Accepted []string `json:"accepted,omitempty"`
 }
 
 func (PlanEvent) isEvent()    {}

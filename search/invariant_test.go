@@ -43,14 +43,17 @@ func conditions(m presets.Model) []map[string]string {
 // pass, into exactly the configuration that was ranked: the recipe with
 // the search's --set values and the candidate as the harness applies it.
 // YAML, what cgtune check reads, also passes check's capture plan; the
-// Megatron-LM flags of validate's {flags} render.
+// Megatron-LM flags of validate's {flags} render. Under the stock
+// settings the search's what-if rows are checked too: an accepted
+// what-if winner's overrides carry its enabling changes, and on the
+// stock recipe they are the recipe that was ranked.
 func TestEveryOutputIsWhatWasRanked(t *testing.T) {
 	ms, err := presets.BuiltinModels()
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	var checked atomic.Int64
+	var checked, whatIf atomic.Int64
 	t.Run("models", func(t *testing.T) {
 		for _, m := range ms {
 			t.Run(m.Name, func(t *testing.T) {
@@ -65,26 +68,31 @@ func TestEveryOutputIsWhatWasRanked(t *testing.T) {
 							continue // a layout only later releases build (gpt_oss on b300)
 						}
 						for _, sets := range conditions(m) {
-							checked.Add(int64(checkTarget(t, recipe.Target{Model: m, Layout: l, MBridge: mb, Sets: sets})))
+							n, w := checkTarget(t, recipe.Target{Model: m, Layout: l, MBridge: mb, Sets: sets}, sets == nil)
+							checked.Add(int64(n))
+							whatIf.Add(int64(w))
 						}
 					}
 				}
 			})
 		}
 	})
-	t.Logf("%d candidate renderings checked in %s", checked.Load(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d candidate renderings checked (%d of what-if rows) in %s", checked.Load(), whatIf.Load(), time.Since(start).Round(time.Millisecond))
+	if whatIf.Load() == 0 {
+		t.Error("no what-if row was checked")
+	}
 }
 
-// checkTarget checks every valid candidate of t's plan in every format,
-// and returns how many renderings it checked.
-func checkTarget(t *testing.T, tg recipe.Target) int {
+// checkTarget checks every valid candidate of t's plan (with its what-if
+// rows when whatIf is set) in every format, and returns how many
+// renderings it checked, and how many of them were of what-if rows.
+func checkTarget(t *testing.T, tg recipe.Target, whatIf bool) (n, whatIfN int) {
 	t.Helper()
-	plan, err := Plan(Config{Model: tg.Model, Layout: tg.Layout, MBridge: tg.MBridge, Sets: tg.Sets})
+	plan, err := Plan(Config{Model: tg.Model, Layout: tg.Layout, MBridge: tg.MBridge, Sets: tg.Sets, WhatIf: whatIf})
 	if err != nil {
 		t.Fatalf("%s: %v", targetName(tg), err)
 	}
 	rec := recipe.NewRecommender(tg)
-	n := 0
 	for _, p := range plan {
 		if !p.Valid() {
 			continue
@@ -107,12 +115,15 @@ func checkTarget(t *testing.T, tg recipe.Target) int {
 				}
 			}
 			n++
+			if len(p.Candidate.WhatIf) > 0 {
+				whatIfN++
+			}
 		}
 		if _, err := o.MegatronLMFlagTokens(false); err != nil {
 			t.Errorf("%s: validate's {flags}: %v", name, err)
 		}
 	}
-	return n
+	return n, whatIfN
 }
 
 // appliedAs applies rendered overrides to tg's stock recipe every way

@@ -59,11 +59,13 @@ type Fingerprint struct {
 	// Costs is what the figures were computed with (zero in a journal of
 	// a cgtune that did not record it: such a resume is not checked).
 	Costs CostModel `json:"costs,omitzero"`
+	// WhatIf: the search adds what-if rows (Config.WhatIf).
+	WhatIf bool `json:"what_if,omitempty"`
 }
 
 func (c Config) fingerprint() Fingerprint {
 	return Fingerprint{Model: c.Model, Layout: c.Layout, MBridge: c.mbridge(), Space: withDefaults(c.Space),
-		Strategy: c.strategy(), Sets: c.Sets, Workload: c.Workload, Measured: c.Measured, Reference: c.Reference, Costs: c.Costs}
+		Strategy: c.strategy(), Sets: c.Sets, Workload: c.Workload, Measured: c.Measured, Reference: c.Reference, Costs: c.Costs, WhatIf: c.WhatIf}
 }
 
 // resumableBy refuses a resume by a search of fingerprint g of the
@@ -84,7 +86,7 @@ func (f Fingerprint) resumableBy(g Fingerprint, dir string) error {
 func (f Fingerprint) diff(g Fingerprint) []string {
 	parts := func(x Fingerprint) map[string]any {
 		return map[string]any{"model": x.Model, "layout": x.Layout, "mbridge": x.MBridge, "space": x.Space,
-			"strategy": x.Strategy, "sets": x.Sets, "workload": x.Workload, "run options": x.Measured, "reference": x.Reference}
+			"strategy": x.Strategy, "sets": x.Sets, "workload": x.Workload, "run options": x.Measured, "reference": x.Reference, "what-if rows": x.WhatIf}
 	}
 	a, b := parts(f), parts(g)
 	var out []string
@@ -237,7 +239,7 @@ func planCheck(plan []Planned, strategy string) resultCheck {
 	return func(l journalLine) error {
 		c := l.Result.Candidate
 		if err := c.Validate(); err != nil {
-			return fmt.Errorf("candidate %s: %v", c.Name(), err)
+			return fmt.Errorf("candidate %s: %w", c.Name(), err)
 		}
 		if c.Key() != l.Key {
 			return fmt.Errorf("a result for %s filed under key %q", c.Name(), l.Key)

@@ -15,8 +15,9 @@ import (
 	"cgtune/presets"
 )
 
-// Before: one unreadable line in the middle of a journal made the whole
-// run folder unresumable ("journal.jsonl line 4: invalid character").
+// Unreadable lines in the middle of a journal are named in one error that
+// counts the readable results around them, and SkipBadLines resumes
+// without them.
 func TestJournalCorruptInTheMiddle(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
 	dir := filepath.Join(t.TempDir(), "run")
@@ -117,11 +118,10 @@ func setCandidate(c presets.Candidate) func(map[string]any) {
 	}
 }
 
-// Before: a journal edited to hold a candidate outside the plan panicked a
-// halving resume (nil arm in halving.predict) and made an exhaustive
-// resume rank a candidate the rules reject (TC-20 on a dense model) as the
-// winner. Every journal result is checked against the plan on resume: a
-// foreign one is a bad line, named with why, that SkipBadLines sets aside.
+// Every journal result is checked against the plan on resume: a
+// candidate outside it is a bad line, named with why, that SkipBadLines
+// sets aside. It must neither panic a halving resume nor be ranked the
+// winner of an exhaustive one though the rules reject it.
 func TestResumeRefusesResultsOutsideThePlan(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
 	fast := func(l map[string]any) {

@@ -111,6 +111,9 @@ type entry struct {
 	derived bool
 	from    int // the warm-up whose run a derived warm-up's figures come from
 	note    string
+	// whatIf is a what-if row's pricing; its result is on the recipe's
+	// eager step already (onRecipeEager).
+	whatIf *WhatIf
 }
 
 // Rank orders finished results: successes by steady-state step time, ties
@@ -129,12 +132,10 @@ func Rank(results []engine.Result, opts RankOptions) []Ranked {
 // still tie: the band's share of a's step, or as far as makes their
 // p10–p90 ranges overlap (b's p10 at or below a's p90). Overlap, not the
 // wider of the two spreads: one slow step among eleven stretches a p90
-// far from its median, and measured on the H200 that tied an eager step
-// whose every p10–p90 value was slower than every graphed one's
-// (dense-small mbs 4 on Megatron-Core: 216.4 ms, 213.5–243.8, against
-// 209.9 ms, 208.9–211.3; docs/emulation-accuracy-2026-12-01.md). For a
-// with itself it is
-// a's whole p10–p90 width, the band shown under a table.
+// far from its median, and the wider spread tied an eager step with a
+// graphed one that was faster at every point of its p10–p90 range
+// (docs/emulation-accuracy-2026-12-01.md). For a with itself it is a's
+// whole p10–p90 width, the band shown under a table.
 func tieTol(frac float64, a, b engine.Result) float64 {
 	return max(frac*a.Step.Median, (a.Step.P90-a.Step.Median)+(b.Step.Median-b.Step.P10))
 }
@@ -256,29 +257,12 @@ func orderByMemoryClass(group []Ranked) (why []string) {
 	return why
 }
 
+// rankEntries ranks the entries' results: the successes by class (fitting
+// first; framework-measured before emulated ones held back; later rounds
+// first), then step time, tied groups ordered by the tie-breaks; then the
+// failures.
 func rankEntries(es []entry, opts RankOptions) []Ranked {
-	es = onFullestEagerPool(es)
-	var ok, failed []Ranked
-	best := bestFrameworkSpeedup(es)
-	held := map[string]bool{}
-	for _, e := range onTruestBaseline(es) {
-		r := Ranked{Result: e.res, Name: e.res.Candidate.Name(), Round: e.round, Derived: e.derived, DerivedFrom: e.from, Note: e.note, Origin: e.note, Emulated: e.res.Delegated != ""}
-		if e.res.Failed() {
-			failed = append(failed, r)
-			continue
-		}
-		r.JobMs = JobMs(e.res, opts.TrainIters)
-		if r.Result.Memory.Breakdown == nil && r.Result.Source != engine.SourceJob && opts.Memory != nil {
-			r.Result.Memory.Breakdown = opts.Memory(r.Result.Candidate)
-		}
-		r.Fits = fits(&r, opts)
-		if r.Emulated && best > 0 {
-			h := heldBack(r.Result, best, opts.Emulation)
-			held[r.Result.Candidate.Key()] = h
-			r.Note = joinNote(r.Note, emulatedNote(r.Result, h, best, opts.Emulation))
-		}
-		ok = append(ok, r)
-	}
+	ok, failed, held := judgeResults(es, opts)
 	// Classes rank in order: fitting first, then framework-measured (and
 	// emulated results that beat them beyond the emulation's error) before
 	// emulated predictions, then later rounds (longer measurements of the
@@ -303,40 +287,7 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 		}
 		return cmp.Compare(a.Result.Candidate.Key(), b.Result.Candidate.Key())
 	})
-	// Within a class, a group is every candidate within noise of the
-	// fastest one not yet placed; the group is ordered by the tie-breaks.
-	// Measuring against the group's leader (not pairwise) keeps the
-	// grouping deterministic where noise bands overlap in a chain.
-	frac, ties := opts.tieFrac(), 0
-	for i := 0; i < len(ok); {
-		j := i + 1
-		for j < len(ok) && class(ok[j]) == class(ok[i]) &&
-			ok[j].Result.Step.Median-ok[i].Result.Step.Median <= tieTol(frac, ok[i].Result, ok[j].Result) {
-			j++
-		}
-		group := ok[i:j]
-		if len(group) > 1 {
-			fastest := group[0]
-			why := orderTied(group, opts.ReferenceKey)
-			n, tol := len(group), tieTol(frac, fastest.Result, fastest.Result)
-			ties++
-			for k := range group {
-				group[k].Tie, group[k].TieBandMs = ties, tol
-				var note string
-				switch {
-				case k == 0 && group[0].Result.Candidate.Key() == fastest.Result.Candidate.Key():
-					note = fmt.Sprintf("fastest of %d candidates tied within noise (±%.2f ms)", n, tol)
-				case k == 0:
-					note = fmt.Sprintf("first of %d candidates tied within noise (±%.2f ms of the fastest, %s) on %s",
-						n, tol, fastest.Result.Candidate.Name(), firstReason(group[0], fastest, opts.ReferenceKey))
-				default:
-					note = fmt.Sprintf("tied with %s within noise; after it on %s", group[k-1].Result.Candidate.Name(), why[k])
-				}
-				group[k].Note = joinNote(group[k].Note, note)
-			}
-		}
-		i = j
-	}
+	markTies(ok, class, opts)
 	// Failures by impl and scopes, then warm-up as a number (w2 before w10).
 	slices.SortStableFunc(failed, func(a, b Ranked) int {
 		ca, cb := a.Result.Candidate, b.Result.Candidate
@@ -348,6 +299,74 @@ func rankEntries(es []entry, opts RankOptions) []Ranked {
 	out := append(ok, failed...)
 	referenceOf(out, opts.ReferenceKey)
 	return out
+}
+
+// judgeResults splits the entries' results (each on its truest baseline) into
+// successes and failures, and judges each success: its job time, whether
+// it fits, and for an emulated one whether it is held back behind the
+// framework-measured ones (held, by candidate key).
+func judgeResults(es []entry, opts RankOptions) (ok, failed []Ranked, held map[string]bool) {
+	es = onFullestEagerPool(es)
+	best := bestFrameworkSpeedup(es)
+	held = map[string]bool{}
+	for _, e := range onTruestBaseline(es) {
+		r := Ranked{Result: e.res, Name: e.res.Candidate.Name(), Round: e.round, Derived: e.derived, DerivedFrom: e.from, Note: e.note, Origin: e.note, Emulated: e.res.Delegated != "", WhatIf: e.whatIf}
+		if e.res.Failed() {
+			failed = append(failed, r)
+			continue
+		}
+		r.JobMs = JobMs(e.res, opts.TrainIters)
+		if r.Result.Memory.Breakdown == nil && r.Result.Source != engine.SourceJob && opts.Memory != nil {
+			r.Result.Memory.Breakdown = opts.Memory(r.Result.Candidate)
+		}
+		r.Fits = fits(&r, opts)
+		if r.Emulated && best > 0 {
+			h := heldBack(r.Result, best, opts.Emulation)
+			held[r.Result.Candidate.Key()] = h
+			r.Note = joinNote(r.Note, emulatedNote(r.Result, h, best, opts.Emulation))
+		}
+		ok = append(ok, r)
+	}
+	return ok, failed, held
+}
+
+// markTies groups the sorted successes: within a class, a group is every
+// candidate within noise of the fastest one not yet placed, ordered by the
+// tie-breaks, each noted with why it stands where it does. Measuring
+// against the group's leader (not pairwise) keeps the grouping
+// deterministic where noise bands overlap in a chain.
+func markTies(ok []Ranked, class func(Ranked) [3]int, opts RankOptions) {
+	frac, ties := opts.tieFrac(), 0
+	for i := 0; i < len(ok); {
+		j := i + 1
+		for j < len(ok) && class(ok[j]) == class(ok[i]) &&
+			ok[j].Result.Step.Median-ok[i].Result.Step.Median <= tieTol(frac, ok[i].Result, ok[j].Result) {
+			j++
+		}
+		group := ok[i:j]
+		i = j
+		if len(group) < 2 {
+			continue
+		}
+		fastest := group[0]
+		why := orderTied(group, opts.ReferenceKey)
+		n, tol := len(group), tieTol(frac, fastest.Result, fastest.Result)
+		ties++
+		for k := range group {
+			group[k].Tie, group[k].TieBandMs = ties, tol
+			var note string
+			switch {
+			case k == 0 && group[0].Result.Candidate.Key() == fastest.Result.Candidate.Key():
+				note = fmt.Sprintf("fastest of %d candidates tied within noise (±%.2f ms)", n, tol)
+			case k == 0:
+				note = fmt.Sprintf("first of %d candidates tied within noise (±%.2f ms of the fastest, %s) on %s",
+					n, tol, fastest.Result.Candidate.Name(), firstReason(group[0], fastest, opts.ReferenceKey))
+			default:
+				note = fmt.Sprintf("tied with %s within noise; after it on %s", group[k-1].Result.Candidate.Name(), why[k])
+			}
+			group[k].Note = joinNote(group[k].Note, note)
+		}
+	}
 }
 
 // fits decides whether a ranked result fits the real job's GPU, and notes
@@ -380,7 +399,7 @@ func fits(r *Ranked, opts RankOptions) bool {
 func Rerank(rs []Ranked, opts RankOptions) []Ranked {
 	es := make([]entry, len(rs))
 	for i, r := range rs {
-		es[i] = entry{res: r.Result, round: r.Round, derived: r.Derived, from: r.DerivedFrom, note: r.Origin}
+		es[i] = entry{res: r.Result, round: r.Round, derived: r.Derived, from: r.DerivedFrom, note: r.Origin, whatIf: r.WhatIf}
 	}
 	return rankEntries(es, opts)
 }
@@ -728,7 +747,7 @@ func ParseTie(s string) (float64, error) {
 func onFullestEagerPool(es []entry) []entry {
 	fullest := map[string]engine.Result{}
 	for _, e := range es {
-		if id := e.res.EagerPool; id != "" && e.res.Eager.N > fullest[id].Eager.N {
+		if id := e.res.EagerPool; id != "" && e.whatIf == nil && e.res.Eager.N > fullest[id].Eager.N {
 			fullest[id] = e.res
 		}
 	}
@@ -739,7 +758,7 @@ func onFullestEagerPool(es []entry) []entry {
 	for i, e := range out {
 		from, ok := fullest[e.res.EagerPool]
 		base := from.Eager
-		if !ok || e.res.Eager == base { // ok: a pool's id, never empty
+		if !ok || e.whatIf != nil || e.res.Eager == base { // ok: a pool's id, never empty; a what-if row is on the recipe's eager step
 			continue
 		}
 		r := e.res

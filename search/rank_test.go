@@ -254,8 +254,8 @@ func TestRankTieBand(t *testing.T) {
 	}
 }
 
-// Before: --tie 0 and --tie 1 were refused with the generic "want a
-// percentage": the missing % sign is named, with the value to write.
+// --tie 0 and --tie 1 name the missing % sign, with the value to write,
+// not the generic "want a percentage".
 func TestParseTieNamesTheMissingPercentSign(t *testing.T) {
 	for in, want := range map[string]string{
 		"0":    `tie band "0": the % sign is missing: write 0% (allowed: a percentage from 0% to under 100%, such as 1% or 0.5%)`,

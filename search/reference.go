@@ -164,6 +164,17 @@ func referenceOf(rs []Ranked, key string) *Ranked {
 	if ref == nil {
 		return nil
 	}
+	setVsReference(rs, ref)
+	c := *ref
+	return &c
+}
+
+// setVsReference sets every row's speed-up over ref, the reference's row
+// (nothing without one).
+func setVsReference(rs []Ranked, ref *Ranked) {
+	if ref == nil {
+		return
+	}
 	for i := range rs {
 		switch r := rs[i].Result; {
 		case r.Failed() || r.Step.Median <= 0:
@@ -179,8 +190,6 @@ func referenceOf(rs []Ranked, key string) *Ranked {
 			rs[i].VsReference = ref.Result.Step.Median / r.Step.Median
 		}
 	}
-	c := *ref
-	return &c
 }
 
 // knownToFit is the model's total for the reference when the search's

@@ -83,6 +83,13 @@ type Config struct {
 	// and the emulating fallback are calibrated). Each line it says is a
 	// PrepareEvent; an error is a note of the search, which goes on.
 	Prepare func(ctx context.Context, w *stepmodel.Workload, say func(string)) error
+	// WhatIf adds what-if rows: each candidate the recipe rejects that
+	// MaxChanges enabling changes or fewer let run, with them applied,
+	// priced over the recipe's own eager step (search/whatif.go).
+	WhatIf bool
+	// Accept are the enabling changes (recipe.Change names) the user
+	// accepts: what-if rows of those only compete for the winner too.
+	Accept []string
 }
 
 func (c Config) mbridge() string {
@@ -111,7 +118,11 @@ func (r *runner) rankOptions() RankOptions {
 	o.ReferenceKey, o.KnownToFitMiB = r.refKey, r.knownFitMiB
 	gpuMiB := stepmodel.JobGPUMiB(r.w.Layout, r.cfg.JobGPUMemoryMiB)
 	o.Memory = func(c presets.Candidate) *stepmodel.MemoryBreakdown {
-		return stepmodel.PredictMemory(r.w, stepmodel.PlanCapture(r.w, c, r.w.Spec.Options.Generation), nil, gpuMiB, stepmodel.MemoryOptions{})
+		w, err := r.ws.of(c)
+		if err != nil {
+			return nil
+		}
+		return stepmodel.PredictMemory(w, stepmodel.PlanCapture(w, c, w.Spec.Options.Generation), nil, gpuMiB, stepmodel.MemoryOptions{})
 	}
 	return o
 }
@@ -153,6 +164,7 @@ type resKey struct {
 type runner struct {
 	cfg   Config
 	w     *stepmodel.Workload
+	ws    *workloads // w, and the workloads of what-if rows
 	plan  []Planned
 	byKey map[string]*Planned
 	gpus  []int // GPU number of each engine, for events
@@ -243,7 +255,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		return DoneEvent{}, err
 	}
 	defer j.close()
-	r := &runner{cfg: cfg, w: w, plan: plan, byKey: map[string]*Planned{}, emitFn: emit, journal: j, prior: map[resKey]finished{}}
+	r := &runner{cfg: cfg, w: w, ws: newWorkloads(cfg, w), plan: plan, byKey: map[string]*Planned{}, emitFn: emit, journal: j, prior: map[resKey]finished{}}
 	ref, refFrom := cfg.reference()
 	refWhy := ""
 	r.refKey, refWhy = referenceRow(plan, ref)
@@ -301,9 +313,11 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	d.Emulation = r.emulationCheck(ctx, onFullestEagerPool(es))
 	opts := r.rankOptions()
 	opts.Emulation = d.Emulation
-	d.Ranking = rankEntries(es, opts)
+	base, whatIf := splitWhatIf(es, cfg.Target(), cfg.Accept)
+	d.Ranking = rankEntries(append(base, acceptedEntries(whatIf, cfg.Accept)...), opts)
 	d.KnownToFitMiB = opts.KnownToFitMiB
 	d.Reference = &Reference{Candidate: ref, From: refFrom, Ranked: referenceOf(d.Ranking, r.refKey), Why: refWhy}
+	d.WhatIf, d.Accepted = rankWhatIf(whatIf, opts, d.Reference.Ranked), cfg.Accept
 	if d.Reference.Ranked == nil && refWhy == "" {
 		d.Reference.Why = "it did not finish"
 	}
@@ -572,8 +586,7 @@ func (r *runner) execute(ctx context.Context, slot int, jb trial, pred float64) 
 	gpu := r.gpus[slot]
 	opts := r.opts(jb.steps)
 	r.emit(StartEvent{Candidate: jb.cand, GPU: gpu, Round: jb.round, Steps: opts.MeasuredSteps})
-	res := r.cfg.Engines[slot].Run(ctx, r.w, jb.cand, opts, func(s engine.StepSample) {
-		s.Candidate = jb.cand.Name() // engines tag samples their own way
+	res := r.run(ctx, slot, jb.cand, opts, func(s engine.StepSample) {
 		r.emit(SampleEvent{GPU: gpu, Sample: s})
 	})
 	formula := runCostMs(res, r.w.ScaleFactor(), opts)
@@ -608,6 +621,20 @@ func (r *runner) execute(ctx context.Context, slot int, jb trial, pred float64) 
 		r.emit(WorkerEvent{GPU: gpu, Message: fmt.Sprintf("worker on GPU %d hung on %s (%s); the next candidate starts a new one", gpu, jb.cand.Name(), res.Err)})
 	}
 	return f, true
+}
+
+// run runs candidate c on engine slot, on the workload c runs on (a
+// what-if row's changes make its own); the result names c as the search
+// does, whatever the engine's worker wrote back.
+func (r *runner) run(ctx context.Context, slot int, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
+	w, err := r.ws.of(c)
+	if err != nil {
+		e := r.cfg.Engines[slot]
+		return engine.Result{Candidate: c, Device: e.Device(), Err: err.Error(), ErrKind: engine.FailureUnsupported}
+	}
+	res := r.cfg.Engines[slot].Run(ctx, w, c, opts, emit)
+	res.Candidate.WhatIf = slices.Clone(c.WhatIf)
+	return res
 }
 
 // note records a line for the DoneEvent.

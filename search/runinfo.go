@@ -47,6 +47,8 @@ type RunInfo struct {
 	// (ReadRun only; nil from ListRun's summaries).
 	Ranking []Ranked `json:"ranking,omitempty"`
 	Winner  *Ranked  `json:"winner,omitempty"`
+	// WhatIf are the journal's what-if rows, ranked on their own.
+	WhatIf []Ranked `json:"what_if,omitempty"`
 }
 
 // ReadRun describes run folder dir with its results ranked. A folder that
@@ -61,8 +63,14 @@ func ReadRun(dir string, runFile RunFile) (RunInfo, error) {
 		if spec, ok := stepmodel.SpecFor(info.Fingerprint.Layout.GPU); ok {
 			opts.JobGPUMemoryMiB = spec.MemoryMiB
 		}
-		info.Ranking = Rank(latestResults(lines), opts)
+		var es []entry
+		for _, r := range latestResults(lines) {
+			es = append(es, entry{res: r})
+		}
+		base, whatIf := splitWhatIf(es, info.Fingerprint.Target(), nil)
+		info.Ranking = rankEntries(base, opts)
 		info.Winner = Winner(info.Ranking)
+		info.WhatIf = rankWhatIf(whatIf, opts, nil)
 	}
 	return info, nil
 }
@@ -112,7 +120,7 @@ func readRunInfo(dir string, runFile RunFile) (RunInfo, []journalLine, error) {
 		}
 		info.State = RunNotStarted
 	default:
-		return info, nil, fmt.Errorf("%s is not a cgtune run folder: %v", dir, err)
+		return info, nil, fmt.Errorf("%s is not a cgtune run folder: %w", dir, err)
 	}
 	if pid, held := runHeld(dir); held {
 		info.State, info.PID = RunRunning, pid
@@ -214,7 +222,7 @@ func checkRunContents(dir string, runFile RunFile, extra []string) error {
 		return (e.Type().IsRegular() && slices.Contains(known, e.Name())) || (e.IsDir() && e.Name() == validateFolder)
 	}, known)
 	if err != nil {
-		return fmt.Errorf("%v; cgtune removes only what it made: remove it by hand if you mean to", err)
+		return fmt.Errorf("%w; cgtune removes only what it made: remove it by hand if you mean to", err)
 	}
 	v := filepath.Join(dir, validateFolder)
 	if st, err := os.Lstat(v); err == nil {
@@ -222,7 +230,7 @@ func checkRunContents(dir string, runFile RunFile, extra []string) error {
 			return fmt.Errorf("%s is not a cgtune validation folder; cgtune removes only what it made", v)
 		}
 		if err := CheckValidationDir(v); err != nil {
-			return fmt.Errorf("%v; cgtune removes only what it made: remove it by hand if you mean to", err)
+			return fmt.Errorf("%w; cgtune removes only what it made: remove it by hand if you mean to", err)
 		}
 	}
 	return nil

@@ -11,7 +11,9 @@ import (
 	"cgtune/engine"
 )
 
-// Before: nothing stopped two processes from using one run folder.
+// LockRunDir lets one process use a run folder at a time: a second lock
+// is refused naming the holder's pid, a search on the held folder does
+// not start, and after Release the folder can be locked again.
 func TestLockRunDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	l, err := LockRunDir(dir)
@@ -44,7 +46,9 @@ func TestLockRunDir(t *testing.T) {
 	}
 }
 
-// Before: --run-dir wrote run.json and a journal into any folder.
+// CheckRunDir takes a new folder or a cgtune run's, and refuses a folder
+// with other files (naming them) or a file: run.json and a journal go
+// only there.
 func TestCheckRunDir(t *testing.T) {
 	root := t.TempDir()
 	if err := CheckRunDir(filepath.Join(root, "new")); err != nil {

@@ -144,7 +144,7 @@ type Effective struct {
 //     core_v0.19.0), so such lists are the whole-layer graph.
 func Canonical(m presets.Model, gen presets.Generation, c presets.Candidate) Effective {
 	_ = gen // both generations rewrite the same way; the overrides' spelling differs (recipe.BuildOverrides)
-	e := Effective{Candidate: presets.Candidate{Impl: c.Impl, Scopes: presets.CanonicalScopes(c.Scopes), Warmup: c.Warmup}}
+	e := Effective{Candidate: presets.Candidate{Impl: c.Impl, Scopes: presets.CanonicalScopes(c.Scopes), Warmup: c.Warmup, WhatIf: c.WhatIf}}
 	if !c.Graphed() {
 		e.Candidate = presets.Candidate{Impl: presets.ImplNone, Scopes: []string{}, Warmup: presets.DefaultWarmup}
 		return e
@@ -153,7 +153,7 @@ func Canonical(m presets.Model, gen presets.Generation, c presets.Candidate) Eff
 		if len(c.Scopes) > 1 || c.Impl != presets.ImplLocal {
 			e.Why = append(e.Why, "a full-iteration graph holds the whole forward-backward: the recipe carries only full_iteration")
 		}
-		e.Candidate = presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: c.Warmup}
+		e.Candidate = presets.Candidate{Impl: presets.ImplLocal, Scopes: []string{presets.ScopeFullIteration}, Warmup: c.Warmup, WhatIf: c.WhatIf}
 		return e
 	}
 	var live, dead, need []string
@@ -226,74 +226,29 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 	if err != nil {
 		return nil, err
 	}
-	var plan []Planned
-	rows := map[string]int{} // effective configuration → row in plan
 	ref, _ := cfg.reference()
-	val := recipe.NewValidator(recipe.Target{Model: cfg.Model, Layout: cfg.Layout, MBridge: mb, Sets: cfg.Sets})
+	b := &planBuilder{cfg: cfg, gen: gen, ws: newWorkloads(cfg, w), rows: map[string]int{},
+		val: recipe.NewValidator(recipe.Target{Model: cfg.Model, Layout: cfg.Layout, MBridge: mb, Sets: cfg.Sets})}
 	for _, c := range withReference(enumerate(withDefaults(cfg.Space)), ref) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r := val.Validate(c)
-		if !r.OK() {
-			plan = append(plan, Planned{Candidate: c, Violations: r.Violations})
-			continue
-		}
-		e := Canonical(cfg.Model, gen, c)
-		if e.Nothing != "" {
-			plan = append(plan, Planned{Candidate: c, Violations: []recipe.Violation{{ID: SpaceID, Message: e.Nothing + " (nothing is captured)"}}})
-			continue
-		}
-		cp := stepmodel.PlanCapture(w, c, gen)
-		if c.Graphed() && cp.Failure == nil && !cp.Graphed() {
-			plan = append(plan, Planned{Candidate: c, Violations: []recipe.Violation{{ID: SpaceID, Message: fmt.Sprintf(
-				"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Name(), cp.Config, cfg.Model.Name)}}})
-			continue
-		}
-		key := effectiveKey(cp, c)
-		if i, ok := rows[key]; ok {
-			row := &plan[i]
-			if c.Key() == row.Candidate.Key() {
-				continue
-			}
-			why := e.Why
-			if len(why) == 0 {
-				why = []string{fmt.Sprintf("%s graphs the same ops as %s on %s", c.Name(), row.Candidate.Name(), cfg.Model.Name)}
-			}
-			row.Why = appendNew(row.Why, why...)
-			if len(c.Scopes) < len(row.Candidate.Scopes) {
-				// The row is written in its simplest spelling.
-				row.Also = append(row.Also, row.Candidate)
-				row.Candidate = c
-				continue
-			}
-			row.Also = append(row.Also, c)
-			continue
-		}
-		// The row is written in the canonical spelling when Megatron
-		// runs that spelling the same way and the rules take it.
-		rep := c
-		if e.Candidate.Key() != c.Key() && effectiveKey(stepmodel.PlanCapture(w, e.Candidate, gen), e.Candidate) == key &&
-			val.Validate(e.Candidate).OK() {
-			rep = e.Candidate
-		}
-		p := Planned{Candidate: rep}
-		if rep.Key() != c.Key() {
-			p.Also, p.Why = []presets.Candidate{c}, e.Why
-		}
-		switch {
-		case cp.Failure != nil && cfg.RunPredictedFailures:
-			p.PredictedFailure = recipe.WillFailMessage(cp)
-		case cp.Failure != nil:
-			p.Violations = []recipe.Violation{{ID: recipe.WillFailID, Message: recipe.WillFailMessage(cp)}}
-		}
-		rows[key] = len(plan)
-		plan = append(plan, p)
+		b.add(c)
 	}
+	if cfg.WhatIf {
+		if err := b.addWhatIf(ctx); err != nil {
+			return nil, err
+		}
+	}
+	plan := b.plan
 	if cfg.Estimator != nil {
 		for i := range plan {
 			if plan[i].Valid() {
-				r := cfg.Estimator.Run(ctx, w, plan[i].Candidate, engine.RunOptions{EagerSteps: cfg.Measured.EagerSteps, MeasuredSteps: finalSteps}, nil)
+				pw, err := b.ws.of(plan[i].Candidate)
+				if err != nil {
+					return nil, err
+				}
+				r := cfg.Estimator.Run(ctx, pw, plan[i].Candidate, engine.RunOptions{EagerSteps: cfg.Measured.EagerSteps, MeasuredSteps: finalSteps}, nil)
 				plan[i].Estimate = &r
 			}
 			if err := ctx.Err(); err != nil {
@@ -302,6 +257,104 @@ func PlanContext(ctx context.Context, cfg Config) ([]Planned, error) {
 		}
 	}
 	return plan, nil
+}
+
+// planBuilder builds a plan: each spelling judged, and the valid ones
+// merged into one row per configuration Megatron would run.
+type planBuilder struct {
+	cfg  Config
+	gen  presets.Generation
+	val  *recipe.Validator
+	ws   *workloads
+	plan []Planned
+	rows map[string]int // effective configuration (with its enabling changes) → row in plan
+}
+
+// judged is the plan's verdict on one spelling: its violations (the
+// rules', or SPACE), or its effective configuration and capture plan on
+// the workload it runs on.
+type judged struct {
+	violations []recipe.Violation
+	e          Effective
+	cp         *stepmodel.CapturePlan
+	w          *stepmodel.Workload
+}
+
+func (b *planBuilder) judge(c presets.Candidate) judged {
+	r := b.val.Validate(c)
+	if !r.OK() {
+		return judged{violations: r.Violations}
+	}
+	e := Canonical(b.cfg.Model, b.gen, c)
+	if e.Nothing != "" {
+		return judged{violations: []recipe.Violation{{ID: SpaceID, Message: e.Nothing + " (nothing is captured)"}}}
+	}
+	w, err := b.ws.of(c)
+	if err != nil {
+		return judged{violations: []recipe.Violation{{ID: recipe.ConfigID, Message: err.Error()}}}
+	}
+	cp := stepmodel.PlanCapture(w, c, b.gen)
+	if c.Graphed() && cp.Failure == nil && !cp.Graphed() {
+		return judged{violations: []recipe.Violation{{ID: SpaceID, Message: fmt.Sprintf(
+			"%s (%s) captures nothing on %s's layers: the step would run eagerly (nothing is captured)", c.Label(), cp.Config, b.cfg.Model.Name)}}}
+	}
+	return judged{e: e, cp: cp, w: w}
+}
+
+// add judges spelling c and puts it in the plan: a rejected row, or into
+// the row of its effective configuration.
+func (b *planBuilder) add(c presets.Candidate) {
+	j := b.judge(c)
+	if len(j.violations) > 0 {
+		b.plan = append(b.plan, Planned{Candidate: c, Violations: j.violations})
+		return
+	}
+	b.place(c, j)
+}
+
+// place puts valid spelling c into the row of its effective
+// configuration, a new row where it is the first.
+func (b *planBuilder) place(c presets.Candidate, j judged) {
+	key := effectiveKey(j.cp, c)
+	rowKey := strings.Join(c.WhatIf, "+") + "|" + key
+	if i, ok := b.rows[rowKey]; ok {
+		row := &b.plan[i]
+		if c.Key() == row.Candidate.Key() {
+			return
+		}
+		why := j.e.Why
+		if len(why) == 0 {
+			why = []string{fmt.Sprintf("%s graphs the same ops as %s on %s", c.Label(), row.Candidate.Label(), b.cfg.Model.Name)}
+		}
+		row.Why = appendNew(row.Why, why...)
+		if len(c.Scopes) < len(row.Candidate.Scopes) {
+			// The row is written in its simplest spelling.
+			row.Also = append(row.Also, row.Candidate)
+			row.Candidate = c
+			return
+		}
+		row.Also = append(row.Also, c)
+		return
+	}
+	// The row is written in the canonical spelling when Megatron
+	// runs that spelling the same way and the rules take it.
+	rep := c
+	if e := j.e; e.Candidate.Key() != c.Key() && effectiveKey(stepmodel.PlanCapture(j.w, e.Candidate, b.gen), e.Candidate) == key &&
+		b.val.Validate(e.Candidate).OK() {
+		rep = e.Candidate
+	}
+	p := Planned{Candidate: rep}
+	if rep.Key() != c.Key() {
+		p.Also, p.Why = []presets.Candidate{c}, j.e.Why
+	}
+	switch {
+	case j.cp.Failure != nil && b.cfg.RunPredictedFailures:
+		p.PredictedFailure = recipe.WillFailMessage(j.cp)
+	case j.cp.Failure != nil:
+		p.Violations = []recipe.Violation{{ID: recipe.WillFailID, Message: recipe.WillFailMessage(j.cp)}}
+	}
+	b.rows[rowKey] = len(b.plan)
+	b.plan = append(b.plan, p)
 }
 
 // planOptions are the workload options of the search: the config's, with

@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/estimate"
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/stepmodel"
@@ -16,15 +17,7 @@ import (
 
 func builtin(t testing.TB, name, gpu string) (presets.Model, presets.Layout) {
 	t.Helper()
-	m, err := presets.LookupModel(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, l
+	return testmodel.Builtin(t, name, gpu)
 }
 
 func planOf(t *testing.T, cfg Config) map[string]Planned {
@@ -418,9 +411,9 @@ func (e *cancellingEstimator) Run(ctx context.Context, w *stepmodel.Workload, c 
 	return e.Engine.Run(ctx, w, c, opts, emit)
 }
 
-// Before: planning ignored the search's context, so an interrupt waited
-// until every candidate of the space was planned and estimated (52 s for
-// a space of 117118).
+// Planning stops when the search's context is cancelled, so an interrupt
+// does not wait until every candidate of a large space is planned and
+// estimated.
 func TestPlanStopsWhenCancelled(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -434,8 +427,8 @@ func TestPlanStopsWhenCancelled(t *testing.T) {
 	}
 }
 
-// Before: a space of warm-ups 0 to 1000 (130131 candidates) was planned,
-// which took minutes; it is refused at once, saying the bound and why.
+// A space past the bound (warm-ups 0 to 1000) is refused at once, saying
+// the bound and why, instead of being planned for minutes.
 func TestPlanRefusesAnOversizedSpace(t *testing.T) {
 	m, l := builtin(t, "llama3_8b", "h100")
 	var warmups []int

@@ -613,7 +613,7 @@ func (h *halving) entries() []entry {
 		// which are the longest and newest measurements.
 		var rs []engine.Result
 		for _, a := range h.arms {
-			if f, ok := latest[a.key]; ok && f.round == top && !f.res.Failed() {
+			if f, ok := latest[a.key]; ok && f.round == top && !f.res.Failed() && len(a.rep.WhatIf) == 0 {
 				rs = append(rs, f.res)
 			}
 		}

@@ -48,6 +48,9 @@ func Annotated(o recipe.Overrides, d *DoneEvent, r Ranked) recipe.Overrides {
 	if r.Result.Source == engine.SourceEstimated {
 		head = append(head, EstimateNote(r.Result))
 	}
+	if line := whatIfNote(r); line != "" {
+		head = append(head, line)
+	}
 	o.Notes = append(head, o.Notes...)
 	return o
 }

@@ -104,14 +104,15 @@ func (x activations) kept(region float64, layers int) float64 {
 // the probabilities and scores (localAttnBwd bytes per head, key and
 // token); Transformer Engine's fused attention needs no such tensor.
 func (x activations) backwardTemporaries(kinds []presets.LayerKind) float64 {
-	if !x.local || !slices.ContainsFunc(kinds, func(k presets.LayerKind) bool { return slices.Contains(layerScopes[k], presets.ScopeAttn) }) {
+	if !x.local || !slices.ContainsFunc(kinds, func(k presets.LayerKind) bool { return k.Mixer() == presets.MixerAttention }) {
 		return 0
 	}
 	return x.tokens * localAttnBwd * float64(x.a.Heads) / x.tp * x.keys
 }
 
-// perToken is the bytes one token saves in the block the op scope names
-// (per layer, on this rank). Derivations, h hidden, bf16 = 2 bytes:
+// blockPerToken is the bytes one token saves in the block the op scope
+// names for a layer of kind k, on this rank (the new mixers:
+// memory_kinds.go). Derivations, h hidden, bf16 = 2 bytes:
 //
 //	attn  GQA: norm input 2h·sp, QKV GEMM input q·h·sp, Q K V after rotary
 //	      2(H+2G)d/TP, attention output 2Hd/TP (and a quantized copy
@@ -138,7 +139,7 @@ func (x activations) backwardTemporaries(kinds []presets.LayerKind) float64 {
 // expert activation outputs, shared_experts the shared expert's
 // intermediates, mla_up_proj the Q K V up-projections; core_attn saves
 // nothing with flash attention, which keeps no s² tensor.
-func (x activations) perToken(scope string) float64 {
+func (x activations) blockPerToken(k presets.LayerKind, scope string) float64 {
 	a := x.a
 	h := float64(a.Hidden)
 	norm := 2 * h * x.sp
@@ -155,6 +156,12 @@ func (x activations) perToken(scope string) float64 {
 	}
 	switch scope {
 	case presets.ScopeAttn:
+		switch k.Mixer() {
+		case presets.MixerGDN:
+			return x.gatedDeltaNet(norm, gemmIn)
+		case presets.MixerDSv4:
+			return x.compressedAttention(k.CompressRatio(), norm, gemmIn)
+		}
 		heads := float64(a.Heads) / x.tp
 		if a.MLA != nil {
 			m := a.MLA
@@ -187,6 +194,9 @@ func (x activations) perToken(scope string) float64 {
 		if x.q != 2 {
 			out += x.q * heads * d
 		}
+		if a.AttentionOutputGate {
+			out += 2 * 2 * heads * d // the gate and the output it scales (_apply_output_gate)
+		}
 		if x.off("attn_proj") {
 			out = 0
 		}
@@ -208,7 +218,7 @@ func (x activations) perToken(scope string) float64 {
 		}
 		v := norm + gemmIn + 8*float64(a.MoE.Experts)*x.sp
 		if a.MoE.SharedExpertFFN > 0 && !x.re("shared_experts") {
-			v += ffn(float64(a.MoE.SharedExpertFFN), x.tp)
+			v += ffn(float64(a.MoE.SharedExpertFFN), x.tp) + x.sharedExpertGate()
 		}
 		return v
 	case presets.ScopeMoEPreprocess:
@@ -224,8 +234,9 @@ func (x activations) perToken(scope string) float64 {
 	case ScopeMoEPostprocess:
 		// The experts apply the routing probabilities in their activation
 		// (megatron/core/transformer/moe/experts.py), so the unpermute keeps
-		// no expert output for the probabilities' gradient.
-		return 0
+		// no expert output for the probabilities' gradient; a latent MoE's
+		// fc2_latent_proj keeps its input.
+		return x.latentPostprocess()
 	case presets.ScopeMamba:
 		mm := a.Mamba
 		if mm == nil {
@@ -247,16 +258,21 @@ func (x activations) perToken(scope string) float64 {
 // megatron/core/transformer/moe/token_dispatcher.py: num_local_tokens
 // S/TP·B; dispatch_postprocess gathers over expt_tp). Per routed copy:
 // the expert input q·h, the fc1 output and activation output of the
-// ETP-split FFN, the permuted probability (4).
+// ETP-split FFN, the permuted probability (4); a latent MoE's experts
+// take moe_latent_size-wide tokens (moeWidth), and an offloaded
+// fused_group_mlp keeps only the probability (experts.py).
 func (x activations) expertsPerToken() float64 {
 	m := x.a.MoE
-	h := float64(x.a.Hidden)
 	f := float64(m.FFNHidden)
 	up := 2 * f
 	if x.a.Activation == "squared_relu" {
 		up = f
 	}
-	input, prob := x.q*h, 4.0
+	input, prob := x.q*x.moeWidth(), 4.0
+	copies := float64(m.TopK) * x.sp * x.etp
+	if x.off("fused_group_mlp") {
+		return copies * prob
+	}
 	if x.off("expert_fc1") {
 		input = 0
 	}
@@ -266,25 +282,33 @@ func (x activations) expertsPerToken() float64 {
 	}
 	// Copies per token: top-k × sp × etp; each keeps its input and
 	// probability whole and 1/etp of the FFN's intermediates.
-	copies := float64(m.TopK) * x.sp * x.etp
 	return copies * (input + prob + (2*up+act)/x.etp)
 }
 
-// layerScopes are the op scopes each layer kind has.
-var layerScopes = map[presets.LayerKind][]string{
-	presets.LayerDense:     {presets.ScopeAttn, presets.ScopeMLP},
-	presets.LayerMoE:       {presets.ScopeAttn, presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE, ScopeMoEPostprocess},
-	presets.LayerAttention: {presets.ScopeAttn},
-	presets.LayerMLP:       {presets.ScopeMLP},
-	presets.LayerMoEOnly:   {presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE, ScopeMoEPostprocess},
-	presets.LayerMamba:     {presets.ScopeMamba},
+// layerScopes are the op scopes a layer kind has: its mixer's (attn for
+// every self_attention module, mamba) and its feed-forward block's.
+func layerScopes(k presets.LayerKind) []string {
+	var out []string
+	switch {
+	case k.HasSelfAttention():
+		out = append(out, presets.ScopeAttn)
+	case k.Mixer() == presets.MixerMamba:
+		out = append(out, presets.ScopeMamba)
+	}
+	switch k.FFN() {
+	case presets.FFNMLP:
+		out = append(out, presets.ScopeMLP)
+	case presets.FFNMoE:
+		out = append(out, presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE, ScopeMoEPostprocess)
+	}
+	return out
 }
 
 // layer is the bytes one layer of kind k saves per micro-batch.
 func (x activations) layer(k presets.LayerKind) float64 {
 	var v float64
-	for _, s := range layerScopes[k] {
-		v += x.perToken(s)
+	for _, s := range layerScopes(k) {
+		v += x.perToken(k, s)
 	}
 	return v * x.tokens
 }
@@ -295,9 +319,9 @@ func (x activations) region(k presets.LayerKind, ops []Op) float64 {
 	var seen []string
 	var v float64
 	for _, o := range ops {
-		if !slices.Contains(seen, o.Scope) && slices.Contains(layerScopes[k], o.Scope) {
+		if !slices.Contains(seen, o.Scope) && slices.Contains(layerScopes(k), o.Scope) {
 			seen = append(seen, o.Scope)
-			v += x.perToken(o.Scope)
+			v += x.perToken(k, o.Scope)
 		}
 	}
 	return v * x.tokens
@@ -309,14 +333,15 @@ func (x activations) region(k presets.LayerKind, ops []Op) float64 {
 // (cross_entropy_fusion_impl "te" in MB's performance recipes) reuses for
 // the gradient; Megatron-Core's own vocab-parallel cross entropy (the local
 // spec) keeps an fp32 softmax and makes an fp32 gradient beside them
-// (tensor_parallel/cross_entropy.py).
+// (tensor_parallel/cross_entropy.py). Each MTP block's head runs there too
+// (GPTModel._postprocess calls process_mtp_loss where post_process is set).
 func (x activations) head() float64 {
 	h := float64(x.a.Hidden)
 	loss := 2.0
 	if x.local {
 		loss = localLossBytes
 	}
-	return x.tokens * (4*h*x.sp + loss*float64(x.a.Vocab)/x.tp)
+	return x.tokens * (4*h*x.sp + loss*float64(x.a.Vocab)/x.tp) * float64(1+x.l.MTPLayers)
 }
 
 // iteration is what a full-iteration graph's pool holds: one stage's

@@ -161,6 +161,7 @@ func (c Costs) costsOf(w *Workload) *stepCosts {
 		s.fwd = append(s.fwd, c.perOp(lt.Fwd))
 		s.bwd = append(s.bwd, c.perOp(lt.Bwd))
 	}
+	defer s.hideEPAllToAll(w)
 	p := c.Profile
 	if p == nil {
 		return s

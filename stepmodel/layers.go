@@ -2,6 +2,7 @@ package stepmodel
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"cgtune/presets"
@@ -14,11 +15,14 @@ import (
 //	dense layer  fwd 11, bwd 15
 //	MoE layer    fwd 36 (+1 host sync when dropless), bwd 31; a shared expert adds 3 and 5
 //	Mamba layer  fwd 11, bwd 13
+//	gated delta-net mixer  fwd 14, bwd 20
 //
 // With TP > 1 every block adds two sequence-parallel collectives each way;
-// with CP > 1 attention adds one KV exchange each way.
+// with CP > 1 attention adds one KV exchange each way (the gated delta-net
+// two all-to-alls). The newer kinds' blocks are in gdn.go, dsv4.go and
+// mtp.go.
 //
-// TestKernelCountsPerLayer pins these numbers.
+// TestKernelCountsPerLayer and TestGatedDeltaNetLayerOps pin these numbers.
 type builder struct {
 	a          presets.Arch
 	l          presets.Layout
@@ -27,6 +31,9 @@ type builder struct {
 	T, Ts      float64 // tokens per micro-batch on this rank; Ts after sequence parallel
 	gemmScale  float64
 	dropless   bool
+	// capacity is moe_expert_capacity_factor of drop-and-pad experts (0:
+	// dropless or none): every expert's input is padded to it.
+	capacity float64
 }
 
 func (b *builder) mem(name, scope string, kind OpKind, bytes float64) Op {
@@ -93,21 +100,21 @@ func (b *builder) layer(lt *LayerTrace) {
 		fwd = append(fwd, f...)
 		bwd = append(bw, bwd...) // backward runs in reverse order
 	}
-	switch lt.Kind {
-	case presets.LayerDense:
-		add(b.attention())
-		add(b.mlp(presets.ScopeMLP))
-	case presets.LayerMoE:
-		add(b.attention())
-		add(b.moe())
-	case presets.LayerAttention:
-		add(b.attention())
-	case presets.LayerMLP:
-		add(b.mlp(presets.ScopeMLP))
-	case presets.LayerMoEOnly:
-		add(b.moe())
-	case presets.LayerMamba:
+	switch lt.Kind.Mixer() {
+	case presets.MixerAttention:
+		add(b.withHyperConnection(b.attention()))
+	case presets.MixerGDN:
+		add(b.withHyperConnection(b.gatedDeltaNet()))
+	case presets.MixerDSv4:
+		add(b.withHyperConnection(b.compressedAttention(lt.Kind.CompressRatio())))
+	case presets.MixerMamba:
 		add(b.mamba())
+	}
+	switch lt.Kind.FFN() {
+	case presets.FFNMLP:
+		add(b.withHyperConnection(b.mlp(presets.ScopeMLP)))
+	case presets.FFNMoE:
+		add(b.withHyperConnection(b.moe()))
 	}
 	lt.Fwd, lt.Bwd = fwd, bwd
 }
@@ -138,7 +145,11 @@ func (b *builder) attention() (fwd, bwd []Op) {
 		d := float64(a.HeadDim)
 		qkDim, vDim = d, d
 		kv := math.Max(1, float64(a.KVGroups)/tp)
-		qkvOps = []Op{b.gemm("qkv_proj", s, b.T, h, (heads+2*kv)*d)}
+		q := heads
+		if a.AttentionOutputGate {
+			q = 2 * heads // the gate is projected with the query (SelfAttention.linear_qkv_out_dim)
+		}
+		qkvOps = []Op{b.gemm("qkv_proj", s, b.T, h, (q+2*kv)*d)}
 	}
 	norm := b.mem("input_layernorm", s, KindNorm, 2*b.Ts*h*bf16)
 	rotary := b.mem("rotary", s, KindElementwise, 2*b.T*heads*qkDim*2*bf16)
@@ -157,13 +168,23 @@ func (b *builder) attention() (fwd, bwd []Op) {
 		kvBytes := 2 * b.T * heads * qkDim * bf16 * float64(b.cp-1)
 		fwd = append(fwd, b.coll("cp_kv_exchange", s, kvBytes, LinkNVLink))
 	}
-	fwd = append(fwd, core, proj)
+	fwd = append(fwd, core)
+	// attention_output_gate: the output times the sigmoid of the gate
+	// (Attention._apply_output_gate, one fused kernel each way).
+	gate := b.mem("output_gate", s, KindElementwise, 3*b.T*heads*vDim*bf16)
+	if a.AttentionOutputGate {
+		fwd = append(fwd, gate)
+	}
+	fwd = append(fwd, proj)
 	fwd = append(fwd, b.tpComm("sp_reduce_scatter", s)...)
 	fwd = append(fwd, resid)
 
 	bwd = append(bwd, backward(resid))
 	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", s)...)
 	bwd = append(bwd, gemmBwd(proj)...)
+	if a.AttentionOutputGate {
+		bwd = append(bwd, backward(gate))
+	}
 	cb := backward(core)
 	cb.FLOPs *= 2 // dQ, dK, dV
 	bwd = append(bwd, cb)
@@ -186,9 +207,15 @@ func (b *builder) attention() (fwd, bwd []Op) {
 	return fwd, bwd
 }
 
-// ffn is a two-GEMM feed-forward of width f over t tokens: fc1, activation, fc2.
+// ffn is a two-GEMM feed-forward of width f over t tokens of the hidden
+// size: fc1, activation, fc2.
 func (b *builder) ffn(prefix, scope string, t, f float64) (fwd, bwd []Op) {
-	h := float64(b.a.Hidden)
+	return b.ffnOf(prefix, scope, t, float64(b.a.Hidden), f)
+}
+
+// ffnOf is ffn over tokens of width h (a latent MoE's experts work in
+// moe_latent_size).
+func (b *builder) ffnOf(prefix, scope string, t, h, f float64) (fwd, bwd []Op) {
 	up := f
 	if b.a.Activation != "squared_relu" {
 		up = 2 * f // SwiGLU: gate and up projections in one GEMM
@@ -229,103 +256,170 @@ func (b *builder) mlp(scope string) (fwd, bwd []Op) {
 // per expert, exchanged over EP), then the token-count sync when dropless,
 // permute, dispatch, expert GEMMs, combine and unpermute. The router and
 // dispatcher launch many small kernels whose host cost dominates: that is
-// what moe_router and moe_preprocess graphs remove.
+// what moe_router and moe_preprocess graphs remove. A latent MoE
+// (moe_latent_size) projects the tokens down in MoELayer.preprocess and
+// back up in MoELayer.postprocess (MLM megatron/core/transformer/moe/
+// moe_layer.py): dispatch, experts and combine move latent-wide tokens.
 func (b *builder) moe() (fwd, bwd []Op) {
 	m := b.a.MoE
 	h := float64(b.a.Hidden)
-	E, k := float64(m.Experts), float64(m.TopK)
-	routed := b.T * k // token copies this rank sends (and, balanced, receives)
-	r, p, x := presets.ScopeMoERouter, presets.ScopeMoEPreprocess, presets.ScopeMoE
-	small := func(name, scope string, bytes float64) Op { return b.mem(name, scope, KindElementwise, bytes) }
-	probs := b.T * E * 4 // fp32 router scores
+	width := h // of the tokens the dispatcher moves
+	if m.MoELatentSize > 0 {
+		width = float64(m.MoELatentSize)
+	}
+	routerOps, sharedF, sharedB := b.moeRouter()
+	pre := b.moePreprocess(width)
+	experts, expertsB := b.moeExperts(width)
+	post, postB := b.moePostprocess(width)
+	fwd = append(append(append(append(append(fwd, routerOps...), sharedF...), pre...), experts...), post...)
+	bwd = append(bwd, postB...)
+	bwd = append(bwd, expertsB...)
+	bwd = append(bwd, moeReverse(pre)...)
+	bwd = append(bwd, sharedB...)
+	bwd = append(bwd, moeReverse(routerOps[1:])...)
+	bwd = append(bwd, b.tpComm("sp_reduce_scatter_bwd", presets.ScopeMoERouter)...)
+	nb := backward(routerOps[0])
+	nb.Bytes *= 1.5
+	return fwd, append(bwd, nb)
+}
 
+// moeReverse is the backward of MoE ops: autograd replays the
+// differentiable ones in reverse; the count bookkeeping has no backward.
+func moeReverse(ops []Op) []Op {
+	var out []Op
+	for i := len(ops) - 1; i >= 0; i-- {
+		o := ops[i]
+		switch {
+		case o.Kind == KindGEMM:
+			out = append(out, gemmBwd(o)...)
+		case o.Kind == KindSync, o.Kind == KindCollective && o.Name == "ep_token_counts_exchange",
+			o.Name == "routing_map_scatter", o.Name == "aux_loss_tokens_per_expert", o.Name == "aux_loss_tracker",
+			o.Name == "permute_index", o.Name == "grouped_gemm_offsets", o.Name == "tokens_per_expert",
+			o.Name == "local_tokens_per_expert", o.Name == "output_splits", o.Name == "routing_map_flatten":
+		default:
+			out = append(out, backward(o))
+		}
+	}
+	return out
+}
+
+// moeRouter is the pre-MLP norm, the router and its aux loss, and the
+// shared expert (run with the router when not overlapped with EP comm;
+// moe_shared_expert_gate scales its output by a sigmoid gate projected
+// from the input, SharedExpertMLP).
+func (b *builder) moeRouter() (ops, sharedF, sharedB []Op) {
+	m := b.a.MoE
+	h := float64(b.a.Hidden)
+	E, k := float64(m.Experts), float64(m.TopK)
+	routed := b.T * k
+	r := presets.ScopeMoERouter
+	small := func(name string, bytes float64) Op { return b.mem(name, r, KindElementwise, bytes) }
+	probs := b.T * E * 4 // fp32 router scores
 	norm := b.mem("pre_mlp_layernorm", r, KindNorm, 2*b.Ts*h*bf16)
 	router := b.gemm("router_gemm", r, b.T, h, E)
 	router.RateScale = 0.5 // the router GEMM runs in fp32
-	routerOps := []Op{norm}
-	routerOps = append(routerOps, b.tpComm("sp_all_gather", r)...)
-	routerOps = append(routerOps, small("router_input_fp32", r, b.T*h*(bf16+4)), router,
-		small("router_score", r, 2*probs), small("router_topk", r, probs+2*routed*4),
-		small("routing_map_scatter", r, b.T*E*5),
-		small("aux_loss_tokens_per_expert", r, b.T*E), small("aux_loss_probs_sum", r, probs),
-		small("aux_loss_product", r, 2*E*4), small("aux_loss_scale", r, 64),
-		small("aux_loss_tracker", r, 64))
-	var sharedF, sharedB []Op
+	ops = []Op{norm}
+	ops = append(ops, b.tpComm("sp_all_gather", r)...)
+	ops = append(ops, small("router_input_fp32", b.T*h*(bf16+4)), router,
+		small("router_score", 2*probs), small("router_topk", probs+2*routed*4),
+		small("routing_map_scatter", b.T*E*5),
+		small("aux_loss_tokens_per_expert", b.T*E), small("aux_loss_probs_sum", probs),
+		small("aux_loss_product", 2*E*4), small("aux_loss_scale", 64),
+		small("aux_loss_tracker", 64))
 	if m.SharedExpertFFN > 0 {
 		sharedF, sharedB = b.ffn("shared_", r, b.T, float64(m.SharedExpertFFN)/float64(b.tp))
+		if m.MoESharedExpertGate {
+			gate := b.gemm("shared_expert_gate", r, b.T, h, 1)
+			mul := small("shared_expert_gate_mul", 3*b.T*h*bf16)
+			sharedF = append(sharedF, gate, mul)
+			sharedB = append(append([]Op{backward(mul)}, gemmBwd(gate)...), sharedB...)
+		}
 	}
-	pre := []Op{
-		small("tokens_per_expert", p, b.T*E+E*4),
-		b.epAllToAll("ep_token_counts_exchange", p, E*4*float64(b.ep)),
-		small("local_tokens_per_expert", p, E*4*float64(b.ep)),
-		small("output_splits", p, E*4*float64(b.ep)),
-		small("routing_map_flatten", p, 2*b.T*E),
-	}
+	return ops, sharedF, sharedB
+}
 
-	var experts []Op
+// moePreprocess is MoELayer.preprocess: the latent down-projection, if
+// any, and the dispatcher's token counts per expert, exchanged over EP.
+func (b *builder) moePreprocess(width float64) []Op {
+	m := b.a.MoE
+	E := float64(m.Experts)
+	p := presets.ScopeMoEPreprocess
+	small := func(name string, bytes float64) Op { return b.mem(name, p, KindElementwise, bytes) }
+	var pre []Op
+	if m.MoELatentSize > 0 {
+		pre = append(pre, b.gemm("fc1_latent_proj", p, b.T, float64(b.a.Hidden), width))
+	}
+	return append(pre,
+		small("tokens_per_expert", b.T*E+E*4),
+		b.epAllToAll("ep_token_counts_exchange", p, E*4*float64(b.ep)),
+		small("local_tokens_per_expert", E*4*float64(b.ep)),
+		small("output_splits", E*4*float64(b.ep)),
+		small("routing_map_flatten", 2*b.T*E))
+}
+
+// moeExperts is the token-count sync when dropless, permute, dispatch,
+// the grouped expert GEMMs and the combine, over tokens of width.
+func (b *builder) moeExperts(width float64) (fwd, bwd []Op) {
+	m := b.a.MoE
+	E, k := float64(m.Experts), float64(m.TopK)
+	routed := b.T * k // token copies this rank sends (and, balanced, receives)
+	// Drop-and-pad experts pad every expert's input to its capacity,
+	// capacity factor × the balanced share: capacity·E = factor·T·k rows
+	// after the permute (MLM megatron/core/transformer/moe/
+	// token_dispatcher.py, the drop_and_pad branches, with moe_utils.py
+	// get_capacity); the dispatch, the expert GEMMs and the combine move
+	// and compute that many rows.
+	padded := routed
+	if b.capacity > 0 {
+		padded = routed * b.capacity
+	}
+	x := presets.ScopeMoE
+	small := func(name string, bytes float64) Op { return b.mem(name, x, KindElementwise, bytes) }
 	if b.dropless {
-		experts = append(experts, Op{Name: "token_counts_to_host", Kind: KindSync, Scope: x, Bytes: E * float64(b.ep) * 8, HostSync: true})
+		fwd = append(fwd, Op{Name: "token_counts_to_host", Kind: KindSync, Scope: x, Bytes: E * float64(b.ep) * 8, HostSync: true})
 	}
 	permute := []Op{
-		small("permute_index", x, b.T*E*5),
-		small("permute_gather", x, 2*routed*h*bf16),
-		small("permute_probs", x, 2*routed*4),
+		small("permute_index", b.T*E*5),
+		small("permute_gather", 2*padded*width*bf16),
+		small("permute_probs", 2*routed*4),
 	}
-	dispatch := b.epAllToAll("ep_alltoall_dispatch", x, routed*h*bf16)
-	sortc := small("sort_chunks_by_expert", x, 2*routed*h*bf16)
-	offsets := small("grouped_gemm_offsets", x, E*8)
-	ef, eb := b.ffn("experts_", x, routed, float64(m.FFNHidden)/float64(b.etp))
-	unsort := small("unsort_chunks", x, 2*routed*h*bf16)
-	combine := b.epAllToAll("ep_alltoall_combine", x, routed*h*bf16)
-	// After the combine: MoELayer.postprocess (unpermute) and the layer's
-	// bias-dropout-add, what the hybrid MoETransformerLayer captures as its
-	// postprocess graph.
-	q := ScopeMoEPostprocess
-	unpermute := []Op{
-		small("unpermute_scale_probs", q, 2*routed*h*bf16),
-		small("unpermute_scatter_add", q, routed*h*bf16+b.T*h*bf16),
-	}
-	resid := b.mem("residual_add", q, KindElementwise, 3*b.Ts*h*bf16)
-	experts = append(experts, permute...)
-	experts = append(experts, dispatch, sortc, offsets)
-	experts = append(experts, ef...)
-	experts = append(experts, unsort, combine)
-	experts = append(experts, unpermute...)
-	experts = append(experts, b.tpComm("sp_reduce_scatter", q)...)
-	experts = append(experts, resid)
-
-	fwd = append(append(append(append(fwd, routerOps...), sharedF...), pre...), experts...)
-
-	// Backward: autograd replays the differentiable ops in reverse; the
-	// count bookkeeping has no backward.
-	rev := func(ops []Op) []Op {
-		var out []Op
-		for i := len(ops) - 1; i >= 0; i-- {
-			o := ops[i]
-			switch {
-			case o.Kind == KindGEMM:
-				out = append(out, gemmBwd(o)...)
-			case o.Name == "routing_map_scatter", o.Name == "aux_loss_tokens_per_expert", o.Name == "aux_loss_tracker",
-				o.Name == "permute_index", o.Name == "grouped_gemm_offsets":
-			default:
-				out = append(out, backward(o))
-			}
-		}
-		return out
-	}
-	bwd = append(bwd, backward(resid))
-	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", q)...)
-	bwd = append(bwd, rev(unpermute)...)
+	dispatch := b.epAllToAll("ep_alltoall_dispatch", x, padded*width*bf16)
+	sortc := small("sort_chunks_by_expert", 2*padded*width*bf16)
+	offsets := small("grouped_gemm_offsets", E*8)
+	ef, eb := b.ffnOf("experts_", x, padded, width, float64(m.FFNHidden)/float64(b.etp))
+	unsort := small("unsort_chunks", 2*padded*width*bf16)
+	combine := b.epAllToAll("ep_alltoall_combine", x, padded*width*bf16)
+	fwd = append(fwd, permute...)
+	fwd = append(fwd, dispatch, sortc, offsets)
+	fwd = append(fwd, ef...)
+	fwd = append(fwd, unsort, combine)
 	bwd = append(bwd, backward(combine), backward(unsort))
 	bwd = append(bwd, eb...)
 	bwd = append(bwd, backward(sortc), backward(dispatch))
-	bwd = append(bwd, rev(permute)...)
-	bwd = append(bwd, sharedB...)
-	bwd = append(bwd, rev(routerOps[1:])...)
-	bwd = append(bwd, b.tpComm("sp_reduce_scatter_bwd", r)...)
-	nb := backward(norm)
-	nb.Bytes *= 1.5
-	return fwd, append(bwd, nb)
+	return fwd, append(bwd, moeReverse(permute)...)
+}
+
+// moePostprocess is what follows the combine: MoELayer.postprocess
+// (unpermute, the latent up-projection) and the layer's bias-dropout-add,
+// what the hybrid MoETransformerLayer captures as its postprocess graph.
+func (b *builder) moePostprocess(width float64) (fwd, bwd []Op) {
+	m := b.a.MoE
+	h := float64(b.a.Hidden)
+	routed := b.T * float64(m.TopK)
+	q := ScopeMoEPostprocess
+	fwd = []Op{
+		b.mem("unpermute_scale_probs", q, KindElementwise, 2*routed*width*bf16),
+		b.mem("unpermute_scatter_add", q, KindElementwise, routed*width*bf16+b.T*width*bf16),
+	}
+	if m.MoELatentSize > 0 {
+		fwd = append(fwd, b.gemm("fc2_latent_proj", q, b.T, width, h))
+	}
+	unpermute := fwd
+	resid := b.mem("residual_add", q, KindElementwise, 3*b.Ts*h*bf16)
+	fwd = append(append(slices.Clone(fwd), b.tpComm("sp_reduce_scatter", q)...), resid)
+	bwd = append(bwd, backward(resid))
+	bwd = append(bwd, b.tpComm("sp_all_gather_bwd", q)...)
+	return fwd, append(bwd, moeReverse(unpermute)...)
 }
 
 // mamba is a Mamba-2 mixer layer: in_proj, causal conv, the chunked SSD
@@ -423,53 +517,91 @@ func (b *builder) optimizer(shard float64) []Op {
 	return ops
 }
 
-// layerParams is the parameters of one layer held by this rank.
+// layerParams is the parameters of one layer held by this rank: its
+// mixer's and its feed-forward block's, with a hyper-connection module
+// around each when the model has them.
 func (b *builder) layerParams(k presets.LayerKind) float64 {
+	var p float64
+	switch k.Mixer() {
+	case presets.MixerAttention:
+		p += b.attentionParams() + b.hyperConnectionParams()
+	case presets.MixerGDN:
+		p += b.gatedDeltaNetParams() + b.hyperConnectionParams()
+	case presets.MixerDSv4:
+		p += b.compressedAttentionParams(k.CompressRatio()) + b.hyperConnectionParams()
+	case presets.MixerMamba:
+		mm := b.a.Mamba
+		h := float64(b.a.Hidden)
+		dIn := float64(mm.Heads * mm.HeadDim)
+		inW := 2*dIn + 2*float64(mm.Groups*mm.StateDim) + float64(mm.Heads)
+		p += (h*inW + dIn*h) / float64(b.tp)
+	}
+	switch k.FFN() {
+	case presets.FFNMLP:
+		p += b.ffnParams(float64(b.a.Hidden), float64(b.a.FFNHidden))/float64(b.tp) + b.hyperConnectionParams()
+	case presets.FFNMoE:
+		p += b.moeDenseParams() + b.expertParams() + b.hyperConnectionParams()
+	}
+	return p
+}
+
+// attentionParams is a softmax attention's projections on this rank (GQA,
+// the query doubled by attention_output_gate, or MLA).
+func (b *builder) attentionParams() float64 {
 	a := b.a
 	h := float64(a.Hidden)
 	tp := float64(b.tp)
-	attn := func() float64 {
-		if a.MLA != nil {
-			m := a.MLA
-			heads := float64(a.Heads)
-			return (h*float64(m.QLoraRank) + float64(m.QLoraRank)*heads*float64(m.QKHeadDim+m.QKRopeDim) +
-				h*float64(m.KVLoraRank+m.QKRopeDim) + float64(m.KVLoraRank)*heads*float64(m.QKHeadDim+m.VHeadDim) +
-				heads*float64(m.VHeadDim)*h) / tp
+	if a.MLA != nil {
+		m := a.MLA
+		heads := float64(a.Heads)
+		return (h*float64(m.QLoraRank) + float64(m.QLoraRank)*heads*float64(m.QKHeadDim+m.QKRopeDim) +
+			h*float64(m.KVLoraRank+m.QKRopeDim) + float64(m.KVLoraRank)*heads*float64(m.QKHeadDim+m.VHeadDim) +
+			heads*float64(m.VHeadDim)*h) / tp
+	}
+	d := float64(a.HeadDim)
+	q := float64(a.Heads)
+	if a.AttentionOutputGate {
+		q *= 2
+	}
+	return (h*(q+2*float64(a.KVGroups))*d + float64(a.Heads)*d*h) / tp
+}
+
+// ffnParams is a feed-forward's two (squared ReLU) or three (gated)
+// weight matrices between width h and f.
+func (b *builder) ffnParams(h, f float64) float64 {
+	if b.a.Activation == "squared_relu" {
+		return 2 * h * f
+	}
+	return 3 * h * f
+}
+
+// moeDenseParams is an MoE block's parameters that are not routed
+// experts: the router, the shared expert and its gate (split over TP),
+// and a latent MoE's two projections (duplicated over TP,
+// MoELayer.fc1_latent_proj and fc2_latent_proj).
+func (b *builder) moeDenseParams() float64 {
+	m := b.a.MoE
+	h := float64(b.a.Hidden)
+	p := h * float64(m.Experts)
+	if m.SharedExpertFFN > 0 {
+		p += b.ffnParams(h, float64(m.SharedExpertFFN)) / float64(b.tp)
+		if m.MoESharedExpertGate {
+			p += h
 		}
-		d := float64(a.HeadDim)
-		return (h*(float64(a.Heads)+2*float64(a.KVGroups))*d + float64(a.Heads)*d*h) / tp
 	}
-	ffn := func(f float64) float64 {
-		if a.Activation == "squared_relu" {
-			return 2 * h * f
-		}
-		return 3 * h * f
+	if m.MoELatentSize > 0 {
+		p += 2 * h * float64(m.MoELatentSize)
 	}
-	moe := func() float64 {
-		m := a.MoE
-		local := float64(m.Experts) / float64(b.ep)
-		p := h*float64(m.Experts) + local*ffn(float64(m.FFNHidden))/float64(b.etp)
-		if m.SharedExpertFFN > 0 {
-			p += ffn(float64(m.SharedExpertFFN)) / tp
-		}
-		return p
+	return p
+}
+
+// expertParams is this rank's routed experts: E/EP experts, each over
+// tokens of the hidden size or moe_latent_size, split over ETP.
+func (b *builder) expertParams() float64 {
+	m := b.a.MoE
+	width := float64(b.a.Hidden)
+	if m.MoELatentSize > 0 {
+		width = float64(m.MoELatentSize)
 	}
-	switch k {
-	case presets.LayerDense:
-		return attn() + ffn(float64(a.FFNHidden))/tp
-	case presets.LayerMoE:
-		return attn() + moe()
-	case presets.LayerAttention:
-		return attn()
-	case presets.LayerMLP:
-		return ffn(float64(a.FFNHidden)) / tp
-	case presets.LayerMoEOnly:
-		return moe()
-	case presets.LayerMamba:
-		mm := a.Mamba
-		dIn := float64(mm.Heads * mm.HeadDim)
-		inW := 2*dIn + 2*float64(mm.Groups*mm.StateDim) + float64(mm.Heads)
-		return (h*inW + dIn*h) / tp
-	}
-	return 0
+	return float64(m.Experts) / float64(b.ep) * b.ffnParams(width, float64(m.FFNHidden)) / float64(b.etp)
 }

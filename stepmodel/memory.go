@@ -46,6 +46,7 @@ type MemoryBreakdown struct {
 	// the gradient buffer's dtype.
 	PrecisionAware bool   `json:"precision_aware_optimizer"`
 	Decoupled      bool   `json:"decoupled_grads"`
+	LayerWiseMuon  bool   `json:"layer_wise_muon,omitempty"` // Megatron-Core's layer-wise distributed Muon in place of Adam
 	GradBuffer     string `json:"grad_buffer"`
 }
 
@@ -145,7 +146,9 @@ func PredictMemory(w *Workload, p *CapturePlan, prof *FrameworkProfile, gpuMiB i
 func workloadSplit(w *Workload) PipelineSplit {
 	c := Chunk{Embedding: true, Loss: true, MTP: w.Layout.MTPLayers}
 	for _, lt := range w.Layers {
-		c.Layers = append(c.Layers, lt.Index)
+		if !lt.MTP { // the MTP blocks' layers come from c.MTP
+			c.Layers = append(c.Layers, lt.Index)
+		}
 	}
 	return PipelineSplit{Ranks: [][]Chunk{{c}}}
 }
@@ -220,11 +223,14 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 	per := make([]float64, len(chunks))
 	pooled := make([]float64, len(chunks))
 	transient := 0.0
+	var graphed []presets.LayerKind
 	for v, c := range chunks {
 		ks := chunkKinds(w, c)
 		saved, tr := act.chunkSaved(ks, l)
 		per[v], transient = saved, math.Max(transient, tr)
-		pooled[v] = regions.pooled(ks, act)
+		gk := graphedKinds(w, p, c, ks)
+		pooled[v] = regions.pooled(gk, act)
+		graphed = append(graphed, gk...)
 	}
 	if w.Spec.Options.EPOverlap {
 		transient = math.Max(transient, epOverlapLayer(kinds, act))
@@ -236,12 +242,12 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 	}
 	graphs := 0.0
 	if p != nil && p.Graphed() {
-		graphs = graphedPeak(w, p, regions, kinds, act, f, dot(counts, pooled), counts) - f.eagerPeak()
+		graphs = graphedPeak(w, p, regions, graphed, act, f, dot(counts, pooled), counts) - f.eagerPeak()
 	}
 	m := &MemoryBreakdown{
 		Weights: mib(f.weights), Gradients: mib(f.grads), Optimizer: mib(f.optim), MainGrads: mib(f.mainGrads), StateCopies: mib(f.copies),
 		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(allocatorSlack * (f.act + f.step())),
-		Stage: s, StageLayers: len(kinds), PrecisionAware: adam.precisionAware, Decoupled: adam.decoupled, GradBuffer: adam.gradBuffer,
+		Stage: s, StageLayers: len(kinds), PrecisionAware: adam.precisionAware, Decoupled: adam.decoupled, LayerWiseMuon: adam.muon, GradBuffer: adam.gradBuffer,
 	}
 	m.Total = m.Weights + m.Gradients + m.Optimizer + max(m.Activations, m.step()) + m.Graphs + m.Slack
 	return m
@@ -259,9 +265,10 @@ func epOverlapLayer(kinds []presets.LayerKind, act activations) float64 {
 }
 
 // chunkKinds lists the layer kinds a model chunk builds: its decoder
-// layers and its MTP layers (each a layer of the model's last kind).
+// layers, then the layers of its MTP blocks (presets.Arch.MTPLayerKinds).
 func chunkKinds(w *Workload, c Chunk) []presets.LayerKind {
-	all := w.Spec.Model.Arch.LayerKinds()
+	a := w.Spec.Model.Arch
+	all := a.LayerKinds()
 	var out []presets.LayerKind
 	for _, i := range c.Layers {
 		if i < len(all) {
@@ -269,9 +276,7 @@ func chunkKinds(w *Workload, c Chunk) []presets.LayerKind {
 		}
 	}
 	if len(all) > 0 {
-		for range c.MTP {
-			out = append(out, all[len(all)-1])
-		}
+		out = append(out, a.MTPLayerKinds(c.MTP)...)
 	}
 	return out
 }
@@ -301,6 +306,8 @@ func (m *MemoryBreakdown) Describe() string {
 func (m *MemoryBreakdown) optimizerText() string {
 	s := m.GradBuffer + " gradient buffer, "
 	switch {
+	case m.LayerWiseMuon:
+		return s + "layer-wise distributed Muon with fp32 main parameters and gradients"
 	case m.Decoupled:
 		return s + "precision-aware optimizer reading the buffer (decoupled_grad)"
 	case m.PrecisionAware:

@@ -23,27 +23,34 @@ func harnessLayout() presets.Layout {
 // Megatron-Bridge's fp8_recipe default ("tensorwise", copied onto the
 // optimizer config) keeps Megatron-Core's fp32 main parameters and fp32
 // gradient copies; only bf16 states change the bytes: 4 instead of 8,
-// and their fp32 copies (8) at the step. The delayed-scaling fp8 recipe
-// takes the decoupled path: no gradient copies.
+// and, with a Transformer Engine older than 2.14, their fp32 copies (8)
+// at the step. The delayed-scaling fp8 recipe takes the decoupled path:
+// no gradient copies.
 func TestPrecisionAwareOptimizerBytes(t *testing.T) {
 	m := llama(t)
 	shard := float64(llamaParams) / 8
 	for _, tc := range []struct {
 		name                    string
 		edit                    func(*presets.Layout)
+		oldTE                   bool
 		aware, decoupled        bool
 		kept, mainGrads, copies float64
 	}{
-		{"bf16 through the harness", func(*presets.Layout) {}, true, false, 12, 4, 0},
-		{"bf16 states through the harness", func(l *presets.Layout) { l.OptimizerStates = "bf16" }, true, false, 8, 4, 8},
-		{"bf16 states outside the harness, the recipe's flag off", func(l *presets.Layout) { l.OptimizerStates, l.OutsideHarness = "bf16", true }, false, false, 12, 4, 0},
-		{"fp8 delayed scaling with the recipe's flag", func(l *presets.Layout) { l.Precision, l.PrecisionAwareOptimizer = "fp8ds", true }, true, true, 12, 0, 0},
-		{"fp32 gradient buffer", func(l *presets.Layout) { l.GradReduceInFP32 = true }, true, false, 12, 0, 0},
+		{"bf16 through the harness", func(*presets.Layout) {}, false, true, false, 12, 4, 0},
+		{"bf16 states through the harness", func(l *presets.Layout) { l.OptimizerStates = "bf16" }, false, true, false, 8, 4, 0},
+		{"bf16 states with Transformer Engine before 2.14", func(l *presets.Layout) { l.OptimizerStates = "bf16" }, true, true, false, 8, 4, 8},
+		{"bf16 states outside the harness, the recipe's flag off", func(l *presets.Layout) { l.OptimizerStates, l.OutsideHarness = "bf16", true }, true, false, false, 12, 4, 0},
+		{"fp8 delayed scaling with the recipe's flag", func(l *presets.Layout) { l.Precision, l.PrecisionAwareOptimizer = "fp8ds", true }, true, true, true, 12, 0, 0},
+		{"fp32 gradient buffer", func(l *presets.Layout) { l.GradReduceInFP32 = true }, false, true, false, 12, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := harnessLayout()
 			tc.edit(&l)
-			b := breakdown(t, m, l, eagerCand)
+			w, err := BuildWorkload(m, l, WorkloadOptions{BF16MomentCopies: tc.oldTE})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := PredictMemory(w, PlanCapture(w, eagerCand, presets.G3), nil, JobGPUMiB(l, 0), MemoryOptions{})
 			if b.PrecisionAware != tc.aware || b.Decoupled != tc.decoupled {
 				t.Errorf("precision-aware %v decoupled %v, want %v %v", b.PrecisionAware, b.Decoupled, tc.aware, tc.decoupled)
 			}

@@ -16,6 +16,7 @@ type adamBytes struct {
 	// precisionAware, decoupled and gradBuffer describe the path, for the
 	// breakdown.
 	precisionAware, decoupled bool
+	muon                      bool // the layer-wise distributed Muon's state (layerWiseMuon)
 	gradBuffer                string
 }
 
@@ -28,10 +29,13 @@ type adamBytes struct {
 //
 //   - The precision-aware optimizer (Layout.PrecisionAware) lets Adam's
 //     states be bf16 (exp_avg_dtype and exp_avg_sq_dtype; fp32 is
-//     Megatron-Core's default and the only dtype without it). FusedAdam's
-//     step then unscales each bf16 state to an fp32 copy (get_unscaled_state)
-//     for the whole parameter group before its kernel: 8 bytes per
-//     parameter that come and go.
+//     Megatron-Core's default and the only dtype without it). From
+//     Transformer Engine 2.14 (what Megatron-Bridge 0.4 and later pin)
+//     FusedAdam's kernel reads and writes bf16 moments in place
+//     (fuse_unscale); before it, its step unscales each bf16 state to an
+//     fp32 copy (get_unscaled_state) for the whole parameter group before
+//     its kernel: 8 bytes per parameter that come and go
+//     (WorkloadOptions.BF16MomentCopies).
 //   - Its gradients are views of the buffer (decoupled_grad) and the master
 //     weights FusedAdam's (int16 remainders beside bf16 weights,
 //     store_param_remainders) only when
@@ -48,14 +52,17 @@ type adamBytes struct {
 //     decoupled path.
 //   - Without it: fp32 main parameters and fp32 states (zeros_like of the
 //     fp32 main parameter), and the same fp32 gradient copies.
-func adamOf(l presets.Layout, gradBytes float64) adamBytes {
+func adamOf(l presets.Layout, gradBytes float64, momentCopies bool) adamBytes {
 	a := adamBytes{precisionAware: l.PrecisionAware(), gradBuffer: "bf16"}
 	if gradBytes == fp32GradBytes {
 		a.gradBuffer = "fp32"
 	}
 	states := 2 * 4.0
 	if a.precisionAware && l.OptimizerStates == "bf16" {
-		states, a.stateCopies = 2*2.0, 2*4.0
+		states = 2 * 2.0
+		if momentCopies {
+			a.stateCopies = 2 * 4.0
+		}
 	}
 	a.decoupled = a.precisionAware && fp8RecipeOf(l.Precision) == "delayed"
 	if a.decoupled {
@@ -89,74 +96,169 @@ func fp8RecipeOf(precision string) string {
 	return "tensorwise"
 }
 
+// stageParams are the parameters a pipeline rank's chunks hold, split as
+// Megatron-Core builds its optimizers: one for dense parameters and one
+// for expert parameters, which shard over the expert data-parallel group
+// (optimizer/__init__.py get_megatron_optimizer). vocab is the dense
+// parameters of the embedding and output layers, maxLayer the largest
+// layer's.
+type stageParams struct {
+	dense, expert, vocab, maxLayer float64
+	vocabMatrices                  int
+}
+
+func (p stageParams) total() float64 { return p.dense + p.expert }
+
+func paramsOf(w *Workload, chunks []Chunk) stageParams {
+	l := w.Layout
+	a := w.Spec.Model.Arch
+	b := &builder{a: a, l: l, tp: l.TPSize(), ep: l.EPSize(), etp: l.ETPSize()}
+	var p stageParams
+	vocab := float64(a.Vocab) * float64(a.Hidden) / float64(l.TPSize())
+	for _, c := range chunks {
+		for _, k := range chunkKinds(w, c) {
+			d, e := b.layerParamsSplit(k)
+			p.dense += d
+			p.expert += e
+			p.maxLayer = math.Max(p.maxLayer, d+e)
+		}
+		if c.Embedding {
+			p.vocab += vocab
+			p.vocabMatrices++
+		}
+		if c.Loss {
+			p.vocab += vocab // output layer (untied in MB's LLM recipes)
+			p.vocabMatrices++
+		}
+		if c.MTP > 0 {
+			// The MTP blocks' projections and norms, their own embedding
+			// away from the first chunk's, and each repeated layer once.
+			d, e := b.repeatedMTPParams(c.MTP)
+			p.dense += b.mtpParams(c.MTP, !c.Embedding) - d
+			p.expert -= e
+		}
+	}
+	p.dense += p.vocab
+	return p
+}
+
+// optimizerShares are the parameters whose optimizer state one rank
+// holds, per optimizer: the distributed optimizer (and Megatron-FSDP)
+// shards dense parameters over DP×CP and expert ones over the expert
+// data-parallel group, world / (ETP·EP·PP) (parallel_state.py); without
+// it every rank holds all of its chunks'.
+type optimizerShares struct{ dense, expert float64 }
+
+func (s optimizerShares) total() float64 { return s.dense + s.expert }
+
+// largest is the larger optimizer's share: FusedAdam makes its fp32 state
+// copies for one parameter group at a time and the optimizers step one
+// after the other (ChainedOptimizer.step_with_ready_grads), so its
+// temporaries peak at the larger one's.
+func (s optimizerShares) largest() float64 { return math.Max(s.dense, s.expert) }
+
+func sharesOf(l presets.Layout, p stageParams, sharded bool) optimizerShares {
+	if !sharded {
+		return optimizerShares{p.dense, p.expert}
+	}
+	dDense, dExpert := dataParallelSizes(l)
+	return optimizerShares{p.dense / dDense, p.expert / dExpert}
+}
+
+// dataParallelSizes are the groups the optimizer state shards over: DP×CP
+// for dense parameters, the expert data-parallel group for expert ones.
+func dataParallelSizes(l presets.Layout) (dense, expert float64) {
+	pp := l.PPSize()
+	return float64(max(1, l.NumGPUs/(l.TPSize()*pp))), float64(max(1, l.NumGPUs/(l.ETPSize()*l.EPSize()*pp)))
+}
+
 // persistentMemory is what pipeline rank's chunks hold for the whole run,
 // and the optimizer step's temporaries. Weights are bf16 (Float16Module),
 // or the recipe's quantized primary weights (weightBytesOf); the gradient
 // buffer has one element per parameter, bf16 as MB's performance recipes
 // set it (grad_reduce_in_fp32 False, perf_recipes/_common.py
-// _benchmark_common) or fp32 (param_and_grad_buffer.py). The distributed
-// optimizer shards its state: dense parameters over DP×CP, expert ones over
-// the expert data-parallel group, world / (ETP·EP·PP) (parallel_state.py).
-// With Megatron-FSDP (optim_grads_params) weights and gradients shard too,
-// and two layers' weights are gathered at a time (fsdp_double_buffer).
+// _benchmark_common) or fp32 (param_and_grad_buffer.py). The optimizer
+// state is Adam's (adamOf) on its shares (sharesOf), or the layer-wise
+// distributed Muon's (layerWiseMuon). With Megatron-FSDP
+// (optim_grads_params) weights and gradients shard too, and two layers'
+// weights are gathered at a time (fsdp_double_buffer).
 func persistentMemory(w *Workload, chunks []Chunk, opt MemoryOptions) (stageFigures, adamBytes) {
 	l := w.Layout
-	a := w.Spec.Model.Arch
-	pp := l.PPSize()
-	b := &builder{a: a, l: l, tp: l.TPSize(), ep: l.EPSize(), etp: l.ETPSize()}
-	dense, expert, maxLayer := 0.0, 0.0, 0.0
-	vocab := float64(a.Vocab) * float64(a.Hidden) / float64(l.TPSize())
-	for _, c := range chunks {
-		for _, k := range chunkKinds(w, c) {
-			d, e := b.layerParamsSplit(k)
-			dense += d
-			expert += e
-			maxLayer = math.Max(maxLayer, d+e)
-		}
-		if c.Embedding {
-			dense += vocab
-		}
-		if c.Loss {
-			dense += vocab // output layer (untied in MB's LLM recipes)
-		}
-	}
-	params := dense + expert
-	dDense := float64(max(1, l.NumGPUs/(l.TPSize()*pp)))              // DP×CP
-	dExpert := float64(max(1, l.NumGPUs/(l.ETPSize()*l.EPSize()*pp))) // expert data-parallel
+	p := paramsOf(w, chunks)
+	params := p.total()
 	distributed := !opt.NoDistributedOptimizer && !l.NoDistributedOptimizer
-	shard := func(bytes float64) float64 { return bytes * (dense/dDense + expert/dExpert) }
-	if !distributed && !l.FSDP {
-		shard = func(bytes float64) float64 { return bytes * params }
-	}
 	gradBytes := bf16GradBytes
 	if opt.GradReduceInFP32 || l.GradReduceInFP32 {
 		gradBytes = fp32GradBytes
 	}
-	adam := adamOf(l, gradBytes)
 	var f stageFigures
 	f.weights = weightBytesOf(l.Precision, l.GPU) * params
 	f.grads = gradBytes * params
-	f.optim = shard(adam.kept)
-	f.copies = shard(adam.stateCopies)
-	switch {
-	case l.FSDP:
-		// Megatron-FSDP's sharded gradient buffer is the optimizer's
-		// gradient: the distributed optimizer copies nothing
-		// (_copy_model_grads_to_main_grads returns for use_megatron_fsdp).
-	case distributed:
-		f.mainGrads = shard(adam.mainGrads)
-	default:
-		f.mainGrads = adam.mainGrads * params // Float16Optimizer's fp32 copy of every gradient
+	if l.LayerWiseMuon() {
+		return layerWiseMuon(l, p, f, gradBytes, distributed)
 	}
+	shares := sharesOf(l, p, distributed || l.FSDP)
+	adam := adamOf(l, gradBytes, w.Spec.Options.BF16MomentCopies)
+	f.optim = adam.kept * shares.total()
+	f.copies = adam.stateCopies * shares.largest()
 	if l.FSDP {
 		// optim_grads_params: weights and gradients shard like the
 		// optimizer state; the units being gathered (two layers with
 		// fsdp_double_buffer) hold their whole weights and gradients.
-		gathered := 2 * maxLayer * (weightBytes + gradBytes)
-		f.weights = shard(f.weights/params) + gathered/2
-		f.grads = shard(gradBytes) + gathered/2
+		// Its sharded gradient buffer is the optimizer's gradient: the
+		// distributed optimizer copies nothing
+		// (_copy_model_grads_to_main_grads returns for use_megatron_fsdp).
+		gathered := 2 * p.maxLayer * (weightBytes + gradBytes)
+		f.weights = f.weights/params*shares.total() + gathered/2
+		f.grads = gradBytes*shares.total() + gathered/2
+	} else {
+		// The distributed optimizer copies its shard's gradients,
+		// Float16Optimizer every gradient of the rank.
+		f.mainGrads = adam.mainGrads * shares.total()
 	}
 	return f, adam
+}
+
+// layerWiseMuon is the state of Megatron-Core's layer-wise distributed
+// Muon (optimizer "dist_muon"; MLM 2a75ac1 megatron/core/optimizer/
+// __init__.py _get_megatron_emerging_optimizer, layer_wise_optimizer.py,
+// emerging_optimizers.py):
+//
+//   - LayerWiseDistributedOptimizer deals whole parameters to the
+//     data-parallel ranks (dense ones over DP×CP, expert ones over the
+//     expert data-parallel group; _shard_params_ping_pong without the
+//     distributed optimizer, the buffer layout with it) and wraps each
+//     rank's share in Float16OptimizerWithFloat16Params afterwards: fp32
+//     main parameters (4 bytes) and, at the step, fp32 copies of the
+//     share's gradients (4; none with an fp32 buffer). Without the
+//     distributed optimizer it deals the embedding and the output layer
+//     too, whole, to one rank each: the fullest rank holds one of them
+//     whole beside its share of the rest. With it, a DistributedOptimizer
+//     shards them byte by byte like the rest.
+//   - 2-D weights other than the embedding and output layer are Muon's:
+//     one momentum buffer, zeros_like the fp32 main parameter (4 bytes;
+//     Emerging-Optimizers v0.2.0 OrthogonalizedOptimizer.step); the rest are
+//     Adam's, two fp32 states (8). Norm weights and biases, a few
+//     thousandths of a layer, count with their layer.
+//   - DDP keeps the whole gradient buffer on every rank.
+func layerWiseMuon(l presets.Layout, p stageParams, f stageFigures, gradBytes float64, distributed bool) (stageFigures, adamBytes) {
+	a := adamBytes{muon: true, gradBuffer: "bf16"}
+	if gradBytes == fp32GradBytes {
+		a.gradBuffer = "fp32"
+	} else {
+		a.mainGrads = fp32GradBytes
+	}
+	const muonKept, adamKept = mainParamBytes + 4, mainParamBytes + 8
+	dDense, dExpert := dataParallelSizes(l)
+	layers := (p.dense-p.vocab)/dDense + p.expert/dExpert
+	vocab := p.vocab / dDense
+	if p.vocabMatrices > 0 && !distributed {
+		one := p.vocab / float64(p.vocabMatrices)
+		vocab = one + (p.vocab-one)/dDense
+	}
+	f.optim = muonKept*layers + adamKept*vocab
+	f.mainGrads = a.mainGrads * (layers + vocab)
+	return f, a
 }
 
 // weightBytesOf is the bytes a weight holds per parameter on the job's
@@ -214,14 +316,8 @@ func gemmInputBytes(precision string) float64 {
 // parameters (which shard over the expert data-parallel group).
 func (b *builder) layerParamsSplit(k presets.LayerKind) (dense, expert float64) {
 	all := b.layerParams(k)
-	if m := b.a.MoE; m != nil && (k == presets.LayerMoE || k == presets.LayerMoEOnly) {
-		h := float64(b.a.Hidden)
-		f := float64(m.FFNHidden)
-		per := 3 * h * f
-		if b.a.Activation == "squared_relu" {
-			per = 2 * h * f
-		}
-		expert = float64(m.Experts) / float64(b.ep) * per / float64(b.etp)
+	if b.a.MoE != nil && k.FFN() == presets.FFNMoE {
+		expert = b.expertParams()
 	}
 	return all - expert, expert
 }

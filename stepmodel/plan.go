@@ -46,6 +46,12 @@ import (
 //   - A host sync inside a graphed region (dropless MoE copies its token
 //     counts to the host before the dispatch) makes the capture fail with
 //     cudaErrorStreamCaptureInvalidated.
+//   - The gated delta-net and DeepSeek-V4's attention are a TransformerLayer's
+//     self_attention, so attn covers them as it covers softmax attention;
+//     a hyper-connection is part of the block it wraps; a latent MoE's
+//     projections belong to MoELayer.preprocess and postprocess. The MTP
+//     blocks' layers are graphed as decoder layers where the mechanism
+//     reaches them (mtpGraphable), their prelude never per layer.
 type CapturePlan struct {
 	Candidate  presets.Candidate  `json:"candidate"`
 	Generation presets.Generation `json:"generation,omitempty"`
@@ -219,23 +225,11 @@ var moduleScopes = map[string][]string{
 	presets.ScopeMamba:         {presets.ScopeMamba},
 }
 
-// layerHas reports which blocks a layer kind has.
+// layerHas reports which blocks a layer kind has: self_attention (softmax
+// attention, a gated delta-net or DeepSeek-V4's attention, which the attn
+// module covers alike), a dense MLP, MoE, a Mamba mixer.
 func layerHas(k presets.LayerKind) (attn, mlp, moe, mamba bool) {
-	switch k {
-	case presets.LayerDense:
-		return true, true, false, false
-	case presets.LayerMoE:
-		return true, false, true, false
-	case presets.LayerAttention:
-		return true, false, false, false
-	case presets.LayerMLP:
-		return false, true, false, false
-	case presets.LayerMoEOnly:
-		return false, false, true, false
-	case presets.LayerMamba:
-		return false, false, false, true
-	}
-	return false, false, false, false
+	return k.HasSelfAttention(), k.FFN() == presets.FFNMLP, k.FFN() == presets.FFNMoE, k.Mixer() == presets.MixerMamba
 }
 
 // teModules is which of the candidate's modules a TE graph of a layer of
@@ -426,7 +420,15 @@ type region struct {
 	scopes []string
 }
 
-func (r region) covers(o Op) bool { return r.scopes == nil || slices.Contains(r.scopes, o.Scope) }
+// covers reports whether the region holds op o. The whole layer holds every
+// op of the layer module but the ones of no cuda-graph scope (an MTP
+// block's prelude, which runs outside its mtp_model_layer).
+func (r region) covers(o Op) bool {
+	if r.scopes == nil {
+		return o.Scope != ScopeOther
+	}
+	return slices.Contains(r.scopes, o.Scope)
+}
 
 func eagerLayers(w *Workload) []LayerPlan {
 	out := make([]LayerPlan, len(w.Layers))
@@ -469,6 +471,9 @@ func planLayers(p *CapturePlan, w *Workload, act activations, regionsOf func(pre
 	p.Layers = make([]LayerPlan, len(w.Layers))
 	for i, lt := range w.Layers {
 		regs := regionsOf(lt.Kind)
+		if lt.MTP && !mtpGraphable(p, w) {
+			regs = nil
+		}
 		lp := LayerPlan{Index: lt.Index, Kind: lt.Kind, Fwd: cut(lt.Fwd, regs), Bwd: cut(lt.Bwd, regs)}
 		for _, s := range lp.Fwd {
 			if s.Graphed() && !slices.Contains(lp.Regions, s.Region) {
@@ -516,6 +521,18 @@ func planLayers(p *CapturePlan, w *Workload, act activations, regionsOf func(pre
 			}
 		}
 	}
+}
+
+// mtpGraphable reports whether the per-layer mechanism graphs the layers
+// of the multi-token-prediction blocks. Transformer Engine's helper
+// graphs each block's mtp_model_layer when _layer_is_graphable accepts it
+// (TECudaGraphHelper._discover_layers): a transformer layer is, like a
+// decoder layer; a hybrid model's block is a HybridStack, a MegatronModule
+// but no GraphableMegatronModule, so it runs eagerly. The local
+// implementation's managers sit on every GraphableMegatronModule, the
+// hybrid block's inner layers included.
+func mtpGraphable(p *CapturePlan, w *Workload) bool {
+	return p.Mechanism != MechanismTE || w.Spec.Model.Arch.HybridPattern == ""
 }
 
 // planFullIteration is FullCudaGraphWrapper: one graph of the run's

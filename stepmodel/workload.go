@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"cgtune/presets"
 )
@@ -61,8 +62,11 @@ type Op struct {
 type LayerTrace struct {
 	Index int               `json:"index"`
 	Kind  presets.LayerKind `json:"kind"`
-	Fwd   []Op              `json:"fwd"`
-	Bwd   []Op              `json:"bwd"`
+	// MTP marks a layer of a multi-token-prediction block (after the last
+	// stage's decoder layers; addMTP).
+	MTP bool `json:"mtp,omitempty"`
+	Fwd []Op `json:"fwd"`
+	Bwd []Op `json:"bwd"`
 }
 
 // Workload is the op trace of one training step on one pipeline rank.
@@ -124,6 +128,11 @@ type WorkloadOptions struct {
 	// more micro-batch in flight and Transformer Engine's graphs are
 	// captured per micro-batch even without pipelining.
 	EPOverlap bool `json:"ep_overlap,omitempty"`
+	// BF16MomentCopies: the job's Transformer Engine is older than 2.14,
+	// whose FusedAdam copies bf16 Adam moments to fp32 at the step
+	// (adamOf); the zero value is the fused kernel of the Transformer
+	// Engine Megatron-Bridge 0.4 and later pin.
+	BF16MomentCopies bool `json:"bf16_moment_copies,omitempty"`
 }
 
 // WorkloadSpec is what a workload is built from: enough to build it again
@@ -180,6 +189,9 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 		return nil, err
 	}
 	kinds := a.LayerKinds()
+	if a.MLA == nil && slices.ContainsFunc(kinds, func(k presets.LayerKind) bool { return k.Mixer() == presets.MixerDSv4 }) {
+		return nil, fmt.Errorf("model %s: compressed_attention needs mla (DeepSeek-V4's attention reads its q_lora_rank, qk_rope_dim, v_head_dim, o_groups and o_lora_rank)", m.Name)
+	}
 	pp := l.PPSize()
 	split, err := SplitPipeline(a, l)
 	if err != nil {
@@ -202,6 +214,9 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 	b.dropless = a.MoE != nil
 	if opt.Dropless != nil {
 		b.dropless = a.MoE != nil && *opt.Dropless
+	}
+	if !b.dropless && a.MoE != nil {
+		b.capacity = opt.MoECapacityFactor
 	}
 
 	w := &Workload{Spec: WorkloadSpec{Model: m, Layout: l, Options: opt}, Model: m.Name, Layout: l, Stage: pp - 1, Hidden: a.Hidden, TokensPerMB: int(b.T), MicroBatches: l.MicroBatches(), DroplessMoE: b.dropless}
@@ -237,20 +252,24 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 		w.Layers = append(w.Layers, lt)
 		w.ParamsLocal += b.layerParams(kinds[i])
 	}
+	streams := residualStreams(a)
 	if w.Stage == 0 {
 		w.Pre = append(w.Pre, b.mem("embedding", ScopeOther, KindElementwise, 2*b.Ts*float64(a.Hidden)*bf16))
 		w.PreBwd = append(w.PreBwd, b.mem("embedding_grad", ScopeOther, KindElementwise, 3*b.Ts*float64(a.Hidden)*bf16))
 		w.ParamsLocal += float64(a.Vocab) * float64(a.Hidden) / float64(b.tp)
 	} else {
-		act := b.Ts * float64(a.Hidden) * bf16
+		act := b.Ts * float64(a.Hidden) * bf16 * streams
 		w.Pre = append(w.Pre, b.coll("pp_recv_activation", ScopeOther, act, LinkNetwork))
 		w.PreBwd = append(w.PreBwd, b.coll("pp_send_grad", ScopeOther, act, LinkNetwork))
 	}
 	if w.Stage == pp-1 {
 		w.Head = b.head()
 		w.ParamsLocal += float64(a.Vocab) * float64(a.Hidden) / float64(b.tp)
+		if len(stage) == w.StageLayers { // the MTP blocks follow the stage's last decoder layer
+			b.addMTP(w, split.MTP(w.Stage))
+		}
 	} else {
-		act := b.Ts * float64(a.Hidden) * bf16
+		act := b.Ts * float64(a.Hidden) * bf16 * streams
 		w.Head = []Op{b.coll("pp_send_activation", ScopeOther, act, LinkNetwork), b.coll("pp_recv_grad", ScopeOther, act, LinkNetwork)}
 	}
 	w.Optimizer = b.optimizer(w.ParamsLocal / float64(l.DP()))
@@ -348,11 +367,12 @@ func (w *Workload) MaxOpBytes() float64 {
 }
 
 // StaticBufferBytes is the size of one graph's static input (or output):
-// the layer's hidden states, (seq/CP[/TP with SP]) × MBS × hidden × 2 bytes.
+// the layer's hidden states, (seq/CP[/TP with SP]) × MBS × hidden × 2
+// bytes, times the residual streams of hyper-connections.
 func (w *Workload) StaticBufferBytes() float64 {
 	t := float64(w.TokensPerMB)
 	if w.Layout.TPSize() > 1 {
 		t /= float64(w.Layout.TPSize())
 	}
-	return t * float64(w.Hidden) * bf16
+	return t * float64(w.Hidden) * bf16 * residualStreams(w.Spec.Model.Arch)
 }

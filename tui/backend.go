@@ -25,6 +25,10 @@ type Backend interface {
 	// with their Problem set).
 	TeamPresets() ([]presets.PresetInfo, error)
 	LoadPreset(name string) (presets.TeamPreset, error)
+	// ImportMBConfig reads a Megatron-Bridge ConfigContainer YAML (what
+	// MB's to_yaml and run_script.py --dryrun write) as a team preset of
+	// MB release mbridge, unsaved.
+	ImportMBConfig(path, mbridge string) (presets.TeamPreset, error)
 	// Plan expands the request's space and checks every candidate against
 	// the rules (search.Plan).
 	Plan(req Request) ([]search.Planned, error)
@@ -154,6 +158,10 @@ type Request struct {
 	// Estimate selects the estimate engine (no GPU, labelled ESTIMATE): it
 	// estimates for Layout.GPU.
 	Estimate bool
+	// WhatIf adds the what-if rows (search.Config.WhatIf): they run and
+	// rank in a table of their own (the report's "What it would take");
+	// the winner stays a candidate the recipe allows.
+	WhatIf bool
 }
 
 // Messages the Cmds deliver back to Update.
@@ -171,6 +179,13 @@ type presetsMsg struct {
 
 type presetLoadedMsg struct {
 	name   string
+	preset presets.TeamPreset
+	err    error
+}
+
+// presetImportedMsg answers an import of a Megatron-Bridge config file.
+type presetImportedMsg struct {
+	path   string
 	preset presets.TeamPreset
 	err    error
 }
@@ -249,6 +264,13 @@ func fetchPresets(b Backend) tea.Cmd {
 	return func() tea.Msg {
 		l, err := b.TeamPresets()
 		return presetsMsg{list: l, err: err}
+	}
+}
+
+func importMBConfig(b Backend, path, mbridge string) tea.Cmd {
+	return func() tea.Msg {
+		p, err := b.ImportMBConfig(path, mbridge)
+		return presetImportedMsg{path: path, preset: p, err: err}
 	}
 }
 

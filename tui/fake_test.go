@@ -32,15 +32,17 @@ type fakeBackend struct {
 	gpuErr   error
 	presets  []presets.PresetInfo
 	loadable map[string]presets.TeamPreset
-	events   []search.Event
-	dir      string // WriteOverrides writes under it (relative paths)
-	written  map[string][]byte
-	saved    []presets.TeamPreset
-	existing map[string]bool // preset names SavePreset reports as taken
-	started  []Request
-	planned  []Request
-	paused   []bool // Pause calls, in order
-	reports  map[string]report.Input
+	// importable are the Megatron-Bridge config files ImportMBConfig reads, by path.
+	importable map[string]presets.TeamPreset
+	events     []search.Event
+	dir        string // WriteOverrides writes under it (relative paths)
+	written    map[string][]byte
+	saved      []presets.TeamPreset
+	existing   map[string]bool // preset names SavePreset reports as taken
+	started    []Request
+	planned    []Request
+	paused     []bool // Pause calls, in order
+	reports    map[string]report.Input
 	// validations are the Validate calls; valUpdates is the channel the
 	// test feeds the validation's updates through.
 	validations []ValidateRequest
@@ -85,6 +87,15 @@ func (f *fakeBackend) GPUs(context.Context) ([]engine.GPUStatus, DriverInfo, err
 
 func (f *fakeBackend) TeamPresets() ([]presets.PresetInfo, error) { return f.presets, nil }
 
+func (f *fakeBackend) ImportMBConfig(path, mbridge string) (presets.TeamPreset, error) {
+	p, ok := f.importable[path]
+	if !ok {
+		return presets.TeamPreset{}, fmt.Errorf("%s: no such file", path)
+	}
+	p.MBridge = mbridge
+	return p, nil
+}
+
 func (f *fakeBackend) LoadPreset(name string) (presets.TeamPreset, error) {
 	p, ok := f.loadable[name]
 	if !ok {
@@ -106,7 +117,7 @@ func (f *fakeBackend) Plan(req Request) ([]search.Planned, error) {
 	f.mu.Lock()
 	f.planned = append(f.planned, req)
 	f.mu.Unlock()
-	plan, err := search.Plan(search.Config{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Space: planSpace})
+	plan, err := search.Plan(search.Config{Model: req.Model, Layout: req.Layout, MBridge: req.MBridge, Space: planSpace, WhatIf: req.WhatIf})
 	if err != nil {
 		return nil, err
 	}

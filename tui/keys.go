@@ -21,6 +21,7 @@ type KeyMap struct {
 	// Model screen.
 	Filter      key.Binding
 	ClearFilter key.Binding
+	Import      key.Binding
 	GPUType     key.Binding
 	MBridge     key.Binding
 	Inc         key.Binding
@@ -38,6 +39,9 @@ type KeyMap struct {
 	BudgetUp   key.Binding
 	BudgetDown key.Binding
 	Start      key.Binding
+	// WhatIf adds the what-if rows: rejected candidates with the
+	// enabling changes that let them run (search.Config.WhatIf).
+	WhatIf key.Binding
 
 	// Run screen.
 	Stop    key.Binding
@@ -78,6 +82,7 @@ func DefaultKeyMap() KeyMap {
 
 		Filter:      b([]string{"/"}, "/", "filter"),
 		ClearFilter: b([]string{"esc"}, "esc", "clear filter"),
+		Import:      b([]string{"i"}, "i", "import MB config"),
 		GPUType:     b([]string{"g"}, "g", "gpu type"),
 		MBridge:     b([]string{"v"}, "v", "MB version"),
 		Inc:         b([]string{"+", "=", "right", "l"}, "+/→", "more"),
@@ -93,6 +98,7 @@ func DefaultKeyMap() KeyMap {
 		BudgetUp:   b([]string{"+", "="}, "+", "budget"),
 		BudgetDown: b([]string{"-"}, "-", "budget"),
 		Start:      b([]string{"enter"}, "enter", "start search"),
+		WhatIf:     b([]string{"w"}, "w", "what-if rows"),
 
 		Stop:    b([]string{"ctrl+c", "q"}, "q", "stop search"),
 		Confirm: b([]string{"y", "enter", "ctrl+c"}, "y", "yes"),

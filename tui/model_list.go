@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -57,7 +58,7 @@ func (s *modelScreen) listItems() []listItem {
 	for i := range s.presets {
 		// A preset hidden behind an earlier one of the same name cannot be
 		// loaded by name; listing it would only confuse.
-		if s.presets[i].ShadowedBy != "" {
+		if s.presets[i].ShadowedBy != "" || s.isImported(s.presets[i].Name) {
 			continue
 		}
 		it := listItem{preset: &s.presets[i]}
@@ -65,7 +66,17 @@ func (s *modelScreen) listItems() []listItem {
 			out = append(out, it)
 		}
 	}
+	for i := range s.imported {
+		it := listItem{preset: &s.imported[i]}
+		if it.matches(s.filter) {
+			out = append(out, it)
+		}
+	}
 	return out
+}
+
+func (s *modelScreen) isImported(name string) bool {
+	return slices.ContainsFunc(s.imported, func(p presets.PresetInfo) bool { return p.Name == name })
 }
 
 // isFilterRune reports whether r may be typed into the filter: the
@@ -120,6 +131,8 @@ func (s *modelScreen) listCommand(msg tea.KeyPressMsg) bool {
 	switch {
 	case key.Matches(msg, k.Filter):
 		s.filtering = true
+	case key.Matches(msg, k.Import):
+		s.importing, s.importPath = true, ""
 	case key.Matches(msg, k.GPUType):
 		s.cycleGPUType(1)
 	case key.Matches(msg, k.MBridge):
@@ -162,7 +175,11 @@ func (s *modelScreen) listView(w, h int) string {
 	}
 	var b strings.Builder
 	b.WriteString(title + "\n")
-	b.WriteString(st.Label.Render("Filter › ") + filter + "\n")
+	if s.importing {
+		b.WriteString(st.Label.Render("Import › ") + st.Value.Render(truncateLeft(s.importPath, max(w-10, 1))) + st.Accent.Render("▏") + "\n")
+	} else {
+		b.WriteString(st.Label.Render("Filter › ") + filter + "\n")
+	}
 	rows, cursorRow := s.listRows(w)
 	listH := max(h-2, 1)
 	// Keep the cursor row in view; the first rows (a section header) stay

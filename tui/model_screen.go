@@ -43,6 +43,12 @@ type modelScreen struct {
 	cursor    int  // index into the filtered items
 	offset    int  // first list row shown
 
+	// Importing a Megatron-Bridge config file: "i" was pressed and the
+	// path is being typed; imported are the presets made so, unsaved.
+	importing  bool
+	importPath string
+	imported   []presets.PresetInfo
+
 	// The layout editor.
 	row, col int    // layout grid cursor
 	editing  bool   // digits are being typed into the field under the cursor
@@ -67,7 +73,7 @@ func (s *modelScreen) Init() tea.Cmd { return fetchPresets(s.backend) }
 func (s *modelScreen) enter() tea.Cmd { return nil }
 
 func (s *modelScreen) typing() bool {
-	return (s.focus == focusList && s.filtering) || s.editing
+	return (s.focus == focusList && s.filtering) || s.editing || s.importing
 }
 
 func (s *modelScreen) Update(msg tea.Msg) (tea.Cmd, handoff) {
@@ -76,6 +82,8 @@ func (s *modelScreen) Update(msg tea.Msg) (tea.Cmd, handoff) {
 		s.onPresets(msg)
 	case presetLoadedMsg:
 		return s.onPresetLoaded(msg), nil
+	case presetImportedMsg:
+		s.onImported(msg)
 	case tea.KeyPressMsg:
 		return s.key(msg)
 	}
@@ -233,6 +241,9 @@ func (s *modelScreen) onPresetLoaded(msg presetLoadedMsg) tea.Cmd {
 }
 
 func (s *modelScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
+	if s.importing {
+		return s.importKey(msg), nil
+	}
 	if key.Matches(msg, s.keys.Focus) {
 		s.commitEdit()
 		s.focus = 1 - s.focus
@@ -264,7 +275,7 @@ func (s *modelScreen) next() handoff {
 		s.setStatus("pick a model first")
 		return nil
 	case s.sel.err != nil:
-		s.setError(fmt.Errorf("%s: %v", fixLayoutFirst, s.sel.err))
+		s.setError(fmt.Errorf("%s: %w", fixLayoutFirst, s.sel.err))
 		return nil
 	}
 	return goTo{screenGPU}
@@ -319,6 +330,12 @@ func (s *modelScreen) canContinue() bool {
 // invalid, as it only says so.
 func (s *modelScreen) helpKeys() helpKeys {
 	k := s.keys
+	if s.importing {
+		return helpKeys{short: []key.Binding{
+			withHelp(k.Import, "path", "type the ConfigContainer YAML's path"), withHelp(k.Next, "enter", "import"),
+			withHelp(k.Back, "esc", "cancel"), withHelp(k.Quit, "ctrl+c", "quit"),
+		}}
+	}
 	if s.focus == focusList && s.filtering {
 		return helpKeys{short: []key.Binding{
 			withHelp(k.Filter, "a-z 0-9", "filter"), withHelp(k.Next, "enter", "done"), withHelp(k.ClearFilter, "esc", "clear"),
@@ -339,7 +356,7 @@ func (s *modelScreen) helpKeys() helpKeys {
 			k.Quit,
 		)
 		return helpKeys{short: short, full: [][]key.Binding{
-			{withHelp(k.Up, "↑/↓", "move"), withHelp(k.PageDown, "pgup/pgdn", "page"), k.Filter, withHelp(k.ClearFilter, "esc", "clear filter")},
+			{withHelp(k.Up, "↑/↓", "move"), withHelp(k.PageDown, "pgup/pgdn", "page"), k.Filter, withHelp(k.ClearFilter, "esc", "clear filter"), k.Import},
 			{withHelp(k.GPUType, "g/←/→", "gpu type"), withHelp(k.MBridge, "v", "MB version"), withHelp(k.Focus, "tab", "edit layout")},
 			append(next, k.Quit, k.Help),
 		}}

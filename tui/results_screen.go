@@ -328,6 +328,10 @@ func (s *resultsScreen) headLines(w, h int) []string {
 	if slices.ContainsFunc(d.Ranking, func(r search.Ranked) bool { return r.Derived }) {
 		parts = append(parts, "≈ derived, not run itself")
 	}
+	if n := len(d.WhatIf); n > 0 {
+		// Their table is the report's "What it would take" (r).
+		parts = append(parts, fmt.Sprintf("%d what-if (report: r)", n))
+	}
 	if d.Runs > 0 {
 		parts = append(parts, fmt.Sprintf("%d runs", d.Runs))
 	}

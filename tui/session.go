@@ -21,6 +21,7 @@ type session struct {
 	strategy string
 	budget   time.Duration
 	tie      float64 // the ranking's tie band (search.RankOptions.Tie)
+	whatIf   bool    // the search adds what-if rows (Request.WhatIf)
 
 	estimate bool // the estimate engine instead of the GPUs
 	gpus     []engine.GPUStatus
@@ -59,6 +60,7 @@ func (s *session) request() Request {
 		Tie:        s.tie,
 		TrainIters: s.trainIters,
 		Estimate:   s.estimate,
+		WhatIf:     s.whatIf,
 	}
 	if !s.estimate {
 		for _, g := range s.gpus {

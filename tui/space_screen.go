@@ -157,6 +157,14 @@ func (s *spaceScreen) key(msg tea.KeyPressMsg) (tea.Cmd, handoff) {
 		return nil, nil
 	case key.Matches(msg, k.Start):
 		return nil, s.start()
+	case key.Matches(msg, k.WhatIf):
+		s.whatIf = !s.whatIf
+		if s.whatIf {
+			s.setStatus("what-if on: rejected candidates also run with the enabling changes that let them run, priced over the recipe's own eager step (the report's \"What it would take\")")
+		} else {
+			s.setStatus("what-if off: only the candidates the recipe allows run")
+		}
+		return s.replan(), nil
 	}
 	if s.focus == focusCands {
 		s.candidatesKey(msg)
@@ -282,7 +290,7 @@ func (s *spaceScreen) helpKeys() helpKeys {
 		k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, withHelp(k.All, "a", "all"), k.Back, k.Quit)
 	return helpKeys{short: short, full: [][]key.Binding{
 		{withHelp(k.Up, "↑/↓", "row"), withHelp(k.Left, "←/→", "item"), k.Toggle, withHelp(k.All, "a", "all/none in row")},
-		{withHelp(k.Focus, "tab", "candidate list"), k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie},
+		{withHelp(k.Focus, "tab", "candidate list"), k.Strategy, withHelp(k.BudgetUp, "+/-", "budget"), k.Tie, k.WhatIf},
 		append(start, k.Back, k.Quit, k.Help),
 	}}
 }
@@ -360,6 +368,9 @@ func (s *spaceScreen) runLine(w int) string {
 	line := st.Label.Render(padRight("Run", 9)) + st.Value.Render(s.strategy) + st.Faint.Render(" (s)") + sep +
 		st.Value.Render(budgetText(s.budget, s.strategy)) + st.Faint.Render(" (+/-)") + sep +
 		st.Value.Render("tie "+tieText(s.tie)) + st.Faint.Render(" (t)") + sep + engine
+	if s.whatIf {
+		line += sep + st.Value.Render("what-if") + st.Faint.Render(" (w)")
+	}
 	return truncate(line, w)
 }
 
@@ -442,10 +453,14 @@ func (s *spaceScreen) runLines(w int) []string {
 		engine += st.Value.Render(fmt.Sprintf("%d GPU(s)", len(s.request().GPUs)))
 	}
 	tie := st.Label.Render("Tie ") + st.Value.Render(tieText(s.tie)) + st.Faint.Render(" (t)")
+	items := []string{strategy, budget, tie, engine}
+	if s.whatIf {
+		items = append(items, st.Label.Render("What-if ")+st.Value.Render("on")+st.Faint.Render(" (w)"))
+	}
 	var lines []string
 	run := padRight("Run", 9)
 	runW := 9
-	for i, item := range []string{strategy, budget, tie, engine} {
+	for i, item := range items {
 		iw := ansi.StringWidth(item)
 		if i > 0 && runW+2+iw > w {
 			lines = append(lines, run)

@@ -56,6 +56,8 @@ type Options struct {
 	Strategy string
 	Budget   time.Duration
 	Tie      float64
+	// WhatIf starts the space screen with the what-if rows on (--what-if).
+	WhatIf bool
 	// TrainIters is the job length job-level times are for (--train-iters;
 	// 0: search.DefaultTrainIters).
 	TrainIters int
@@ -141,6 +143,7 @@ func newSession(opts Options) *session {
 		tie:        search.DefaultTie,
 		space:      newSpaceChoice(presets.DefaultSpace()),
 		trainIters: opts.TrainIters,
+		whatIf:     opts.WhatIf,
 	}
 	s.sel.mbridge = opts.MBridge
 	if slices.Contains(Strategies, opts.Strategy) {
@@ -209,7 +212,7 @@ func (m *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.KeyPressMsg:
 		return m, m.handleKey(msg)
-	case presetsMsg, presetLoadedMsg:
+	case presetsMsg, presetLoadedMsg, presetImportedMsg:
 		return m, m.update(m.modelScr, msg)
 	case gpusMsg:
 		return m, m.update(m.gpuScr, msg)

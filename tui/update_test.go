@@ -94,7 +94,7 @@ func TestFilterTypesInsteadOfQuitting(t *testing.T) {
 		t.Fatalf("filter = %q, want qwen", m.modelScr.filter)
 	}
 	items := m.modelScr.listItems()
-	if len(items) != 2 || items[0].name() != "qwen3_30b_a3b" {
+	if len(items) != 3 || items[0].name() != "qwen3_30b_a3b" { // the three Qwen3 built-ins
 		t.Fatalf("filtered items: %v", names(items))
 	}
 	if m.sel.model.Name != "qwen3_30b_a3b" {
@@ -1120,5 +1120,65 @@ func TestDropAndPadInTheDetails(t *testing.T) {
 	send(m, press(m, "enter")())
 	if got := mustRead(t, filepath.Join(f.dir, "cgtune-overrides.yaml")); !strings.Contains(got, "tokens over an expert's capacity are dropped") {
 		t.Errorf("the file does not say tokens are dropped:\n%s", got)
+	}
+}
+
+// "i" imports a Megatron-Bridge ConfigContainer YAML: the path is typed,
+// the backend reads it, and the team preset it makes is listed and
+// selected; a file that cannot be read is one error line and nothing
+// changes.
+func TestImportMBConfigFromTheModelList(t *testing.T) {
+	f := newFake(t)
+	m, _ := newTestModel(t, f, 120, 40)
+	qwen, err := presets.LookupModel("qwen3_30b_a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := qwen.Layout("b200")
+	qwen.Name = "mine"
+	f.importable = map[string]presets.TeamPreset{"/tmp/ConfigContainer.yaml": {Version: presets.FileVersion, Name: "mine",
+		ModelInline: &qwen, GPU: "b200", Layout: l, Space: presets.DefaultSpace()}}
+
+	press(m, "i")
+	if !m.modelScr.typing() || !strings.Contains(m.View().Content, "Import ›") {
+		t.Fatal("i does not ask for a path")
+	}
+	press(m, strings.Split("/tmp/missing.yaml", "")...)
+	cmd := press(m, "enter")
+	send(m, cmd())
+	if !m.statusErr || !strings.Contains(m.status, "import /tmp/missing.yaml") || m.sel.model.Name != "llama3_70b" {
+		t.Errorf("bad path: status %q (error %v), selection %s", m.status, m.statusErr, m.sel.model.Name)
+	}
+
+	press(m, "i")
+	press(m, strings.Split("/tmp/Config-Container.yaml", "")...)
+	for range len("-Container.yaml") {
+		press(m, "backspace")
+	}
+	press(m, strings.Split("Container.yaml", "")...)
+	if m.modelScr.importPath != "/tmp/ConfigContainer.yaml" {
+		t.Fatalf("typed path %q", m.modelScr.importPath)
+	}
+	cmd = press(m, "enter")
+	msg := cmd()
+	if _, ok := msg.(presetImportedMsg); !ok {
+		t.Fatalf("enter gave %T", msg)
+	}
+	send(m, msg)
+	if m.sel.preset != "mine" || m.sel.model.Name != "mine" || m.sel.layout.GPU != "b200" || m.sel.layout.MBS != l.MBS || !m.sel.inline {
+		t.Errorf("selection after the import: %+v", m.sel)
+	}
+	items := m.modelScr.listItems()
+	if it := items[m.modelScr.cursor]; it.preset == nil || it.preset.Name != "mine" {
+		t.Errorf("the cursor is not on the imported preset: %v", names(items))
+	}
+	if !strings.Contains(m.status, "cgtune preset save mine --mbridge-config /tmp/ConfigContainer.yaml") {
+		t.Errorf("status %q does not say how to keep it", m.status)
+	}
+	// Moving away and back selects it again without the backend.
+	press(m, "up")
+	press(m, "down")
+	if m.sel.preset != "mine" {
+		t.Errorf("back on the imported preset: selection %q", m.sel.preset)
 	}
 }

@@ -39,6 +39,17 @@ func truncate(s string, w int) string {
 	return ansi.Truncate(s, w, "…")
 }
 
+// truncateLeft keeps the end of s (a path's file name) within w cells.
+func truncateLeft(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if ansi.StringWidth(s) <= w {
+		return s
+	}
+	return ansi.TruncateLeft(s, ansi.StringWidth(s)-w+1, "…")
+}
+
 func wrap(s string, w int) string {
 	if w <= 0 {
 		return s

@@ -42,11 +42,11 @@ func run(textPath, oldPath, cache string) error {
 	}
 	var old stepmodel.FrameworkProfile // any version: only its key, source, spreads and collectives are kept
 	if err := json.Unmarshal(data, &old); err != nil {
-		return fmt.Errorf("%s: %v", oldPath, err)
+		return fmt.Errorf("%s: %w", oldPath, err)
 	}
 	p, err := megatron.Refit(string(text), &old)
 	if err != nil {
-		return fmt.Errorf("%s: %v", textPath, err)
+		return fmt.Errorf("%s: %w", textPath, err)
 	}
 	path, err := stepmodel.SaveProfile(cache, p)
 	if err != nil {

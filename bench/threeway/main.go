@@ -206,7 +206,7 @@ func loadResults(path string) ([]engine.Result, error) {
 		} `json:"ranking"`
 	}
 	if err := json.Unmarshal(data, &obj); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	list = obj.Results
 	for _, r := range obj.Ranking {
@@ -351,41 +351,6 @@ func table(out io.Writer, rows []Row) bool {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "CANDIDATE\tMEGATRON MS\tX\tGRAPH MIB\t|\tCUDA MS\tX\tΔX\tGRAPH MIB\tΔMEM\t|\tEST MS\tX\tΔX\tGRAPH MIB\tΔMEM\t")
 	ok := true
-	cell := func(r *engine.Result, m engine.Result) string {
-		if r == nil {
-			return "-\t-\t-\t-\t-"
-		}
-		if r.Failed() {
-			if m.Failed() {
-				return "failed\t-\t-\t-\t-"
-			}
-			ok = false
-			return "FAILED\t-\t-\t-\t-"
-		}
-		if m.Failed() {
-			// No speed-up to compare with. An emulated winner that the
-			// framework cannot run still fails the winner check below.
-			return fmt.Sprintf("%.2f\t%.3f\t(megatron failed)\t%d\t-", r.Step.Median, r.Speedup, r.Memory.JobGraphMiB())
-		}
-		dx := rel(r.Speedup, m.Speedup)
-		mark := ""
-		if math.Abs(dx) > speedupTol {
-			ok, mark = false, "!"
-		}
-		dm, memMark := "-", ""
-		mg, rg, slice := comparedGraphMiB(m, *r)
-		if r.Candidate.Graphed() && mg > 0 {
-			d := rel(float64(rg), float64(mg))
-			if math.Abs(d) > graphMemTol {
-				ok, memMark = false, "!"
-			}
-			dm = fmt.Sprintf("%+.0f%%%s", 100*d, memMark)
-			if slice {
-				dm += " (slice)"
-			}
-		}
-		return fmt.Sprintf("%.2f\t%.3f\t%+.1f%%%s\t%d\t%s", r.Step.Median, r.Speedup, 100*dx, mark, rg, dm)
-	}
 	for _, r := range rows {
 		m := r.Megatron
 		ms := "failed: " + firstLine(m.Err)
@@ -395,26 +360,13 @@ func table(out io.Writer, rows []Row) bool {
 			ms += "\t-\t-"
 		}
 		est := r.Estimate
-		fmt.Fprintf(tw, "%s\t%s\t|\t%s\t|\t%s\t\n", r.Candidate.Name(), ms, cell(r.CUDA, m), cell(&est, m))
+		cudaCell, cudaOK := cell(r.CUDA, m)
+		estCell, estOK := cell(&est, m)
+		ok = ok && cudaOK && estOK
+		fmt.Fprintf(tw, "%s\t%s\t|\t%s\t|\t%s\t\n", r.Candidate.Name(), ms, cudaCell, estCell)
 	}
 	tw.Flush()
-	megatron := ranking(rows, func(r Row) *engine.Result { return &r.Megatron })
-	wm := winnerOf(megatron)
-	we := winner(rows, func(r Row) *engine.Result { return &r.Estimate })
-	fmt.Fprintf(out, "\nwinner: megatron %s, estimate %s", wm, we)
-	if we != wm {
-		ok = false
-	}
-	emulated := map[string]string{"estimate": we}
-	if rows[0].CUDA != nil {
-		wc := winner(rows, func(r Row) *engine.Result { return r.CUDA })
-		fmt.Fprintf(out, ", cuda %s", wc)
-		if wc != wm {
-			ok = false
-		}
-		emulated["cuda"] = wc
-	}
-	fmt.Fprint(out, tieNote(megatron, emulated))
+	ok = winners(out, rows) && ok
 	var failed []string
 	for _, r := range rows {
 		if r.Megatron.Failed() {
@@ -432,6 +384,64 @@ func table(out io.Writer, rows []Row) bool {
 	if len(rows) > 0 && len(rows[0].Estimate.Notes) > 0 {
 		fmt.Fprintf(out, "host costs: %s\n", strings.TrimPrefix(rows[0].Estimate.Notes[0], "estimated: "))
 	}
+	return ok
+}
+
+// cell is an emulating engine's columns for result r (nil: not run)
+// beside megatron's m, marking a speed-up or graph memory past its
+// tolerance with "!"; ok is false where r breaks the acceptance.
+func cell(r *engine.Result, m engine.Result) (_ string, ok bool) {
+	if r == nil {
+		return "-\t-\t-\t-\t-", true
+	}
+	if r.Failed() {
+		if m.Failed() {
+			return "failed\t-\t-\t-\t-", true
+		}
+		return "FAILED\t-\t-\t-\t-", false
+	}
+	if m.Failed() {
+		// No speed-up to compare with. An emulated winner that the
+		// framework cannot run still fails the winner check.
+		return fmt.Sprintf("%.2f\t%.3f\t(megatron failed)\t%d\t-", r.Step.Median, r.Speedup, r.Memory.JobGraphMiB()), true
+	}
+	ok = true
+	dx := rel(r.Speedup, m.Speedup)
+	mark := ""
+	if math.Abs(dx) > speedupTol {
+		ok, mark = false, "!"
+	}
+	dm, memMark := "-", ""
+	mg, rg, slice := comparedGraphMiB(m, *r)
+	if r.Candidate.Graphed() && mg > 0 {
+		d := rel(float64(rg), float64(mg))
+		if math.Abs(d) > graphMemTol {
+			ok, memMark = false, "!"
+		}
+		dm = fmt.Sprintf("%+.0f%%%s", 100*d, memMark)
+		if slice {
+			dm += " (slice)"
+		}
+	}
+	return fmt.Sprintf("%.2f\t%.3f\t%+.1f%%%s\t%d\t%s", r.Step.Median, r.Speedup, 100*dx, mark, rg, dm), ok
+}
+
+// winners prints each engine's winner (and which of them megatron's own
+// noise cannot tell from its winner); it reports whether they agree.
+func winners(out io.Writer, rows []Row) bool {
+	megatron := ranking(rows, func(r Row) *engine.Result { return &r.Megatron })
+	wm := winnerOf(megatron)
+	we := winner(rows, func(r Row) *engine.Result { return &r.Estimate })
+	fmt.Fprintf(out, "\nwinner: megatron %s, estimate %s", wm, we)
+	ok := we == wm
+	emulated := map[string]string{"estimate": we}
+	if rows[0].CUDA != nil {
+		wc := winner(rows, func(r Row) *engine.Result { return r.CUDA })
+		fmt.Fprintf(out, ", cuda %s", wc)
+		ok = ok && wc == wm
+		emulated["cuda"] = wc
+	}
+	fmt.Fprint(out, tieNote(megatron, emulated))
 	return ok
 }
 

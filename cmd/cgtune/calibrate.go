@@ -24,10 +24,6 @@ import (
 	"cgtune/stepmodel"
 )
 
-func init() {
-	subcommands = append(subcommands, newCalibrateCmd)
-}
-
 const calibrateLong = `Reads training logs of the real job (Megatron-LM pretrain_gpt.py or
 Megatron-Bridge, one configuration per log, --log-interval 1), takes each
 log's median iteration time after its warm-up and capture, and fits the host-
@@ -101,7 +97,7 @@ func newCalibrateCmd() *cobra.Command {
 			}
 			cal, err := search.FitCalibration(m, l, stepmodel.WorkloadOptions{}, pts, calibrationEstimator(cmp.Or(jobGPU, l.GPU)), "calibrate "+strings.Join(names, " "))
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			// After the fit, so that a refusal is one line.
 			for _, n := range notes {
@@ -115,7 +111,7 @@ func newCalibrateCmd() *cobra.Command {
 			}
 			path, err := stepmodel.SaveCalibration(cal)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(out, "saved to %s (ID %s: cgtune calibrate --rm %[2]s removes it)\n", path, stepmodel.CalibrationID(cal.Model, cal.Layout))
 			return nil
@@ -137,11 +133,11 @@ func newCalibrateCmd() *cobra.Command {
 func listCalibrations(w io.Writer) error {
 	dir, err := stepmodel.CalibrationDir()
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	cals, err := stepmodel.ListCalibrations(dir)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	if len(cals) == 0 {
 		fmt.Fprintf(w, "no saved calibration (in %s)\n", dir)
@@ -168,11 +164,11 @@ func listCalibrations(w io.Writer) error {
 func removeCalibration(w io.Writer, id string) error {
 	dir, err := stepmodel.CalibrationDir()
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	path, err := stepmodel.RemoveCalibration(dir, id)
 	if err != nil {
-		return fail(exitBadInput, "--rm %v", err)
+		return fail(exitBadInput, "--rm %w", err)
 	}
 	fmt.Fprintf(w, "removed %s\n", path)
 	return nil
@@ -186,11 +182,11 @@ func calibrationTarget(model, gpuType, preset string, gpuChanged bool) (presets.
 	case model != "":
 		m, err := presets.LookupModel(model)
 		if err != nil {
-			return m, presets.Layout{}, fail(exitBadInput, "--model: %v", err)
+			return m, presets.Layout{}, fail(exitBadInput, "--model: %w", err)
 		}
 		l, err := m.Layout(gpuType)
 		if err != nil {
-			return m, l, fail(exitBadInput, "--gpu-type: %v", err)
+			return m, l, fail(exitBadInput, "--gpu-type: %w", err)
 		}
 		return m, l, nil
 	case preset != "":
@@ -200,12 +196,12 @@ func calibrationTarget(model, gpuType, preset string, gpuChanged bool) (presets.
 		}
 		m, err := p.ResolveModel()
 		if err != nil {
-			return m, presets.Layout{}, fail(exitBadInput, "%s: %v", preset, err)
+			return m, presets.Layout{}, fail(exitBadInput, "%s: %w", preset, err)
 		}
 		l := p.Layout
 		if gpuChanged {
 			if l, err = m.Layout(gpuType); err != nil {
-				return m, l, fail(exitBadInput, "--gpu-type: %v", err)
+				return m, l, fail(exitBadInput, "--gpu-type: %w", err)
 			}
 		}
 		return m, l, nil
@@ -228,7 +224,7 @@ func logPoint(spec string, m presets.Model, l presets.Layout) (stepmodel.Calibra
 	}
 	rep, args, err := readLog(path)
 	if err != nil {
-		return stepmodel.CalibrationPoint{}, "", fail(exitBadInput, "--log %v", err)
+		return stepmodel.CalibrationPoint{}, "", fail(exitBadInput, "--log %w", err)
 	}
 	note, err := checkLogTarget(path, args, m, l)
 	if err != nil {
@@ -238,7 +234,7 @@ func logPoint(spec string, m presets.Model, l presets.Layout) (stepmodel.Calibra
 	switch {
 	case explicit:
 		if c, err = job.ParseCandidateKey(key); err != nil {
-			return stepmodel.CalibrationPoint{}, "", fail(exitBadInput, "--log %s: %v", spec, err)
+			return stepmodel.CalibrationPoint{}, "", fail(exitBadInput, "--log %s: %w", spec, err)
 		}
 	case rep.Candidate != nil:
 		c = *rep.Candidate
@@ -260,7 +256,7 @@ func readLog(path string) (job.Report, job.RunArgs, error) {
 	f, err := fileio.OpenFileLimited(path, maxLogBytes)
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return job.Report{}, nil, fmt.Errorf("%s: %v", path, pe.Err)
+		return job.Report{}, nil, fmt.Errorf("%s: %w", path, pe.Err)
 	}
 	if err != nil {
 		return job.Report{}, nil, err // names path
@@ -273,7 +269,7 @@ func readLog(path string) (job.Report, job.RunArgs, error) {
 		args.Line(line)
 	})
 	if err != nil {
-		return job.Report{}, nil, fmt.Errorf("%s: %v", path, err)
+		return job.Report{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return p.Report(), args, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -9,8 +10,6 @@ import (
 	"cgtune/presets"
 	"cgtune/recipe"
 )
-
-func init() { subcommands = append(subcommands, newCheckCmd) }
 
 // defaultCheckMBridge is the release check and emit target without
 // --mbridge: cgtune's one default (presets.DefaultMBridge).
@@ -95,10 +94,10 @@ func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (pr
 	case model != "":
 		var err error
 		if m, err = presets.LookupModel(model); err != nil {
-			return m, l, "", fail(exitBadInput, "%v", err)
+			return m, l, "", fail(exitBadInput, "%w", err)
 		}
 		if l, err = m.Layout(gpu); err != nil {
-			return m, l, "", fail(exitBadInput, "%v", err)
+			return m, l, "", fail(exitBadInput, "%w", err)
 		}
 	default:
 		p, where, err := loadPreset(presetArg)
@@ -106,13 +105,13 @@ func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (pr
 			return m, l, "", err
 		}
 		if m, err = p.ResolveModel(); err != nil {
-			return m, l, "", fail(exitBadInput, "%s: %v", where, err)
+			return m, l, "", fail(exitBadInput, "%s: %w", where, err)
 		}
 		l = p.Layout
 		// The preset names its GPU and MB release; explicit flags win.
 		if cmd.Flags().Changed("gpu-type") {
 			if l, err = m.Layout(gpu); err != nil {
-				return m, l, "", fail(exitBadInput, "%v", err)
+				return m, l, "", fail(exitBadInput, "%w", err)
 			}
 		}
 		if !cmd.Flags().Changed("mbridge") && p.MBridge != "" {
@@ -120,7 +119,7 @@ func resolveModel(cmd *cobra.Command, model, presetArg, gpu, mbridge string) (pr
 		}
 	}
 	if _, err := presets.ParseMBridge(mbridge); err != nil {
-		return m, l, "", fail(exitBadInput, "--mbridge: %v", err)
+		return m, l, "", fail(exitBadInput, "--mbridge: %w", err)
 	}
 	return m, l, mbridge, nil
 }
@@ -154,12 +153,18 @@ func (h *harnessFlags) check(cmd *cobra.Command, cfg *recipe.Recipe, mb string, 
 	return notes, violations, harnessInputError(violations)
 }
 
+// checkFlags are check's flags; run checks the recipe they name.
+type checkFlags struct {
+	model, presetArg, gpu, mbridge, launcher, python string
+	sets                                             []string
+	h                                                harnessFlags
+	imp                                              mbImportFlags
+}
+
 func newCheckCmd() *cobra.Command {
-	var model, presetArg, gpu, mbridge, launcher string
-	var sets []string
-	var h harnessFlags
+	c := &checkFlags{}
 	cmd := &cobra.Command{
-		Use:   "check (--model M | --preset NAME|FILE) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N | --candidate NAME] [--set k=v ...] [--mbridge V] [--gpu-type G] [--launcher mb|mlm]",
+		Use:   "check (--model M | --preset NAME|FILE | --mbridge-config FILE | --recipe R) [OVERRIDES.yaml] [--impl I --scope a,b --warmup N | --candidate NAME] [--set k=v ...] [--mbridge V] [--gpu-type G] [--launcher mb|mlm]",
 		Short: "Check a recipe's CUDA-graph settings against Megatron-Bridge's rules",
 		Long: `check builds the recipe of a model (its default layout on --gpu-type) as the given
 Megatron-Bridge release starts from, applies OVERRIDES.yaml (nested model:, rng:,
@@ -181,55 +186,94 @@ search gives. The changes MB makes on its own (the TE RNG tracker, NaN checks
 for full-iteration graphs, ...) are printed to stderr as notes.
 Exit status: 0 valid, 1 invalid, 2 bad input.`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			m, l, mb, err := resolveModel(cmd, model, presetArg, gpu, mbridge)
-			if err != nil {
-				return err
-			}
-			launch, err := recipe.ParseLauncher(launcher)
-			if err != nil {
-				return fail(exitBadInput, "--launcher: %v", err)
-			}
-			cfg, err := recipe.New(m, l, mb)
-			if err != nil {
-				return fail(exitBadInput, "%v", err)
-			}
-			if len(args) == 1 {
-				if err := cfg.LoadOverridesFile(args[0]); err != nil {
-					return fail(exitBadInput, "%v", err)
-				}
-			}
-			for _, s := range sets {
-				if err := cfg.ApplySet(s); err != nil {
-					return fail(exitBadInput, "%v", err)
-				}
-			}
-			notes, violations, err := h.check(cmd, cfg, mb, recipe.WithLauncher(launch))
-			if err != nil {
-				return err
-			}
-			for _, n := range notes {
-				fmt.Fprintln(cmd.ErrOrStderr(), "note: "+n)
-			}
-			out := cmd.OutOrStdout()
-			if len(violations) == 0 {
-				fmt.Fprintln(out, "valid")
-				return nil
-			}
-			for _, v := range violations {
-				fmt.Fprintln(out, v)
-			}
-			return quiet(exitInvalid)
-		},
+		RunE: c.run,
 	}
 	f := cmd.Flags()
-	f.StringVar(&model, "model", "", "built-in model name (cgtune models)")
-	f.StringVar(&presetArg, "preset", "", "team preset: a NAME saved with cgtune preset save (searched in $CGTUNE_PRESETS, then the user folder) or a FILE")
-	f.StringVar(&gpu, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout to use"))
-	f.StringVar(&mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
-	f.StringArrayVar(&sets, "set", nil, "override KEY=VALUE (Hydra syntax: true, 1.0, null, [a,b]); repeatable")
-	f.StringVar(&launcher, "launcher", string(recipe.LauncherMB), "what starts the job: mb (Megatron-Bridge) or mlm (Megatron-LM's pretrain_gpt.py)")
-	h.register(cmd)
+	f.StringVar(&c.model, "model", "", "built-in model name (cgtune models)")
+	f.StringVar(&c.presetArg, "preset", "", "team preset: a NAME saved with cgtune preset save (searched in $CGTUNE_PRESETS, then the user folder) or a FILE")
+	f.StringVar(&c.gpu, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout to use"))
+	f.StringVar(&c.mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
+	f.StringArrayVar(&c.sets, "set", nil, "override KEY=VALUE (Hydra syntax: true, 1.0, null, [a,b]); repeatable")
+	f.StringVar(&c.launcher, "launcher", string(recipe.LauncherMB), "what starts the job: mb (Megatron-Bridge) or mlm (Megatron-LM's pretrain_gpt.py)")
+	f.StringVar(&c.python, "python", "", "with --recipe: the Python interpreter where Megatron-Bridge is installed")
+	c.imp.register(f)
+	c.h.register(cmd)
 	refuseGPUTypeAsIndex(cmd)
 	return cmd
+}
+
+// run checks the recipe: "valid" on stdout, or one line per violation
+// and exit 1; MB's own changes go to stderr as notes.
+func (c *checkFlags) run(cmd *cobra.Command, args []string) error {
+	cfg, mb, launch, err := c.recipe(cmd, args)
+	if err != nil {
+		return err
+	}
+	notes, violations, err := c.h.check(cmd, cfg, mb, recipe.WithLauncher(launch))
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(cmd.ErrOrStderr(), "note: "+n)
+	}
+	out := cmd.OutOrStdout()
+	if len(violations) == 0 {
+		fmt.Fprintln(out, "valid")
+		return nil
+	}
+	for _, v := range violations {
+		fmt.Fprintln(out, v)
+	}
+	return quiet(exitInvalid)
+}
+
+// recipe is the recipe check judges, its MB version and the launcher: the
+// target's recipe, with the overrides file (args) and the --set values
+// applied in that order.
+func (c *checkFlags) recipe(cmd *cobra.Command, args []string) (*recipe.Recipe, string, recipe.Launcher, error) {
+	m, l, mb, err := checkTarget(cmd, c.imp, c.python, c.model, c.presetArg, c.gpu, c.mbridge)
+	if err != nil {
+		return nil, "", "", err
+	}
+	launch, err := recipe.ParseLauncher(c.launcher)
+	if err != nil {
+		return nil, "", "", fail(exitBadInput, "--launcher: %w", err)
+	}
+	cfg, err := recipe.New(m, l, mb)
+	if err != nil {
+		return nil, "", "", fail(exitBadInput, "%w", err)
+	}
+	if len(args) == 1 {
+		if err := cfg.LoadOverridesFile(args[0]); err != nil {
+			return nil, "", "", fail(exitBadInput, "%w", err)
+		}
+	}
+	for _, s := range c.sets {
+		if err := cfg.ApplySet(s); err != nil {
+			return nil, "", "", fail(exitBadInput, "%w", err)
+		}
+	}
+	return cfg, mb, launch, nil
+}
+
+// checkTarget is the model, layout and MB version check reads: an
+// imported recipe (--mbridge-config, --recipe) or resolveModel's.
+func checkTarget(cmd *cobra.Command, imp mbImportFlags, python, model, presetArg, gpu, mbridge string) (presets.Model, presets.Layout, string, error) {
+	if !imp.given() {
+		if err := imp.check(); err != nil {
+			return presets.Model{}, presets.Layout{}, "", err
+		}
+		return resolveModel(cmd, model, presetArg, gpu, mbridge)
+	}
+	if model != "" || presetArg != "" {
+		return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "give one of --model, --preset and --mbridge-config/--recipe")
+	}
+	if !cmd.Flags().Changed("gpu-type") {
+		gpu = ""
+	}
+	p, err := imp.load(context.Background(), python, gpu, mbridge)
+	if err != nil {
+		return presets.Model{}, presets.Layout{}, "", err
+	}
+	return *p.ModelInline, p.Layout, p.MBridge, nil
 }

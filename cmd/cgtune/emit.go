@@ -12,13 +12,16 @@ import (
 	"cgtune/recipe"
 )
 
-func init() { subcommands = append(subcommands, newEmitCmd) }
+// emitFlags are emit's flags; run prints or writes the overrides.
+type emitFlags struct {
+	model, gpu, mbridge, format, outPath string
+	sets                                 []string
+	force                                bool
+	h                                    harnessFlags
+}
 
 func newEmitCmd() *cobra.Command {
-	var model, gpu, mbridge, format, outPath string
-	var sets []string
-	var force bool
-	var h harnessFlags
+	e := &emitFlags{}
 	cmd := &cobra.Command{
 		Use:   "emit (--impl I [--scope a,b] [--warmup N] | --candidate NAME) [--format F] [--mbridge V] [--model M [--gpu-type G] [--set k=v ...]] [-o FILE] [--force]",
 		Short: "Print the recipe overrides for one CUDA-graph configuration",
@@ -40,84 +43,109 @@ Without --scope a graph impl captures the whole layer. --impl none captures
 nothing: a --scope given with it is dropped, with a note on stderr (MB clears
 the scope of impl none itself).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("impl") && !cmd.Flags().Changed("candidate") {
-				return fail(exitBadInput, "emit needs --impl (%s) or --candidate NAME", strings.Join(presets.InputImpls(), ", "))
-			}
-			if !slices.Contains(recipe.Formats, format) {
-				return fail(exitBadInput, "unknown format %q (allowed: %s)", format, strings.Join(recipe.Formats, ", "))
-			}
-			if _, err := presets.ParseMBridge(mbridge); err != nil {
-				return fail(exitBadInput, "--mbridge: %v", err)
-			}
-			c, err := h.candidate(cmd)
-			if err != nil {
-				return err
-			}
-			setMap, err := parseSets(sets)
-			if err != nil {
-				return err
-			}
-			if len(setMap) > 0 && model == "" {
-				return fail(exitBadInput, "--set needs --model: the values apply to that model's recipe")
-			}
-			var r recipe.Report
-			o := recipe.BuildOverrides(c, mbridge)
-			if model != "" {
-				m, err := presets.LookupModel(model)
-				if err != nil {
-					return fail(exitBadInput, "%v", err)
-				}
-				l, err := m.Layout(gpu)
-				if err != nil {
-					return fail(exitBadInput, "%v", err)
-				}
-				r = recipe.ValidateWithCapture(m, l, c, mbridge, setMap)
-				// With the model known, the settings of --set the
-				// configuration needs go with it, as the search emits them.
-				o = recipe.WinnerOverrides(recipe.Target{Model: m, Layout: l, MBridge: mbridge, Sets: setMap}, c)
-			} else {
-				r = recipe.ValidateShape(c, mbridge)
-			}
-			if err := harnessInputError(r.Violations); err != nil {
-				return err
-			}
-			stderr := cmd.ErrOrStderr()
-			if err := refuseEmit(stderr, r, force, &o); err != nil {
-				return err
-			}
-			if !c.Graphed() && len(c.Scopes) > 0 {
-				fmt.Fprintf(stderr, "note: --scope %s is dropped: cuda_graph_impl none captures nothing (Megatron-Bridge clears the scope of impl none itself)\n", strings.Join(c.Scopes, ","))
-			}
-			data, err := o.Render(format)
-			if err != nil {
-				return fail(exitBadInput, "%v", err)
-			}
-			if outPath == "" || outPath == "-" {
-				_, err = cmd.OutOrStdout().Write(data)
-				return stdoutErr(err)
-			}
-			if err := newOutputCheck(force).check(output{"-o", outPath}); err != nil {
-				return err
-			}
-			if err := writeOutput(outPath, data, force); err != nil {
-				return fail(exitBadInput, "-o %v", err)
-			}
-			fmt.Fprintf(stderr, "wrote %s\n", outPath)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return e.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&format, "format", "yaml", "output format: "+strings.Join(recipe.Formats, ", "))
-	f.StringVar(&mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
-	f.StringVar(&model, "model", "", "check against this built-in model's recipe")
-	f.StringVar(&gpu, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout --model uses"))
-	f.StringArrayVar(&sets, "set", nil, "with --model: recipe override KEY=VALUE (Hydra syntax); repeatable")
-	f.StringVarP(&outPath, "output", "o", "", "write to FILE (atomically; - for stdout) instead of stdout")
-	f.BoolVar(&force, "force", false, "replace FILE if it exists; emit a configuration whose capture cgtune predicts fails (WILL-FAIL), with a warning in the output")
-	h.register(cmd)
+	f.StringVar(&e.format, "format", "yaml", "output format: "+strings.Join(recipe.Formats, ", "))
+	f.StringVar(&e.mbridge, "mbridge", defaultCheckMBridge, "Megatron-Bridge version: "+strings.Join(presets.MBridgeVersions, ", "))
+	f.StringVar(&e.model, "model", "", "check against this built-in model's recipe")
+	f.StringVar(&e.gpu, "gpu-type", "h100", gpuTypeUsage("GPU type whose default layout --model uses"))
+	f.StringArrayVar(&e.sets, "set", nil, "with --model: recipe override KEY=VALUE (Hydra syntax); repeatable")
+	f.StringVarP(&e.outPath, "output", "o", "", "write to FILE (atomically; - for stdout) instead of stdout")
+	f.BoolVar(&e.force, "force", false, "replace FILE if it exists; emit a configuration whose capture cgtune predicts fails (WILL-FAIL), with a warning in the output")
+	e.h.register(cmd)
 	refuseGPUTypeAsIndex(cmd)
 	return cmd
+}
+
+// run checks the configuration, then prints or writes its overrides.
+func (e *emitFlags) run(cmd *cobra.Command) error {
+	c, setMap, err := e.candidate(cmd)
+	if err != nil {
+		return err
+	}
+	o, r, err := e.overrides(c, setMap)
+	if err != nil {
+		return err
+	}
+	if err := harnessInputError(r.Violations); err != nil {
+		return err
+	}
+	stderr := cmd.ErrOrStderr()
+	if err := refuseEmit(stderr, r, e.force, &o); err != nil {
+		return err
+	}
+	if !c.Graphed() && len(c.Scopes) > 0 {
+		fmt.Fprintf(stderr, "note: --scope %s is dropped: cuda_graph_impl none captures nothing (Megatron-Bridge clears the scope of impl none itself)\n", strings.Join(c.Scopes, ","))
+	}
+	data, err := o.Render(e.format)
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	return e.write(cmd, data)
+}
+
+// candidate reads the configuration and the --set values from the flags,
+// refusing what is missing or unknown.
+func (e *emitFlags) candidate(cmd *cobra.Command) (presets.Candidate, map[string]string, error) {
+	if !cmd.Flags().Changed("impl") && !cmd.Flags().Changed("candidate") {
+		return presets.Candidate{}, nil, fail(exitBadInput, "emit needs --impl (%s) or --candidate NAME", strings.Join(presets.InputImpls(), ", "))
+	}
+	if !slices.Contains(recipe.Formats, e.format) {
+		return presets.Candidate{}, nil, fail(exitBadInput, "unknown format %q (allowed: %s)", e.format, strings.Join(recipe.Formats, ", "))
+	}
+	if _, err := presets.ParseMBridge(e.mbridge); err != nil {
+		return presets.Candidate{}, nil, fail(exitBadInput, "--mbridge: %w", err)
+	}
+	c, err := e.h.candidate(cmd)
+	if err != nil {
+		return presets.Candidate{}, nil, err
+	}
+	setMap, err := parseSets(e.sets)
+	if err != nil {
+		return presets.Candidate{}, nil, err
+	}
+	if len(setMap) > 0 && e.model == "" {
+		return presets.Candidate{}, nil, fail(exitBadInput, "--set needs --model: the values apply to that model's recipe")
+	}
+	return c, setMap, nil
+}
+
+// overrides are c's overrides and the rules' report on them: against the
+// model's recipe with --model, else on the impl/scope combination alone.
+func (e *emitFlags) overrides(c presets.Candidate, setMap map[string]string) (recipe.Overrides, recipe.Report, error) {
+	if e.model == "" {
+		return recipe.BuildOverrides(c, e.mbridge), recipe.ValidateShape(c, e.mbridge), nil
+	}
+	m, err := presets.LookupModel(e.model)
+	if err != nil {
+		return recipe.Overrides{}, recipe.Report{}, fail(exitBadInput, "%w", err)
+	}
+	l, err := m.Layout(e.gpu)
+	if err != nil {
+		return recipe.Overrides{}, recipe.Report{}, fail(exitBadInput, "%w", err)
+	}
+	r := recipe.ValidateWithCapture(m, l, c, e.mbridge, setMap)
+	// With the model known, the settings of --set the configuration needs
+	// go with it, as the search emits them.
+	o := recipe.WinnerOverrides(recipe.Target{Model: m, Layout: l, MBridge: e.mbridge, Sets: setMap}, c)
+	return o, r, nil
+}
+
+// write prints data, or writes it to -o (checked as every output is).
+func (e *emitFlags) write(cmd *cobra.Command, data []byte) error {
+	if e.outPath == "" || e.outPath == "-" {
+		_, err := cmd.OutOrStdout().Write(data)
+		return stdoutErr(err)
+	}
+	if err := newOutputCheck(e.force).check(output{"-o", e.outPath}); err != nil {
+		return err
+	}
+	if err := writeOutput(e.outPath, data, e.force); err != nil {
+		return fail(exitBadInput, "-o %w", err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", e.outPath)
+	return nil
 }
 
 // refuseEmit refuses a configuration the rules reject (every violation,

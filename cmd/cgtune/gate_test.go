@@ -56,12 +56,10 @@ type gateWriter struct {
 	md bool
 }
 
-// Before: preset export -o wrote into run, validation and cache folders
-// (the next resume failed and the results were lost) and, like emit -o,
-// replaced the running cgtune with text; --emit and --report wrote into
-// sub-folders of run and validation folders (a job's log replaced). Every
-// writer goes through one gate, which refuses each of these targets and
-// leaves it as it was.
+// Every writer (preset export -o, emit -o, --emit, --report) goes through
+// one gate, which refuses a target in a run, validation or cache folder
+// and the running cgtune itself, and leaves the target as it was: a
+// resume needs those folders intact, and a job's log is its evidence.
 func TestEveryWriterRefusesEveryForbiddenTarget(t *testing.T) {
 	cache := isolate(t)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(cache, "config"))

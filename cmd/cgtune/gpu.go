@@ -17,14 +17,12 @@ import (
 	"cgtune/search"
 )
 
-func init() { subcommands = append(subcommands, newGPUsCmd, newProbeCmd) }
-
 // gpuError maps driver errors to exit code 3 with the driver's message.
 func gpuError(err error) error {
 	if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoNVML) {
-		return fail(exitNoGPU, "%v", err)
+		return fail(exitNoGPU, "%w", err)
 	}
-	return fail(exitNoGPU, "GPU: %v", err)
+	return fail(exitNoGPU, "GPU: %w", err)
 }
 
 func newGPUsCmd() *cobra.Command {
@@ -80,105 +78,117 @@ func processList(ps []cuda.ProcessUse) string {
 	return strings.Join(parts, ", ")
 }
 
+// probeFlags are probe's flags; run measures what they ask for.
+type probeFlags struct {
+	gpuList                  string
+	asJSON, refresh, launch  bool
+	python, cublas, cacheDir string
+	framework, nccl          bool
+	fp                       frameworkProbe
+}
+
 func newProbeCmd() *cobra.Command {
-	var (
-		gpuList                  string
-		asJSON, refresh, launch  bool
-		python, cublas, cacheDir string
-		framework, nccl          bool
-		fp                       frameworkProbe
-	)
+	p := &probeFlags{}
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Measure launch and graph costs, bandwidth, matrix rate and framework host cost on a GPU",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var gpus []int // nil: the default (GPU 0; every GPU for NCCL)
-			if cmd.Flags().Changed("gpu") {
-				var err error
-				if gpus, err = parseGPUs(gpuList); err != nil {
-					return err
-				}
-			}
-			first := 0
-			if len(gpus) > 0 {
-				first = gpus[0]
-			}
-			out := cmd.OutOrStdout()
-			np := ncclProbe{gpus: gpus, python: python, refresh: refresh, cacheDir: cacheDir}
-			switch {
-			case framework:
-				if err := checkMegatronLimits(fp.maxLayers, fp.maxMicroBatches); err != nil {
-					return err
-				}
-				fp.gpus, fp.python = gpus, python
-				return fp.run(cmd.Context(), out)
-			case nccl:
-				rep, err := np.run(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return json.NewEncoder(out).Encode(rep)
-				}
-				printNCCL(out, rep)
-				return nil
-			}
-			rep, err := probeGPU(cmd.Context(), first, probes.Options{Python: python, CuBLAS: cublas, LaunchOnly: launch}, refresh, cacheDir)
-			if err != nil {
-				return err
-			}
-			if asJSON && launch {
-				return json.NewEncoder(out).Encode(map[string]float64{
-					"launch_us": rep.Rates.LaunchUs, "graph_node_us": rep.Rates.GraphNodeUs, "graph_launch_us": rep.Rates.GraphLaunchUs,
-					"kernel_us": rep.Rates.KernelUs})
-			}
-			// With more than one GPU visible, the collectives are measured too
-			// (a failure leaves the spec table's figures and says why).
-			var nr *probes.NCCLReport
-			var nerr error
-			if !launch && python != "-" && np.several() {
-				if r, err := np.run(cmd.Context()); err == nil {
-					nr = &r
-				} else {
-					nerr = err
-				}
-			}
-			if asJSON {
-				return json.NewEncoder(out).Encode(struct {
-					probes.Report
-					NCCL *probes.NCCLReport `json:"nccl,omitempty"`
-				}{rep, nr})
-			}
-			printProbe(out, rep)
-			switch {
-			case nr != nil:
-				fmt.Fprintln(out)
-				printNCCL(out, *nr)
-			case nerr != nil:
-				fmt.Fprintf(out, "\nNCCL probe failed (%v): collectives keep the spec table's NVLink figure\n", nerr)
-			}
-			return nil
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return p.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&gpuList, "gpu", "0", "GPU index (with --nccl: the GPUs measured together, comma-separated; default every GPU)")
-	f.BoolVar(&nccl, "nccl", false, "measure NCCL bus bandwidth and latency (all-reduce, all-gather, reduce-scatter, all-to-all, send/recv) over the GPUs; plain probe does it too when more than one GPU is visible")
-	f.BoolVar(&asJSON, "json", false, "print JSON")
-	f.BoolVar(&refresh, "refresh", false, "measure again instead of using the cached results")
-	f.BoolVar(&launch, "launch-only", false, "only the launch and graph-node probes (not cached)")
-	f.StringVar(&python, "python", "", `Python with PyTorch for the host-cost probe ("-" to skip)`)
-	f.StringVar(&cublas, "cublas", "", "cuBLAS library for the matrix-rate probe (default: search)")
-	f.StringVar(&cacheDir, "cache-dir", "", "probe cache folder (default: the user cache folder)")
-	f.BoolVar(&framework, "framework", false, "measure the framework profile of --model/--preset on the installed Megatron-Core (cached for the cuda and estimate engines); with --gpu 0,1,... also the collective exposure at the layout's rank count")
-	f.StringVar(&fp.model, "model", "", "with --framework: built-in model")
-	f.StringVar(&fp.preset, "preset", "", "with --framework: team preset FILE (model and layout)")
-	f.StringVar(&fp.gpuType, "gpu-type", "h100", "with --framework and --model: whose layout")
-	f.StringVar(&fp.mbridge, "mbridge", search.DefaultMBridge, "with --framework: Megatron-Bridge version")
-	f.StringArrayVar(&fp.sets, "set", nil, "with --framework: recipe override KEY=VALUE (e.g. drop-and-pad MoE)")
-	f.IntVar(&fp.maxLayers, "max-layers", megatron.DefaultMaxLayers, "with --framework: layers built at most; the profile is fitted from runs at 1 and at this many of the stage's layers (the megatron engine's --max-layers)")
-	f.IntVar(&fp.maxMicroBatches, "max-microbatches", megatron.DefaultMaxMicroBatches, "with --framework: micro-batches per step run")
+	f.StringVar(&p.gpuList, "gpu", "0", "GPU index (with --nccl: the GPUs measured together, comma-separated; default every GPU)")
+	f.BoolVar(&p.nccl, "nccl", false, "measure NCCL bus bandwidth and latency (all-reduce, all-gather, reduce-scatter, all-to-all, send/recv) over the GPUs; plain probe does it too when more than one GPU is visible")
+	f.BoolVar(&p.asJSON, "json", false, "print JSON")
+	f.BoolVar(&p.refresh, "refresh", false, "measure again instead of using the cached results")
+	f.BoolVar(&p.launch, "launch-only", false, "only the launch and graph-node probes (not cached)")
+	f.StringVar(&p.python, "python", "", `Python with PyTorch for the host-cost probe ("-" to skip)`)
+	f.StringVar(&p.cublas, "cublas", "", "cuBLAS library for the matrix-rate probe (default: search)")
+	f.StringVar(&p.cacheDir, "cache-dir", "", "probe cache folder (default: the user cache folder)")
+	f.BoolVar(&p.framework, "framework", false, "measure the framework profile of --model/--preset on the installed Megatron-Core (cached for the cuda and estimate engines); with --gpu 0,1,... also the collective exposure at the layout's rank count")
+	f.StringVar(&p.fp.model, "model", "", "with --framework: built-in model")
+	f.StringVar(&p.fp.preset, "preset", "", "with --framework: team preset FILE (model and layout)")
+	f.StringVar(&p.fp.gpuType, "gpu-type", "h100", "with --framework and --model: whose layout")
+	f.StringVar(&p.fp.mbridge, "mbridge", search.DefaultMBridge, "with --framework: Megatron-Bridge version")
+	f.StringArrayVar(&p.fp.sets, "set", nil, "with --framework: recipe override KEY=VALUE (e.g. drop-and-pad MoE)")
+	f.IntVar(&p.fp.maxLayers, "max-layers", megatron.DefaultMaxLayers, "with --framework: layers built at most; the profile is fitted from runs at 1 and at this many of the stage's layers (the megatron engine's --max-layers)")
+	f.IntVar(&p.fp.maxMicroBatches, "max-microbatches", megatron.DefaultMaxMicroBatches, "with --framework: micro-batches per step run")
 	return cmd
+}
+
+// run measures the framework profile (--framework), the collectives
+// (--nccl), or the GPU's own costs.
+func (p *probeFlags) run(cmd *cobra.Command) error {
+	var gpus []int // nil: the default (GPU 0; every GPU for NCCL)
+	if cmd.Flags().Changed("gpu") {
+		var err error
+		if gpus, err = parseGPUs(p.gpuList); err != nil {
+			return err
+		}
+	}
+	out := cmd.OutOrStdout()
+	np := ncclProbe{gpus: gpus, python: p.python, refresh: p.refresh, cacheDir: p.cacheDir}
+	switch {
+	case p.framework:
+		if err := checkMegatronLimits(p.fp.maxLayers, p.fp.maxMicroBatches); err != nil {
+			return err
+		}
+		p.fp.gpus, p.fp.python = gpus, p.python
+		return p.fp.run(cmd.Context(), out)
+	case p.nccl:
+		rep, err := np.run(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if p.asJSON {
+			return json.NewEncoder(out).Encode(rep)
+		}
+		printNCCL(out, rep)
+		return nil
+	}
+	first := 0
+	if len(gpus) > 0 {
+		first = gpus[0]
+	}
+	return p.probeDevice(cmd.Context(), out, first, np)
+}
+
+// probeDevice measures GPU first's costs (launch-only with --launch-only)
+// and, with more than one GPU visible, the collectives too: a failure
+// there leaves the spec table's figures and says why.
+func (p *probeFlags) probeDevice(ctx context.Context, out io.Writer, first int, np ncclProbe) error {
+	rep, err := probeGPU(ctx, first, probes.Options{Python: p.python, CuBLAS: p.cublas, LaunchOnly: p.launch}, p.refresh, p.cacheDir)
+	if err != nil {
+		return err
+	}
+	if p.asJSON && p.launch {
+		return json.NewEncoder(out).Encode(map[string]float64{
+			"launch_us": rep.Rates.LaunchUs, "graph_node_us": rep.Rates.GraphNodeUs, "graph_launch_us": rep.Rates.GraphLaunchUs,
+			"kernel_us": rep.Rates.KernelUs})
+	}
+	var nr *probes.NCCLReport
+	var nerr error
+	if !p.launch && p.python != "-" && np.several() {
+		if r, err := np.run(ctx); err == nil {
+			nr = &r
+		} else {
+			nerr = err
+		}
+	}
+	if p.asJSON {
+		return json.NewEncoder(out).Encode(struct {
+			probes.Report
+			NCCL *probes.NCCLReport `json:"nccl,omitempty"`
+		}{rep, nr})
+	}
+	printProbe(out, rep)
+	switch {
+	case nr != nil:
+		fmt.Fprintln(out)
+		printNCCL(out, *nr)
+	case nerr != nil:
+		fmt.Fprintf(out, "\nNCCL probe failed (%v): collectives keep the spec table's NVLink figure\n", nerr)
+	}
+	return nil
 }
 
 // probeGPU opens the CUDA engine on gpu and returns cached or fresh probes.

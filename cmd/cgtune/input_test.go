@@ -17,9 +17,9 @@ import (
 	"cgtune/search"
 )
 
-// Before: a preset whose space lists warm-ups 0 to 1000 was accepted and
-// planned for minutes, deaf to Ctrl-C; it is bad input, refused at once
-// with the line, the bound and why.
+// A preset whose space lists warm-ups 0 to 1000 is bad input, refused at
+// once with its line, the bound and why: planning that space would take
+// minutes, deaf to Ctrl-C.
 func TestOversizedSpaceRefusedAtParse(t *testing.T) {
 	isolate(t)
 	var ws []string
@@ -49,9 +49,9 @@ mbridge: "0.4"
 	}
 }
 
-// Before: a 100 MB request line killed `cgtune worker` ("bufio.Scanner:
-// token too long"); it answers with an error naming the line and the
-// limit, keeps serving, and exits 0 when told to quit.
+// A 100 MB request line does not end `cgtune worker`: it answers with an
+// error naming the line and the limit, keeps serving, and exits 0 when
+// told to quit.
 func TestWorkerCommandSurvivesAnOverlongLine(t *testing.T) {
 	cache := isolate(t)
 	cmd := asMain(t, cache, "worker", "--engine", "estimate")
@@ -106,10 +106,9 @@ func editJournalLine(t *testing.T, run string, n int, edit func(l map[string]any
 	must(t, os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644))
 }
 
-// Before: a journal edited to hold a candidate outside the plan panicked
-// the resume of a halving run (nil pointer in halving.predict, a stack
-// trace, exit 2). The line is named, with why, and --skip-bad-lines sets
-// it aside.
+// A journal edited to hold a candidate outside the plan (an unknown
+// scope) stops the resume of a halving run with the line named and why
+// (exit 2, nothing on stdout), and --skip-bad-lines sets it aside.
 func TestResumeNamesAForeignJournalLine(t *testing.T) {
 	isolate(t)
 	run := filepath.Join(t.TempDir(), "run")
@@ -131,8 +130,8 @@ func TestResumeNamesAForeignJournalLine(t *testing.T) {
 	}
 }
 
-// Before: validate launched the candidates of a run's journal as they
-// were written there, an impl "banana" included.
+// validate checks the candidates it reads from a run's journal as any
+// input: an impl "banana" is refused, naming the line, and never launched.
 func TestValidateChecksJournalCandidates(t *testing.T) {
 	isolate(t)
 	run := searchRun(t)
@@ -152,8 +151,8 @@ type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
 
-// Before: a command whose results could not be written to stdout exited 0
-// (or 1, check's "invalid") as if they had arrived.
+// A command whose results cannot be written to stdout (a full disk) exits
+// 2 naming the write error, never 0 or check's 1 as if they had arrived.
 func TestResultsThatCannotBeWrittenAreAnError(t *testing.T) {
 	isolate(t)
 	for _, tc := range []struct {
@@ -197,9 +196,9 @@ func TestCheckToAFullDevice(t *testing.T) {
 	}
 }
 
-// Before: a journal that could not be written (here: past the file size
-// limit) stopped the search with exit 1, the code for an invalid
-// configuration or no candidate succeeding.
+// A journal that cannot be written (here: past the file size limit) stops
+// the search with exit 2, naming the journal, not exit 1, which means an
+// invalid configuration or no candidate succeeding.
 func TestJournalWriteFailureExitsTwo(t *testing.T) {
 	cache := isolate(t)
 	args := []string{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive"}
@@ -224,9 +223,9 @@ func TestJournalWriteFailureExitsTwo(t *testing.T) {
 	}
 }
 
-// Before: each of these was accepted and ignored (exit 0: the engines took
-// their defaults), or, for --job-timeout, failed with exit 1 after jobs
-// were launched; a dropout of 7 was "valid".
+// Numeric flags and --set values out of their range are refused with
+// exit 2 and the allowed range, before anything runs: the engines would
+// otherwise take their defaults, or jobs would be launched first.
 func TestFlagsOutOfRangeAreRefused(t *testing.T) {
 	isolate(t)
 	h := []string{"--headless", "--model", "llama3_8b", "--engine", "estimate"}
@@ -260,8 +259,8 @@ func TestFlagsOutOfRangeAreRefused(t *testing.T) {
 	}
 }
 
-// Before: --resume took no notice of a --gpu-type or --run-dir that
-// contradicted the run it resumed.
+// --resume refuses a --gpu-type or --run-dir that contradicts the run it
+// resumes, saying what the run is, instead of ignoring it.
 func TestResumeRefusesContradictingFlags(t *testing.T) {
 	isolate(t)
 	run := filepath.Join(t.TempDir(), "run")
@@ -296,9 +295,9 @@ func TestResumeRefusesContradictingFlags(t *testing.T) {
 	}
 }
 
-// Before: a preset's layout with tp: 0 was read as tp 1. A field left out
-// still is 1; one written as 0 is refused with its line; and a preset
-// without tp survives import and export (it is not written back as 0).
+// A preset's layout with tp: 0 (or any parallel size 0) is refused with
+// its line; a size left out is 1, and a preset without tp survives import
+// and export (it is not written back as 0).
 func TestPresetParallelSizeZero(t *testing.T) {
 	isolate(t)
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())

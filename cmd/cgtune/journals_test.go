@@ -38,11 +38,10 @@ func fileLines(t *testing.T, path string) []string {
 	return strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
 }
 
-// Before: one torn line in the middle of validate.jsonl made every
-// --resume exit 0 having dropped the intact results after it and re-run
-// their jobs, the journal growing by two lines each time. Now the line is
-// named (exit 2, nothing run, nothing changed), --skip-bad-lines sets it
-// aside and keeps the intact result, and later resumes run nothing.
+// One torn line in the middle of validate.jsonl stops validate --resume
+// with the line named (exit 2, nothing run, nothing changed);
+// --skip-bad-lines sets it aside and keeps the intact result after it,
+// and later resumes run nothing again.
 func TestValidateResumeNamesABadJournalLine(t *testing.T) {
 	isolate(t)
 	vd, args := validateOnce(t, searchRun(t))
@@ -86,8 +85,8 @@ func TestValidateResumeNamesABadJournalLine(t *testing.T) {
 	}
 }
 
-// Before: an unreadable line in the job ledger (jobs.jsonl) was an error
-// no flag could get past; it is named, and --skip-bad-lines sets it aside.
+// An unreadable line in the job ledger (jobs.jsonl) is named, and
+// --skip-bad-lines sets it aside, as for the journal.
 func TestValidateResumeNamesABadLedgerLine(t *testing.T) {
 	isolate(t)
 	vd, args := validateOnce(t, searchRun(t))
@@ -107,10 +106,9 @@ func TestValidateResumeNamesABadLedgerLine(t *testing.T) {
 	}
 }
 
-// Before: a journal whose last line had lost its newline (an editor, a
-// copy) was resumed by gluing the next result onto that line; the resume
-// after that failed on "line N is unreadable", and --skip-bad-lines set
-// both results aside.
+// A journal whose last line lost its newline (an editor, a copy) is
+// repaired on resume: the next result starts a line of its own, and the
+// resume after that reads every result.
 func TestResumeRepairsAMissingFinalNewline(t *testing.T) {
 	isolate(t)
 	run := filepath.Join(t.TempDir(), "run")
@@ -137,9 +135,9 @@ func TestResumeRepairsAMissingFinalNewline(t *testing.T) {
 	}
 }
 
-// Before: after a failed journal write the message said "2 finished
-// candidates are kept" when one and a cut line were, and "1 kept" when
-// none could be read back. It counts what the journal holds, read back.
+// After a failed journal write the message counts the finished
+// candidates the journal holds, read back, not those the search meant to
+// write.
 func TestIOErrorCountsWhatTheJournalKept(t *testing.T) {
 	cache := isolate(t)
 	args := []string{"--headless", "--model", "llama3_8b", "--engine", "estimate", "--strategy", "exhaustive"}
@@ -172,10 +170,9 @@ func TestIOErrorCountsWhatTheJournalKept(t *testing.T) {
 	}
 }
 
-// Before: a FIFO or a device as validate.jsonl or jobs.jsonl hung
-// validate --resume (or ran it out of memory), one in the calibration
-// cache hung every search, and one as journal-unreadable.txt hung
-// --resume --skip-bad-lines. Each is refused, naming the file.
+// A FIFO or a device as validate.jsonl, jobs.jsonl, a calibration cache
+// entry or journal-unreadable.txt is refused, naming the file, instead of
+// hanging the command or reading it until memory runs out.
 func TestJournalsAndCachesNeverHang(t *testing.T) {
 	cache := isolate(t)
 	run := searchRun(t)
@@ -248,9 +245,8 @@ func hostileMakers() map[string]func(*testing.T, string) {
 	}
 }
 
-// Before: journal-unreadable.txt made a FIFO hung --resume --skip-bad-lines
-// (the bad line could not be set aside). It is refused, naming the file,
-// and the journal is left as it was.
+// A FIFO as journal-unreadable.txt is refused, naming the file, and the
+// journal is left as it was: setting a bad line aside must not hang.
 func TestSettingAsideNeverHangs(t *testing.T) {
 	isolate(t)
 	dir := filepath.Join(t.TempDir(), "run")

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"cgtune/internal/setup"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"cgtune/internal/setup"
 )
 
 // Exit codes: the contract with scripts (docs/reference.md, "Commands and exit codes").
@@ -26,26 +27,36 @@ const (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-// exitError carries an exit code and a one-line message up to main.
+// exitError carries an exit code and a one-line message up to main; err
+// is the message as an error, which keeps the chain of any error %w wrapped
+// into it (errors.Is still sees a cancelled context or a missing file).
 type exitError struct {
 	code int
-	msg  string
+	err  error
 }
 
-func (e *exitError) Error() string { return e.msg }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
 
+func (e *exitError) Unwrap() error { return e.err }
+
+// fail is an error that ends cgtune with code; format and args are
+// fmt.Errorf's.
 func fail(code int, format string, args ...any) error {
-	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
 }
 
 // quiet is an exitError whose message was already printed (check's
 // violations go to stdout, and only the exit code is left to set).
 func quiet(code int) error { return &exitError{code: code} }
 
-// subcommands is filled by the init functions of the files beside this one,
-// one file per subcommand.
-var subcommands []func() *cobra.Command
-
+// newRootCmd builds the command tree: the search itself on the root
+// (root.go, the interactive program in tui.go) and one subcommand per file
+// beside this one, each listed here so the tree is read in one place.
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "cgtune",
@@ -55,15 +66,27 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	})
-	for _, mk := range subcommands {
-		root.AddCommand(mk())
-	}
+	root.AddCommand(
+		newCalibrateCmd(),
+		newCheckCmd(),
+		newEmitCmd(),
+		newGPUsCmd(),
+		newProbeCmd(),
+		newModelsCmd(),
+		newPresetCmd(),
+		newProfileCmd(),
+		newRulesCmd(),
+		newRunsCmd(),
+		newValidateCmd(),
+		newVersionCmd(),
+		newWorkerCmd(),
+	)
 	// --version prints what cgtune version does (version.go).
 	root.Version = versionText()
 	root.SetVersionTemplate("{{.Version}}")
-	configureRoot(root) // the search itself: root.go
+	configureRoot(root, runTUI) // the search itself: root.go; the TUI: tui.go
 	registerCompletions(root)
 	return root
 }
@@ -103,7 +126,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if out.err != nil && (code == exitOK || code == exitInvalid) {
 		// The results (or check's violations) never arrived: a full
 		// disk, a closed descriptor. That is no success.
-		return exitCode(root, fail(exitBadInput, "writing the results to stdout: %v", out.err), stderr)
+		return exitCode(root, fail(exitBadInput, "writing the results to stdout: %w", out.err), stderr)
 	}
 	return code
 }
@@ -118,7 +141,7 @@ func exitCode(root *cobra.Command, err error, stderr io.Writer) int {
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
-		code, msg = ee.code, ee.msg
+		code, msg = ee.code, ee.Error()
 	case errors.Is(err, setup.ErrNoGPU):
 		code = exitNoGPU
 	}

@@ -39,39 +39,41 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 	}
 	wopts, err := recipe.MoEWorkload(stepmodel.WorkloadOptions{}, m, l, mb, sets)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	w, err := stepmodel.BuildWorkload(m, l, wopts)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	py, err := megatron.FindPython(p.python)
 	if err != nil {
-		return fail(exitNoGPU, "probe --framework: %v", err)
+		return fail(exitNoGPU, "probe --framework: %w", err)
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		return fail(exitBadInput, "no user cache folder: %v", err)
+		return fail(exitBadInput, "no user cache folder: %w", err)
 	}
 	gpus := p.gpus
 	if len(gpus) == 0 {
 		gpus = []int{0}
 	}
 	open := func(ranks []int) (*megatron.Engine, error) {
-		return megatron.New(megatron.Options{Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
+		return megatron.New(ctx, megatron.Options{Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
 			GPUs: ranks, MaxLayers: p.maxLayers, MaxMicroBatches: p.maxMicroBatches,
 			Deadline: func(*stepmodel.Workload, presets.Candidate) time.Duration { return setup.MegatronDeadline }})
 	}
 	e, err := open(gpus[:1])
-	if err != nil {
-		return fail(exitNoGPU, "probe --framework: %v", err)
+	if err != nil && ctx.Err() != nil {
+		return fail(exitInterrupted, "probe --framework: interrupted while the megatron worker started")
+	} else if err != nil {
+		return fail(exitNoGPU, "probe --framework: %w", err)
 	}
 	defer e.Close()
 	fmt.Fprintf(out, "framework profile of %s (%s), %s\n", m.Name, stepmodel.LayoutKey(l), setup.FrameworkString(e))
 	progress := func(line string) { fmt.Fprintln(out, "  "+line) }
 	prof, err := e.MeasureProfile(ctx, w, progress)
 	if err != nil {
-		return fail(exitInvalid, "probe --framework: %v", err)
+		return fail(exitInvalid, "probe --framework: %w", err)
 	}
 	if ranks := setup.UsableRanks(l, len(gpus)); len(gpus) > 1 && ranks < 2 {
 		fmt.Fprintf(out, "collective exposure: not measured (the layout's TP×EP = %d has no rank count that %d GPUs can run)\n", l.TPSize()*l.EPSize(), len(gpus))
@@ -80,11 +82,11 @@ func (p frameworkProbe) run(ctx context.Context, out io.Writer) error {
 	}
 	dir, err := stepmodel.DefaultProfileDir()
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	path, err := stepmodel.SaveProfile(dir, prof)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	printProfile(out, prof)
 	fmt.Fprintf(out, "saved %s\n", path)
@@ -123,11 +125,11 @@ func (p frameworkProbe) modelLayout() (presets.Model, presets.Layout, string, er
 	case p.preset != "":
 		tp, err := presets.NewStore(p.preset, "", "").LoadFile(p.preset)
 		if err != nil {
-			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%v", err)
+			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%w", err)
 		}
 		m, err := tp.ResolveModel()
 		if err != nil {
-			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%s: %v", p.preset, err)
+			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%s: %w", p.preset, err)
 		}
 		if tp.MBridge != "" {
 			mb = tp.MBridge
@@ -136,11 +138,11 @@ func (p frameworkProbe) modelLayout() (presets.Model, presets.Layout, string, er
 	case p.model != "":
 		m, err := presets.LookupModel(p.model)
 		if err != nil {
-			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%v", err)
+			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%w", err)
 		}
 		l, err := m.Layout(p.gpuType)
 		if err != nil {
-			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%v", err)
+			return presets.Model{}, presets.Layout{}, "", fail(exitBadInput, "%w", err)
 		}
 		return m, l, mb, nil
 	}

@@ -14,8 +14,6 @@ import (
 	"cgtune/presets"
 )
 
-func init() { subcommands = append(subcommands, newModelsCmd) }
-
 // modelLayoutJSON is one row of `cgtune models --gpu-type G --json`.
 type modelLayoutJSON struct {
 	Model        string          `json:"model"`
@@ -78,7 +76,7 @@ func newModelsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ms, err := presets.BuiltinModels()
 			if err != nil {
-				return fail(exitBadInput, "built-in models: %v", err)
+				return fail(exitBadInput, "built-in models: %w", err)
 			}
 			if gpu != "" && !slices.Contains(presets.GPUs(), gpu) {
 				return fail(exitBadInput, "--gpu-type %q: unknown GPU type (allowed: %s)", gpu, strings.Join(presets.GPUs(), ", "))

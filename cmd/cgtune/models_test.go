@@ -23,8 +23,9 @@ func TestModelsTable(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 12 || !strings.HasPrefix(lines[0], "NAME") {
-		t.Fatalf("want a header, 10 rows and the h200 note:\n%s", out)
+	n := len(presets.BuiltinModelNames())
+	if n != 17 || len(lines) != n+2 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("want a header, the 17 LLM pretraining models of MB HEAD's perf recipes and the h200 note:\n%s", out)
 	}
 	for i, name := range presets.BuiltinModelNames() {
 		if f := strings.Fields(lines[i+1]); f[0] != name {
@@ -32,15 +33,16 @@ func TestModelsTable(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"deepseek_v3      61      7168    moe     256/8",
-		"nemotronh_56b    118     8192    hybrid  -",
-		"nemotron_3_nano  52      2688    hybrid  128/6",
-		"gpt_oss_20b      24      2880    moe     32/4           b300(8) gb200(8) gb300(8) vr200(8)",
-		"h100(1024) h200(h100's)",
-		"h200(h100's): MB has no h200 perf recipes; its jobs run the h100 layouts",
+		`\ndeepseek_v3 +61 +7168 +moe +256/8 `,
+		`\nnemotronh_56b +118 +8192 +hybrid +- `,
+		`\nnemotron_3_nano +52 +2688 +hybrid +128/6 `,
+		`\ngpt_oss_20b +24 +2880 +moe +32/4 +b300\(8\) gb200\(8\) gb300\(8\) vr200\(8\)\n`,
+		`\nkimi_k2 +61 +7168 +moe +384/8 +h100\(1024\) h200\(h100's\)`,
+		`\nnemotron_3_ultra +108 +8192 +hybrid +512/22 +gb200\(256\) gb300\(256\)\n`,
+		`\nh200\(h100's\): MB has no h200 perf recipes; its jobs run the h100 layouts`,
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("table does not match %q:\n%s", want, out)
 		}
 	}
 	// h200 borrows h100's layouts; it has no GPU count of its own.
@@ -113,10 +115,11 @@ func TestModelsGPU(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	// llama3_70b on h100: TP4 PP4 VP5 CP2, GBS 256, MBS 1, DP 64/32 = 2 → 128 micro-batches.
-	if !strings.Contains(out, "llama3_70b       64    bf16       4   4   5   2   1   256    1    8192  128") {
+	llama70 := regexp.MustCompile(`\nllama3_70b +64 +bf16 +4 +4 +5 +2 +1 +256 +1 +8192 +128 `)
+	if !llama70.MatchString(out) {
 		t.Errorf("llama3_70b h100 row missing or wrong:\n%s", out)
 	}
-	if !strings.Contains(out, "no h100 layout in the MB perf recipes for: gpt_oss_20b") {
+	if !strings.Contains(out, "no h100 layout in the MB perf recipes for: deepseek_v4_flash, deepseek_v4_pro, gpt_oss_20b, nemotron_3_ultra") {
 		t.Errorf("missing-layout note absent:\n%s", out)
 	}
 
@@ -132,7 +135,11 @@ func TestModelsGPU(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if len(rows) != 10 || rows[5].Model != "deepseek_v3" || rows[5].Layout.EP != 64 || rows[5].MicroBatches != 64 {
+	byName := map[string]int{}
+	for i, r := range rows {
+		byName[r.Model] = i
+	}
+	if ds := rows[byName["deepseek_v3"]]; len(rows) != 17 || ds.Layout == nil || ds.Layout.EP != 64 || ds.MicroBatches != 64 {
 		t.Errorf("json rows %+v", rows)
 	}
 
@@ -143,21 +150,30 @@ func TestModelsGPU(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &h200); code != exitOK || err != nil {
 		t.Fatalf("exit %d, %v\n%s", code, err, out)
 	}
-	q := h200[3]
+	at := func(name string) modelLayoutJSON {
+		for _, r := range h200 {
+			if r.Model == name {
+				return r
+			}
+		}
+		t.Fatalf("no %s row", name)
+		return modelLayoutJSON{}
+	}
+	q := at("qwen3_30b_a3b")
 	if q.Model != "qwen3_30b_a3b" || q.BorrowedFrom != "h100" || q.Recipe != "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config" ||
 		q.RecipeFile != "src/megatron/bridge/perf_recipes/qwen/h100/qwen3_moe.py" || q.ShippedCUDAGraph == nil ||
 		q.ShippedCUDAGraph.Key() != "transformer_engine/moe_router,moe_preprocess/w3" {
 		t.Errorf("h200 qwen3_30b_a3b row %+v", q)
 	}
-	if h200[6].Model != "gpt_oss_20b" || h200[6].Layout != nil || h200[6].ShippedCUDAGraph != nil {
-		t.Errorf("h200 gpt_oss_20b row %+v, want no layout", h200[6])
+	if oss := at("gpt_oss_20b"); oss.Layout != nil || oss.ShippedCUDAGraph != nil {
+		t.Errorf("h200 gpt_oss_20b row %+v, want no layout", oss)
 	}
 
 	// h200, the GPU cgtune was measured on, is a GPU type: MB has no h200
 	// perf recipes, so it shows the h100 layouts and says so.
 	code, out, errs := runCmd(t, "models", "--gpu-type", "h200")
-	if code != exitOK || !strings.Contains(out, "llama3_70b       64    bf16       4   4   5   2   1   256    1    8192  128") ||
-		!strings.Contains(out, "h200 has no MB perf recipes: the h100 layouts") || !strings.Contains(out, "no h200 layout in the MB perf recipes for: gpt_oss_20b") {
+	if code != exitOK || !llama70.MatchString(out) ||
+		!strings.Contains(out, "h200 has no MB perf recipes: the h100 layouts") || !strings.Contains(out, "no h200 layout in the MB perf recipes for: deepseek_v4_flash, deepseek_v4_pro, gpt_oss_20b, nemotron_3_ultra") {
 		t.Errorf("--gpu-type h200: exit %d, %q\n%s", code, errs, out)
 	}
 	code, _, errs = runCmd(t, "models", "--gpu-type", "a100")
@@ -184,7 +200,7 @@ func TestModelsJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &ms); err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) != 10 || ms[9].Arch.HybridPattern == "" || ms[0].Layouts["h100"].CP != 2 {
+	if len(ms) != 17 || ms[16].Arch.HybridPattern == "" || ms[0].Layouts["h100"].CP != 2 {
 		t.Errorf("models json: %d models", len(ms))
 	}
 	if code, _, _ := runCmd(t, "models", "extra"); code != exitBadInput {

@@ -76,11 +76,11 @@ func (p ncclProbe) run(ctx context.Context) (probes.NCCLReport, error) {
 	}
 	py, err := megatron.FindPython(p.python)
 	if err != nil {
-		return probes.NCCLReport{}, fail(exitNoGPU, "--nccl: %v", err)
+		return probes.NCCLReport{}, fail(exitNoGPU, "--nccl: %w", err)
 	}
 	r, err := probes.RunNCCL(ctx, py, gpus, dev)
 	if err != nil {
-		return probes.NCCLReport{}, fail(exitNoGPU, "%v", err)
+		return probes.NCCLReport{}, fail(exitNoGPU, "%w", err)
 	}
 	if dir != "" {
 		_ = probes.SaveNCCL(dir, r) // a read-only cache only costs a re-measure

@@ -68,11 +68,11 @@ func (c outputCheck) check(outs ...output) error {
 
 func (c outputCheck) checkOne(o output) error {
 	if err := fileio.CheckWritable(o.path); err != nil {
-		return fail(exitBadInput, "%s %v", o.flag, err)
+		return fail(exitBadInput, "%s %w", o.flag, err)
 	}
 	target, exists, err := fileio.Target(o.path)
 	if err != nil {
-		return fail(exitBadInput, "%s %v", o.flag, err)
+		return fail(exitBadInput, "%s %w", o.flag, err)
 	}
 	if exe, err := os.Executable(); err == nil && fileio.SameFile(o.path, exe) {
 		return fail(exitBadInput, "%s %s is the cgtune program itself (%s); cgtune never writes over it", o.flag, o.path, exe)

@@ -32,8 +32,9 @@ func refusedBeforeSearch(t *testing.T, code int, out, errb string, want ...strin
 	}
 }
 
-// Before: --emit onto the run's own preset file, profile file or journal
-// exited 0 and replaced it with the overrides.
+// --emit onto the run's own preset file (through a link or a hard link
+// too), profile file or journal is refused before the search, and the
+// input is left as it was.
 func TestHeadlessNeverWritesOverItsInputs(t *testing.T) {
 	cache := isolate(t)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(cache, "config"))
@@ -102,9 +103,9 @@ func TestHeadlessNeverWritesOverItsInputs(t *testing.T) {
 
 func slicesOf(s []string) []string { return append([]string(nil), s...) }
 
-// Before: --emit x.md --report x.md exited 0 with the overrides lost, and
-// --report r.md replaced an existing r.svg; an existing --emit file was
-// replaced unasked.
+// --emit and --report (and its plot) must be different files, and none
+// that exists is replaced without --force: each case is refused before
+// the search, so no result is lost.
 func TestHeadlessOutputsNeitherCollideNorReplace(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
@@ -156,8 +157,8 @@ func TestHeadlessOutputsNeitherCollideNorReplace(t *testing.T) {
 	refusedBeforeSearch(t, code, out, errb, "--emit old.yaml", "read-only")
 }
 
-// Before: a --report that was a FIFO or a folder failed only after the
-// search (exit 2, the search's work lost).
+// A --report (or its plot) that is a FIFO or a folder is refused before
+// the search, not after it with the search's work lost.
 func TestHeadlessReportCheckedBeforeSearch(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
@@ -190,9 +191,9 @@ func journalLines(t *testing.T, dir string) []string {
 	return strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
 }
 
-// Before: a search whose journal could not be written (a full disk) still
-// replaced --emit with the winner of the few candidates it had, printed
-// "winner:" as if it were whole, and exited 1 ("no candidate succeeded").
+// A search whose journal cannot be written (a full disk) exits 2 and
+// writes nothing: --emit keeps its old content, no report is written and
+// no partial winner is printed as if the search were whole.
 func TestHeadlessIOErrorWritesNothing(t *testing.T) {
 	cache := isolate(t)
 	exhaustive := append(slicesOf(headless), "--strategy", "exhaustive")
@@ -240,9 +241,9 @@ func TestHeadlessIOErrorWritesNothing(t *testing.T) {
 	}
 }
 
-// Before: the TUI's w and r keys, once the person said to overwrite,
-// replaced the program's own preset file or a run's journal, and reset a
-// 0600 file to 0644.
+// The TUI's w and r keys make the headless checks: even when the person
+// says to overwrite, the program's own preset file and a run's journal
+// are refused, and a replaced file keeps its mode.
 func TestTUIWritesMakeTheHeadlessChecks(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,12 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cgtune/engine/megatron"
 	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/search"
 )
-
-func init() { subcommands = append(subcommands, newPresetCmd) }
 
 // presetStore builds the store from --preset, $CGTUNE_PRESETS and the user
 // config folder. A machine with no config folder can still list and show
@@ -96,7 +96,7 @@ func newPresetListCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			s := store(cmd)
 			list, err := s.List()
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -145,11 +145,11 @@ func newPresetShowCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			s := store(cmd)
 			info, err := s.Find(args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			p, err := s.Load(args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s (%s)\n", info.Path, info.Source)
 			if asJSON {
@@ -157,7 +157,7 @@ func newPresetShowCmd(store func(*cobra.Command) *presets.Store) *cobra.Command 
 			}
 			data, err := presets.MarshalPreset(p)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			_, err = cmd.OutOrStdout().Write(data)
 			return err
@@ -202,88 +202,184 @@ func presetParseWarmups(s string) ([]int, error) {
 	return out, nil
 }
 
+// withProfileFlag is ["--with-profile"] when that flag was given.
+func withProfileFlag(cmd *cobra.Command) []string {
+	if cmd.Flags().Changed("with-profile") {
+		return []string{"--with-profile"}
+	}
+	return nil
+}
+
+// presetSaveFlags are preset save's flags; run saves the preset they
+// describe.
+type presetSaveFlags struct {
+	model, gpu, scopes, warmups, mbridge, description, python string
+	impls                                                     []string
+	force, withProfile                                        bool
+	lf                                                        presetLayoutFlags
+	imp                                                       mbImportFlags
+}
+
 func newPresetSaveCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
-	var model, gpu, scopes, warmups, mbridge, description string
-	var impls []string
-	var force, withProfile bool
-	var lf presetLayoutFlags
+	ps := &presetSaveFlags{}
 	cmd := &cobra.Command{
-		Use:   "save NAME --model M [--gpu-type G] [--tp N --ep N ...] [--set KEY=VALUE ...]",
+		Use:   "save NAME (--model M | --mbridge-config FILE | --recipe R) [--gpu-type G] [--tp N --ep N ...] [--set KEY=VALUE ...]",
 		Short: "Save a preset in the user folder",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if model == "" {
-				return fail(exitBadInput, "preset save: --model is required (allowed: %s)", strings.Join(presets.BuiltinModelNames(), ", "))
+			if ps.imp.given() {
+				return ps.saveImported(cmd, store, args[0])
 			}
-			m, err := presets.LookupModel(model)
-			if err != nil {
-				return fail(exitBadInput, "--model: %v", err)
-			}
-			if !presets.ValidName(args[0]) {
-				return fail(exitBadInput, "invalid preset name %q (allowed: [a-z0-9][a-z0-9._-]*)", args[0])
-			}
-			defaulted := gpu == ""
-			if defaulted {
-				gpus := m.GPUs()
-				if len(gpus) == 0 {
-					return fail(exitBadInput, "model %s has no default layout; give --gpu-type", model)
-				}
-				gpu = gpus[0]
-			}
-			sets := presetParseScopeSets(scopes)
-			for i, im := range impls {
-				impls[i] = presets.ParseImpl(im)
-			}
-			if err := presetCheckScopes(sets); err != nil {
-				return err
-			}
-			ws, err := presetParseWarmups(warmups)
-			if err != nil {
-				return fail(exitBadInput, "%v", err)
-			}
-			p := presets.TeamPreset{
-				Version: presets.FileVersion, Name: args[0], Description: description,
-				Model: model, GPU: gpu, MBridge: mbridge,
-				// The space as the model runs it: spellings Megatron
-				// reads alike are saved once, in their canonical form.
-				Space: search.CanonicalSpace(m, presets.Space{Impls: impls, Scopes: sets, Warmups: ws}),
-			}
-			if err := p.FillLayout(); err != nil {
-				return fail(exitBadInput, "%v", err)
-			}
-			mbNote, err := lf.finish(cmd, m, &p, withProfile)
-			if err != nil {
-				return err
-			}
-			s := store(cmd)
-			path, err := s.Save(p, force)
-			if err != nil {
-				return fail(exitBadInput, "%v", err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "saved %s to %s\n", p.Name, path)
-			if defaulted {
-				fmt.Fprintf(cmd.ErrOrStderr(), "no --gpu-type given: used %s, the first GPU type with a %s layout (%s)\n", gpu, model, strings.Join(m.GPUs(), ", "))
-			}
-			if mbNote != "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), mbNote)
-			}
-			warnShadowed(cmd, s, p.Name)
-			return nil
+			return ps.saveBuiltin(cmd, store, args[0])
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&model, "model", "", "built-in model ("+strings.Join(presets.BuiltinModelNames(), ", ")+")")
-	f.StringVar(&gpu, "gpu-type", "", gpuTypeUsage("GPU type whose default layout to use (default: the model's first)"))
-	f.StringSliceVar(&impls, "impls", presets.DefaultSpace().Impls, "implementations to try ("+strings.Join(presets.Impls, ", ")+"; te is transformer_engine)")
-	f.StringVar(&scopes, "scopes", "", `scope sets to try, ';' between sets, ',' within one, e.g. "attn,moe_router;attn"; an empty set (or whole-layer) is the whole layer (default: every subset)`)
-	f.StringVar(&warmups, "warmups", joinInts(presets.DefaultWarmups()), "warm-up step counts to try, e.g. 1,2,3")
-	f.StringVar(&mbridge, "mbridge", presets.DefaultMBridge, "Megatron-Bridge version ("+strings.Join(presets.MBridgeVersions, ", ")+")")
-	f.StringVar(&description, "description", "", "one line saying what the preset is for")
-	f.BoolVar(&force, "force", false, "replace an existing preset of that name")
-	f.BoolVar(&withProfile, "with-profile", false, "carry the framework profile cached here for the preset's model, layout and GPU (cgtune preset export --with-profile)")
-	lf.register(cmd)
+	f.StringVar(&ps.model, "model", "", "built-in model ("+strings.Join(presets.BuiltinModelNames(), ", ")+")")
+	f.StringVar(&ps.gpu, "gpu-type", "", gpuTypeUsage("GPU type whose default layout to use (default: the model's first)"))
+	f.StringSliceVar(&ps.impls, "impls", presets.DefaultSpace().Impls, "implementations to try ("+strings.Join(presets.Impls, ", ")+"; te is transformer_engine)")
+	f.StringVar(&ps.scopes, "scopes", "", `scope sets to try, ';' between sets, ',' within one, e.g. "attn,moe_router;attn"; an empty set (or whole-layer) is the whole layer (default: every subset)`)
+	f.StringVar(&ps.warmups, "warmups", joinInts(presets.DefaultWarmups()), "warm-up step counts to try, e.g. 1,2,3")
+	f.StringVar(&ps.mbridge, "mbridge", presets.DefaultMBridge, "Megatron-Bridge version ("+strings.Join(presets.MBridgeVersions, ", ")+")")
+	f.StringVar(&ps.description, "description", "", "one line saying what the preset is for")
+	f.BoolVar(&ps.force, "force", false, "replace an existing preset of that name")
+	f.BoolVar(&ps.withProfile, "with-profile", false, "carry the framework profile cached here for the preset's model, layout and GPU (cgtune preset export --with-profile)")
+	ps.lf.register(cmd)
+	f.StringVar(&ps.python, "python", "", "with --recipe: the Python interpreter where Megatron-Bridge is installed (default: $"+megatron.PythonEnv+", then python3 on PATH)")
+	ps.imp.registerSource(f)
 	refuseGPUTypeAsIndex(cmd)
 	return cmd
+}
+
+// saveImported saves the user's Megatron-Bridge recipe as the preset: the
+// imported recipe is the layout, so the layout flags do not apply (edit
+// the recipe, or save it and change the preset, rather than mix the two).
+func (ps *presetSaveFlags) saveImported(cmd *cobra.Command, store func(*cobra.Command) *presets.Store, name string) error {
+	if ps.model != "" {
+		return fail(exitBadInput, "preset save: give --model or --mbridge-config/--recipe, not both")
+	}
+	if given := append(ps.lf.given(cmd), withProfileFlag(cmd)...); len(given) > 0 {
+		return fail(exitBadInput, "preset save: %s apply to --model only; an imported recipe's layout is the recipe's own", strings.Join(given, ", "))
+	}
+	ps.imp.numGPUs = ps.lf.numGPUs()
+	return saveImported(cmd, store(cmd), ps.imp, importedPreset{name: name, gpu: ps.gpu, python: ps.python, mbridge: ps.mbridge,
+		description: ps.description, impls: ps.impls, scopes: ps.scopes, warmups: ps.warmups, force: ps.force})
+}
+
+// saveBuiltin saves a preset of a built-in model: its layout on
+// --gpu-type (default: the model's first GPU type) with the layout flags
+// applied, and the search space the flags give.
+func (ps *presetSaveFlags) saveBuiltin(cmd *cobra.Command, store func(*cobra.Command) *presets.Store, name string) error {
+	if ps.model == "" {
+		return fail(exitBadInput, "preset save: --model is required, or --mbridge-config FILE or --recipe R to import one (allowed models: %s)", strings.Join(presets.BuiltinModelNames(), ", "))
+	}
+	m, err := presets.LookupModel(ps.model)
+	if err != nil {
+		return fail(exitBadInput, "--model: %w", err)
+	}
+	if !presets.ValidName(name) {
+		return fail(exitBadInput, "invalid preset name %q (allowed: [a-z0-9][a-z0-9._-]*)", name)
+	}
+	gpu, defaulted := ps.gpu, ps.gpu == ""
+	if defaulted {
+		gpus := m.GPUs()
+		if len(gpus) == 0 {
+			return fail(exitBadInput, "model %s has no default layout; give --gpu-type", ps.model)
+		}
+		gpu = gpus[0]
+	}
+	p, mbNote, err := ps.preset(cmd, m, name, gpu)
+	if err != nil {
+		return err
+	}
+	s := store(cmd)
+	path, err := s.Save(p, ps.force)
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "saved %s to %s\n", p.Name, path)
+	if defaulted {
+		fmt.Fprintf(cmd.ErrOrStderr(), "no --gpu-type given: used %s, the first GPU type with a %s layout (%s)\n", gpu, ps.model, strings.Join(m.GPUs(), ", "))
+	}
+	if mbNote != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), mbNote)
+	}
+	warnShadowed(cmd, s, p.Name)
+	return nil
+}
+
+// preset is the team preset of built-in model m on gpu, with the search
+// space and layout the flags give, and the note on its MB version.
+func (ps *presetSaveFlags) preset(cmd *cobra.Command, m presets.Model, name, gpu string) (presets.TeamPreset, string, error) {
+	sets := presetParseScopeSets(ps.scopes)
+	for i, im := range ps.impls {
+		ps.impls[i] = presets.ParseImpl(im)
+	}
+	if err := presetCheckScopes(sets); err != nil {
+		return presets.TeamPreset{}, "", err
+	}
+	ws, err := presetParseWarmups(ps.warmups)
+	if err != nil {
+		return presets.TeamPreset{}, "", fail(exitBadInput, "%w", err)
+	}
+	p := presets.TeamPreset{
+		Version: presets.FileVersion, Name: name, Description: ps.description,
+		Model: ps.model, GPU: gpu, MBridge: ps.mbridge,
+		// The space as the model runs it: spellings Megatron reads alike
+		// are saved once, in their canonical form.
+		Space: search.CanonicalSpace(m, presets.Space{Impls: ps.impls, Scopes: sets, Warmups: ws}),
+	}
+	if err := p.FillLayout(); err != nil {
+		return presets.TeamPreset{}, "", fail(exitBadInput, "%w", err)
+	}
+	mbNote, err := ps.lf.finish(cmd, m, &p, ps.withProfile)
+	if err != nil {
+		return presets.TeamPreset{}, "", err
+	}
+	return p, mbNote, nil
+}
+
+// importedPreset is what preset save adds to an imported model and layout.
+type importedPreset struct {
+	name, gpu, python, mbridge, description string
+	impls                                   []string
+	scopes, warmups                         string
+	force                                   bool
+}
+
+// saveImported saves the model and layout of the user's Megatron-Bridge
+// recipe as a team preset (the model inline), with the search space the
+// flags give.
+func saveImported(cmd *cobra.Command, s *presets.Store, imp mbImportFlags, ip importedPreset) error {
+	if !presets.ValidName(ip.name) {
+		return fail(exitBadInput, "invalid preset name %q (allowed: [a-z0-9][a-z0-9._-]*)", ip.name)
+	}
+	sets := presetParseScopeSets(ip.scopes)
+	for i, im := range ip.impls {
+		ip.impls[i] = presets.ParseImpl(im)
+	}
+	if err := presetCheckScopes(sets); err != nil {
+		return err
+	}
+	ws, err := presetParseWarmups(ip.warmups)
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	p, err := imp.load(context.Background(), ip.python, ip.gpu, ip.mbridge)
+	if err != nil {
+		return err
+	}
+	p.Name = ip.name
+	if ip.description != "" {
+		p.Description = ip.description
+	}
+	p.Space = search.CanonicalSpace(*p.ModelInline, presets.Space{Impls: ip.impls, Scopes: sets, Warmups: ws})
+	path, err := s.Save(p, ip.force)
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "saved %s (model %s, %s layout from %s) to %s\n", p.Name, p.ModelInline.Name, p.GPU, p.Description, path)
+	warnShadowed(cmd, s, p.Name)
+	return nil
 }
 
 func joinInts(v []int) string {
@@ -330,20 +426,20 @@ func newPresetExportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 			}
 			if outPath == "" || outPath == "-" {
 				if err := s.ExportTo(args[0], cmd.OutOrStdout()); err != nil {
-					return fail(exitBadInput, "%v", err)
+					return fail(exitBadInput, "%w", err)
 				}
 				return nil
 			}
 			info, err := s.Find(args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			gate := newOutputCheck(force, input{"the preset " + args[0], info.Path})
 			if err := gate.check(output{"-o", outPath}); err != nil {
 				return err
 			}
 			if err := s.Export(args[0], outPath, force); err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", args[0], absPath(outPath))
 			return nil
@@ -369,7 +465,7 @@ func newPresetImportCmd(store func(*cobra.Command) *presets.Store) *cobra.Comman
 			}
 			p, path, err := s.Import(args[0], force)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "imported %s to %s\n", p.Name, path)
 			if err := prof.install(cmd.OutOrStdout()); err != nil {
@@ -392,7 +488,7 @@ func newPresetRmCmd(store func(*cobra.Command) *presets.Store) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := store(cmd).Remove(args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", path)
 			return nil

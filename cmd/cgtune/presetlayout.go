@@ -69,6 +69,34 @@ func (lf *presetLayoutFlags) register(cmd *cobra.Command) {
 	f.StringArrayVar(&lf.sets, "set", nil, "recipe field KEY=VALUE kept in the layout's settings (Hydra syntax), e.g. model.moe_expert_capacity_factor=1.0; repeatable")
 }
 
+// given lists the layout flags given on the command line, as --NAME,
+// but for --num-gpus, which an imported recipe takes too.
+func (lf *presetLayoutFlags) given(cmd *cobra.Command) []string {
+	var out []string
+	names := []string{"precision", "dispatcher", "sequence-parallel", "set"}
+	for _, li := range lf.ints {
+		if li.flag != "num-gpus" {
+			names = append(names, li.flag)
+		}
+	}
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			out = append(out, "--"+n)
+		}
+	}
+	return out
+}
+
+// numGPUs is the --num-gpus given (0 when not).
+func (lf *presetLayoutFlags) numGPUs() int {
+	for _, li := range lf.ints {
+		if li.flag == "num-gpus" {
+			return li.v
+		}
+	}
+	return 0
+}
+
 // apply changes layout l of model m as the flags given say, and returns
 // what changed, for the layout's source. Each refusal names its flag.
 func (lf *presetLayoutFlags) apply(cmd *cobra.Command, m presets.Model, l *presets.Layout) ([]string, error) {
@@ -155,10 +183,10 @@ func (lf *presetLayoutFlags) finish(cmd *cobra.Command, m presets.Model, p *pres
 // field it does not have, a bad value), before anything is written.
 func checkPresetLayout(p presets.TeamPreset, m presets.Model, edits []string) error {
 	if err := p.Validate(); err != nil {
-		return fail(exitBadInput, "preset save %s (%s): %v", p.Name, strings.Join(edits, " "), err)
+		return fail(exitBadInput, "preset save %s (%s): %w", p.Name, strings.Join(edits, " "), err)
 	}
 	if _, err := recipe.New(m, p.Layout, p.MBridge); err != nil {
-		return fail(exitBadInput, "preset save %s: %v", p.Name, err)
+		return fail(exitBadInput, "preset save %s: %w", p.Name, err)
 	}
 	return nil
 }

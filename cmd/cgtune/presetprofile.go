@@ -30,7 +30,7 @@ func attachCachedProfile(p *presets.TeamPreset, flag string) (*stepmodel.Framewo
 	}
 	prof, err := stepmodel.AttachProfile(dir, p)
 	if err != nil {
-		return nil, fail(exitBadInput, "%s: %v", flag, err)
+		return nil, fail(exitBadInput, "%s: %w", flag, err)
 	}
 	return prof, nil
 }
@@ -42,11 +42,11 @@ func attachCachedProfile(p *presets.TeamPreset, flag string) (*stepmodel.Framewo
 func exportWithProfile(cmd *cobra.Command, s *presets.Store, name, output string, force bool) error {
 	info, err := s.Find(name)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	p, err := s.Load(name)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	carried := p.Profile
 	if _, err := attachCachedProfile(&p, "--with-profile"); err != nil {
@@ -57,7 +57,7 @@ func exportWithProfile(cmd *cobra.Command, s *presets.Store, name, output string
 	}
 	data, err := presets.MarshalPreset(p)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	what := fmt.Sprintf("%s with its framework profile (measured on %s)", name, p.Profile.Measured)
 	if output == "" || output == "-" {
@@ -76,7 +76,7 @@ func exportWithProfile(cmd *cobra.Command, s *presets.Store, name, output string
 		return fail(exitBadInput, "%s exists already; use --force to replace it", output)
 	}
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "exported %s to %s\n", what, absPath(output))
 	return nil
@@ -94,12 +94,12 @@ type presetProfile struct {
 func checkImportProfile(s *presets.Store, path string, force bool) (*presetProfile, error) {
 	p, err := s.LoadFile(path)
 	if err != nil {
-		return nil, fail(exitBadInput, "%v", err)
+		return nil, fail(exitBadInput, "%w", err)
 	}
 	prof, err := stepmodel.AttachedProfile(p)
 	if err != nil || prof == nil {
 		if err != nil {
-			err = fail(exitBadInput, "%s: %v", path, err)
+			err = fail(exitBadInput, "%s: %w", path, err)
 		}
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func checkImportProfile(s *presets.Store, path string, force bool) (*presetProfi
 	}
 	in, err := stepmodel.PlanInstall(dir, prof)
 	if err != nil {
-		return nil, fail(exitBadInput, "%v", err)
+		return nil, fail(exitBadInput, "%w", err)
 	}
 	if in.Replace && !force {
 		return nil, fail(exitBadInput, "%s carries a framework profile, and a different one is cached at %s; --force replaces it (cgtune profile show %s shows the cached one)",
@@ -125,7 +125,7 @@ func (pp *presetProfile) install(w io.Writer) error {
 	}
 	in, err := stepmodel.InstallProfile(pp.dir, pp.prof, pp.force)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	how := "installed its framework profile"
 	if in.Same {

@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-// Before: preset export replaced an existing file without --force.
+// preset export -o onto an existing file needs --force; without it the
+// file is left as it was and the one-line error says --force.
 func TestPresetExportNeedsForce(t *testing.T) {
 	presetEnv(t, "")
 	if code, _, errb := cgtune(t, "preset", "save", "p", "--model", "llama3_8b"); code != exitOK {
@@ -32,8 +33,9 @@ func TestPresetExportNeedsForce(t *testing.T) {
 	}
 }
 
-// Before: of eight `preset save race` started at once without --force,
-// two succeeded in 2 of 5 trials (the last one's file won).
+// Of eight `preset save race` started at once without --force, exactly
+// one succeeds and the others are refused (exit 2), in every trial: the
+// check for an existing preset and the write are one step.
 func TestPresetSaveRaceHasOneWinner(t *testing.T) {
 	cache := t.TempDir()
 	const savers, trials = 8, 5

@@ -10,8 +10,6 @@ import (
 	"cgtune/stepmodel"
 )
 
-func init() { subcommands = append(subcommands, newProfileCmd) }
-
 func newProfileCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profile",
@@ -41,7 +39,7 @@ func profileDirHint() string {
 func profileDir() (string, error) {
 	dir, err := stepmodel.DefaultProfileDir()
 	if err != nil {
-		return "", fail(exitBadInput, "no user cache folder for profiles: %v", err)
+		return "", fail(exitBadInput, "no user cache folder for profiles: %w", err)
 	}
 	return dir, nil
 }
@@ -59,7 +57,7 @@ func newProfileListCmd() *cobra.Command {
 			}
 			list, err := stepmodel.ListProfiles(dir)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			if asJSON {
 				if list == nil {
@@ -110,7 +108,7 @@ func newProfileShowCmd() *cobra.Command {
 			}
 			c, err := stepmodel.LookupProfile(dir, args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			if c.Profile == nil {
 				return fail(exitBadInput, "%s: %s", c.Path, c.Problem)
@@ -143,10 +141,10 @@ func newProfileRmCmd() *cobra.Command {
 			}
 			c, err := stepmodel.LookupProfile(dir, args[0])
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			if err := stepmodel.RemoveProfile(dir, c); err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", c.Path)
 			return nil

@@ -26,8 +26,9 @@ func asMain(t *testing.T, cache string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Before: emit -o replaced a FIFO or a device node with a regular file
-// (exit 0) and a symbolic link with a regular file.
+// emit -o onto a FIFO or a device node is refused (exit 2, one line naming
+// it) and the node is left as it was; onto a symbolic link to an existing
+// file it needs --force, and then writes the target and keeps the link.
 func TestEmitOutputTargets(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
@@ -74,8 +75,9 @@ func TestEmitOutputTargets(t *testing.T) {
 	}
 }
 
-// Before: an --emit path in a missing folder was found out after the whole
-// search, with a message naming the temporary file; a FIFO was replaced.
+// An --emit path in a missing folder, or a FIFO, is refused before the
+// search, naming the path given (not a temporary file), and the FIFO is
+// left as it was.
 func TestHeadlessEmitCheckedBeforeSearch(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
@@ -102,9 +104,9 @@ func TestHeadlessEmitCheckedBeforeSearch(t *testing.T) {
 	}
 }
 
-// Before: with stdout a pipe whose reader had gone (cgtune ... | head -1),
-// SIGPIPE killed cgtune while it printed the ranking, before --emit was
-// written, and the old file stayed.
+// With stdout a pipe whose reader has gone (cgtune ... | head -1), cgtune
+// still writes --emit and exits 0: a broken pipe must not kill it before
+// its files are written.
 func TestHeadlessEmitSurvivesClosedStdout(t *testing.T) {
 	cache := isolate(t)
 	out := filepath.Join(t.TempDir(), "o.yaml")
@@ -158,8 +160,9 @@ func cgtuneWithin(t *testing.T, args ...string) (int, string, string) {
 	return 0, "", ""
 }
 
-// Before: a FIFO or /dev/zero given as a preset, an overrides file or an
-// import, or lying in a $CGTUNE_PRESETS folder, hung the command.
+// A FIFO or a character device given as a preset, an overrides file, an
+// import or a profile file is refused, naming it, within a time bound;
+// lying in a $CGTUNE_PRESETS folder, it is skipped with a warning.
 func TestReadingNeverHangs(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
@@ -194,9 +197,9 @@ func TestReadingNeverHangs(t *testing.T) {
 	}
 }
 
-// Before: these inline models passed `check` and the search; 10^8 layers
-// grew the process by a GB every few seconds, seq 2^63-1 ranked a winner
-// with -8796093022208 MiB of graphs marked as fitting and wrote it.
+// Inline models whose sizes are past any real model (10^8 layers, seq
+// 2^63-1, ...) are refused at the edge by check and the search, naming
+// the field and its range: past it the arithmetic overflows.
 func TestOversizedModelsRefusedAtTheEdge(t *testing.T) {
 	isolate(t)
 	arch := "{layers: 32, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_groups: 8, head_dim: 128, vocab: 128256}"
@@ -229,11 +232,9 @@ func TestOversizedModelsRefusedAtTheEdge(t *testing.T) {
 	}
 }
 
-// Before: CGTUNE_HOST_COST_SCALE=NaN (or Inf, or 1e308) passed the "<= 0"
-// check and the search died at its end with "json: unsupported value:
-// NaN" (exit 1); --set model.cuda_graph_warmup_steps=-5 was "valid". The
-// variable is now --profile-scale host=F (engine/profileadjust.go), whose
-// values are refused at the edge the same way.
+// --profile-scale host=F refuses NaN, infinities, values past its range,
+// zero, negatives and text at the edge (exit 2, nothing run), and takes
+// 1.5; warm-ups out of range are refused by --set, --warmup and emit.
 func TestNonFiniteAndOutOfRangeRejectedAtTheEdge(t *testing.T) {
 	isolate(t)
 	for _, v := range []string{"NaN", "Inf", "-Inf", "1e308", "1e999", "0", "-2", "x"} {
@@ -279,9 +280,9 @@ func waitForSearch(t *testing.T, dir string) string {
 	return ""
 }
 
-// Before: two --resume of one run both ran every remaining candidate (each
-// journalled twice), a second fresh start overwrote the first one's
-// run.json, and --run-dir overwrote an unrelated run.json.
+// A run folder is locked while a search uses it: a second --resume, a
+// second fresh start and a --run-dir onto it are refused, naming the
+// holder's pid, and its run.json is left as it was.
 func TestRunFolderIsLocked(t *testing.T) {
 	cache := isolate(t)
 	dir := filepath.Join(t.TempDir(), "run")
@@ -333,9 +334,8 @@ func TestRunFolderIsLocked(t *testing.T) {
 	}
 }
 
-// Before: `cgtune worker` ran a candidate with impl banana and warm-up -7
-// like any other, and, waiting for a request, ignored SIGTERM until its
-// stdin closed.
+// `cgtune worker` refuses a candidate with an unknown impl or a negative
+// warm-up, and stops on SIGTERM while it waits for a request.
 func TestWorkerCommandValidatesAndStopsOnSIGTERM(t *testing.T) {
 	cache := isolate(t)
 	cmd := asMain(t, cache, "worker", "--engine", "estimate")
@@ -381,9 +381,9 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// Before: /dev/null is a character device, so `cgtune </dev/null` on a
-// terminal counted as interactive and the TUI failed with "bubbletea:
-// could not create cancelable reader: add reader to epoll interest list".
+// A /dev/null on stdin is no terminal, although it is a character device:
+// cgtune without --headless exits 2 saying to use --headless, instead of
+// starting the TUI on it.
 func TestNoTerminalOnStdin(t *testing.T) {
 	cache := isolate(t)
 	devnull := filepath.Join(t.TempDir(), "null")
@@ -406,9 +406,9 @@ func TestNoTerminalOnStdin(t *testing.T) {
 	}
 }
 
-// Before: a journal with an unreadable line in the middle could not be
-// resumed at all ("journal.jsonl line 3: invalid character ..."), with no
-// way forward but editing it by hand.
+// A journal with an unreadable line in the middle stops the resume with
+// the line, the count of readable results and the command that continues
+// without it (--skip-bad-lines), which then resumes.
 func TestResumeSkipBadLines(t *testing.T) {
 	isolate(t)
 	dir := filepath.Join(t.TempDir(), "run")

@@ -31,10 +31,9 @@ func inDir(t *testing.T, dir string, args ...string) (int, string, string) {
 	return cgtune(t, args...)
 }
 
-// Before: a search started in a with --emit out.yaml --force and resumed
-// from b replaced b/out.yaml, a file never named there, with the saved
-// --force. run.json keeps the path absolute and never --force: the resume
-// writes a/out.yaml, and only where its own command line says --force.
+// run.json keeps --emit's path absolute and never --force: a search
+// started in a and resumed from b writes a/out.yaml, and replaces it only
+// where the resume's own command line says --force.
 func TestResumeKeepsThePathsAndNotTheForce(t *testing.T) {
 	isolate(t)
 	a, b := t.TempDir(), t.TempDir()
@@ -99,10 +98,9 @@ func TestResumeKeepsThePathsAndNotTheForce(t *testing.T) {
 	}
 }
 
-// Before: a job command in run.json (hand-edited, or a foreign folder's)
-// ran on --resume, though a preset's command needs
-// --trust-preset-command. The resume stops before the first job, shows
-// the command, and runs it only when trusted.
+// A job command in run.json (hand-edited, or a foreign folder's) is not
+// run by --resume until trusted: the resume stops before the first job,
+// shows the command, and runs it with --trust-preset-command.
 func TestResumeRunsASavedCommandOnlyWhenTrusted(t *testing.T) {
 	isolate(t)
 	preset := writeFile(t, "jt.yaml", jobPreset)
@@ -140,11 +138,9 @@ func TestResumeRunsASavedCommandOnlyWhenTrusted(t *testing.T) {
 	}
 }
 
-// Before: --profile-scale, --profile-file and --estimate-gpu were neither
-// saved nor compared: a search run with --profile-scale host=50 and
-// resumed without ranked 2.47× rows beside 1.003× ones, and a resume with
-// --estimate-gpu b200 of an H100 run ranked B200 estimates with H100
-// ones. A resume takes the saved adjustments and refuses to change them.
+// A resume takes the saved --profile-scale, --profile-file and
+// --estimate-gpu and refuses to change them: results computed with two
+// cost models must not be ranked together.
 func TestResumeKeepsTheCostModel(t *testing.T) {
 	isolate(t)
 	prof := writeFile(t, "adj.yaml", "host_scale: 3\n")

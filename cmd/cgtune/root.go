@@ -16,9 +16,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"cgtune/engine/megatron"
 	"cgtune/internal/fileio"
@@ -30,11 +30,10 @@ import (
 	"cgtune/stepmodel"
 )
 
-// startTUI runs the interactive program. cmd/cgtune/tui.go sets it when the
-// TUI is built in; f holds the root command's flags (model, preset, GPUs,
-// engine, ...) for the TUI to start from, and f.setup builds a search
-// from them.
-var startTUI func(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, stderr io.Writer) error
+// startTUI runs the interactive program (runTUI); f holds the root
+// command's flags (model, preset, GPUs, engine, ...) for the TUI to start
+// from, and f.setup builds a search from them.
+type startTUI func(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, stderr io.Writer) error
 
 // maxTrainIters bounds --train-iters: a billion iterations is far past any
 // training job, and job-level times stay exact in a float64 below it.
@@ -98,13 +97,17 @@ type rootFlags struct {
 	// savedCommand names that file when the command came from it.
 	trustCommand bool
 	savedCommand string
+	// imp imports the model and layout from the user's Megatron-Bridge.
+	imp mbImportFlags
+	// whatIf is --what-if: "", whatIfOn or accept=NAME,... (parseWhatIf).
+	whatIf string
 
 	cmd *cobra.Command
 }
 
 // configureRoot gives the root command its own flags and the search as
-// its action: headless with --headless, else the TUI on a terminal.
-func configureRoot(root *cobra.Command) {
+// its action: headless with --headless, else tui on a terminal.
+func configureRoot(root *cobra.Command, tui startTUI) {
 	f := &rootFlags{cmd: root}
 	root.Use = "cgtune [--headless --model M ...]"
 	root.Long = `cgtune finds the fastest CUDA-graph configuration (cuda_graph_impl, scope,
@@ -127,7 +130,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 		// has; a second one kills cgtune as usual.
 		context.AfterFunc(ctx, stop)
 		if !f.headless {
-			return f.interactive(ctx, cmd)
+			return f.interactive(ctx, cmd, tui)
 		}
 		return f.runHeadless(ctx, cmd)
 	}
@@ -138,7 +141,8 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.StringVar(&f.preset, "preset", "", "team preset (model, layout, space and MB version): a NAME saved with cgtune preset save, or a FILE")
 	fl.StringVar(&f.gpus, "gpu", "0", "GPUs to measure on, comma-separated (one worker each)")
 	fl.StringVar(&f.engine, "engine", "", "megatron (the installed Megatron-Core on this GPU), cuda (emulation measured on this GPU) or estimate (computed, no GPU); default: megatron when a GPU and an importable megatron.core are there, else cuda, else estimate")
-	fl.StringVar(&f.python, "python", "", "Python interpreter for the megatron engine (default: $"+megatron.PythonEnv+", then python3 on PATH)")
+	fl.StringVar(&f.python, "python", "", "Python interpreter for the megatron engine and --recipe (default: $"+megatron.PythonEnv+", then python3 on PATH)")
+	f.imp.register(fl)
 	fl.StringVar(&f.launcher, "launcher", "local", "job engine: local (this node, its own process group) or slurm (sbatch)")
 	fl.StringVar(&f.command, "command", "", "job engine: the training command template, with {flags}, {dotlist}, {overrides} or {run_script_flags} and {iters} (cgtune validate --help)")
 	fl.StringVar(&f.commandFormat, "command-format", "", "job engine: what {overrides} renders: dotlist (default), flags, run_script_flags")
@@ -166,6 +170,8 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 	fl.BoolVar(&f.winnerEmulated, "winner-emulated", false, "emit the overrides of an emulated candidate (one the framework could not run here, e.g. transformer_engine without Transformer Engine) when it ranks above the best framework-measured one; by default the overrides are for what the framework measured")
 	fl.BoolVar(&f.runPredictedFailures, "run-predicted-failures", false, "also run the candidates whose capture cgtune predicts will fail (a graph holding a host sync, e.g. the dropless MoE dispatch), so the installed framework confirms or refutes the prediction; each result says which")
 	fl.StringVar(&f.tie, "tie", search.FormatTie(search.DefaultTie), "tie band: candidates within this share of the step time (or whose measured p10–p90 ranges overlap) tie, and the one with less graph memory, then the simpler one, ranks first")
+	fl.StringVar(&f.whatIf, "what-if", "", whatIfUsage())
+	fl.Lookup("what-if").NoOptDefVal = whatIfOn
 	fl.StringVar(&f.report, "report", "", "write a Markdown report of the search to FILE.md (and its plot, FILE.svg, beside it)")
 	fl.BoolVar(&f.force, "force", false, "let --emit and --report (and its plot) replace existing files")
 	fl.BoolVar(&f.saveWithProfile, "save-with-profile", false, "the TUI's s (save preset) puts the framework profile cached for the preset's model, layout and GPU in the preset, as cgtune preset export --with-profile does")
@@ -175,7 +181,7 @@ Exit status: 0 ok; 1 no candidate succeeded; 2 bad input; 3 no usable GPU for
 
 // interactive starts the TUI on a terminal; without one it says how to run
 // headless instead of failing on the terminal.
-func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command) error {
+func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command, tui startTUI) error {
 	for _, end := range []struct {
 		name string
 		f    any
@@ -184,23 +190,15 @@ func (f *rootFlags) interactive(ctx context.Context, cmd *cobra.Command) error {
 			return fail(exitBadInput, "no terminal on %s: use --headless (cgtune --headless --model M [--emit PATH]; cgtune --help)", end.name)
 		}
 	}
-	if startTUI == nil {
-		return fail(exitBadInput, "the interactive program is not built into this cgtune: use cgtune --headless --model M")
-	}
-	return startTUI(ctx, f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+	return tui(ctx, f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
 
-// isTerminal reports whether v is a terminal: a file the terminal ioctl
-// answers on. Being a character device is not enough: /dev/null is one, and
-// the TUI's input reader then fails on it with an epoll error.
+// isTerminal reports whether v is a terminal: a file the terminal answers
+// on (term.IsTerminal asks for its settings). Being a character device is
+// not enough: /dev/null is one, and the TUI's input reader then fails on it.
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
-	if !ok {
-		return false
-	}
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // parseSets turns --set KEY=VALUE flags into the map the search takes.
@@ -255,85 +253,142 @@ func (s *searchSetup) release() {
 }
 
 // what resolves the model, layout, MB release, space and sets from
-// --model/--preset (or, on --resume without them, from the journal).
-func (f *rootFlags) what(cfg *search.Config) error {
-	changed := f.cmd.Flags().Changed
+// --model/--preset/an imported recipe (or, on --resume without them, from
+// the journal).
+func (f *rootFlags) what(ctx context.Context, cfg *search.Config) error {
 	sets, err := parseSets(f.sets)
 	if err != nil {
 		return err
 	}
 	cfg.Sets, cfg.MBridge = sets, f.mbridge
+	if err := f.imp.check(); err != nil {
+		return err
+	}
+	given := 0
+	for _, g := range []bool{f.model != "", f.preset != "", f.imp.given()} {
+		if g {
+			given++
+		}
+	}
 	switch {
 	case f.model != "" && f.preset != "":
 		return fail(exitBadInput, "give --model or --preset, not both")
+	case given > 1:
+		return fail(exitBadInput, "give one of --model, --preset and --mbridge-config/--recipe")
+	case f.imp.given():
+		err = f.whatImported(ctx, cfg)
 	case f.model != "":
-		m, err := presets.LookupModel(f.model)
-		if err != nil {
-			return fail(exitBadInput, "%v", err)
-		}
-		// As the TUI does: a GPU type or MB version not asked for gives
-		// way to one the model's recipe has.
-		ch, err := recipe.ChooseTarget(m, f.gpuType, changed("gpu-type"), f.mbridge, changed("mbridge"))
-		if err != nil {
-			return fail(exitBadInput, "%v", err)
-		}
-		cfg.Model, cfg.Layout, cfg.MBridge = m, ch.Layout, ch.MBridge
-		f.choiceNotes = ch.Notes
+		err = f.whatModel(cfg)
 	case f.preset != "":
-		p, where, err := loadPreset(f.preset)
-		if err != nil {
-			return err
-		}
-		m, err := p.ResolveModel()
-		if err != nil {
-			return fail(exitBadInput, "%s: %v", where, err)
-		}
-		cfg.Model, cfg.Layout, cfg.Space, cfg.Reference = m, p.Layout, p.Space, p.Reference
-		// The preset names its GPU and MB release; explicit flags win.
-		if changed("gpu-type") {
-			if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
-				return fail(exitBadInput, "%v", err)
-			}
-		} else if n := carriedProfileNote(p, where); n != "" {
-			f.choiceNotes = append(f.choiceNotes, n)
-		}
-		if !changed("mbridge") && p.MBridge != "" {
-			cfg.MBridge = p.MBridge
-		}
+		err = f.whatPreset(cfg)
 	case f.resume != "":
-		// The journal says what was searched.
-		fp, _, err := search.ReadJournal(cfg.RunDir, f.skipBad)
-		if err != nil {
-			return journalError(err, cfg.RunDir)
-		}
-		if changed("gpu-type") && f.gpuType != fp.Layout.GPU {
-			return fail(exitBadInput, "--gpu-type %s: the search in %s is for %s (its journal says); leave --gpu-type out to resume it, or start a new search", f.gpuType, cfg.RunDir, fp.Layout.GPU)
-		}
-		cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured, cfg.Reference = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured, fp.Reference
-		if !changed("mbridge") {
-			cfg.MBridge = fp.MBridge
-		}
-		if !changed("strategy") {
-			f.strategy = fp.Strategy
-		}
-		if !changed("set") {
-			cfg.Sets = fp.Sets
-		}
+		err = f.whatJournal(cfg)
 	default:
-		return fail(exitBadInput, "give --model M or --preset NAME|FILE (cgtune models lists the models, cgtune preset list the presets)")
+		return fail(exitBadInput, "give --model M or --preset NAME|FILE, or import a recipe with --mbridge-config FILE or --recipe R (cgtune models lists the models, cgtune preset list the presets)")
+	}
+	if err != nil {
+		return err
 	}
 	if _, err := presets.ParseMBridge(cfg.MBridge); err != nil {
-		return fail(exitBadInput, "--mbridge: %v", err)
+		return fail(exitBadInput, "--mbridge: %w", err)
 	}
 	if err := setup.Workload(cfg); err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
+	return nil
+}
+
+// whatImported takes the model, layout and space of the user's recipe
+// (--mbridge-config, --recipe).
+func (f *rootFlags) whatImported(ctx context.Context, cfg *search.Config) error {
+	p, err := f.imp.load(ctx, f.python, f.importGPUType(), f.mbridge)
+	if err != nil {
+		return err
+	}
+	cfg.Model, cfg.Layout, cfg.Space = *p.ModelInline, p.Layout, p.Space
+	return nil
+}
+
+// importGPUType is the GPU type an imported recipe is read for: the one
+// --gpu-type names, else none (the recipe's own).
+func (f *rootFlags) importGPUType() string {
+	if f.cmd.Flags().Changed("gpu-type") {
+		return f.gpuType
+	}
+	return ""
+}
+
+// whatModel takes a built-in model: as the TUI does, a GPU type or MB
+// version not asked for gives way to one the model's recipe has.
+func (f *rootFlags) whatModel(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	m, err := presets.LookupModel(f.model)
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	ch, err := recipe.ChooseTarget(m, f.gpuType, changed("gpu-type"), f.mbridge, changed("mbridge"))
+	if err != nil {
+		return fail(exitBadInput, "%w", err)
+	}
+	cfg.Model, cfg.Layout, cfg.MBridge = m, ch.Layout, ch.MBridge
+	f.choiceNotes = ch.Notes
+	return nil
+}
+
+// whatPreset takes a team preset: it names its GPU and MB release, and
+// explicit flags win.
+func (f *rootFlags) whatPreset(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	p, where, err := loadPreset(f.preset)
+	if err != nil {
+		return err
+	}
+	m, err := p.ResolveModel()
+	if err != nil {
+		return fail(exitBadInput, "%s: %w", where, err)
+	}
+	cfg.Model, cfg.Layout, cfg.Space, cfg.Reference = m, p.Layout, p.Space, p.Reference
+	if changed("gpu-type") {
+		if cfg.Layout, err = m.Layout(f.gpuType); err != nil {
+			return fail(exitBadInput, "%w", err)
+		}
+	} else if n := carriedProfileNote(p, where); n != "" {
+		f.choiceNotes = append(f.choiceNotes, n)
+	}
+	if !changed("mbridge") && p.MBridge != "" {
+		cfg.MBridge = p.MBridge
+	}
+	return nil
+}
+
+// whatJournal takes what was searched from the journal of the run
+// --resume continues; flags given again win where they may differ.
+func (f *rootFlags) whatJournal(cfg *search.Config) error {
+	changed := f.cmd.Flags().Changed
+	fp, _, err := search.ReadJournal(cfg.RunDir, f.skipBad)
+	if err != nil {
+		return journalError(err, cfg.RunDir)
+	}
+	if changed("gpu-type") && f.gpuType != fp.Layout.GPU {
+		return fail(exitBadInput, "--gpu-type %s: the search in %s is for %s (its journal says); leave --gpu-type out to resume it, or start a new search", f.gpuType, cfg.RunDir, fp.Layout.GPU)
+	}
+	cfg.Model, cfg.Layout, cfg.Space, cfg.Workload, cfg.Measured, cfg.Reference = fp.Model, fp.Layout, fp.Space, fp.Workload, fp.Measured, fp.Reference
+	if !changed("mbridge") {
+		cfg.MBridge = fp.MBridge
+	}
+	if !changed("strategy") {
+		f.strategy = fp.Strategy
+	}
+	if !changed("set") {
+		cfg.Sets = fp.Sets
+	}
+	cfg.WhatIf = fp.WhatIf
 	return nil
 }
 
 // setup builds the search from the flags: what to search, the run
 // folder, and the engines (cuda workers, or in-process estimate engines).
-func (f *rootFlags) setup() (_ *searchSetup, err error) {
+func (f *rootFlags) setup(ctx context.Context) (_ *searchSetup, err error) {
 	s := &searchSetup{close: func() {}}
 	defer func() {
 		if err != nil {
@@ -352,7 +407,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.checkJobFlags(); err != nil {
 		return nil, err
 	}
-	if err := f.what(cfg); err != nil {
+	if err := f.what(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if f.strategy != search.StrategyHalving && f.strategy != search.StrategyExhaustive {
@@ -370,10 +425,15 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	cfg.Strategy, cfg.TrainIters = f.strategy, f.trainIters
 	tie, err := search.ParseTie(f.tie)
 	if err != nil {
-		return nil, fail(exitBadInput, "--tie: %v", err)
+		return nil, fail(exitBadInput, "--tie: %w", err)
 	}
 	cfg.Tie = tie
 	cfg.RunPredictedFailures = f.runPredictedFailures
+	if on, accept, err := parseWhatIf(f.whatIf); err != nil {
+		return nil, err
+	} else if on {
+		cfg.WhatIf, cfg.Accept = true, accept
+	}
 	cfg.Budget = f.budget
 	if f.budget <= 0 {
 		cfg.Budget = -1 // the flag's "no limit"; search.Config reads 0 as the default
@@ -385,7 +445,7 @@ func (f *rootFlags) setup() (_ *searchSetup, err error) {
 	if err := f.checkOutputs(cmp.Or(cfg.RunDir, f.runDir)); err != nil {
 		return nil, err
 	}
-	if err := f.openEngines(s, gpus); err != nil {
+	if err := f.openEngines(ctx, s, gpus); err != nil {
 		return nil, err
 	}
 	// After the engine's lines, whose first says what every figure is.
@@ -496,9 +556,9 @@ func sameDir(a, b string) bool {
 func journalError(err error, dir string) error {
 	var bad *search.BadLinesError
 	if errors.As(err, &bad) {
-		return fail(exitBadInput, "%v; continue without the unreadable lines: cgtune --headless --resume %s --skip-bad-lines", err, dir)
+		return fail(exitBadInput, "%w; continue without the unreadable lines: cgtune --headless --resume %s --skip-bad-lines", err, dir)
 	}
-	return fail(exitBadInput, "%v", err)
+	return fail(exitBadInput, "%w", err)
 }
 
 // lockRun takes the lock on a run folder; one held by another process is
@@ -506,7 +566,7 @@ func journalError(err error, dir string) error {
 func lockRun(dir string) (*search.RunLock, error) {
 	l, err := search.LockRunDir(dir)
 	if err != nil {
-		return nil, fail(exitBadInput, "%v", err)
+		return nil, fail(exitBadInput, "%w", err)
 	}
 	return l, nil
 }
@@ -545,7 +605,7 @@ func checkRunDir(dir string) error {
 		return fail(exitBadInput, "--run-dir %s holds a search already: continue it with --resume %s", dir, dir)
 	}
 	if err := search.CheckRunDir(dir, runFile, setup.MegatronWorkerLog); err != nil {
-		return fail(exitBadInput, "--run-dir %v", err)
+		return fail(exitBadInput, "--run-dir %w", err)
 	}
 	path := filepath.Join(dir, runFile)
 	if _, err := os.Lstat(path); err == nil && !isSavedRun(path) {
@@ -566,10 +626,13 @@ func (f *rootFlags) engineOptions(gpus []int) setup.Options {
 }
 
 // openEngines opens the search's engines (setup.Open) and records the
-// engine opened in f.engine (run.json names it).
-func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
-	e, err := setup.Open(&s.cfg, f.engineOptions(gpus))
-	if err != nil {
+// engine opened in f.engine (run.json names it). An interrupt while the
+// workers start ends cgtune as one during the search does (exit 130).
+func (f *rootFlags) openEngines(ctx context.Context, s *searchSetup, gpus []int) error {
+	e, err := setup.Open(ctx, &s.cfg, f.engineOptions(gpus))
+	if err != nil && ctx.Err() != nil {
+		return fail(exitInterrupted, "interrupted while the engines started: nothing was run")
+	} else if err != nil {
 		return err
 	}
 	f.engine, s.close = e.Engine, e.Close
@@ -579,7 +642,7 @@ func (f *rootFlags) openEngines(s *searchSetup, gpus []int) error {
 
 func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	s, err := f.setup()
+	s, err := f.setup(ctx)
 	if err != nil {
 		return err
 	}
@@ -591,7 +654,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 	}
 	saved, _ := json.MarshalIndent(f.newSavedRun(), "", "  ")
 	if err := fileio.WriteOwnFileAtomic(filepath.Join(cfg.RunDir, runFile), append(saved, '\n'), 0o644); err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 
 	ctx, release, untrusted := f.gateSavedCommand(ctx, &cfg)
@@ -608,20 +671,33 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		// The search did not start (another search's folder, a bad --set).
 		return journalError(err, cfg.RunDir)
 	}
+	return f.finishHeadless(stdout, stderr, p, cfg, d)
+}
 
-	var overrides []byte
-	var o *recipe.Overrides
-	// A search stopped by an error (the journal could not be written)
-	// writes nothing, as an interrupted one: its winner is of a part.
+// recommendation is the overrides the search recommends, rendered: none
+// for a search stopped by an error (the journal could not be written) or
+// an interrupt, whose winner is of a part.
+func (f *rootFlags) recommendation(cfg search.Config, d *search.DoneEvent) ([]byte, *recipe.Overrides, error) {
 	if e := search.BestEmulated(d.Ranking); f.winnerEmulated && e != nil {
 		d.Winner = e
 	}
-	if d.Winner != nil && !d.Interrupted && d.Err == "" {
-		w := search.Recommendation(cfg.Target(), &d, *d.Winner)
-		o = &w
-		if overrides, err = o.Render(f.format); err != nil {
-			return fail(exitBadInput, "%v", err)
-		}
+	if d.Winner == nil || d.Interrupted || d.Err != "" {
+		return nil, nil, nil
+	}
+	o := search.Recommendation(cfg.Target(), d, *d.Winner)
+	overrides, err := o.Render(f.format)
+	if err != nil {
+		return nil, nil, fail(exitBadInput, "%w", err)
+	}
+	return overrides, &o, nil
+}
+
+// finishHeadless writes what a search that ran leaves (--emit, the
+// ranking, --report) and ends with its exit code.
+func (f *rootFlags) finishHeadless(stdout, stderr io.Writer, p *progress, cfg search.Config, d search.DoneEvent) error {
+	overrides, o, err := f.recommendation(cfg, &d)
+	if err != nil {
+		return err
 	}
 	// The file first: whatever happens to stdout (a reader that quits
 	// early), the overrides are on disk before the ranking is printed.
@@ -638,7 +714,7 @@ func (f *rootFlags) runHeadless(ctx context.Context, cmd *cobra.Command) error {
 		return err
 	}
 	if emitErr != nil {
-		return fail(exitBadInput, "--emit %v", emitErr)
+		return fail(exitBadInput, "--emit %w", emitErr)
 	}
 	if toFile {
 		p.wrote(wroteEvent{What: "overrides", Path: absPath(f.emit), Format: f.format, MBridge: cfg.MBridge})
@@ -701,6 +777,7 @@ func (f *rootFlags) printOutcome(stdout, table io.Writer, d search.DoneEvent, ov
 		return stdoutErr(enc.Encode(f.newHeadlessResult(d, cfg, overrides, o, emitted)))
 	}
 	printRanking(table, d, plan, cfg, f.wide)
+	printWhatIf(table, d)
 	if overrides == nil || (f.emit != "" && f.emit != "-") {
 		return nil
 	}
@@ -755,7 +832,11 @@ func (p *progress) event(e search.Event) {
 	case search.PlanEvent:
 		valid, aliases := 0, 0
 		rejected := map[string]int{}
+		whatIf := whatIfRows(x.Space)
 		for _, c := range x.Space {
+			if len(c.Candidate.WhatIf) > 0 {
+				continue // counted by whatIfRows
+			}
 			aliases += len(c.Also)
 			if c.Valid() {
 				valid++
@@ -764,9 +845,9 @@ func (p *progress) event(e search.Event) {
 			}
 		}
 		l := p.cfg.Layout
-		fmt.Fprintf(p.w, "plan: %s on %d× %s (TP%d PP%d CP%d EP%d, %d micro-batches), MB %s: %d configurations (%d other spellings run as one of them), %d valid, %d rejected%s\n",
+		fmt.Fprintf(p.w, "plan: %s on %d× %s (TP%d PP%d CP%d EP%d, %d micro-batches), MB %s: %d configurations (%d other spellings run as one of them), %d valid, %d rejected%s%s\n",
 			p.cfg.Model.Name, l.NumGPUs, l.GPU, l.TPSize(), l.PPSize(), l.CPSize(), l.EPSize(), l.MicroBatches(), p.cfg.MBridge,
-			len(x.Space), aliases, valid, len(x.Space)-valid, rejectedText(rejected))
+			len(x.Space)-whatIf.rows, aliases, valid, len(x.Space)-whatIf.rows-valid, rejectedText(rejected), whatIf.text())
 		var names []string
 		for _, e := range p.cfg.Engines {
 			names = append(names, e.Device().Name)
@@ -774,7 +855,11 @@ func (p *progress) event(e search.Event) {
 		fmt.Fprintf(p.w, "search: %s, %d runs planned on %s; run folder %s\n", p.cfg.Strategy, x.Total, strings.Join(names, ", "), p.cfg.RunDir)
 	case search.ResultEvent:
 		r := x.Result
-		what := fmt.Sprintf("%.2f ms/step (%s eager), capture %.0f ms, graphs %d MiB", r.Step.Median, speedupText(r.Speedup, "x"), r.CaptureMs, r.Memory.JobGraphMiB())
+		eager := "eager"
+		if len(r.Candidate.WhatIf) > 0 {
+			eager = "its eager step with the changes" // the ranking puts it on the recipe's
+		}
+		what := fmt.Sprintf("%.2f ms/step (%s %s), capture %.0f ms, graphs %d MiB", r.Step.Median, speedupText(r.Speedup, "x"), eager, r.CaptureMs, r.Memory.JobGraphMiB())
 		if r.Speedup <= 0 {
 			what = fmt.Sprintf("%.2f ms/step (no speed-up over eager: see the result's notes), capture %.0f ms, graphs %d MiB", r.Step.Median, r.CaptureMs, r.Memory.JobGraphMiB())
 		}

@@ -46,9 +46,8 @@ func processesGone(t *testing.T, pids string) []string {
 	return alive
 }
 
-// Before: a --job-python that never answered hung validate --dry-run for
-// good; the first Ctrl-C was ignored and two processes were left behind.
-// The probe has a time limit, after which the transformer_engine
+// A --job-python that never answers does not hang validate --dry-run:
+// the probe has a time limit, after which the transformer_engine
 // candidates are skipped saying so, and its whole process group ends.
 func TestTEProbeHasATimeLimit(t *testing.T) {
 	isolate(t)
@@ -106,9 +105,8 @@ func TestTEProbeHonoursTheFirstCtrlC(t *testing.T) {
 	}
 }
 
-// Before: --save-preset ../evil, or the name of an existing preset, was
-// refused only after every job ran (exit 2, the comparison lost). It is
-// refused before anything is submitted.
+// --save-preset ../evil, or the name of an existing preset, is refused
+// before any job is submitted, not after every job ran.
 func TestValidateChecksSavePresetFirst(t *testing.T) {
 	cache := isolate(t)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(cache, "config"))
@@ -134,8 +132,9 @@ func TestValidateChecksSavePresetFirst(t *testing.T) {
 	}
 }
 
-// Before: validate of a search that was interrupted, or that had fewer
-// graphed candidates than --top, said neither.
+// validate says when the search it validates was interrupted, or has
+// fewer graphed candidates than --top, and says nothing of it when
+// neither holds.
 func TestValidateSaysTheSearchIsPartial(t *testing.T) {
 	isolate(t)
 	run := searchRun(t)
@@ -159,10 +158,10 @@ func TestValidateSaysTheSearchIsPartial(t *testing.T) {
 	}
 }
 
-// Before: a --profile-file with a region no profile has (atn) was taken
-// (exit 0), and values that cannot apply without a cached framework
-// profile (optimizer, gpu_scale, --profile-scale gpu=) changed nothing,
-// silently. The region is refused, naming the field; the rest is said.
+// A --profile-file with a region no profile has (atn) is refused, naming
+// the field; values that cannot apply without a cached framework profile
+// (optimizer, gpu_scale, --profile-scale gpu=) are said, not dropped
+// silently.
 func TestProfileFileRegionsAndUnappliedValues(t *testing.T) {
 	isolate(t)
 	typo := writeFile(t, "typo.yaml", "layers:\n  dense:\n    graphed:\n      atn: {gpu_ms: 1}\n")
@@ -189,8 +188,9 @@ func TestProfileFileRegionsAndUnappliedValues(t *testing.T) {
 	}
 }
 
-// Before: the job engine showed 0.000× for every graphed job that ran no
-// eager iteration (local per-layer graphs are captured in iteration 1).
+// A graphed job that ran no eager iteration (local per-layer graphs are
+// captured in iteration 1) shows no speed-up, never 0.000×, and the
+// progress says why.
 func TestJobEngineShowsNoZeroSpeedup(t *testing.T) {
 	isolate(t)
 	// MB 0.4 takes the local whole-layer graph, which Megatron-Core
@@ -209,7 +209,8 @@ func TestJobEngineShowsNoZeroSpeedup(t *testing.T) {
 	}
 }
 
-// Before: --report .md wrote the hidden files .md and .svg.
+// --report .md is refused (the name has nothing before its extension),
+// and nothing is written: it would write the hidden files .md and .svg.
 func TestReportNeedsAName(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
@@ -224,8 +225,8 @@ func TestReportNeedsAName(t *testing.T) {
 	}
 }
 
-// Before: a --set value nested thousands deep was echoed twice in one
-// 240 KB error line.
+// A --set value nested thousands deep is echoed once, cut short, in an
+// error line under 1000 bytes.
 func TestDeepSetValueEchoedOnceAndCut(t *testing.T) {
 	isolate(t)
 	deep := strings.Repeat("[", 60000) + strings.Repeat("]", 60000)
@@ -240,9 +241,9 @@ func TestDeepSetValueEchoedOnceAndCut(t *testing.T) {
 	}
 }
 
-// Before: --launcher and --command were silently ignored with --engine
-// estimate (the search answered another question than the one asked).
-// They are refused: they only mean something to the job engine.
+// --launcher and --command are refused with --engine estimate: they only
+// mean something to the job engine, and a search that ignored them would
+// answer another question than the one asked.
 func TestJobFlagsNeedTheJobEngine(t *testing.T) {
 	isolate(t)
 	for _, args := range [][]string{
@@ -259,8 +260,8 @@ func TestJobFlagsNeedTheJobEngine(t *testing.T) {
 	}
 }
 
-// Before: with a relative $XDG_CONFIG_HOME, preset save said "set
-// $XDG_CONFIG_HOME or $HOME", although both were set.
+// A relative $XDG_CONFIG_HOME is named as such by preset save (not "set
+// $XDG_CONFIG_HOME or $HOME"), and no folder is made for it.
 func TestRelativeConfigHomeIsNamed(t *testing.T) {
 	cache := isolate(t)
 	t.Setenv("XDG_CONFIG_HOME", "relative/config")
@@ -273,9 +274,9 @@ func TestRelativeConfigHomeIsNamed(t *testing.T) {
 	}
 }
 
-// Before: a preset save killed with SIGKILL left its .NAME.yaml.tmp-*
-// behind for good; the next command that uses the presets removes the old
-// ones cgtune named, and nothing else.
+// The .NAME.yaml.tmp-* a preset save killed with SIGKILL leaves behind
+// is removed by the next command that uses the presets: the old ones
+// cgtune named, and nothing else.
 func TestStalePresetTempsAreRemoved(t *testing.T) {
 	cache := isolate(t)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(cache, "config"))

@@ -11,8 +11,6 @@ import (
 	"cgtune/recipe"
 )
 
-func init() { subcommands = append(subcommands, newRulesCmd) }
-
 func newRulesCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "rules [ID]",
@@ -81,6 +79,10 @@ func explainRule(w io.Writer, r recipe.Rule) {
 	}
 	field("reads", strings.Join(r.Fields, ", "))
 	field("fix", r.Fix)
+	for _, ch := range r.Enabling {
+		// The change a what-if row prices (cgtune --what-if).
+		field("lifted", fmt.Sprintf("by %s: %s (%s); cost: %s", ch.Name, ch.Summary, ch.SetsText(nil), ch.Cost))
+	}
 }
 
 // wrap breaks text into lines of at most width characters at spaces

@@ -49,6 +49,9 @@ type savedRun struct {
 	// RunPredictedFailures: the search ran the candidates predicted to
 	// fail capture (a resume plans the same candidates).
 	RunPredictedFailures bool `json:"run_predicted_failures,omitempty"`
+	// WhatIf is --what-if's value: the search's what-if rows and the
+	// changes it accepts (a resume plans and ranks the same).
+	WhatIf string `json:"what_if,omitempty"`
 	// The cost adjustments (--profile-scale, --profile-file as an absolute
 	// path): a resume computes with them too, and the journal refuses one
 	// that does not (search.CostModel).
@@ -99,6 +102,11 @@ func parseSavedRun(path string, data []byte) (savedRun, error) {
 	case s.CommandFormat != "" && !slices.Contains(job.OverrideFormats, s.CommandFormat):
 		return s, bad("command_format", s.CommandFormat, strings.Join(job.OverrideFormats, ", "))
 	}
+	if s.WhatIf != "" {
+		if _, _, err := parseWhatIf(s.WhatIf); err != nil {
+			return s, bad("what_if", s.WhatIf, "what --what-if takes: on, or accept=NAME[,NAME] with NAME one of "+strings.Join(recipe.ChangeNames(), ", "))
+		}
+	}
 	if s.Budget != "" {
 		if _, err := time.ParseDuration(s.Budget); err != nil {
 			return s, bad("budget", s.Budget, "a duration such as 30m, or 0s for no limit")
@@ -111,7 +119,7 @@ func parseSavedRun(path string, data []byte) (savedRun, error) {
 	}
 	if s.ProfileScale != "" {
 		if _, err := stepmodel.ParseProfileScale(s.ProfileScale, nil); err != nil {
-			return s, fmt.Errorf("%s: field profile_scale: %v", path, err)
+			return s, fmt.Errorf("%s: field profile_scale: %w", path, err)
 		}
 	}
 	return s, nil
@@ -151,7 +159,7 @@ func readSavedRun(dir string) (savedRun, bool, error) {
 func (f *rootFlags) applySaved(dir string) error {
 	s, ok, err := readSavedRun(dir)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	if !ok {
 		return nil // a search started by another program (the TUI): flags and defaults
@@ -169,6 +177,7 @@ func (f *rootFlags) applySaved(dir string) error {
 	take("gpu", &f.gpus, s.GPUs)
 	take("format", &f.format, s.Format)
 	take("tie", &f.tie, s.Tie)
+	take("what-if", &f.whatIf, s.WhatIf)
 	take("profile-scale", &f.profile.Scale, s.ProfileScale)
 	take("profile-file", &f.profile.File, s.ProfileFile)
 	if !changed("emit") {
@@ -231,7 +240,7 @@ func (f *rootFlags) newSavedRun() savedRun {
 		prof = absPath(f.profile.File)
 	}
 	return savedRun{Engine: f.engine, EstimateGPU: f.estimateGPU, GPUs: f.gpus, Budget: f.budget.String(),
-		TrainIters: f.trainIters, Emit: emit, Format: f.format, Tie: f.tie, RunPredictedFailures: f.runPredictedFailures,
+		TrainIters: f.trainIters, Emit: emit, Format: f.format, Tie: f.tie, RunPredictedFailures: f.runPredictedFailures, WhatIf: f.whatIf,
 		ProfileScale: f.profile.Scale, ProfileFile: prof}.withJob(f)
 }
 

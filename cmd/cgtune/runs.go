@@ -19,8 +19,6 @@ import (
 	"cgtune/search"
 )
 
-func init() { subcommands = append(subcommands, newRunsCmd) }
-
 // savedRunFile is run.json as the run folder commands tell it from
 // another program's file of that name.
 var savedRunFile = search.RunFile{Name: runFile, Ours: isSavedRun}
@@ -55,14 +53,14 @@ func runsRootHint() string {
 func runsUnderRoot(warn func(string)) ([]search.RunInfo, error) {
 	root, err := setup.RunsRoot()
 	if err != nil {
-		return nil, fail(exitBadInput, "no user cache folder, so no runs folder: %v", err)
+		return nil, fail(exitBadInput, "no user cache folder, so no runs folder: %w", err)
 	}
 	entries, err := fileio.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fail(exitBadInput, "%v", err)
+		return nil, fail(exitBadInput, "%w", err)
 	}
 	var out []search.RunInfo
 	for _, e := range entries {
@@ -167,7 +165,7 @@ func newRunsShowCmd() *cobra.Command {
 			}
 			info, err := search.ReadRun(dir, savedRunFile)
 			if err != nil {
-				return fail(exitBadInput, "%v", err)
+				return fail(exitBadInput, "%w", err)
 			}
 			if asJSON {
 				return writeIndentedJSON(cmd.OutOrStdout(), info)
@@ -254,7 +252,7 @@ func newRunsRmCmd() *cobra.Command {
 					return err
 				}
 				if _, err := search.SummarizeRun(dir, savedRunFile); err != nil {
-					return fail(exitBadInput, "%v; cgtune removes only its own run folders", err)
+					return fail(exitBadInput, "%w; cgtune removes only its own run folders", err)
 				}
 				dirs = append(dirs, dir)
 			}
@@ -272,10 +270,10 @@ func newRunsRmCmd() *cobra.Command {
 func removeRun(w io.Writer, dir string) error {
 	info, err := search.SummarizeRun(dir, savedRunFile)
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	if err := search.RemoveRun(dir, savedRunFile, setup.MegatronWorkerLog); err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	fmt.Fprintf(w, "removed %s (%s, %s)\n", dir, info.State, byteSize(info.Bytes))
 	return nil
@@ -298,7 +296,7 @@ func newRunsPruneCmd() *cobra.Command {
 			if changed("older-than") {
 				var err error
 				if age, err = parseAge(olderThan); err != nil {
-					return fail(exitBadInput, "--older-than %q: %v", olderThan, err)
+					return fail(exitBadInput, "--older-than %q: %w", olderThan, err)
 				}
 			}
 			if changed("keep") && keep < 0 {

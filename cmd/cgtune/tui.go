@@ -19,6 +19,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/cuda"
 	"cgtune/engine/job"
+	"cgtune/internal/mbimport"
 	"cgtune/internal/setup"
 	"cgtune/presets"
 	"cgtune/probes"
@@ -27,10 +28,6 @@ import (
 	"cgtune/stepmodel"
 	"cgtune/tui"
 )
-
-// The interactive program: root.go runs it through startTUI when cgtune
-// runs on a terminal without --headless.
-func init() { startTUI = runTUI }
 
 // noColor is NO_COLOR (https://no-color.org) or a terminal that cannot
 // draw colour.
@@ -45,9 +42,36 @@ func noColor() bool {
 // A search stopped before it finished (or left running at quit) exits 130,
 // as the headless command does on an interrupt.
 func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Writer) error {
-	sets, err := parseSets(f.sets)
+	opts, sets, err := f.tuiOptions(ctx)
 	if err != nil {
 		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	b := newTUIBackend(f, sets)
+	defer b.close(cancel)
+	opts.Context = ctx
+	final, err := tea.NewProgram(tui.New(b, opts), tea.WithContext(ctx), tea.WithInput(stdin), tea.WithOutput(stdout)).Run()
+	switch {
+	case errors.Is(err, tea.ErrInterrupted), errors.Is(err, tea.ErrProgramKilled), errors.Is(err, context.Canceled):
+		return quiet(exitInterrupted)
+	case err != nil:
+		return fail(exitBadInput, "%w", err)
+	}
+	if fm, ok := final.(*tui.App); ok {
+		if _, interrupted := fm.Outcome(); interrupted {
+			return quiet(exitInterrupted)
+		}
+	}
+	return nil
+}
+
+// tuiOptions are the TUI's options from the root command's flags, and the
+// --set values that shape every search (those of the layout editor's
+// fields go into opts.LayoutSets).
+func (f *rootFlags) tuiOptions(ctx context.Context) (tui.Options, map[string]string, error) {
+	sets, err := parseSets(f.sets)
+	if err != nil {
+		return tui.Options{}, nil, err
 	}
 	// The fields the layout editor shows start from --set and are the
 	// person's to change from there: they go into the layout, the rest of
@@ -59,10 +83,9 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		c := f.outputCheck("")
 		c.force = true
 		if err := c.check(output{"--emit", f.emit}); err != nil {
-			return err
+			return tui.Options{}, nil, err
 		}
 	}
-	changed := f.cmd.Flags().Changed
 	opts := tui.Options{
 		NoColor:  noColor(),
 		Version:  version,
@@ -84,7 +107,16 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 		TrainIters: f.trainIters,
 	}
 	if opts.Tie, err = search.ParseTie(f.tie); err != nil {
-		return fail(exitBadInput, "--tie: %v", err)
+		return tui.Options{}, nil, fail(exitBadInput, "--tie: %w", err)
+	}
+	// The TUI's winner stays a candidate the recipe allows: accepting
+	// changes is headless only.
+	if on, accept, err := parseWhatIf(f.whatIf); err != nil {
+		return tui.Options{}, nil, err
+	} else if len(accept) > 0 {
+		return tui.Options{}, nil, fail(exitBadInput, "--what-if=accept is for --headless; the interactive program shows the what-if rows (w on the space screen) and keeps the winner a candidate the recipe allows")
+	} else {
+		opts.WhatIf = on
 	}
 	if f.budget <= 0 {
 		opts.Budget = tui.NoBudget
@@ -94,12 +126,34 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 	case "estimate":
 		opts.Estimate = true
 	default:
-		return fail(exitBadInput, "--engine %q: allowed: megatron, cuda, estimate", f.engine)
+		return tui.Options{}, nil, fail(exitBadInput, "--engine %q: allowed: megatron, cuda, estimate", f.engine)
 	}
-	if changed("gpu") {
+	if f.cmd.Flags().Changed("gpu") {
 		if opts.GPUs, err = parseGPUs(f.gpus); err != nil {
+			return tui.Options{}, nil, err
+		}
+	}
+	if err := f.tuiPreset(ctx, &opts); err != nil {
+		return tui.Options{}, nil, err
+	}
+	return opts, sets, nil
+}
+
+// tuiPreset sets the preset the TUI starts from: an imported recipe
+// (--mbridge-config, --recipe) or --preset.
+func (f *rootFlags) tuiPreset(ctx context.Context, opts *tui.Options) error {
+	if err := f.imp.check(); err != nil {
+		return err
+	}
+	if f.imp.given() {
+		if f.model != "" || f.preset != "" {
+			return fail(exitBadInput, "give one of --model, --preset and --mbridge-config/--recipe")
+		}
+		p, err := f.imp.load(ctx, f.python, f.importGPUType(), f.mbridge)
+		if err != nil {
 			return err
 		}
+		opts.Preset = &p
 	}
 	if f.preset != "" {
 		p, _, err := loadPreset(f.preset)
@@ -107,27 +161,10 @@ func runTUI(ctx context.Context, f *rootFlags, stdin io.Reader, stdout, _ io.Wri
 			return err
 		}
 		// The preset names its MB release; an explicit --mbridge wins.
-		if changed("mbridge") || p.MBridge == "" {
+		if f.cmd.Flags().Changed("mbridge") || p.MBridge == "" {
 			p.MBridge = f.mbridge
 		}
 		opts.Preset = &p
-	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	b := newTUIBackend(f, sets)
-	defer b.close(cancel)
-	opts.Context = ctx
-	final, err := tea.NewProgram(tui.New(b, opts), tea.WithContext(ctx), tea.WithInput(stdin), tea.WithOutput(stdout)).Run()
-	switch {
-	case errors.Is(err, tea.ErrInterrupted), errors.Is(err, tea.ErrProgramKilled), errors.Is(err, context.Canceled):
-		return quiet(exitInterrupted)
-	case err != nil:
-		return fail(exitBadInput, "%v", err)
-	}
-	if fm, ok := final.(*tui.App); ok {
-		if _, interrupted := fm.Outcome(); interrupted {
-			return quiet(exitInterrupted)
-		}
 	}
 	return nil
 }
@@ -252,6 +289,12 @@ func (b *tuiBackend) TeamPresets() ([]presets.PresetInfo, error) { return b.stor
 
 func (b *tuiBackend) LoadPreset(name string) (presets.TeamPreset, error) { return b.store.Load(name) }
 
+// ImportMBConfig reads a Megatron-Bridge ConfigContainer YAML with the
+// --num-gpus and --vocab-size the TUI was started with.
+func (b *tuiBackend) ImportMBConfig(path, mbridge string) (presets.TeamPreset, error) {
+	return mbimport.FromFile(path, mbimport.Options{NumGPUs: b.flags.imp.numGPUs, Vocab: b.flags.imp.vocab, MBridge: mbridge})
+}
+
 // estimateGPU is what the estimate engine estimates for: --estimate-gpu,
 // else for a measured search the GPU it measures on (cached probes of it,
 // or its spec), else what the headless search chooses (setup.EstimateGPU).
@@ -282,6 +325,7 @@ func (b *tuiBackend) config(req tui.Request) search.Config {
 		Budget:     req.Budget,
 		TrainIters: b.flags.trainIters,
 		Tie:        req.Tie,
+		WhatIf:     req.WhatIf,
 	}
 	if req.TrainIters > 0 {
 		cfg.TrainIters = req.TrainIters
@@ -310,36 +354,10 @@ func (b *tuiBackend) Plan(req tui.Request) ([]search.Planned, error) {
 // engines), an NVML sampler of the GPUs in use merged into the stream as
 // MemoryEvents, and the runner's events; then the channel is closed.
 func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.Event, error) {
-	o := b.flags.engineOptions(req.GPUs)
-	o.Engine, _ = b.measuringEngine()
-	if o.Engine == setup.EngineEstimate {
-		o.Engine = setup.EngineCUDA // NVML sees GPUs: measure on them
-	}
-	o.EstimateGPU = b.estimateGPU(req)
-	if req.Estimate {
-		o.Engine, o.GPUs = setup.EngineEstimate, []int{0}
-	}
-	cfg := b.config(req)
-	engines, err := setup.Open(&cfg, o)
+	cfg, closeEngines, err := b.openSearch(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	closeEngines := engines.Close
-	// The stop question holds new candidates back (Pause).
-	gate := newPauser()
-	for i, e := range cfg.Engines {
-		cfg.Engines[i] = gated{e, gate}
-	}
-	b.mu.Lock()
-	b.pause = gate
-	b.mu.Unlock()
-	dir, err := setup.NewRunDir()
-	if err != nil {
-		closeEngines()
-		return nil, err
-	}
-	cfg.RunDir = dir
-
 	ch := make(chan search.Event, 64)
 	var sendMu sync.Mutex
 	send := func(ev search.Event) {
@@ -352,20 +370,7 @@ func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.
 		case <-b.quit:
 		}
 	}
-	var sampler *probes.Sampler
-	samplerDone := make(chan struct{})
-	if n, err := b.openNVML(); err == nil && !req.Estimate {
-		sampler = probes.NewSampler(n, req.GPUs, 250*time.Millisecond)
-		go func() {
-			defer close(samplerDone)
-			for s := range sampler.C {
-				send(search.MemoryEvent{GPU: s.Index, UsedMiB: s.UsedMiB, TotalMiB: s.TotalMiB, UtilGPU: s.UtilGPU})
-			}
-		}()
-	} else {
-		close(samplerDone)
-	}
-
+	stopSampler := b.startSampler(req, send)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -375,18 +380,11 @@ func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.
 		d, err := search.Run(ctx, cfg, func(ev search.Event) {
 			if _, ok := ev.(search.DoneEvent); ok {
 				sawDone = true
-				if sampler != nil {
-					// No readings after the DoneEvent: the stream ends there.
-					sampler.Stop()
-					<-samplerDone
-				}
+				stopSampler() // no readings after the DoneEvent: the stream ends there
 			}
 			send(ev)
 		})
-		if sampler != nil {
-			sampler.Stop()
-			<-samplerDone
-		}
+		stopSampler()
 		if !sawDone {
 			if err != nil && d.Err == "" {
 				d.Err = err.Error()
@@ -396,6 +394,63 @@ func (b *tuiBackend) Start(ctx context.Context, req tui.Request) (<-chan search.
 		}
 	}()
 	return ch, nil
+}
+
+// openSearch opens the engines of req's search (a measuring engine where
+// GPUs are seen, estimate engines when asked), each behind the pause
+// gate, and claims its run folder; closeEngines closes them.
+func (b *tuiBackend) openSearch(ctx context.Context, req tui.Request) (_ search.Config, closeEngines func(), _ error) {
+	o := b.flags.engineOptions(req.GPUs)
+	o.Engine, _ = b.measuringEngine()
+	if o.Engine == setup.EngineEstimate {
+		o.Engine = setup.EngineCUDA // NVML sees GPUs: measure on them
+	}
+	o.EstimateGPU = b.estimateGPU(req)
+	if req.Estimate {
+		o.Engine, o.GPUs = setup.EngineEstimate, []int{0}
+	}
+	cfg := b.config(req)
+	engines, err := setup.Open(ctx, &cfg, o)
+	if err != nil {
+		return search.Config{}, nil, err
+	}
+	// The stop question holds new candidates back (Pause).
+	gate := newPauser()
+	for i, e := range cfg.Engines {
+		cfg.Engines[i] = gated{e, gate}
+	}
+	b.mu.Lock()
+	b.pause = gate
+	b.mu.Unlock()
+	dir, err := setup.NewRunDir()
+	if err != nil {
+		engines.Close()
+		return search.Config{}, nil, err
+	}
+	cfg.RunDir = dir
+	return cfg, engines.Close, nil
+}
+
+// startSampler sends NVML readings of req's GPUs as MemoryEvents until
+// the returned stop is called (more than once is fine); an estimate, or
+// a node without NVML, has none.
+func (b *tuiBackend) startSampler(req tui.Request, send func(search.Event)) (stop func()) {
+	n, err := b.openNVML()
+	if err != nil || req.Estimate {
+		return func() {}
+	}
+	sampler := probes.NewSampler(n, req.GPUs, 250*time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for s := range sampler.C {
+			send(search.MemoryEvent{GPU: s.Index, UsedMiB: s.UsedMiB, TotalMiB: s.TotalMiB, UtilGPU: s.UtilGPU})
+		}
+	}()
+	return func() {
+		sampler.Stop()
+		<-done
+	}
 }
 
 // Pause holds the running search's next candidates back, or lets them go.

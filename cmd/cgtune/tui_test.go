@@ -292,7 +292,7 @@ func TestTUILayoutSettingsSearchAsHeadlessSets(t *testing.T) {
 		"model.moe_token_dispatcher_type=alltoall", "model.recompute_granularity=full",
 		"model.recompute_method=uniform", "model.recompute_num_layers=2", "model.recompute_modules=null"}}
 	var headless search.Config
-	if err := f.what(&headless); err != nil {
+	if err := f.what(context.Background(), &headless); err != nil {
 		t.Fatal(err)
 	}
 	headless.Space = space

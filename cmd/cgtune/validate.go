@@ -29,8 +29,6 @@ import (
 	"cgtune/search"
 )
 
-func init() { subcommands = append(subcommands, newValidateCmd) }
-
 // defaultValidateTimeout bounds each validation job's running time unless
 // told otherwise (validate --job-timeout; the TUI's form without
 // --job-timeout).
@@ -292,7 +290,7 @@ func (f *validateFlags) source(args []string, can search.Buildable) (*validateSo
 			return nil, err
 		}
 		if s.req, err = search.JobValidationForRun(dir, f.top, can); err != nil {
-			return nil, fail(exitBadInput, "%v", err)
+			return nil, fail(exitBadInput, "%w", err)
 		}
 		s.runDir = dir
 	case f.preset != "":
@@ -302,11 +300,11 @@ func (f *validateFlags) source(args []string, can search.Buildable) (*validateSo
 		}
 		m, err := p.ResolveModel()
 		if err != nil {
-			return nil, fail(exitBadInput, "%s: %v", f.preset, err)
+			return nil, fail(exitBadInput, "%s: %w", f.preset, err)
 		}
 		targets, err := search.PresetTargets(p, can)
 		if err != nil {
-			return nil, fail(exitBadInput, "%v", err)
+			return nil, fail(exitBadInput, "%w", err)
 		}
 		s.preset = &p
 		s.req = search.JobValidation{Source: "preset " + p.Name, Model: m, Layout: p.Layout, MBridge: p.MBridge, Space: p.Space, Targets: targets}
@@ -317,7 +315,7 @@ func (f *validateFlags) source(args []string, can search.Buildable) (*validateSo
 		s.req.MBridge = f.mbridge
 	}
 	if _, err := presets.ParseMBridge(s.req.MBridge); err != nil {
-		return nil, fail(exitBadInput, "--mbridge: %v", err)
+		return nil, fail(exitBadInput, "--mbridge: %w", err)
 	}
 	return s, nil
 }
@@ -390,16 +388,16 @@ func (f *validateFlags) launcherFor(js presets.JobSetup) (job.Launcher, error) {
 	if f.batchTemplate != "" {
 		b, err := fileio.ReadFileLimited(f.batchTemplate, presets.MaxYAMLBytes) // a FIFO or /dev/zero must not hang
 		if err != nil {
-			return nil, fail(exitBadInput, "--batch-template: %v", err)
+			return nil, fail(exitBadInput, "--batch-template: %w", err)
 		}
 		tmpl = string(b)
 	}
 	s, err := job.NewSlurm(job.SlurmOptions{Nodes: js.Nodes, GPUsPerNode: js.GPUsPerNode, Time: js.Time, Partition: js.Partition, Account: js.Account}, tmpl)
 	if err != nil {
 		if f.batchTemplate != "" && errors.Is(err, job.ErrBatchTemplate) {
-			return nil, fail(exitBadInput, "%s: %v", f.batchTemplate, err)
+			return nil, fail(exitBadInput, "%s: %w", f.batchTemplate, err)
 		}
-		return nil, fail(exitBadInput, "%v", err)
+		return nil, fail(exitBadInput, "%w", err)
 	}
 	return s, nil
 }
@@ -429,9 +427,9 @@ func (f *validateFlags) checkDir(dir string) error {
 	}
 	if err := search.CheckValidationDir(dir); err != nil {
 		if f.dir != "" {
-			return fail(exitBadInput, "--dir %v", err)
+			return fail(exitBadInput, "--dir %w", err)
 		}
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	return nil
 }
@@ -442,48 +440,20 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	js, fromPreset, err := f.jobSetup(s)
+	js, err := f.request(s)
 	if err != nil {
 		return err
 	}
-	if fromPreset {
-		fmt.Fprintf(stderr, "the command template comes from %s:\n  %s\n", s.req.Source, strings.ReplaceAll(js.Command, "\n", "\n  "))
-		if !f.trust && !f.dryRun {
-			return fail(exitBadInput, "a preset's command template is shared input and runs only with --trust-preset-command: read it above first")
-		}
-	}
 	req := &s.req
-	if req.Command, err = job.ParseCommand(js.Command, js.Format); err != nil {
-		return fail(exitBadInput, "--command: %v", err)
-	}
-	if err := req.SkipRefusedBy(recipe.LauncherOf(js.Command)); err != nil {
-		return fail(exitBadInput, "%v", err)
-	}
-	for _, t := range req.Targets {
-		if first := job.FirstMeasured(t.Candidate); f.iters < first {
-			return fail(exitBadInput, "--iters %d: %s is measured from iteration %d; give --iters %d or more",
-				f.iters, t.Candidate.Name(), first, first+4)
-		}
-	}
-	if req.Launcher, err = f.launcherFor(js); err != nil {
-		return err
-	}
-	if req.Dir, err = f.validationDir(s); err != nil {
-		return err
-	}
-	if err := f.checkDir(req.Dir); err != nil {
-		return err
-	}
-	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume, req.SkipBadLines = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume, f.skipBad
 	// What the jobs' framework was found to lack, once the input is known
 	// to be good (a refusal stays one line).
 	if h := how(); h != "" {
 		fmt.Fprintln(stderr, "note: "+h)
 	}
-	for _, sk := range s.req.Skipped {
+	for _, sk := range req.Skipped {
 		fmt.Fprintf(stderr, "skipped %s: %s\n", sk.Candidate.Name(), sk.Why)
 	}
-	for _, n := range s.req.Notes {
+	for _, n := range req.Notes {
 		fmt.Fprintln(stderr, "note: "+n)
 	}
 	if !f.noCalibrate {
@@ -492,6 +462,55 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	if f.dryRun {
 		return f.printDryRun(stdout, *req)
 	}
+	return f.runJobs(ctx, s, js)
+}
+
+// request completes s.req from the flags and the job set-up (the
+// command, launcher, iterations and folder of the jobs), refusing bad
+// input before any job is rendered; a preset's command template is shown
+// and runs only when trusted.
+func (f *validateFlags) request(s *validateSource) (presets.JobSetup, error) {
+	js, fromPreset, err := f.jobSetup(s)
+	if err != nil {
+		return js, err
+	}
+	if fromPreset {
+		fmt.Fprintf(f.cmd.ErrOrStderr(), "the command template comes from %s:\n  %s\n", s.req.Source, strings.ReplaceAll(js.Command, "\n", "\n  "))
+		if !f.trust && !f.dryRun {
+			return js, fail(exitBadInput, "a preset's command template is shared input and runs only with --trust-preset-command: read it above first")
+		}
+	}
+	req := &s.req
+	if req.Command, err = job.ParseCommand(js.Command, js.Format); err != nil {
+		return js, fail(exitBadInput, "--command: %w", err)
+	}
+	if err := req.SkipRefusedBy(recipe.LauncherOf(js.Command)); err != nil {
+		return js, fail(exitBadInput, "%w", err)
+	}
+	for _, t := range req.Targets {
+		if first := job.FirstMeasured(t.Candidate); f.iters < first {
+			return js, fail(exitBadInput, "--iters %d: %s is measured from iteration %d; give --iters %d or more",
+				f.iters, t.Candidate.Name(), first, first+4)
+		}
+	}
+	if req.Launcher, err = f.launcherFor(js); err != nil {
+		return js, err
+	}
+	if req.Dir, err = f.validationDir(s); err != nil {
+		return js, err
+	}
+	if err := f.checkDir(req.Dir); err != nil {
+		return js, err
+	}
+	req.Iters, req.Parallel, req.Timeout, req.Poll, req.Resume, req.SkipBadLines = f.iters, f.parallel, f.jobTimeout, f.poll, f.resume, f.skipBad
+	return js, nil
+}
+
+// runJobs runs the validation's jobs, prints the comparison (and saves
+// the winner as a preset with --save-preset) and ends with its exit code.
+func (f *validateFlags) runJobs(ctx context.Context, s *validateSource, js presets.JobSetup) error {
+	stdout, stderr := f.cmd.OutOrStdout(), f.cmd.ErrOrStderr()
+	req := &s.req
 	if !req.Command.Has(job.PhIters) {
 		fmt.Fprintf(stderr, "note: the command has no {iters}: cgtune stops each job once it has logged %d iterations\n", f.iters)
 	}
@@ -503,9 +522,9 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	if err != nil && len(out.Rows) == 0 {
 		var bad *fileio.BadLinesError
 		if errors.As(err, &bad) {
-			return fail(exitBadInput, "%v; continue without the unreadable lines: add --resume --skip-bad-lines", err)
+			return fail(exitBadInput, "%w; continue without the unreadable lines: add --resume --skip-bad-lines", err)
 		}
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	v := out.Validation
 	res := validateOutput{JobOutcome: out}
@@ -515,7 +534,7 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 			res.Preset, err = presetStore("").Save(pr, f.force)
 		}
 		if err != nil {
-			return fail(exitBadInput, "--save-preset: %v", err)
+			return fail(exitBadInput, "--save-preset: %w", err)
 		}
 	}
 	if f.json {
@@ -529,7 +548,7 @@ func (f *validateFlags) run(ctx context.Context, args []string) error {
 	}
 	switch {
 	case err != nil:
-		return fail(exitInvalid, "validation journal: %v", err)
+		return fail(exitInvalid, "validation journal: %w", err)
 	case v.Interrupted:
 		return fail(exitInterrupted, "interrupted: the jobs were cancelled; %d finished are kept in %s; continue with --resume", len(v.Rows), req.Dir)
 	case v.Winner() == nil:
@@ -576,7 +595,7 @@ func (f *validateFlags) checkSavePreset() error {
 	}
 	store := presetStore("")
 	if store.UserDir() == "" {
-		return fail(exitBadInput, "--save-preset %s: %v", name, store.NoUserDir())
+		return fail(exitBadInput, "--save-preset %s: %w", name, store.NoUserDir())
 	}
 	if info, err := store.Find(name); err == nil && info.Source == presets.SourceUser && !f.force {
 		return fail(exitBadInput, "--save-preset %s: preset %q already exists at %s; give --force to replace it", name, name, info.Path)
@@ -587,12 +606,12 @@ func (f *validateFlags) checkSavePreset() error {
 func (f *validateFlags) printDryRun(w io.Writer, req search.JobValidation) error {
 	e, err := req.Engine()
 	if err != nil {
-		return fail(exitBadInput, "%v", err)
+		return fail(exitBadInput, "%w", err)
 	}
 	for _, t := range req.Targets {
 		cmd, err := e.Command(t.Candidate, e.JobDir(t.Candidate))
 		if err != nil {
-			return fail(exitBadInput, "%v", err)
+			return fail(exitBadInput, "%w", err)
 		}
 		fmt.Fprintf(w, "# %s\n", t.Candidate.Name())
 		if s, ok := req.Launcher.(*job.Slurm); ok {

@@ -450,8 +450,9 @@ func TestValidateSkipsWhatTheFrameworkCannotBuild(t *testing.T) {
 	}
 }
 
-// Before: --batch-template FIFO blocked forever and a character device
-// such as /dev/zero was read until memory ran out.
+// A --batch-template that is a FIFO or a character device (/dev/zero) is
+// refused, naming it, instead of blocking or reading until memory runs
+// out.
 func TestValidateBatchTemplateNeverHangs(t *testing.T) {
 	isolate(t)
 	run := searchRun(t)

@@ -16,8 +16,9 @@ import (
 	"cgtune/engine/job"
 )
 
-// Before: validate --dir wrote validation.json and the jobs' logs into a
-// folder that held other files.
+// validate --dir refuses a folder that holds files other than a
+// validation's (naming them), dry run or not, and leaves them as they
+// were: it writes validation.json and the jobs' logs there.
 func TestValidateDirRefusesOtherFiles(t *testing.T) {
 	isolate(t)
 	run := searchRun(t)
@@ -45,8 +46,9 @@ func TestValidateDirRefusesOtherFiles(t *testing.T) {
 	}
 }
 
-// Before: a validate --resume started while a validation ran took its
-// running job for a lost one, marked it UNKNOWN and started it again.
+// A validation folder is locked while a validation runs: a validate
+// --resume started meanwhile is refused, instead of taking the running
+// job for a lost one and starting it again.
 func TestValidateFolderIsLocked(t *testing.T) {
 	cache := isolate(t)
 	run := searchRun(t)

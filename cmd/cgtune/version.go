@@ -17,8 +17,6 @@ import (
 // binary (debug.ReadBuildInfo, when built with VCS stamping) is used.
 var revision = ""
 
-func init() { subcommands = append(subcommands, newVersionCmd) }
-
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",

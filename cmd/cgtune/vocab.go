@@ -64,11 +64,11 @@ func loadPreset(arg string) (presets.TeamPreset, string, error) {
 	case err == nil:
 		p, err := presets.NewStore(arg, "", "").LoadFile(arg)
 		if err != nil {
-			return p, "", fail(exitBadInput, "%v", err)
+			return p, "", fail(exitBadInput, "%w", err)
 		}
 		return p, arg, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return presets.TeamPreset{}, "", fail(exitBadInput, "--preset %s: %v", arg, err)
+		return presets.TeamPreset{}, "", fail(exitBadInput, "--preset %s: %w", arg, err)
 	}
 	if strings.ContainsRune(arg, os.PathSeparator) || strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") || !presets.ValidName(arg) {
 		return presets.TeamPreset{}, "", fail(exitBadInput, "--preset %s: no such file (a saved preset is named without a path: cgtune preset list)", arg)
@@ -76,11 +76,11 @@ func loadPreset(arg string) (presets.TeamPreset, string, error) {
 	s := presetStore("")
 	info, err := s.Find(arg)
 	if err != nil {
-		return presets.TeamPreset{}, "", fail(exitBadInput, "--preset: %v", err)
+		return presets.TeamPreset{}, "", fail(exitBadInput, "--preset: %w", err)
 	}
 	p, err := s.Load(arg)
 	if err != nil {
-		return p, "", fail(exitBadInput, "--preset %s: %v", arg, err)
+		return p, "", fail(exitBadInput, "--preset %s: %w", arg, err)
 	}
 	return p, info.Path, nil
 }

@@ -18,8 +18,6 @@ import (
 	"cgtune/stepmodel"
 )
 
-func init() { subcommands = append(subcommands, newWorkerCmd) }
-
 func newWorkerCmd() *cobra.Command {
 	var (
 		gpu         int

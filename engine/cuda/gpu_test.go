@@ -19,6 +19,7 @@ import (
 	"cgtune/engine"
 	"cgtune/engine/cuda"
 	"cgtune/engine/estimate"
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 	"cgtune/probes"
 	"cgtune/stepmodel"
@@ -74,14 +75,7 @@ func TestSpinKernelHitsItsTarget(t *testing.T) {
 
 func workload(t *testing.T, model, gpu string, opt stepmodel.WorkloadOptions) *stepmodel.Workload {
 	t.Helper()
-	m, err := presets.LookupModel(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := testmodel.Builtin(t, model, gpu)
 	w, err := stepmodel.BuildWorkload(m, l, opt)
 	if err != nil {
 		t.Fatal(err)

@@ -7,20 +7,14 @@ import (
 	"testing"
 
 	"cgtune/engine"
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
 
 func workload(t *testing.T, model, gpu string) *stepmodel.Workload {
 	t.Helper()
-	m, err := presets.LookupModel(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := testmodel.Builtin(t, model, gpu)
 	w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -11,11 +11,10 @@ import (
 	"testing"
 )
 
-// Before: "\r" did not end a line, so the iteration lines of a progress bar
-// redrawn with "\r" were one endless line and the job measured nothing; a
-// line without a newline was kept whole and searched again for a newline on
-// every read (a 1.5 GB one grew the process past 1.2 GB and kept the job
-// RUNNING long after it ended).
+// A job log's lines end at "\r" as at "\n", so the iteration lines of a
+// progress bar redrawn with "\r" are read; a line with no end is cut to
+// its last MaxLogLine bytes, with a note, so a huge one neither grows the
+// process nor keeps the job RUNNING after it ended.
 func TestLocalJobLogWithoutNewlines(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -71,8 +70,8 @@ func TestParserBoundsALineWithoutEnd(t *testing.T) {
 	}
 }
 
-// Before: a log line over 16 MiB made ParseLog (cgtune calibrate --log)
-// fail with "bufio.Scanner: token too long".
+// ParseLog (cgtune calibrate --log) cuts a log line over 16 MiB, counts
+// it, and reads the iteration on the line after it.
 func TestParseLogLongLine(t *testing.T) {
 	log := strings.Repeat("x", 17<<20) + "\n [2026-01-01 00:00:00.000000] iteration        5/      12 | elapsed time per iteration (ms): 40.0 |\n"
 	r, err := ParseLog(strings.NewReader(log))
@@ -155,10 +154,9 @@ func FuzzLogReader(f *testing.F) {
 
 func clipLine(s string) string { return s[:min(len(s), 80)] }
 
-// Before: a ledger line over 1 MiB failed the run with "bufio.Scanner:
-// token too long", naming neither file nor line, and a validation journal
-// line over 64 MiB silently ended the resume's reading there (the results
-// after it ran again). Both name the file and the line now.
+// A ledger line over 1 MiB, or a validation journal line over 64 MiB, is
+// an error naming the file and the line, never a bare "token too long"
+// or a silent end of the reading (the results after it would run again).
 func TestJournalLinesTooLongNameFileAndLine(t *testing.T) {
 	dir := t.TempDir()
 	long := strings.Repeat("x", 17<<20)

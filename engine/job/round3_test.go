@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// Before: a re-run opened its log with O_TRUNC through a link planted at
-// the log's path (cgtune-none.log -> precious.txt emptied precious.txt).
-// The job fails to start, naming the link, and the file it names is kept.
+// A re-run does not open its log through a link planted at the log's
+// path (cgtune-none.log -> precious.txt): the job fails to start, naming
+// the link, and the file it names is kept.
 func TestLocalJobLogNeverFollowsALink(t *testing.T) {
 	dir := t.TempDir()
 	precious := filepath.Join(t.TempDir(), "precious.txt")
@@ -47,9 +47,9 @@ func TestLocalJobLogNeverFollowsALink(t *testing.T) {
 	}
 }
 
-// Before: a graphed job that logs no eager iteration before its capture
-// (local per-layer graphs are captured in iteration 1) had a speed-up of
-// 0, shown as 0.000×. It has no ratio, and a note says why.
+// A graphed job that logs no eager iteration before its capture (local
+// per-layer graphs are captured in iteration 1) has no speed-up, not 0,
+// and a note says why.
 func TestJobWithoutEagerIterationsHasNoRatio(t *testing.T) {
 	e := newEngine(t, &Local{}, "bash "+Quote(fakeJob(t))+" --train-iters {iters} {flags}", t.TempDir(), nil)
 	res := e.RunJob(context.Background(), perLayer, 0, nil)

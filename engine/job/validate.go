@@ -133,43 +133,72 @@ type validationLine struct {
 // time. A cancelled ctx cancels the queued and running jobs and returns
 // what finished with Interrupted set; that is not an error.
 func Validate(ctx context.Context, cfg ValidateConfig, emit func(ValidateEvent)) (Validation, error) {
-	e := cfg.Engine
-	if e == nil {
+	if cfg.Engine == nil {
 		return Validation{}, errors.New("validate: no job engine")
 	}
 	if len(cfg.Targets) == 0 {
 		return Validation{}, errors.New("validate: nothing to validate")
 	}
-	var mu sync.Mutex
-	send := func(ev ValidateEvent) {
-		if emit != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			emit(ev)
-		}
-	}
-	prior, jf, err := openValidationJournalFor(ctx, e.cfg.Dir, cfg.Targets, cfg.Resume, cfg.SkipBadLines)
+	prior, jf, err := openValidationJournalFor(ctx, cfg.Engine.cfg.Dir, cfg.Targets, cfg.Resume, cfg.SkipBadLines)
 	if err != nil {
 		return Validation{}, err
 	}
 	defer jf.Close()
-
-	results := make([]engine.Result, len(cfg.Targets))
-	have := make([]bool, len(cfg.Targets))
-	done := 0
+	r := &validationRun{cfg: cfg, jf: jf, emit: emit,
+		results: make([]engine.Result, len(cfg.Targets)), have: make([]bool, len(cfg.Targets))}
 	for i, t := range cfg.Targets {
-		if r, ok := prior[t.Candidate.Key()]; ok {
-			results[i], have[i] = r, true
-			done++
-			send(JobDone{Result: r, Resumed: true, Done: done, Total: len(cfg.Targets)})
+		if res, ok := prior[t.Candidate.Key()]; ok {
+			r.results[i], r.have[i] = res, true
+			r.done++
+			r.send(JobDone{Result: res, Resumed: true, Done: r.done, Total: len(cfg.Targets)})
 		}
 	}
-	par := max(1, cfg.Parallel)
-	sem := make(chan struct{}, par)
+	r.runJobs(ctx)
+	v := r.validation(ctx.Err() != nil)
+	if r.jerr != nil {
+		return v, r.jerr
+	}
+	if !v.Interrupted {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return v, err
+		}
+		if err := fileio.WriteOwnFileAtomic(filepath.Join(cfg.Engine.cfg.Dir, ValidationFile), append(b, '\n'), 0o644); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// validationRun is one Validate: the targets' results so far (have marks
+// those there are), journalled as they come; mu guards them and emit.
+type validationRun struct {
+	cfg     ValidateConfig
+	jf      *validationJournal
+	emit    func(ValidateEvent)
+	mu      sync.Mutex
+	results []engine.Result
+	have    []bool
+	done    int
+	jerr    error // the first journal write that failed
+}
+
+// send hands ev to emit, one goroutine at a time.
+func (r *validationRun) send(ev ValidateEvent) {
+	if r.emit != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.emit(ev)
+	}
+}
+
+// runJobs runs the targets without a result, cfg.Parallel at a time,
+// until they are done or ctx is cancelled.
+func (r *validationRun) runJobs(ctx context.Context) {
+	sem := make(chan struct{}, max(1, r.cfg.Parallel))
 	var wg sync.WaitGroup
-	var jerr error
-	for i, t := range cfg.Targets {
-		if have[i] {
+	for i, t := range r.cfg.Targets {
+		if r.have[i] {
 			continue
 		}
 		select {
@@ -183,46 +212,45 @@ func Validate(ctx context.Context, cfg ValidateConfig, emit func(ValidateEvent))
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r := e.RunJob(ctx, t.Candidate, 0, func(u Update) { send(JobEvent{Update: u}) })
-			if ctx.Err() != nil && r.ErrKind == engine.FailureCancel {
+			res := r.cfg.Engine.RunJob(ctx, t.Candidate, 0, func(u Update) { r.send(JobEvent{Update: u}) })
+			if ctx.Err() != nil && res.ErrKind == engine.FailureCancel {
 				return // cancelled by the interruption: runs again on resume
 			}
-			mu.Lock()
-			results[i], have[i] = r, true
-			done++
-			n := done
-			if err := jf.add(validationLine{Type: "result", Key: t.Candidate.Key(), Result: &r}); err != nil && jerr == nil {
-				jerr = err
-			}
-			mu.Unlock()
-			send(JobDone{Result: r, Done: n, Total: len(cfg.Targets)})
+			r.record(i, res)
 		}()
 	}
 	wg.Wait()
-	v := Validation{Source: cfg.Source, Launcher: e.cfg.Launcher.Name(), Iters: e.cfg.Iters,
-		Interrupted: ctx.Err() != nil, Finished: time.Now().UTC(), Notes: cfg.Notes}
+}
+
+// record keeps target i's result and journals it.
+func (r *validationRun) record(i int, res engine.Result) {
+	t := r.cfg.Targets[i]
+	r.mu.Lock()
+	r.results[i], r.have[i] = res, true
+	r.done++
+	n := r.done
+	if err := r.jf.add(validationLine{Type: "result", Key: t.Candidate.Key(), Result: &res}); err != nil && r.jerr == nil {
+		r.jerr = err
+	}
+	r.mu.Unlock()
+	r.send(JobDone{Result: res, Done: n, Total: len(r.cfg.Targets)})
+}
+
+// validation compares the targets that have a result.
+func (r *validationRun) validation(interrupted bool) Validation {
+	e := r.cfg.Engine
+	v := Validation{Source: r.cfg.Source, Launcher: e.cfg.Launcher.Name(), Iters: e.cfg.Iters,
+		Interrupted: interrupted, Finished: time.Now().UTC(), Notes: r.cfg.Notes}
 	var got []Target
 	var res []engine.Result
-	for i, t := range cfg.Targets {
-		if have[i] {
+	for i, t := range r.cfg.Targets {
+		if r.have[i] {
 			got = append(got, t)
-			res = append(res, results[i])
+			res = append(res, r.results[i])
 		}
 	}
 	v.Rows = Compare(got, res)
-	if jerr != nil {
-		return v, jerr
-	}
-	if !v.Interrupted {
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return v, err
-		}
-		if err := fileio.WriteOwnFileAtomic(filepath.Join(e.cfg.Dir, ValidationFile), append(b, '\n'), 0o644); err != nil {
-			return v, err
-		}
-	}
-	return v, nil
+	return v
 }
 
 // Compare ranks the jobs' results by real step time and sets each row's
@@ -421,7 +449,7 @@ func ReadValidation(dir string) (Validation, error) {
 		return v, err
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return v, fmt.Errorf("%s: %v", path, err)
+		return v, fmt.Errorf("%s: %w", path, err)
 	}
 	return v, nil
 }

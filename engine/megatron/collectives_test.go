@@ -71,7 +71,7 @@ func fakeRanksEngine(t *testing.T, gpus []int, layerMs, modelled string) *Engine
 	cmd := worker.Command{Path: python(t), Args: []string{"-B", script},
 		Env: []string{"FAKE_MODE=ok", "FAKE_LAYER_MS=" + layerMs, "FAKE_MODELLED=" + modelled}}
 	rates, _ := stepmodel.SpecFor("h100")
-	e, err := newWithCommand(Options{GPUs: gpus, Rates: rates, StartTimeout: 20 * time.Second,
+	e, err := newWithCommand(context.Background(), Options{GPUs: gpus, Rates: rates, StartTimeout: 20 * time.Second,
 		Deadline: func(*stepmodel.Workload, presets.Candidate) time.Duration { return time.Minute }}, cmd)
 	if err != nil {
 		t.Fatalf("start: %v", err)

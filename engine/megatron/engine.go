@@ -77,13 +77,14 @@ func orDefault(v, d int) int {
 	return v
 }
 
-// New installs the worker (verifying any copy already there) and starts it.
-func New(o Options) (*Engine, error) {
+// New installs the worker (verifying any copy already there) and starts it;
+// a cancelled ctx stops the start (the framework's imports) and the worker.
+func New(ctx context.Context, o Options) (*Engine, error) {
 	cmd, err := WorkerCommand(o)
 	if err != nil {
 		return nil, err
 	}
-	e, err := newWithCommand(o, cmd)
+	e, err := newWithCommand(ctx, o, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ func New(o Options) (*Engine, error) {
 
 // newWithCommand starts the engine on a given worker command (tests use
 // a stand-in worker).
-func newWithCommand(o Options, cmd worker.Command) (*Engine, error) {
+func newWithCommand(ctx context.Context, o Options, cmd worker.Command) (*Engine, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 3 * time.Minute
 	}
@@ -101,7 +102,7 @@ func newWithCommand(o Options, cmd worker.Command) (*Engine, error) {
 	if o.CacheDir != "" {
 		e.sup.BeforeStart = e.reinstall
 	}
-	if err := e.sup.Start(); err != nil {
+	if err := e.sup.Start(ctx); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -181,6 +182,7 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 		return r
 	}
 	addCollectives(&r, w, e.opts.Rates, e.WorldSize())
+	hideEPOverlap(&r, w, e.opts.Rates)
 	e.addJobMemory(&r, w, c)
 	return r
 }
@@ -189,10 +191,10 @@ func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candi
 // one rank of the real job, with the graph memory the framework measured
 // (scaled to the job) where it measured one. The slice's own peak says
 // little about the job's rank: it runs at data-parallel size 1 without the
-// distributed optimizer's sharding, and fewer layers and micro-batches (on
-// the H200, qwen3_30b_a3b's h100 slice peaked at 98.6 GB where the job's
-// rank needs about 75). The ranking judges what fits from the breakdown,
-// as it does for the emulating engines' results.
+// distributed optimizer's sharding, and fewer layers and micro-batches, so
+// it can peak far above what the rank needs (docs/memory-and-verdict-2026-12-02.md,
+// Engines). The ranking judges what fits from the breakdown, as it does for
+// the emulating engines' results.
 func (e *Engine) addJobMemory(r *engine.Result, w *stepmodel.Workload, c presets.Candidate) {
 	plan := stepmodel.PlanCapture(w, c, w.Spec.Options.Generation)
 	b := stepmodel.PredictMemory(w, plan, nil, stepmodel.JobGPUMiB(w.Layout, e.Device().MemoryMiB), stepmodel.MemoryOptions{})
@@ -254,6 +256,30 @@ func addCollectives(r *engine.Result, w *stepmodel.Workload, rates stepmodel.Rat
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("collectives: modelled, %.2f ms/step from the workload model (%s) for %s, not run at world size %d",
 		ms, rates.Source, strings.Join(r.Framework.Modelled, ", "), world))
+}
+
+// hideEPOverlap takes off every step figure the EP all-to-all time that
+// the recipe's EP communication overlap hides (stepmodel.EPOverlapHiddenMs):
+// the worker runs Megatron-Core's plain schedule, not the combined 1F1B
+// one the overlap switches to, whether its ranks ran the all-to-alls or
+// they were modelled. Nothing changes without the overlap.
+func hideEPOverlap(r *engine.Result, w *stepmodel.Workload, rates stepmodel.Rates) {
+	ms := stepmodel.EPOverlapHiddenMs(w, rates)
+	if ms <= 0 {
+		return
+	}
+	for _, st := range []*stepmodel.Stats{&r.Step, &r.Eager} {
+		if st.N > 0 && st.Median > ms {
+			st.Median -= ms
+			st.P10 = max(0, st.P10-ms)
+			st.P90 -= ms
+		}
+	}
+	if r.Step.Median > 0 && r.Eager.Median > 0 {
+		r.Speedup = r.Eager.Median / r.Step.Median
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("EP communication overlap: modelled, %.2f ms/step of EP all-to-all hidden under the other micro-batch's computation "+
+		"as Megatron-Core's combined 1F1B schedule hides it (the worker runs the plain schedule)", ms))
 }
 
 // executed says which of the layers' collective families the ranks ran

@@ -31,7 +31,7 @@ func fakeEngine(t *testing.T, mode string, fallback engine.Engine, deadline time
 	script, _ := filepath.Abs("testdata/fake_worker.py")
 	cmd := worker.Command{Path: python(t), Args: []string{"-B", script}, Env: []string{"FAKE_MODE=" + mode}}
 	rates, _ := stepmodel.SpecFor("h100")
-	e, err := newWithCommand(Options{Rates: rates, Fallback: fallback, StartTimeout: 20 * time.Second,
+	e, err := newWithCommand(context.Background(), Options{Rates: rates, Fallback: fallback, StartTimeout: 20 * time.Second,
 		Deadline: func(*stepmodel.Workload, presets.Candidate) time.Duration { return deadline }}, cmd)
 	if err != nil {
 		t.Fatalf("start: %v", err)
@@ -230,7 +230,7 @@ func TestVersionMismatchAndMissingFrameworkFailTheStart(t *testing.T) {
 	for mode, want := range map[string]string{"version": "version 2", "noimport": "No module named 'megatron'"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := worker.Command{Path: python(t), Args: []string{"-B", script}, Env: []string{"FAKE_MODE=" + mode}}
-			_, err := newWithCommand(Options{StartTimeout: 20 * time.Second}, cmd)
+			_, err := newWithCommand(context.Background(), Options{StartTimeout: 20 * time.Second}, cmd)
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: err = %v, want it to name %q", mode, err, want)
 			}
@@ -392,6 +392,41 @@ func TestMeasuredOutsideAllocatorReachesTheBreakdown(t *testing.T) {
 		if b.Context != 7000 || b.Total != table.Total-table.Context+7000 || !strings.Contains(b.ContextSource, "measured in the warm worker on this node") ||
 			assumed != (gpu == "b200") {
 			t.Errorf("%s: outside the allocator %d MiB (%s), total %d; the table's %d", gpu, b.Context, b.ContextSource, b.Total, table.Total)
+		}
+	}
+}
+
+// The worker runs Megatron-Core's plain schedule: a recipe with EP
+// communication overlap gets the all-to-all time the combined 1F1B
+// schedule hides taken off its step and eager figures, labelled; one
+// without it keeps its figures.
+func TestEPOverlapIsModelledOnFrameworkResults(t *testing.T) {
+	m, err := presets.LookupModel("qwen3_30b_a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := presets.Layout{GPU: "h100", NumGPUs: 2, TP: 1, PP: 1, CP: 1, EP: 2, GBS: 4, MBS: 1, Seq: 1024, Precision: "bf16"}
+	rates, _ := stepmodel.SpecFor("h100")
+	for _, overlap := range []bool{false, true} {
+		w, err := stepmodel.BuildWorkload(m, l, stepmodel.WorkloadOptions{EPOverlap: overlap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hidden := stepmodel.EPOverlapHiddenMs(w, rates)
+		if overlap != (hidden > 0) {
+			t.Fatalf("EP overlap %v: %.3f ms hidden", overlap, hidden)
+		}
+		r := engine.Result{Step: stepmodel.Stats{N: 5, Median: 500, P10: 490, P90: 510}, Eager: stepmodel.Stats{N: 5, Median: 800, P10: 790, P90: 810}}
+		hideEPOverlap(&r, w, rates)
+		if r.Step.Median != 500-hidden || r.Eager.Median != 800-hidden {
+			t.Errorf("EP overlap %v: step %.3f eager %.3f, want 500 and 800 less the %.3f ms hidden", overlap, r.Step.Median, r.Eager.Median, hidden)
+		}
+		labelled := strings.Contains(strings.Join(r.Notes, " "), "EP communication overlap: modelled")
+		if labelled != overlap {
+			t.Errorf("EP overlap %v: notes %q", overlap, r.Notes)
+		}
+		if overlap && r.Speedup != r.Eager.Median/r.Step.Median {
+			t.Errorf("speed-up %.4f not recomputed", r.Speedup)
 		}
 	}
 }

@@ -18,12 +18,10 @@ import (
 // runs and needs no extrapolation in the layer count. What changes between
 // them is the cost of one layer, what stays is the rest. The far point is
 // the built count, not a fixed one: Megatron-Core's eager host time per
-// layer grows with the layers built, and on the H200 a 1-and-4-layer fit
-// put dense-small's 8-layer eager step at 143 ms of host time against
-// 164-181 ms measured and moe-small's at 792 ms against 1136 ms, the
-// largest errors such a fit gave in the three-way tables
-// (docs/emulation-accuracy-2026-12-01.md). A stage of one layer still
-// needs two points: 1 and 2.
+// layer grows with the layers built, and a fit from one and four layers
+// fell short of eight-layer steps by the largest errors of the three-way
+// tables (docs/emulation-accuracy-2026-12-01.md). A stage of one layer
+// still needs two points: 1 and 2.
 func profileLayers(w *stepmodel.Workload, maxLayers int) [2]int {
 	built := min(len(w.Layers), orDefault(maxLayers, DefaultMaxLayers))
 	return [2]int{1, max(2, built)}
@@ -160,9 +158,9 @@ func Fit(runs []profileRun, kind string) (*stepmodel.FrameworkProfile, error) {
 	// The optimizer's synchronised wall time is host-bound (Megatron-Core
 	// launches a few kernels per parameter group and reads the gradient
 	// norm back); as GPU time as well it was counted twice, and the
-	// emulated eager step of dense-small came out 8 ms above the profile's
-	// own run on an H200 (docs/emulation-accuracy-2026-12-01.md). Its
-	// kernels' GPU time is left to the per-op model (GPU 0).
+	// emulated eager step came out above the profile's own run
+	// (docs/emulation-accuracy-2026-12-01.md). Its kernels' GPU time is
+	// left to the per-op model (GPU 0).
 	p.Optimizer = stepmodel.HostGPU{HostMs: optFixed}
 	p.OptimizerPerLayer = stepmodel.HostGPU{HostMs: optLayer}
 	if l1, l2 := fit.get("layer", fit.a), fit.get("layer", fit.b); l1 != nil && l2 != nil {
@@ -274,9 +272,8 @@ func (f fitter) gpu(p *stepmodel.FrameworkProfile, lp *stepmodel.LayerProfile, e
 	if gpuBound(e1) && gpuBound(e2) {
 		// Eager kernels run with the launch gaps between them that a graph
 		// removes: where the eager runs are GPU-bound, their wall time is
-		// the layers' eager GPU time (dense-small mbs 4 on the H200: 5.43
-		// ms per layer and micro-batch eager, 5.24 graphed;
-		// docs/emulation-accuracy-2026-12-01.md).
+		// the layers' eager GPU time, above the graphed one
+		// (docs/emulation-accuracy-2026-12-01.md).
 		l, _ := f.line(eagerWall(e1), eagerWall(e2))
 		if l = f.lessFirstForward(l, lp.EagerFwd.HostMs); l > eagerGPU {
 			eagerGPU = l
@@ -294,9 +291,9 @@ func (f fitter) gpu(p *stepmodel.FrameworkProfile, lp *stepmodel.LayerProfile, e
 // the host through the first micro-batch's forward, the later ones'
 // forwards being covered by the backward's backlog, so
 // s = g + (fwdHost − g/3)/M. Without taking that out the emulation, which
-// runs the same host-bound forward, counts it twice (dense-small mbs 4 on
-// the H200: an emulated eager step 8 ms above the run it was fitted from,
-// docs/emulation-accuracy-2026-12-01.md).
+// runs the same host-bound forward, counts it twice, and its eager step
+// comes out above the run it was fitted from
+// (docs/emulation-accuracy-2026-12-01.md).
 func (f fitter) lessFirstForward(s, fwdHost float64) float64 {
 	g := (s - fwdHost/f.m) / (1 - 1/(3*f.m))
 	if fwdHost <= g/3 {

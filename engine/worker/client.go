@@ -72,8 +72,10 @@ func (t *tailBuffer) lastLine() string {
 	return s
 }
 
-// Start starts a worker and waits (up to startTimeout) for its hello.
-func Start(c Command, startTimeout time.Duration) (*Client, error) {
+// Start starts a worker and waits (up to startTimeout) for its hello. A
+// cancelled ctx ends the wait at once and kills the worker: a framework's
+// imports can take minutes, and Ctrl-C must not wait for them.
+func Start(ctx context.Context, c Command, startTimeout time.Duration) (*Client, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env = append(cmd.Environ(), c.Env...)
 	stdin, err := cmd.StdinPipe()
@@ -108,6 +110,9 @@ func Start(c Command, startTimeout time.Duration) (*Client, error) {
 	case <-time.After(startTimeout):
 		cl.Kill()
 		return nil, fmt.Errorf("worker did not say hello within %s", startTimeout)
+	case <-ctx.Done():
+		cl.Kill()
+		return nil, fmt.Errorf("worker start stopped: %w", context.Cause(ctx))
 	}
 }
 
@@ -289,18 +294,18 @@ type Supervisor struct {
 
 // NewSupervisor starts the first worker, so that a GPU that cannot be used
 // is reported before the search starts.
-func NewSupervisor(cmd Command, startTimeout time.Duration, deadline func(*stepmodel.Workload, presets.Candidate) time.Duration) (*Supervisor, error) {
+func NewSupervisor(ctx context.Context, cmd Command, startTimeout time.Duration, deadline func(*stepmodel.Workload, presets.Candidate) time.Duration) (*Supervisor, error) {
 	s := &Supervisor{Cmd: cmd, StartTimeout: startTimeout, DeadlineFor: deadline}
-	if err := s.ensure(); err != nil {
+	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // Start starts the first worker (a no-op while one lives).
-func (s *Supervisor) Start() error { return s.ensure() }
+func (s *Supervisor) Start(ctx context.Context) error { return s.ensure(ctx) }
 
-func (s *Supervisor) ensure() error {
+func (s *Supervisor) ensure(ctx context.Context) error {
 	if s.cur != nil && s.cur.Dead() == nil {
 		return nil
 	}
@@ -313,7 +318,7 @@ func (s *Supervisor) ensure() error {
 			return err
 		}
 	}
-	c, err := Start(s.Cmd, s.StartTimeout)
+	c, err := Start(ctx, s.Cmd, s.StartTimeout)
 	if err != nil {
 		s.cur = nil
 		return err
@@ -331,8 +336,12 @@ func (s *Supervisor) Device() engine.DeviceInfo { return s.dev }
 
 // Run runs a candidate on a live worker, starting one if needed.
 func (s *Supervisor) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
-	if err := s.ensure(); err != nil {
-		return engine.Result{Candidate: c, Source: engine.SourceMeasured, Device: s.dev, Err: "could not start a worker: " + err.Error(), ErrKind: engine.FailureCrash}
+	if err := s.ensure(ctx); err != nil {
+		kind := engine.FailureCrash
+		if ctx.Err() != nil {
+			kind = engine.FailureCancel
+		}
+		return engine.Result{Candidate: c, Source: engine.SourceMeasured, Device: s.dev, Err: "could not start a worker: " + err.Error(), ErrKind: kind}
 	}
 	return s.cur.Run(ctx, w, c, opts, emit)
 }

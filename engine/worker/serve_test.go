@@ -55,7 +55,10 @@ func (s *served) next(t *testing.T) Reply {
 	return r
 }
 
-// Before: a candidate with impl "banana" or warm-up -7 got a normal result.
+// The worker refuses a candidate with an unknown impl, a negative warm-up
+// or a bad scope list, run options out of range and a workload past the
+// bounds, each with an error reply naming the field, and then runs a good
+// request.
 func TestWorkerRefusesInvalidRequests(t *testing.T) {
 	s := serve(t, context.Background())
 	sp := spec(t)
@@ -94,8 +97,8 @@ func TestWorkerRefusesInvalidRequests(t *testing.T) {
 	}
 }
 
-// Before: Serve only looked at ctx between requests, so a worker waiting
-// for one, or running a long candidate, ignored SIGTERM.
+// Serve stops within a second of its context's cancel (SIGTERM), both
+// while it waits for a request and while it runs a long candidate.
 func TestServeStopsWithinASecondOfCancel(t *testing.T) {
 	for _, running := range []bool{false, true} {
 		t.Run(fmt.Sprintf("running=%v", running), func(t *testing.T) {
@@ -125,7 +128,7 @@ func TestServeStopsWithinASecondOfCancel(t *testing.T) {
 }
 
 // The worker process itself exits within a second of SIGTERM while a
-// candidate that ignores cancellation runs (before: ~60 s, or never).
+// candidate that ignores cancellation runs: SIGTERM must end it even then.
 func TestSIGTERMStopsTheWorkerProcess(t *testing.T) {
 	c := selfWorker(t)
 	cmd := exec.Command(c.Path)
@@ -170,9 +173,8 @@ func hugeLine(w io.Writer, n int) error {
 	return err
 }
 
-// Before: a 100 MB request line ended Serve ("bufio.Scanner: token too
-// long"), killing the worker; it is answered with an error naming the
-// line and the limit, and the worker keeps serving.
+// A 100 MB request line does not end Serve: it is answered with an error
+// naming the line and the limit, and the worker keeps serving.
 func TestServeAnswersAnOverlongLine(t *testing.T) {
 	s := serve(t, context.Background())
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -144,7 +145,7 @@ func selfWorker(t *testing.T) Command {
 }
 
 func TestKilledWorkerIsReportedAndReplaced(t *testing.T) {
-	sup, err := NewSupervisor(selfWorker(t), 10*time.Second, nil)
+	sup, err := NewSupervisor(context.Background(), selfWorker(t), 10*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestKilledWorkerIsReportedAndReplaced(t *testing.T) {
 
 func TestHungWorkerIsKilledAtItsDeadline(t *testing.T) {
 	deadline := func(*stepmodel.Workload, presets.Candidate) time.Duration { return 700 * time.Millisecond }
-	sup, err := NewSupervisor(selfWorker(t), 10*time.Second, deadline)
+	sup, err := NewSupervisor(context.Background(), selfWorker(t), 10*time.Second, deadline)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,14 +200,34 @@ func TestHungWorkerIsKilledAtItsDeadline(t *testing.T) {
 }
 
 func TestWorkerThatCannotStart(t *testing.T) {
-	_, err := Start(Command{Path: "/bin/sh", Args: []string{"-c", "echo no CUDA driver >&2; exit 3"}}, 5*time.Second)
+	_, err := Start(context.Background(), Command{Path: "/bin/sh", Args: []string{"-c", "echo no CUDA driver >&2; exit 3"}}, 5*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "no CUDA driver") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("%v", err)
 	}
 }
 
+// A worker that has not said hello yet is stopped by a cancelled context
+// at once, not at the start bound, and a candidate whose worker start
+// was stopped that way fails as cancelled, not as a crash.
+func TestCancelStopsAWorkerThatIsStarting(t *testing.T) {
+	silent := Command{Path: "/bin/sh", Args: []string{"-c", "exec sleep 300"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Start(ctx, silent, time.Minute)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
+		t.Fatalf("Start: %v after %s; want the context's error within seconds", err, time.Since(start))
+	}
+	sup := &Supervisor{Cmd: silent, StartTimeout: time.Minute}
+	w, _ := spec(t).Build()
+	res := sup.Run(ctx, w, presets.Candidate{Impl: "none"}, engine.RunOptions{}, nil)
+	if res.ErrKind != engine.FailureCancel {
+		t.Errorf("a candidate whose worker start was cancelled: kind %q err %q, want %q", res.ErrKind, res.Err, engine.FailureCancel)
+	}
+}
+
 func TestCancelKillsTheWorker(t *testing.T) {
-	sup, err := NewSupervisor(selfWorker(t), 10*time.Second, nil)
+	sup, err := NewSupervisor(context.Background(), selfWorker(t), 10*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +241,11 @@ func TestCancelKillsTheWorker(t *testing.T) {
 	}
 }
 
-// Before: a reply line of up to 64 MiB was read whole; one longer than
-// MaxLineBytes now kills the (broken) worker and fails the candidate at
-// once, naming the line, and the next candidate gets a new worker.
+// A reply line longer than MaxLineBytes kills the (broken) worker and
+// fails the candidate at once, naming the line, and the next candidate
+// gets a new worker.
 func TestLongReplyLineFailsTheCandidate(t *testing.T) {
-	sup, err := NewSupervisor(selfWorker(t), 10*time.Second, nil)
+	sup, err := NewSupervisor(context.Background(), selfWorker(t), 10*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

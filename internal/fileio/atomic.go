@@ -169,9 +169,9 @@ func folderError(path, dir string, err error) error {
 	case serr == nil && !st.IsDir():
 		return fmt.Errorf("%s: %s is not a folder", path, dir)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
-		return fmt.Errorf("%s: cannot create files in %s (%v)", path, dir, unwrapPath(err))
+		return fmt.Errorf("%s: cannot create files in %s (%w)", path, dir, unwrapPath(err))
 	}
-	return fmt.Errorf("%s: %v", path, unwrapPath(err))
+	return fmt.Errorf("%s: %w", path, unwrapPath(err))
 }
 
 // WriteFileAtomic writes data to path so that a reader sees either the old

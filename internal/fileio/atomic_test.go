@@ -106,8 +106,9 @@ func nodes(t *testing.T) map[string]string {
 // unix1_3 is the device number 1,3 (what /dev/null is on Linux).
 func unix1_3() uint64 { return 1<<8 | 3 }
 
-// Before: the FIFO, the device and the socket were renamed over and became
-// regular files (as root, --emit /dev/full replaced the real /dev/full).
+// WriteFileAtomic refuses a FIFO, a device or a socket at the path and
+// leaves it as it was: renaming over it would make it a regular file (as
+// root, --emit /dev/full would replace the real /dev/full).
 func TestWriteFileAtomicRefusesNonRegular(t *testing.T) {
 	for kind, p := range nodes(t) {
 		before, _ := os.Lstat(p)
@@ -136,7 +137,8 @@ func TestWriteFileAtomicRefusesNonRegular(t *testing.T) {
 	}
 }
 
-// Before: a symbolic link at the path was replaced by a regular file.
+// WriteFileAtomic through a symbolic link (relative, a chain, or one whose
+// target does not exist yet) writes the target and keeps the link.
 func TestWriteFileAtomicKeepsSymlinks(t *testing.T) {
 	dir := t.TempDir()
 	other := filepath.Join(dir, "team")
@@ -179,8 +181,9 @@ func TestWriteFileAtomicKeepsSymlinks(t *testing.T) {
 	}
 }
 
-// Before: a missing folder was only found when the file was written, after
-// the search, and the message named the temporary file.
+// CheckWritable finds a missing folder, or a file where the folder should
+// be, before the work that ends in the write; it and WriteFileAtomic name
+// the path given, never the temporary file.
 func TestCheckWritable(t *testing.T) {
 	dir := t.TempDir()
 	if err := CheckWritable(filepath.Join(dir, "out.yaml")); err != nil {
@@ -212,7 +215,8 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// Before: a 0600 file came back 0644 (the caller's perm) after a rewrite.
+// A rewritten file keeps its mode (0600 stays 0600), whatever perm the
+// caller passes.
 func TestWriteFileAtomicKeepsTheMode(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "secret.yaml")
@@ -229,7 +233,7 @@ func TestWriteFileAtomicKeepsTheMode(t *testing.T) {
 	}
 }
 
-// Before: a 0444 file was replaced (root may write anything).
+// A read-only file (0444) is refused, though root could write it.
 func TestWriteFileAtomicRefusesReadOnly(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "frozen.yaml")
@@ -256,8 +260,8 @@ func TestWriteFileAtomicRefusesReadOnly(t *testing.T) {
 	}
 }
 
-// Before: a link another user left in a sticky /tmp-like folder was read
-// and its target replaced, which the kernel's protected_symlinks forbids.
+// A link another user left in a sticky /tmp-like folder is neither read
+// nor its target replaced, as the kernel's protected_symlinks forbids.
 func TestWriteFileAtomicRefusesOthersLinkInStickyFolder(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("giving a link to another user needs root")

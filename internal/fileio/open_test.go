@@ -14,10 +14,10 @@ import (
 	"cgtune/internal/fileio/fileiotest"
 )
 
-// Before: job logs were opened with O_TRUNC through a link planted at
-// their path (the file it named was emptied), and appends followed links
-// and blocked on FIFOs. Each writer refuses what is not a regular file,
-// naming it, and leaves the link's target as it was.
+// Each writer (a truncating open, an append) refuses what is not a
+// regular file, naming it, and leaves a link's target as it was: a link
+// planted at a job log's path must not empty the file it names, and a
+// FIFO must not block.
 func TestWritersNeverFollowALinkOrHang(t *testing.T) {
 	dir := t.TempDir()
 	precious := filepath.Join(dir, "precious.txt")
@@ -74,8 +74,8 @@ func closeIf(f *os.File) {
 	}
 }
 
-// Before: os.ReadDir of a FIFO put where a folder was expected (a
-// $CGTUNE_PRESETS entry, the profile cache) blocked forever.
+// ReadDir refuses a FIFO put where a folder is expected (a
+// $CGTUNE_PRESETS entry, the profile cache) instead of blocking on it.
 func TestReadDirNeverHangs(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
@@ -115,10 +115,9 @@ func TestReadFileContext(t *testing.T) {
 	}
 }
 
-// Before: a preset save killed with SIGKILL (which no program can catch)
-// left its .NAME.yaml.tmp-* behind for good. Old ones of cgtune's naming
-// are removed; a fresh one (a save in progress), another program's file
-// and a folder are not.
+// RemoveStaleTemps removes the old .NAME.yaml.tmp-* a save killed with
+// SIGKILL (which no program can catch) left behind; a fresh one (a save
+// in progress), another program's file and a folder are kept.
 func TestRemoveStaleTemps(t *testing.T) {
 	dir := t.TempDir()
 	old := time.Now().Add(-2 * StaleTempAge)

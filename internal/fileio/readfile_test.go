@@ -9,8 +9,8 @@ import (
 	"cgtune/internal/fileio/fileiotest"
 )
 
-// Before: loading a FIFO blocked forever and /dev/zero grew the process
-// without end.
+// ReadFileLimited refuses a FIFO and a character device such as
+// /dev/zero, naming them, instead of blocking or growing without end.
 func TestReadFileLimitedNeverHangs(t *testing.T) {
 	for kind, p := range fileiotest.Hostile(t, t.TempDir()) {
 		want := fileiotest.Refusal(kind)

@@ -6,6 +6,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/internal/fileio/fileiotest"
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 	"cgtune/search"
 	"cgtune/stepmodel"
@@ -18,14 +19,7 @@ import (
 // keeps the rest of the layers whole.
 func TestSetRecomputeReachesTheBreakdown(t *testing.T) {
 	fileiotest.IsolateCache(t)
-	m, err := presets.LookupModel("llama3_8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout("h100")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := testmodel.Builtin(t, "llama3_8b", "h100")
 	breakdown := func(sets map[string]string) *stepmodel.MemoryBreakdown {
 		t.Helper()
 		cfg := search.Config{Model: m, Layout: l, MBridge: "0.7", Sets: sets, Strategy: search.StrategyExhaustive,

@@ -21,13 +21,15 @@ import (
 // the framework, and cannot have it, wrap.
 var ErrNoGPU = errors.New("no usable GPU")
 
-// noGPU is an error that wraps ErrNoGPU with the message alone.
-type noGPU struct{ msg string }
+// noGPU is an error that wraps ErrNoGPU with the message of err alone,
+// and wraps err too (the cause: a cancelled start, a missing driver).
+type noGPU struct{ err error }
 
-func (e noGPU) Error() string { return e.msg }
-func (e noGPU) Unwrap() error { return ErrNoGPU }
+func (e noGPU) Error() string   { return e.err.Error() }
+func (e noGPU) Unwrap() []error { return []error{ErrNoGPU, e.err} }
 
-// noGPUf formats a message as an error that wraps ErrNoGPU.
+// noGPUf formats a message as fmt.Errorf does (%w wraps the cause) as an
+// error that wraps ErrNoGPU.
 func noGPUf(format string, args ...any) error {
-	return noGPU{msg: fmt.Sprintf(format, args...)}
+	return noGPU{err: fmt.Errorf(format, args...)}
 }

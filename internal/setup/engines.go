@@ -43,6 +43,17 @@ type Options struct {
 	EstimateDelay time.Duration
 	Megatron      Megatron
 	Job           Job
+	// devices counts the node's GPUs (cuda.DeviceCount); tests of the
+	// engines' start-up stand in for the driver with it.
+	devices func() (int, error)
+}
+
+// deviceCount is the number of GPUs the driver sees.
+func (o Options) deviceCount() (int, error) {
+	if o.devices != nil {
+		return o.devices()
+	}
+	return cuda.DeviceCount()
 }
 
 // Engines are a search's opened engines (in its Config) and what opening
@@ -70,14 +81,16 @@ func (e *Engines) notice(format string, args ...any) {
 // cfg.Engines and cfg.Estimator: one cuda worker per GPU, one in-process
 // estimate engine per GPU, the megatron engine per group of ranks, or the
 // job engine. cfg is kept: the job engine reads its run folder when its
-// first job starts. On an error nothing is left open.
-func Open(cfg *search.Config, o Options) (*Engines, error) {
+// first job starts. On an error nothing is left open. Cancelling ctx stops
+// the workers' start (a megatron worker's imports can take minutes) with
+// an error that wraps ctx's cause.
+func Open(ctx context.Context, cfg *search.Config, o Options) (*Engines, error) {
 	if _, err := o.Profile.Adjust(); err != nil { // before any worker starts: bad input, not a worker failure
 		return nil, err
 	}
 	e := &Engines{Engine: o.Engine, close: func() {}}
 	if e.Engine == "" {
-		opened, err := e.openDefault(cfg, o)
+		opened, err := e.openDefault(ctx, cfg, o)
 		if err != nil {
 			e.Close()
 			return nil, err
@@ -117,9 +130,9 @@ func Open(cfg *search.Config, o Options) (*Engines, error) {
 				estGPU, ProfileNotice(cfg.Model, cfg.Layout, estGPU))}, e.Notices...)
 		}
 	case EngineCUDA:
-		err = e.openCUDA(cfg, o, estGPU)
+		err = e.openCUDA(ctx, cfg, o, estGPU)
 	case EngineMegatron:
-		err = e.openMegatron(context.Background(), cfg, o)
+		err = e.openMegatron(ctx, cfg, o)
 	case EngineJob:
 		err = e.openJob(cfg, o)
 	default:
@@ -168,16 +181,16 @@ func (e *Engines) openEstimate(cfg *search.Config, o Options, estGPU string) err
 
 // openCUDA starts one cuda worker per GPU; the estimator is for the GPU
 // the first worker reports unless o names one.
-func (e *Engines) openCUDA(cfg *search.Config, o Options, estGPU string) error {
-	if n, err := cuda.DeviceCount(); err != nil {
-		return noGPUf("%v (--engine estimate estimates without a GPU)", err)
+func (e *Engines) openCUDA(ctx context.Context, cfg *search.Config, o Options, estGPU string) error {
+	if n, err := o.deviceCount(); err != nil {
+		return noGPUf("%w (--engine estimate estimates without a GPU)", err)
 	} else if bad := slices.IndexFunc(o.GPUs, func(g int) bool { return g >= n }); bad >= 0 {
 		return noGPUf("--gpu %d: this node has %d GPU(s)", o.GPUs[bad], n)
 	}
 	// The workers' deadlines come from the estimator, which is for the
 	// GPU the first worker reports; it is set before any run starts.
 	var est engine.Engine
-	engines, closeAll, err := WorkerSupervisors(o.GPUs, o.Profile, func(w *stepmodel.Workload, c presets.Candidate) time.Duration {
+	engines, closeAll, err := WorkerSupervisors(ctx, o.GPUs, o.Profile, func(w *stepmodel.Workload, c presets.Candidate) time.Duration {
 		return search.DeadlineFor(est)(w, c)
 	})
 	if err != nil {
@@ -262,7 +275,7 @@ func WithMeasuredNCCL(rates stepmodel.Rates, gpu string) stepmodel.Rates {
 
 // WorkerSupervisors starts one `cgtune worker` per GPU: this executable,
 // whose worker subcommand runs the cuda engine on one GPU.
-func WorkerSupervisors(gpus []int, prof Profile, deadline func(*stepmodel.Workload, presets.Candidate) time.Duration) ([]engine.Engine, func(), error) {
+func WorkerSupervisors(ctx context.Context, gpus []int, prof Profile, deadline func(*stepmodel.Workload, presets.Candidate) time.Duration) ([]engine.Engine, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -275,14 +288,14 @@ func WorkerSupervisors(gpus []int, prof Profile, deadline func(*stepmodel.Worklo
 	}
 	var engines []engine.Engine
 	for _, g := range gpus {
-		s, err := worker.NewSupervisor(worker.Command{Path: exe, Args: append([]string{"worker", "--gpu", strconv.Itoa(g)}, prof.Args()...)}, 2*time.Minute, deadline)
+		s, err := worker.NewSupervisor(ctx, worker.Command{Path: exe, Args: append([]string{"worker", "--gpu", strconv.Itoa(g)}, prof.Args()...)}, 2*time.Minute, deadline)
 		if err != nil {
 			closeAll()
 			msg := err.Error()
 			if strings.Contains(msg, "no CUDA driver") || strings.Contains(msg, "no NVIDIA driver") || strings.Contains(msg, "exit status 3") {
-				return nil, nil, noGPUf("GPU %d: %s", g, msg)
+				return nil, nil, noGPUf("GPU %d: %w", g, err)
 			}
-			return nil, nil, noGPUf("GPU %d: worker: %s", g, msg)
+			return nil, nil, noGPUf("GPU %d: worker: %w", g, err)
 		}
 		sups = append(sups, s)
 		// A stage that does not fit this GPU runs as a slice of its

@@ -34,7 +34,7 @@ func (e *Engines) openJob(cfg *search.Config, o Options) error {
 	}
 	tmpl, err := job.ParseCommand(jo.Command, jo.CommandFormat)
 	if err != nil {
-		return fmt.Errorf("--command: %v", err)
+		return fmt.Errorf("--command: %w", err)
 	}
 	l, err := JobLauncher(jo.Launcher)
 	if err != nil {

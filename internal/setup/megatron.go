@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,8 +79,8 @@ func DefaultEngine(ctx context.Context, python string) (name, why string) {
 // twice), else cuda where there is a GPU, else estimate. It reports
 // whether it opened the megatron engines; otherwise e.Engine names the
 // engine to open.
-func (e *Engines) openDefault(cfg *search.Config, o Options) (bool, error) {
-	n, err := cuda.DeviceCount()
+func (e *Engines) openDefault(ctx context.Context, cfg *search.Config, o Options) (bool, error) {
+	n, err := o.deviceCount()
 	if err != nil || n == 0 {
 		if err == nil {
 			err = fmt.Errorf("no GPU")
@@ -88,10 +89,11 @@ func (e *Engines) openDefault(cfg *search.Config, o Options) (bool, error) {
 		e.notice("engine estimate: %v: using the estimate engine (computed, not measured)", err)
 		return false, nil
 	}
-	if err := e.openMegatron(context.Background(), cfg, o); err != nil {
-		// Bad input (e.g. --ranks) is an error; a framework that cannot
-		// start here means the emulation measures instead.
-		if !errors.Is(err, ErrNoGPU) {
+	if err := e.openMegatron(ctx, cfg, o); err != nil {
+		// Bad input (e.g. --ranks) is an error, and so is a start the
+		// person stopped; a framework that cannot start here means the
+		// emulation measures instead.
+		if !errors.Is(err, ErrNoGPU) || ctx.Err() != nil {
 			return false, err
 		}
 		cfg.Engines, e.close = nil, func() {}
@@ -112,25 +114,13 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 	// megatron.core) and says what is missing; no separate check costs
 	// another 10–15 s import here.
 	mo, gpus := o.Megatron, o.GPUs
-	py, err := megatron.FindPython(mo.Python)
+	py, ranks, err := megatronRanks(cfg, o)
 	if err != nil {
-		return noGPUf("--engine megatron: %v", err)
-	}
-	if n, err := cuda.DeviceCount(); err != nil {
-		return noGPUf("--engine megatron: %v", err)
-	} else if bad := slices.IndexFunc(gpus, func(g int) bool { return g >= n }); bad >= 0 {
-		return noGPUf("--gpu %d: this node has %d GPU(s)", gpus[bad], n)
-	}
-	ranks := mo.Ranks
-	if ranks <= 0 {
-		ranks = UsableRanks(cfg.Layout, len(gpus))
-	}
-	if ranks > len(gpus) || len(gpus)%ranks != 0 {
-		return fmt.Errorf("--ranks %d: give a multiple of it as --gpu (have %d GPUs)", ranks, len(gpus))
+		return err
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		return fmt.Errorf("no user cache folder for the megatron worker: %v", err)
+		return fmt.Errorf("no user cache folder for the megatron worker: %w", err)
 	}
 	rates, ok := stepmodel.SpecFor(cfg.Layout.GPU)
 	if !ok {
@@ -138,18 +128,9 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 	}
 	rates = WithMeasuredNCCL(rates, cfg.Layout.GPU)
 	var closers []func() error
-	logDir := cfg.RunDir
-	if logDir == "" {
-		logDir = mo.LogDir
-	}
-	if logDir == "" {
-		logDir = filepath.Join(cache, "cgtune")
-	}
-	var log *os.File
-	if err := os.MkdirAll(logDir, 0o700); err == nil {
-		if log, err = fileio.OpenAppend(filepath.Join(logDir, MegatronWorkerLog), 0o600); err == nil {
-			closers = append(closers, log.Close)
-		}
+	log := openWorkerLog(cmp.Or(cfg.RunDir, mo.LogDir, filepath.Join(cache, "cgtune")))
+	if log != nil {
+		closers = append(closers, log.Close)
 	}
 	for i := 0; i < len(gpus); i += ranks {
 		// Each group's fallback runs on the group's first GPU: engines run
@@ -157,7 +138,7 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 		first := gpus[i]
 		fallback := &lazyEngine{what: "fallback engine", open: func() (engine.Engine, error) { return fallbackEngine(first, o.Profile) }}
 		closers = append(closers, fallback.Close)
-		m, err := megatron.New(megatron.Options{
+		m, err := megatron.New(ctx, megatron.Options{
 			Python: py, CacheDir: filepath.Join(cache, "cgtune", "megatron-worker"),
 			GPUs: gpus[i : i+ranks], MaxLayers: mo.MaxLayers, MaxMicroBatches: mo.MaxMicroBatches,
 			Rates: rates, Fallback: fallback, Log: logWriter(log),
@@ -167,7 +148,7 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 			for _, c := range closers {
 				c()
 			}
-			return noGPUf("--engine megatron: GPU %v: %v", gpus[i:i+ranks], err)
+			return noGPUf("--engine megatron: GPU %v: %w", gpus[i:i+ranks], err)
 		}
 		closers = append([]func() error{m.Close}, closers...)
 		cfg.Engines = append(cfg.Engines, m)
@@ -188,6 +169,44 @@ func (e *Engines) openMegatron(ctx context.Context, cfg *search.Config, o Option
 	}
 	e.notice("engine megatron: %s; %d rank(s) per candidate on GPU %v", FrameworkString(cfg.Engines[0]), ranks, gpus)
 	return nil
+}
+
+// megatronRanks finds the Python the megatron workers run on and the
+// ranks of one candidate (--ranks, or as many of --gpu as the layout can
+// use), checking --gpu against the node's GPUs.
+func megatronRanks(cfg *search.Config, o Options) (python string, ranks int, err error) {
+	mo, gpus := o.Megatron, o.GPUs
+	py, err := megatron.FindPython(mo.Python)
+	if err != nil {
+		return "", 0, noGPUf("--engine megatron: %w", err)
+	}
+	if n, err := o.deviceCount(); err != nil {
+		return "", 0, noGPUf("--engine megatron: %w", err)
+	} else if bad := slices.IndexFunc(gpus, func(g int) bool { return g >= n }); bad >= 0 {
+		return "", 0, noGPUf("--gpu %d: this node has %d GPU(s)", gpus[bad], n)
+	}
+	ranks = mo.Ranks
+	if ranks <= 0 {
+		ranks = UsableRanks(cfg.Layout, len(gpus))
+	}
+	if ranks > len(gpus) || len(gpus)%ranks != 0 {
+		return "", 0, fmt.Errorf("--ranks %d: give a multiple of it as --gpu (have %d GPUs)", ranks, len(gpus))
+	}
+	return py, ranks, nil
+}
+
+// openWorkerLog opens the megatron workers' log in dir for appending, or
+// returns nil where it cannot: the log is for reading afterwards, and
+// its absence stops no search.
+func openWorkerLog(dir string) *os.File {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil
+	}
+	log, err := fileio.OpenAppend(filepath.Join(dir, MegatronWorkerLog), 0o600)
+	if err != nil {
+		return nil
+	}
+	return log
 }
 
 // Profiler measures framework profiles (the megatron engine).
@@ -264,7 +283,9 @@ func UsableRanks(l presets.Layout, n int) int {
 // fallbackEngine measures what the framework cannot run: the cuda engine
 // on the GPU where there is a driver, else the estimate engine.
 func fallbackEngine(gpu int, prof Profile) (engine.Engine, error) {
-	engines, closeAll, err := WorkerSupervisors([]int{gpu}, prof, search.DeadlineFor(nil))
+	// Opened on a candidate's first use, whose context does not reach
+	// here: a cuda worker starts in seconds, not the framework's minutes.
+	engines, closeAll, err := WorkerSupervisors(context.Background(), []int{gpu}, prof, search.DeadlineFor(nil))
 	if err == nil {
 		return closingEngine{engines[0], closeAll}, nil
 	}

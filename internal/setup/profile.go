@@ -36,7 +36,7 @@ func (p Profile) Adjust() (*stepmodel.ProfileAdjust, error) {
 	var err error
 	if p.File != "" {
 		if a, err = stepmodel.LoadProfileAdjust(p.File); err != nil {
-			return nil, fmt.Errorf("--profile-file %v", err)
+			return nil, fmt.Errorf("--profile-file %w", err)
 		}
 	}
 	if p.Scale != "" {

@@ -55,7 +55,7 @@ func TestRecipeSettingStandsUnlessBeatenBeyondNoise(t *testing.T) {
 			if err := setup.Workload(&cfg); err != nil {
 				t.Fatalf("%s %s: %v", m.Name, gpu, err)
 			}
-			e, err := setup.Open(&cfg, setup.Options{Engine: setup.EngineEstimate, GPUs: []int{0}})
+			e, err := setup.Open(context.Background(), &cfg, setup.Options{Engine: setup.EngineEstimate, GPUs: []int{0}})
 			if err != nil {
 				t.Fatal(err)
 			}

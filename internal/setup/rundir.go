@@ -41,10 +41,10 @@ func ResolveRun(name string) (string, error) {
 func NewRunDir() (string, error) {
 	root, err := RunsRoot()
 	if err != nil {
-		return "", fmt.Errorf("no user cache folder for the run (%v): give --run-dir", err)
+		return "", fmt.Errorf("no user cache folder for the run (%w): give --run-dir", err)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", fmt.Errorf("%v", err)
+		return "", err
 	}
 	base := time.Now().Format("20060102-150405")
 	for i := 1; ; i++ {
@@ -58,7 +58,7 @@ func NewRunDir() (string, error) {
 			return p, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("%v", err)
+			return "", err
 		}
 	}
 }

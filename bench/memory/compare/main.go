@@ -106,7 +106,7 @@ func compare(path string) (rows []string, worstDevice, worstAlloc float64, err e
 	var in io.Reader = f
 	if strings.HasSuffix(path, ".gz") {
 		if in, err = gzip.NewReader(f); err != nil {
-			return nil, 0, 0, fmt.Errorf("%s: %v", path, err)
+			return nil, 0, 0, fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	sc := bufio.NewScanner(in)

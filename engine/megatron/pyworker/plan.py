@@ -212,6 +212,12 @@ def rank_shapes(spec, world=1, max_layers=8, max_microbatches=4):
         raise SpecError("hybrid (Mamba) models need HybridModel and mamba_ssm; this worker builds GPTModel only")
     if arch.get("mla"):
         raise SpecError("multi-latent attention is not built by this worker")
+    for field, what in (("experimental_attention_variant", "experimental attention (the gated delta-net, DeepSeek-V4's)"),
+                        ("attention_output_gate", "gated attention"), ("hyper_connections", "hyper-connections")):
+        if arch.get(field):
+            raise SpecError(what + " is not built by this worker")
+    if (arch.get("moe") or {}).get("moe_latent_size"):
+        raise SpecError("latent MoE (moe_latent_size) is not built by this worker")
     job = {k: _pos(layout, k, "layout", 1) for k in ("tp", "pp", "cp", "ep", "etp")}
     num_gpus = _pos(layout, "num_gpus", "layout", 1)
     mbs = _pos(layout, "mbs", "layout", 1)

@@ -154,8 +154,7 @@ class Slice:
         # The host's calls of the first micro-batch's layers, for the
         # profile: with per-layer graphs the GPU also waits through the
         # step's first replay, whose host path costs more than the next
-        # ones' (0.18-0.24 ms more with Megatron-Core 0.20 on an H200,
-        # docs/emulation-accuracy-2026-12-01.md). A graphed layer is
+        # ones' (docs/emulation-accuracy-2026-12-01.md). A graphed layer is
         # not called through nn.Module (no hooks run), but every call asks
         # _should_call_local_cudagraph first.
         self.last_layer_calls = None

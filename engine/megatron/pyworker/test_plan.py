@@ -151,6 +151,16 @@ class ShapesTest(unittest.TestCase):
     def test_unsupported_and_bad_specs(self):
         with self.assertRaises(plan.SpecError):
             plan.rank_shapes(spec(hybrid="M*M*"))
+        # The newer models' layers: GPTModel's standard layers would build
+        # something else and measure it as them.
+        for field, value in (("experimental_attention_variant", "gated_delta_net"), ("attention_output_gate", True),
+                             ("hyper_connections", {"num_residual_streams": 4})):
+            s = spec()
+            s["model"]["arch"][field] = value
+            with self.assertRaises(plan.SpecError):
+                plan.rank_shapes(s)
+        with self.assertRaises(plan.SpecError):
+            plan.rank_shapes(spec(moe={"experts": 8, "top_k": 2, "ffn_hidden": 512, "moe_latent_size": 128}))
         with self.assertRaises(plan.SpecError):
             plan.rank_shapes(spec(tp=3, num_gpus=3))  # 16 heads over TP 3
         with self.assertRaises(plan.SpecError):
