@@ -827,7 +827,11 @@ func (c *Recipe) applySet(arg string, user bool) error {
 			return fmt.Errorf("--set %s: %w", flag, err)
 		}
 	}
-	if err := c.setValue(key, v); err != nil {
+	set := c.setValue
+	if user {
+		set = c.override
+	}
+	if err := set(key, v); err != nil {
 		return fmt.Errorf("--set %s: %w", flag, err)
 	}
 	return nil
