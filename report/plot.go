@@ -251,37 +251,11 @@ func speedupPlot(in Input, rows []search.Ranked, names []string, winner string) 
 		xs = append(xs, lo, hi)
 		legend = append(legend, fmt.Sprintf("shaded: the winner's tie band, ±%.2f ms", b))
 	}
-	for _, group := range []struct {
-		col  color.Color
-		keep func(search.Ranked) bool
-	}{
-		{colMeasured, func(r search.Ranked) bool {
-			return r.Result.Source != engine.SourceEstimated && r.Result.Candidate.Key() != winner
-		}},
-		{colEstimated, func(r search.Ranked) bool {
-			return r.Result.Source == engine.SourceEstimated && r.Result.Candidate.Key() != winner
-		}},
-		{colWinner, func(r search.Ranked) bool { return r.Result.Candidate.Key() == winner }},
-	} {
-		var pts plotter.XYs
-		var errs plotter.XErrors
-		for i, r := range rows {
-			if !group.keep(r) {
-				continue
-			}
-			s := r.Result.Step
-			x, slow, fast := base/s.Median, base/max(s.P90, s.Median), base/max(min(s.P10, s.Median), 1e-9)
-			pts = append(pts, plotter.XY{X: x, Y: yOf(i, n)})
-			errs = append(errs, struct{ Low, High float64 }{Low: x - slow, High: fast - x})
-			xs = append(xs, slow, fast)
-		}
-		if len(pts) == 0 {
-			continue
-		}
-		if err := addPoints(p, pts, errs, group.col, group.col == colWinner); err != nil {
-			return nil, err
-		}
+	pxs, err := addSpeedupPoints(p, rows, base, winner)
+	if err != nil {
+		return nil, err
 	}
+	xs = append(xs, pxs...)
 	if baseName != "eager" {
 		line, err := vLine(1, n, colReference, nil)
 		if err != nil {
@@ -416,4 +390,44 @@ func (ratioTicks) Ticks(lo, hi float64) []plot.Tick {
 		ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', decimals, 64) + "×"})
 	}
 	return ticks
+}
+
+// addSpeedupPoints adds each candidate's speed-up over base with its
+// p10–p90 whiskers, in its group's colour (measured, estimated, the
+// winner), and returns the x values the axis must hold.
+func addSpeedupPoints(p *plot.Plot, rows []search.Ranked, base float64, winner string) ([]float64, error) {
+	n := len(rows)
+	var xs []float64
+	for _, group := range []struct {
+		col  color.Color
+		keep func(search.Ranked) bool
+	}{
+		{colMeasured, func(r search.Ranked) bool {
+			return r.Result.Source != engine.SourceEstimated && r.Result.Candidate.Key() != winner
+		}},
+		{colEstimated, func(r search.Ranked) bool {
+			return r.Result.Source == engine.SourceEstimated && r.Result.Candidate.Key() != winner
+		}},
+		{colWinner, func(r search.Ranked) bool { return r.Result.Candidate.Key() == winner }},
+	} {
+		var pts plotter.XYs
+		var errs plotter.XErrors
+		for i, r := range rows {
+			if !group.keep(r) {
+				continue
+			}
+			s := r.Result.Step
+			x, slow, fast := base/s.Median, base/max(s.P90, s.Median), base/max(min(s.P10, s.Median), 1e-9)
+			pts = append(pts, plotter.XY{X: x, Y: yOf(i, n)})
+			errs = append(errs, struct{ Low, High float64 }{Low: x - slow, High: fast - x})
+			xs = append(xs, slow, fast)
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		if err := addPoints(p, pts, errs, group.col, group.col == colWinner); err != nil {
+			return nil, err
+		}
+	}
+	return xs, nil
 }

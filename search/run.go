@@ -587,6 +587,7 @@ func (r *runner) execute(ctx context.Context, slot int, jb trial, pred float64) 
 	opts := r.opts(jb.steps)
 	r.emit(StartEvent{Candidate: jb.cand, GPU: gpu, Round: jb.round, Steps: opts.MeasuredSteps})
 	res := r.run(ctx, slot, jb.cand, opts, func(s engine.StepSample) {
+		s.Candidate = jb.cand.Name() // engines tag samples their own way
 		r.emit(SampleEvent{GPU: gpu, Sample: s})
 	})
 	formula := runCostMs(res, r.w.ScaleFactor(), opts)

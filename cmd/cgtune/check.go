@@ -61,7 +61,7 @@ func (h *harnessFlags) named(cmd *cobra.Command) (presets.Candidate, error) {
 	}
 	c, err := presets.ParseName(h.name)
 	if err != nil {
-		return c, fail(exitBadInput, "--candidate: %v", err)
+		return c, fail(exitBadInput, "--candidate: %w", err)
 	}
 	return c, nil
 }

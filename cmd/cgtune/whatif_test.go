@@ -40,7 +40,7 @@ func TestHeadlessWhatIfListsWhatTheChangesUnlock(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errb)
 	}
-	none := regexp.MustCompile(`(?m)^\d+\s+none\s+([0-9.]+)\s`).FindStringSubmatch(out)
+	none := regexp.MustCompile(`(?m)^\d+\s+none\s+(?:—\s+)?([0-9.]+)\s`).FindStringSubmatch(out)
 	if none == nil {
 		t.Fatalf("no none row:\n%s", out)
 	}
@@ -48,7 +48,7 @@ func TestHeadlessWhatIfListsWhatTheChangesUnlock(t *testing.T) {
 	if !strings.Contains(out, "SPEED-UP is over the recipe's own eager step as it runs today ("+none[1]+" ms/step") {
 		t.Errorf("the what-if table does not say its speed-ups are over the recipe's eager step %s ms:\n%s", none[1], out)
 	}
-	for _, cand := range []string{"local full_iteration w3", "te attn,moe w3"} {
+	for _, cand := range []string{"full_iteration w3", "te attn,moe w3"} {
 		// RANK CANDIDATE CHANGES STEP SPEED-UP VS-RECIPE EAGER-WITH-CHANGES CHANGES-ALONE GRAPH-GAIN ...
 		f := whatIfRow(t, out, cand, "ep-overlap-off, drop-and-pad")
 		step, _ := strconv.ParseFloat(f[3], 64)
@@ -135,7 +135,7 @@ func TestAcceptedWhatIfWinnerEmitsItsChanges(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, errb)
 	}
-	w := regexp.MustCompile(`(?m)^winner: (.*?) \[([a-z, -]+)\] w\d+:`).FindStringSubmatch(stdout)
+	w := regexp.MustCompile(`(?m)^winner: (.*?) w\d+ \[([a-z, -]+)\]:`).FindStringSubmatch(stdout)
 	if w == nil {
 		t.Fatalf("the winner is no what-if row:\n%s", stdout)
 	}

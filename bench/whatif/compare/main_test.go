@@ -67,12 +67,12 @@ func TestCompareSetsTheWhatIfRowNextToTheSetSearch(t *testing.T) {
 	out := b.String()
 	row := ""
 	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "| local full_iteration w1 | drop-and-pad | estimated |") {
+		if strings.HasPrefix(l, "| full_iteration w1 | drop-and-pad | estimated |") {
 			row = l
 		}
 	}
 	if row == "" {
-		t.Fatalf("no drop-and-pad row of local full_iteration:\n%s", out)
+		t.Fatalf("no drop-and-pad row of full_iteration w1:\n%s", out)
 	}
 	cells := strings.Split(row, " | ")
 	if cells[5] != "+0.0%" || cells[8] != "+0.0%" || cells[3] != cells[4] || cells[6] != cells[7] {
