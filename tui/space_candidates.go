@@ -71,8 +71,8 @@ func (s *spaceScreen) cursorDetail(w, n int) []string {
 		}
 		detail = append(detail, strings.Split(wrap(text, w-2), "\n")...)
 	}
-	if len(p.Also) > 0 {
-		detail = append(detail, strings.Split(wrap(alsoText(p)+" ("+strings.Join(p.Why, "; ")+")", w-2), "\n")...)
+	if also := alsoText(p, s.sel.model.Arch); also != "" {
+		detail = append(detail, strings.Split(wrap(also+" ("+strings.Join(p.Why, "; ")+")", w-2), "\n")...)
 	}
 	if p.Valid() && p.Estimate != nil && p.Estimate.Failed() {
 		detail = append(detail, strings.Split(wrap(fmt.Sprintf("%s: the estimate fails (%s): %s", p.Candidate.Name(), p.Estimate.ErrKind, p.Estimate.Err), w-2), "\n")...)
@@ -97,7 +97,7 @@ func (s *spaceScreen) candidateList(w, h int, detail []string) string {
 	wrapNotes := w >= wideNotes
 	heights := make([]int, len(s.plan))
 	for i, p := range s.plan {
-		heights[i] = len(noteLines(planNote(p), t.widths[len(t.widths)-1], wrapNotes))
+		heights[i] = len(noteLines(planNote(p, s.sel.model.Arch), t.widths[len(t.widths)-1], wrapNotes))
 	}
 	s.offset = scrollRows(s.offset, s.cursor, h, heights)
 	used := 0
@@ -182,7 +182,7 @@ func (s *spaceScreen) candidateLines(t table, i, candW int, wrapNotes bool) []st
 		style = rowStyle(st.Muted, st.Faint)
 	}
 	noteW := t.widths[len(t.widths)-1]
-	notes := noteLines(planNote(p), noteW, wrapNotes)
+	notes := noteLines(planNote(p, s.sel.model.Arch), noteW, wrapNotes)
 	if cur && st.Plain {
 		mark = "›"
 	}
@@ -195,14 +195,14 @@ func (s *spaceScreen) candidateLines(t table, i, candW int, wrapNotes bool) []st
 }
 
 // planNote is a plan row's note: the rule that rejects it, why it will
-// fail, or its other spellings.
-func planNote(p search.Planned) string {
+// fail, or its other spellings that name only layers model a has.
+func planNote(p search.Planned, a presets.Arch) string {
 	switch {
 	case p.Valid() && p.Estimate != nil && p.Estimate.Failed():
 		// Valid by the rules, but the estimate says it will not run.
 		return "estimate: " + string(p.Estimate.ErrKind)
 	case p.Valid():
-		return alsoText(p)
+		return alsoText(p, a)
 	case p.Violations[0].ID == recipe.WillFailID:
 		return "will fail: " + p.Violations[0].Message
 	}
@@ -247,14 +247,17 @@ func scrollRows(offset, cursor, h int, heights []int) int {
 	return offset
 }
 
-// alsoText lists the other spellings merged into a plan row.
-func alsoText(p search.Planned) string {
-	if len(p.Also) == 0 {
+// alsoText lists the other spellings merged into a plan row, leaving out
+// those that name layers model a does not have (te attn,mamba for Llama):
+// they say nothing the row's own name does not.
+func alsoText(p search.Planned, a presets.Arch) string {
+	shown := search.ShownAlso(p, a)
+	if len(shown) == 0 {
 		return ""
 	}
-	names := make([]string, len(p.Also))
-	for i, a := range p.Also {
-		names[i] = a.Name()
+	names := make([]string, len(shown))
+	for i, c := range shown {
+		names[i] = c.Name()
 	}
 	return "also: " + strings.Join(names, ", ")
 }
