@@ -521,7 +521,7 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 			err = CheckPipelineLayout(chunks, len(a.LayerKinds()), *l)
 		}
 		if err != nil {
-			return d.errf(joinPath(p, "pipeline_layout"), "%s: field \"pipeline_layout\" %q: %v", where, l.PipelineLayout, err)
+			return d.errf(joinPath(p, "pipeline_layout"), "%s: field \"pipeline_layout\" %q: %w", where, l.PipelineLayout, err)
 		}
 	}
 	if a.Heads > 0 && a.Heads%l.TPSize() != 0 {

@@ -225,7 +225,7 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 	case p.Model != "":
 		bm, err := LookupModel(p.Model)
 		if err != nil {
-			return d.errf("model", "field \"model\": %v", err)
+			return d.errf("model", "field \"model\": %w", err)
 		}
 		m = bm
 	default:
@@ -240,7 +240,7 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 	if p.Layout.NumGPUs == 0 && isZeroLayout(p.Layout) {
 		l, err := m.Layout(p.GPU)
 		if err != nil {
-			return d.errf("gpu", "no layout: given: %v; add a layout: section", err)
+			return d.errf("gpu", "no layout: given: %w; add a layout: section", err)
 		}
 		p.Layout = l
 	} else {
@@ -271,7 +271,7 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 		return d.errf("", "missing field \"mbridge\" (allowed: %s)", strings.Join(MBridgeVersions, ", "))
 	}
 	if _, err := ParseMBridge(p.MBridge); err != nil {
-		return d.errf("mbridge", "field \"mbridge\": %v", err)
+		return d.errf("mbridge", "field \"mbridge\": %w", err)
 	}
 	if p.Result != nil {
 		if err := d.validateResult(p.Result, "result"); err != nil {
@@ -380,7 +380,7 @@ func (d *strictDoc) validateSpace(s *Space, p string) error {
 		if p == "" {
 			return err
 		}
-		return d.errf(p, "field %q: %v", p, err)
+		return d.errf(p, "field %q: %w", p, err)
 	}
 	return nil
 }

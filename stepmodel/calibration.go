@@ -106,7 +106,7 @@ func LoadCalibrationFrom(dir, model, layoutKey string) (Calibration, bool, error
 	}
 	var c Calibration
 	if err := json.Unmarshal(b, &c); err != nil {
-		return Calibration{}, false, fmt.Errorf("%s: %v", path, err)
+		return Calibration{}, false, fmt.Errorf("%s: %w", path, err)
 	}
 	if c.Version != CalibrationVersion {
 		return Calibration{}, false, fmt.Errorf("%s: version %d, this cgtune reads %d", path, c.Version, CalibrationVersion)
@@ -267,7 +267,7 @@ func FitHostScale(points []CalibrationPoint, predict Predictor) (float64, []Cali
 			ms, err := predict(s, p.Candidate)
 			if err != nil || !(ms > 0) {
 				if firstErr == nil {
-					firstErr = fmt.Errorf("%s: no prediction (%v)", p.Candidate.Key(), err)
+					firstErr = fmt.Errorf("%s: no prediction (%w)", p.Candidate.Key(), err)
 				}
 				return math.Inf(1)
 			}
