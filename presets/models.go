@@ -36,8 +36,8 @@ func GPUs() []string {
 
 // BorrowsLayouts names the GPU type whose default layouts gpu uses when a
 // model has none for gpu itself ("" for none): an H200 is an H100 system
-// with 141 GB of HBM instead of 80 GB, and MB's perf recipes have no h200
-// configurations, so its jobs run the h100 ones.
+// with more HBM (NVIDIA H200 Tensor Core GPU datasheet), and MB's perf
+// recipes have no h200 configurations, so its jobs run the h100 ones.
 func BorrowsLayouts(gpu string) string {
 	if gpu == "h200" {
 		return "h100"
