@@ -514,6 +514,13 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 	if m == nil {
 		return nil
 	}
+	return d.validateLayoutForModel(m, l, p, where)
+}
+
+// validateLayoutForModel checks what a layout must satisfy for one model:
+// its pipeline layout, and heads, kv_groups and experts split evenly over
+// tp and ep; where names the layout in messages.
+func (d *strictDoc) validateLayoutForModel(m *Model, l *Layout, p, where string) error {
 	a := m.Arch
 	if l.PipelineLayout != "" {
 		chunks, err := ParsePipelineLayout(l.PipelineLayout)
