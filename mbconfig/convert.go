@@ -50,7 +50,7 @@ func Convert(c *Config, o Options) (presets.Model, error) {
 	m := presets.Model{Name: o.Name, Display: o.Display, Family: o.Family, Arch: a, Source: o.Source,
 		Layouts: map[string]presets.Layout{o.GPU: l}}
 	if err := m.Validate(); err != nil {
-		return presets.Model{}, fmt.Errorf("%s: %v", c.file, err)
+		return presets.Model{}, fmt.Errorf("%s: %w", c.file, err)
 	}
 	mb := o.MBridge
 	if mb == "" {

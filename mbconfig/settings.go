@@ -63,7 +63,7 @@ func (c *Config) settings(m presets.Model, l presets.Layout, mbridge string) (ma
 	l.Settings = nil
 	base, err := recipe.New(m, l, mbridge)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", c.file, err)
+		return nil, fmt.Errorf("%s: %w", c.file, err)
 	}
 	out := map[string]string{}
 	for _, k := range settingKeys(gen) {

@@ -20,9 +20,10 @@ func inlinePreset(arch, layout string) string {
 		"\ngpu: h100\nspace: {impls: [none, local], warmups: [3]}\nmbridge: \"0.4\"\n"
 }
 
-// Before: each of these passed validation; the first two made the search
-// grow by a GB every few seconds, the others overflowed into negative
-// products, times and memory (a winner with -8796093022208 MiB of graphs).
+// Each size past its bound, alone or as a product, is refused with the
+// field and the allowed range, and the largest allowed sizes still
+// validate: an unbounded size would make the search grow without end or
+// overflow into negative products, times and memory.
 func TestSizesAreBounded(t *testing.T) {
 	for _, tc := range []struct{ arch, layout, want string }{
 		{arch: "{layers: 100000000, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_groups: 8, head_dim: 128, vocab: 128256}",
@@ -62,7 +63,7 @@ func TestSizesAreBounded(t *testing.T) {
 }
 
 // Layout helpers never divide by a product that wrapped to zero, even for
-// a layout no one validated (before: a division by zero panic).
+// a layout no one validated, so they cannot panic on a division by zero.
 func TestLayoutProductsSaturate(t *testing.T) {
 	l := Layout{NumGPUs: 8, TP: 1 << 32, PP: 1 << 32, GBS: 128, MBS: math.MaxInt / 2}
 	if l.DP() != 1 || l.MicroBatches() != 1 {

@@ -36,8 +36,8 @@ func GPUs() []string {
 
 // BorrowsLayouts names the GPU type whose default layouts gpu uses when a
 // model has none for gpu itself ("" for none): an H200 is an H100 system
-// with 141 GB of HBM instead of 80 GB, and MB's perf recipes have no h200
-// configurations, so its jobs run the h100 ones.
+// with more HBM (NVIDIA H200 Tensor Core GPU datasheet), and MB's perf
+// recipes have no h200 configurations, so its jobs run the h100 ones.
 func BorrowsLayouts(gpu string) string {
 	if gpu == "h200" {
 		return "h100"
@@ -514,6 +514,13 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 	if m == nil {
 		return nil
 	}
+	return d.validateLayoutForModel(m, l, p, where)
+}
+
+// validateLayoutForModel checks what a layout must satisfy for one model:
+// its pipeline layout, and heads, kv_groups and experts split evenly over
+// tp and ep; where names the layout in messages.
+func (d *strictDoc) validateLayoutForModel(m *Model, l *Layout, p, where string) error {
 	a := m.Arch
 	if l.PipelineLayout != "" {
 		chunks, err := ParsePipelineLayout(l.PipelineLayout)
@@ -521,7 +528,7 @@ func (d *strictDoc) validateLayout(m *Model, l *Layout, gpu, p string) error {
 			err = CheckPipelineLayout(chunks, len(a.LayerKinds()), *l)
 		}
 		if err != nil {
-			return d.errf(joinPath(p, "pipeline_layout"), "%s: field \"pipeline_layout\" %q: %v", where, l.PipelineLayout, err)
+			return d.errf(joinPath(p, "pipeline_layout"), "%s: field \"pipeline_layout\" %q: %w", where, l.PipelineLayout, err)
 		}
 	}
 	if a.Heads > 0 && a.Heads%l.TPSize() != 0 {

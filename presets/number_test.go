@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// Before: strconv.ParseFloat plus a "<= 0" check let NaN, Inf and 1e308
-// through.
+// ParseFiniteFloat refuses NaN, Inf and values outside the allowed range
+// (1e308, 0, -1 here), which strconv.ParseFloat alone accepts, and names
+// the allowed range in each refusal.
 func TestParseFiniteFloat(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

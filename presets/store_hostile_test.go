@@ -9,8 +9,8 @@ import (
 	"cgtune/internal/fileio/fileiotest"
 )
 
-// Before: loading a FIFO blocked forever and /dev/zero grew the process
-// without end.
+// Loading a FIFO, /dev/zero or another hostile path returns a refusal
+// within a bound instead of blocking or reading without end.
 func TestLoadFileNeverHangs(t *testing.T) {
 	for kind, p := range fileiotest.Hostile(t, t.TempDir()) {
 		var err error
@@ -21,8 +21,9 @@ func TestLoadFileNeverHangs(t *testing.T) {
 	}
 }
 
-// Before: a FIFO or /dev/zero lying in a $CGTUNE_PRESETS folder hung every
-// command that lists presets (preset list/show/save, the TUI).
+// A FIFO, /dev/zero, a folder or a dangling link in a $CGTUNE_PRESETS
+// folder is skipped with a warning naming it, and the good presets beside
+// it still list and load, so no command that lists presets can hang.
 func TestListSkipsHostileEntriesWithAWarning(t *testing.T) {
 	env := t.TempDir()
 	bad := fileiotest.Hostile(t, env)

@@ -298,8 +298,9 @@ func TestDefaultUserDir(t *testing.T) {
 	}
 }
 
-// Before: Save looked for the file, then renamed over it: of eight saves
-// of one name at once, several "succeeded" and the last one's file won.
+// Of eight saves of one name at once without overwrite, exactly one
+// succeeds and its file is the one kept: the check for an existing file
+// and the write must be one step, not a look followed by a rename.
 func TestSaveWithoutOverwriteRaces(t *testing.T) {
 	const savers, trials = 8, 20
 	for trial := range trials {
@@ -332,7 +333,8 @@ func TestSaveWithoutOverwriteRaces(t *testing.T) {
 	}
 }
 
-// Before: export replaced an existing file, and the preset's own file.
+// Export refuses to replace an existing file (naming it and --force) or
+// the preset's own file, and replaces the former only with --force.
 func TestExportRefusesToOverwrite(t *testing.T) {
 	s := NewStore("", "", t.TempDir())
 	saved, err := s.Save(measuredPreset(t, "p1"), false)

@@ -213,23 +213,9 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 	if strings.ContainsAny(p.Description, "\x00") {
 		return d.errf("description", "field \"description\" contains a NUL byte")
 	}
-	var m Model
-	switch {
-	case p.Model != "" && p.ModelInline != nil:
-		return d.errf("model_inline", "fields \"model\" and \"model_inline\" are both set; give one")
-	case p.ModelInline != nil:
-		if err := d.validateModel(p.ModelInline, "model_inline"); err != nil {
-			return err
-		}
-		m = *p.ModelInline
-	case p.Model != "":
-		bm, err := LookupModel(p.Model)
-		if err != nil {
-			return d.errf("model", "field \"model\": %v", err)
-		}
-		m = bm
-	default:
-		return d.errf("", "missing field \"model\" (a built-in model: %s) or \"model_inline\"", strings.Join(builtinOrder, ", "))
+	m, err := d.presetModel(p)
+	if err != nil {
+		return err
 	}
 	if p.GPU == "" {
 		return d.errf("", "missing field \"gpu\" (allowed: %s)", strings.Join(GPUs(), ", "))
@@ -237,22 +223,8 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 	if err := oneOf(d, "", "gpu", p.GPU, GPUs()); err != nil {
 		return err
 	}
-	if p.Layout.NumGPUs == 0 && isZeroLayout(p.Layout) {
-		l, err := m.Layout(p.GPU)
-		if err != nil {
-			return d.errf("gpu", "no layout: given: %v; add a layout: section", err)
-		}
-		p.Layout = l
-	} else {
-		if p.Layout.GPU == "" {
-			p.Layout.GPU = p.GPU
-		}
-		if p.Layout.GPU != p.GPU {
-			return d.errf("layout.gpu", "field \"gpu\" in layout is %q but the preset's gpu is %q", p.Layout.GPU, p.GPU)
-		}
-		if err := d.validateLayout(&m, &p.Layout, p.GPU, "layout"); err != nil {
-			return err
-		}
+	if err := d.presetLayout(p, &m); err != nil {
+		return err
 	}
 	if c := p.Reference; c != nil {
 		*c = ResolveNames(*c)
@@ -271,7 +243,7 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 		return d.errf("", "missing field \"mbridge\" (allowed: %s)", strings.Join(MBridgeVersions, ", "))
 	}
 	if _, err := ParseMBridge(p.MBridge); err != nil {
-		return d.errf("mbridge", "field \"mbridge\": %v", err)
+		return d.errf("mbridge", "field \"mbridge\": %w", err)
 	}
 	if p.Result != nil {
 		if err := d.validateResult(p.Result, "result"); err != nil {
@@ -287,6 +259,48 @@ func (d *strictDoc) validatePreset(p *TeamPreset) error {
 		return d.validateAttachedProfile(p.Profile, "profile")
 	}
 	return nil
+}
+
+// presetModel is the preset's model: the inline one, validated, or the
+// built-in one it names; exactly one of the two must be given.
+func (d *strictDoc) presetModel(p *TeamPreset) (Model, error) {
+	switch {
+	case p.Model != "" && p.ModelInline != nil:
+		return Model{}, d.errf("model_inline", "fields \"model\" and \"model_inline\" are both set; give one")
+	case p.ModelInline != nil:
+		if err := d.validateModel(p.ModelInline, "model_inline"); err != nil {
+			return Model{}, err
+		}
+		return *p.ModelInline, nil
+	case p.Model != "":
+		bm, err := LookupModel(p.Model)
+		if err != nil {
+			return Model{}, d.errf("model", "field \"model\": %w", err)
+		}
+		return bm, nil
+	default:
+		return Model{}, d.errf("", "missing field \"model\" (a built-in model: %s) or \"model_inline\"", strings.Join(builtinOrder, ", "))
+	}
+}
+
+// presetLayout fills an absent layout with m's default for the preset's
+// GPU, or validates the given one against m and the preset's GPU.
+func (d *strictDoc) presetLayout(p *TeamPreset, m *Model) error {
+	if p.Layout.NumGPUs == 0 && isZeroLayout(p.Layout) {
+		l, err := m.Layout(p.GPU)
+		if err != nil {
+			return d.errf("gpu", "no layout: given: %w; add a layout: section", err)
+		}
+		p.Layout = l
+		return nil
+	}
+	if p.Layout.GPU == "" {
+		p.Layout.GPU = p.GPU
+	}
+	if p.Layout.GPU != p.GPU {
+		return d.errf("layout.gpu", "field \"gpu\" in layout is %q but the preset's gpu is %q", p.Layout.GPU, p.GPU)
+	}
+	return d.validateLayout(m, &p.Layout, p.GPU, "layout")
 }
 
 // jobTokenRe is what a Slurm time, partition or account may hold; the
@@ -380,7 +394,7 @@ func (d *strictDoc) validateSpace(s *Space, p string) error {
 		if p == "" {
 			return err
 		}
-		return d.errf(p, "field %q: %v", p, err)
+		return d.errf(p, "field %q: %w", p, err)
 	}
 	return nil
 }

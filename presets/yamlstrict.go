@@ -168,7 +168,7 @@ func (d *strictDoc) errf(path, format string, args ...any) error {
 	if d.file == "" {
 		return fmt.Errorf(format, args...)
 	}
-	return fmt.Errorf("%s:%d: %s", d.file, d.line(path), fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s:%d: "+format, append([]any{d.file, d.line(path)}, args...)...)
 }
 
 func joinPath(parent, key string) string {

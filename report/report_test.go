@@ -163,7 +163,8 @@ func TestReportEstimateAndEmpty(t *testing.T) {
 	}
 }
 
-// Before: a report replaced an existing r.md and r.svg without being asked.
+// A report refuses to replace an existing r.md or r.svg unless asked,
+// leaves the existing file as it was and writes nothing beside it.
 func TestWriteReportNeverReplacesUnasked(t *testing.T) {
 	in := input(t)
 	for _, tc := range []struct {
@@ -336,10 +337,10 @@ func TestReportComparesWithTheRecipe(t *testing.T) {
 	}
 }
 
-// Before: escape sequences and control characters in a preset's display
-// name (or a --set value, a job's error) went into the report as they
-// were: a terminal showing it ran them (colours, a window title, a
-// hyperlink, text reordered by a bidi override).
+// Escape sequences and control characters in a preset's display name (or
+// a --set value, a job's error) are dropped from the report: a terminal
+// showing it would run them (colours, a window title, a hyperlink, text
+// reordered by a bidi override).
 func TestReportDropsControlCharacters(t *testing.T) {
 	in := input(t)
 	in.Model.Display = "Qwen\x1b[31m3\x1b[0m\x1b]0;owned\x07 \x1b]8;;https://x.example\x1b\\30B\x1b]8;;\x1b\\\r\x08\x7f\u202eA3B\u0085"
@@ -361,8 +362,8 @@ func TestReportDropsControlCharacters(t *testing.T) {
 	}
 }
 
-// Before: a preset's display name holding "<script>" (or a --set value,
-// a job's error) reached the Markdown as HTML, which a viewer runs. Every
+// A preset's display name holding "<script>" (or a --set value, a job's
+// error) must not reach the Markdown as HTML, which a viewer runs. Every
 // "<" outside a fenced code block is written "&lt;"; the overrides in
 // their code block stay as they are, and a fence a value smuggles in does
 // not carry a tag past the escaping.

@@ -217,18 +217,11 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	if s := cfg.strategy(); s != StrategyHalving && s != StrategyExhaustive {
 		return DoneEvent{}, fmt.Errorf("unknown strategy %q (allowed: %s, %s)", s, StrategyHalving, StrategyExhaustive)
 	}
-	if cfg.RunDir != "" {
-		switch {
-		case cfg.Lock == nil:
-			l, err := LockRunDir(cfg.RunDir)
-			if err != nil {
-				return DoneEvent{}, err
-			}
-			defer l.Release()
-		case cfg.Lock.Dir() != cfg.RunDir:
-			return DoneEvent{}, fmt.Errorf("the lock held is on %s, not on the run folder %s", cfg.Lock.Dir(), cfg.RunDir)
-		}
+	release, err := holdRunDir(cfg)
+	if err != nil {
+		return DoneEvent{}, err
 	}
+	defer release()
 	gen, err := presets.ParseMBridge(cfg.mbridge())
 	if err != nil {
 		return DoneEvent{}, err
@@ -267,24 +260,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	if prepared != "" {
 		r.note("%s", prepared)
 	}
-	var order []resKey // the journal's results in finishing order, each once
-	for _, l := range prior {
-		k := resKey{l.Round, l.Key}
-		if _, dup := r.prior[k]; !dup {
-			order = append(order, k)
-		}
-		r.prior[k] = finished{round: l.Round, gpu: l.GPU, res: *l.Result, resumed: true}
-	}
-	// The journal's runs were spent and calibrate the predictions as they
-	// did in the run that measured them, so a resumed search makes the
-	// budget decisions the uninterrupted one would have made.
-	for _, k := range order {
-		res := r.prior[k].res
-		formula := runCostMs(res, w.ScaleFactor(), r.opts(res.Step.N))
-		r.spentMs += spentOf(res, formula)
-		r.calibrate(res, formula)
-	}
-	r.resumedRuns = len(order)
+	order := r.takePrior(prior)
 	if !slices.ContainsFunc(plan, Planned.Valid) {
 		r.note("the rules reject every candidate of the space: nothing to run")
 	}
@@ -307,7 +283,57 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		r.emit(ResultEvent{GPU: f.gpu, Round: f.round, Result: f.res, Resumed: true, Done: r.done, Total: len(order) + r.pending, ETA: r.eta()})
 	}
 	s.run(ctx)
+	return r.finish(ctx, cfg, s, Reference{Candidate: ref, From: refFrom, Why: refWhy})
+}
 
+// holdRunDir locks cfg's run folder for the search, unless the caller
+// already holds that lock; release gives back a lock taken here.
+func holdRunDir(cfg Config) (release func(), err error) {
+	release = func() {}
+	if cfg.RunDir == "" {
+		return release, nil
+	}
+	switch {
+	case cfg.Lock == nil:
+		l, err := LockRunDir(cfg.RunDir)
+		if err != nil {
+			return nil, err
+		}
+		return func() { l.Release() }, nil
+	case cfg.Lock.Dir() != cfg.RunDir:
+		return nil, fmt.Errorf("the lock held is on %s, not on the run folder %s", cfg.Lock.Dir(), cfg.RunDir)
+	}
+	return release, nil
+}
+
+// takePrior keeps the journal's results of a resumed search and returns
+// their keys in finishing order, each once. The journal's runs were spent
+// and calibrate the predictions as they did in the run that measured
+// them, so a resumed search makes the budget decisions the uninterrupted
+// one would have made.
+func (r *runner) takePrior(prior []journalLine) []resKey {
+	var order []resKey
+	for _, l := range prior {
+		k := resKey{l.Round, l.Key}
+		if _, dup := r.prior[k]; !dup {
+			order = append(order, k)
+		}
+		r.prior[k] = finished{round: l.Round, gpu: l.GPU, res: *l.Result, resumed: true}
+	}
+	for _, k := range order {
+		res := r.prior[k].res
+		formula := runCostMs(res, r.w.ScaleFactor(), r.opts(res.Step.N))
+		r.spentMs += spentOf(res, formula)
+		r.calibrate(res, formula)
+	}
+	r.resumedRuns = len(order)
+	return order
+}
+
+// finish ranks what strategy s ran against the reference candidate ref
+// (its Ranked filled here), ends the journal and emits the DoneEvent,
+// which it returns with the journal's error.
+func (r *runner) finish(ctx context.Context, cfg Config, s strategy, ref Reference) (DoneEvent, error) {
 	d := DoneEvent{RunDir: cfg.RunDir, Interrupted: ctx.Err() != nil, Strategy: cfg.strategy()}
 	es := s.entries()
 	d.Emulation = r.emulationCheck(ctx, onFullestEagerPool(es))
@@ -316,9 +342,10 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	base, whatIf := splitWhatIf(es, cfg.Target(), cfg.Accept)
 	d.Ranking = rankEntries(append(base, acceptedEntries(whatIf, cfg.Accept)...), opts)
 	d.KnownToFitMiB = opts.KnownToFitMiB
-	d.Reference = &Reference{Candidate: ref, From: refFrom, Ranked: referenceOf(d.Ranking, r.refKey), Why: refWhy}
+	ref.Ranked = referenceOf(d.Ranking, r.refKey)
+	d.Reference = &ref
 	d.WhatIf, d.Accepted = rankWhatIf(whatIf, opts, d.Reference.Ranked), cfg.Accept
-	if d.Reference.Ranked == nil && refWhy == "" {
+	if d.Reference.Ranked == nil && d.Reference.Why == "" {
 		d.Reference.Why = "it did not finish"
 	}
 	d.Winner = Winner(d.Ranking)

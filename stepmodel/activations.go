@@ -147,60 +147,9 @@ func (x activations) blockPerToken(k presets.LayerKind, scope string) float64 {
 	if x.re("layernorm") {
 		gemmIn = 0
 	}
-	ffn := func(f, tp float64) float64 { // fc1 output (bf16, for the activation's backward) and activation output (fc2's input)
-		up := 2 * f
-		if a.Activation == "squared_relu" {
-			up = f
-		}
-		return 2*up/tp + x.q*f/tp
-	}
 	switch scope {
 	case presets.ScopeAttn:
-		switch k.Mixer() {
-		case presets.MixerGDN:
-			return x.gatedDeltaNet(norm, gemmIn)
-		case presets.MixerDSv4:
-			return x.compressedAttention(k.CompressRatio(), norm, gemmIn)
-		}
-		heads := float64(a.Heads) / x.tp
-		if a.MLA != nil {
-			m := a.MLA
-			lat := 2*2*float64(m.QLoraRank) + 2*2*float64(m.KVLoraRank) + 2*float64(m.QKRopeDim)
-			qkv := 2*heads*float64(m.QKHeadDim+m.QKRopeDim)*2 + 2*heads*float64(m.VHeadDim)
-			if x.re("mla_up_proj") {
-				qkv = 0
-			}
-			return norm + gemmIn + lat + qkv + 2*heads*float64(m.VHeadDim) + attnLSEBytesPerHd*heads
-		}
-		d := float64(a.HeadDim)
-		kv := math.Max(1, float64(a.KVGroups)/x.tp)
-		if x.off("attn_norm") {
-			norm = 0
-		}
-		if x.off("qkv_linear") {
-			gemmIn = 0
-		}
-		core := 2*(heads+2*kv)*d + attnLSEBytesPerHd*heads // Q K V after rotary, flash attention's LSE
-		if x.local {
-			core = 2*(heads+2*kv)*d + localAttnSaved*heads*x.keys
-		}
-		if x.re("core_attn") || x.off("core_attn") {
-			core = 0
-		}
-		// The attention's output, kept in bf16 by the fused attention's
-		// backward and as the output projection's input; quantized, the
-		// projection keeps its own copy.
-		out := 2 * heads * d
-		if x.q != 2 {
-			out += x.q * heads * d
-		}
-		if a.AttentionOutputGate {
-			out += 2 * 2 * heads * d // the gate and the output it scales (_apply_output_gate)
-		}
-		if x.off("attn_proj") {
-			out = 0
-		}
-		return norm + gemmIn + core + out
+		return x.attentionPerToken(k, norm, gemmIn)
 	case presets.ScopeMLP:
 		if x.off("mlp_norm") {
 			norm = 0
@@ -208,7 +157,7 @@ func (x activations) blockPerToken(k presets.LayerKind, scope string) float64 {
 		if x.re("mlp") {
 			return norm
 		}
-		return norm + gemmIn + ffn(float64(a.FFNHidden), x.tp)
+		return norm + gemmIn + x.ffnPerToken(float64(a.FFNHidden), x.tp)
 	case presets.ScopeMoERouter:
 		if a.MoE == nil {
 			return 0
@@ -218,7 +167,7 @@ func (x activations) blockPerToken(k presets.LayerKind, scope string) float64 {
 		}
 		v := norm + gemmIn + 8*float64(a.MoE.Experts)*x.sp
 		if a.MoE.SharedExpertFFN > 0 && !x.re("shared_experts") {
-			v += ffn(float64(a.MoE.SharedExpertFFN), x.tp) + x.sharedExpertGate()
+			v += x.ffnPerToken(float64(a.MoE.SharedExpertFFN), x.tp) + x.sharedExpertGate()
 		}
 		return v
 	case presets.ScopeMoEPreprocess:
@@ -248,6 +197,69 @@ func (x activations) blockPerToken(k presets.LayerKind, scope string) float64 {
 		return norm + gemmIn + 2*inW + 2*dIn + x.q*dIn
 	}
 	return 0
+}
+
+// attentionPerToken is what an attention block saves per token (the
+// attn rows of blockPerToken's table), given its norm output and GEMM
+// input bytes as blockPerToken computed them.
+func (x activations) attentionPerToken(k presets.LayerKind, norm, gemmIn float64) float64 {
+	a := x.a
+	switch k.Mixer() {
+	case presets.MixerGDN:
+		return x.gatedDeltaNet(norm, gemmIn)
+	case presets.MixerDSv4:
+		return x.compressedAttention(k.CompressRatio(), norm, gemmIn)
+	}
+	heads := float64(a.Heads) / x.tp
+	if a.MLA != nil {
+		m := a.MLA
+		lat := 2*2*float64(m.QLoraRank) + 2*2*float64(m.KVLoraRank) + 2*float64(m.QKRopeDim)
+		qkv := 2*heads*float64(m.QKHeadDim+m.QKRopeDim)*2 + 2*heads*float64(m.VHeadDim)
+		if x.re("mla_up_proj") {
+			qkv = 0
+		}
+		return norm + gemmIn + lat + qkv + 2*heads*float64(m.VHeadDim) + attnLSEBytesPerHd*heads
+	}
+	d := float64(a.HeadDim)
+	kv := math.Max(1, float64(a.KVGroups)/x.tp)
+	if x.off("attn_norm") {
+		norm = 0
+	}
+	if x.off("qkv_linear") {
+		gemmIn = 0
+	}
+	core := 2*(heads+2*kv)*d + attnLSEBytesPerHd*heads // Q K V after rotary, flash attention's LSE
+	if x.local {
+		core = 2*(heads+2*kv)*d + localAttnSaved*heads*x.keys
+	}
+	if x.re("core_attn") || x.off("core_attn") {
+		core = 0
+	}
+	// The attention's output, kept in bf16 by the fused attention's
+	// backward and as the output projection's input; quantized, the
+	// projection keeps its own copy.
+	out := 2 * heads * d
+	if x.q != 2 {
+		out += x.q * heads * d
+	}
+	if a.AttentionOutputGate {
+		out += 2 * 2 * heads * d // the gate and the output it scales (_apply_output_gate)
+	}
+	if x.off("attn_proj") {
+		out = 0
+	}
+	return norm + gemmIn + core + out
+}
+
+// ffnPerToken is what a feed-forward of width f split over tp saves per
+// token: fc1's output (bf16, for the activation's backward) and the
+// activation's output (fc2's input).
+func (x activations) ffnPerToken(f, tp float64) float64 {
+	up := 2 * f
+	if x.a.Activation == "squared_relu" {
+		up = f
+	}
+	return 2*up/tp + x.q*f/tp
 }
 
 // expertsPerToken is what the routed experts save, per token of the

@@ -18,9 +18,9 @@ func tinyModel() (presets.Model, presets.Layout) {
 	return m, l
 }
 
-// Before: a model with 10^8 layers (one that never went through preset
-// validation: the worker protocol, a journal) was built layer by layer,
-// growing by a GB every few seconds; nothing stopped it.
+// A model or layout past its bounds (one that never went through preset
+// validation: the worker protocol, a journal) is refused at once rather
+// than built layer by layer, and a cancelled context stops a build.
 func TestBuildWorkloadIsBoundedAndCancellable(t *testing.T) {
 	m, l := tinyModel()
 	m.Arch.Layers = 100_000_000
@@ -58,8 +58,9 @@ func TestBuildWorkloadIsBoundedAndCancellable(t *testing.T) {
 	}
 }
 
-// Before: a time past time.Duration's ~292 years wrapped to a negative
-// duration ("engine time -2562047h47m16.854775808s").
+// MsDuration saturates at time.Duration's largest value for a time past
+// its ~292 years, and gives 0 for NaN and negative times, instead of
+// wrapping to a negative duration.
 func TestMsDurationSaturates(t *testing.T) {
 	for _, tc := range []struct {
 		ms   float64

@@ -106,7 +106,7 @@ func LoadCalibrationFrom(dir, model, layoutKey string) (Calibration, bool, error
 	}
 	var c Calibration
 	if err := json.Unmarshal(b, &c); err != nil {
-		return Calibration{}, false, fmt.Errorf("%s: %v", path, err)
+		return Calibration{}, false, fmt.Errorf("%s: %w", path, err)
 	}
 	if c.Version != CalibrationVersion {
 		return Calibration{}, false, fmt.Errorf("%s: version %d, this cgtune reads %d", path, c.Version, CalibrationVersion)
@@ -267,7 +267,7 @@ func FitHostScale(points []CalibrationPoint, predict Predictor) (float64, []Cali
 			ms, err := predict(s, p.Candidate)
 			if err != nil || !(ms > 0) {
 				if firstErr == nil {
-					firstErr = fmt.Errorf("%s: no prediction (%v)", p.Candidate.Key(), err)
+					firstErr = fmt.Errorf("%s: no prediction (%w)", p.Candidate.Key(), err)
 				}
 				return math.Inf(1)
 			}
@@ -291,17 +291,38 @@ func FitHostScale(points []CalibrationPoint, predict Predictor) (float64, []Cali
 	// A coarse geometric grid, then golden-section search around its best.
 	lo, hi := math.Log(MinHostScale), math.Log(MaxHostScale)
 	const n = 100
-	best, bestCost := 0, math.Inf(1)
-	for i := 0; i <= n; i++ {
-		if c := cost(math.Exp(lo + (hi-lo)*float64(i)/n)); c < bestCost {
-			best, bestCost = i, c
-		}
-	}
+	best, bestCost := gridBest(cost, lo, hi, n)
 	if math.IsInf(bestCost, 1) {
 		return 0, nil, nil, firstErr
 	}
-	a := lo + (hi-lo)*float64(max(0, best-1))/n
-	b := lo + (hi-lo)*float64(min(n, best+1))/n
+	scale := math.Exp(goldenSection(cost, lo+(hi-lo)*float64(max(0, best-1))/n, lo+(hi-lo)*float64(min(n, best+1))/n))
+	if best == 0 || best == n {
+		return 0, nil, nil, fmt.Errorf("the fit reached the bound %.3g of the host-cost scale (allowed %g to %g): the runs differ from the model by more than host cost explains (of another model or layout?); nothing saved", scale, float64(MinHostScale), float64(MaxHostScale))
+	}
+	out := make([]CalibrationPoint, len(points))
+	for i, p := range points {
+		p.PredictedMs, _ = predict(1, p.Candidate)
+		p.FittedMs, _ = predict(scale, p.Candidate)
+		out[i] = p
+	}
+	return scale, out, notes, nil
+}
+
+// gridBest is the index i of 0..n whose scale exp(lo+(hi-lo)·i/n) costs
+// least, and that cost (+Inf when none has a cost).
+func gridBest(cost func(float64) float64, lo, hi float64, n int) (int, float64) {
+	best, bestCost := 0, math.Inf(1)
+	for i := 0; i <= n; i++ {
+		if c := cost(math.Exp(lo + (hi-lo)*float64(i)/float64(n))); c < bestCost {
+			best, bestCost = i, c
+		}
+	}
+	return best, bestCost
+}
+
+// goldenSection narrows the log-scale interval [a, b] around cost's
+// minimum by golden-section search and returns its middle.
+func goldenSection(cost func(float64) float64, a, b float64) float64 {
 	g := (math.Sqrt(5) - 1) / 2
 	x1, x2 := b-g*(b-a), a+g*(b-a)
 	c1, c2 := cost(math.Exp(x1)), cost(math.Exp(x2))
@@ -316,15 +337,5 @@ func FitHostScale(points []CalibrationPoint, predict Predictor) (float64, []Cali
 			c2 = cost(math.Exp(x2))
 		}
 	}
-	scale := math.Exp((a + b) / 2)
-	if best == 0 || best == n {
-		return 0, nil, nil, fmt.Errorf("the fit reached the bound %.3g of the host-cost scale (allowed %g to %g): the runs differ from the model by more than host cost explains (of another model or layout?); nothing saved", scale, float64(MinHostScale), float64(MaxHostScale))
-	}
-	out := make([]CalibrationPoint, len(points))
-	for i, p := range points {
-		p.PredictedMs, _ = predict(1, p.Candidate)
-		p.FittedMs, _ = predict(scale, p.Candidate)
-		out[i] = p
-	}
-	return scale, out, notes, nil
+	return (a + b) / 2
 }

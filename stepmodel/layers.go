@@ -119,6 +119,36 @@ func (b *builder) layer(lt *LayerTrace) {
 	lt.Fwd, lt.Bwd = fwd, bwd
 }
 
+// qkvProjections are the attention's Q, K and V projections (MLA's down
+// and up projections with their norms, or GQA's fused qkv_proj) for heads
+// query heads per rank, with the per-head Q·K and V dimensions.
+func (b *builder) qkvProjections(heads float64) (ops []Op, qkDim, vDim float64) {
+	a := b.a
+	s := presets.ScopeAttn
+	h := float64(a.Hidden)
+	tp := float64(b.tp)
+	if a.MLA != nil {
+		m := a.MLA
+		qkDim, vDim = float64(m.QKHeadDim+m.QKRopeDim), float64(m.VHeadDim)
+		return []Op{
+			b.gemm("q_down_proj", s, b.T, h, float64(m.QLoraRank)),
+			b.mem("q_layernorm", s, KindNorm, 2*b.T*float64(m.QLoraRank)*bf16),
+			b.gemm("q_up_proj", s, b.T, float64(m.QLoraRank), heads*qkDim),
+			b.gemm("kv_down_proj", s, b.T, h, float64(m.KVLoraRank+m.QKRopeDim)),
+			b.mem("kv_layernorm", s, KindNorm, 2*b.T*float64(m.KVLoraRank)*bf16),
+			b.gemm("kv_up_proj", s, b.T, float64(m.KVLoraRank), heads*float64(m.QKHeadDim+m.VHeadDim)),
+		}, qkDim, vDim
+	}
+	d := float64(a.HeadDim)
+	qkDim, vDim = d, d
+	kv := math.Max(1, float64(a.KVGroups)/tp)
+	q := heads
+	if a.AttentionOutputGate {
+		q = 2 * heads // the gate is projected with the query (SelfAttention.linear_qkv_out_dim)
+	}
+	return []Op{b.gemm("qkv_proj", s, b.T, h, (q+2*kv)*d)}, qkDim, vDim
+}
+
 // attention is the self-attention block: norm, QKV, rotary, core attention,
 // output projection, residual; GQA or MLA.
 func (b *builder) attention() (fwd, bwd []Op) {
@@ -128,29 +158,7 @@ func (b *builder) attention() (fwd, bwd []Op) {
 	tp := float64(b.tp)
 	heads := float64(a.Heads) / tp
 	seqKV := float64(b.l.Seq) // with CP each rank's queries still see the whole sequence
-	var qkvOps []Op
-	var qkDim, vDim float64
-	if a.MLA != nil {
-		m := a.MLA
-		qkDim, vDim = float64(m.QKHeadDim+m.QKRopeDim), float64(m.VHeadDim)
-		qkvOps = []Op{
-			b.gemm("q_down_proj", s, b.T, h, float64(m.QLoraRank)),
-			b.mem("q_layernorm", s, KindNorm, 2*b.T*float64(m.QLoraRank)*bf16),
-			b.gemm("q_up_proj", s, b.T, float64(m.QLoraRank), heads*qkDim),
-			b.gemm("kv_down_proj", s, b.T, h, float64(m.KVLoraRank+m.QKRopeDim)),
-			b.mem("kv_layernorm", s, KindNorm, 2*b.T*float64(m.KVLoraRank)*bf16),
-			b.gemm("kv_up_proj", s, b.T, float64(m.KVLoraRank), heads*float64(m.QKHeadDim+m.VHeadDim)),
-		}
-	} else {
-		d := float64(a.HeadDim)
-		qkDim, vDim = d, d
-		kv := math.Max(1, float64(a.KVGroups)/tp)
-		q := heads
-		if a.AttentionOutputGate {
-			q = 2 * heads // the gate is projected with the query (SelfAttention.linear_qkv_out_dim)
-		}
-		qkvOps = []Op{b.gemm("qkv_proj", s, b.T, h, (q+2*kv)*d)}
-	}
+	qkvOps, qkDim, vDim := b.qkvProjections(heads)
 	norm := b.mem("input_layernorm", s, KindNorm, 2*b.Ts*h*bf16)
 	rotary := b.mem("rotary", s, KindElementwise, 2*b.T*heads*qkDim*2*bf16)
 	// Causal attention does half of the QKᵀ and AV products.

@@ -69,8 +69,9 @@ func (m *MemoryBreakdown) step() int64 { return m.MainGrads + m.StateCopies }
 // (inFlightChunks, activations), or after them the optimizer step's
 // temporaries. Graphs: what capturing adds over eager (graphedPeak).
 // Allocator slack: the caching allocator's reserved memory above what is
-// allocated, 8% of what comes and goes in a step (fitted on the
-// framework's dense eager peaks, docs/memory-and-verdict-2026-12-02.md).
+// allocated, a fixed share of what comes and goes in a step
+// (allocatorSlack, fitted on the framework's dense eager peaks in
+// docs/memory-and-verdict-2026-12-02.md).
 // Context: memory outside the allocator (OutsideAllocatorFor).
 const (
 	weightBytes       = 2.0 // bf16 parameter

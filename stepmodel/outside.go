@@ -19,11 +19,11 @@ type OutsideFigure struct {
 }
 
 // measuredOutside are the figures measured per GPU type, each with the
-// document that holds the measurement. The H200's: device used less peak
-// reserved memory over 19 warm whole-model runs at world size 1 (Megatron-
-// Core 0.20, torch 2.11, CUDA 13, driver 580, no Transformer Engine),
-// 9090 MiB in every eager run and up to 9242 with graphs (their
-// instantiations live outside the allocator); the model takes the largest.
+// document that holds the measurement. The H200's is device used less
+// peak reserved memory over warm whole-model runs at world size 1
+// (docs/engines.md, docs/data/memory-peaks-2026-12-02.jsonl.gz); graphed
+// runs give more than eager ones (graph instantiations live outside the
+// allocator), and the model takes the largest.
 var measuredOutside = []struct {
 	gpu    string // a Specs name
 	mib    int64

@@ -151,8 +151,8 @@ type GraphedRegion struct {
 	// the step's first replay of the region's graphs: the first replay's
 	// path beyond a later one's and the decoder's extra work before its
 	// first graphed layer. The GPU, idle at the step's start, waits
-	// through it (Megatron-Core 0.20 on an H200: 0.18-0.24 ms for
-	// dense-small and moe-small, docs/emulation-accuracy-2026-12-01.md).
+	// through it (the figures for dense-small and moe-small are in
+	// docs/emulation-accuracy-2026-12-01.md).
 	// 0: not measured.
 	FirstReplayHostMs float64 `json:"first_replay_host_ms,omitempty"`
 }

@@ -145,7 +145,7 @@ func ParseProfileScale(s string, a *ProfileAdjust) (*ProfileAdjust, error) {
 		a.Source += " and --profile-scale " + s
 	}
 	if err := a.Validate(); err != nil {
-		return nil, fmt.Errorf("--profile-scale: %v", err)
+		return nil, fmt.Errorf("--profile-scale: %w", err)
 	}
 	return a, nil
 }

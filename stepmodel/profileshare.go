@@ -194,7 +194,7 @@ func AttachedProfile(p presets.TeamPreset) (*FrameworkProfile, error) {
 	}
 	var prof FrameworkProfile
 	if err := json.Unmarshal([]byte(p.Profile.Data), &prof); err != nil {
-		return nil, fmt.Errorf("preset %s: field profile.data: %v", p.Name, err)
+		return nil, fmt.Errorf("preset %s: field profile.data: %w", p.Name, err)
 	}
 	if err := prof.Validate(); err != nil {
 		return nil, fmt.Errorf("preset %s: field profile.data: %w", p.Name, err)

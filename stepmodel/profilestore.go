@@ -132,7 +132,7 @@ func LoadProfile(path string) (*FrameworkProfile, error) {
 	}
 	var p FrameworkProfile
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -127,12 +127,9 @@ pre_fwd_host_ms: 0.5
 	}
 }
 
-// Before: a profile file's errors were the YAML decoder's, with Go type
-// names, several run together on one line ("cannot unmarshal !!seq into
-// stepmodel.LayerOverride", "field version not found in type
-// stepmodel.ProfileAdjust"), and without a line. They name the file, the line
-// and the field in words now, and version: 1, as cgtune's other YAML files
-// have it, is accepted.
+// A profile file's errors name the file, the line and the field in words,
+// one error on one line, never the YAML decoder's Go type names; version:
+// 1, as cgtune's other YAML files have it, is accepted.
 func TestProfileFileErrorsInWords(t *testing.T) {
 	for _, tc := range []struct{ name, body, want string }{
 		{"a list for a layer", "host_scale: 1.2\nlayers:\n  moe:\n    - eager_fwd\n", `:4: field "layers.moe": want a mapping, got a list`},

@@ -11,8 +11,7 @@ import "fmt"
 // allocator, no gc), so their p10–p90 alone would separate candidates that
 // the framework cannot tell apart: on the H200, moe-small drop-and-pad
 // mbs 4's full-iteration and whole-layer steps overlapped on Megatron-Core
-// (235–256 and 238–263 ms) while the emulation put whole layer 1.2% ahead
-// with ranges a few tenths of a millisecond wide
+// while the emulation put whole layer ahead with far narrower ranges
 // (docs/emulation-accuracy-2026-12-01.md). Carrying the framework's
 // spread into the emulated p10–p90 makes the tie rule treat them as the
 // framework's own ranking does.

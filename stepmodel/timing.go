@@ -72,12 +72,11 @@ type HostCosts struct {
 	GraphReplayUs float64 `json:"graph_replay_us"`
 }
 
-// DefaultHostCosts are PyTorch 2.11 per-op host costs of the order measured
-// on an H200 (three probes on one H200 measured 6.7–11.7 µs per
-// elementwise op, 24–44 µs per GEMM module, 9–14 µs per norm, 17–31 µs
-// per attention call, 23–33 µs per graph replay;
-// docs/cuda-engine-h200-2026-11-29.md). They are used only where the
-// PyTorch probe cannot run; it replaces all of them when torch is there.
+// DefaultHostCosts are PyTorch 2.11 per-op host costs of the order the
+// probes found on an H200 (the per-probe figures, which vary widely
+// between runs, are in docs/cuda-engine-h200-2026-11-29.md). They are
+// used only where the PyTorch probe cannot run; it replaces all of them
+// when torch is there.
 func DefaultHostCosts() HostCosts {
 	return HostCosts{
 		Source:        "default (PyTorch 2.11 on an H200)",
@@ -149,26 +148,22 @@ type Spec struct {
 }
 
 // Specs is the spec table; a probe on a real GPU replaces it. Matrix rates
-// are the dense bf16 datasheet figure times the fraction reached on random
-// data in practice (0.8: cuBLAS reached 797–800 of 989 TFLOP/s on an H200,
-// docs/cuda-engine-h200-2026-11-29.md); copy bandwidth is 0.9 of
-// the datasheet HBM figure (cgtune's streaming kernel reached 3.9 of
-// 4.8 TB/s on that H200, 0.82); NVLink is the per-GPU one-direction
-// figure; network is one 400 Gb/s NIC per GPU.
+// are the dense bf16 datasheet figure times 0.8, the fraction cuBLAS
+// reached on random data; copy bandwidth is 0.9 of the datasheet HBM
+// figure, near what cgtune's streaming kernel reached; launch and node
+// costs are the probe's (all in docs/cuda-engine-h200-2026-11-29.md).
+// NVLink is the per-GPU one-direction figure; network is one 400 Gb/s NIC
+// per GPU.
 //
-// Sources: NVIDIA H100 Tensor Core GPU datasheet (SXM5: 989 TFLOP/s bf16
-// dense, 3.35 TB/s, NVLink 900 GB/s bidirectional); NVIDIA H200 Tensor Core
-// GPU datasheet (989 TFLOP/s, 4.8 TB/s, 141 GB); NVIDIA DGX B200 / HGX B200
-// datasheet (2.25 PFLOP/s bf16 dense per GPU, 8 TB/s, NVLink 5 1.8 TB/s);
-// NVIDIA GB200 NVL72 datasheet (2.5 PFLOP/s bf16 dense per GPU, 8 TB/s,
-// 186 GB). Launch and node costs are an H200's: 3.1–3.9 µs per
-// cuLaunchKernel and 0.5 µs per replayed graph node
-// (docs/cuda-engine-h200-2026-11-29.md).
+// Sources: NVIDIA H100 Tensor Core GPU datasheet (SXM5); NVIDIA H200
+// Tensor Core GPU datasheet; NVIDIA DGX B200 / HGX B200 datasheet; NVIDIA
+// GB200 NVL72 datasheet. The datasheet figures each row is built from are
+// listed in docs/sources.md.
 //
 // Blackwell Ultra (b300, gb300) and Rubin (vr200, r100) have no dense bf16
 // figure cgtune can cite: their rows borrow B200's and GB200's rates (see
-// StandIn) with their own memory (288 GB of HBM per GPU, NVIDIA's
-// Blackwell Ultra and Vera Rubin announcements, GTC 2025), so an estimate
+// StandIn) with their own memory (NVIDIA's Blackwell Ultra and Vera Rubin
+// announcements, GTC 2025; docs/sources.md), so an estimate
 // for them is a Blackwell-class estimate and says so.
 var Specs = []Spec{
 	{Names: []string{"h100"}, Rates: Rates{Source: "spec table: H100 SXM", MatrixTFLOPS: 790, AttentionEff: 0.6, CopyGBps: 3000, NVLinkGBps: 450, NetworkGBps: 50, CollLatUs: 10, KernelUs: 1.5, LaunchUs: 3.9, GraphLaunchUs: 2.5, GraphLaunchNodeUs: 0.004, GraphNodeUs: 0.5, MemoryMiB: 81559}},

@@ -167,23 +167,8 @@ func BuildWorkload(m presets.Model, l presets.Layout, opt WorkloadOptions) (*Wor
 // the build is bounded in time and memory too.
 func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout, opt WorkloadOptions) (*Workload, error) {
 	a := m.Arch
-	if a.Hidden <= 0 || a.Layers <= 0 {
-		return nil, fmt.Errorf("model %s: hidden and layers must be positive", m.Name)
-	}
-	if l.Seq <= 0 || l.MBS <= 0 || l.GBS <= 0 {
-		return nil, fmt.Errorf("model %s: layout needs seq, mbs and gbs", m.Name)
-	}
-	if err := m.CheckSizes(); err != nil {
+	if err := checkWorkloadInputs(m, l, opt); err != nil {
 		return nil, err
-	}
-	if err := l.CheckSizes(); err != nil {
-		return nil, fmt.Errorf("model %s: %w", m.Name, err)
-	}
-	if opt.RunMicroBatches < 0 || opt.RunMicroBatches > presets.MaxGBS {
-		return nil, fmt.Errorf("run_microbatches %d is out of range (allowed: 0 for the default, up to %d)", opt.RunMicroBatches, presets.MaxGBS)
-	}
-	if opt.RunLayers < 0 || opt.RunLayers > presets.MaxLayers {
-		return nil, fmt.Errorf("run_layers %d is out of range (allowed: 0 for the whole stage, up to %d)", opt.RunLayers, presets.MaxLayers)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -197,27 +182,7 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", m.Name, err)
 	}
-	b := &builder{a: a, l: l, tp: l.TPSize(), cp: l.CPSize(), ep: l.EPSize(), etp: l.ETPSize()}
-	b.T = float64(l.MBS * l.Seq / b.cp) // bounded by CheckSizes: no overflow
-	b.Ts = b.T
-	if b.tp > 1 {
-		b.Ts = b.T / float64(b.tp) // sequence parallel: norms and residuals see T/TP tokens
-	}
-	b.gemmScale = 1
-	switch l.Precision {
-	case "", "bf16", "fp16":
-	default:
-		// fp8 / fp4 GEMMs run at twice the bf16 rate on Hopper; Blackwell's
-		// fp4 rate is not modelled.
-		b.gemmScale = 2
-	}
-	b.dropless = a.MoE != nil
-	if opt.Dropless != nil {
-		b.dropless = a.MoE != nil && *opt.Dropless
-	}
-	if !b.dropless && a.MoE != nil {
-		b.capacity = opt.MoECapacityFactor
-	}
+	b := newBuilder(a, l, opt)
 
 	w := &Workload{Spec: WorkloadSpec{Model: m, Layout: l, Options: opt}, Model: m.Name, Layout: l, Stage: pp - 1, Hidden: a.Hidden, TokensPerMB: int(b.T), MicroBatches: l.MicroBatches(), DroplessMoE: b.dropless}
 	run := opt.RunMicroBatches
@@ -274,6 +239,58 @@ func BuildWorkloadContext(ctx context.Context, m presets.Model, l presets.Layout
 	}
 	w.Optimizer = b.optimizer(w.ParamsLocal / float64(l.DP()))
 	return w, nil
+}
+
+// checkWorkloadInputs refuses a model, layout or options a workload
+// cannot be built from, before any layer is built.
+func checkWorkloadInputs(m presets.Model, l presets.Layout, opt WorkloadOptions) error {
+	a := m.Arch
+	if a.Hidden <= 0 || a.Layers <= 0 {
+		return fmt.Errorf("model %s: hidden and layers must be positive", m.Name)
+	}
+	if l.Seq <= 0 || l.MBS <= 0 || l.GBS <= 0 {
+		return fmt.Errorf("model %s: layout needs seq, mbs and gbs", m.Name)
+	}
+	if err := m.CheckSizes(); err != nil {
+		return err
+	}
+	if err := l.CheckSizes(); err != nil {
+		return fmt.Errorf("model %s: %w", m.Name, err)
+	}
+	if opt.RunMicroBatches < 0 || opt.RunMicroBatches > presets.MaxGBS {
+		return fmt.Errorf("run_microbatches %d is out of range (allowed: 0 for the default, up to %d)", opt.RunMicroBatches, presets.MaxGBS)
+	}
+	if opt.RunLayers < 0 || opt.RunLayers > presets.MaxLayers {
+		return fmt.Errorf("run_layers %d is out of range (allowed: 0 for the whole stage, up to %d)", opt.RunLayers, presets.MaxLayers)
+	}
+	return nil
+}
+
+// newBuilder is the op builder for a's layers on layout l: tokens per
+// rank, the GEMM rate's precision scale and the MoE dispatch mode.
+func newBuilder(a presets.Arch, l presets.Layout, opt WorkloadOptions) *builder {
+	b := &builder{a: a, l: l, tp: l.TPSize(), cp: l.CPSize(), ep: l.EPSize(), etp: l.ETPSize()}
+	b.T = float64(l.MBS * l.Seq / b.cp) // bounded by CheckSizes: no overflow
+	b.Ts = b.T
+	if b.tp > 1 {
+		b.Ts = b.T / float64(b.tp) // sequence parallel: norms and residuals see T/TP tokens
+	}
+	b.gemmScale = 1
+	switch l.Precision {
+	case "", "bf16", "fp16":
+	default:
+		// fp8 / fp4 GEMMs run at twice the bf16 rate on Hopper; Blackwell's
+		// fp4 rate is not modelled.
+		b.gemmScale = 2
+	}
+	b.dropless = a.MoE != nil
+	if opt.Dropless != nil {
+		b.dropless = a.MoE != nil && *opt.Dropless
+	}
+	if !b.dropless && a.MoE != nil {
+		b.capacity = opt.MoECapacityFactor
+	}
+	return b
 }
 
 // StepOps returns every op of one step of the emulated run, in launch order.

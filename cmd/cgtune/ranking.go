@@ -216,7 +216,7 @@ func (f *rootFlags) writeReport(p *progress, cfg search.Config, plan []search.Pl
 	}
 	plot, err := report.Write(f.report, in, f.force)
 	if err != nil {
-		return fail(exitBadInput, "--report: %v", err)
+		return fail(exitBadInput, "--report: %w", err)
 	}
 	e := wroteEvent{What: "report", Path: absPath(f.report)}
 	if plot != "" {

@@ -91,14 +91,7 @@ func commentText(cg *ast.CommentGroup) string {
 
 // figuresExcluded are files whose comments still carry measured figures,
 // each with why.
-var figuresExcluded = map[string]string{
-	"presets/models.go":    "excluded until presets/models.go is free",
-	"stepmodel/memory.go":  "excluded until stepmodel/memory.go is free",
-	"stepmodel/outside.go": "excluded until stepmodel/outside.go is free",
-	"stepmodel/profile.go": "excluded until stepmodel/profile.go is free",
-	"stepmodel/spread.go":  "excluded until stepmodel/spread.go is free",
-	"stepmodel/timing.go":  "excluded until stepmodel/timing.go is free",
-}
+var figuresExcluded = map[string]string{}
 
 // TestNoMeasuredFiguresInComments fails on each comment outside tests that
 // carries a figure from a run (a number with its unit and, within about

@@ -192,18 +192,7 @@ func unwrappedErrors(fset *token.FileSet, root string, files []*ast.File, info *
 // unwrapExcluded are files that format an error into another without
 // %w, each with why: files being changed elsewhere, to be cleared when
 // they are free.
-var unwrapExcluded = map[string]string{
-	"cmd/cgtune/ranking.go":        "excluded until cmd/cgtune/ranking.go is free",
-	"mbconfig/convert.go":          "excluded until mbconfig/convert.go is free",
-	"mbconfig/settings.go":         "excluded until mbconfig/settings.go is free",
-	"presets/models.go":            "excluded until presets/models.go is free",
-	"presets/team.go":              "excluded until presets/team.go is free",
-	"stepmodel/calibration.go":     "excluded until stepmodel/calibration.go is free",
-	"stepmodel/profileadjust.go":   "excluded until stepmodel/profileadjust.go is free",
-	"stepmodel/profileshare.go":    "excluded until stepmodel/profileshare.go is free",
-	"stepmodel/profilestore.go":    "excluded until stepmodel/profilestore.go is free",
-	"tools/genpresets/generate.go": "excluded until tools/genpresets/generate.go is free",
-}
+var unwrapExcluded = map[string]string{}
 
 // TestErrorsAreWrapped type-checks every package of the module and fails
 // on each error formatted into a new error (fmt.Errorf and the module's

@@ -70,15 +70,7 @@ func funcName(fd *ast.FuncDecl) string {
 // longFuncsExcluded are files that still hold a function over
 // maxFuncLines, each with why: files being changed elsewhere, to be split
 // when they are free.
-var longFuncsExcluded = map[string]string{
-	"presets/models.go":        "excluded until presets/models.go is free",
-	"presets/team.go":          "excluded until presets/team.go is free",
-	"search/run.go":            "excluded until search/run.go is free",
-	"stepmodel/activations.go": "excluded until stepmodel/activations.go is free",
-	"stepmodel/calibration.go": "excluded until stepmodel/calibration.go is free",
-	"stepmodel/layers.go":      "excluded until stepmodel/layers.go is free",
-	"stepmodel/workload.go":    "excluded until stepmodel/workload.go is free",
-}
+var longFuncsExcluded = map[string]string{}
 
 // TestNoLongFunctions fails on each function outside tests longer than
 // maxFuncLines (a table, a function that only returns data, aside): a

@@ -16,15 +16,7 @@ var history = regexp.MustCompile(`(?m)^\s*(Before|Previously|Formerly):|(?i)\((b
 
 // historiesExcluded are test files whose comments still open with a
 // history, each with why.
-var historiesExcluded = map[string]string{
-	"presets/bounds_test.go":         "excluded until presets/bounds_test.go is free",
-	"presets/number_test.go":         "excluded until presets/number_test.go is free",
-	"presets/store_hostile_test.go":  "excluded until presets/store_hostile_test.go is free",
-	"presets/store_test.go":          "excluded until presets/store_test.go is free",
-	"report/report_test.go":          "excluded until report/report_test.go is free",
-	"stepmodel/bounds_test.go":       "excluded until stepmodel/bounds_test.go is free",
-	"stepmodel/profilestore_test.go": "excluded until stepmodel/profilestore_test.go is free",
-}
+var historiesExcluded = map[string]string{}
 
 // TestTestCommentsSayWhatTheyAssert fails on each test comment that
 // opens with a history ("Before: ..."): a test's comment says what the

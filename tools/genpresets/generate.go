@@ -75,7 +75,7 @@ func readIndex(dir string) (index, error) {
 		return ix, err
 	}
 	if err := yaml.Unmarshal(data, &ix); err != nil {
-		return ix, fmt.Errorf("%s: %v", p, err)
+		return ix, fmt.Errorf("%s: %w", p, err)
 	}
 	if len(ix.MBCommit) < 7 || len(ix.Recipes) == 0 {
 		return ix, fmt.Errorf("%s: no mb_commit or no recipes", p)
