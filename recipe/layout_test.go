@@ -6,28 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
-
-func layoutOf(t *testing.T, model, gpu string) (presets.Model, presets.Layout) {
-	t.Helper()
-	m, err := presets.LookupModel(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, l
-}
 
 // A --set of a field that moves memory reaches the layout the memory
 // model reads, with the value Megatron-Bridge runs; others leave the
 // layout as it was.
 func TestLayoutWithSets(t *testing.T) {
-	m, l := layoutOf(t, "llama3_8b", "h100")
+	m, l := testmodel.Builtin(t, "llama3_8b", "h100")
 	for _, tc := range []struct {
 		name string
 		sets map[string]string
@@ -82,7 +70,7 @@ func TestLayoutWithSets(t *testing.T) {
 // EP overlap reaches the workload as the model runs it: comm_overlap's
 // value where set (it wins), the model's otherwise.
 func TestEPOverlapReachesTheWorkload(t *testing.T) {
-	m, shipped := layoutOf(t, "qwen3_30b_a3b", "h100")
+	m, shipped := testmodel.Builtin(t, "qwen3_30b_a3b", "h100")
 	if o, err := MoEWorkload(stepmodel.WorkloadOptions{}, m, shipped, "0.7", nil); err != nil || !o.EPOverlap {
 		t.Errorf("the h100 recipe's comm_overlap turns EP overlap on; the workload has %v (%v)", o.EPOverlap, err)
 	}
