@@ -95,6 +95,20 @@ func framework(k stepmodel.ProfileKey) string {
 	return strings.Join(append(parts, k.LayerSpec), ", ")
 }
 
+// lookupCachedProfile finds the cached profile id names (an ID prefix or
+// a file name, as profile list prints them) and the cache folder it is in.
+func lookupCachedProfile(id string) (string, stepmodel.CachedProfile, error) {
+	dir, err := profileDir()
+	if err != nil {
+		return "", stepmodel.CachedProfile{}, err
+	}
+	c, err := stepmodel.LookupProfile(dir, id)
+	if err != nil {
+		return "", c, fail(exitBadInput, "%w", err)
+	}
+	return dir, c, nil
+}
+
 func newProfileShowCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -102,13 +116,9 @@ func newProfileShowCmd() *cobra.Command {
 		Short: "Print a cached profile: where it was measured and what each layer costs",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := profileDir()
+			_, c, err := lookupCachedProfile(args[0])
 			if err != nil {
 				return err
-			}
-			c, err := stepmodel.LookupProfile(dir, args[0])
-			if err != nil {
-				return fail(exitBadInput, "%w", err)
 			}
 			if c.Profile == nil {
 				return fail(exitBadInput, "%s: %s", c.Path, c.Problem)
@@ -135,13 +145,9 @@ func newProfileRmCmd() *cobra.Command {
 		Short:   "Remove a cached profile (the emulating engines then fall back to per-op costs, or an older profile)",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := profileDir()
+			dir, c, err := lookupCachedProfile(args[0])
 			if err != nil {
 				return err
-			}
-			c, err := stepmodel.LookupProfile(dir, args[0])
-			if err != nil {
-				return fail(exitBadInput, "%w", err)
 			}
 			if err := stepmodel.RemoveProfile(dir, c); err != nil {
 				return fail(exitBadInput, "%w", err)
