@@ -44,8 +44,12 @@ func (x activations) off(m string) bool { return slices.Contains(x.offload, m) }
 // recomputes the group's activations in the backward, the last group's
 // while every group's input is still held; the block method checkpoints
 // the chunk's first recompute_num_layers layers one by one and keeps the
-// rest whole. The layers whose activations go to the host
-// (cpu_offloading_num_layers) keep none, save the one being copied.
+// rest whole. The first cpu_offloading_num_layers layers' activations go
+// to the host: layer i's device copy is freed when layer L−N+i starts, so
+// at the peak the device holds the other layers' own activations
+// (Transformer Engine 2.18 transformer_engine/pytorch/cpu_offload.py,
+// DefaultOffloadSynchronizer, which TransformerBlock's
+// get_cpu_offload_context builds).
 func (x activations) chunkSaved(kinds []presets.LayerKind, l presets.Layout) (saved, transient float64) {
 	n := len(kinds)
 	if n == 0 {
@@ -74,8 +78,12 @@ func (x activations) chunkSaved(kinds []presets.LayerKind, l presets.Layout) (sa
 			transient = float64(g) * mean
 		}
 	}
-	if off := min(l.CPUOffloadLayers, n); off > 0 {
-		saved -= float64(off-1) * mean
+	if off := min(l.CPUOffloadLayers, n-1); off > 0 {
+		if l.FullRecompute() {
+			saved -= float64(off) * saved / float64(n)
+		} else {
+			saved = sumOf(per[off:])
+		}
 	}
 	return saved, transient
 }
@@ -92,11 +100,11 @@ func sumOf(v []float64) float64 {
 // saves, with the stage's offloaded layers: offloaded activations leave
 // the pool as they leave eager memory.
 func (x activations) kept(region float64, layers int) float64 {
-	n := min(x.l.CPUOffloadLayers, layers)
-	if n <= 1 || layers == 0 {
+	n := min(x.l.CPUOffloadLayers, layers-1)
+	if n <= 0 {
 		return region
 	}
-	return region * (1 - float64(n-1)/float64(layers))
+	return region * (1 - float64(n)/float64(layers))
 }
 
 // backwardTemporaries is what one layer's backward needs beyond the saved

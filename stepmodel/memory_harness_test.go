@@ -337,3 +337,40 @@ func TestFullRecomputeMethods(t *testing.T) {
 		}
 	}
 }
+
+// Offloading the first N of a chunk's L layers to the host leaves the
+// other L−N layers' activations on the device at the peak (Transformer
+// Engine's offload synchronizer frees layer i's copy when layer L−N+i
+// starts), beside the loss's.
+func TestCPUOffloadKeepsTheOtherLayers(t *testing.T) {
+	m := llama(t)
+	l := harnessLayout()
+	tokens := 4096.0
+	layer := tokens * (llamaAttnPerToken + llamaMLPPerToken)
+	head := tokens * llamaHeadPerToken
+	for _, n := range []int{1, 8, 20, 31} {
+		l.CPUOffloadLayers = n
+		want := float64(32-n)*layer + head
+		if got := breakdown(t, m, l, eagerCand).Activations; absMiB(got-mibOf(want)) > 1 {
+			t.Errorf("%d of 32 layers offloaded: activations %d MiB, want %d", n, got, mibOf(want))
+		}
+	}
+}
+
+// Megatron-FSDP shards every parameter, but the embedding and the output
+// layer are no FSDP units: their whole bf16 weights stay gathered beside
+// the shards and the two gathered layers of fsdp_double_buffer.
+func TestFSDPKeepsTheVocabularyLayersGathered(t *testing.T) {
+	m := llama(t)
+	l := harnessLayout()
+	l.FSDP, l.NumGPUs = true, 32
+	a := m.Arch
+	h, q, kv, f := float64(a.Hidden), float64(a.Heads*a.HeadDim), float64(a.KVGroups*a.HeadDim), float64(a.FFNHidden)
+	layer := h*(q+2*kv) + q*h + 3*h*f + 2*h // QKV, output projection, SwiGLU MLP, two norms
+	vocab := 2 * float64(a.Vocab) * h       // embedding and untied output layer
+	total := float64(a.Layers)*layer + vocab + h
+	want := 2*total/32 + 2*2*layer + 2*vocab*(1-1.0/32) // bf16 bytes
+	if got := breakdown(t, m, l, eagerCand).Weights; absMiB(got-mibOf(want)) > 2 {
+		t.Errorf("FSDP weights %d MiB, want %d (shard, two gathered layers, the whole embedding and output layer)", got, mibOf(want))
+	}
+}

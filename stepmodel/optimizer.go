@@ -208,8 +208,14 @@ func persistentMemory(w *Workload, chunks []Chunk, opt MemoryOptions) (stageFigu
 		// Its sharded gradient buffer is the optimizer's gradient: the
 		// distributed optimizer copies nothing
 		// (_copy_model_grads_to_main_grads returns for use_megatron_fsdp).
+		// The embedding and the output layer are no FSDP units: gathered
+		// once, their whole bf16 weights stay (AllGatherPipeline.reset
+		// with preserve_non_fsdp_units; only unit modules release their
+		// parameters; megatron/core/distributed/fsdp/src/megatron_fsdp/
+		// param_and_grad_buffer.py, Megatron-LM 2a75ac1).
 		gathered := 2 * p.maxLayer * (weightBytes + gradBytes)
-		f.weights = f.weights/params*shares.total() + gathered/2
+		dDense, _ := dataParallelSizes(l)
+		f.weights = f.weights/params*shares.total() + gathered/2 + weightBytes*p.vocab*(1-1/dDense)
 		f.grads = gradBytes*shares.total() + gathered/2
 	} else {
 		// The distributed optimizer copies its shard's gradients,
