@@ -374,3 +374,22 @@ func TestFSDPKeepsTheVocabularyLayersGathered(t *testing.T) {
 		t.Errorf("FSDP weights %d MiB, want %d (shard, two gathered layers, the whole embedding and output layer)", got, mibOf(want))
 	}
 }
+
+// MXFP8 saves each quantized GEMM input with one scale byte per 32
+// elements, where tensor-scaled fp8 saves one scale per tensor: the
+// activations differ by 1/32 byte per saved GEMM-input element (QKV,
+// output projection, fc1 and fc2 inputs of every layer).
+func TestMXFP8InputsKeepTheirScales(t *testing.T) {
+	m := llama(t)
+	l := harnessLayout()
+	a := m.Arch
+	perLayer := float64(a.Hidden + a.Heads*a.HeadDim + a.Hidden + a.FFNHidden)
+	want := float64(a.Layers) * perLayer * float64(l.Seq) / 32
+	l.Precision = "fp8cs"
+	cs := breakdown(t, m, l, eagerCand).Activations
+	l.Precision = "fp8mx"
+	mx := breakdown(t, m, l, eagerCand).Activations
+	if absMiB(mx-cs-mibOf(want)) > 1 {
+		t.Errorf("MXFP8 activations %d MiB, tensor-scaled fp8 %d: difference %d, want %d", mx, cs, mx-cs, mibOf(want))
+	}
+}

@@ -307,9 +307,16 @@ func hopperOrUnknown(gpu string) bool {
 
 // gemmInputBytes is the bytes per element of a GEMM input saved for the
 // backward's weight gradient: Transformer Engine saves it quantized when
-// the recipe computes in fp8 or fp4.
+// the recipe computes in fp8 or fp4, with its scales: MXFP8 one E8M0 byte
+// per 32 elements, the blockwise recipe one fp32 per 128 (MXFP8Tensor and
+// Float8BlockwiseQTensor in transformer_engine/pytorch/tensor/), tensor
+// scaling one scale per tensor.
 func gemmInputBytes(precision string) float64 {
 	switch {
+	case precision == "fp8mx":
+		return 1 + 1.0/32
+	case precision == "fp8sc":
+		return 1 + 4.0/128
 	case strings.HasPrefix(precision, "fp8"):
 		return 1
 	case strings.HasPrefix(precision, "nvfp4"), strings.HasPrefix(precision, "fp4"):
