@@ -4,7 +4,7 @@ and precision as the perf recipes name them, and comparing a row with what
 a recipe returns. Standard library only; unit-tested by
 test_perfsummary.py (./test.sh).
 
-The tables are MB's docs/performance-summary.md and
+The tables are MB's docs/performance-summary.md and MB's
 docs/performance-summary-archive.md: one "## <container> NeMo Container"
 section per release, a "### Pre-Training Performance" part, and one
 Markdown table per "#### Model: <name>" (or, in the oldest sections,

@@ -5,8 +5,8 @@ that ran.
     python3 tools/mbrecipes/published.py --mb 067f987 --mb-repo MB.git --mcore-repo MLM.git
 
 reads the pre-training tables of MB's docs/performance-summary.md (every
-section) and docs/performance-summary-archive.md (the sections named by
---archive-section) at the commit, maps each row to a built-in model
+section) and of MB's docs/performance-summary-archive.md (the sections
+named by --archive-section) at the commit, maps each row to a built-in model
 (presets/models), finds the suffix-less perf recipe of its model, GPU type,
 GPU count and precision, runs it in the tools/mbsandbox sandbox, and
 records whether what the recipe returns matches the row (GBS, MBS,
@@ -20,6 +20,7 @@ import argparse
 import glob
 import importlib
 import os
+import posixpath
 import subprocess
 import sys
 
@@ -34,8 +35,9 @@ import recipes  # noqa: E402
 
 DEFAULT_OUT = "presets/testdata/published"
 MODELS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "presets", "models")
-SUMMARY = "docs/performance-summary.md"
-ARCHIVE = "docs/performance-summary-archive.md"
+# MB's performance summary and its archive, in MB's tree.
+SUMMARY = posixpath.join("docs", "performance-summary.md")
+ARCHIVE = posixpath.join("docs", "performance-summary-archive.md")
 DEFAULT_ARCHIVE_SECTIONS = ("26.06.01 NeMo Container", "26.06 NeMo Container")
 HEADER = "# Megatron-Bridge published-run recipe dump for cgtune, written by tools/mbrecipes/published.py; do not edit."
 

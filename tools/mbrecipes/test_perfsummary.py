@@ -69,11 +69,11 @@ def line_of(text, needle):
 
 class ParseTest(unittest.TestCase):
     def test_rows_with_their_section_part_table_and_line(self):
-        rows = perfsummary.parse_tables(DOC, "docs/x.md")
+        rows = perfsummary.parse_tables(DOC, "perf.md")
         self.assertEqual(len(rows), 6)
         first = rows[0]
         self.assertEqual((first.doc, first.section, first.part, first.heading), (
-            "docs/x.md", "26.08 NeMo Container", "Pre-Training Performance", "Model: DeepSeekV3"))
+            "perf.md", "26.08 NeMo Container", "Pre-Training Performance", "Model: DeepSeekV3"))
         self.assertEqual(first.line, line_of(DOC, "| DGX-GB300 | 256 | MXFP8"))
         self.assertEqual(first.columns["EP"], "32")
         self.assertEqual(first.model_name, "DeepSeekV3")
@@ -89,8 +89,8 @@ class ParseTest(unittest.TestCase):
         bad = DOC.replace("| DGX-GB300 | 256 | MXFP8 | 4096 | 1 | 4096 | 1 | 2 | 1 | 8 | 32 | 6288 |",
                           "| DGX-GB300 | 256 | MXFP8 | 4096 | 1 | 4096 | 1 | 2 | 1 | 8 | 6288 |")
         with self.assertRaises(perfsummary.SummaryError) as e:
-            perfsummary.parse_tables(bad, "docs/x.md")
-        self.assertIn(f"docs/x.md:{line_of(DOC, '| DGX-GB300 | 256 | MXFP8')}:", str(e.exception))
+            perfsummary.parse_tables(bad, "perf.md")
+        self.assertIn(f"perf.md:{line_of(DOC, '| DGX-GB300 | 256 | MXFP8')}:", str(e.exception))
 
 
 class NamesTest(unittest.TestCase):
@@ -104,7 +104,7 @@ class NamesTest(unittest.TestCase):
         self.assertEqual(perfsummary.gpu_type("DGX-H100"), "h100")
 
     def test_job_of_a_row(self):
-        rows = perfsummary.parse_tables(DOC, "docs/x.md")
+        rows = perfsummary.parse_tables(DOC, "perf.md")
         j = perfsummary.job(rows[2])
         self.assertEqual((j["gpu"], j["num_gpus"], j["precisions"]), ("gb200", 256, ("fp8cs", "fp8sc", "fp8ds")))
         self.assertEqual(j["fields"], {"gbs": 1536, "mbs": 1, "seq": 8192, "tp": 4, "pp": 16, "cp": 1, "vp": 4, "ep": None})
@@ -184,7 +184,7 @@ class FakeRuns:
 
 class RowEntryTest(unittest.TestCase):
     def setUp(self):
-        self.rows = perfsummary.parse_tables(DOC, "docs/x.md")
+        self.rows = perfsummary.parse_tables(DOC, "perf.md")
         self.functions = {
             "llama31_405b_pretrain_256gpu_gb200_fp8cs_config": ("mod", "src/llama/gb200/llama31.py"),
             "llama31_405b_pretrain_256gpu_gb200_fp8sc_config": ("mod", "src/llama/gb200/llama31.py"),
@@ -196,7 +196,7 @@ class RowEntryTest(unittest.TestCase):
         e = published.row_entry(self.rows[0], BUILTINS, self.functions, runs)
         self.assertEqual((e["model"], e["gpu"], e["num_gpus"], e["match"], e["dump"]),
                          ("deepseek_v3", "gb300", 256, True, "deepseek_v3_pretrain_256gpu_gb300_fp8mx_config.yaml"))
-        self.assertEqual((e["doc"], e["section"], e["table"], e["line"]), ("docs/x.md", "26.08 NeMo Container", "Model: DeepSeekV3", self.rows[0].line))
+        self.assertEqual((e["doc"], e["section"], e["table"], e["line"]), ("perf.md", "26.08 NeMo Container", "Model: DeepSeekV3", self.rows[0].line))
         self.assertEqual(e["columns"]["GBS"], "4096")
         self.assertNotIn("mismatches", e)
 
