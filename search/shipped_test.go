@@ -92,6 +92,18 @@ func TestShippedSettingsFitTheirGPUs(t *testing.T) {
 // GPU), checks that the ranking judges it to fit (the anchor included),
 // and returns the memory model's own breakdown of it.
 func shippedSettingFits(t *testing.T, m presets.Model, l presets.Layout) *stepmodel.MemoryBreakdown {
+	ref := rankShippedSetting(t, m, l)
+	if !ref.Ranked.Fits {
+		t.Errorf("%s does not fit: %s", ref.Candidate.Name(), ref.Ranked.Note)
+	}
+	return ref.Ranked.Result.Memory.Breakdown
+}
+
+// rankShippedSetting checks that the layout's candidate space is
+// generated and that cgtune check accepts the recipe's own setting, and
+// returns the search's reference row: that setting ranked (estimate
+// engine), with the memory model's breakdown.
+func rankShippedSetting(t *testing.T, m presets.Model, l presets.Layout) *Reference {
 	planned, err := Plan(Config{Model: m, Layout: l, MBridge: "0.7"})
 	if err != nil || len(planned) == 0 {
 		t.Fatalf("no candidate space: %d candidates, %v", len(planned), err)
@@ -114,11 +126,8 @@ func shippedSettingFits(t *testing.T, m presets.Model, l presets.Layout) *stepmo
 	if ref == nil || ref.Ranked == nil {
 		t.Fatalf("the recipe's setting was not ranked: %+v", ref)
 	}
-	if !ref.Ranked.Fits {
-		t.Errorf("%s does not fit: %s", ref.Candidate.Name(), ref.Ranked.Note)
-	}
 	if ref.Ranked.Result.Memory.Breakdown == nil {
 		t.Errorf("%s has no memory breakdown", ref.Candidate.Name())
 	}
-	return ref.Ranked.Result.Memory.Breakdown
+	return ref
 }

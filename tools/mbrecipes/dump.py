@@ -98,6 +98,21 @@ def layout_sizes(d):
     )
 
 
+def run_recipe(fn, hf):
+    """Run one recipe function: its ConfigContainer.to_dict() with the
+    model attributes to_dict leaves out (model_extras), and the
+    HuggingFace configs it loaded."""
+    hf.loaded.clear()
+    with quiet():
+        cfg = fn()
+        d = cfg.to_dict()
+    loaded = sorted(set(hf.loaded))
+    extra = model_extras(cfg.model)
+    if extra:
+        d["model"].update(extra)
+    return d, loaded
+
+
 def run_perf_recipes(trees, hf):
     """Every pretraining perf recipe of the LLM families, run: dicts with
     name, file, config (ConfigContainer.to_dict()), accepted, reason, and
@@ -111,14 +126,7 @@ def run_perf_recipes(trees, hf):
             name = recipes.parse_name(fn_name)
             if name is None or name.task != "pretrain" or getattr(fn, "__module__", None) != module:
                 continue
-            hf.loaded.clear()
-            with quiet():
-                cfg = fn()
-                d = cfg.to_dict()
-            loaded = sorted(set(hf.loaded))
-            extra = model_extras(cfg.model)
-            if extra:
-                d["model"].update(extra)
+            d, loaded = run_recipe(fn, hf)
             ok, reason = recipes.accepts(name.num_gpus, **layout_sizes(d))
             out.append({"name": name, "file": rel, "module": module, "config": d, "accepted": ok, "reason": reason, "hf": loaded})
     return out
@@ -225,9 +233,10 @@ def write_dumps(trees, out, keys):
     return entries
 
 
-def _ours(path):
+def _ours(path, header=HEADER):
+    """Whether path is a file this tool wrote (its first line is header)."""
     with open(path, encoding="utf-8") as f:
-        return f.readline().rstrip("\n") == HEADER
+        return f.readline().rstrip("\n") == header
 
 
 def to_yaml(target, path):
