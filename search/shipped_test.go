@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -76,6 +77,9 @@ func TestShippedSettingsFitTheirGPUs(t *testing.T) {
 				case over:
 					t.Logf("over its GPU (%s): %s", why, b.Describe())
 				}
+				if b != nil {
+					t.Logf("%s", shippedLine(m.Name, g, l, b))
+				}
 			})
 		}
 	}
@@ -130,4 +134,12 @@ func rankShippedSetting(t *testing.T, m presets.Model, l presets.Layout) *Refere
 		t.Errorf("%s has no memory breakdown", ref.Candidate.Name())
 	}
 	return ref
+}
+
+// shippedLine is a row of the table of shipped settings in
+// docs/memory-harness-2026-12-05.md (MiB per rank).
+func shippedLine(model, gpu string, l presets.Layout, b *stepmodel.MemoryBreakdown) string {
+	return fmt.Sprintf("| %s | %s | %s | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %.1f%% |",
+		model, gpu, l.ShippedGraph().Name(), b.Stage, b.StageLayers, b.Weights, b.Gradients, b.Optimizer, b.Activations,
+		b.MainGrads+b.StateCopies, b.Graphs, b.Slack, b.Context, b.Total, b.GPUMiB, 100*float64(b.Total)/float64(b.GPUMiB))
 }
