@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -134,6 +135,20 @@ func (c *Config) Int(key string) (v int, ok bool, err error) {
 		}
 	}
 	return 0, false, c.fieldError(n, key, "want an integer, got %s", describe(n))
+}
+
+// Float reads a number field; ok is false when it is absent or null.
+func (c *Config) Float(key string) (v float64, ok bool, err error) {
+	n := c.node(key)
+	if isNull(n) {
+		return 0, false, nil
+	}
+	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") {
+		if v, err := strconv.ParseFloat(n.Value, 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			return v, true, nil
+		}
+	}
+	return 0, false, c.fieldError(n, key, "want a number, got %s", describe(n))
 }
 
 // Bool reads a boolean field, false when absent or null.

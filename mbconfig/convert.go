@@ -46,6 +46,11 @@ func Convert(c *Config, o Options) (presets.Model, error) {
 	if err != nil {
 		return presets.Model{}, err
 	}
+	if a.MoE != nil {
+		if err := c.expertBudget(&l); err != nil {
+			return presets.Model{}, err
+		}
+	}
 	l.Source = o.LayoutSource
 	m := presets.Model{Name: o.Name, Display: o.Display, Family: o.Family, Arch: a, Source: o.Source,
 		Layouts: map[string]presets.Layout{o.GPU: l}}

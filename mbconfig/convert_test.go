@@ -296,3 +296,57 @@ func TestOptimizer(t *testing.T) {
 		}
 	}
 }
+
+// moeBase is base with routed experts behind the flex dispatcher, as MB's
+// fp8 DeepSeek-V4 recipes set them up.
+var moeBase = strings.Replace(base, "  gated_linear_unit: true\n", `  gated_linear_unit: true
+  num_moe_experts: 8
+  moe_router_topk: 2
+  moe_ffn_hidden_size: 256
+  expert_model_parallel_size: 4
+  expert_tensor_parallel_size: 1
+  moe_token_dispatcher_type: flex
+  moe_flex_dispatcher_backend: hybridep
+  use_transformer_engine_op_fuser: true
+`, 1)
+
+// The per-rank budget and the paged stash reach the layout's own fields
+// (not its settings), with Megatron-Core's buffer factors where the file
+// leaves them out; without the stash the layout has none.
+func TestExpertBudgetAndPagedStash(t *testing.T) {
+	for _, tc := range []struct {
+		name, add string
+		capacity  float64
+		stash     *presets.PagedStash
+	}{
+		{"off", "", 0, nil},
+		{"budget only", "  moe_expert_rank_capacity_factor: 5\n", 5, nil},
+		{"stash off", "  moe_expert_rank_capacity_factor: 1.5\n  moe_paged_stash: false\n  moe_paged_stash_buffer_size_factor_cuda: 1.2\n", 1.5, nil},
+		{"stash", "  moe_expert_rank_capacity_factor: 1.5\n  moe_paged_stash: true\n  moe_paged_stash_buffer_size_factor_cuda: 1.2\n  moe_paged_stash_buffer_size_factor_cpu: 0.5\n",
+			1.5, &presets.PagedStash{CUDAFactor: 1.2, HostFactor: 0.5}},
+		{"stash defaults", "  moe_expert_rank_capacity_factor: 1.5\n  moe_paged_stash: true\n", 1.5, &presets.PagedStash{CUDAFactor: 1.1, HostFactor: 0}},
+	} {
+		src := strings.Replace(moeBase, "  gated_linear_unit: true\n", "  gated_linear_unit: true\n"+tc.add, 1)
+		l, _, err := convert(t, src)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if l.RankCapacityFactor != tc.capacity || !reflect.DeepEqual(l.PagedStash, tc.stash) {
+			t.Errorf("%s: capacity %v, stash %+v; want %v, %+v", tc.name, l.RankCapacityFactor, l.PagedStash, tc.capacity, tc.stash)
+		}
+		for k := range l.Settings {
+			if strings.Contains(k, "paged_stash") || strings.Contains(k, "rank_capacity") {
+				t.Errorf("%s: %s is a setting as well as a layout field", tc.name, k)
+			}
+		}
+	}
+	for _, tc := range []struct{ add, want string }{
+		{"  moe_expert_rank_capacity_factor: -1\n", "in.yaml:15: field model.moe_expert_rank_capacity_factor: -1 is not a positive number (allowed: a positive number, or null)"},
+		{"  moe_paged_stash: true\n  moe_paged_stash_buffer_size_factor_cuda: lots\n", `in.yaml:16: field model.moe_paged_stash_buffer_size_factor_cuda: want a number, got "lots"`},
+	} {
+		src := strings.Replace(moeBase, "  gated_linear_unit: true\n", "  gated_linear_unit: true\n"+tc.add, 1)
+		if _, _, err := convert(t, src); err == nil || !oneLine.MatchString(err.Error()) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %s", tc.add, err, tc.want)
+		}
+	}
+}

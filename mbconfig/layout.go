@@ -210,6 +210,38 @@ func (c *Config) memory(l *presets.Layout) error {
 	return err
 }
 
+// expertBudget reads the flex dispatcher's per-rank budget and the paged
+// stash of the routed experts' saved tensors, with Megatron-Core's
+// defaults for the buffer factors a file leaves out (TransformerConfig).
+func (c *Config) expertBudget(l *presets.Layout) error {
+	const capKey = "model.moe_expert_rank_capacity_factor"
+	f, ok, err := c.Float(capKey)
+	if err != nil {
+		return err
+	}
+	if ok && f <= 0 {
+		return c.fieldError(c.node(capKey), capKey, "%v is not a positive number (allowed: a positive number, or null)", f)
+	}
+	l.RankCapacityFactor = f
+	on, err := c.Bool("model.moe_paged_stash")
+	if !on || err != nil {
+		return err
+	}
+	s := presets.PagedStash{CUDAFactor: presets.DefaultPagedStashCUDAFactor, HostFactor: presets.DefaultPagedStashHostFactor}
+	for key, v := range map[string]*float64{
+		"model.moe_paged_stash_buffer_size_factor_cuda": &s.CUDAFactor,
+		"model.moe_paged_stash_buffer_size_factor_cpu":  &s.HostFactor,
+	} {
+		if x, ok, err := c.Float(key); err != nil {
+			return err
+		} else if ok {
+			*v = x
+		}
+	}
+	l.PagedStash = &s
+	return nil
+}
+
 // optimizer is the layout's Optimizer: "" for Adam, dist_muon for
 // Megatron-Core's layer-wise distributed Muon, which "dist_muon" names
 // and "muon" with use_layer_wise_distributed_optimizer (MLM

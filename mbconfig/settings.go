@@ -70,6 +70,9 @@ func (c *Config) settings(m presets.Model, l presets.Layout, mbridge string) (ma
 		if m.Arch.MoE == nil && strings.HasPrefix(k, "model.moe_") {
 			continue // nothing reads the MoE fields of a model without experts
 		}
+		if l.PagedStash == nil && strings.HasPrefix(k, "model.moe_paged_stash_buffer_size_factor_") {
+			continue // read only with the stash on, which the layout's PagedStash carries
+		}
 		key := k
 		if name, ok := strings.CutPrefix(k, "env."); ok {
 			key = "env_vars." + name

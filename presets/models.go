@@ -598,6 +598,9 @@ func (d *strictDoc) validateRecipeSettings(l *Layout, p string) error {
 				"field \"offload_modules\": unknown module %q (allowed: %s)", m, strings.Join(OffloadModules(), ", "))
 		}
 	}
+	if err := d.validateExpertBudget(l, p); err != nil {
+		return err
+	}
 	if l.CUDAGraph != nil {
 		gp := joinPath(p, "cuda_graph")
 		sp := Space{Impls: []string{l.CUDAGraph.Impl}, Warmups: []int{l.CUDAGraph.Warmup}}
@@ -611,6 +614,26 @@ func (d *strictDoc) validateRecipeSettings(l *Layout, p string) error {
 	for k := range l.Settings {
 		if !strings.Contains(k, ".") {
 			return d.errf(joinPath(p, "settings"), "field \"settings\": key %q is not a dotted recipe field such as model.moe_pad_experts_for_cuda_graph_inference", k)
+		}
+	}
+	return nil
+}
+
+// validateExpertBudget checks the flex dispatcher's per-rank budget and
+// the paged stash's buffer factors: finite numbers, the budget positive
+// where set. Whether the stash has the budget it needs is the rule
+// table's (TC-47), as Megatron-Core checks it.
+func (d *strictDoc) validateExpertBudget(l *Layout, p string) error {
+	if f := l.RankCapacityFactor; !finite(f) || f < 0 {
+		return d.errf(joinPath(p, "rank_capacity_factor"), "field \"rank_capacity_factor\": %v is not a positive number (allowed: a positive number, or 0 for none)", f)
+	}
+	if s := l.PagedStash; s != nil {
+		sp := joinPath(p, "paged_stash")
+		if !finite(s.CUDAFactor) {
+			return d.errf(joinPath(sp, "cuda_factor"), "field \"cuda_factor\": %v is not a number (allowed: a number; negative sizes the buffer by the tokens routed)", s.CUDAFactor)
+		}
+		if !finite(s.HostFactor) {
+			return d.errf(joinPath(sp, "host_factor"), "field \"host_factor\": %v is not a number (allowed: a number, 0 for no host buffer)", s.HostFactor)
 		}
 	}
 	return nil

@@ -338,7 +338,7 @@ func isZeroLayout(l Layout) bool {
 		l.Dispatcher == "" && !l.SequenceParallel && len(l.RecomputeModules) == 0 && l.Source == "" &&
 		l.RecomputeGranularity == "" && l.RecomputeLayers == 0 && l.CUDAGraph == nil && !l.FSDP && l.CPUOffloadLayers == 0 &&
 		len(l.OffloadModules) == 0 && l.OptimizerStates == "" && !l.NoDistributedOptimizer && !l.GradReduceInFP32 &&
-		l.MTPLayers == 0 && !l.MTPUseRepeatedLayer && l.Optimizer == "" && len(l.Settings) == 0
+		l.MTPLayers == 0 && !l.MTPUseRepeatedLayer && l.Optimizer == "" && l.RankCapacityFactor == 0 && l.PagedStash == nil && len(l.Settings) == 0
 }
 
 // ValidateSpace checks impl and scope names and warm-up counts.

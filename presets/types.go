@@ -248,6 +248,15 @@ type Layout struct {
 	// perf harness (scripts/performance/run_script.py), so only the
 	// recipe's own settings apply. The built-in layouts are run through it.
 	OutsideHarness bool `yaml:"outside_harness,omitempty" json:"outside_harness,omitempty"`
+	// RankCapacityFactor is model.moe_expert_rank_capacity_factor: the
+	// flex dispatcher's static per-rank budget, which gives each rank's
+	// experts (tokens per rank)·top-k·factor rows whatever the routing
+	// (MLM megatron/core/transformer/moe/token_dispatcher.py
+	// _HybridEPManager.setup_metadata); 0 when unset (None).
+	RankCapacityFactor float64 `yaml:"rank_capacity_factor,omitempty" json:"rank_capacity_factor,omitempty"`
+	// PagedStash is model.moe_paged_stash with its buffer factors; nil
+	// when off.
+	PagedStash *PagedStash `yaml:"paged_stash,omitempty" json:"paged_stash,omitempty"`
 	// Settings are further recipe fields the recipe sets that cgtune's rules
 	// read, as dotted Megatron-Bridge keys and --set values
 	// (model.moe_pad_experts_for_cuda_graph_inference: "true", say). They
@@ -257,6 +266,29 @@ type Layout struct {
 	// from, and any deviation from it.
 	Source string `yaml:"source,omitempty" json:"source,omitempty"`
 }
+
+// PagedStash is Megatron-Core's paged stash of the routed experts' saved
+// tensors (model.moe_paged_stash, MLM megatron/core/transformer/moe/
+// paged_stash.py): the real tokens of each MoE layer's saved tensors are
+// copied into one persistent device buffer per dtype and width, sized
+// once from the first training iteration.
+type PagedStash struct {
+	// CUDAFactor is moe_paged_stash_buffer_size_factor_cuda: the device
+	// buffer is |factor| times the schedule's peak of the tokens in
+	// flight (positive: the average tokens, negative: the tokens routed).
+	CUDAFactor float64 `yaml:"cuda_factor" json:"cuda_factor"`
+	// HostFactor is moe_paged_stash_buffer_size_factor_cpu: the same for
+	// a pinned host buffer that takes what the device buffer cannot; 0
+	// for none.
+	HostFactor float64 `yaml:"host_factor" json:"host_factor"`
+}
+
+// Megatron-Core's defaults of the paged stash's buffer factors
+// (TransformerConfig, megatron/core/transformer/transformer_config.py).
+const (
+	DefaultPagedStashCUDAFactor = 1.10
+	DefaultPagedStashHostFactor = 0.0
+)
 
 func atLeast1(v int) int {
 	if v < 1 {
@@ -271,6 +303,10 @@ func (l Layout) Clone() Layout {
 	l.RecomputeModules = slices.Clone(l.RecomputeModules)
 	l.OffloadModules = slices.Clone(l.OffloadModules)
 	l.Settings = maps.Clone(l.Settings)
+	if l.PagedStash != nil {
+		s := *l.PagedStash
+		l.PagedStash = &s
+	}
 	if l.CUDAGraph != nil {
 		g := *l.CUDAGraph
 		g.Scopes = slices.Clone(g.Scopes)

@@ -85,6 +85,8 @@ var generationDefaults = map[presets.Generation]map[string]Value{
 		"model.gtp_weight_remat_size":                         intValue(1),
 		"model.moe_expert_rank_capacity_factor":               nullValue,
 		"model.moe_paged_stash":                               falseValue,
+		"model.moe_paged_stash_buffer_size_factor_cuda":       {Float: presets.DefaultPagedStashCUDAFactor},
+		"model.moe_paged_stash_buffer_size_factor_cpu":        {Float: presets.DefaultPagedStashHostFactor},
 	},
 }
 

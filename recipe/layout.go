@@ -1,9 +1,11 @@
 package recipe
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 
 	"cgtune/presets"
 )
@@ -19,6 +21,45 @@ func (c *Recipe) setMemoryDefaults(l presets.Layout) {
 	c.vals["model.account_for_loss_in_pipeline_split"] = Value{Bool: l.AccountForLoss}
 	if l.PipelineLayout != "" {
 		c.vals["model.pipeline_model_parallel_layout"] = Value{Str: l.PipelineLayout}
+	}
+}
+
+// setExpertBudget writes the layout's per-rank expert budget and paged
+// stash, fields Megatron-Bridge has from 0.5 on (a layout that sets them
+// for an older one is refused, as its settings are).
+func (c *Recipe) setExpertBudget(model string, l presets.Layout, mbridge string) error {
+	set := map[string]Value{}
+	if l.RankCapacityFactor > 0 {
+		set["model.moe_expert_rank_capacity_factor"] = Value{Float: l.RankCapacityFactor}
+	}
+	if s := l.PagedStash; s != nil {
+		set["model.moe_paged_stash"] = trueValue
+		set["model.moe_paged_stash_buffer_size_factor_cuda"] = Value{Float: s.CUDAFactor}
+		set["model.moe_paged_stash_buffer_size_factor_cpu"] = Value{Float: s.HostFactor}
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		f, _ := lookupField(k)
+		if _, ok := c.field(k); !ok {
+			return fmt.Errorf("model %s: the %s layout's recipe sets %s, which Megatron-Bridge %s (%s) does not have (allowed: --mbridge %s)",
+				model, layoutName(l), k, mbridge, c.gen, strings.Join(mbridgeOf(f.Gen), ", "))
+		}
+		c.vals[k] = set[k]
+	}
+	return nil
+}
+
+// readExpertBudget reads the per-rank expert budget and the paged stash
+// back into l, as setExpertBudget writes them.
+func (c *Recipe) readExpertBudget(l *presets.Layout) {
+	l.RankCapacityFactor, l.PagedStash = 0, nil
+	if v, ok := c.vals["model.moe_expert_rank_capacity_factor"]; ok && !v.Null {
+		l.RankCapacityFactor = v.Float
+	}
+	if c.vals["model.moe_paged_stash"].Bool {
+		l.PagedStash = &presets.PagedStash{
+			CUDAFactor: c.vals["model.moe_paged_stash_buffer_size_factor_cuda"].Float,
+			HostFactor: c.vals["model.moe_paged_stash_buffer_size_factor_cpu"].Float,
+		}
 	}
 }
 
@@ -71,6 +112,7 @@ func (c *Recipe) Layout() presets.Layout {
 		l.OffloadModules = slices.Clone(names(c.vals["model.offload_modules"]))
 	}
 	c.readRecompute(&l)
+	c.readExpertBudget(&l)
 	return l
 }
 

@@ -109,6 +109,10 @@ var schema = []Field{
 		Doc: "HybridEP/NCCL-EP static per-rank token budget: with the flex dispatcher the dispatch has static shapes and no host sync (MLM megatron/core/transformer/moe/token_dispatcher.py _HybridEPManager.setup_metadata)"},
 	{Key: "model.moe_paged_stash", Type: TBool, Gen: presets.G3,
 		Doc: "stashes the experts' activations in paged buffers sized by the per-rank budget (MLM transformer_config.py); MB's DeepSeek-V4 perf recipes set it"},
+	{Key: "model.moe_paged_stash_buffer_size_factor_cuda", Type: TFloat, Gen: presets.G3,
+		Doc: "the paged stash's device buffer: |factor| × the schedule's peak of the experts' tokens in flight, the average ones where positive (MLM megatron/core/transformer/moe/paged_stash.py allocate_stash_buffers)"},
+	{Key: "model.moe_paged_stash_buffer_size_factor_cpu", Type: TFloat, Gen: presets.G3,
+		Doc: "the same for the paged stash's pinned host buffer; 0 for none (MLM megatron/core/transformer/moe/paged_stash.py allocate_stash_buffers)"},
 	{Key: "model.use_transformer_engine_op_fuser", Type: TBool,
 		Doc: "TE's operation-fuser layer spec, which HybridEP's per-rank budget needs (TC-42); MB's _benchmark_common turns it off and some perf recipes back on (MB src/megatron/bridge/perf_recipes/_common.py, gpt_oss/common.py); G2 has it too, as a field of MB's own GPT provider (MB v0.4.0 src/megatron/bridge/models/gpt_provider.py)"},
 
@@ -353,6 +357,9 @@ func New(m presets.Model, l presets.Layout, mbridge string) (*Recipe, error) {
 	c.setRecompute(l)
 	c.setOffload(l)
 	c.setMemoryDefaults(l)
+	if err := c.setExpertBudget(m.Name, l, mbridge); err != nil {
+		return nil, err
+	}
 	c.setParallel(l)
 	if err := c.setPrecision(l.Precision); err != nil {
 		return nil, err

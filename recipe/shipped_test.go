@@ -33,6 +33,9 @@ func builtinLayouts(t *testing.T, f func(t *testing.T, m presets.Model, l preset
 // g2Expresses reports whether every recipe setting of l is a field G2's
 // Megatron-Core has (MB 0.3/0.4): only then can the layout be checked there.
 func g2Expresses(l presets.Layout) bool {
+	if l.RankCapacityFactor > 0 || l.PagedStash != nil {
+		return false // MB 0.5+ fields
+	}
 	for k := range l.Settings {
 		f, ok := lookupField(k)
 		if !ok || f.Gen == presets.G3 {

@@ -380,8 +380,12 @@ func fits(r *Ranked, opts RankOptions) bool {
 			return true
 		}
 		if !b.Fits {
-			r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB per GPU in the job (weights %d, gradients %d, optimizer %d, the larger of activations %d and the optimizer step's fp32 gradients %d, graphs %d, allocator slack %d, context %d), more than the GPU's %d MiB",
-				b.Total, b.Weights, b.Gradients, b.Optimizer, b.Activations, b.MainGrads, b.Graphs, b.Slack, b.Context, b.GPUMiB))
+			stash := ""
+			if b.ExpertStash > 0 {
+				stash = fmt.Sprintf(", paged expert stash %d", b.ExpertStash)
+			}
+			r.Note = joinNote(r.Note, fmt.Sprintf("needs %d MiB per GPU in the job (weights %d, gradients %d, optimizer %d%s, the larger of activations %d and the optimizer step's fp32 gradients %d, graphs %d, allocator slack %d, context %d), more than the GPU's %d MiB",
+				b.Total, b.Weights, b.Gradients, b.Optimizer, stash, b.Activations, b.MainGrads, b.Graphs, b.Slack, b.Context, b.GPUMiB))
 		}
 		return b.Fits
 	}

@@ -184,8 +184,8 @@ func (x activations) blockPerToken(k presets.LayerKind, scope string) float64 {
 		}
 		return float64(a.MoE.Experts) * x.sp
 	case presets.ScopeMoE:
-		if a.MoE == nil || x.re("moe") {
-			return 0
+		if a.MoE == nil || x.re("moe") || x.stashes() {
+			return 0 // the paged stash holds them (stash.go)
 		}
 		return x.expertsPerToken()
 	case ScopeMoEPostprocess:

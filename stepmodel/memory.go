@@ -12,13 +12,17 @@ import (
 // by what holds it: the fullest pipeline rank's. Fits compares Total
 // with the job GPU's memory, as NVML counts it.
 //
-// Total is Weights + Gradients + Optimizer + the larger of Activations
+// Total is Weights + Gradients + Optimizer + ExpertStash + the larger of Activations
 // and the optimizer step's temporaries (MainGrads + StateCopies: they come
 // after the activations are freed) + Graphs + Slack + Context.
 type MemoryBreakdown struct {
 	Weights   int64 `json:"weights"`
 	Gradients int64 `json:"gradients"` // the gradient buffer (GradBuffer's dtype)
 	Optimizer int64 `json:"optimizer"` // main parameters and Adam state, after sharding
+	// ExpertStash is the paged stash's device buffer of the routed
+	// experts' saved tensors (model.moe_paged_stash, stash.go), which
+	// replaces them in the activations; allocated once, outside any graph.
+	ExpertStash int64 `json:"expert_stash,omitempty"`
 	// MainGrads are the fp32 copies of the shard's gradients the
 	// distributed optimizer makes at its step; StateCopies the fp32 copies
 	// of bf16 Adam states Transformer Engine's FusedAdam makes at its step.
@@ -196,11 +200,12 @@ func (m *MemoryBreakdown) SetContext(mib int64, source string) {
 // stageFigures are one stage's memory figures in bytes, before a candidate.
 type stageFigures struct {
 	weights, grads, optim float64 // persistent
+	stash                 float64 // persistent: the paged expert stash's buffer
 	mainGrads, copies     float64 // the optimizer step's temporaries
 	act                   float64 // eager activations and temporaries at the step's peak
 }
 
-func (f stageFigures) persistent() float64 { return f.weights + f.grads + f.optim }
+func (f stageFigures) persistent() float64 { return f.weights + f.grads + f.optim + f.stash }
 
 func (f stageFigures) step() float64 { return f.mainGrads + f.copies }
 
@@ -223,12 +228,17 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 	act := newActivations(w)
 	per := make([]float64, len(chunks))
 	pooled := make([]float64, len(chunks))
-	transient := 0.0
+	stashed := make([]float64, len(chunks))
+	transient, largest := 0.0, 0.0
 	var graphed []presets.LayerKind
 	for v, c := range chunks {
 		ks := chunkKinds(w, c)
 		saved, tr := act.chunkSaved(ks, l)
 		per[v], transient = saved, math.Max(transient, tr)
+		for _, k := range ks {
+			stashed[v] += act.stashedLayer(k)
+			largest = math.Max(largest, act.stashedLayer(k))
+		}
 		gk := graphedKinds(w, p, c, ks)
 		pooled[v] = regions.pooled(gk, act)
 		graphed = append(graphed, gk...)
@@ -238,6 +248,9 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 	}
 	counts := inFlightChunks(l.PPSize(), l.VPSize(), s, w.MicroBatches, w.Spec.Options.EPOverlap, per)
 	f.act = dot(counts, per) + transient + act.backwardTemporaries(kinds)
+	var padded float64
+	f.stash, padded = expertStash(act, l, s, w.MicroBatches, w.Spec.Options.EPOverlap, stashed, largest)
+	f.act += padded
 	if loss {
 		f.act += act.head()
 	}
@@ -246,11 +259,11 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 		graphs = graphedPeak(w, p, regions, graphed, act, f, dot(counts, pooled), counts) - f.eagerPeak()
 	}
 	m := &MemoryBreakdown{
-		Weights: mib(f.weights), Gradients: mib(f.grads), Optimizer: mib(f.optim), MainGrads: mib(f.mainGrads), StateCopies: mib(f.copies),
+		Weights: mib(f.weights), Gradients: mib(f.grads), Optimizer: mib(f.optim), ExpertStash: mib(f.stash), MainGrads: mib(f.mainGrads), StateCopies: mib(f.copies),
 		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(allocatorSlack * (f.act + f.step())),
 		Stage: s, StageLayers: len(kinds), PrecisionAware: adam.precisionAware, Decoupled: adam.decoupled, LayerWiseMuon: adam.muon, GradBuffer: adam.gradBuffer,
 	}
-	m.Total = m.Weights + m.Gradients + m.Optimizer + max(m.Activations, m.step()) + m.Graphs + m.Slack
+	m.Total = m.Weights + m.Gradients + m.Optimizer + m.ExpertStash + max(m.Activations, m.step()) + m.Graphs + m.Slack
 	return m
 }
 
@@ -298,8 +311,12 @@ func (m *MemoryBreakdown) Describe() string {
 	if !m.Fits {
 		fits = "DOES NOT FIT"
 	}
-	return fmt.Sprintf("job memory per rank (pipeline rank %d, %d layers; %s): weights %d + gradients %d + optimizer %d + the larger of activations %d and the optimizer step's temporaries %d (fp32 main gradients %d, fp32 copies of bf16 Adam states %d) + graphs %d + allocator slack %d + outside the allocator %d (%s) = %d MiB of %d MiB (%s)",
-		m.Stage, m.StageLayers, m.optimizerText(), m.Weights, m.Gradients, m.Optimizer, m.Activations, m.step(), m.MainGrads, m.StateCopies,
+	stash := ""
+	if m.ExpertStash > 0 {
+		stash = fmt.Sprintf(" + paged expert stash %d", m.ExpertStash)
+	}
+	return fmt.Sprintf("job memory per rank (pipeline rank %d, %d layers; %s): weights %d + gradients %d + optimizer %d%s + the larger of activations %d and the optimizer step's temporaries %d (fp32 main gradients %d, fp32 copies of bf16 Adam states %d) + graphs %d + allocator slack %d + outside the allocator %d (%s) = %d MiB of %d MiB (%s)",
+		m.Stage, m.StageLayers, m.optimizerText(), m.Weights, m.Gradients, m.Optimizer, stash, m.Activations, m.step(), m.MainGrads, m.StateCopies,
 		m.Graphs, m.Slack, m.Context, m.ContextSource, m.Total, m.GPUMiB, fits)
 }
 

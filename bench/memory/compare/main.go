@@ -130,7 +130,7 @@ func compare(path string) (rows []string, worstDevice, worstAlloc float64, err e
 		}
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %d | %d | %+.1f%% | %d | %d | %+.1f%% | %d | %d | %d | %d | %d | %d | %d |",
 			name, b.GradBuffer, p.Mode, p.Used, b.Total, eDev, p.Reserved, b.Reserved(), eAlloc, p.Used-p.Reserved, b.Context,
-			b.Weights+b.Gradients+b.Optimizer, b.Activations, b.MainGrads+b.StateCopies, b.Graphs, b.Slack))
+			b.Weights+b.Gradients+b.Optimizer+b.ExpertStash, b.Activations, b.MainGrads+b.StateCopies, b.Graphs, b.Slack))
 	}
 	sort.Strings(rows)
 	return rows, worstDevice, worstAlloc, sc.Err()
