@@ -174,11 +174,11 @@ func publishedLine(r publishedRow, l presets.Layout, b *stepmodel.MemoryBreakdow
 		name string
 		mib  int64
 	}{
-		{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer", b.Optimizer},
+		{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer", b.Optimizer}, {"expert stash", b.ExpertStash},
 		{"activations", max(b.Activations, step)}, {"graphs", b.Graphs}, {"slack", b.Slack}, {"outside", b.Context},
 	}
 	if step > b.Activations {
-		terms[3].name = "optimizer step"
+		terms[4].name = "optimizer step"
 	}
 	sort.SliceStable(terms, func(i, j int) bool { return terms[i].mib > terms[j].mib })
 	gib := func(mib int64) float64 { return float64(mib) / 1024 }

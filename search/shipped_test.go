@@ -141,7 +141,7 @@ func rankShippedSetting(t *testing.T, m presets.Model, l presets.Layout) *Refere
 // shippedLine is a row of the table of shipped settings in
 // docs/memory-harness-2026-12-05.md (MiB per rank).
 func shippedLine(model, gpu string, l presets.Layout, b *stepmodel.MemoryBreakdown) string {
-	return fmt.Sprintf("| %s | %s | %s | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %.1f%% |",
-		model, gpu, l.ShippedGraph().Name(), b.Stage, b.StageLayers, b.Weights, b.Gradients, b.Optimizer, b.Activations,
+	return fmt.Sprintf("| %s | %s | %s | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %.1f%% |",
+		model, gpu, l.ShippedGraph().Name(), b.Stage, b.StageLayers, b.Weights, b.Gradients, b.Optimizer, b.ExpertStash, b.Activations,
 		b.MainGrads+b.StateCopies, b.Graphs, b.Slack, b.Context, b.Total, b.GPUMiB, 100*float64(b.Total)/float64(b.GPUMiB))
 }
