@@ -187,7 +187,7 @@ func (x activations) blockPerToken(k presets.LayerKind, scope string) float64 {
 		if a.MoE == nil || x.re("moe") || x.stashes() {
 			return 0 // the paged stash holds them (stash.go)
 		}
-		return x.expertsPerToken()
+		return x.expertsPerToken() * x.budgetPadding()
 	case ScopeMoEPostprocess:
 		// The experts apply the routing probabilities in their activation
 		// (megatron/core/transformer/moe/experts.py), so the unpermute keeps
@@ -373,4 +373,18 @@ func (x activations) iteration(w *Workload) float64 {
 	}
 	l := w.Layout
 	return v*inFlightMicroBatches(l.PPSize(), l.VPSize(), w.Stage, w.MicroBatches, w.Spec.Options.EPOverlap) + x.head()
+}
+
+// budgetPadding is how many times the average routed tokens the experts'
+// saved tensors hold: with moe_expert_rank_capacity_factor the flex
+// dispatcher hands the experts a static budget of (tokens per rank)·top-k·
+// factor rows (token_dispatcher.py _HybridEPManager.setup_metadata,
+// num_permuted_tokens; the NCCL EP backend's fixed receive buffer alike,
+// Megatron-LM 2a75ac1), padded past the real tokens; without it the
+// tensors hold the tokens routed.
+func (x activations) budgetPadding() float64 {
+	if f := x.l.RankCapacityFactor; f > 0 {
+		return f
+	}
+	return 1
 }

@@ -393,3 +393,29 @@ func TestMXFP8InputsKeepTheirScales(t *testing.T) {
 		t.Errorf("MXFP8 activations %d MiB, tensor-scaled fp8 %d: difference %d, want %d", mx, cs, mx-cs, mibOf(want))
 	}
 }
+
+// With a per-rank expert budget and no paged stash, the experts save
+// tensors of the budget's rows: factor × the average routed tokens, so
+// each step of the factor adds the same activations, and factor 1 is the
+// unbudgeted figure.
+func TestExpertBudgetPadsTheSavedTensors(t *testing.T) {
+	m, err := presets.LookupModel("gpt_oss_20b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Layout("b300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := func(f float64) int64 {
+		l.RankCapacityFactor, l.PagedStash = f, nil
+		return breakdown(t, m, l, eagerCand).Activations
+	}
+	none, one, two, three := act(0), act(1), act(2), act(3)
+	if none != one {
+		t.Errorf("factor 1 holds %d MiB, no budget %d: the budget of the average is the tokens routed", one, none)
+	}
+	if two <= one || absMiB((three-two)-(two-one)) > 1 {
+		t.Errorf("activations at factors 1, 2, 3: %d, %d, %d MiB: want equal positive steps", one, two, three)
+	}
+}
