@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 )
 
@@ -399,14 +400,7 @@ func TestMXFP8InputsKeepTheirScales(t *testing.T) {
 // each step of the factor adds the same activations, and factor 1 is the
 // unbudgeted figure.
 func TestExpertBudgetPadsTheSavedTensors(t *testing.T) {
-	m, err := presets.LookupModel("gpt_oss_20b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout("b300")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := testmodel.Builtin(t, "gpt_oss_20b", "b300")
 	act := func(f float64) int64 {
 		l.RankCapacityFactor, l.PagedStash = f, nil
 		return breakdown(t, m, l, eagerCand).Activations

@@ -3,6 +3,7 @@ package stepmodel
 import (
 	"testing"
 
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 )
 
@@ -10,14 +11,7 @@ import (
 // and its model.
 func stashLayout(t *testing.T, model, gpu string) (presets.Model, presets.Layout) {
 	t.Helper()
-	m, err := presets.LookupModel(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := testmodel.Builtin(t, model, gpu)
 	if l.PagedStash == nil || l.RankCapacityFactor <= 0 || l.Precision != "fp8mx" {
 		t.Fatalf("%s/%s: want an MXFP8 layout with the paged stash and a rank budget, got %+v", model, gpu, l)
 	}
