@@ -26,17 +26,7 @@ const publishedDir = "../presets/testdata/published"
 // publishedOverTheirGPU lists, by recipe function, the published runs the
 // memory model alone puts over their GPU, with the cause and share.
 // Each stays listed only while the model says so.
-var publishedOverTheirGPU = map[string]string{
-	// TP 4, PP 16, VP 4, DP 4: rank 1's eight layers are four two-layer
-	// chunks, and interleaved 1F1B holds 77 chunk-forwards in flight
-	// ((PP − 2)·2 + (VP − 1)·PP + 1): 154 layer-forwards, 132 GiB of
-	// activations. The 8% allocator slack on them (11 GiB; fitted at
-	// world size 1 on one micro-batch in flight) and the memory outside
-	// the allocator (assumed from the H200's) take it over; without the
-	// slack it is at 96%. The same layout at VP 8 (fp8mx, 141 one-layer
-	// chunk-forwards) fits at 99%.
-	"llama31_405b_pretrain_256gpu_gb200_fp8cs_config": "interleaved PP 16, VP 4 at DP 4: 102%",
-}
+var publishedOverTheirGPU = map[string]string{}
 
 // publishedIndex is publishedDir/index.yaml.
 type publishedIndex struct {

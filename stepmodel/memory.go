@@ -73,9 +73,12 @@ func (m *MemoryBreakdown) step() int64 { return m.MainGrads + m.StateCopies }
 // (inFlightChunks, activations), or after them the optimizer step's
 // temporaries. Graphs: what capturing adds over eager (graphedPeak).
 // Allocator slack: the caching allocator's reserved memory above what is
-// allocated, a fixed share of what comes and goes in a step
-// (allocatorSlack, fitted on the framework's dense eager peaks in
-// docs/memory-and-verdict-2026-12-02.md).
+// allocated, a fixed share of what one micro-batch brings through the
+// rank's chunks and of the optimizer step's temporaries (allocatorSlack,
+// fitted on the framework's dense eager peaks in
+// docs/memory-and-verdict-2026-12-02.md). It does not grow with the
+// micro-batches in flight: their activations are blocks of the same sizes
+// the allocator hands out again (docs/memory-inflight-2026-12-05.md).
 // Context: memory outside the allocator (OutsideAllocatorFor).
 const (
 	weightBytes       = 2.0 // bf16 parameter
@@ -260,7 +263,7 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 	}
 	m := &MemoryBreakdown{
 		Weights: mib(f.weights), Gradients: mib(f.grads), Optimizer: mib(f.optim), ExpertStash: mib(f.stash), MainGrads: mib(f.mainGrads), StateCopies: mib(f.copies),
-		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(allocatorSlack * (f.act + f.step())),
+		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(allocatorSlack * (f.act - dot(counts, per) + sumOf(per) + f.step())),
 		Stage: s, StageLayers: len(kinds), PrecisionAware: adam.precisionAware, Decoupled: adam.decoupled, LayerWiseMuon: adam.muon, GradBuffer: adam.gradBuffer,
 	}
 	m.Total = m.Weights + m.Gradients + m.Optimizer + m.ExpertStash + max(m.Activations, m.step()) + m.Graphs + m.Slack

@@ -112,31 +112,16 @@ func TestFP32GradientBuffer(t *testing.T) {
 // runs in the data the docs cite, and a GPU type never measured says it
 // borrows it.
 func TestOutsideAllocatorIsMeasured(t *testing.T) {
-	f, err := os.Open("../docs/data/memory-peaks-2026-12-02.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var largest int64
-	sc := bufio.NewScanner(z)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var r struct {
-			Used     int64 `json:"device_used_mib"`
-			Reserved int64 `json:"peak_reserved_mib"`
-		}
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Used > 0 {
-			largest = max(largest, r.Used-r.Reserved)
+	for _, c := range []struct{ gpu, data string }{
+		{"NVIDIA H200", "docs/data/memory-peaks-2026-12-02.jsonl.gz"},
+		{"NVIDIA H100 80GB HBM3", "docs/data/h100-buffers-2026-12-05.jsonl.gz"},
+	} {
+		got, largest := OutsideAllocatorFor(c.gpu), largestOutsideIn(t, "../"+c.data)
+		if !got.Measured || got.MiB != largest || !strings.Contains(got.Source, c.data) {
+			t.Errorf("%s: %+v, want the data's largest %d MiB", c.gpu, got, largest)
 		}
 	}
 	h200 := OutsideAllocatorFor("NVIDIA H200")
-	if !h200.Measured || h200.MiB != largest || !strings.Contains(h200.Source, "docs/data/memory-peaks-2026-12-02.jsonl.gz") {
-		t.Errorf("H200: %+v, want the data's largest %d MiB", h200, largest)
-	}
 	b200 := OutsideAllocatorFor("b200")
 	if b200.Measured || b200.MiB != h200.MiB || !strings.HasPrefix(b200.Source, "not measured on B200: assumed from the H200's") {
 		t.Errorf("B200: %+v", b200)
@@ -412,4 +397,50 @@ func TestExpertBudgetPadsTheSavedTensors(t *testing.T) {
 	if two <= one || absMiB((three-two)-(two-one)) > 1 {
 		t.Errorf("activations at factors 1, 2, 3: %d, %d, %d MiB: want equal positive steps", one, two, three)
 	}
+}
+
+// The allocator's reserve above what is allocated does not grow with the
+// micro-batches in flight (their activations are blocks of the sizes the
+// allocator hands out again): fewer micro-batches per step, fewer in
+// flight on an interleaved pipeline rank (the same rank the fullest),
+// less activation memory, the same slack.
+func TestSlackDoesNotGrowWithMicroBatchesInFlight(t *testing.T) {
+	m, l := testmodel.Builtin(t, "llama3_70b", "h100")
+	many := breakdown(t, m, l, eagerCand)
+	l.GBS = l.MBS * l.NumGPUs / (l.TPSize() * l.PPSize() * l.CPSize()) * 4 // four micro-batches per rank: 20 chunk-forwards, not 23, on rank 0
+	few := breakdown(t, m, l, eagerCand)
+	if few.Activations >= many.Activations {
+		t.Fatalf("activations %d MiB with 4 micro-batches, %d with %d: want fewer in flight", few.Activations, many.Activations, l.GBS)
+	}
+	if few.Slack != many.Slack {
+		t.Errorf("slack %d MiB with 4 micro-batches per rank (rank %d), %d with more (rank %d): want the same", few.Slack, few.Stage, many.Slack, many.Stage)
+	}
+}
+
+// largestOutsideIn is the largest NVML used less peak reserved memory of
+// the whole-model runs in a bench/memory/peaks.py output file.
+func largestOutsideIn(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var largest int64
+	sc := bufio.NewScanner(z)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var r struct {
+			Used     int64 `json:"device_used_mib"`
+			Reserved int64 `json:"peak_reserved_mib"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Used > 0 {
+			largest = max(largest, r.Used-r.Reserved)
+		}
+	}
+	return largest
 }

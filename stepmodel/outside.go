@@ -31,6 +31,8 @@ var measuredOutside = []struct {
 }{
 	{"h200", 9242, "NVML used − torch reserved on an NVIDIA H200, the largest of 9090–9242 MiB over 19 warm whole-model runs " +
 		"at world size 1 (docs/data/memory-peaks-2026-12-02.jsonl.gz)"},
+	{"h100", 9108, "NVML used − torch reserved on an NVIDIA H100 80GB HBM3, the largest of 9096–9108 MiB over 4 warm whole-model runs " +
+		"at world size 1 (docs/data/h100-buffers-2026-12-05.jsonl.gz)"},
 }
 
 // OutsideAllocatorFor is the figure for a GPU (a layout's GPU type or a

@@ -162,11 +162,13 @@ def one_case_main(case_json):
     print("RESULT " + json.dumps(res), flush=True)
 
 
-def in_fresh_process(case):
+def in_fresh_process(case, script=None):
+    """Runs the case in a fresh interpreter of script (this file by
+    default) with the case's environment; its RESULT line's JSON."""
     import subprocess
 
     env = dict(os.environ, **(case.get("env") or {}))
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", json.dumps(case)],
+    p = subprocess.run([sys.executable, script or os.path.abspath(__file__), "--case", json.dumps(case)],
                        capture_output=True, text=True, env=env)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):

@@ -1,0 +1,148 @@
+// Command headroom puts the allocator's reserve above what is allocated,
+// measured with many micro-batches in flight (bench/memory/inflight.py),
+// next to the memory model's allocator slack for the same activations:
+//
+//	go run ./bench/memory/headroom INFLIGHT.jsonl[.gz]
+//
+// need is the least memory the allocator may reserve for the run to finish
+// (the cap bisected under torch.cuda.set_per_process_memory_fraction), so
+// need − allocated is the reserve a run at the edge of the device takes;
+// reserved − allocated is what an unpressed allocator keeps. The model's
+// slack is its figure for the case's model at one micro-batch in flight,
+// which it keeps for any number in flight.
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"cgtune/internal/fileio"
+	"cgtune/presets"
+	"cgtune/stepmodel"
+)
+
+// inflightLine is one case of inflight.py's output.
+type inflightLine struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+	Rows  []struct {
+		InFlight  int   `json:"inflight"`
+		OOM       bool  `json:"oom"`
+		Allocated int64 `json:"peak_allocated_mib"`
+		Reserved  int64 `json:"peak_reserved_mib"`
+		Need      int64 `json:"need_mib"`
+	} `json:"rows"`
+	Case struct {
+		Arch presets.Arch      `json:"arch"`
+		MBS  int               `json:"mbs"`
+		Seq  int               `json:"seq"`
+		Env  map[string]string `json:"env"`
+	} `json:"case"`
+}
+
+// oneMicroBatch is the model's breakdown of the case's model at world
+// size 1 with one micro-batch in flight.
+func oneMicroBatch(c inflightLine) (*stepmodel.MemoryBreakdown, error) {
+	m := presets.Model{Name: c.Name, Arch: c.Case.Arch}
+	l := presets.Layout{GPU: "h200", NumGPUs: 1, Precision: "bf16", TP: 1, PP: 1, CP: 1, EP: 1,
+		GBS: c.Case.MBS, MBS: c.Case.MBS, Seq: c.Case.Seq, OutsideHarness: true}
+	opts := stepmodel.WorkloadOptions{LayerSpec: "local", RunMicroBatches: 1}
+	if m.Arch.MoE != nil {
+		dropless := false
+		opts.Dropless, opts.MoECapacityFactor = &dropless, 1.0
+	}
+	w, err := stepmodel.BuildWorkload(m, l, opts)
+	if err != nil {
+		return nil, err
+	}
+	eager := stepmodel.PlanCapture(w, presets.Candidate{Impl: presets.ImplNone}, presets.G2)
+	return stepmodel.PredictMemory(w, eager, nil, stepmodel.JobGPUMiB(l, 0), stepmodel.MemoryOptions{}), nil
+}
+
+// row is one table row: a case with n micro-batches in flight.
+type row struct {
+	name                               string
+	n                                  int
+	allocated, reserved, need          int64
+	measuredPerMB, modelPerMB, slackMB int64
+}
+
+func (r row) String() string {
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d |", r.name, r.n, r.allocated, r.reserved, r.need,
+		r.reserved-r.allocated, r.need-r.allocated, r.measuredPerMB, r.modelPerMB, r.slackMB)
+}
+
+func rowsOf(c inflightLine) ([]row, error) {
+	b, err := oneMicroBatch(c)
+	if err != nil {
+		return nil, err
+	}
+	name := c.Name
+	if v := c.Case.Env["PYTORCH_CUDA_ALLOC_CONF"]; v != "" && !strings.Contains(name, "expandable") {
+		name += " (" + v + ")"
+	}
+	var out []row
+	for i, r := range c.Rows {
+		if r.OOM {
+			break
+		}
+		x := row{name: name, n: r.InFlight, allocated: r.Allocated, reserved: r.Reserved, need: r.Need,
+			modelPerMB: b.Activations, slackMB: b.Slack}
+		if i > 0 && r.InFlight > c.Rows[i-1].InFlight {
+			x.measuredPerMB = (r.Allocated - c.Rows[i-1].Allocated) / int64(r.InFlight-c.Rows[i-1].InFlight)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+func read(path string) ([]row, error) {
+	f, err := fileio.OpenFileLimited(path, fileio.Unbounded)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var in io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		if in, err = gzip.NewReader(f); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	var out []row
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var c inflightLine
+		if json.Unmarshal(sc.Bytes(), &c) != nil || c.Error != "" || len(c.Rows) == 0 {
+			continue
+		}
+		rs, err := rowsOf(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", path, c.Name, err)
+		}
+		out = append(out, rs...)
+	}
+	return out, sc.Err()
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: headroom INFLIGHT.jsonl[.gz]")
+		os.Exit(2)
+	}
+	rows, err := read(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println("| shape | in flight | allocated MiB | reserved MiB | need MiB | reserved − allocated | need − allocated | measured per micro-batch | model per micro-batch | model slack |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Println(r)
+	}
+}
