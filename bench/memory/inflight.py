@@ -35,7 +35,6 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "engine", "megatron", "pyworker"))
 
 import peaks  # noqa: E402
-import plan  # noqa: E402
 
 MIB = 1 << 20
 
@@ -134,21 +133,9 @@ def run_case(case):
     return {"start": start, "rows": rows, "built_params": {"dense": sl.dense_params, "expert": sl.expert_params}}
 
 
-def one_case_main(case_json):
-    plan.apply_rank_env(os.environ)
-    import megatron.core  # noqa: F401
-
-    case = json.loads(case_json)
-    try:
-        res = run_case(case)
-    except Exception as e:  # a failing case is a line of the output
-        res = {"error": "%s: %s" % (type(e).__name__, e)}
-    print("RESULT " + json.dumps(res), flush=True)
-
-
 def main():
     if sys.argv[1] == "--case":
-        return one_case_main(sys.argv[2])
+        return peaks.one_case_main(sys.argv[2], run_case)
     cases = json.load(open(sys.argv[1]))
     deadline = time.time() + float(os.environ.get("DEADLINE", "1e9"))
     with open(sys.argv[2], "a") as out:

@@ -148,15 +148,16 @@ def device_properties():
     return {k: getattr(p, k) for k in dir(p) if not k.startswith("_") and isinstance(getattr(p, k), (bool, int, float, str))}
 
 
-def one_case_main(case_json):
+def one_case_main(case_json, run=None):
     """--case JSON: one case in this fresh interpreter (used where the
-    framework cannot be forked after its import)."""
+    framework cannot be forked after its import), run by run (run_case by
+    default)."""
     plan.apply_rank_env(os.environ)
     import megatron.core  # noqa: F401
 
     case = json.loads(case_json)
     try:
-        res = run_case(case)
+        res = (run or run_case)(case)
     except Exception as e:  # a failing case is a line of the table
         res = {"error": "%s: %s" % (type(e).__name__, e)}
     print("RESULT " + json.dumps(res), flush=True)

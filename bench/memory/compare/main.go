@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 
+	"cgtune/bench/memory/wholemodel"
 	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/stepmodel"
@@ -62,16 +63,8 @@ func candidate(mode string) presets.Candidate {
 // predict is the estimate engine's breakdown for a whole-model run of p
 // on the H200 the runs were measured on.
 func predict(p peakLine) (*stepmodel.MemoryBreakdown, error) {
-	m := presets.Model{Name: p.Name, Arch: p.Case.Arch}
-	l := presets.Layout{GPU: "h200", NumGPUs: 1, Precision: "bf16", TP: 1, PP: 1, CP: 1, EP: 1,
-		GBS: p.Case.MBS * p.Case.MicroBatches, MBS: p.Case.MBS, Seq: p.Case.Seq, OutsideHarness: true,
-		GradReduceInFP32: p.Case.GradReduceInFP32, PrecisionAwareOptimizer: p.Case.PrecisionAware}
-	opts := stepmodel.WorkloadOptions{LayerSpec: "local", RunMicroBatches: p.Case.MicroBatches}
-	if m.Arch.MoE != nil {
-		dropless := false
-		opts.Dropless, opts.MoECapacityFactor = &dropless, 1.0
-	}
-	w, err := stepmodel.BuildWorkload(m, l, opts)
+	w, l, err := wholemodel.Workload(wholemodel.Run{Name: p.Name, Arch: p.Case.Arch, MBS: p.Case.MBS, Seq: p.Case.Seq,
+		MicroBatches: p.Case.MicroBatches, GradReduceInFP32: p.Case.GradReduceInFP32, PrecisionAware: p.Case.PrecisionAware})
 	if err != nil {
 		return nil, err
 	}

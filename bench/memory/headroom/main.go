@@ -21,6 +21,7 @@ import (
 	"os"
 	"strings"
 
+	"cgtune/bench/memory/wholemodel"
 	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/stepmodel"
@@ -48,15 +49,7 @@ type inflightLine struct {
 // oneMicroBatch is the model's breakdown of the case's model at world
 // size 1 with one micro-batch in flight.
 func oneMicroBatch(c inflightLine) (*stepmodel.MemoryBreakdown, error) {
-	m := presets.Model{Name: c.Name, Arch: c.Case.Arch}
-	l := presets.Layout{GPU: "h200", NumGPUs: 1, Precision: "bf16", TP: 1, PP: 1, CP: 1, EP: 1,
-		GBS: c.Case.MBS, MBS: c.Case.MBS, Seq: c.Case.Seq, OutsideHarness: true}
-	opts := stepmodel.WorkloadOptions{LayerSpec: "local", RunMicroBatches: 1}
-	if m.Arch.MoE != nil {
-		dropless := false
-		opts.Dropless, opts.MoECapacityFactor = &dropless, 1.0
-	}
-	w, err := stepmodel.BuildWorkload(m, l, opts)
+	w, l, err := wholemodel.Workload(wholemodel.Run{Name: c.Name, Arch: c.Case.Arch, MBS: c.Case.MBS, Seq: c.Case.Seq, MicroBatches: 1})
 	if err != nil {
 		return nil, err
 	}
