@@ -3,9 +3,9 @@ package report
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"strings"
 
+	"cgtune/engine"
 	"cgtune/search"
 )
 
@@ -80,28 +80,9 @@ func baselineText(rows []search.Ranked) string {
 // writeChanges lists each change once: its keys as the recipe spells
 // them, its cost, and how each engine that ran a row with it priced it.
 func writeChanges(b *bytes.Buffer, rows []search.Ranked) {
-	var order []string
-	byName := map[string]search.PricedChange{}
-	priced := map[string][]string{}
-	for _, r := range rows {
-		if r.WhatIf == nil {
-			continue
-		}
-		for _, c := range r.WhatIf.Changes {
-			if _, ok := byName[c.Name]; !ok {
-				order = append(order, c.Name)
-				byName[c.Name] = c
-			}
-			line := fmt.Sprintf("%s: %s", r.Result.Source, c.Priced)
-			if !slices.Contains(priced[c.Name], line) {
-				priced[c.Name] = append(priced[c.Name], line)
-			}
-		}
-	}
 	fmt.Fprintf(b, "### The changes\n\n`cgtune rules ID` names the rules each one lifts.\n\n")
-	for _, n := range order {
-		c := byName[n]
-		fmt.Fprintf(b, "- **%s**: %s (`%s`). Cost: %s. Priced: %s.\n", n, c.Summary, c.Sets, c.Cost, strings.Join(priced[n], "; "))
+	for _, c := range search.ChangesOf(rows, func(s engine.Source) string { return string(s) }) {
+		fmt.Fprintf(b, "- **%s**: %s (`%s`). Cost: %s. Priced: %s.\n", c.Name, c.Summary, c.Sets, c.Cost, strings.Join(c.PricedBy, "; "))
 	}
 	fmt.Fprintln(b)
 }

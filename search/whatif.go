@@ -389,3 +389,35 @@ func acceptedEntries(whatIf []entry, accepted []string) []entry {
 	}
 	return out
 }
+
+// ChangeUse is one enabling change of a search's what-if rows, with how
+// each engine that ran a row with it priced it ("SOURCE: how", each once;
+// source names the engine a result's source stands for).
+type ChangeUse struct {
+	PricedChange
+	PricedBy []string
+}
+
+// ChangesOf lists each change of the what-if rows once, in the order the
+// rows first name them.
+func ChangesOf(rows []Ranked, source func(engine.Source) string) []ChangeUse {
+	var out []ChangeUse
+	at := map[string]int{}
+	for _, r := range rows {
+		if r.WhatIf == nil {
+			continue
+		}
+		for _, c := range r.WhatIf.Changes {
+			i, ok := at[c.Name]
+			if !ok {
+				i, at[c.Name] = len(out), len(out)
+				out = append(out, ChangeUse{PricedChange: c})
+			}
+			line := source(r.Result.Source) + ": " + c.Priced
+			if !slices.Contains(out[i].PricedBy, line) {
+				out[i].PricedBy = append(out[i].PricedBy, line)
+			}
+		}
+	}
+	return out
+}

@@ -107,29 +107,10 @@ func whatIfBaseline(rs []search.Ranked) string {
 // printChanges lists each change of the rows once: its keys as the recipe
 // spells them, its cost, and how each engine priced it.
 func printChanges(w io.Writer, rs []search.Ranked) {
-	var names []string
-	byName := map[string]search.PricedChange{}
-	priced := map[string][]string{}
-	for _, r := range rs {
-		if r.WhatIf == nil {
-			continue
-		}
-		for _, c := range r.WhatIf.Changes {
-			if _, ok := byName[c.Name]; !ok {
-				names = append(names, c.Name)
-				byName[c.Name] = c
-			}
-			line := fmt.Sprintf("%s: %s", sourceName(r.Result.Source), c.Priced)
-			if !slices.Contains(priced[c.Name], line) {
-				priced[c.Name] = append(priced[c.Name], line)
-			}
-		}
-	}
 	fmt.Fprintln(w, "changes (cgtune rules ID names the rules each lifts):")
-	for _, n := range names {
-		c := byName[n]
-		fmt.Fprintf(w, "  %s: %s (%s)\n    cost: %s\n", n, c.Summary, c.Sets, c.Cost)
-		for _, p := range priced[n] {
+	for _, c := range search.ChangesOf(rs, sourceName) {
+		fmt.Fprintf(w, "  %s: %s (%s)\n    cost: %s\n", c.Name, c.Summary, c.Sets, c.Cost)
+		for _, p := range c.PricedBy {
 			fmt.Fprintf(w, "    %s\n", p)
 		}
 	}
