@@ -3,6 +3,7 @@ package recipe
 import (
 	"testing"
 
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
@@ -11,14 +12,7 @@ import (
 // memory the model counts: the local spec's unfused attention keeps the
 // s² softmax that Transformer Engine's flash attention does not.
 func TestRecipeLayerSpecReachesTheWorkload(t *testing.T) {
-	m, err := presets.LookupModel("llama3_8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout("h100")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := testmodel.Builtin(t, "llama3_8b", "h100")
 	acts := map[string]int64{}
 	for _, spec := range []string{"transformer_engine", "local"} {
 		t.Run(spec, func(t *testing.T) {
@@ -104,14 +98,7 @@ func TestMoEWorkloadStaticDispatch(t *testing.T) {
 // Adam moments to fp32 at its step (fused from 2.14): MB 0.3 pins 2.12,
 // 0.4 and later 2.14 and newer; a te_version given wins.
 func TestTEVersionReachesTheMomentCopies(t *testing.T) {
-	m, err := presets.LookupModel("llama3_8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout("h100")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := testmodel.Builtin(t, "llama3_8b", "h100")
 	for _, tc := range []struct {
 		mb   string
 		sets map[string]string

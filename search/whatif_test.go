@@ -11,6 +11,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/engine/estimate"
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 	"cgtune/recipe"
 	"cgtune/stepmodel"
@@ -26,14 +27,7 @@ var userSets = map[string]map[string]string{
 
 func qwenH100(t *testing.T) (presets.Model, presets.Layout) {
 	t.Helper()
-	m, err := presets.LookupModel("qwen3_30b_a3b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout("h100")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := testmodel.Builtin(t, "qwen3_30b_a3b", "h100")
 	return m, l
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"cgtune/internal/testmodel"
 	"cgtune/presets"
 )
 
@@ -51,14 +52,7 @@ func TestLayerWiseMuonState(t *testing.T) {
 // optimizers step one after the other: the copies peak at the larger
 // optimizer's share, not at both.
 func TestBF16MomentCopiesPeakAtTheLargerOptimizer(t *testing.T) {
-	m, err := presets.LookupModel("qwen3_30b_a3b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Layout("h100")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, l := testmodel.Builtin(t, "qwen3_30b_a3b", "h100")
 	l.OptimizerStates = "bf16"
 	w, err := BuildWorkload(m, l, WorkloadOptions{BF16MomentCopies: true})
 	if err != nil {
