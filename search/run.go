@@ -249,10 +249,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	}
 	defer j.close()
 	r := &runner{cfg: cfg, w: w, ws: newWorkloads(cfg, w), plan: plan, byKey: map[string]*Planned{}, emitFn: emit, journal: j, prior: map[resKey]finished{}}
-	ref, refFrom := cfg.reference()
-	refWhy := ""
-	r.refKey, refWhy = referenceRow(plan, ref)
-	r.knownFitMiB = r.knownToFit(r.refKey)
+	ref := r.takeReference()
 	for i := range plan {
 		r.byKey[plan[i].Candidate.Key()] = &plan[i]
 	}
@@ -283,7 +280,27 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		r.emit(ResultEvent{GPU: f.gpu, Round: f.round, Result: f.res, Resumed: true, Done: r.done, Total: len(order) + r.pending, ETA: r.eta()})
 	}
 	s.run(ctx)
-	return r.finish(ctx, cfg, s, Reference{Candidate: ref, From: refFrom, Why: refWhy})
+	return r.finish(ctx, cfg, s, ref)
+}
+
+// takeReference sets the plan row the search's reference runs as and the
+// anchor on it, and returns the Reference the search reports (its Ranked
+// filled once the results are ranked).
+func (r *runner) takeReference() Reference {
+	ref, from := r.cfg.reference()
+	key, why := referenceRow(r.plan, ref)
+	r.refKey, r.knownFitMiB = key, r.knownToFit(key)
+	return Reference{Candidate: ref, From: from, Why: why}
+}
+
+// rank is the search's ranking of es: the what-if rows the user accepts
+// among the others, the reference first in its tie group (ref.Ranked
+// filled), and the what-if rows in a table of their own.
+func (r *runner) rank(es []entry, opts RankOptions, ref *Reference) (ranking, whatIf []Ranked) {
+	base, wi := splitWhatIf(es, r.cfg.Target(), r.cfg.Accept)
+	ranking = rankEntries(append(base, acceptedEntries(wi, r.cfg.Accept)...), opts)
+	ref.Ranked = referenceOf(ranking, r.refKey)
+	return ranking, rankWhatIf(wi, opts, ref.Ranked)
 }
 
 // holdRunDir locks cfg's run folder for the search, unless the caller
@@ -339,12 +356,8 @@ func (r *runner) finish(ctx context.Context, cfg Config, s strategy, ref Referen
 	d.Emulation = r.emulationCheck(ctx, onFullestEagerPool(es))
 	opts := r.rankOptions()
 	opts.Emulation = d.Emulation
-	base, whatIf := splitWhatIf(es, cfg.Target(), cfg.Accept)
-	d.Ranking = rankEntries(append(base, acceptedEntries(whatIf, cfg.Accept)...), opts)
-	d.KnownToFitMiB = opts.KnownToFitMiB
-	ref.Ranked = referenceOf(d.Ranking, r.refKey)
-	d.Reference = &ref
-	d.WhatIf, d.Accepted = rankWhatIf(whatIf, opts, d.Reference.Ranked), cfg.Accept
+	d.Ranking, d.WhatIf = r.rank(es, opts, &ref)
+	d.KnownToFitMiB, d.Reference, d.Accepted = opts.KnownToFitMiB, &ref, cfg.Accept
 	if d.Reference.Ranked == nil && d.Reference.Why == "" {
 		d.Reference.Why = "it did not finish"
 	}

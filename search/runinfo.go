@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cgtune/engine"
+	"cgtune/presets"
 	"cgtune/stepmodel"
 )
 
@@ -49,30 +50,69 @@ type RunInfo struct {
 	Winner  *Ranked  `json:"winner,omitempty"`
 	// WhatIf are the journal's what-if rows, ranked on their own.
 	WhatIf []Ranked `json:"what_if,omitempty"`
+	// Reference is the search's reference and how it did (ReadRun only).
+	Reference *Reference `json:"reference,omitempty"`
 }
 
-// ReadRun describes run folder dir with its results ranked. A folder that
-// is no cgtune run (no journal header, no run file) is an error.
-func ReadRun(dir string, runFile RunFile) (RunInfo, error) {
+// RunView is how the search that wrote a run folder ranked its results
+// beyond what its journal's fingerprint holds: its tie band, job length
+// and the what-if changes it accepted (the command's run file keeps them).
+type RunView struct {
+	Tie        float64
+	TrainIters int
+	Accept     []string
+}
+
+// ReadRun describes run folder dir with its results ranked as the search
+// ranked them (ranking): the recipe's setting first in its tie group, the
+// accepted what-if rows among the rest. A folder that is no cgtune run (no
+// journal header, no run file) is an error.
+func ReadRun(dir string, runFile RunFile, v RunView) (RunInfo, error) {
 	info, lines, err := readRunInfo(dir, runFile)
-	if err != nil {
+	if err != nil || info.Fingerprint == nil {
 		return info, err
 	}
-	if info.Fingerprint != nil {
-		opts := RankOptions{}
-		if spec, ok := stepmodel.SpecFor(info.Fingerprint.Layout.GPU); ok {
-			opts.JobGPUMemoryMiB = spec.MemoryMiB
-		}
-		var es []entry
-		for _, r := range latestResults(lines) {
-			es = append(es, entry{res: r})
-		}
-		base, whatIf := splitWhatIf(es, info.Fingerprint.Target(), nil)
-		info.Ranking = rankEntries(base, opts)
-		info.Winner = Winner(info.Ranking)
-		info.WhatIf = rankWhatIf(whatIf, opts, nil)
+	var es []entry
+	for _, r := range latestResults(lines) {
+		es = append(es, entry{res: r})
+	}
+	if err := info.rank(es, info.Fingerprint.config(v)); err != nil {
+		return info, fmt.Errorf("%s: ranking its results: %w", dir, err)
 	}
 	return info, nil
+}
+
+// rank ranks es as the search of cfg does when it finishes (runner.rank),
+// with its reference and the memory anchor on it; the journal holds the
+// runs only, so the warm-ups a search derives from them are not rows here.
+func (info *RunInfo) rank(es []entry, cfg Config) error {
+	gen, err := presets.ParseMBridge(cfg.mbridge())
+	if err != nil {
+		return err
+	}
+	cfg.Workload = planOptions(cfg, cfg.mbridge(), gen)
+	w, err := stepmodel.BuildWorkload(cfg.Model, cfg.Layout, cfg.Workload)
+	if err != nil {
+		return err
+	}
+	plan, err := Plan(cfg)
+	if err != nil {
+		return err
+	}
+	r := &runner{cfg: cfg, w: w, ws: newWorkloads(cfg, w), plan: plan}
+	ref := r.takeReference()
+	info.Ranking, info.WhatIf = r.rank(es, r.rankOptions(), &ref)
+	info.Winner, info.Reference = Winner(info.Ranking), &ref
+	return nil
+}
+
+// config is the search the fingerprint records, ranked as v says, against
+// the memory of the job's GPU type (setup.Workload's).
+func (f Fingerprint) config(v RunView) Config {
+	gpuMiB := stepmodel.JobGPUMiB(f.Layout, 0)
+	return Config{Model: f.Model, Layout: f.Layout, MBridge: f.MBridge, Sets: f.Sets, Space: f.Space, Reference: f.Reference,
+		Strategy: f.Strategy, Costs: f.Costs, Workload: f.Workload, Measured: f.Measured, WhatIf: f.WhatIf,
+		Tie: v.Tie, TrainIters: v.TrainIters, Accept: v.Accept, JobGPUMemoryMiB: gpuMiB}
 }
 
 // SummarizeRun is ReadRun without the ranking.

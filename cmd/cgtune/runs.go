@@ -163,7 +163,11 @@ func newRunsShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			info, err := search.ReadRun(dir, savedRunFile)
+			view, err := runView(dir)
+			if err != nil {
+				return err
+			}
+			info, err := search.ReadRun(dir, savedRunFile, view)
 			if err != nil {
 				return fail(exitBadInput, "%w", err)
 			}
@@ -176,6 +180,24 @@ func newRunsShowCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// runView is how the search in dir ranked its results, from its run
+// file; a search the TUI started keeps none and ranked with the defaults.
+func runView(dir string) (search.RunView, error) {
+	s, ok, err := readSavedRun(dir)
+	if err != nil {
+		return search.RunView{}, fail(exitBadInput, "%w", err)
+	}
+	if !ok {
+		return search.RunView{}, nil
+	}
+	v := search.RunView{TrainIters: s.TrainIters}
+	if s.Tie != "" {
+		v.Tie, _ = search.ParseTie(s.Tie) // checked by parseSavedRun
+	}
+	_, v.Accept, _ = parseWhatIf(s.WhatIf) // checked by parseSavedRun
+	return v, nil
 }
 
 // runShowRows is how many ranked results runs show prints.
@@ -202,11 +224,30 @@ func printRun(w io.Writer, r search.RunInfo, name string) {
 	} else {
 		fmt.Fprintln(w, "best run: none (no result fits the job's GPU memory, or none finished)")
 	}
+	if line := r.Reference.Describe(r.Winner); line != "" {
+		fmt.Fprintln(w, "reference: "+line)
+	}
+	printRunRows(w, r.Ranking, "RANK")
+	if len(r.WhatIf) > 0 {
+		fmt.Fprintln(w, "what-if rows (candidates the recipe rejects, run with the changes that let them run; ranked on their own):")
+		printRunRows(w, r.WhatIf, "WHAT-IF")
+	}
+	switch r.State {
+	case search.RunInterrupted:
+		fmt.Fprintf(w, "continue it: cgtune --headless --resume %s\n", name)
+	case search.RunComplete:
+		fmt.Fprintf(w, "check the top candidates on the real job: cgtune validate %s --launcher local|slurm --command '...'\n", name)
+	}
+}
+
+// printRunRows is a table of the first runShowRows of rs, headed by
+// rankHead (a what-if row's name carries its changes).
+func printRunRows(w io.Writer, rs []search.Ranked, rankHead string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tCANDIDATE\tSTEP MS\tSPEED-UP\tFITS\tSOURCE")
-	for i, rk := range r.Ranking {
+	fmt.Fprintf(tw, "%s\tCANDIDATE\tSTEP MS\tSPEED-UP\tFITS\tSOURCE\n", rankHead)
+	for i, rk := range rs {
 		if i == runShowRows {
-			fmt.Fprintf(tw, "…\t%d more\t\t\t\t\n", len(r.Ranking)-runShowRows)
+			fmt.Fprintf(tw, "…\t%d more\t\t\t\t\n", len(rs)-runShowRows)
 			break
 		}
 		res := rk.Result
@@ -221,12 +262,6 @@ func printRun(w io.Writer, r search.RunInfo, name string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rankText(rk), res.Candidate.Name(), step, speed, fits, res.Source)
 	}
 	tw.Flush()
-	switch r.State {
-	case search.RunInterrupted:
-		fmt.Fprintf(w, "continue it: cgtune --headless --resume %s\n", name)
-	case search.RunComplete:
-		fmt.Fprintf(w, "check the top candidates on the real job: cgtune validate %s --launcher local|slurm --command '...'\n", name)
-	}
 }
 
 // rankText is a ranked result's rank, a dash for one that failed.

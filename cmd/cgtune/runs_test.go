@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -267,4 +268,67 @@ func TestRunsPrune(t *testing.T) {
 	if code != exitOK || exists(older) || !exists(recent) || !exists(foreign) {
 		t.Errorf("prune --keep 1: exit %d, older %v recent %v\n%s%s", code, exists(older), exists(recent), out, errb)
 	}
+}
+
+// runs show ranks a run's results as the search did: where the recipe's
+// own setting ties with faster candidates it is the best run and the
+// summary says to keep it, as the search's own output did, and the
+// what-if rows are listed in a table of their own.
+func TestRunsShowRanksAsTheSearchDid(t *testing.T) {
+	isolate(t)
+	code, out, errb := cgtune(t, "--headless", "--model", "qwen3_30b_a3b", "--gpu-type", "h100", "--engine", "estimate", "--what-if", "--json")
+	if code != exitOK {
+		t.Fatalf("search: exit %d\n%s", code, errb)
+	}
+	var d struct {
+		RunDir string          `json:"run_dir"`
+		Winner search.Ranked   `json:"winner"`
+		Keep   bool            `json:"keep_reference"`
+		WhatIf []search.Ranked `json:"what_if"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Keep || len(d.WhatIf) == 0 {
+		t.Fatalf("the search should keep the recipe's setting and have what-if rows: keep %v, %d what-if rows", d.Keep, len(d.WhatIf))
+	}
+	code, out, errb = cgtune(t, "runs", "show", d.RunDir, "--json")
+	if code != exitOK {
+		t.Fatalf("runs show --json: exit %d %s", code, errb)
+	}
+	var info search.RunInfo
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Winner == nil || info.Winner.Result.Candidate.Key() != d.Winner.Result.Candidate.Key() || !info.Reference.Won(info.Winner) {
+		t.Errorf("runs show's best run is not the search's winner, %s: %s", d.Winner.Result.Candidate.Name(), rankedName(info.Winner))
+	}
+	// The journal holds the runs; the search adds the warm-ups it derives
+	// from them.
+	var run []string
+	for _, r := range d.WhatIf {
+		if !r.Derived {
+			run = append(run, r.Result.Candidate.Name())
+		}
+	}
+	var shown []string
+	for _, r := range info.WhatIf {
+		shown = append(shown, r.Result.Candidate.Name())
+	}
+	if !slices.Equal(shown, run) {
+		t.Errorf("runs show's what-if rows %q, the search ran %q", shown, run)
+	}
+	code, out, _ = cgtune(t, "runs", "show", d.RunDir)
+	for _, want := range []string{"best run: " + d.Winner.Result.Candidate.Name() + ",", search.KeepRecipe, "WHAT-IF", run[0]} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("runs show (exit %d) lacks %q:\n%s", code, want, out)
+		}
+	}
+}
+
+func rankedName(r *search.Ranked) string {
+	if r == nil {
+		return "none"
+	}
+	return r.Result.Candidate.Name()
 }
