@@ -113,7 +113,28 @@ func (c *Recipe) Layout() presets.Layout {
 	}
 	c.readRecompute(&l)
 	c.readExpertBudget(&l)
+	c.readAllocator(&l)
 	return l
+}
+
+// allocatorConf is the environment variable that configures PyTorch's
+// caching allocator: expandable segments change how much it reserves
+// above what is allocated, which the memory model counts.
+const allocatorConf = envPrefix + "PYTORCH_CUDA_ALLOC_CONF"
+
+// readAllocator reads the allocator's configuration back into l's
+// settings, where the memory model looks for it.
+func (c *Recipe) readAllocator(l *presets.Layout) {
+	v, ok := c.vals[allocatorConf]
+	switch {
+	case ok && !v.Null && v.Str != "":
+		if l.Settings == nil {
+			l.Settings = map[string]string{}
+		}
+		l.Settings[allocatorConf] = v.Str
+	case l.Settings != nil:
+		delete(l.Settings, allocatorConf)
+	}
 }
 
 // readRecompute reads the recompute fields back into l, as setRecompute

@@ -46,6 +46,8 @@ func TestLayoutWithSets(t *testing.T) {
 			func(o presets.Layout) bool { return o.PrecisionAwareOptimizer }},
 		{"pipeline", map[string]string{"model.pipeline_model_parallel_size": "2", "model.account_for_loss_in_pipeline_split": "true"},
 			func(o presets.Layout) bool { return o.PP == 2 && o.AccountForLoss && !o.AccountForEmbedding }},
+		{"another allocator setting", map[string]string{"env.PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"},
+			func(o presets.Layout) bool { return !stepmodel.ExpandableSegments(o) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := LayoutWithSets(m, l, "0.7", tc.sets)
@@ -61,6 +63,12 @@ func TestLayoutWithSets(t *testing.T) {
 		if got, err := LayoutWithSets(m, l, "0.7", sets); err != nil || !reflect.DeepEqual(got, l) {
 			t.Errorf("%v changed the layout: %+v (%v)", sets, got, err)
 		}
+	}
+	// The allocator's configuration moves the model's reserve.
+	plain := l.Clone()
+	delete(plain.Settings, "env.PYTORCH_CUDA_ALLOC_CONF")
+	if got, err := LayoutWithSets(m, plain, "0.7", map[string]string{"env.PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}); err != nil || stepmodel.ExpandableSegments(plain) || !stepmodel.ExpandableSegments(got) {
+		t.Errorf("a --set of expandable segments did not reach the layout: %v (%v)", got.Settings, err)
 	}
 	if _, err := LayoutWithSets(m, l, "0.7", map[string]string{"model.recompute_method": "blocks"}); err == nil {
 		t.Error("a bad --set was accepted")

@@ -33,17 +33,15 @@ var shippedOverTheirGPU = map[string]string{
 	// 128-GPU configuration and its published 128-GPU B200 runs are, which
 	// the model fits (91%).
 	"llama31_405b/b200":  "interleaved PP 16, VP 8 at DP 2 (a 256-GPU layout at 128 GPUs): 117%",
-	"llama31_405b/gb200": "interleaved PP 16, VP 8 at DP 2 (a 256-GPU layout at 128 GPUs): 114%",
+	"llama31_405b/gb200": "interleaved PP 16, VP 8 at DP 2 (a 256-GPU layout at 128 GPUs): 113%",
 	// Every term is read off the allocating code (Megatron-FSDP's double
 	// buffers and its gathered embedding and output layer, Transformer
-	// Engine's offload schedule) but two never measured at these sizes:
-	// the allocator slack (8% of what one micro-batch brings, fitted at
-	// world size 1) and the memory outside the allocator (the H200's,
-	// assumed for GB200 and GB300, where a job's NCCL communicators add to
-	// it); the model puts these 2-6% over.
-	"llama3_70b/gb200":  "Megatron-FSDP with 20 of 80 layers offloaded: 103%",
-	"llama3_70b/gb300":  "Megatron-FSDP with 30 of 80 layers offloaded, micro-batch 2: 106%",
-	"deepseek_v3/gb300": "Megatron-FSDP at TP 1, micro-batch 2: 102%",
+	// Engine's offload schedule) but the memory outside the allocator,
+	// measured on the H200 and the H100 only and assumed for GB300, where
+	// a job's NCCL communicators add to it. The default allocator's
+	// reserve (this recipe sets no PYTORCH_CUDA_ALLOC_CONF) is the largest
+	// share of a layer measured, on layers far smaller than this one.
+	"llama3_70b/gb300": "Megatron-FSDP with 30 of 80 layers offloaded, micro-batch 2: 101%",
 	// 19 chunk-forwards in flight on rank 0 at PP 4, VP 4: the rest of
 	// their activations (97 GB) stay in the full-iteration graph's pool,
 	// which the optimizer step's fp32 gradient copies (24 GB) cannot
@@ -51,7 +49,7 @@ var shippedOverTheirGPU = map[string]string{
 	// tensors of their 76 MoE layers in a persistent buffer 1.2 times
 	// their average (48 GB), beside two layers padded to the 1.5 rank
 	// capacity factor. Never measured.
-	"deepseek_v4_pro/gb300": "full-iteration graph over 19 chunk-forwards in flight at interleaved PP 4, VP 4, with the paged expert stash sized 1.2 times 76 MoE layers in flight: 104%",
+	"deepseek_v4_pro/gb300": "full-iteration graph over 19 chunk-forwards in flight at interleaved PP 4, VP 4, with the paged expert stash sized 1.2 times 76 MoE layers in flight: 103%",
 }
 
 func TestShippedSettingsFitTheirGPUs(t *testing.T) {

@@ -31,7 +31,10 @@ type MemoryBreakdown struct {
 	Activations int64 `json:"activations"` // eager, with the step's temporaries
 	// Graphs is what capturing adds over eager.
 	Graphs int64 `json:"graphs"`
-	Slack  int64 `json:"allocator_slack"` // the caching allocator's reserve above what is allocated
+	Slack  int64 `json:"allocator_slack"` // the caching allocator's reserve above what is allocated, at the peak
+	// SlackOverActivations is the reserve over the activations' peak
+	// (Slack is the optimizer step's where that peak is higher).
+	SlackOverActivations int64 `json:"allocator_slack_over_activations"`
 	// Context is the memory outside PyTorch's caching allocator (CUDA
 	// context, workspaces, NCCL buffers, graph instantiations): NVML used
 	// less torch reserved; ContextSource says where the figure comes from.
@@ -73,12 +76,14 @@ func (m *MemoryBreakdown) step() int64 { return m.MainGrads + m.StateCopies }
 // (inFlightChunks, activations), or after them the optimizer step's
 // temporaries. Graphs: what capturing adds over eager (graphedPeak).
 // Allocator slack: the caching allocator's reserved memory above what is
-// allocated, a fixed share of what one micro-batch brings through the
-// rank's chunks and of the optimizer step's temporaries (allocatorSlack,
-// fitted on the framework's dense eager peaks in
-// docs/memory-and-verdict-2026-12-02.md). It does not grow with the
-// micro-batches in flight: their activations are blocks of the same sizes
-// the allocator hands out again (docs/memory-inflight-2026-12-05.md).
+// allocated at the peak (allocatorReserve). In the forward and backward it
+// is a share of what one layer brings (the largest of the rank's layers,
+// with the loss's and the backward's temporaries): it grows with neither
+// the layers nor the micro-batches in flight, whose blocks are of the same
+// sizes the allocator hands out again, and it depends on the allocator's
+// configuration (docs/memory-depth-2026-12-05.md). At the optimizer step it
+// is a share of the step's temporaries (fitted on the framework's dense
+// eager peaks in docs/memory-and-verdict-2026-12-02.md).
 // Context: memory outside the allocator (OutsideAllocatorFor).
 const (
 	weightBytes       = 2.0 // bf16 parameter
@@ -97,7 +102,13 @@ const (
 	// keeps per token and vocabulary entry: the bf16 logits, their fp32
 	// softmax, and the fp32 gradient of its backward.
 	localLossBytes = 10.0
-	allocatorSlack = 0.08
+	// reserveShare and reserveShareExpandable are the largest shares of
+	// one layer the reserve took with the default allocator and with
+	// expandable segments (bench/memory/headroom); stepSlack is the
+	// optimizer step's.
+	reserveShare           = 0.43
+	reserveShareExpandable = 0.24
+	stepSlack              = 0.08
 )
 
 // MemoryOptions are job settings the memory model needs that a layout does
@@ -261,13 +272,57 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 	if p != nil && p.Graphed() {
 		graphs = graphedPeak(w, p, regions, graphed, act, f, dot(counts, pooled), counts) - f.eagerPeak()
 	}
+	// What one layer brings: the largest layer's saving with what the
+	// step holds beside the micro-batches in flight.
+	oneLayer := f.act - dot(counts, per) + largestLayer(act, kinds)
 	m := &MemoryBreakdown{
 		Weights: mib(f.weights), Gradients: mib(f.grads), Optimizer: mib(f.optim), ExpertStash: mib(f.stash), MainGrads: mib(f.mainGrads), StateCopies: mib(f.copies),
-		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(allocatorSlack * (f.act - dot(counts, per) + sumOf(per) + f.step())),
+		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(allocatorReserve(f, oneLayer, l)), SlackOverActivations: mib(reserveShareOf(l) * oneLayer),
 		Stage: s, StageLayers: len(kinds), PrecisionAware: adam.precisionAware, Decoupled: adam.decoupled, LayerWiseMuon: adam.muon, GradBuffer: adam.gradBuffer,
 	}
 	m.Total = m.Weights + m.Gradients + m.Optimizer + m.ExpertStash + max(m.Activations, m.step()) + m.Graphs + m.Slack
 	return m
+}
+
+// allocatorReserve is the allocator's reserve above what is allocated at
+// the peak of f: over the activations, a share of oneLayer (what one layer
+// brings) by the allocator's configuration; over the optimizer step's
+// temporaries, a share of them.
+func allocatorReserve(f stageFigures, oneLayer float64, l presets.Layout) float64 {
+	withReserve := math.Max(f.act+reserveShareOf(l)*oneLayer, f.step()*(1+stepSlack))
+	return withReserve - math.Max(f.act, f.step())
+}
+
+// reserveShareOf is the share of one layer the allocator of l reserves.
+func reserveShareOf(l presets.Layout) float64 {
+	if ExpandableSegments(l) {
+		return reserveShareExpandable
+	}
+	return reserveShare
+}
+
+// ExpandableSegments reports whether the job's allocator maps its memory
+// in expandable segments (PYTORCH_CUDA_ALLOC_CONF in the recipe's
+// environment), which leave less of it stranded between blocks.
+func ExpandableSegments(l presets.Layout) bool {
+	for _, opt := range strings.Split(l.Settings["env.PYTORCH_CUDA_ALLOC_CONF"], ",") {
+		if k, v, _ := strings.Cut(strings.TrimSpace(opt), ":"); k == "expandable_segments" && strings.EqualFold(v, "true") {
+			return true
+		}
+	}
+	return false
+}
+
+// largestLayer is what the largest of kinds saves in one micro-batch's
+// forward: the allocator's reserve follows the sizes of the blocks that
+// come and go, not how many layers or micro-batches hold such blocks
+// (docs/memory-depth-2026-12-05.md).
+func largestLayer(act activations, kinds []presets.LayerKind) float64 {
+	largest := 0.0
+	for _, k := range kinds {
+		largest = math.Max(largest, act.layer(k))
+	}
+	return largest
 }
 
 // epOverlapLayer is what EP overlap's combined 1F1B step holds beyond the

@@ -444,3 +444,40 @@ func largestOutsideIn(t *testing.T, path string) int64 {
 	}
 	return largest
 }
+
+// Nor does it grow with the layers: the allocator hands the blocks of one
+// layer's backward to the next (docs/memory-depth-2026-12-05.md). Half
+// the layers on a rank without pipelining, about half the activations,
+// the same reserve.
+func TestSlackDoesNotGrowWithLayers(t *testing.T) {
+	m, l := testmodel.Builtin(t, "llama3_70b", "gb200")
+	deep := breakdown(t, m, l, eagerCand)
+	m.Arch.Layers /= 2
+	l.CPUOffloadLayers /= 2
+	shallow := breakdown(t, m, l, eagerCand)
+	if 10*shallow.Activations > 6*deep.Activations {
+		t.Fatalf("activations %d MiB with %d layers, %d with twice as many: want about half", shallow.Activations, m.Arch.Layers, deep.Activations)
+	}
+	if shallow.Slack != deep.Slack || deep.Slack == 0 {
+		t.Errorf("reserve %d MiB with %d layers, %d with twice as many: want the same", shallow.Slack, m.Arch.Layers, deep.Slack)
+	}
+}
+
+// Expandable segments (the recipe's PYTORCH_CUDA_ALLOC_CONF) leave less
+// stranded between blocks than the default allocator: the same layout
+// with them reserves the smaller share of one layer, and a --set of the
+// variable reaches the model as the recipe's own does.
+func TestExpandableSegmentsReserveLess(t *testing.T) {
+	m, l := testmodel.Builtin(t, "llama3_70b", "gb200")
+	if ExpandableSegments(l) {
+		t.Fatal("the gb200 recipe keeps the default allocator")
+	}
+	plain := breakdown(t, m, l, eagerCand)
+	l = l.Clone()
+	l.Settings["env.PYTORCH_CUDA_ALLOC_CONF"] = "garbage_collection_threshold:0.8, expandable_segments:True"
+	expandable := breakdown(t, m, l, eagerCand)
+	want := float64(plain.SlackOverActivations) * reserveShareExpandable / reserveShare
+	if expandable.SlackOverActivations >= plain.SlackOverActivations || math.Abs(float64(expandable.SlackOverActivations)-want) > 1 {
+		t.Errorf("reserve %d MiB with expandable segments, %d without: want %.0f", expandable.SlackOverActivations, plain.SlackOverActivations, want)
+	}
+}

@@ -64,7 +64,7 @@ func candidate(mode string) presets.Candidate {
 // on the H200 the runs were measured on.
 func predict(p peakLine) (*stepmodel.MemoryBreakdown, error) {
 	w, l, err := wholemodel.Workload(wholemodel.Run{Name: p.Name, Arch: p.Case.Arch, MBS: p.Case.MBS, Seq: p.Case.Seq,
-		MicroBatches: p.Case.MicroBatches, GradReduceInFP32: p.Case.GradReduceInFP32, PrecisionAware: p.Case.PrecisionAware})
+		MicroBatches: p.Case.MicroBatches, GradReduceInFP32: p.Case.GradReduceInFP32, PrecisionAware: p.Case.PrecisionAware, Env: p.Case.Env})
 	if err != nil {
 		return nil, err
 	}

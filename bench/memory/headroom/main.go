@@ -49,7 +49,7 @@ type inflightLine struct {
 // oneMicroBatch is the model's breakdown of the case's model at world
 // size 1 with one micro-batch in flight.
 func oneMicroBatch(c inflightLine) (*stepmodel.MemoryBreakdown, error) {
-	w, l, err := wholemodel.Workload(wholemodel.Run{Name: c.Name, Arch: c.Case.Arch, MBS: c.Case.MBS, Seq: c.Case.Seq, MicroBatches: 1})
+	w, l, err := wholemodel.Workload(wholemodel.Run{Name: c.Name, Arch: c.Case.Arch, MBS: c.Case.MBS, Seq: c.Case.Seq, MicroBatches: 1, Env: c.Case.Env})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func rowsOf(c inflightLine) ([]row, error) {
 			break
 		}
 		x := row{name: name, n: r.InFlight, allocated: r.Allocated, reserved: r.Reserved, need: r.Need,
-			modelPerMB: b.Activations, slackMB: b.Slack}
+			modelPerMB: b.Activations, slackMB: b.SlackOverActivations}
 		if i > 0 && r.InFlight > c.Rows[i-1].InFlight {
 			x.measuredPerMB = (r.Allocated - c.Rows[i-1].Allocated) / int64(r.InFlight-c.Rows[i-1].InFlight)
 		}
@@ -133,7 +133,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	fmt.Println("| shape | in flight | allocated MiB | reserved MiB | need MiB | reserved − allocated | need − allocated | measured per micro-batch | model per micro-batch | model slack |")
+	fmt.Println("| shape | in flight | allocated MiB | reserved MiB | need MiB | reserved − allocated | need − allocated | measured per micro-batch | model per micro-batch | model reserve |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Println(r)

@@ -16,6 +16,9 @@ type Run struct {
 	Arch                             presets.Arch
 	MBS, Seq, MicroBatches           int
 	GradReduceInFP32, PrecisionAware bool
+	// Env is the run's environment (PYTORCH_CUDA_ALLOC_CONF, say), as a
+	// recipe's env_vars.
+	Env map[string]string
 }
 
 // Workload is the run's workload and layout.
@@ -24,6 +27,12 @@ func Workload(r Run) (*stepmodel.Workload, presets.Layout, error) {
 	l := presets.Layout{GPU: "h200", NumGPUs: 1, Precision: "bf16", TP: 1, PP: 1, CP: 1, EP: 1,
 		GBS: r.MBS * r.MicroBatches, MBS: r.MBS, Seq: r.Seq, OutsideHarness: true,
 		GradReduceInFP32: r.GradReduceInFP32, PrecisionAwareOptimizer: r.PrecisionAware}
+	for k, v := range r.Env {
+		if l.Settings == nil {
+			l.Settings = map[string]string{}
+		}
+		l.Settings["env."+k] = v
+	}
 	opts := stepmodel.WorkloadOptions{LayerSpec: "local", RunMicroBatches: r.MicroBatches}
 	if m.Arch.MoE != nil {
 		dropless := false
