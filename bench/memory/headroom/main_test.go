@@ -6,7 +6,7 @@ import (
 )
 
 // The memory model's allocator reserve against the reserve the allocator
-// really needs (H100, the data in docs/data) with 2 to 16 layers and 1 to
+// really needs (H100, the data in docs/data) with 1 to 16 layers and 1 to
 // 12 micro-batches in flight, by the default allocator and with expandable
 // segments: never less than needed, and no more than 10% of the least
 // memory the run needs over it. A reserve that grew with the layers or the
@@ -16,7 +16,7 @@ import (
 // whose reserve grew with the layers.
 func TestSlackFollowsTheReserveNeeded(t *testing.T) {
 	var rows []row
-	for _, f := range []string{"inflight-h100-2026-12-05.jsonl.gz", "depth-h100-2026-12-05.jsonl.gz"} {
+	for _, f := range []string{"inflight-h100-2026-12-05.jsonl.gz", "depth-h100-2026-12-05.jsonl.gz", "depth-large-h100-2026-12-05.jsonl.gz"} {
 		rs, err := read("../../../docs/data/" + f)
 		if err != nil {
 			t.Fatal(err)
