@@ -316,9 +316,12 @@ func reopenJournal(dir, path string, fp Fingerprint, skipBad bool, check resultC
 	if err := pj.badLinesError(skipBad); err != nil {
 		return nil, nil, err
 	}
-	// Whatever it said, the search is unfinished again until it ends.
-	if err := os.Remove(filepath.Join(dir, FinishedFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, err
+	// Whatever it said, the search is unfinished again until it ends, and
+	// ranks again when it does.
+	for _, name := range []string{FinishedFile, RankingFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, err
+		}
 	}
 	f, err := fileio.OpenJournalAppend(pj.lines)
 	if err != nil {
@@ -376,6 +379,45 @@ func keptInJournal(dir string) *JournalCount {
 	}
 	return &JournalCount{Results: len(pj.results), Unreadable: len(pj.bad), Torn: pj.lines.Torn()}
 }
+
+// RankingFile is what the search ranked when it ended, finished or
+// interrupted (its DoneEvent): what runs show prints, as the search's own
+// output ranked it, warm-ups derived from a run and none from the eager
+// baselines included, which the journal does not hold.
+const RankingFile = "ranking.json"
+
+// writeRanking writes d as dir's RankingFile.
+func writeRanking(dir string, d DoneEvent) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if err := fileio.WriteOwnFileAtomic(filepath.Join(dir, RankingFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("run folder %s: %w", dir, err)
+	}
+	return nil
+}
+
+// readRanking is dir's RankingFile, when it is there, readable and no
+// older than the journal (a search resumed after it ranked and stopped
+// before it ranked again leaves it stale).
+func readRanking(dir string) (DoneEvent, bool) {
+	var d DoneEvent
+	st, err := os.Lstat(filepath.Join(dir, RankingFile))
+	jst, jerr := os.Lstat(filepath.Join(dir, JournalFile))
+	if err != nil || jerr != nil || !st.Mode().IsRegular() || st.ModTime().Before(jst.ModTime()) {
+		return d, false
+	}
+	data, err := fileio.ReadFileLimited(filepath.Join(dir, RankingFile), maxRankingBytes)
+	if err != nil || json.Unmarshal(data, &d) != nil {
+		return d, false
+	}
+	return d, true
+}
+
+// maxRankingBytes bounds RankingFile: a ranking of the largest space
+// allowed, with every row's notes.
+const maxRankingBytes = 256 << 20
 
 // finishedMark is FinishedFile's content.
 type finishedMark struct {

@@ -378,6 +378,11 @@ func (r *runner) endJournal(d *DoneEvent) error {
 	if r.journal != nil && r.jerr == nil && !d.Interrupted {
 		r.jerr = markFinished(r.cfg.RunDir, d.Runs+d.Resumed)
 	}
+	if r.journal != nil && r.jerr == nil {
+		if err := writeRanking(r.cfg.RunDir, *d); err != nil {
+			d.Notes = append(d.Notes, fmt.Sprintf("the ranking was not kept beside the journal (%v): cgtune runs show ranks the journal's runs instead", err))
+		}
+	}
 	if r.jerr != nil {
 		d.Err = r.jerr.Error()
 		d.Kept = keptInJournal(r.cfg.RunDir)

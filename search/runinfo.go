@@ -52,6 +52,9 @@ type RunInfo struct {
 	WhatIf []Ranked `json:"what_if,omitempty"`
 	// Reference is the search's reference and how it did (ReadRun only).
 	Reference *Reference `json:"reference,omitempty"`
+	// FromJournal: the search kept no ranking (RankingFile), so the
+	// ranking is of the journal's runs alone.
+	FromJournal bool `json:"ranked_from_journal,omitempty"`
 }
 
 // RunView is how the search that wrote a run folder ranked its results
@@ -64,18 +67,23 @@ type RunView struct {
 }
 
 // ReadRun describes run folder dir with its results ranked as the search
-// ranked them (ranking): the recipe's setting first in its tie group, the
-// accepted what-if rows among the rest. A folder that is no cgtune run (no
-// journal header, no run file) is an error.
+// ranked them: its RankingFile where the search kept one, else the
+// journal's runs ranked as the search ranks (rank). A folder that is no
+// cgtune run (no journal header, no run file) is an error.
 func ReadRun(dir string, runFile RunFile, v RunView) (RunInfo, error) {
 	info, lines, err := readRunInfo(dir, runFile)
 	if err != nil || info.Fingerprint == nil {
 		return info, err
 	}
+	if d, ok := readRanking(dir); ok {
+		info.Ranking, info.WhatIf, info.Winner, info.Reference = d.Ranking, d.WhatIf, d.Winner, d.Reference
+		return info, nil
+	}
 	var es []entry
 	for _, r := range latestResults(lines) {
 		es = append(es, entry{res: r})
 	}
+	info.FromJournal = true
 	if err := info.rank(es, info.Fingerprint.config(v)); err != nil {
 		return info, fmt.Errorf("%s: ranking its results: %w", dir, err)
 	}

@@ -92,7 +92,7 @@ func (l *RunLock) Release() error {
 
 // runFolderFiles are the names a run folder holds, besides the ones its
 // caller adds (the command line's run.json).
-var runFolderFiles = []string{JournalFile, LockFile, UnreadableFile, FinishedFile}
+var runFolderFiles = []string{JournalFile, LockFile, UnreadableFile, FinishedFile, RankingFile}
 
 // CheckRunDir refuses a folder that holds something other than a cgtune
 // run: a --run-dir pointed at a home folder or at another tool's output

@@ -227,6 +227,9 @@ func printRun(w io.Writer, r search.RunInfo, name string) {
 	if line := r.Reference.Describe(r.Winner); line != "" {
 		fmt.Fprintln(w, "reference: "+line)
 	}
+	if r.FromJournal {
+		fmt.Fprintln(w, "ranked from the journal's runs (the search kept no ranking of its own): warm-ups derived from a run, and none from the eager baselines, are not rows here")
+	}
 	printRunRows(w, r.Ranking, "RANK")
 	if len(r.WhatIf) > 0 {
 		fmt.Fprintln(w, "what-if rows (candidates the recipe rejects, run with the changes that let them run; ranked on their own):")

@@ -273,7 +273,10 @@ func TestRunsPrune(t *testing.T) {
 // runs show ranks a run's results as the search did: where the recipe's
 // own setting ties with faster candidates it is the best run and the
 // summary says to keep it, as the search's own output did, and the
-// what-if rows are listed in a table of their own.
+// what-if rows are listed in a table of their own. The search keeps its
+// ranking beside the journal, warm-ups derived from a run included;
+// without it (or with one older than the journal) runs show ranks the
+// journal's runs the same way.
 func TestRunsShowRanksAsTheSearchDid(t *testing.T) {
 	isolate(t)
 	code, out, errb := cgtune(t, "--headless", "--model", "qwen3_30b_a3b", "--gpu-type", "h100", "--engine", "estimate", "--what-if", "--json")
@@ -292,36 +295,61 @@ func TestRunsShowRanksAsTheSearchDid(t *testing.T) {
 	if !d.Keep || len(d.WhatIf) == 0 {
 		t.Fatalf("the search should keep the recipe's setting and have what-if rows: keep %v, %d what-if rows", d.Keep, len(d.WhatIf))
 	}
-	code, out, errb = cgtune(t, "runs", "show", d.RunDir, "--json")
-	if code != exitOK {
-		t.Fatalf("runs show --json: exit %d %s", code, errb)
-	}
-	var info search.RunInfo
-	if err := json.Unmarshal([]byte(out), &info); err != nil {
-		t.Fatal(err)
-	}
-	if info.Winner == nil || info.Winner.Result.Candidate.Key() != d.Winner.Result.Candidate.Key() || !info.Reference.Won(info.Winner) {
-		t.Errorf("runs show's best run is not the search's winner, %s: %s", d.Winner.Result.Candidate.Name(), rankedName(info.Winner))
-	}
-	// The journal holds the runs; the search adds the warm-ups it derives
-	// from them.
-	var run []string
+	var all, run []string
 	for _, r := range d.WhatIf {
+		all = append(all, r.Result.Candidate.Name())
 		if !r.Derived {
 			run = append(run, r.Result.Candidate.Name())
 		}
 	}
-	var shown []string
-	for _, r := range info.WhatIf {
-		shown = append(shown, r.Result.Candidate.Name())
+	if slices.Equal(all, run) {
+		t.Fatal("no what-if row was derived from another warm-up's run")
 	}
-	if !slices.Equal(shown, run) {
-		t.Errorf("runs show's what-if rows %q, the search ran %q", shown, run)
+	kept := filepath.Join(d.RunDir, search.RankingFile)
+	data, err := os.ReadFile(kept)
+	if err != nil {
+		t.Fatal(err)
 	}
-	code, out, _ = cgtune(t, "runs", "show", d.RunDir)
-	for _, want := range []string{"best run: " + d.Winner.Result.Candidate.Name() + ",", search.KeepRecipe, "WHAT-IF", run[0]} {
-		if code != exitOK || !strings.Contains(out, want) {
-			t.Errorf("runs show (exit %d) lacks %q:\n%s", code, want, out)
+	for _, tc := range []struct {
+		name string
+		want []string // the what-if rows runs show lists
+		prep func()
+	}{
+		{"the search's ranking", all, func() {}},
+		{"the journal's runs, without the ranking", run, func() { must(t, os.Remove(kept)) }},
+		{"the journal's runs, the ranking older than the journal", run, func() {
+			must(t, os.WriteFile(kept, data, 0o644))
+			old := time.Now().Add(-time.Hour)
+			must(t, os.Chtimes(kept, old, old))
+		}},
+	} {
+		tc.prep()
+		code, out, errb := cgtune(t, "runs", "show", d.RunDir, "--json")
+		if code != exitOK {
+			t.Fatalf("%s: runs show --json: exit %d %s", tc.name, code, errb)
+		}
+		var info search.RunInfo
+		if err := json.Unmarshal([]byte(out), &info); err != nil {
+			t.Fatal(err)
+		}
+		if info.Winner == nil || info.Winner.Result.Candidate.Key() != d.Winner.Result.Candidate.Key() || !info.Reference.Won(info.Winner) {
+			t.Errorf("%s: runs show's best run is not the search's winner, %s: %s", tc.name, d.Winner.Result.Candidate.Name(), rankedName(info.Winner))
+		}
+		var shown []string
+		for _, r := range info.WhatIf {
+			shown = append(shown, r.Result.Candidate.Name())
+		}
+		if !slices.Equal(shown, tc.want) {
+			t.Errorf("%s: runs show's what-if rows %q, want %q", tc.name, shown, tc.want)
+		}
+		code, out, _ = cgtune(t, "runs", "show", d.RunDir)
+		if info.FromJournal == slices.Equal(tc.want, all) {
+			t.Errorf("%s: ranked from the journal: %v", tc.name, info.FromJournal)
+		}
+		for _, want := range []string{"best run: " + d.Winner.Result.Candidate.Name() + ",", search.KeepRecipe, "WHAT-IF", tc.want[0]} {
+			if code != exitOK || !strings.Contains(out, want) {
+				t.Errorf("%s: runs show (exit %d) lacks %q:\n%s", tc.name, code, want, out)
+			}
 		}
 	}
 }
@@ -331,4 +359,28 @@ func rankedName(r *search.Ranked) string {
 		return "none"
 	}
 	return r.Result.Candidate.Name()
+}
+
+// A winner the search derived and never ran itself (none, from the eager
+// baselines every run measures) is the best run runs show names.
+func TestRunsShowNamesADerivedWinner(t *testing.T) {
+	isolate(t)
+	code, out, errb := cgtune(t, "--headless", "--model", "llama3_8b", "--gpu-type", "h100", "--engine", "estimate", "--json")
+	if code != exitOK {
+		t.Fatalf("search: exit %d\n%s", code, errb)
+	}
+	var d struct {
+		RunDir string        `json:"run_dir"`
+		Winner search.Ranked `json:"winner"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Winner.Derived {
+		t.Fatalf("the search's winner %s was run itself: this test needs a derived one", d.Winner.Result.Candidate.Name())
+	}
+	code, out, _ = cgtune(t, "runs", "show", d.RunDir)
+	if want := "best run: " + d.Winner.Result.Candidate.Name() + ","; code != exitOK || !strings.Contains(out, want) {
+		t.Errorf("runs show (exit %d) lacks %q:\n%s", code, want, out)
+	}
 }
