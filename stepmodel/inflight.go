@@ -9,7 +9,7 @@ package stepmodel
 //     beside the previous one's backward layer by layer, the forward's
 //     layers saving as the backward's free theirs: one micro-batch and a
 //     layer (combined_1f1b.py combined_1f1b_schedule_for_no_pipelining;
-//     the layer is epOverlapLayer's);
+//     the layer is largestLayer's);
 //   - 1F1B: rank r runs PP − r − 1 warm-up forwards, then one forward
 //     before each backward: PP − r micro-batches in flight;
 //   - interleaved: (PP − r − 1)·2 + (VP − 1)·G warm-up forwards (one more

@@ -35,6 +35,9 @@ type MemoryBreakdown struct {
 	// SlackOverActivations is the reserve over the activations' peak
 	// (Slack is the optimizer step's where that peak is higher).
 	SlackOverActivations int64 `json:"allocator_slack_over_activations"`
+	// ExpandableSegments: the job's allocator maps expandable segments
+	// (ExpandableSegments), which the reserve's share depends on.
+	ExpandableSegments bool `json:"expandable_segments,omitempty"`
 	// Context is the memory outside PyTorch's caching allocator (CUDA
 	// context, workspaces, NCCL buffers, graph instantiations): NVML used
 	// less torch reserved; ContextSource says where the figure comes from.
@@ -258,7 +261,10 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 		graphed = append(graphed, gk...)
 	}
 	if w.Spec.Options.EPOverlap {
-		transient = math.Max(transient, epOverlapLayer(kinds, act))
+		// EP overlap's combined 1F1B step holds, beyond the micro-batches
+		// in flight, the forward's layer saving beside the backward's
+		// layer being freed: the largest of the rank's.
+		transient = math.Max(transient, largestLayer(act, kinds))
 	}
 	counts := inFlightChunks(l.PPSize(), l.VPSize(), s, w.MicroBatches, w.Spec.Options.EPOverlap, per)
 	f.act = dot(counts, per) + transient + act.backwardTemporaries(kinds)
@@ -273,11 +279,14 @@ func stageMemory(w *Workload, p *CapturePlan, split PipelineSplit, s int, region
 		graphs = graphedPeak(w, p, regions, graphed, act, f, dot(counts, pooled), counts) - f.eagerPeak()
 	}
 	// What one layer brings: the largest layer's saving with what the
-	// step holds beside the micro-batches in flight.
+	// step holds beside the micro-batches in flight. The allocator's
+	// reserve follows the sizes of the blocks that come and go, not how
+	// many layers or micro-batches hold such blocks
+	// (docs/memory-depth-2026-12-05.md).
 	oneLayer := f.act - dot(counts, per) + largestLayer(act, kinds)
 	m := &MemoryBreakdown{
 		Weights: mib(f.weights), Gradients: mib(f.grads), Optimizer: mib(f.optim), ExpertStash: mib(f.stash), MainGrads: mib(f.mainGrads), StateCopies: mib(f.copies),
-		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(allocatorReserve(f, oneLayer, l)), SlackOverActivations: mib(reserveShareOf(l) * oneLayer),
+		Activations: mib(f.act), Graphs: mib(math.Max(0, graphs)), Slack: mib(allocatorReserve(f, oneLayer, l)), SlackOverActivations: mib(reserveShareOf(l) * oneLayer), ExpandableSegments: ExpandableSegments(l),
 		Stage: s, StageLayers: len(kinds), PrecisionAware: adam.precisionAware, Decoupled: adam.decoupled, LayerWiseMuon: adam.muon, GradBuffer: adam.gradBuffer,
 	}
 	m.Total = m.Weights + m.Gradients + m.Optimizer + m.ExpertStash + max(m.Activations, m.step()) + m.Graphs + m.Slack
@@ -314,26 +323,13 @@ func ExpandableSegments(l presets.Layout) bool {
 }
 
 // largestLayer is what the largest of kinds saves in one micro-batch's
-// forward: the allocator's reserve follows the sizes of the blocks that
-// come and go, not how many layers or micro-batches hold such blocks
-// (docs/memory-depth-2026-12-05.md).
+// forward.
 func largestLayer(act activations, kinds []presets.LayerKind) float64 {
 	largest := 0.0
 	for _, k := range kinds {
 		largest = math.Max(largest, act.layer(k))
 	}
 	return largest
-}
-
-// epOverlapLayer is what EP overlap's combined 1F1B step holds beyond the
-// micro-batches in flight: the forward's layer saving beside the
-// backward's layer being freed, the largest of the rank's.
-func epOverlapLayer(kinds []presets.LayerKind, act activations) float64 {
-	v := 0.0
-	for _, k := range kinds {
-		v = math.Max(v, act.layer(k))
-	}
-	return v
 }
 
 // chunkKinds lists the layer kinds a model chunk builds: its decoder
@@ -373,9 +369,17 @@ func (m *MemoryBreakdown) Describe() string {
 	if m.ExpertStash > 0 {
 		stash = fmt.Sprintf(" + paged expert stash %d", m.ExpertStash)
 	}
-	return fmt.Sprintf("job memory per rank (pipeline rank %d, %d layers; %s): weights %d + gradients %d + optimizer %d%s + the larger of activations %d and the optimizer step's temporaries %d (fp32 main gradients %d, fp32 copies of bf16 Adam states %d) + graphs %d + allocator slack %d + outside the allocator %d (%s) = %d MiB of %d MiB (%s)",
+	return fmt.Sprintf("job memory per rank (pipeline rank %d, %d layers; %s): weights %d + gradients %d + optimizer %d%s + the larger of activations %d and the optimizer step's temporaries %d (fp32 main gradients %d, fp32 copies of bf16 Adam states %d) + graphs %d + allocator slack %d (%s) + outside the allocator %d (%s) = %d MiB of %d MiB (%s)",
 		m.Stage, m.StageLayers, m.optimizerText(), m.Weights, m.Gradients, m.Optimizer, stash, m.Activations, m.step(), m.MainGrads, m.StateCopies,
-		m.Graphs, m.Slack, m.Context, m.ContextSource, m.Total, m.GPUMiB, fits)
+		m.Graphs, m.Slack, m.allocatorText(), m.Context, m.ContextSource, m.Total, m.GPUMiB, fits)
+}
+
+// allocatorText names the allocator configuration the slack is for.
+func (m *MemoryBreakdown) allocatorText() string {
+	if m.ExpandableSegments {
+		return "expandable segments"
+	}
+	return "default allocator"
 }
 
 // optimizerText says how the optimizer keeps its state.
