@@ -371,11 +371,11 @@ func (m *MemoryBreakdown) Describe() string {
 	}
 	return fmt.Sprintf("job memory per rank (pipeline rank %d, %d layers; %s): weights %d + gradients %d + optimizer %d%s + the larger of activations %d and the optimizer step's temporaries %d (fp32 main gradients %d, fp32 copies of bf16 Adam states %d) + graphs %d + allocator slack %d (%s) + outside the allocator %d (%s) = %d MiB of %d MiB (%s)",
 		m.Stage, m.StageLayers, m.optimizerText(), m.Weights, m.Gradients, m.Optimizer, stash, m.Activations, m.step(), m.MainGrads, m.StateCopies,
-		m.Graphs, m.Slack, m.allocatorText(), m.Context, m.ContextSource, m.Total, m.GPUMiB, fits)
+		m.Graphs, m.Slack, m.Allocator(), m.Context, m.ContextSource, m.Total, m.GPUMiB, fits)
 }
 
-// allocatorText names the allocator configuration the slack is for.
-func (m *MemoryBreakdown) allocatorText() string {
+// Allocator names the allocator configuration the slack is for.
+func (m *MemoryBreakdown) Allocator() string {
 	if m.ExpandableSegments {
 		return "expandable segments"
 	}

@@ -9,6 +9,7 @@ import (
 
 	"cgtune/engine"
 	"cgtune/search"
+	"cgtune/stepmodel"
 )
 
 // The results screen's ranking table, why the winner won, and the details
@@ -303,6 +304,23 @@ func (s *resultsScreen) resultDetail(rk search.Ranked, w int) []string {
 	return strings.Split(strings.Join(lines, "\n"), "\n")
 }
 
+// breakdownText is every term the breakdown's total adds, in GiB: the
+// larger of the activations and the optimizer step's temporaries, and the
+// allocator's reserve with the configuration it is for.
+func breakdownText(b *stepmodel.MemoryBreakdown) string {
+	parts := []string{"weights " + fmtGiB(b.Weights), "grads " + fmtGiB(b.Gradients), "optimizer " + fmtGiB(b.Optimizer)}
+	if b.ExpertStash > 0 {
+		parts = append(parts, "expert stash "+fmtGiB(b.ExpertStash))
+	}
+	if step := b.MainGrads + b.StateCopies; step > b.Activations {
+		parts = append(parts, "optimizer step "+fmtGiB(step))
+	} else {
+		parts = append(parts, "activations "+fmtGiB(b.Activations))
+	}
+	parts = append(parts, "graphs "+fmtGiB(b.Graphs), "allocator slack "+fmtGiB(b.Slack)+" ("+b.Allocator()+")", "context "+fmtGiB(b.Context)+" GiB")
+	return strings.Join(parts, " · ")
+}
+
 // breakdownLines show where a candidate's memory in the job goes: the
 // memory model's breakdown when the engine made one, else its peak against
 // the job GPU; a warning when it will not fit.
@@ -313,8 +331,7 @@ func (s *resultsScreen) breakdownLines(rk search.Ranked, w int) []string {
 	need, total, what := jobMemory(res, jobGPUMiB(req))
 	var lines []string
 	if b := res.Memory.Breakdown; b != nil {
-		text := fmt.Sprintf("weights %s · grads %s · optimizer %s · activations %s · graphs %s · context %s GiB", fmtGiB(b.Weights), fmtGiB(b.Gradients),
-			fmtGiB(b.Optimizer), fmtGiB(b.Activations), fmtGiB(b.Graphs), fmtGiB(b.Context))
+		text := breakdownText(b)
 		for _, l := range strings.Split(wrapAtSpaces(text, max(w-10, 10)), "\n") {
 			lines = append(lines, st.Label.Render(padRight("", 10))+st.Muted.Render(l))
 		}
