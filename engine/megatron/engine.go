@@ -46,8 +46,9 @@ type Options struct {
 
 // Engine runs candidates on the real framework through its worker.
 type Engine struct {
-	opts Options
-	sup  *worker.Supervisor
+	opts   Options
+	sup    *worker.Supervisor
+	slices sliceFit
 }
 
 // WorkerCommand is the command that starts the installed worker.
@@ -168,7 +169,7 @@ func (e *Engine) Delegates(c presets.Candidate) bool {
 // collectives of the parallel degrees the run lacks, and hands candidates
 // the framework cannot run to the fallback engine, labelled.
 func (e *Engine) Run(ctx context.Context, w *stepmodel.Workload, c presets.Candidate, opts engine.RunOptions, emit func(engine.StepSample)) engine.Result {
-	r := e.sup.Run(ctx, w, c, opts, emit)
+	r := e.runFitting(ctx, w, c, opts, emit)
 	if r.ErrKind == engine.FailureUnsupported && e.opts.Fallback != nil {
 		f := e.opts.Fallback.Run(ctx, w, c, opts, emit)
 		f.Delegated = r.Err

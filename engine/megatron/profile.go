@@ -27,6 +27,12 @@ func profileLayers(w *stepmodel.Workload, maxLayers int) [2]int {
 	return [2]int{1, max(2, built)}
 }
 
+// profileLayersFitting are profileLayers with the far point the slice
+// that fits this GPU (sliceFit), which the search's runs build too.
+func (e *Engine) profileLayersFitting(w *stepmodel.Workload) [2]int {
+	return profileLayers(w, e.slices.of(w, e.opts.MaxLayers))
+}
+
 // spreadSteps are the steps measured at the larger layer count, whose
 // spread the profile keeps (stepmodel.StepSpread): the nearest-rank p10 and
 // p90 of 9 steps are their least and greatest, whose expected quantiles
@@ -85,13 +91,20 @@ func (e *Engine) profileRuns(ctx context.Context, w *stepmodel.Workload, modes [
 	var runs []profileRun
 	var fw *engine.FrameworkInfo
 	for _, mode := range modes {
-		layers := profileLayers(w, e.opts.MaxLayers)
-		for _, n := range layers {
+		layers := e.profileLayersFitting(w)
+		for i, n := range layers {
 			steps := 5
-			if n == layers[1] {
+			if i == 1 {
 				steps = spreadSteps
 			}
 			r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: steps, EagerSteps: steps}, nil)
+			// The far point shrinks to what fits this GPU, down to two
+			// layers (the fit needs two counts), as the search's slice.
+			for i == 1 && r.ErrKind == engine.FailureOOM && n > 2 && ctx.Err() == nil {
+				n = max(2, n/2)
+				e.slices.keep(w, n)
+				r = e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: steps, EagerSteps: steps}, nil)
+			}
 			pr := profileRun{mode: mode, layers: n, raw: r.Raw, step: r.Step, outside: r.Memory.OutsideAllocatorMiB, err: r.Err}
 			if emit != nil {
 				emit(fmt.Sprintf("%s%s, %d layer(s): %s", prefix, mode, n, describeRaw(pr)))

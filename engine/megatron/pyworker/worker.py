@@ -264,7 +264,9 @@ class Worker:
                 return self.eager[key]["pool"].apply(r)
         eager = self.eager[key]
         if eager.get("error"):
-            return results.result(cand, self.device, [], None, error_kind="crash",
+            # An eager baseline out of memory is the slice's: the engine
+            # runs a smaller one.
+            return results.result(cand, self.device, [], None, error_kind=results.classify_error(eager["error"]),
                                   error="the eager baseline failed: " + eager["error"])
         baseline = {k: v for k, v in eager.items() if k != "pool"}
         baseline["stats"] = eager["pool"].stats()

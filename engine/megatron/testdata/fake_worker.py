@@ -3,7 +3,10 @@
 protocol v1 and behaves as FAKE_MODE says: ok, crash, hang, version.
 A graphed candidate reports FAKE_GRAPH_MIB ("SLICE,JOB": what its graphs
 took over eager on the slice, and that scaled to the stage; default
-640,2560); FAKE_RAN ("LAYERS,MICROBATCHES") reports the slice as run."""
+640,2560); FAKE_RAN ("LAYERS,MICROBATCHES") reports the slice as run;
+FAKE_OOM_ABOVE=N runs out of memory on a slice of more than N layers
+(8 unless the request says), and FAKE_LOG names a file each request's
+candidate and layers are appended to."""
 import json, os, sys, time
 
 mode = os.environ.get("FAKE_MODE", "ok")
@@ -30,6 +33,14 @@ for line in sys.stdin:
         os._exit(9)
     if mode == "hang" and c["impl"] != "none":
         time.sleep(60)
+    layers = (req.get("opts") or {}).get("layers") or 8
+    if os.environ.get("FAKE_LOG"):
+        with open(os.environ["FAKE_LOG"], "a") as f:
+            f.write("%s %d\n" % (c["impl"], layers))
+    if os.environ.get("FAKE_OOM_ABOVE") and layers > int(os.environ["FAKE_OOM_ABOVE"]):
+        send({"v": 1, "type": "result", "id": req["id"], "result": {"candidate": c, "source": "framework",
+              "error": "the eager baseline failed: OutOfMemoryError: CUDA out of memory.", "error_kind": "oom"}})
+        continue
     send({"v": 1, "type": "sample", "id": req["id"], "sample": {"candidate": c["impl"], "phase": "measure", "step": 1, "step_ms": 10}})
     if c["impl"] == "transformer_engine":
         res = {"candidate": c, "source": "framework", "error": "transformer_engine is not importable on this node",
@@ -49,8 +60,8 @@ for line in sys.stdin:
             graph, job = map(int, os.environ.get("FAKE_GRAPH_MIB", "640,2560").split(","))
             res["memory"].update({"graph_mib": graph, "graph_full_job_mib": job})
         if os.environ.get("FAKE_RAN"):
-            layers, mbs = map(int, os.environ["FAKE_RAN"].split(","))
-            res["raw"] = {"layers_built": layers, "microbatches_run": mbs}
+            ran, mbs = map(int, os.environ["FAKE_RAN"].split(","))
+            res["raw"] = {"layers_built": ran, "microbatches_run": mbs}
         if os.environ.get("FAKE_LAYER_MS"):
             # Raw times of a slice whose layer costs EAGER,GRAPHED ms per
             # micro-batch (forward-backward wall), 4 micro-batches, 2 ms outside.
