@@ -205,7 +205,7 @@ const runShowRows = 10
 
 func printRun(w io.Writer, r search.RunInfo, name string) {
 	fmt.Fprintf(w, "run %s (%s)\n", r.Name, r.Dir)
-	fmt.Fprintf(w, "started %s; %s; %d results; %s\n", r.Created.Local().Format("2006-01-02 15:04:05"), runState(r), r.Results, byteSize(r.Bytes))
+	fmt.Fprintf(w, "started %s; %s; %d runs in its journal; %s\n", r.Created.Local().Format("2006-01-02 15:04:05"), runState(r), r.Results, byteSize(r.Bytes))
 	if r.Problem != "" {
 		fmt.Fprintf(w, "journal: %s\n", r.Problem)
 	}
