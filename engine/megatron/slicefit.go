@@ -34,6 +34,14 @@ func (s *sliceFit) of(w *stepmodel.Workload, maxLayers int) int {
 	return min(max(1, w.StageLayers), orDefault(maxLayers, DefaultMaxLayers))
 }
 
+// shrunk reports whether w's slice was found not to fit.
+func (s *sliceFit) shrunk(w *stepmodel.Workload) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.layers[workloadKey(w)]
+	return ok
+}
+
 // keep records that n layers are what w's runs build from now on.
 func (s *sliceFit) keep(w *stepmodel.Workload, n int) {
 	s.mu.Lock()
@@ -53,11 +61,15 @@ func (e *Engine) runFitting(ctx context.Context, w *stepmodel.Workload, c preset
 	if opts.Layers > 0 {
 		return e.sup.Run(ctx, w, c, opts, emit)
 	}
-	n := e.slices.of(w, e.opts.MaxLayers)
+	// The first run builds what the worker builds by default, unless a
+	// smaller slice was found to fit.
+	n, pinned := e.slices.of(w, e.opts.MaxLayers), e.slices.shrunk(w)
 	var tried []int
 	for {
 		o := opts
-		o.Layers = n
+		if pinned {
+			o.Layers = n
+		}
 		r := e.sup.Run(ctx, w, c, o, emit)
 		if r.ErrKind != engine.FailureOOM || n <= 1 || ctx.Err() != nil {
 			if len(tried) > 0 {
@@ -66,7 +78,7 @@ func (e *Engine) runFitting(ctx context.Context, w *stepmodel.Workload, c preset
 			return r
 		}
 		tried = append(tried, n)
-		n /= 2
+		n, pinned = n/2, true
 		e.slices.keep(w, n)
 	}
 }
