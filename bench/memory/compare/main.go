@@ -16,17 +16,13 @@
 package main
 
 import (
-	"bufio"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strings"
 
 	"cgtune/bench/memory/wholemodel"
-	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
@@ -91,42 +87,26 @@ func main() {
 // compare reads the runs of path and returns the table's rows and the
 // largest errors in each view.
 func compare(path string) (rows []string, worstDevice, worstAlloc float64, err error) {
-	f, err := fileio.OpenFileLimited(path, fileio.Unbounded)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	defer f.Close()
-	var in io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		if in, err = gzip.NewReader(f); err != nil {
-			return nil, 0, 0, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
+	err = wholemodel.EachLine(path, func(line []byte) error {
 		var p peakLine
-		if json.Unmarshal(sc.Bytes(), &p) != nil || p.Error != "" || p.Reserved == 0 || p.Case.Optimizer != "job" {
-			continue
+		if json.Unmarshal(line, &p) != nil || p.Error != "" || p.Reserved == 0 || p.Case.Optimizer != "job" {
+			return nil
 		}
 		b, err := predict(p)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, p.Name, err)
-			continue
+			return nil
 		}
 		eDev := 100 * float64(b.Total-p.Used) / float64(p.Used)
 		eAlloc := 100 * float64(b.Reserved()-p.Reserved) / float64(p.Reserved)
 		worstDevice, worstAlloc = max(worstDevice, abs(eDev)), max(worstAlloc, abs(eAlloc))
-		name := p.Name
-		if v := p.Case.Env["PYTORCH_CUDA_ALLOC_CONF"]; v != "" && !strings.Contains(name, "expandable") {
-			name += " (" + v + ")"
-		}
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %d | %d | %+.1f%% | %d | %d | %+.1f%% | %d | %d | %d | %d | %d | %d | %d |",
-			name, b.GradBuffer, p.Mode, p.Used, b.Total, eDev, p.Reserved, b.Reserved(), eAlloc, p.Used-p.Reserved, b.Context,
+			wholemodel.ShapeName(p.Name, p.Case.Env), b.GradBuffer, p.Mode, p.Used, b.Total, eDev, p.Reserved, b.Reserved(), eAlloc, p.Used-p.Reserved, b.Context,
 			b.Weights+b.Gradients+b.Optimizer+b.ExpertStash, b.Activations, b.MainGrads+b.StateCopies, b.Graphs, b.Slack))
-	}
+		return nil
+	})
 	sort.Strings(rows)
-	return rows, worstDevice, worstAlloc, sc.Err()
+	return rows, worstDevice, worstAlloc, err
 }
 
 func abs(v float64) float64 {

@@ -13,16 +13,11 @@
 package main
 
 import (
-	"bufio"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 
 	"cgtune/bench/memory/wholemodel"
-	"cgtune/internal/fileio"
 	"cgtune/presets"
 	"cgtune/stepmodel"
 )
@@ -75,10 +70,7 @@ func rowsOf(c inflightLine) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := c.Name
-	if v := c.Case.Env["PYTORCH_CUDA_ALLOC_CONF"]; v != "" && !strings.Contains(name, "expandable") {
-		name += " (" + v + ")"
-	}
+	name := wholemodel.ShapeName(c.Name, c.Case.Env)
 	var out []row
 	for i, r := range c.Rows {
 		if r.OOM {
@@ -95,32 +87,20 @@ func rowsOf(c inflightLine) ([]row, error) {
 }
 
 func read(path string) ([]row, error) {
-	f, err := fileio.OpenFileLimited(path, fileio.Unbounded)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var in io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		if in, err = gzip.NewReader(f); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
 	var out []row
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
+	err := wholemodel.EachLine(path, func(line []byte) error {
 		var c inflightLine
-		if json.Unmarshal(sc.Bytes(), &c) != nil || c.Error != "" || len(c.Rows) == 0 {
-			continue
+		if json.Unmarshal(line, &c) != nil || c.Error != "" || len(c.Rows) == 0 {
+			return nil
 		}
 		rs, err := rowsOf(c)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", path, c.Name, err)
+			return fmt.Errorf("%s: %s: %w", path, c.Name, err)
 		}
 		out = append(out, rs...)
-	}
-	return out, sc.Err()
+		return nil
+	})
+	return out, err
 }
 
 func main() {
