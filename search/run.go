@@ -222,14 +222,7 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 		return DoneEvent{}, err
 	}
 	defer release()
-	gen, err := presets.ParseMBridge(cfg.mbridge())
-	if err != nil {
-		return DoneEvent{}, err
-	}
-	// The engines run the workload the rules judged (the recipe's MoE
-	// mode and layer spec), as Plan builds it.
-	cfg.Workload = planOptions(cfg, cfg.mbridge(), gen)
-	w, err := stepmodel.BuildWorkloadContext(ctx, cfg.Model, cfg.Layout, cfg.Workload)
+	cfg, w, err := cfg.withWorkload(ctx)
 	if err != nil {
 		return DoneEvent{}, err
 	}
@@ -281,6 +274,19 @@ func Run(ctx context.Context, cfg Config, emit func(Event)) (DoneEvent, error) {
 	}
 	s.run(ctx)
 	return r.finish(ctx, cfg, s, ref)
+}
+
+// withWorkload is cfg with the workload options the search runs (the
+// recipe's MoE mode and layer spec, the generation: the workload the rules
+// judged, as Plan builds it), and that workload.
+func (c Config) withWorkload(ctx context.Context) (Config, *stepmodel.Workload, error) {
+	gen, err := presets.ParseMBridge(c.mbridge())
+	if err != nil {
+		return c, nil, err
+	}
+	c.Workload = planOptions(c, c.mbridge(), gen)
+	w, err := stepmodel.BuildWorkloadContext(ctx, c.Model, c.Layout, c.Workload)
+	return c, w, err
 }
 
 // takeReference sets the plan row the search's reference runs as and the

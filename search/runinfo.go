@@ -1,6 +1,7 @@
 package search
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"cgtune/engine"
-	"cgtune/presets"
 	"cgtune/stepmodel"
 )
 
@@ -94,12 +94,7 @@ func ReadRun(dir string, runFile RunFile, v RunView) (RunInfo, error) {
 // with its reference and the memory anchor on it; the journal holds the
 // runs only, so the warm-ups a search derives from them are not rows here.
 func (info *RunInfo) rank(es []entry, cfg Config) error {
-	gen, err := presets.ParseMBridge(cfg.mbridge())
-	if err != nil {
-		return err
-	}
-	cfg.Workload = planOptions(cfg, cfg.mbridge(), gen)
-	w, err := stepmodel.BuildWorkload(cfg.Model, cfg.Layout, cfg.Workload)
+	cfg, w, err := cfg.withWorkload(context.Background())
 	if err != nil {
 		return err
 	}
