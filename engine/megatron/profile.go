@@ -30,7 +30,8 @@ func profileLayers(w *stepmodel.Workload, maxLayers int) [2]int {
 // profileLayersFitting are profileLayers with the far point the slice
 // that fits this GPU (sliceFit), which the search's runs build too.
 func (e *Engine) profileLayersFitting(w *stepmodel.Workload) [2]int {
-	return profileLayers(w, e.slices.of(w, e.opts.MaxLayers))
+	n, _ := e.slices.of(w, e.opts.MaxLayers)
+	return profileLayers(w, n)
 }
 
 // spreadSteps are the steps measured at the larger layer count, whose
@@ -97,17 +98,18 @@ func (e *Engine) profileRuns(ctx context.Context, w *stepmodel.Workload, modes [
 			if i == 1 {
 				steps = spreadSteps
 			}
-			r := e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: steps, EagerSteps: steps}, nil)
 			// The far point shrinks to what fits this GPU, down to two
 			// layers (the fit needs two counts), as the search's slice.
-			for i == 1 && r.ErrKind == engine.FailureOOM && n > 2 && ctx.Err() == nil {
-				n = max(2, n/2)
-				e.slices.keep(w, n)
-				r = e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: n, MeasuredSteps: steps, EagerSteps: steps}, nil)
+			least := n
+			if i == 1 {
+				least = min(n, 2)
 			}
-			pr := profileRun{mode: mode, layers: n, raw: r.Raw, step: r.Step, outside: r.Memory.OutsideAllocatorMiB, err: r.Err}
+			r, built, _ := e.shrinking(ctx, w, n, least, func(k int) engine.Result {
+				return e.sup.Run(ctx, w, profileCandidates[mode], engine.RunOptions{Layers: k, MeasuredSteps: steps, EagerSteps: steps}, nil)
+			})
+			pr := profileRun{mode: mode, layers: built, raw: r.Raw, step: r.Step, outside: r.Memory.OutsideAllocatorMiB, err: r.Err}
 			if emit != nil {
-				emit(fmt.Sprintf("%s%s, %d layer(s): %s", prefix, mode, n, describeRaw(pr)))
+				emit(fmt.Sprintf("%s%s, %d layer(s): %s", prefix, mode, built, describeRaw(pr)))
 			}
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()

@@ -23,23 +23,16 @@ func workloadKey(w *stepmodel.Workload) string {
 	return stepmodel.ModelKey(w.Spec.Model) + "|" + stepmodel.LayoutKey(w.Layout)
 }
 
-// of is the layers the engine builds of w's stage: what fits, once a run
-// found out, else the engine's slice (its layers, at most maxLayers).
-func (s *sliceFit) of(w *stepmodel.Workload, maxLayers int) int {
+// of is the layers the engine builds of w's stage, and whether a run
+// found that few to fit (fitted); else the engine's slice (its layers, at
+// most maxLayers).
+func (s *sliceFit) of(w *stepmodel.Workload, maxLayers int) (n int, fitted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n, ok := s.layers[workloadKey(w)]; ok {
-		return n
+		return n, true
 	}
-	return min(max(1, w.StageLayers), orDefault(maxLayers, DefaultMaxLayers))
-}
-
-// shrunk reports whether w's slice was found not to fit.
-func (s *sliceFit) shrunk(w *stepmodel.Workload) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.layers[workloadKey(w)]
-	return ok
+	return min(max(1, w.StageLayers), orDefault(maxLayers, DefaultMaxLayers)), false
 }
 
 // keep records that n layers are what w's runs build from now on.
@@ -50,6 +43,22 @@ func (s *sliceFit) keep(w *stepmodel.Workload, n int) {
 		s.layers = map[string]int{}
 	}
 	s.layers[workloadKey(w)] = n
+}
+
+// shrinking returns run's result at n layers or, while that is out of
+// memory on this GPU and n is above least, at half as many (least at the
+// fewest), keeping each smaller count for w; with the layers of the last
+// run and the counts that did not fit.
+func (e *Engine) shrinking(ctx context.Context, w *stepmodel.Workload, n, least int, run func(n int) engine.Result) (engine.Result, int, []int) {
+	r := run(n)
+	var tried []int
+	for r.ErrKind == engine.FailureOOM && n > least && ctx.Err() == nil {
+		tried = append(tried, n)
+		n = max(least, n/2)
+		e.slices.keep(w, n)
+		r = run(n)
+	}
+	return r, n, tried
 }
 
 // runFitting runs c on the slice of w's stage that fits this GPU: where a
@@ -63,24 +72,18 @@ func (e *Engine) runFitting(ctx context.Context, w *stepmodel.Workload, c preset
 	}
 	// The first run builds what the worker builds by default, unless a
 	// smaller slice was found to fit.
-	n, pinned := e.slices.of(w, e.opts.MaxLayers), e.slices.shrunk(w)
-	var tried []int
-	for {
+	first, fitted := e.slices.of(w, e.opts.MaxLayers)
+	r, n, tried := e.shrinking(ctx, w, first, 1, func(k int) engine.Result {
 		o := opts
-		if pinned {
-			o.Layers = n
+		if fitted || k != first {
+			o.Layers = k
 		}
-		r := e.sup.Run(ctx, w, c, o, emit)
-		if r.ErrKind != engine.FailureOOM || n <= 1 || ctx.Err() != nil {
-			if len(tried) > 0 {
-				r.Notes = append(r.Notes, fmt.Sprintf("the slice of %s of the stage's %d layers ran out of memory on this GPU; %d built", layerCounts(tried), w.StageLayers, n))
-			}
-			return r
-		}
-		tried = append(tried, n)
-		n, pinned = n/2, true
-		e.slices.keep(w, n)
+		return e.sup.Run(ctx, w, c, o, emit)
+	})
+	if len(tried) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("the slice of %s of the stage's %d layers ran out of memory on this GPU; %d built", layerCounts(tried), w.StageLayers, n))
 	}
+	return r
 }
 
 // layerCounts says the layer counts tried: "8", "8 and 4", "8, 4 and 2".
